@@ -1,0 +1,40 @@
+"""A candidate: a KernelBench-format source defining `ModelNew`, and the backend it uses."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelcraft.backends import detect_backend, get_backend
+from kernelcraft.problems.problem import ProblemError, read_source
+
+
+@dataclass
+class Candidate:
+    source: str = field(repr=False)
+    name: str = "candidate"
+    backend: str = ""  # detected from the source when empty
+
+    def __post_init__(self):
+        self.backend = self.backend or detect_backend(self.source)
+        get_backend(self.backend)
+
+    @property
+    def sha(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_file(cls, path: str | Path, backend: str = "") -> "Candidate":
+        path = Path(path)
+        try:
+            source = read_source(path, "candidate")
+        except ProblemError as exc:
+            raise CandidateError(str(exc)) from None
+        if "ModelNew" not in source:
+            raise CandidateError(f"candidate {path} defines no ModelNew class")
+        return cls(source, path.stem, backend)
+
+
+class CandidateError(ValueError):
+    """A candidate file that cannot be evaluated at all (missing, binary, huge, no ModelNew)."""

@@ -1,0 +1,110 @@
+"""A problem's work, computed rather than typed in: FLOPs, the bytes it must move, its outputs' shapes.
+
+The reference runs once on the meta device (shapes only, no memory, no time) under a dispatch mode
+that counts every ATen op: matmul, convolution and attention through torch's FLOP formulas, every
+other op as one FLOP per element it touches. The byte floor is one read of every input and parameter
+and one write of every output: what a perfect fused kernel moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+
+# Ops that only move metadata or allocate: no arithmetic.
+_FREE = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "squeeze",
+         "unsqueeze", "detach", "alias", "slice", "select", "as_strided", "empty", "empty_like",
+         "empty_strided", "lift_fresh", "clone", "contiguous", "_to_copy", "copy_", "zeros", "ones",
+         "full", "new_empty", "new_zeros", "split", "split_with_sizes", "unbind", "flatten",
+         "unflatten", "view_as", "expand_as", "_reshape_alias", "clamp_min_", "fill_", "zero_",
+         "arange", "scalar_tensor", "lift_fresh_copy", "randn", "rand", "randint", "normal_",
+         "uniform_", "random_"}
+_TENSOR_CORE = (torch.float16, torch.bfloat16)
+
+
+@dataclass
+class TensorSpec:
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n * torch.empty((), dtype=self.dtype).element_size()
+
+    def to_dict(self) -> dict:
+        return {"shape": list(self.shape), "dtype": str(self.dtype).replace("torch.", "")}
+
+
+@dataclass
+class Cost:
+    flops: int
+    bytes: int
+    matmul_flops: int  # the part done by matmul/conv/attention: what tensor cores could take
+    matmul_dtype: str | None  # their input dtype
+    inputs: list[TensorSpec] = field(default_factory=list)
+    outputs: list[TensorSpec] = field(default_factory=list)
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / max(self.bytes, 1)
+
+    def to_dict(self) -> dict:
+        return {"flops": self.flops, "bytes": self.bytes, "matmul_flops": self.matmul_flops,
+                "matmul_dtype": self.matmul_dtype, "intensity": round(self.intensity, 3),
+                "inputs": [s.to_dict() for s in self.inputs], "outputs": [s.to_dict() for s in self.outputs]}
+
+
+class _Counter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.flops = 0
+        self.matmul_flops = 0
+        self.matmul_dtype: str | None = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        packet = func._overloadpacket
+        name = packet.__name__.rstrip("_") if packet.__name__ not in _FREE else packet.__name__
+        if packet in flop_registry:
+            n = int(flop_registry[packet](*args, **kwargs, out_val=out))
+            self.flops += n
+            self.matmul_flops += n
+            first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+            if first is not None:
+                self.matmul_dtype = str(first.dtype).replace("torch.", "")
+        elif name not in _FREE and packet.__name__ not in _FREE:
+            tensors = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
+            self.flops += max((t.numel() for t in tensors), default=0)
+        return out
+
+
+def _specs(values) -> list[TensorSpec]:
+    return [TensorSpec(tuple(t.shape), t.dtype) for t in tree_flatten(values)[0] if isinstance(t, torch.Tensor)]
+
+
+def compute_cost(module) -> Cost:
+    """Count the work of one forward pass of a loaded problem module (sizes as the module has them)."""
+    with torch.device("meta"):
+        torch.manual_seed(0)
+        model = module.Model(*module.get_init_inputs())
+        inputs = module.get_inputs()
+        counter = _Counter()
+        with torch.no_grad(), counter:
+            out = model(*inputs)
+    inputs_s, outputs_s = _specs(inputs), _specs(out)
+    params = sum(TensorSpec(tuple(p.shape), p.dtype).nbytes for p in
+                 list(model.parameters()) + list(model.buffers()))
+    moved = sum(s.nbytes for s in inputs_s) + sum(s.nbytes for s in outputs_s) + params
+    return Cost(counter.flops, moved, counter.matmul_flops, counter.matmul_dtype, inputs_s, outputs_s)
+
+
+def uses_tensor_cores(cost: Cost) -> bool:
+    return cost.matmul_dtype in ("float16", "bfloat16")

@@ -1,0 +1,27 @@
+"""Mean squared error loss (mean reduction) between predictions and targets."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch_size = 8192
+dim = 4096
+
+SMALL_SIZES = {"batch_size": 37, "dim": 1000}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(predictions, targets)
+
+
+def get_inputs():
+    # Random per-draw scales, so the (mean) loss is not nearly the same for every draw.
+    scale = 2 * torch.rand(2)
+    return [torch.randn(batch_size, dim) * scale[0], torch.randn(batch_size, dim) * scale[1]]
+
+
+def get_init_inputs():
+    return []

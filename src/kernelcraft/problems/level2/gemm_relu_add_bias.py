@@ -1,0 +1,27 @@
+"""Linear (no bias) -> ReLU -> add a learned bias vector."""
+import torch
+import torch.nn as nn
+
+batch_size = 1024
+in_features = 4096
+out_features = 4096
+
+SMALL_SIZES = {"batch_size": 37, "in_features": 130, "out_features": 91}
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features, bias=False)
+        self.bias = nn.Parameter(0.2 * torch.randn(out_features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(x)) + self.bias
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]

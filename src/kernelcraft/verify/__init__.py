@@ -1,0 +1,8 @@
+"""The verifier: compile candidates, check them against the reference, time them. Nothing else."""
+
+from kernelcraft.verify.result import Result, Timing
+from kernelcraft.verify.supervisor import VerifyConfig
+from kernelcraft.verify.timing import TimingConfig
+from kernelcraft.verify.verifier import Job, Verifier, resolve_devices
+
+__all__ = ["Job", "Result", "Timing", "TimingConfig", "Verifier", "VerifyConfig", "resolve_devices"]

@@ -1,0 +1,64 @@
+"""Inputs drawn fresh for every check: a secret seed, the problem's own `get_inputs()` run on the
+device the check runs on, then one of several value distributions.
+
+A problem's `get_inputs()` says what the inputs are (shapes, dtypes, integer ranges, signs); the
+distributions vary the values around that so a candidate cannot lean on one of them (randn's zero
+mean, unit scale). Every transform keeps each element's sign, so a problem that needs positive
+inputs (a log, a sqrt) still gets them. A problem may restrict them with a module-level
+`INPUT_DISTRIBUTIONS = [...]`.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import torch
+
+DISTRIBUTIONS = ("natural", "offset", "mixed_scale", "uniform", "scaled")
+
+
+def fresh_seed() -> int:
+    return secrets.randbits(62)
+
+
+def distributions_for(module) -> tuple[str, ...]:
+    allowed = tuple(getattr(module, "INPUT_DISTRIBUTIONS", DISTRIBUTIONS))
+    unknown = set(allowed) - set(DISTRIBUTIONS)
+    if unknown:
+        raise ValueError(f"INPUT_DISTRIBUTIONS names unknown distributions {sorted(unknown)}")
+    return allowed or ("natural",)
+
+
+def draw_inputs(module, device: str, seed: int, distribution: str = "natural") -> list:
+    """The problem's inputs for `seed`, on `device`, with values from `distribution`."""
+    devices = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        with torch.device(device):
+            inputs = list(module.get_inputs())
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        generator = torch.Generator(device=device).manual_seed(seed ^ 0x5DEECE66D)
+        return [_transform(x, distribution, generator) for x in inputs]
+
+
+def _transform(x, distribution: str, g: torch.Generator):
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or distribution == "natural":
+        return x
+    work = x.float()
+    if distribution == "scaled":  # one scale for the whole tensor, 0.03x to 30x
+        out = work * 10 ** (torch.rand((), generator=g, device=x.device) * 3 - 1.5)
+    elif distribution == "mixed_scale":  # every element its own scale, 0.01x to 100x
+        out = work * 10 ** (torch.rand(work.shape, generator=g, device=x.device) * 4 - 2)
+    elif distribution == "uniform":  # magnitudes uniform in (0, 2·rms), signs kept
+        rms = work.pow(2).mean().sqrt().clamp_min(1e-3)
+        sign = torch.where(work < 0, -1.0, 1.0)
+        out = sign * torch.rand(work.shape, generator=g, device=x.device) * 2 * rms
+    elif distribution == "offset":  # a shift of up to two standard deviations, where signs are free
+        if bool((work < 0).any()) and bool((work > 0).any()):
+            shift = (torch.rand((), generator=g, device=x.device) * 4 - 2) * work.std().clamp_min(1e-3)
+            out = work + shift
+        else:
+            out = work * (1 + torch.rand(work.shape, generator=g, device=x.device))
+    else:
+        raise ValueError(f"unknown distribution {distribution!r}")
+    return out.to(x.dtype).contiguous() if x.is_contiguous() else out.to(x.dtype)

@@ -1,0 +1,136 @@
+"""A worker subprocess and its private channel: spawn, ask with a deadline, kill its whole group.
+
+The worker is started with `start_new_session=True` (its own process group, so a timeout kills
+everything it started), a scrubbed environment, a private temporary directory as its cwd and TMPDIR,
+and its stdout/stderr in a log file there, so nothing it prints can pass for a result. The channel is
+a Unix socket with a random key that only the supervisor holds before the worker connects.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Listener
+from pathlib import Path
+
+_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.I)
+_KEEP = {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER", "LOGNAME", "SHELL", "CUDA_HOME", "CUDA_PATH",
+         "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYTHONPATH", "VIRTUAL_ENV",
+         "TRITON_CACHE_DIR", "KERNELCRAFT_CACHE", "KERNELCRAFT_ARCH", "TORCH_EXTENSIONS_DIR",
+         "TORCHINDUCTOR_CACHE_DIR", "CC", "CXX", "OMP_NUM_THREADS", "MAX_JOBS", "SYSTEMROOT"}
+
+
+class WorkerDied(Exception):
+    def __init__(self, message: str, exitcode: int | None):
+        super().__init__(message)
+        self.exitcode = exitcode
+
+
+class WorkerTimeout(Exception):
+    pass
+
+
+def worker_environment(extra: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+    """The environment a worker gets, and the names of the variables withheld from it."""
+    env, stripped = {}, []
+    for name, value in os.environ.items():
+        if _SECRET.search(name) and name not in _KEEP:
+            stripped.append(name)
+        elif name in _KEEP or name.startswith(("LC_", "TORCH_", "TRITON_", "CUDA_", "NCCL_", "NVSHMEM_")):
+            env[name] = value
+    env.update(extra or {})
+    # The worker imports kernelcraft from wherever this process did.
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env, sorted(stripped)
+
+
+class WorkerProcess:
+    """One spawned worker; `start` returns at once, `ready` waits for its handshake."""
+
+    def __init__(self, extra_env: dict[str, str] | None = None, start_timeout: float = 120.0):
+        self.dir = Path(tempfile.mkdtemp(prefix="kernelcraft-worker-"))
+        self.key = secrets.token_bytes(32)
+        address = str(self.dir / "channel.sock")
+        self.listener = Listener(address, family="AF_UNIX", authkey=self.key)
+        env, self.stripped = worker_environment({**(extra_env or {}), "TMPDIR": str(self.dir)})
+        self.log_path = self.dir / "worker.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "kernelcraft.verify.worker", address], stdin=subprocess.PIPE,
+                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.dir, start_new_session=True)
+        self.proc.stdin.write(self.key.hex().encode() + b"\n")
+        self.proc.stdin.close()
+        self.start_timeout = start_timeout
+        self.started = time.monotonic()
+        self.conn = None
+        self.info: dict = {}
+
+    def ready(self) -> dict:
+        if self.conn is None:
+            self.listener._listener._socket.settimeout(self.start_timeout)
+            try:
+                self.conn = self.listener.accept()
+            except OSError:
+                self.kill()
+                raise WorkerDied(f"worker did not start: {self.log_tail()}", self.proc.poll()) from None
+            self.info = self.ask(None, self.start_timeout)
+        return self.info
+
+    def ask(self, request: dict | None, timeout: float):
+        """Send a request (None: just wait) and return the reply within `timeout` seconds."""
+        try:
+            if request is not None:
+                self.conn.send(request)
+            if not self.conn.poll(timeout):
+                raise WorkerTimeout(f"no answer within {timeout:.0f} s")
+            return self.conn.recv()
+        except (EOFError, ConnectionError, OSError) as exc:
+            code = self._wait_exit()
+            raise WorkerDied(self._death_message(code, exc), code) from None
+
+    def _wait_exit(self, grace: float = 2.0) -> int | None:
+        try:
+            return self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _death_message(self, code: int | None, exc: Exception) -> str:
+        if code is None:
+            what = f"the worker closed its channel ({type(exc).__name__}) but did not exit"
+        elif code < 0:
+            what = f"the worker was killed by {signal.Signals(-code).name}"
+        else:
+            what = f"the worker exited with status {code} in the middle of a request"
+        tail = self.log_tail()
+        return f"{what}" + (f"; its last output:\n{tail}" if tail else "")
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group and remove its directory."""
+        try:  # the group, not just the leader: whatever the candidate started goes too
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self._wait_exit(5.0)
+        for closable in (self.conn, self.listener):
+            try:
+                if closable is not None:
+                    closable.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)

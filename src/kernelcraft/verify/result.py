@@ -1,0 +1,91 @@
+"""The verifier's verdict on one candidate: a plain record, JSON-ready."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "incorrect", "rejected")
+
+
+@dataclass
+class Timing:
+    """Statistics of one callable's timed calls, in milliseconds."""
+
+    median_ms: float
+    iqr_ms: float
+    cv: float  # standard deviation over mean
+    samples: int
+    min_ms: float
+    method: str  # e.g. "cuda_events+l2_flush", "cpu_perf_counter"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Result:
+    problem: str
+    candidate: str
+    backend: str
+    status: str = "runtime_error"
+    correct: bool = False
+    reasons: list[str] = field(default_factory=list)
+    message: str = ""  # the error or the first failing check, in one paragraph
+    device: str = ""
+    policy: str = "strict"
+    # compile stage
+    compile_seconds: float | None = None
+    compile_log: str = ""
+    kernels_resources: list[dict] = field(default_factory=list)  # ptxas registers / spills / smem
+    # checks
+    trials: int = 0
+    max_rel_error: float | None = None
+    trial_errors: list[dict] = field(default_factory=list)
+    # timing
+    runtime: Timing | None = None
+    eager: Timing | None = None
+    compiled: Timing | None = None
+    baseline_cached: bool = False
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    roofline_fraction: float | None = None
+    roofline_ms: float | None = None
+    flops: int | None = None
+    bytes: int | None = None
+    # provenance
+    versions: dict = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=list)  # revealed after the evaluation
+    wall_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def runtime_ms(self) -> float | None:
+        return self.runtime.median_ms if self.runtime else None
+
+    def fail(self, status: str, reason: str, message: str = "") -> "Result":
+        assert status in STATUSES, status
+        self.status, self.correct = status, False
+        if reason and reason not in self.reasons:
+            self.reasons.append(reason)
+        if message and not self.message:
+            self.message = message
+        return self
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["runtime_ms"] = self.runtime_ms
+        d["eager_ms"] = self.eager.median_ms if self.eager else None
+        d["compile_ms"] = self.compiled.median_ms if self.compiled else None
+        return _finite(d)
+
+
+def _finite(value):
+    """JSON has no NaN or Infinity: such floats become None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value

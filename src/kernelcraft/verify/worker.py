@@ -1,0 +1,191 @@
+"""The worker: the only process that runs a candidate's code. One worker serves one candidate.
+
+Started by a supervisor (`python -m kernelcraft.verify.worker ADDRESS`, the channel's key on stdin),
+it loads the problem and the candidate, then answers requests: run the candidate on inputs the
+supervisor sends (CUDA IPC on a GPU, shared memory on the CPU) and hand back its outputs; time the
+candidate beside the reference. It never sees a reference output or a correctness seed: those stay
+with the supervisor, which judges what comes back.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import traceback
+from multiprocessing.connection import Client
+from pathlib import Path
+
+
+def _import_file(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _trimmed_traceback(limit: int = 25) -> str:
+    lines = traceback.format_exc().rstrip().splitlines()
+    return "\n".join(lines[-limit:])
+
+
+class Worker:
+    def __init__(self, conn):
+        import torch
+
+        self.conn = conn
+        self.torch = torch
+        self.held = None  # outputs lent to the supervisor, kept alive until the next request
+
+    def serve(self) -> None:
+        while True:
+            try:
+                request = self.conn.recv()
+            except EOFError:
+                return
+            self.held = None
+            op = request.pop("op")
+            if op == "exit":
+                return
+            try:
+                reply = getattr(self, f"do_{op}")(**request)
+            except Exception as exc:  # noqa: BLE001 - everything the candidate raises is a finding
+                reply = {"error": f"{type(exc).__name__}: {exc}", "traceback": _trimmed_traceback(),
+                         "compile_error": type(exc).__name__ in ("CompileError", "ObjectOnlyBuild")}
+            self.conn.send(reply)
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def do_load(self, problem_source, candidate_source, device, init_seed, small, build_cache, arch_list):
+        torch = self.torch
+        from kernelcraft.backends import cuda_inline, nvrtc
+
+        self.device = torch.device(device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        here = Path.cwd()
+        (here / "problem.py").write_text(problem_source)
+        self.problem = _import_file(here / "problem.py", "kernelcraft_problem")
+        if small:
+            for key, value in (getattr(self.problem, "SMALL_SIZES", None) or {}).items():
+                setattr(self.problem, key, value)
+        init_inputs = self.problem.get_init_inputs()
+        self.reference = self._build(self.problem.Model, init_inputs, init_seed)
+        self.candidate = None
+        records: list = []
+        if candidate_source is not None:
+            path = here / "candidate.py"
+            path.write_text(candidate_source)
+            os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list
+            with cuda_inline.cached_builds(Path(build_cache), records):
+                module = _import_file(path, "kernelcraft_candidate")
+                if not hasattr(module, "ModelNew"):
+                    return {"error": "the candidate defines no ModelNew class", "reason": "no_model_new"}
+                self.candidate = self._build(module.ModelNew, init_inputs, init_seed)
+        return {"ok": True,
+                "nvrtc": [{"seconds": r.seconds, "log": r.log, "cached": r.cached} for r in nvrtc.COMPILE_RECORDS],
+                "inline": [{"seconds": r.seconds, "log": r.log} for r in records]}
+
+    def _build(self, cls, init_inputs, seed):
+        torch = self.torch
+        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            model = cls(*init_inputs)
+        return model.to(self.device).eval() if isinstance(model, torch.nn.Module) else model
+
+    def do_run(self, inputs, poison):
+        torch = self.torch
+        self._poison(poison)
+        with torch.no_grad():
+            out = self.candidate(*inputs)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+        aliases = [i for i, o in enumerate(outputs) if isinstance(o, torch.Tensor) and _shares_memory(o, inputs)]
+        if aliases:
+            return {"aliases": aliases}
+        self.held = outputs
+        return {"outputs": outputs}
+
+    def _poison(self, specs) -> None:
+        """Fill freed allocator blocks of the outputs' sizes with NaN, so unwritten output shows."""
+        torch = self.torch
+        if self.device.type != "cuda":
+            return
+        blocks = []
+        for shape, dtype in specs:
+            t = torch.empty(shape, dtype=dtype, device=self.device)
+            t.fill_(float("nan") if t.is_floating_point() else -1)
+            blocks.append(t)
+        torch.cuda.synchronize(self.device)
+        del blocks
+
+    def do_time(self, seed, names, config, l2_bytes):
+        torch = self.torch
+        from kernelcraft.verify.inputs import draw_inputs
+        from kernelcraft.verify.timing import time_interleaved
+
+        fns = {}
+        for name in names:
+            if name == "candidate":
+                fns[name] = self.candidate
+            elif name == "eager":
+                fns[name] = self.reference
+            elif name == "compile":
+                fns[name] = torch.compile(self.reference)
+
+        def no_grad(fn):
+            def call(*args):
+                with torch.no_grad():
+                    return fn(*args)
+            return call
+
+        run = time_interleaved({n: no_grad(f) for n, f in fns.items()},
+                               lambda r: draw_inputs(self.problem, str(self.device), seed + r),
+                               self.device, config, l2_bytes)
+        out = run.last_outputs.get("candidate")
+        outputs = (list(out) if isinstance(out, (tuple, list)) else [out]) if out is not None else None
+        self.held = outputs
+        return {"timings": run.timings, "last_round": run.last_round, "outputs": outputs,
+                "wall_ms": run.wall_ms, "event_ms": run.event_ms}
+
+
+def _shares_memory(out, inputs) -> bool:
+    import torch
+
+    if not out.numel():
+        return False
+    lo = out.untyped_storage().data_ptr()
+    hi = lo + out.untyped_storage().nbytes()
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.numel():
+            xlo = x.untyped_storage().data_ptr()
+            if xlo < hi and lo < xlo + x.untyped_storage().nbytes():
+                return True
+    return False
+
+
+def main() -> None:
+    address = sys.argv[1]
+    key = bytes.fromhex(sys.stdin.readline().strip())
+    sys.stdin.close()
+    import torch
+    import torch.multiprocessing
+
+    torch.multiprocessing.set_sharing_strategy("file_system")
+    conn = Client(address, family="AF_UNIX", authkey=key)
+    info = {"ready": True, "pid": os.getpid(), "torch": torch.__version__}
+    if torch.cuda.is_available():
+        torch.cuda.init()
+        info["device"] = torch.cuda.get_device_name()
+    conn.send(info)
+    Worker(conn).serve()
+    conn.close()
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: a candidate's atexit hooks and threads are not ours to wait on
+
+
+if __name__ == "__main__":
+    main()
