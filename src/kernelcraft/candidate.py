@@ -9,6 +9,8 @@ from pathlib import Path
 from kernelcraft.backends import detect_backend, get_backend
 from kernelcraft.problems.problem import ProblemError, read_source
 
+EXAMPLES = Path(__file__).parent / "examples"
+
 
 @dataclass
 class Candidate:
@@ -26,6 +28,13 @@ class Candidate:
 
     @classmethod
     def from_file(cls, path: str | Path, backend: str = "") -> "Candidate":
+        """A candidate file, or `example:NAME` for one of the examples bundled with kernelcraft."""
+        if str(path).startswith("example:"):
+            name = str(path).split(":", 1)[1]
+            path = EXAMPLES / f"{name}.py"
+            if not path.exists():
+                known = ", ".join(sorted(p.stem for p in EXAMPLES.glob("*.py")))
+                raise CandidateError(f"no bundled example {name!r}; there are: {known}")
         path = Path(path)
         try:
             source = read_source(path, "candidate")

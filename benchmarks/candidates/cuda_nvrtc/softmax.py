@@ -16,11 +16,14 @@ SOURCE = r'''
 #define INFINITY __int_as_float(0x7f800000)
 #endif
 
+// NaN-propagating max (fmaxf would drop a NaN, and a row holding a NaN must come out all NaN).
+__device__ __forceinline__ float nmax(float a, float b) { return (a != a || a > b) ? a : b; }
+
 // Merge running (m, s) with (m2, s2): s = s*e^(m-M) + s2*e^(m2-M), M = max(m, m2).
 // When both maxima are -inf nothing is added (avoids exp(-inf - -inf) = NaN).
 __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2)
 {
-    float mn = fmaxf(m, m2);
+    float mn = nmax(m, m2);
     if (mn == -INFINITY) return;
     s = s * expf(m - mn) + s2 * expf(m2 - mn);
     m = mn;
@@ -62,8 +65,8 @@ softmax_rows(const float* __restrict__ x, float* __restrict__ y, long long n, in
         const float4* x4 = reinterpret_cast<const float4*>(xr);
         for (long long i = threadIdx.x; i < n4; i += blockDim.x) {
             float4 v = x4[i];
-            float lm = fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w));
-            float mn = fmaxf(m, lm);
+            float lm = nmax(nmax(v.x, v.y), nmax(v.z, v.w));
+            float mn = nmax(m, lm);
             if (mn != -INFINITY) {
                 s = s * expf(m - mn) + expf(v.x - mn) + expf(v.y - mn) + expf(v.z - mn) + expf(v.w - mn);
                 m = mn;

@@ -49,7 +49,7 @@ def ln_stats_kernel(x_ptr, part_ptr, stats_ptr, n, chunks, eps, BLOCK_C: tl.cons
         p = part_ptr + 2 * (row * chunks + c)
         s += tl.load(p, mask=mask, other=0.0)
         q += tl.load(p + 1, mask=mask, other=0.0)
-    nf = n.to(tl.float64)
+    nf = tl.full([], 0.0, tl.float64) + n  # (n may arrive as a constexpr 1)
     mean_shifted = tl.sum(s, 0) / nf
     var = tl.maximum(tl.sum(q, 0) / nf - mean_shifted * mean_shifted, 0.0)
     k = tl.load(x_ptr + row * n).to(tl.float64)

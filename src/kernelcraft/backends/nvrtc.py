@@ -14,8 +14,8 @@ Compilation needs no GPU when `arch` is given (that is how CI checks candidates)
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
+import io
 import os
 import re
 import threading
@@ -124,8 +124,6 @@ def compile_cubin(source: str, arch: str, options: tuple[str, ...] = ()) -> tupl
     path = cache_dir() / f"{key}.cubin"
     if path.exists():
         return path.read_bytes(), path.with_suffix(".log").read_text(), True
-    import io
-
     log = io.StringIO()
     program = Program(source, "c++", options=ProgramOptions(
         arch=arch, std="c++17", include_path=cuda_include_dirs() or None, ptxas_options="-v",
@@ -248,9 +246,9 @@ class Launcher:
                 if value.device.type != "cuda" or value.device.index != device_index:
                     raise ValueError(f"{self.name}({param.name}): tensor on {value.device}, "
                                      f"kernel launches on cuda:{device_index}")
-                return ctypes.c_void_p(value.data_ptr())
+                return np.uint64(value.data_ptr())
             if isinstance(value, int):
-                return ctypes.c_void_p(value)
+                return np.uint64(value)
             raise TypeError(f"{self.name}({param.name}): pointer parameter needs a tensor, "
                             f"got {type(value).__name__}")
         kind = _SCALARS.get(" ".join(param.ctype.split()))

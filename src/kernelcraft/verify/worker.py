@@ -53,6 +53,7 @@ class Worker:
             except Exception as exc:  # noqa: BLE001 - everything the candidate raises is a finding
                 reply = {"error": f"{type(exc).__name__}: {exc}", "traceback": _trimmed_traceback(),
                          "compile_error": type(exc).__name__ in ("CompileError", "ObjectOnlyBuild")}
+            request = None  # drop the lent inputs now, so the supervisor may free them
             self.conn.send(reply)
 
     # -- requests -------------------------------------------------------------------------------

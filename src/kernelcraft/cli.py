@@ -1,0 +1,167 @@
+"""`kernelcraft …`: the command line. The only module that prints.
+
+Exit status: 0 when the command ran (whatever the verdict), 2 on bad usage or an unreadable file
+(one line on stderr), 1 on an internal failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit status 2, as for every other usage error
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kernelcraft", description="Turn a PyTorch program into faster, verified GPU kernels.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    ev = sub.add_parser("eval", help="verify and time one candidate against a problem")
+    ev.add_argument("problem", help="a KernelBench-format file, or a suite name such as level1/softmax")
+    ev.add_argument("candidate", help="a file defining ModelNew, or example:NAME for a bundled one")
+    ev.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: a GPU if there is one)")
+    ev.add_argument("--policy", default="strict", choices=["strict", "relaxed"])
+    ev.add_argument("--backend", default="", help="cuda_nvrtc, cuda_inline, triton, cpp (default: detected)")
+    ev.add_argument("--trials", type=int, default=5, help="correctness trials, each with fresh secret seeds")
+    ev.add_argument("--size", default="auto", choices=["auto", "full", "small"],
+                    help="problem sizes: full, or the problem's SMALL_SIZES; auto = full on a GPU, small on the CPU")
+    ev.add_argument("--no-compile-baseline", action="store_true", help="skip timing torch.compile")
+    ev.add_argument("--budget", type=float, default=6.0, help="seconds of timing per candidate, at most")
+    ev.add_argument("--cache-dir", type=Path, default=None, help="builds and baselines (default ~/.cache/kernelcraft)")
+    ev.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+    pr = sub.add_parser("problems", help="the built-in problem suite")
+    prsub = pr.add_subparsers(dest="action", parser_class=_Parser)
+    ls = prsub.add_parser("list", help="list the suite's problems")
+    ls.add_argument("--level", type=int, default=None)
+    ls.add_argument("--json", action="store_true")
+    show = prsub.add_parser("show", help="a problem's source, sizes, FLOPs and bytes")
+    show.add_argument("name")
+    show.add_argument("--small", action="store_true", help="apply the problem's SMALL_SIZES")
+    show.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.version:
+            from kernelcraft import __version__
+
+            print(__version__)
+            return EXIT_OK
+        if args.command == "eval":
+            return cmd_eval(args)
+        if args.command == "problems":
+            return cmd_problems(args, parser)
+        parser.print_help()
+        return EXIT_USAGE
+    except UsageError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("kernelcraft: interrupted", file=sys.stderr)
+        return 130
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def _usage_errors():
+    from kernelcraft.candidate import CandidateError
+    from kernelcraft.problems import ProblemError
+
+    return (ProblemError, CandidateError, ValueError)
+
+
+def cmd_eval(args) -> int:
+    from kernelcraft.candidate import Candidate
+    from kernelcraft.problems import load_problem
+    from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig, resolve_devices
+
+    try:
+        if args.trials < 1:
+            raise ValueError("--trials must be at least 1")
+        problem = load_problem(args.problem)
+        candidate = Candidate.from_file(args.candidate, args.backend)
+        devices = resolve_devices(args.device)
+        small = args.size == "small" or (args.size == "auto" and devices[0] == "cpu")
+        problem.load(small=small)  # a problem that does not import is a usage error, said now
+        config = VerifyConfig(policy=args.policy, trials=args.trials, small=small,
+                              compile_baseline=not args.no_compile_baseline,
+                              timing=TimingConfig(budget_s=args.budget))
+        if args.cache_dir:
+            config.cache_dir = args.cache_dir
+        verifier = Verifier(args.device, config)
+    except _usage_errors() as exc:
+        raise UsageError(f"kernelcraft eval: {exc}") from None
+    if not args.json:
+        print(f"evaluating {candidate.name} ({candidate.backend}) on {problem.name} "
+              f"[{verifier.devices[0]}, {'SMALL_SIZES' if small else 'full sizes'}, {args.policy}]…", file=sys.stderr)
+    with verifier:
+        result = verifier.evaluate(problem, candidate)
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        from kernelcraft.report.terminal import result_view
+
+        _console().print(result_view(result))
+    return EXIT_OK
+
+
+def cmd_problems(args, parser) -> int:
+    from kernelcraft.problems import ProblemError, load_problem, load_suite
+    from kernelcraft.problems.cost import compute_cost
+
+    if args.action == "list":
+        rows = []
+        for p in load_suite(args.level):
+            doc = (p.load().__doc__ or "").strip().splitlines()
+            rows.append({"name": p.name, "level": p.level, "summary": doc[0] if doc else ""})
+        if args.json:
+            print(json.dumps(rows))
+        else:
+            from kernelcraft.report.terminal import problem_list_view
+
+            _console().print(problem_list_view(rows))
+        return EXIT_OK
+    if args.action == "show":
+        try:
+            problem = load_problem(args.name)
+            module = problem.load(small=args.small)
+            cost = compute_cost(module)
+        except ProblemError as exc:
+            raise UsageError(f"kernelcraft problems show: {exc}") from None
+        info = {"name": problem.name, "path": str(problem.path), "level": problem.level, "sha": problem.sha,
+                **cost.to_dict(), "source": problem.source}
+        if args.json:
+            print(json.dumps(info))
+        else:
+            from kernelcraft.report.terminal import problem_view
+
+            _console().print(problem_view(info))
+        return EXIT_OK
+    raise UsageError("kernelcraft problems: choose list or show")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

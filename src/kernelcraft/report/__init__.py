@@ -1,0 +1,1 @@
+"""Reports: what a result or a run found, as terminal tables (and later HTML)."""

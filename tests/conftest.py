@@ -1,0 +1,46 @@
+"""Shared fixtures: a private cache directory, a session-wide CPU verifier, the `gpu` marker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelcraft.problems import load_problem
+from kernelcraft.verify import Verifier, VerifyConfig
+from tests.helpers import small_config
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is false)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cache_root(tmp_path_factory) -> Path:
+    """One cache for the session, so a C++ build made by one test is found by the next."""
+    return tmp_path_factory.mktemp("kc-cache")
+
+
+@pytest.fixture
+def cache_config(tmp_path) -> VerifyConfig:
+    """CPU verification settings whose cache lives in this test's own tmp dir."""
+    return small_config(tmp_path / "cache")
+
+
+@pytest.fixture(scope="session")
+def cpu_verifier(cache_root):
+    """The CPU verifier every verifier test shares (small sizes, 3 trials, 0.3 s of timing)."""
+    verifier = Verifier("cpu", small_config(cache_root))
+    yield verifier
+    verifier.close()
+
+
+@pytest.fixture(scope="session")
+def relu_problem():
+    return load_problem("level1/relu")

@@ -1,0 +1,25 @@
+"""Paths and small builders shared by the tests (fixtures themselves live in conftest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelcraft.candidate import Candidate
+from kernelcraft.verify import TimingConfig, VerifyConfig
+
+TESTS = Path(__file__).parent
+FIXTURES = TESTS / "fixtures"
+REPO = TESTS.parent
+
+
+def small_config(cache_dir: Path, **overrides) -> VerifyConfig:
+    """CPU settings: SMALL_SIZES, no torch.compile baseline, a short timing budget, 3 trials."""
+    settings = dict(small=True, compile_baseline=False, trials=3, cache_dir=Path(cache_dir),
+                    timing=TimingConfig(budget_s=0.3, min_samples=5))
+    settings.update(overrides)
+    return VerifyConfig(**settings)
+
+
+def fixture_candidate(name: str, backend: str = "") -> Candidate:
+    """The candidate in tests/fixtures/<name>.py."""
+    return Candidate.from_file(FIXTURES / f"{name}.py", backend)

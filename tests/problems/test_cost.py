@@ -1,0 +1,98 @@
+"""FLOPs and bytes computed from the reference on the meta device, and the roofline they feed."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kernelcraft import hardware
+from kernelcraft.problems import load_problem
+from kernelcraft.problems.cost import TensorSpec, compute_cost, uses_tensor_cores
+
+
+def cost_of(name: str, small: bool = False):
+    return compute_cost(load_problem(name).load(small=small))
+
+
+def test_matmul_4096():
+    cost = cost_of("level1/matmul")
+    assert cost.flops == 2 * 4096 ** 3
+    assert cost.matmul_flops == cost.flops
+    assert cost.bytes == 3 * 4096 * 4096 * 4  # read A and B, write C, in fp32
+    assert cost.matmul_dtype == "float32"
+    assert not uses_tensor_cores(cost)
+    assert cost.intensity == pytest.approx(2 * 4096 ** 3 / (3 * 4096 * 4096 * 4))
+
+
+def test_matmul_fp16_bytes_and_tensor_cores():
+    cost = cost_of("level1/matmul_fp16")
+    assert cost.flops == 2 * 4096 ** 3
+    assert cost.bytes == 3 * 4096 * 4096 * 2
+    assert cost.matmul_dtype == "float16"
+    assert uses_tensor_cores(cost)
+
+
+def test_small_sizes_scale_the_cost():
+    cost = cost_of("level1/matmul", small=True)
+    assert cost.flops == 2 * 197 ** 3
+    assert cost.bytes == 3 * 197 * 197 * 4
+
+
+def test_elementwise_relu_is_one_flop_per_element():
+    numel = 4096 * 16384
+    cost = cost_of("level1/relu")
+    assert cost.flops == numel
+    assert cost.matmul_flops == 0
+    assert cost.matmul_dtype is None
+    assert cost.bytes == 2 * numel * 4
+
+
+def test_conv_counts_multiply_adds_and_parameters():
+    cost = cost_of("level1/conv2d_alexnet")
+    n, cin, cout, k, ho = 100, 3, 96, 11, 55
+    assert cost.flops == 2 * n * cout * ho * ho * cin * k * k
+    params = (cout * cin * k * k + cout) * 4
+    assert cost.bytes == n * cin * 224 * 224 * 4 + n * cout * ho * ho * 4 + params
+
+
+def test_to_dict_is_json_ready():
+    d = cost_of("level1/softmax", small=True).to_dict()
+    assert d["inputs"] == [{"shape": [37, 1000], "dtype": "float32"}]
+    assert d["outputs"] == [{"shape": [37, 1000], "dtype": "float32"}]
+    assert d["flops"] > 0 and d["bytes"] == 2 * 37 * 1000 * 4
+
+
+def test_tensor_spec_bytes():
+    assert TensorSpec((3, 5), torch.float16).nbytes == 30
+    assert TensorSpec((), torch.int64).nbytes == 8
+    assert TensorSpec((7, 0), torch.float32).nbytes == 0
+
+
+def test_compute_cost_allocates_nothing_real():
+    # Full-size softmax is 1 GiB per tensor: on the meta device this must be instant and free.
+    cost = cost_of("level1/softmax")
+    assert cost.bytes == 2 * 4096 * 65536 * 4
+
+
+# -- hardware -----------------------------------------------------------------------------------------
+
+def test_spec_for_device_names():
+    assert hardware.spec_for("NVIDIA H100 80GB HBM3").name == "H100"
+    assert hardware.spec_for("NVIDIA H200").name == "H200"
+    assert hardware.spec_for("NVIDIA A100-SXM4-80GB").name == "A100"
+    assert hardware.spec_for("Tesla T4") is None
+
+
+def test_roofline_takes_the_slower_of_math_and_memory():
+    spec = hardware.KNOWN["H100"]
+    mm = cost_of("level1/matmul")
+    assert hardware.roofline_seconds(spec, mm.flops, mm.bytes, "fp32") == pytest.approx(mm.flops / spec.fp32)
+    assert hardware.roofline_seconds(spec, mm.flops, mm.bytes, "tf32") == pytest.approx(mm.flops / spec.tf32)
+    relu = cost_of("level1/relu")
+    assert hardware.roofline_seconds(spec, relu.flops, relu.bytes, "fp32") == pytest.approx(
+        relu.bytes / spec.bandwidth)
+    assert math.isclose(hardware.roofline_seconds(spec, 0, 0, "fp16"), 0.0)
+    with pytest.raises(KeyError):
+        hardware.roofline_seconds(spec, 1, 1, "fp8")
