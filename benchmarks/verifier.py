@@ -185,6 +185,24 @@ def part_throughput(verifier: Verifier, size: int) -> dict:
     return out
 
 
+def part_faults(config: VerifyConfig) -> dict:
+    """A batch that mixes honest candidates with faults; every honest one must come back ok."""
+    honest = ROOT / "candidates" / "cuda_nvrtc" / "relu.py"
+    faults = sorted((ROOT / "candidates" / "faults").glob("*.py"))
+    pairs = [("level1/relu", honest)]
+    for f in faults:
+        pairs += [("level1/relu", f), ("level1/relu", honest)]
+    fault_config = VerifyConfig(cache_dir=config.cache_dir, timing=config.timing, run_timeout=15.0)
+    with Verifier("cuda", fault_config) as verifier:
+        rows, wall = evaluate_files(verifier, pairs)
+        restarts = sum(s.restarts for s in verifier.supervisors)
+    honest_ok = all(r["status"] == "ok" for r in rows if r["candidate"].startswith("cuda_nvrtc/"))
+    for r in rows:
+        print(f"  {r['candidate']:40s} {r['status']:14s} {r['reasons']} {r['wall_seconds']} s", flush=True)
+    print(f"  all honest ok: {honest_ok}; wall {wall:.1f} s; workers replaced after crashes: {restarts}")
+    return {"rows": rows, "wall_s": wall, "honest_all_ok": honest_ok, "crash_restarts": restarts}
+
+
 def part_cv(verifier: Verifier, repeats: int) -> dict:
     f = ROOT / "candidates" / "triton" / "softmax.py"
     jobs = [Job(load_problem("level1/softmax"), Candidate.from_file(f)) for _ in range(repeats)]
@@ -203,6 +221,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--compile-samples", type=int, default=20)
+    parser.add_argument("--baselines", type=Path, help="start from this baselines cache file")
+    parser.add_argument("--save-baselines", type=Path, help="write the baselines cache here at the end")
     args = parser.parse_args()
     parts = args.parts.split(",")
     props = torch.cuda.get_device_properties(0)
@@ -210,6 +230,8 @@ def main() -> None:
               "date": time.strftime("%Y-%m-%d"), "timing_method": "cuda_events+l2_flush, median",
               "sm_count": props.multi_processor_count}
     cache = Path(tempfile.mkdtemp(prefix="kc-bench-"))
+    if args.baselines and args.baselines.exists():  # baselines measured by an earlier call, same GPU and torch
+        (cache / "baselines.json").write_text(args.baselines.read_text())
     config = VerifyConfig(cache_dir=cache, timing=TimingConfig())
     with Verifier("cuda", config) as verifier:
         if "compile" in parts:
@@ -225,10 +247,15 @@ def main() -> None:
         if "throughput" in parts:
             print("throughput", flush=True)
             report["throughput"] = part_throughput(verifier, args.batch)
+        if "faults" in parts:
+            print("faults", flush=True)
+            report["faults"] = part_faults(config)
         if "cv" in parts:
             print("timing CV", flush=True)
             report["timing_cv"] = part_cv(verifier, 10)
     args.out.write_text(json.dumps(report, indent=1))
+    if args.save_baselines and (cache / "baselines.json").exists():
+        args.save_baselines.write_text((cache / "baselines.json").read_text())
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@ from torch.utils.cpp_extension import load_inline
 
 CUDA_SOURCE = r'''
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAException.h>
 #include <cstdint>
 
 __device__ __forceinline__ float relu1(float v) { return v < 0.0f ? 0.0f : v; }  // NaN passes
@@ -41,14 +42,14 @@ torch::Tensor relu_forward(torch::Tensor x)
 {
     TORCH_CHECK(x.is_cuda(), "relu_forward: CUDA tensor expected");
     TORCH_CHECK(x.scalar_type() == at::kFloat, "relu_forward: float32 expected");
-    const at::cuda::OptionalCUDAGuard guard(x.device());
+    const c10::cuda::OptionalCUDAGuard guard(x.device());
     x = x.contiguous();
     auto y = torch::empty_like(x);
     const int64_t n = x.numel();
     if (n == 0) return y;
     const int threads = 256;
     const int64_t max_blocks = 65536;
-    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const float* xp = x.data_ptr<float>();
     float* yp = y.data_ptr<float>();
     if (reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(yp) % 16 == 0) {

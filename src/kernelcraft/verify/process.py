@@ -76,12 +76,16 @@ class WorkerProcess:
 
     def ready(self) -> dict:
         if self.conn is None:
-            self.listener._listener._socket.settimeout(self.start_timeout)
-            try:
-                self.conn = self.listener.accept()
-            except OSError:
-                self.kill()
-                raise WorkerDied(f"worker did not start: {self.log_tail()}", self.proc.poll()) from None
+            self.listener._listener._socket.settimeout(1.0)
+            while self.conn is None:
+                try:
+                    self.conn = self.listener.accept()
+                except OSError:  # socket.timeout included: look whether the worker is still starting
+                    code = self.proc.poll()
+                    if code is not None or time.monotonic() - self.started > self.start_timeout:
+                        self.kill()
+                        raise WorkerDied(f"the worker did not start (status {code}): {self.log_tail()}",
+                                         code) from None
             self.info = self.ask(None, self.start_timeout)
         return self.info
 

@@ -46,6 +46,7 @@ class Result:
     runtime: Timing | None = None
     eager: Timing | None = None
     compiled: Timing | None = None
+    eager_control: Timing | None = None  # eager timed interleaved with the candidate, same worker
     baseline_cached: bool = False
     speedup_eager: float | None = None
     speedup_compile: float | None = None

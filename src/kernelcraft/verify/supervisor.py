@@ -40,6 +40,7 @@ class VerifyConfig:
     load_timeout: float = 300.0
     run_timeout: float = 60.0
     baseline_timeout: float = 600.0
+    standby_workers: int = 2  # spawned ahead, so a worker's start-up (torch import, CUDA init) overlaps work
     cache_dir: Path = Path.home() / ".cache" / "kernelcraft"
 
 
@@ -75,7 +76,7 @@ class Supervisor:
             self.worker_env["CUDA_VISIBLE_DEVICES"] = str(self._physical_index())
         else:
             self.worker_env.update(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
-        self.standby: WorkerProcess | None = None
+        self.standby: list[WorkerProcess] = []
         self.stripped_env: list[str] = []
         self.restarts = 0
 
@@ -91,15 +92,16 @@ class Supervisor:
         return "cuda:0" if self.device.type == "cuda" else "cpu"  # the worker sees one GPU
 
     def _take_worker(self) -> WorkerProcess:
-        worker = self.standby or WorkerProcess(self.worker_env)
-        self.standby = WorkerProcess(self.worker_env)  # warms up while this candidate runs
+        worker = self.standby.pop(0) if self.standby else WorkerProcess(self.worker_env)
+        while len(self.standby) < self.config.standby_workers:  # they warm up while this one works
+            self.standby.append(WorkerProcess(self.worker_env))
         self.stripped_env = worker.stripped
         return worker
 
     def close(self) -> None:
-        if self.standby is not None:
-            self.standby.kill()
-            self.standby = None
+        for worker in self.standby:
+            worker.kill()
+        self.standby = []
 
     # -- the reference side ---------------------------------------------------------------------
 
@@ -256,12 +258,15 @@ class Supervisor:
         result.eager, result.compiled = cached
         seed = fresh_seed()
         t = self.config.timing
-        reply = worker.ask({"op": "time", "seed": seed, "names": ["candidate"], "config": t,
+        # The reference is timed again beside the candidate, interleaved, as a control: the same
+        # GPU state for both. Speedups use the clean baseline; a control far from it is reported.
+        reply = worker.ask({"op": "time", "seed": seed, "names": ["candidate", "eager"], "config": t,
                             "l2_bytes": self.l2_bytes}, t.budget_s * 4 + self.config.run_timeout * 2)
         if "error" in reply:
             result.fail("runtime_error", "candidate_raised", reply.get("traceback") or reply["error"])
             return
         result.runtime = reply["timings"]["candidate"]
+        result.eager_control = reply["timings"]["eager"]
         # The outputs of the last timed round must be right too (a candidate that behaves while
         # checked and cuts corners while timed is caught here).
         inputs = draw_inputs(ref.module, str(self.device), seed + reply["last_round"])
@@ -275,6 +280,10 @@ class Supervisor:
                         f"{reply['wall_ms']:.2f} ms of synchronised wall time")
             return
         ms = result.runtime.median_ms
+        if result.eager and abs(result.eager_control.median_ms / result.eager.median_ms - 1) > 0.15:
+            result.notes.append(f"baseline_drift: eager timed beside the candidate took "
+                                f"{result.eager_control.median_ms:.4g} ms, the clean baseline "
+                                f"{result.eager.median_ms:.4g} ms")
         if result.eager:
             result.speedup_eager = round(result.eager.median_ms / ms, 4)
         if result.compiled:

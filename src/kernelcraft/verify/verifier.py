@@ -85,8 +85,8 @@ class Verifier:
                     i = todo.get_nowait()
                 except queue.Empty:
                     return
-                build = builds[i].result() if builds[i] is not None else None
                 try:
+                    build = builds[i].result() if builds[i] is not None else None
                     results[i] = sup.evaluate(jobs[i].problem, jobs[i].candidate, build)
                 except Exception as exc:  # noqa: BLE001 - a verifier fault must not lose the batch
                     results[i] = Result(jobs[i].problem.name, jobs[i].candidate.name, jobs[i].candidate.backend,

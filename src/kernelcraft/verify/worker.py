@@ -176,11 +176,15 @@ def main() -> None:
     import torch.multiprocessing
 
     torch.multiprocessing.set_sharing_strategy("file_system")
-    conn = Client(address, family="AF_UNIX", authkey=key)
     info = {"ready": True, "pid": os.getpid(), "torch": torch.__version__}
-    if torch.cuda.is_available():
+    if torch.cuda.is_available():  # before connecting: a standby worker is warm when it is taken
         torch.cuda.init()
+        torch.empty(1, device="cuda")
         info["device"] = torch.cuda.get_device_name()
+    import kernelcraft.verify.inputs  # noqa: F401
+    import kernelcraft.verify.timing  # noqa: F401
+
+    conn = Client(address, family="AF_UNIX", authkey=key)
     conn.send(info)
     Worker(conn).serve()
     conn.close()
