@@ -1,5 +1,6 @@
 """Measure the verifier on a GPU: compile latency, candidates per GPU-minute, timing stability,
-baselines of the seed problems, and the hand-written candidates (honest and wrong).
+baselines of the seed problems, and the hand-written candidates (honest and wrong). Faults and
+the cost of the guards are measured by benchmarks/faults.py.
 
     python benchmarks/verifier.py --parts compile,seeds,candidates --out results.json
     python benchmarks/verifier.py --parts throughput,cv --out results2.json
@@ -159,10 +160,10 @@ def part_candidates(verifier: Verifier) -> dict:
     return out
 
 
-def part_throughput(verifier: Verifier, size: int) -> dict:
+def part_throughput(verifier: Verifier, size: int, backends=("cuda_nvrtc", "triton", "cuda_inline")) -> dict:
     out = {}
-    for kind in ("cuda_nvrtc", "triton", "cuda_inline"):
-        pairs = candidates(kind)
+    for kind in backends:
+        pairs = [(p, f) for p, f in candidates(kind) if p.startswith("level1/")]
         if not pairs:
             continue
         # warm the baselines (and builds) so the batch measures the per-candidate path only
@@ -185,24 +186,6 @@ def part_throughput(verifier: Verifier, size: int) -> dict:
     return out
 
 
-def part_faults(config: VerifyConfig) -> dict:
-    """A batch that mixes honest candidates with faults; every honest one must come back ok."""
-    honest = ROOT / "candidates" / "cuda_nvrtc" / "relu.py"
-    faults = sorted((ROOT / "candidates" / "faults").glob("*.py"))
-    pairs = [("level1/relu", honest)]
-    for f in faults:
-        pairs += [("level1/relu", f), ("level1/relu", honest)]
-    fault_config = VerifyConfig(cache_dir=config.cache_dir, timing=config.timing, run_timeout=15.0)
-    with Verifier("cuda", fault_config) as verifier:
-        rows, wall = evaluate_files(verifier, pairs)
-        restarts = sum(s.restarts for s in verifier.supervisors)
-    honest_ok = all(r["status"] == "ok" for r in rows if r["candidate"].startswith("cuda_nvrtc/"))
-    for r in rows:
-        print(f"  {r['candidate']:40s} {r['status']:14s} {r['reasons']} {r['wall_seconds']} s", flush=True)
-    print(f"  all honest ok: {honest_ok}; wall {wall:.1f} s; workers replaced after crashes: {restarts}")
-    return {"rows": rows, "wall_s": wall, "honest_all_ok": honest_ok, "crash_restarts": restarts}
-
-
 def part_cv(verifier: Verifier, repeats: int) -> dict:
     f = ROOT / "candidates" / "triton" / "softmax.py"
     jobs = [Job(load_problem("level1/softmax"), Candidate.from_file(f)) for _ in range(repeats)]
@@ -220,6 +203,7 @@ def main() -> None:
     parser.add_argument("--parts", default="compile,seeds,candidates,throughput,cv")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--backends", default="cuda_nvrtc,triton,cuda_inline", help="for the throughput part")
     parser.add_argument("--compile-samples", type=int, default=20)
     parser.add_argument("--baselines", type=Path, help="start from this baselines cache file")
     parser.add_argument("--save-baselines", type=Path, help="write the baselines cache here at the end")
@@ -246,10 +230,7 @@ def main() -> None:
             report["candidates"] = part_candidates(verifier)
         if "throughput" in parts:
             print("throughput", flush=True)
-            report["throughput"] = part_throughput(verifier, args.batch)
-        if "faults" in parts:
-            print("faults", flush=True)
-            report["faults"] = part_faults(config)
+            report["throughput"] = part_throughput(verifier, args.batch, args.backends.split(","))
         if "cv" in parts:
             print("timing CV", flush=True)
             report["timing_cv"] = part_cv(verifier, 10)

@@ -13,9 +13,14 @@ REPO = TESTS.parent
 
 
 def small_config(cache_dir: Path, **overrides) -> VerifyConfig:
-    """CPU settings: SMALL_SIZES, no torch.compile baseline, a short timing budget, 3 trials."""
+    """CPU settings: SMALL_SIZES, no torch.compile baseline, a short timing budget, 3 trials.
+
+    The static guards are off: these fixtures are plain PyTorch (no kernel of their own) and some
+    call what the guards forbid (os._exit, ctypes), because what is tested here is the runtime path
+    behind the guards. The guards themselves are tested in tests/adversarial.
+    """
     settings = dict(small=True, compile_baseline=False, trials=3, cache_dir=Path(cache_dir),
-                    timing=TimingConfig(budget_s=0.3, min_samples=5))
+                    timing=TimingConfig(budget_s=0.3, min_samples=5), static_guards=False)
     settings.update(overrides)
     return VerifyConfig(**settings)
 

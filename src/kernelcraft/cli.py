@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: a GPU if there is one)")
     ev.add_argument("--policy", default="strict", choices=["strict", "relaxed"])
     ev.add_argument("--backend", default="", help="cuda_nvrtc, cuda_inline, triton, cpp (default: detected)")
-    ev.add_argument("--trials", type=int, default=5, help="correctness trials, each with fresh secret seeds")
+    ev.add_argument("--trials", type=int, default=6, help="correctness trials, each with fresh secret seeds")
     ev.add_argument("--size", default="auto", choices=["auto", "full", "small"],
                     help="problem sizes: full, or the problem's SMALL_SIZES; auto = full on a GPU, small on the CPU")
     ev.add_argument("--no-compile-baseline", action="store_true", help="skip timing torch.compile")
@@ -67,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_eval(args)
         if args.command == "problems":
             return cmd_problems(args, parser)
-        parser.print_help()
-        return EXIT_USAGE
+        raise UsageError("kernelcraft: choose a command: eval, problems (kernelcraft --help lists them)")
     except UsageError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_USAGE

@@ -139,7 +139,7 @@ torch::Tensor reduce_dim_forward(torch::Tensor x, int64_t dim, bool mean)
 
 CPP_SOURCE = "torch::Tensor reduce_dim_forward(torch::Tensor x, int64_t dim, bool mean);"
 
-reduce_ext = load_inline(name="kc_inline_reduce_dim", cpp_sources=CPP_SOURCE, cuda_sources=CUDA_SOURCE,
+reduce_ext = load_inline(name="kc_inline_sum_dim", cpp_sources=CPP_SOURCE, cuda_sources=CUDA_SOURCE,
                          functions=["reduce_dim_forward"], verbose=False)
 
 MEAN = False

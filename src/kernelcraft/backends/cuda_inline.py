@@ -26,8 +26,8 @@ from pathlib import Path
 
 from kernelcraft.backends.errors import CompileError
 
-_NOISE = re.compile(r"^\[\d+/\d+\]|^(/\S+/)?(c\+\+|g\+\+|nvcc|ninja)\b|^FAILED:|^ninja: build stopped|"
-                    r"^In file included from|^\s+from |^Emitting ninja build file|^Building extension|"
+_NOISE = re.compile(r"^\[\d+/\d+\]|^(/\S+/)?(c\+\+|g\+\+|gcc|cc|nvcc|ninja)(\s|$)|^FAILED:|^ninja: build stopped|"
+                    r"^In file included from|^from \S+[:,]$|^Emitting ninja build file|^Building extension|"
                     r"^Loading extension|^Allowing ninja|^Detected CUDA files|^Using .* as PyTorch")
 
 

@@ -165,6 +165,7 @@ def _option_kwargs(options: tuple[str, ...]) -> dict:
 
 
 def _clean_log(text: str) -> str:
+    text = text.replace("\x00", "")  # NVRTC's logs end in NUL terminators
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip() and "Compile time" not in ln]
     return "\n".join(ln.replace("default_program", "kernel.cu") for ln in lines)
 

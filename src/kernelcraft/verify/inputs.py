@@ -3,7 +3,8 @@ device the check runs on, then one of several value distributions.
 
 A problem's `get_inputs()` says what the inputs are (shapes, dtypes, integer ranges, signs); the
 distributions vary the values around that so a candidate cannot lean on one of them (randn's zero
-mean, unit scale). Every transform keeps each element's sign, so a problem that needs positive
+mean, unit scale): small scales expose a dropped or misplaced epsilon, large ones overflow and
+cancellation. Every transform keeps each element's sign, so a problem that needs positive
 inputs (a log, a sqrt) still gets them. A problem may restrict them with a module-level
 `INPUT_DISTRIBUTIONS = [...]`.
 """
@@ -14,7 +15,7 @@ import secrets
 
 import torch
 
-DISTRIBUTIONS = ("natural", "offset", "mixed_scale", "uniform", "scaled")
+DISTRIBUTIONS = ("natural", "offset", "mixed_scale", "uniform", "small_scale", "large_scale")
 
 
 def fresh_seed() -> int:
@@ -45,8 +46,10 @@ def _transform(x, distribution: str, g: torch.Generator):
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or distribution == "natural":
         return x
     work = x.float()
-    if distribution == "scaled":  # one scale for the whole tensor, 0.03x to 30x
-        out = work * 10 ** (torch.rand((), generator=g, device=x.device) * 3 - 1.5)
+    if distribution == "small_scale":  # one scale for the whole tensor, 0.001x to 0.03x: where an eps matters
+        out = work * 10 ** (torch.rand((), generator=g, device=x.device) * 1.5 - 3)
+    elif distribution == "large_scale":  # 30x to 1000x: where overflow and cancellation show
+        out = work * 10 ** (torch.rand((), generator=g, device=x.device) * 1.5 + 1.5)
     elif distribution == "mixed_scale":  # every element its own scale, 0.01x to 100x
         out = work * 10 ** (torch.rand(work.shape, generator=g, device=x.device) * 4 - 2)
     elif distribution == "uniform":  # magnitudes uniform in (0, 2·rms), signs kept

@@ -20,6 +20,8 @@ import time
 from multiprocessing.connection import Listener
 from pathlib import Path
 
+from kernelcraft.verify.containment import Containment, Limits, breach, containment, preexec
+
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.I)
 _KEEP = {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER", "LOGNAME", "SHELL", "CUDA_HOME", "CUDA_PATH",
          "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYTHONPATH", "VIRTUAL_ENV",
@@ -35,6 +37,14 @@ class WorkerDied(Exception):
 
 class WorkerTimeout(Exception):
     pass
+
+
+class WorkerLimit(Exception):
+    """The worker went over a containment limit (processes, host memory, disk) and was killed."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason = reason
 
 
 def worker_environment(extra: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
@@ -56,17 +66,27 @@ def worker_environment(extra: dict[str, str] | None = None) -> tuple[dict[str, s
 class WorkerProcess:
     """One spawned worker; `start` returns at once, `ready` waits for its handshake."""
 
-    def __init__(self, extra_env: dict[str, str] | None = None, start_timeout: float = 120.0):
+    def __init__(self, extra_env: dict[str, str] | None = None, start_timeout: float = 120.0,
+                 limits: Limits | None = None, writable: list[Path] = (), sandbox: bool = True):
+        self.limits = limits or Limits()
         self.dir = Path(tempfile.mkdtemp(prefix="kernelcraft-worker-"))
         self.key = secrets.token_bytes(32)
         address = str(self.dir / "channel.sock")
         self.listener = Listener(address, family="AF_UNIX", authkey=self.key)
         env, self.stripped = worker_environment({**(extra_env or {}), "TMPDIR": str(self.dir)})
         self.log_path = self.dir / "worker.log"
+        # Read-only for the candidate: kernelcraft itself and the user's working directory. Writable:
+        # its own directory, the build and kernel caches, the temporary directory.
+        home_caches = [Path.home() / ".triton", Path.home() / ".cache"]
+        self.sandbox = containment(
+            read_only=[Path(__file__).resolve().parents[1], *_protectable(Path.cwd())],
+            writable=[self.dir, Path(tempfile.gettempdir()), *writable, *home_caches]) if sandbox else \
+            Containment(notes=["sandbox turned off by the caller"])
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kernelcraft.verify.worker", address], stdin=subprocess.PIPE,
-                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.dir, start_new_session=True)
+                [*self.sandbox.prefix, sys.executable, "-m", "kernelcraft.verify.worker", address],
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.dir,
+                start_new_session=True, preexec_fn=preexec(self.limits))
         self.proc.stdin.write(self.key.hex().encode() + b"\n")
         self.proc.stdin.close()
         self.start_timeout = start_timeout
@@ -89,13 +109,28 @@ class WorkerProcess:
             self.info = self.ask(None, self.start_timeout)
         return self.info
 
-    def ask(self, request: dict | None, timeout: float):
-        """Send a request (None: just wait) and return the reply within `timeout` seconds."""
+    def containment_info(self) -> dict:
+        return {"network_off": self.sandbox.network_off, "harness_read_only": self.sandbox.harness_read_only,
+                "withheld_env": self.stripped, "notes": self.sandbox.notes,
+                "limits": {"max_processes": self.limits.max_processes, "max_host_memory": self.limits.host_memory(),
+                           "max_disk_bytes": self.limits.max_disk_bytes, "max_file_bytes": self.limits.max_file_bytes}}
+
+    def ask(self, request: dict | None, timeout: float, poll: float = 0.25):
+        """Send a request (None: just wait) and return the reply within `timeout` seconds.
+
+        While it waits it watches the worker from outside; past a limit the group is killed.
+        """
         try:
             if request is not None:
                 self.conn.send(request)
-            if not self.conn.poll(timeout):
-                raise WorkerTimeout(f"no answer within {timeout:.0f} s")
+            deadline = time.monotonic() + timeout
+            while not self.conn.poll(poll):
+                over = breach(self.proc.pid, self.dir, self.limits)
+                if over:
+                    self.kill()
+                    raise WorkerLimit(*over)
+                if time.monotonic() > deadline:
+                    raise WorkerTimeout(f"no answer within {timeout:.0f} s")
             return self.conn.recv()
         except (EOFError, ConnectionError, OSError) as exc:
             code = self._wait_exit()
@@ -138,3 +173,12 @@ class WorkerProcess:
             except OSError:
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _protectable(cwd: Path) -> list[Path]:
+    """The user's working directory, unless protecting it would cover the system or the temp dir."""
+    tmp = Path(tempfile.gettempdir()).resolve()
+    cwd = cwd.resolve()
+    if cwd == Path("/") or cwd in tmp.parents or cwd == tmp or cwd == Path.home().resolve():
+        return []
+    return [cwd]

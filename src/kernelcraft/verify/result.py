@@ -28,9 +28,9 @@ class Result:
     problem: str
     candidate: str
     backend: str
-    status: str = "runtime_error"
+    status: str = ""  # set by the first failing check, else "ok" once every check has passed
     correct: bool = False
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)  # failures and review flags, by name
     message: str = ""  # the error or the first failing check, in one paragraph
     device: str = ""
     policy: str = "strict"
@@ -54,10 +54,16 @@ class Result:
     roofline_ms: float | None = None
     flops: int | None = None
     bytes: int | None = None
+    # kernel attribution (profiler on a GPU, launch counting for Triton on the CPU)
+    custom_kernel_fraction: float | None = None
+    kernels: list[dict] = field(default_factory=list)
+    # containment the worker ran under, and what was withheld from it
+    containment: dict = field(default_factory=dict)
     # provenance
     versions: dict = field(default_factory=dict)
     seeds: list[int] = field(default_factory=list)  # revealed after the evaluation
     wall_seconds: float = 0.0
+    phases: dict = field(default_factory=dict)  # seconds per phase: worker_start, load, check, time
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -65,13 +71,27 @@ class Result:
         return self.runtime.median_ms if self.runtime else None
 
     def fail(self, status: str, reason: str, message: str = "") -> "Result":
+        """Record a failure; the first one decides the status."""
         assert status in STATUSES, status
-        self.status, self.correct = status, False
+        if not self.status or self.status == "ok":
+            self.status = status
+        self.correct = False
         if reason and reason not in self.reasons:
             self.reasons.append(reason)
         if message and not self.message:
             self.message = message
         return self
+
+    def flag(self, reason: str, message: str) -> "Result":
+        """A finding that does not fail the candidate but must not be trusted silently."""
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        self.notes.append(f"{reason}: {message}")
+        return self
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.status) and self.status != "ok"
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -59,6 +59,7 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
     """Time every callable on the inputs of successive rounds; see the module's docstring."""
     cuda = device.type == "cuda"
     sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+    reset_l2 = _persisting_l2_reset() if cuda else (lambda: None)
     flush = torch.empty(max(2 * l2_bytes, 256 << 20) // 4, dtype=torch.float32, device=device) if cuda else None
     method = "cuda_events+l2_flush" if cuda else "cpu_perf_counter"
 
@@ -92,6 +93,7 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
             fn = fns[name]
             for _ in range(batch[name]):
                 if cuda:
+                    reset_l2()
                     flush.zero_()
                     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     start.record()
@@ -115,3 +117,17 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
         if done or full or time.perf_counter() > deadline:
             break
     return TimedRun({n: _stats(s, method) for n, s in samples.items()}, last, round_index, wall_ms, event_ms)
+
+
+def _persisting_l2_reset():
+    """A callable that evicts persisting L2 lines and caps the persisting set at zero.
+
+    A candidate that set a persisting access policy would otherwise keep its data in L2 across the
+    flush. Without cuda.bindings (a CPU-only install) there is nothing to reset.
+    """
+    try:
+        from cuda.bindings import runtime
+    except ImportError:
+        return lambda: None
+    runtime.cudaDeviceSetLimit(runtime.cudaLimit.cudaLimitPersistingL2CacheSize, 0)
+    return lambda: runtime.cudaCtxResetPersistingL2Cache()

@@ -87,7 +87,7 @@ class Verifier:
                     return
                 try:
                     build = builds[i].result() if builds[i] is not None else None
-                    results[i] = sup.evaluate(jobs[i].problem, jobs[i].candidate, build)
+                    results[i] = sup.evaluate(jobs[i].problem, jobs[i].candidate, build, ahead=todo.qsize())
                 except Exception as exc:  # noqa: BLE001 - a verifier fault must not lose the batch
                     results[i] = Result(jobs[i].problem.name, jobs[i].candidate.name, jobs[i].candidate.backend,
                                         device=sup.device_name, policy=self.config.policy).fail(

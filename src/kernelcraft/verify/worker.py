@@ -58,13 +58,16 @@ class Worker:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def do_load(self, problem_source, candidate_source, device, init_seed, small, build_cache, arch_list):
+    def do_load(self, problem_source, candidate_source, device, init_seed, small, build_cache, arch_list,
+                gpu_memory_fraction=1.0):
         torch = self.torch
         from kernelcraft.backends import cuda_inline, nvrtc
 
         self.device = torch.device(device)
+        self.candidate_source = candidate_source
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
+            torch.cuda.set_per_process_memory_fraction(gpu_memory_fraction, self.device)
         here = Path.cwd()
         (here / "problem.py").write_text(problem_source)
         self.problem = _import_file(here / "problem.py", "kernelcraft_problem")
@@ -123,6 +126,29 @@ class Worker:
         torch.cuda.synchronize(self.device)
         del blocks
 
+    def do_profile(self, inputs):
+        """Which kernels one call runs (GPU: the profiler; CPU: Triton launches counted)."""
+        from kernelcraft.verify.attribution import count_triton_launches, declared_kernels, profile_call, triton_kernels
+
+        declared = declared_kernels(self.candidate_source or "")
+        if self.device.type == "cuda":
+            return {"attribution": profile_call(self.candidate, inputs, declared).to_dict()}
+        if not triton_kernels(self.candidate_source or ""):
+            return {"attribution": None, "note": "kernel attribution: on the CPU only Triton launches can be "
+                                                 "counted; not checked for this candidate"}
+        with self.torch.no_grad():
+            return {"attribution": count_triton_launches(self.candidate, inputs, declared).to_dict()}
+
+    def do_spin(self, inputs, calls):
+        """`calls` back-to-back calls, then a device-wide sync: the supervisor times this from outside."""
+        torch = self.torch
+        with torch.no_grad():
+            for _ in range(calls):
+                self.candidate(*inputs)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        return {"ok": True}
+
     def do_time(self, seed, names, config, l2_bytes):
         torch = self.torch
         from kernelcraft.verify.inputs import draw_inputs
@@ -168,6 +194,15 @@ def _shares_memory(out, inputs) -> bool:
     return False
 
 
+def _warm_profiler(torch) -> None:
+    """Start CUPTI once now (about a second), while this worker waits on standby, not mid-evaluation."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]):
+        torch.ones(1, device="cuda").add_(1)
+        torch.cuda.synchronize()
+
+
 def main() -> None:
     address = sys.argv[1]
     key = bytes.fromhex(sys.stdin.readline().strip())
@@ -181,6 +216,7 @@ def main() -> None:
         torch.cuda.init()
         torch.empty(1, device="cuda")
         info["device"] = torch.cuda.get_device_name()
+        _warm_profiler(torch)
     import kernelcraft.verify.inputs  # noqa: F401
     import kernelcraft.verify.timing  # noqa: F401
 

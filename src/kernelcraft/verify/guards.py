@@ -1,0 +1,125 @@
+"""Static guards: what a candidate's source may not do, read before any of it runs.
+
+Python is read through its syntax tree (so comments and docstrings don't trip a rule) and the
+string constants that hold CUDA or C++ code are read as text. Each rule names the reward-hack class
+it closes; a finding becomes a named reason on the result. Static checks are one layer: the dynamic
+checks (profiler, clocks, process watch) stand behind them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Finding:
+    reason: str
+    detail: str
+
+
+# Modules whose import means work or state outside the call being timed and checked.
+_CONCURRENCY = {"threading", "multiprocessing", "subprocess", "concurrent", "asyncio", "_thread", "signal"}
+# Ways to reach the harness's or the interpreter's insides.
+_INTROSPECTION = {"gc", "inspect", "ctypes", "importlib", "builtins", "sys", "pickle", "marshal", "socket",
+                  "urllib", "http", "requests", "shutil", "kernelcraft.verify", "kernelcraft.problems"}
+_ALLOWED_KERNELCRAFT = {"kernelcraft.backends.nvrtc"}
+# Attributes that, assigned to, patch timing or synchronisation.
+_TIMING_TARGETS = re.compile(r"^(time|torch\.cuda|torch\.cuda\.Event|torch\.cuda\.Stream|torch\.Tensor|"
+                             r"torch\.nn\.Module|triton\.testing|torch\.cuda\.streams|torch\.cuda\.events)\.")
+_FORBIDDEN_CALLS = {"os.fork": "static_concurrency", "os.system": "static_concurrency",
+                    "os.popen": "static_concurrency", "os.spawnv": "static_concurrency",
+                    "os.kill": "static_concurrency", "os._exit": "early_exit", "sys.exit": "early_exit",
+                    "exit": "early_exit", "quit": "early_exit", "eval": "static_introspection",
+                    "exec": "static_introspection", "compile": "static_introspection",
+                    "__import__": "static_introspection", "globals": "static_introspection",
+                    "setattr": "static_patching", "torch.cuda.Stream": "side_stream",
+                    "torch.cuda.stream": "side_stream", "torch.cuda.set_stream": "side_stream",
+                    "torch.manual_seed": "seed_prediction", "torch.cuda.manual_seed": "seed_prediction",
+                    "torch.initial_seed": "seed_prediction", "random.seed": "seed_prediction",
+                    "torch.cuda.set_per_process_memory_fraction": "static_patching",
+                    "torch.backends.cuda.matmul.allow_tf32": "precision_downgrade"}
+# CUDA / C++ text inside the candidate's strings.
+_CUDA_RULES = [
+    (re.compile(r"cudaStreamCreate|cuStreamCreate|cudaStreamPerThread|cudaStreamNonBlocking"), "side_stream",
+     "creates a CUDA stream of its own"),
+    (re.compile(r"accessPolicyWindow|cudaLimitPersistingL2CacheSize|cudaAccessPropertyPersisting|"
+                r"cudaStreamSetAttribute"), "persisting_l2", "sets a persisting-L2 access policy"),
+    (re.compile(r"std::thread|pthread_create|std::async|\bfork\s*\(|\bpopen\s*\(|\bsystem\s*\("),
+     "static_concurrency", "starts threads or processes from C++"),
+    (re.compile(r"\bfopen\s*\(|std::ofstream|std::ifstream|/proc/"), "static_introspection",
+     "reads or writes files from C++"),
+    (re.compile(r"cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventRecord|cudaEventElapsedTime"),
+     "static_patching", "calls CUDA timing or synchronisation APIs itself"),
+]
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def static_findings(source: str) -> list[Finding]:
+    """Every rule the source breaks (empty for an honest candidate)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return [Finding("syntax_error", f"line {exc.lineno}: {exc.msg}")]
+    found: list[Finding] = []
+
+    def add(reason: str, detail: str) -> None:
+        if not any(f.reason == reason and f.detail == detail for f in found):
+            found.append(Finding(reason, detail))
+
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for alias in node.names:
+                full = alias.name if isinstance(node, ast.Import) else f"{node.module}.{alias.name}"
+                aliases[alias.asname or alias.name.split(".")[0]] = full
+            for name in names:
+                root = name.split(".")[0]
+                if root in _CONCURRENCY:
+                    add("static_concurrency", f"imports {name}")
+                elif name in _ALLOWED_KERNELCRAFT or name.startswith(tuple(_ALLOWED_KERNELCRAFT)):
+                    continue
+                elif root in _INTROSPECTION or name in _INTROSPECTION or root == "kernelcraft" or \
+                        any(name.startswith(m + ".") for m in _INTROSPECTION):
+                    add("static_introspection", f"imports {name}")
+        elif isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            head, _, rest = name.partition(".")
+            resolved = f"{aliases[head]}.{rest}".rstrip(".") if head in aliases else name
+            for candidate in (name, resolved):
+                if candidate in _FORBIDDEN_CALLS:
+                    add(_FORBIDDEN_CALLS[candidate], f"calls {candidate}()")
+            if resolved.startswith("open") or name == "open":
+                mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+                if isinstance(mode, ast.Constant) and any(c in str(mode.value) for c in "wax+"):
+                    add("harness_tampering", "opens a file for writing")
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                name = _dotted(target)
+                head, _, rest = name.partition(".")
+                resolved = f"{aliases[head]}.{rest}" if head in aliases and rest else name
+                if _TIMING_TARGETS.match(resolved + ".") or _TIMING_TARGETS.match(resolved):
+                    add("static_patching", f"assigns to {resolved}")
+                elif resolved.startswith("torch.backends.") and ("tf32" in resolved or "reduced_precision" in resolved):
+                    add("precision_downgrade", f"assigns to {resolved}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 40:
+            for pattern, reason, detail in _CUDA_RULES:
+                if pattern.search(_strip_c_comments(node.value)):
+                    add(reason, detail)
+    return found
+
+
+def _strip_c_comments(code: str) -> str:
+    return re.sub(r"//[^\n]*|/\*.*?\*/", " ", code, flags=re.S)

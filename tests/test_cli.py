@@ -1,0 +1,209 @@
+"""`python -m kernelcraft.cli`: exit statuses, one JSON object on stdout, one line on stderr for misuse.
+
+The contract cases run the real command in a subprocess; a few more usage errors call `cli.main`
+in-process (the same code, without a torch import per case).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+import kernelcraft
+from kernelcraft import cli as kc_cli
+from tests.helpers import FIXTURES, REPO
+
+RESULT_KEYS = {"status", "correct", "max_rel_error", "runtime_ms", "eager_ms", "compile_ms", "speedup_eager",
+               "speedup_compile", "roofline_fraction", "reasons", "device", "policy"}
+
+
+def cli(*args, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "KERNELCRAFT_CACHE"}
+    return subprocess.run([sys.executable, "-m", "kernelcraft.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO, env=env)
+
+
+@pytest.fixture
+def main(capsys):
+    """`cli.main` in this process: returns (exit status, stdout, stderr)."""
+    def run(*args):
+        code = kc_cli.main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+    return run
+
+
+def eval_args(candidate, cache, *extra, size=("--size", "small")):
+    return ("eval", "level1/relu", candidate, "--device", "cpu", *size, "--no-compile-baseline",
+            "--budget", "0.3", "--trials", "2", "--json", "--cache-dir", cache, *extra)
+
+
+def one_json_object(stdout: str) -> dict:
+    lines = stdout.strip().splitlines()
+    assert len(lines) == 1, stdout
+    result = json.loads(lines[0])
+    assert isinstance(result, dict)
+    return result
+
+
+def assert_usage_error(proc, *fragments: str):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("kernelcraft")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+# -- eval -----------------------------------------------------------------------------------------------
+
+def test_eval_honest_candidate(tmp_path):
+    # no --size: on the CPU, `auto` means the problem's SMALL_SIZES
+    proc = cli(*eval_args(FIXTURES / "relu_triton.py", tmp_path, size=()))
+    assert proc.returncode == 0, proc.stderr
+    result = one_json_object(proc.stdout)
+    assert RESULT_KEYS <= set(result)
+    assert result["status"] == "ok" and result["correct"] is True and result["reasons"] == []
+    assert result["device"] == "cpu" and result["policy"] == "strict"
+    assert result["trials"] == 2
+    assert result["runtime_ms"] > 0 and result["eager_ms"] > 0 and result["speedup_eager"] > 0
+    assert result["compile_ms"] is None and result["speedup_compile"] is None
+    assert result["roofline_fraction"] is None
+    assert 0 <= result["max_rel_error"] <= 1e-4
+    assert result["flops"] == 37 * 1000  # level1/relu at its SMALL_SIZES
+    assert (tmp_path / "baselines.json").exists()  # --cache-dir is where the baseline went
+
+
+def test_eval_incorrect_candidate_still_exits_0(tmp_path):
+    proc = cli(*eval_args(FIXTURES / "relu_wrong_math.py", tmp_path, "--policy", "relaxed"))
+    assert proc.returncode == 0, proc.stderr
+    result = one_json_object(proc.stdout)
+    assert RESULT_KEYS <= set(result)
+    assert result["status"] == "incorrect" and result["correct"] is False
+    assert result["reasons"] == ["mismatch"] and result["policy"] == "relaxed"
+    assert result["max_rel_error"] > 1e-2 and result["runtime_ms"] is None
+
+
+# -- usage errors: exit 2, one line on stderr, nothing on stdout -----------------------------------------
+
+def test_missing_problem(tmp_path):
+    args = list(eval_args(FIXTURES / "relu_torch.py", tmp_path))
+    args[1] = "level1/nope"
+    assert_usage_error(cli(*args), "level1/nope")
+
+
+def test_missing_candidate(tmp_path):
+    assert_usage_error(cli(*eval_args(tmp_path / "missing.py", tmp_path)), "missing.py", "does not exist")
+
+
+def test_candidate_without_model_new(tmp_path):
+    assert_usage_error(cli(*eval_args(FIXTURES / "no_model_new.py", tmp_path)), "defines no ModelNew")
+
+
+def test_binary_candidate(tmp_path):
+    binary = tmp_path / "blob.py"
+    binary.write_bytes(b"class ModelNew: pass\n\x00\x01\x02\xff")
+    assert_usage_error(cli(*eval_args(binary, tmp_path)), "binary file")
+
+
+def test_bad_policy(tmp_path):
+    assert_usage_error(cli(*eval_args(FIXTURES / "relu_torch.py", tmp_path, "--policy", "lenient")),
+                       "invalid choice: 'lenient'")
+
+
+def test_no_arguments_exits_2():
+    assert cli().returncode == 2
+
+
+def test_no_arguments_is_a_one_line_usage_error():
+    assert_usage_error(cli())
+
+
+def test_bad_size(main, tmp_path):
+    assert_usage_error(main(*eval_args(FIXTURES / "relu_torch.py", tmp_path, size=("--size", "medium"))),
+                       "invalid choice: 'medium'")
+
+
+def test_bad_trials(main, tmp_path):
+    assert_usage_error(main(*eval_args(FIXTURES / "relu_torch.py", tmp_path, "--trials", "0")),
+                       "--trials must be at least 1")
+
+
+def test_bad_backend(main, tmp_path):
+    assert_usage_error(main(*eval_args(FIXTURES / "relu_torch.py", tmp_path, "--backend", "opencl")),
+                       "unknown backend 'opencl'")
+
+
+def test_cuda_device_without_a_gpu(main, tmp_path):
+    args = list(eval_args(FIXTURES / "relu_torch.py", tmp_path))
+    args[args.index("cpu")] = "cuda"
+    assert_usage_error(main(*args), "no CUDA GPU is visible")
+
+
+def test_problem_that_does_not_import(main, tmp_path):
+    args = list(eval_args(FIXTURES / "relu_torch.py", tmp_path))
+    args[1] = FIXTURES / "problems" / "raises_on_import.py"
+    assert_usage_error(main(*args), "importing the problem raised RuntimeError")
+
+
+def test_unknown_command(main):
+    assert_usage_error(main("evaluate"), "invalid choice")
+
+
+def test_problems_without_action(main):
+    assert_usage_error(main("problems"), "choose list or show")
+
+
+def test_problems_show_missing(main):
+    assert_usage_error(main("problems", "show", "level1/nope", "--json"), "level1/nope")
+
+
+def test_version(main):
+    proc = main("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == kernelcraft.__version__
+
+
+# -- problems -------------------------------------------------------------------------------------------
+
+def test_problems_list_json():
+    proc = cli("problems", "list", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert len(rows) >= 50
+    names = [r["name"] for r in rows]
+    assert "level1/softmax" in names and "level3/mlp" in names
+    assert rows[names.index("level1/softmax")] == {
+        "name": "level1/softmax", "level": 1, "summary": "Softmax over dim=1 of a (4096, 65536) matrix."}
+
+
+def test_problems_show_json():
+    proc = cli("problems", "show", "level1/softmax", "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["name"] == "level1/softmax"
+    assert info["flops"] == 4096 * 65536 and info["bytes"] == 2 * 4096 * 65536 * 4
+    assert info["inputs"] == [{"shape": [4096, 65536], "dtype": "float32"}]
+    assert info["outputs"] == [{"shape": [4096, 65536], "dtype": "float32"}]
+    assert "torch.softmax" in info["source"]
+
+
+def test_problems_list_by_level(main):
+    proc = main("problems", "list", "--level", "3", "--json")
+    rows = json.loads(proc.stdout)
+    assert proc.returncode == 0 and rows and {r["level"] for r in rows} == {3}
+
+
+def test_problems_show_small(main):
+    info = json.loads(main("problems", "show", "level1/softmax", "--small", "--json").stdout)
+    assert info["inputs"] == [{"shape": [37, 1000], "dtype": "float32"}]
+
+
+def test_human_readable_show(main):
+    proc = main("problems", "show", "level1/relu")
+    assert proc.returncode == 0 and "level1/relu" in proc.stdout and proc.stderr == ""

@@ -1,0 +1,190 @@
+"""Output form and value checks: what passes as the reference's output and what does not."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kernelcraft.verify.check import check_form, compare
+from kernelcraft.verify.policy import POLICIES, get_policy
+
+STRICT, RELAXED = POLICIES["strict"], POLICIES["relaxed"]
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def ref():
+    return torch.randn(64, 50, generator=torch.Generator().manual_seed(0))
+
+
+# -- compare --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("policy", [STRICT, RELAXED])
+def test_equal_tensors_pass(ref, policy):
+    cmp = compare(ref.clone(), ref, policy)
+    assert cmp.ok and cmp.max_rel_error == 0.0 and cmp.reason == ""
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_fails(ref, bad):
+    out = ref.clone()
+    out[3, 7] = bad
+    cmp = compare(out, ref, RELAXED)
+    assert not cmp.ok and cmp.reason == "non_finite" and math.isinf(cmp.max_rel_error)
+    assert cmp.detail.startswith("1 NaN/Inf")
+
+
+def test_nan_fails_even_where_the_reference_is_nan(ref):
+    out, r = ref.clone(), ref.clone()
+    out[0, 0] = r[0, 0] = float("nan")
+    cmp = compare(out, r, RELAXED)
+    assert not cmp.ok and cmp.reason == "non_finite"
+    assert "the reference also has" in cmp.detail
+
+
+@pytest.mark.parametrize("policy", [STRICT, RELAXED])
+def test_zeros_fail_against_tiny_outputs(policy):
+    tiny = 1e-6 * torch.randn(1000, generator=torch.Generator().manual_seed(1))
+    cmp = compare(torch.zeros_like(tiny), tiny, policy)
+    assert not cmp.ok and cmp.reason == "mismatch"
+    assert cmp.max_rel_error > 0.5  # |r| / (|r| + rms) at the largest |r|
+
+
+@pytest.mark.parametrize("policy", [STRICT, RELAXED])
+def test_constant_fails(ref, policy):
+    assert not compare(torch.full_like(ref, ref.mean().item()), ref, policy).ok
+
+
+def test_error_is_relative_to_the_output_magnitude():
+    r = torch.full((100,), 2.0)  # rms 2: error = |out - ref| / (|ref| + 2) = d / 4
+    cmp = compare(r + 0.004, r, STRICT)
+    assert cmp.max_rel_error == pytest.approx(1e-3, rel=1e-4)
+    assert not cmp.ok and cmp.reason == "mismatch"
+    assert "max relative error 0.001 > 0.0001 (strict)" in cmp.detail
+    assert "100.00% of elements out of tolerance" in cmp.detail
+    cmp = compare(r + 0.004, r, RELAXED)
+    assert cmp.ok and cmp.max_rel_error == pytest.approx(1e-3, rel=1e-4)
+
+
+def test_strict_and_relaxed_tolerances(ref):
+    within_strict = ref * (1 + 2e-5)
+    between = ref * (1 + 2e-3)
+    beyond = ref * (1 + 5e-2)
+    assert compare(within_strict, ref, STRICT).ok and compare(within_strict, ref, RELAXED).ok
+    assert not compare(between, ref, STRICT).ok and compare(between, ref, RELAXED).ok
+    assert not compare(beyond, ref, STRICT).ok and not compare(beyond, ref, RELAXED).ok
+
+
+def test_detail_points_at_the_worst_element(ref):
+    out = ref.clone()
+    out[10, 20] += 1.0
+    cmp = compare(out, ref, RELAXED)
+    assert not cmp.ok
+    assert "at index [10, 20]" in cmp.detail
+    assert f"expected {ref[10, 20].item():.6g}" in cmp.detail
+
+
+def test_half_precision_uses_the_half_tolerance():
+    r = torch.full((10,), 2.0, dtype=torch.float16)
+    out = r + 0.0156  # error ~ 0.0039 (fp16-rounded), inside 1e-2 under both policies
+    assert compare(out.half(), r, STRICT).ok
+    assert not compare((r + 0.125).half(), r, STRICT).ok  # 0.031 > 1e-2
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool])
+def test_integers_must_match_exactly(dtype):
+    r = torch.arange(20).to(dtype) if dtype != torch.bool else torch.arange(20) % 3 == 0
+    assert compare(r.clone(), r, STRICT).ok
+    out = r.clone()
+    out[5] = out[5] + 1 if dtype != torch.bool else not bool(out[5])
+    cmp = compare(out, r, RELAXED)
+    assert not cmp.ok and cmp.reason == "mismatch" and cmp.detail == "1 of 20 elements differ"
+
+
+def test_empty_and_scalar_outputs():
+    assert compare(torch.empty(0, 3), torch.empty(0, 3), STRICT).ok
+    assert compare(torch.tensor(3.0), torch.tensor(3.0), STRICT).ok
+    cmp = compare(torch.tensor(0.0), torch.tensor(3.0), RELAXED)
+    assert not cmp.ok and "at index []" in cmp.detail
+
+
+def test_get_policy():
+    assert get_policy("strict") is STRICT
+    assert STRICT.tolerance(torch.float32) == 1e-4 and STRICT.tolerance(torch.bfloat16) == 1e-2
+    assert RELAXED.tolerance(torch.float32) == 1e-2 and RELAXED.allow_tf32 and not STRICT.allow_tf32
+    with pytest.raises(ValueError, match="unknown policy 'loose'"):
+        get_policy("loose")
+
+
+# -- check_form ----------------------------------------------------------------------------------------
+
+def test_right_form_passes(ref):
+    assert check_form([ref.clone()], [ref], CPU) is None
+    # A dense tensor in another dim order (a transposed contiguous buffer) is a fine output.
+    assert check_form([ref.t().contiguous().t()], [ref], CPU) is None
+    assert check_form([torch.zeros(3, 1, 4)[:, :, :]], [torch.zeros(3, 1, 4)], CPU) is None
+
+
+def test_wrong_count(ref):
+    assert check_form([ref, ref], [ref], CPU)[0] == "output_count"
+    assert check_form([], [ref], CPU)[0] == "output_count"
+
+
+def test_wrong_shape(ref):
+    reason, detail = check_form([ref.reshape(-1)], [ref], CPU)
+    assert reason == "output_shape"
+    assert detail == "output 0 has shape (3200,), expected (64, 50)"
+
+
+def test_wrong_dtype(ref):
+    reason, detail = check_form([ref.double()], [ref], CPU)
+    assert reason == "output_dtype" and "torch.float64" in detail
+
+
+@pytest.mark.parametrize("value", [None, 3.0, [1.0, 2.0], "tensor"])
+def test_not_a_tensor(ref, value):
+    assert check_form([value], [ref], CPU)[0] == "output_not_tensor"
+
+
+def test_numpy_array_is_not_a_tensor(ref):
+    assert check_form([ref.numpy()], [ref], CPU)[0] == "output_not_tensor"
+
+
+class _Sneaky(torch.Tensor):
+    pass
+
+
+def test_tensor_subclass_is_refused(ref):
+    out = ref.clone().as_subclass(_Sneaky)
+    reason, detail = check_form([out], [ref], CPU)
+    assert reason == "output_not_tensor" and "_Sneaky" in detail
+
+
+def test_parameter_is_refused(ref):
+    assert check_form([torch.nn.Parameter(ref.clone())], [ref], CPU)[0] == "output_not_tensor"
+
+
+def test_overlapping_strides_are_refused():
+    ref = torch.zeros(64, 50)
+    out = torch.randn(1, 50).expand(64, 50)  # 64 rows, one row of memory
+    reason, detail = check_form([out], [ref], CPU)
+    assert reason == "output_layout" and "(0, 1)" in detail
+
+
+def test_gapped_strides_are_refused():
+    ref = torch.zeros(64, 50)
+    out = torch.randn(64, 100)[:, ::2]
+    assert check_form([out], [ref], CPU)[0] == "output_layout"
+
+
+def test_sparse_and_meta_are_refused(ref):
+    assert check_form([ref.to_sparse()], [ref], CPU)[0] == "output_layout"
+    assert check_form([torch.empty(64, 50, device="meta")], [ref], CPU)[0] == "output_layout"
+
+
+def test_first_wrong_output_is_named():
+    a, b = torch.zeros(2), torch.zeros(3)
+    reason, detail = check_form([a, b.half()], [a, b], CPU)
+    assert reason == "output_dtype" and detail.startswith("output 1 ")

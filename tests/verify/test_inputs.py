@@ -1,0 +1,141 @@
+"""Inputs drawn from a secret seed: reproducible, varied by distribution, keeping what the problem needs."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from kernelcraft.problems import load_problem
+from kernelcraft.verify.inputs import DISTRIBUTIONS, distributions_for, draw_inputs, fresh_seed
+from tests.helpers import FIXTURES
+
+CHANGING = [d for d in DISTRIBUTIONS if d != "natural"]
+
+
+def _module(**extra):
+    def get_inputs():
+        return [torch.randn(40, 30),                       # both signs
+                torch.rand(40, 30) + 0.1,                   # positive only (a log's input, say)
+                -(torch.rand(17) + 0.1),                    # negative only
+                torch.randint(0, 100, (40,)),               # integer: never transformed
+                torch.randn(8, 8, dtype=torch.float16),
+                7,                                          # a plain Python scalar
+                torch.randn(6, 10).t()]                     # non-contiguous
+    return types.SimpleNamespace(get_inputs=get_inputs, **extra)
+
+
+def test_same_seed_same_inputs():
+    m = _module()
+    for distribution in DISTRIBUTIONS:
+        a, b = draw_inputs(m, "cpu", 42, distribution), draw_inputs(m, "cpu", 42, distribution)
+        for x, y in zip(a, b):
+            assert torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
+
+
+def test_different_seed_different_inputs():
+    m = _module()
+    a, b = draw_inputs(m, "cpu", 1), draw_inputs(m, "cpu", 2)
+    for i in (0, 1, 2, 3, 4, 6):
+        assert not torch.equal(a[i], b[i]), f"input {i} did not change with the seed"
+
+
+def test_drawing_does_not_disturb_the_global_rng():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    draw_inputs(_module(), "cpu", 99, "mixed_scale")
+    assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_distribution_keeps_shape_dtype_and_non_floats(distribution):
+    natural = draw_inputs(_module(), "cpu", 7)
+    drawn = draw_inputs(_module(), "cpu", 7, distribution)
+    assert len(drawn) == len(natural)
+    for x, n in zip(drawn, natural):
+        if isinstance(n, torch.Tensor):
+            assert (x.shape, x.dtype, x.device) == (n.shape, n.dtype, n.device)
+            assert torch.isfinite(x.float()).all()
+    assert torch.equal(drawn[3], natural[3])  # integers unchanged
+    assert drawn[5] == 7
+    assert drawn[6].stride() == natural[6].stride() == (1, 10)  # the problem's layout is kept
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_one_signed_inputs_keep_their_sign(distribution):
+    natural = draw_inputs(_module(), "cpu", 8)
+    drawn = draw_inputs(_module(), "cpu", 8, distribution)
+    assert (drawn[1] > 0).all(), "a positive-only input got a non-positive element"
+    assert (drawn[2] < 0).all(), "a negative-only input got a non-negative element"
+    assert torch.equal(torch.sign(drawn[1]), torch.sign(natural[1]))
+
+
+@pytest.mark.parametrize("distribution", [d for d in DISTRIBUTIONS if d != "offset"])
+def test_mixed_sign_inputs_keep_each_elements_sign(distribution):
+    # Only `offset` shifts a tensor whose signs are free; every other transform keeps each sign.
+    natural = draw_inputs(_module(), "cpu", 9)
+    drawn = draw_inputs(_module(), "cpu", 9, distribution)
+    for i in (0, 4, 6):
+        assert torch.equal(torch.sign(drawn[i]), torch.sign(natural[i])), f"input {i}"
+
+
+def test_offset_shifts_mixed_sign_inputs():
+    natural = draw_inputs(_module(), "cpu", 10)
+    shifted = draw_inputs(_module(), "cpu", 10, "offset")
+    delta = shifted[0] - natural[0]
+    assert delta.abs().min() > 0
+    assert torch.allclose(delta, delta.flatten()[0].expand_as(delta), atol=1e-5)  # one shift for all
+
+
+@pytest.mark.parametrize("distribution", CHANGING)
+def test_non_natural_distributions_change_values(distribution):
+    natural = draw_inputs(_module(), "cpu", 11)
+    drawn = draw_inputs(_module(), "cpu", 11, distribution)
+    for i in (0, 1, 2, 4, 6):
+        assert not torch.equal(drawn[i], natural[i]), f"input {i} unchanged by {distribution}"
+
+
+@pytest.mark.parametrize("distribution, low, high", [("small_scale", 1e-3, 10 ** -1.5),
+                                                     ("large_scale", 10 ** 1.5, 1e3)])
+def test_whole_tensor_scales(distribution, low, high):
+    natural = draw_inputs(_module(), "cpu", 12)[1]
+    factor = draw_inputs(_module(), "cpu", 12, distribution)[1] / natural
+    assert torch.allclose(factor, factor.flatten()[0].expand_as(factor), rtol=1e-5)  # one factor
+    assert low * (1 - 1e-5) <= factor.flatten()[0] <= high * (1 + 1e-5)
+
+
+def test_mixed_scale_gives_every_element_its_own_factor():
+    natural = draw_inputs(_module(), "cpu", 12)[1]
+    factor = draw_inputs(_module(), "cpu", 12, "mixed_scale")[1] / natural
+    assert factor.std() > 0.1 * factor.mean()
+    assert factor.min() >= 0.01 * (1 - 1e-5) and factor.max() <= 100 * (1 + 1e-5)
+
+
+def test_unknown_distribution():
+    with pytest.raises(ValueError, match="unknown distribution 'gaussian'"):
+        draw_inputs(_module(), "cpu", 1, "gaussian")
+
+
+def test_distributions_for_honours_the_problem():
+    assert distributions_for(_module()) == DISTRIBUTIONS
+    assert distributions_for(_module(INPUT_DISTRIBUTIONS=["natural", "uniform"])) == ("natural", "uniform")
+    assert distributions_for(_module(INPUT_DISTRIBUTIONS=[])) == ("natural",)
+    with pytest.raises(ValueError, match=r"unknown distributions \['lognormal'\]"):
+        distributions_for(_module(INPUT_DISTRIBUTIONS=["natural", "lognormal"]))
+    problem = load_problem(FIXTURES / "relu_problem_uniform_only.py").load()
+    assert distributions_for(problem) == ("uniform",)
+
+
+def test_real_problem_inputs():
+    module = load_problem("level1/cross_entropy_loss").load(small=True)
+    logits, targets = draw_inputs(module, "cpu", 3, "uniform")
+    assert logits.shape == (37, 101) and logits.dtype == torch.float32
+    assert targets.dtype == torch.int64 and 0 <= targets.min() and targets.max() < 101
+    assert torch.equal(targets, draw_inputs(module, "cpu", 3)[1])
+
+
+def test_fresh_seeds_differ():
+    seeds = {fresh_seed() for _ in range(20)}
+    assert len(seeds) == 20 and all(0 <= s < 2 ** 62 for s in seeds)

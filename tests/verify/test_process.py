@@ -1,0 +1,100 @@
+"""The worker process: a scrubbed environment, a private channel, and a group kill on timeout."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from kernelcraft.problems import load_problem
+from kernelcraft.verify.process import WorkerDied, WorkerProcess, WorkerTimeout, worker_environment
+from tests.helpers import FIXTURES
+
+SECRETS = {"OPENAI_API_KEY": "sk-test", "MY_TOKEN": "t", "AWS_SECRET_ACCESS_KEY": "s", "GH_PASSWORD": "p",
+           "CUDA_API_KEY": "c", "TORCH_AUTH_HEADER": "h"}
+
+
+def test_worker_environment_strips_secrets(monkeypatch):
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/tmp/triton-cache")
+    monkeypatch.setenv("KC_SOMETHING_UNRELATED", "x")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    env, stripped = worker_environment({"EXTRA": "1"})
+    assert not set(SECRETS) & set(env)
+    assert set(SECRETS) <= set(stripped)
+    assert stripped == sorted(stripped)
+    assert env["PATH"] == os.environ["PATH"]
+    assert env["TRITON_CACHE_DIR"] == "/tmp/triton-cache" and env["OMP_NUM_THREADS"] == "2"
+    assert "KC_SOMETHING_UNRELATED" not in env and "KC_SOMETHING_UNRELATED" not in stripped
+    assert env["EXTRA"] == "1" and env["PYTHONUNBUFFERED"] == "1"
+    package_root = Path(__file__).resolve().parents[2] / "src"
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(package_root)
+
+
+def test_worker_environment_extra_may_set_kept_names(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    env, _ = worker_environment({"CUDA_VISIBLE_DEVICES": ""})
+    assert env["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_worker_starts_answers_ready_and_cleans_up(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    worker = WorkerProcess({"CUDA_VISIBLE_DEVICES": ""})
+    try:
+        info = worker.ready()
+        assert info["ready"] is True and info["pid"] == worker.proc.pid
+        assert "torch" in info and "device" not in info
+        assert "OPENAI_API_KEY" in worker.stripped
+        assert worker.ready() is info  # the handshake happens once
+        assert psutil.Process(worker.proc.pid).cwd() == str(worker.dir)
+        assert "OPENAI_API_KEY" not in psutil.Process(worker.proc.pid).environ()
+        assert os.getpgid(worker.proc.pid) == worker.proc.pid  # its own process group
+    finally:
+        worker.kill()
+    assert worker.proc.poll() is not None
+    assert not worker.dir.exists()
+
+
+def test_a_request_the_worker_never_answers_times_out_and_kill_takes_the_group(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    worker = WorkerProcess({"CUDA_VISIBLE_DEVICES": "", "KC_TEST_PID_FILE": str(pid_file)})
+    try:
+        worker.ready()
+        request = {"op": "load", "problem_source": load_problem("level1/relu").source,
+                   "candidate_source": (FIXTURES / "spawn_child_and_hang.py").read_text(), "device": "cpu",
+                   "init_seed": 1, "small": True, "build_cache": str(tmp_path / "inline"), "arch_list": "9.0"}
+        start = time.monotonic()
+        with pytest.raises(WorkerTimeout, match="no answer within 4 s"):
+            worker.ask(request, 4)
+        assert 3.9 <= time.monotonic() - start < 10
+        child = int(pid_file.read_text())
+        assert psutil.pid_exists(child)
+        assert os.getpgid(child) == worker.proc.pid  # the candidate's child is in the worker's group
+    finally:
+        worker.kill()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(child).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the candidate's child process {child} outlived the worker's kill")
+
+
+def test_a_worker_that_dies_mid_request():
+    worker = WorkerProcess({"CUDA_VISIBLE_DEVICES": ""})
+    try:
+        worker.ready()
+        os.kill(worker.proc.pid, 9)
+        with pytest.raises(WorkerDied, match="killed by SIGKILL") as info:
+            worker.ask({"op": "exit"}, 5)
+        assert info.value.exitcode == -9
+    finally:
+        worker.kill()

@@ -1,0 +1,91 @@
+"""Interleaved timing on the CPU (time.perf_counter), with callables of known duration."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from kernelcraft.verify.result import Timing
+from kernelcraft.verify.timing import TimingConfig, _rse, _stats, time_interleaved
+
+
+def _sleeper(ms: float, tag: str):
+    def fn(x):
+        time.sleep(ms / 1e3)
+        return (tag, x)
+    return fn
+
+
+@pytest.fixture(scope="module")
+def run_and_rounds():
+    rounds: list[int] = []
+
+    def make_inputs(r):
+        rounds.append(r)
+        return [r]
+
+    config = TimingConfig(warmup_ms=20, min_samples=5, budget_s=1.0, batch_ms=20)
+    run = time_interleaved({"fast": _sleeper(2, "fast"), "slow": _sleeper(4, "slow")}, make_inputs,
+                           torch.device("cpu"), config)
+    return run, rounds
+
+
+def test_medians_are_ordered_and_about_right(run_and_rounds):
+    # A sleep never undershoots; on a busy machine it may overshoot, so the upper bounds are loose.
+    run, _ = run_and_rounds
+    fast, slow = run.timings["fast"], run.timings["slow"]
+    assert 2.0 <= fast.min_ms <= fast.median_ms <= 8.0
+    assert 4.0 <= slow.min_ms <= slow.median_ms <= 12.0
+    assert slow.median_ms > fast.median_ms + 1.0
+    assert slow.min_ms > fast.min_ms + 1.5
+
+
+def test_timing_records(run_and_rounds):
+    run, _ = run_and_rounds
+    for name in ("fast", "slow"):
+        t = run.timings[name]
+        assert isinstance(t, Timing)
+        assert t.method == "cpu_perf_counter"
+        assert t.samples >= 5
+        assert t.min_ms <= t.median_ms and t.iqr_ms >= 0 and t.cv >= 0
+    # batches aim at batch_ms per callable per round: a 2 ms call is batched more often than a 4 ms one
+    assert run.timings["fast"].samples >= run.timings["slow"].samples
+
+
+def test_inputs_are_fresh_each_round(run_and_rounds):
+    run, rounds = run_and_rounds
+    assert run.last_round >= 1
+    assert rounds == list(range(run.last_round + 1))  # 0 for the warm-up, then 1, 2, … in order
+    assert run.last_outputs == {"fast": ("fast", run.last_round), "slow": ("slow", run.last_round)}
+
+
+def test_wall_clock_covers_the_samples(run_and_rounds):
+    run, _ = run_and_rounds
+    floor = sum(t.samples * t.min_ms for t in run.timings.values())
+    assert floor <= run.event_ms <= run.wall_ms  # every sample lies inside the wall-clock rounds
+    assert run.wall_ms < 3000  # within the 1 s budget, plus one round and the warm-up
+
+
+def test_budget_bounds_the_run():
+    config = TimingConfig(warmup_ms=0, min_samples=10_000, max_samples=100_000, budget_s=0.2, batch_ms=5)
+    start = time.perf_counter()
+    run = time_interleaved({"a": _sleeper(1, "a")}, lambda r: [r], torch.device("cpu"), config)
+    assert time.perf_counter() - start < 1.5
+    assert run.timings["a"].samples < 10_000
+
+
+def test_max_samples_stops_early():
+    config = TimingConfig(warmup_ms=0, min_samples=10_000, max_samples=30, budget_s=30, batch_ms=1)
+    run = time_interleaved({"a": lambda x: x}, lambda r: [r], torch.device("cpu"), config)
+    assert 30 <= run.timings["a"].samples < 200
+
+
+def test_stats():
+    t = _stats([1.0, 2.0, 3.0, 4.0, 100.0], "m")
+    assert (t.median_ms, t.min_ms, t.samples, t.method) == (3.0, 1.0, 5, "m")
+    single = _stats([2.5], "m")
+    assert (single.median_ms, single.iqr_ms, single.cv) == (2.5, 0.0, 0.0)
+    assert _rse([1.0]) == float("inf")
+    assert _rse([2.0, 2.0, 2.0]) == 0.0

@@ -1,0 +1,189 @@
+"""The verifier end to end on the CPU (level1/relu at SMALL_SIZES): honest candidates pass, every kind
+of wrong, cheating or crashing candidate gets the verdict it deserves, and the verifier carries on.
+
+One session-wide verifier (tests/conftest.py) serves most tests; each evaluation spawns a worker, so
+each test here costs a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelcraft.candidate import Candidate
+from kernelcraft.problems import load_problem
+from kernelcraft.verify import Job, Result, Verifier, VerifyConfig
+from kernelcraft.verify.result import STATUSES
+from tests.helpers import FIXTURES, fixture_candidate, small_config
+
+
+def evaluate(verifier, problem, name: str) -> Result:
+    result = verifier.evaluate(problem, fixture_candidate(name))
+    assert result.status in STATUSES
+    json.dumps(result.to_dict())  # every verdict is JSON-ready
+    return result
+
+
+def assert_ok(result: Result, trials: int = 3):
+    assert result.status == "ok", (result.reasons, result.message)
+    # A review flag is advice, not a failure: CPU baselines measured on a busy 2-core machine can make
+    # an honest kernel look more than 10x faster than eager.
+    assert result.correct and set(result.reasons) <= {"speedup_review"}
+    assert result.trials == trials
+    assert result.runtime_ms is not None and result.runtime_ms > 0
+    assert result.max_rel_error is not None and result.max_rel_error <= 1e-4
+    assert result.device == "cpu"
+
+
+def assert_failed(result: Result, status: str, *reasons: str):
+    assert result.status == status, (result.status, result.reasons, result.message)
+    assert not result.correct
+    assert result.reasons and result.reasons[0] in reasons, result.reasons
+    assert result.runtime is None and result.speedup_eager is None
+
+
+# -- honest candidates --------------------------------------------------------------------------------
+
+def test_honest_triton_candidate(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_triton")
+    assert_ok(result)
+    assert result.backend == "triton" and result.candidate == "relu_triton" and result.problem == "level1/relu"
+    assert result.speedup_eager is not None and result.speedup_eager > 0
+    assert result.eager is not None and result.eager.method == "cpu_perf_counter"
+    assert result.speedup_eager == pytest.approx(result.eager.median_ms / result.runtime_ms, rel=1e-3, abs=1e-4)
+    assert result.eager_control is not None and result.eager_control.samples >= 1  # eager timed beside it
+    assert result.compiled is None and result.speedup_compile is None  # compile_baseline=False
+    assert result.roofline_fraction is None  # no spec for a CPU
+    assert result.flops == 37 * 1000 and result.bytes == 2 * 37 * 1000 * 4
+    # the trials rotate through the distributions; the last timed round is judged too
+    assert [e["trial"] for e in result.trial_errors] == ["trial 0 (natural)", "trial 1 (offset)",
+                                                         "trial 2 (mixed_scale)", "timed round"]
+    assert len(result.seeds) == 3 and len(set(result.seeds)) == 3
+    assert result.wall_seconds > 0 and result.policy == "strict"
+
+
+@pytest.mark.slow
+def test_honest_cpp_candidate(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_cpp")
+    assert_ok(result)
+    assert result.backend == "cpp"
+    assert result.compile_seconds is not None and result.compile_seconds > 0
+
+
+# -- wrong answers --------------------------------------------------------------------------------------
+
+def test_wrong_math_is_incorrect(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_wrong_math")
+    assert_failed(result, "incorrect", "mismatch")
+    assert result.max_rel_error > 1e-4
+    assert result.message.startswith("trial 0 (natural), output 0: max relative error")
+
+
+def test_wrong_dtype_is_incorrect(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_wrong_dtype")
+    assert_failed(result, "incorrect", "output_dtype")
+    assert "torch.float16" in result.message
+
+
+def test_wrong_shape_is_incorrect(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_wrong_shape")
+    assert_failed(result, "incorrect", "output_shape")
+    assert "(37000,)" in result.message and "(37, 1000)" in result.message
+
+
+def test_printed_fake_verdict_changes_nothing(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_fake_json")
+    assert_failed(result, "incorrect", "mismatch")
+
+
+# -- cheating -------------------------------------------------------------------------------------------
+
+def test_writing_into_the_input_is_rejected(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_writes_input")
+    assert_failed(result, "rejected", "inputs_modified")
+
+
+def test_returning_the_input_is_rejected(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_returns_input")
+    assert_failed(result, "rejected", "output_aliases_input", "inputs_modified")
+
+
+def test_cuda_backend_on_cpu_is_rejected(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_nvrtc")
+    assert_failed(result, "rejected", "backend_needs_cuda")
+    assert result.backend == "cuda_nvrtc"
+
+
+# -- crashes and hangs ----------------------------------------------------------------------------------
+
+def test_raising_in_forward(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_raises")
+    assert_failed(result, "runtime_error", "candidate_raised")
+    assert "kc-fixture: forward exploded" in result.message
+
+
+def test_no_model_new(cpu_verifier, relu_problem):
+    source = (FIXTURES / "no_model_new.py").read_text()  # Candidate.from_file would refuse it
+    result = cpu_verifier.evaluate(relu_problem, Candidate(source, "no_model_new"))
+    assert_failed(result, "runtime_error", "no_model_new")
+
+
+def test_exit_in_forward_is_a_crash(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_exit")
+    assert_failed(result, "runtime_error", "worker_crashed")
+    assert "exited with status 3" in result.message
+
+
+def test_segfault_is_a_crash_and_the_next_candidate_runs(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_segfault")
+    assert_failed(result, "runtime_error", "worker_crashed")
+    assert "SIGSEGV" in result.message
+    assert_ok(evaluate(cpu_verifier, relu_problem, "relu_torch"))
+
+
+def test_infinite_loop_times_out_and_the_next_candidate_runs(cache_root, relu_problem):
+    with Verifier("cpu", small_config(cache_root, run_timeout=5)) as verifier:
+        result = evaluate(verifier, relu_problem, "relu_infinite_loop")
+        assert_failed(result, "timeout", "timeout")
+        assert "no answer within 5 s" in result.message
+        assert 5 <= result.wall_seconds < 30
+        assert_ok(evaluate(verifier, relu_problem, "relu_torch"))
+
+
+# -- batches --------------------------------------------------------------------------------------------
+
+def test_evaluate_many_keeps_order_and_statuses(cpu_verifier, relu_problem):
+    uniform_only = load_problem(FIXTURES / "relu_problem_uniform_only.py")
+    jobs = [Job(relu_problem, fixture_candidate("relu_wrong_shape")),
+            Job(uniform_only, fixture_candidate("relu_torch")),
+            Job(relu_problem, fixture_candidate("relu_nvrtc")),
+            Job(relu_problem, fixture_candidate("relu_raises"))]
+    seen = []
+    results = cpu_verifier.evaluate_many(jobs, on_result=lambda i, r: seen.append((i, r)))
+    assert [r.candidate for r in results] == ["relu_wrong_shape", "relu_torch", "relu_nvrtc", "relu_raises"]
+    assert [r.status for r in results] == ["incorrect", "ok", "rejected", "runtime_error"]
+    assert [r.problem for r in results] == ["level1/relu", "relu_problem_uniform_only", "level1/relu",
+                                            "level1/relu"]
+    assert sorted(i for i, _ in seen) == [0, 1, 2, 3]
+    assert all(results[i] is r for i, r in seen)
+    # the problem's INPUT_DISTRIBUTIONS restricts every trial to `uniform`
+    assert [e["trial"] for e in results[1].trial_errors] == [f"trial {i} (uniform)" for i in range(3)] + \
+        ["timed round"]
+
+
+def test_relaxed_policy_is_reported(cache_config, relu_problem):
+    cache_config.policy, cache_config.trials = "relaxed", 1
+    with Verifier("cpu", cache_config) as verifier:
+        result = evaluate(verifier, relu_problem, "relu_wrong_math")
+    # 0.01·x where 0 is expected: up to ~0.05 of the output's rms, beyond even the relaxed 1e-2
+    assert_failed(result, "incorrect", "mismatch")
+    assert result.policy == "relaxed" and "> 0.01 (relaxed)" in result.message
+
+
+def test_default_guards_reject_a_candidate_without_a_kernel(tmp_path, relu_problem):
+    """Plain PyTorch is no kernel: refused before any of it runs, whatever it would compute."""
+    with Verifier("cpu", VerifyConfig(small=True, cache_dir=tmp_path)) as verifier:
+        result = verifier.evaluate(relu_problem, fixture_candidate("relu_torch"))
+    assert result.status == "rejected" and result.reasons == ["no_custom_kernel"]
+    assert result.trials == 0 and result.runtime is None

@@ -1,0 +1,86 @@
+"""The hand-written benchmark candidates on a real GPU, at full size: honest ones pass, wrong ones do not.
+
+Skipped where torch sees no CUDA device (see the `gpu` marker in tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kernelcraft.candidate import Candidate
+from kernelcraft.problems import load_problem, suite_names
+from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
+from tests.helpers import REPO
+
+CANDIDATES = REPO / "benchmarks" / "candidates"
+
+
+def problem_for(path: Path) -> str:
+    """`# problem: levelN/name` in the file, else the suite name whose stem is the file's, else the
+    longest level-1 name the stem starts with (wrong/relu_off_by_one.py -> level1/relu)."""
+    m = re.search(r"^#\s*problem:\s*(\S+)", path.read_text(), re.M)
+    if m:
+        return m.group(1)
+    names = suite_names()
+    exact = [n for n in names if n.split("/")[1] == path.stem]
+    if exact:
+        return exact[0]
+    prefixed = [n for n in names if n.startswith("level1/") and path.stem.startswith(n.split("/")[1])]
+    return max(prefixed, key=len) if prefixed else f"level1/{path.stem}"
+
+
+def _files(*kinds: str) -> list:
+    files = [p for kind in kinds for p in sorted((CANDIDATES / kind).glob("*.py"))]
+    return [pytest.param(p, id=f"{p.parent.name}/{p.stem}") for p in files] or \
+        [pytest.param(None, marks=pytest.mark.skip(reason=f"no candidates in {', '.join(kinds)}"))]
+
+
+def test_problem_for_mapping(tmp_path):
+    """Runs anywhere: the mapping the GPU tests rely on."""
+    assert problem_for(CANDIDATES / "triton" / "gemm_gelu_scale.py") == "level2/gemm_gelu_scale"
+    assert problem_for(CANDIDATES / "cuda_nvrtc" / "softmax.py") == "level1/softmax"
+    wrong = tmp_path / "relu_off_by_one_nvrtc.py"
+    wrong.write_text("class ModelNew: pass\n")
+    assert problem_for(wrong) == "level1/relu"
+    log_softmax = tmp_path / "log_softmax_no_max.py"  # the longest matching name wins
+    log_softmax.write_text("class ModelNew: pass\n")
+    assert problem_for(log_softmax) == "level1/log_softmax"
+    tagged = tmp_path / "anything.py"
+    tagged.write_text("# problem: level2/swish_add\nclass ModelNew: pass\n")
+    assert problem_for(tagged) == "level2/swish_add"
+
+
+@pytest.fixture(scope="module")
+def gpu_verifier(tmp_path_factory):
+    # The default six trials: one per input distribution (small_scale is what catches a dropped eps).
+    config = VerifyConfig(compile_baseline=False, timing=TimingConfig(budget_s=1.0),
+                          cache_dir=tmp_path_factory.mktemp("kc-gpu-cache"))
+    verifier = Verifier("cuda:0", config)
+    # The load_inline builds (about a minute each) start now, in parallel, while the other tests run.
+    for path in sorted((CANDIDATES / "cuda_inline").glob("*.py")):
+        verifier.builds.submit(Candidate.from_file(path), verifier.supervisors[0].arch_list)
+    yield verifier
+    verifier.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _files("cuda_nvrtc", "triton", "cuda_inline"))
+def test_honest_candidate_passes_at_full_size(gpu_verifier, path):
+    result = gpu_verifier.evaluate(load_problem(problem_for(path)), Candidate.from_file(path))
+    assert result.status == "ok", (result.reasons, result.message)
+    assert result.correct and result.trials == 6
+    assert result.runtime_ms > 0 and result.speedup_eager is not None
+    assert result.device != "cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _files("wrong"))
+def test_wrong_candidate_fails(gpu_verifier, path):
+    result = gpu_verifier.evaluate(load_problem(problem_for(path)), Candidate.from_file(path))
+    assert result.status != "ok" and not result.correct, result.message
+    assert result.reasons
