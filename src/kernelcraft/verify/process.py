@@ -8,7 +8,9 @@ a Unix socket with a random key that only the supervisor holds before the worker
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 import re
 import secrets
 import shutil
@@ -37,6 +39,39 @@ class WorkerDied(Exception):
 
 class WorkerTimeout(Exception):
     pass
+
+
+class UnsafeReply(Exception):
+    """The worker's reply named something outside what a reply may hold (e.g. a class of its own)."""
+
+
+# Everything a reply may name when unpickled here: torch's tensor and storage rebuilders (CUDA IPC and
+# shared memory), dtypes, sizes, devices, and our Timing record. A candidate's own class, or a callable
+# that would run code in this trusted process, is refused.
+_SAFE_GLOBALS = {
+    "torch.multiprocessing.reductions": {"rebuild_cuda_tensor", "rebuild_tensor", "rebuild_storage_filename",
+                                         "rebuild_storage_fd", "rebuild_typed_storage", "rebuild_typed_storage_child",
+                                         "rebuild_storage_empty", "rebuild_event"},
+    "torch._utils": {"_rebuild_tensor_v2", "_rebuild_tensor", "_rebuild_parameter"},
+    "torch.storage": {"UntypedStorage", "TypedStorage", "_load_from_bytes"},
+    "torch": {"Tensor", "Size", "device", "dtype", "UntypedStorage", "TypedStorage"} | {
+        name for name in dir(__import__("torch")) if isinstance(getattr(__import__("torch"), name, None),
+                                                                 __import__("torch").dtype)},
+    "collections": {"OrderedDict"},
+    "kernelcraft.verify.result": {"Timing"},
+}
+
+
+class _ReplyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if name in _SAFE_GLOBALS.get(module, ()) or (module == "torch" and name.endswith("Storage")):
+            return super().find_class(module, name)
+        raise UnsafeReply(f"the reply names {module}.{name}, which a reply may not hold")
+
+
+def safe_loads(data: bytes):
+    """Unpickle a worker's reply, refusing any global outside _SAFE_GLOBALS."""
+    return _ReplyUnpickler(io.BytesIO(data)).load()
 
 
 class WorkerLimit(Exception):
@@ -131,7 +166,7 @@ class WorkerProcess:
                     raise WorkerLimit(*over)
                 if time.monotonic() > deadline:
                     raise WorkerTimeout(f"no answer within {timeout:.0f} s")
-            return self.conn.recv()
+            return safe_loads(self.conn.recv_bytes())
         except (EOFError, ConnectionError, OSError) as exc:
             code = self._wait_exit()
             raise WorkerDied(self._death_message(code, exc), code) from None

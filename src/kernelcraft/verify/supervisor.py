@@ -29,7 +29,7 @@ from kernelcraft.verify.containment import Limits
 from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.inputs import fresh_seed
 from kernelcraft.verify.policy import Policy, get_policy
-from kernelcraft.verify.process import WorkerDied, WorkerLimit, WorkerProcess, WorkerTimeout
+from kernelcraft.verify.process import UnsafeReply, WorkerDied, WorkerLimit, WorkerProcess, WorkerTimeout
 from kernelcraft.verify.result import Result
 from kernelcraft.verify.timing import TimingConfig
 
@@ -177,6 +177,8 @@ class Supervisor:
                     self._time(case, problem)
         except WorkerTimeout as exc:
             result.fail("timeout", "timeout", f"{exc} (the worker's process group was killed)")
+        except UnsafeReply as exc:
+            result.fail("rejected", "unsafe_reply", f"{exc}: the reply was refused unread")
         except WorkerLimit as exc:
             result.fail("runtime_error", exc.reason, f"{exc} (the worker's process group was killed)")
         except WorkerDied as exc:
@@ -188,7 +190,15 @@ class Supervisor:
             result.status, result.correct = "ok", True
 
     def _admissible(self, candidate: Candidate, build: BuildOutcome | None, result: Result) -> bool:
-        """What can be decided before any candidate code runs: its build, its backend, its source."""
+        """What can be decided before any candidate code runs: its source, its build, its backend."""
+        if self.config.static_guards:
+            for finding in static_findings(candidate.source):
+                result.fail("rejected", finding.reason, f"static check: the candidate {finding.detail}")
+            if not declared_kernels(candidate.source) and candidate.backend not in ("cpp", "cuda_inline"):
+                result.fail("rejected", "no_custom_kernel", "the candidate declares no kernel of its own "
+                            "(no __global__ function, no @triton.jit function, no load_inline build)")
+            if result.failed:
+                return False
         if build is not None:
             result.compile_seconds, result.compile_log = round(build.seconds, 3), build.log
             result.kernels_resources = build.resources
@@ -202,13 +212,7 @@ class Supervisor:
         if self.device.type != "cuda" and candidate.backend in ("cuda_nvrtc", "cuda_inline"):
             result.fail("rejected", "backend_needs_cuda", f"a {candidate.backend} candidate needs a CUDA device")
             return False
-        if self.config.static_guards:
-            for finding in static_findings(candidate.source):
-                result.fail("rejected", finding.reason, f"static check: the candidate {finding.detail}")
-            if not declared_kernels(candidate.source) and candidate.backend not in ("cpp", "cuda_inline"):
-                result.fail("rejected", "no_custom_kernel", "the candidate declares no kernel of its own "
-                            "(no __global__ function, no @triton.jit function, no load_inline build)")
-        return not result.failed
+        return True
 
     def _load(self, worker, problem, candidate, result) -> bool:
         reply = worker.ask(self._load_request(problem, candidate.source), self.config.load_timeout)

@@ -19,6 +19,7 @@ from kernelcraft.candidate import Candidate
 from kernelcraft.problems import Problem
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildPool
+from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.result import Result
 from kernelcraft.verify.supervisor import Supervisor, VerifyConfig
 
@@ -65,6 +66,9 @@ class Verifier:
             sup.close()
         self.builds.close()
 
+    def _refused(self, candidate: Candidate) -> bool:
+        return self.config.static_guards and bool(static_findings(candidate.source))
+
     def evaluate(self, problem: Problem, candidate: Candidate) -> Result:
         return self.evaluate_many([Job(problem, candidate)])[0]
 
@@ -72,7 +76,9 @@ class Verifier:
         """Evaluate every job; `on_result(index, result)` is called as each finishes (for progress)."""
         jobs = list(jobs)
         arch = self.supervisors[0].arch_list
-        builds = [self.builds.submit(j.candidate, arch) if get_backend(j.candidate.backend).prebuild else None
+        # A build runs the candidate's module: only for candidates the static guards let through.
+        builds = [self.builds.submit(j.candidate, arch)
+                  if get_backend(j.candidate.backend).prebuild and not self._refused(j.candidate) else None
                   for j in jobs]
         todo: queue.Queue = queue.Queue()
         for i in range(len(jobs)):

@@ -107,6 +107,10 @@ class Worker:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+        strange = [f"{i}: {type(o).__module__}.{type(o).__qualname__}" for i, o in enumerate(outputs)
+                   if type(o) is not torch.Tensor]
+        if strange:  # never pickled: a class of the candidate's own has no business in the supervisor
+            return {"not_tensor": strange}
         aliases = [i for i, o in enumerate(outputs) if isinstance(o, torch.Tensor) and _shares_memory(o, inputs)]
         if aliases:
             return {"aliases": aliases}
@@ -174,6 +178,8 @@ class Worker:
                                self.device, config, l2_bytes)
         out = run.last_outputs.get("candidate")
         outputs = (list(out) if isinstance(out, (tuple, list)) else [out]) if out is not None else None
+        if outputs is not None and any(type(o) is not torch.Tensor for o in outputs):
+            return {"error": "a timed call returned something other than plain tensors", "reason": "output_not_tensor"}
         self.held = outputs
         return {"timings": run.timings, "last_round": run.last_round, "outputs": outputs,
                 "wall_ms": run.wall_ms, "event_ms": run.event_ms}
@@ -211,7 +217,7 @@ def main() -> None:
     import torch.multiprocessing
 
     torch.multiprocessing.set_sharing_strategy("file_system")
-    info = {"ready": True, "pid": os.getpid(), "torch": torch.__version__}
+    info = {"ready": True, "pid": os.getpid(), "torch": str(torch.__version__)}
     if torch.cuda.is_available():  # before connecting: a standby worker is warm when it is taken
         torch.cuda.init()
         torch.empty(1, device="cuda")

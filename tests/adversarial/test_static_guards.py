@@ -1,0 +1,83 @@
+"""The static guard (kernelcraft.verify.guards.static_findings) on its own: every cheat that must be
+caught before it runs is caught with its named reason, and nothing honest is flagged: the honest
+twins, the hand-written benchmark candidates and the bundled examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelcraft.verify.guards import static_findings
+
+HERE = Path(__file__).parent
+FIXTURES = HERE / "fixtures"
+REPO = HERE.parents[1]
+
+# cheat fixture -> the reasons the static guard must give (each one must be among the findings)
+STATIC_CHEATS = {
+    "c07_side_stream_cheat": {"side_stream"},
+    "c08_background_threads_cheat": {"static_concurrency"},
+    "c10_timer_tampering_cheat": {"static_patching"},
+    "c11_result_forgery_cheat": {"early_exit"},
+    "c12_reading_expected_cheat": {"static_introspection"},
+    "c13_seed_prediction_cheat": {"seed_prediction"},
+    "c19_persisting_l2_cheat": {"persisting_l2"},
+    "c21_harness_tampering_cheat": {"harness_tampering"},
+}
+
+HONEST = sorted(FIXTURES.glob("*_honest.py")) + \
+    sorted(p for kind in ("cuda_nvrtc", "triton", "cuda_inline", "cpp")
+           for p in (REPO / "benchmarks" / "candidates" / kind).glob("*.py")) + \
+    sorted((REPO / "src" / "kernelcraft" / "examples").glob("*.py"))
+
+
+def reasons(path: Path) -> set[str]:
+    return {f.reason for f in static_findings(path.read_text())}
+
+
+@pytest.mark.parametrize("stem", sorted(STATIC_CHEATS))
+def test_static_cheat_is_caught(stem):
+    found = static_findings((FIXTURES / f"{stem}.py").read_text())
+    assert STATIC_CHEATS[stem] <= {f.reason for f in found}, found
+    assert all(f.detail for f in found)
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=str(p.relative_to(REPO))) for p in HONEST])
+def test_honest_source_has_no_findings(path):
+    assert static_findings(path.read_text()) == []
+
+
+def test_the_honest_corpus_is_not_empty():
+    kinds = {p.parent.name for p in HONEST}
+    assert {"fixtures", "cuda_nvrtc", "triton", "cuda_inline", "cpp", "examples"} <= kinds
+    assert len([p for p in HONEST if p.parent == FIXTURES]) >= 21
+
+
+def test_comments_and_docstrings_do_not_trip_rules():
+    source = '''"""Mentions threading, gc.get_objects(), os._exit and torch.manual_seed in prose only."""
+# import threading; time.perf_counter = lambda: 0
+import torch
+SOURCE = r"""
+// cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &attr);  (a comment)
+extern "C" __global__ void k(float* y) { y[0] = 0.0f; }
+"""
+'''
+    assert static_findings(source) == []
+
+
+@pytest.mark.parametrize("snippet, reason", [
+    ("import time\nfrom time import perf_counter\ntime.perf_counter = perf_counter\n", "static_patching"),
+    ("import torch\ntorch.cuda.synchronize = lambda *a: None\n", "static_patching"),
+    ("import torch as T\nT.manual_seed(1234)\n", "seed_prediction"),
+    ("import os as o\no._exit(0)\n", "early_exit"),
+    ("from concurrent.futures import ThreadPoolExecutor\n", "static_concurrency"),
+    ("import torch\ns = torch.cuda.Stream()\n", "side_stream"),
+    ("import ctypes\n", "static_introspection"),
+    ("from kernelcraft.verify import check\n", "static_introspection"),
+    ("f = open('/tmp/x', mode='w')\n", "harness_tampering"),
+    ('S = """' + "cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); launch<<<1, 1, 0, s>>>();" + '"""\n',
+     "side_stream"),
+])
+def test_rule_variants(snippet, reason):
+    assert reason in {f.reason for f in static_findings(snippet)}
