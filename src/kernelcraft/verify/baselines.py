@@ -39,12 +39,22 @@ class BaselineStore:
         as_timing = lambda d: Timing(**d) if d else None  # noqa: E731
         return as_timing(entry.get("eager")), as_timing(entry.get("compile"))
 
+    def invalidate(self, key: str) -> None:
+        """Forget one entry: the next evaluation of that problem measures its baselines afresh."""
+        with self._lock:
+            data = self._read()
+            if data.pop(key, None) is not None:
+                self._write(data)
+
     def put(self, key: str, eager: Timing, compiled: Timing | None) -> None:
         with self._lock:
             data = self._read()
             data[key] = {"eager": asdict(eager), "compile": asdict(compiled) if compiled else None,
                          "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-            tmp.replace(self.path)
+            self._write(data)
+
+    def _write(self, data: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        tmp.replace(self.path)
