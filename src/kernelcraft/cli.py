@@ -38,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--size", default="auto", choices=["auto", "full", "small"],
                     help="problem sizes: full, or the problem's SMALL_SIZES; auto = full on a GPU, small on the CPU")
     ev.add_argument("--no-compile-baseline", action="store_true", help="skip timing torch.compile")
+    ev.add_argument("--allow-library", action=argparse.BooleanOptionalAction, default=True,
+                    help="library (ATen, cuBLAS, cuDNN) kernels may run beside the candidate's own (default: yes; "
+                         "a candidate with no kernel of its own is rejected either way)")
+    ev.add_argument("--sanity-bound", type=float, default=10.0,
+                    help="flag speedups over eager beyond this for review (default 10)")
     ev.add_argument("--budget", type=float, default=6.0, help="seconds of timing per candidate, at most")
     ev.add_argument("--cache-dir", type=Path, default=None, help="builds and baselines (default ~/.cache/kernelcraft)")
     ev.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -106,7 +111,8 @@ def cmd_eval(args) -> int:
         small = args.size == "small" or (args.size == "auto" and devices[0] == "cpu")
         problem.load(small=small)  # a problem that does not import is a usage error, said now
         config = VerifyConfig(policy=args.policy, trials=args.trials, small=small,
-                              compile_baseline=not args.no_compile_baseline,
+                              compile_baseline=not args.no_compile_baseline, allow_library=args.allow_library,
+                              sanity_bound=args.sanity_bound,
                               timing=TimingConfig(budget_s=args.budget))
         if args.cache_dir:
             config.cache_dir = args.cache_dir

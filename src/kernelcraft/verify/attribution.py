@@ -63,7 +63,9 @@ class Attribution:
 
 
 def is_custom(kernel_name: str, declared: set[str]) -> bool:
-    return any(re.search(rf"(?<![A-Za-z0-9]){re.escape(d)}(?![A-Za-z0-9])", kernel_name) for d in declared)
+    """The profiler's name carries a declared name as a whole identifier (Triton may add `_0d1d…`)."""
+    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(d)}(?:(?![A-Za-z0-9_])|(?=_\d))", kernel_name)
+               for d in declared)
 
 
 def profile_call(fn, inputs: list, declared: set[str]) -> Attribution:

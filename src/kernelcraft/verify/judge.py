@@ -148,23 +148,27 @@ def attribution(case: Case, allow_library: bool) -> bool:
     if info is None:
         case.result.notes.append(reply.get("note", "kernel attribution is not available here"))
         return True
-    result = case.result
-    result.kernels = info["kernels"]
-    result.custom_kernel_fraction = info["custom_fraction"]
-    custom = any(k["custom"] for k in info["kernels"])
-    library = [k["name"] for k in info["kernels"] if not k["custom"]]
-    if not custom:
-        result.fail("rejected", "no_custom_kernel", "none of the candidate's own kernels ran"
-                    + (f"; what ran: {', '.join(library[:5])}" if library else ""))
-        return False
-    if library and not allow_library:
-        result.fail("rejected", "library_kernels", f"library kernels ran beside the candidate's: {', '.join(library[:5])}")
-        return False
-    side = [s for s in info["streams"] if s != info["timing_stream"]]
-    if info.get("timing_stream", -1) >= 0 and side:
-        result.fail("rejected", "side_stream", f"kernels ran on stream(s) {side}, not on the timing stream")
+    case.result.kernels = info["kernels"]
+    case.result.custom_kernel_fraction = info["custom_fraction"]
+    finding = attribution_finding(info, allow_library)
+    if finding:
+        case.result.fail("rejected", *finding)
         return False
     return True
+
+
+def attribution_finding(info: dict, allow_library: bool) -> tuple[str, str] | None:
+    """(reason, message) for what an attribution (Attribution.to_dict()) shows wrong, else None."""
+    library = [k["name"] for k in info["kernels"] if not k["custom"]]
+    if not any(k["custom"] for k in info["kernels"]):
+        return "no_custom_kernel", "none of the candidate's own kernels ran" + (
+            f"; what ran: {', '.join(library[:5])}" if library else "")
+    if library and not allow_library:
+        return "library_kernels", f"library kernels ran beside the candidate's: {', '.join(library[:5])}"
+    side = [s for s in info["streams"] if s != info["timing_stream"]]
+    if info["timing_stream"] >= 0 and side:
+        return "side_stream", f"kernels ran on stream(s) {side}, not on the timing stream"
+    return None
 
 
 def timing(case: Case, seed: int) -> dict | None:

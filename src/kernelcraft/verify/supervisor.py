@@ -9,6 +9,7 @@ the current candidate runs, so a crash, a hang or a sticky CUDA error costs only
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -94,12 +95,9 @@ class Supervisor:
         else:
             self.worker_env.update(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
         self.standby: list[WorkerProcess] = []
-        self.stripped_env: list[str] = []
-        self.restarts = 0
+        self.restarts = 0  # workers lost to crashes
 
     def _physical_index(self) -> str:
-        import os
-
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         index = self.device.index or 0
         return visible.split(",")[index] if visible else str(index)
@@ -118,7 +116,6 @@ class Supervisor:
             ahead = 0
         while len(self.standby) < min(ahead, self.config.standby_workers):  # they warm up while this one works
             self.standby.append(self._spawn())
-        self.stripped_env = worker.stripped
         return worker
 
     def close(self) -> None:
@@ -147,7 +144,7 @@ class Supervisor:
         with self.lock:
             start = time.perf_counter()
             result = Result(problem.name, candidate.name, candidate.backend, device=self.device_name,
-                            policy=self.policy.name, versions={"torch": torch.__version__})
+                            policy=self.policy.name, versions={"torch": str(torch.__version__)})
             try:
                 self._evaluate(problem, candidate, build, result, ahead)
             finally:
