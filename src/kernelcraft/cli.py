@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "eval":
             return cmd_eval(args)
         if args.command == "problems":
-            return cmd_problems(args, parser)
+            return cmd_problems(args)
         raise UsageError("kernelcraft: choose a command: eval, problems (kernelcraft --help lists them)")
     except UsageError as exc:
         print(str(exc), file=sys.stderr)
@@ -133,7 +133,7 @@ def cmd_eval(args) -> int:
     return EXIT_OK
 
 
-def cmd_problems(args, parser) -> int:
+def cmd_problems(args) -> int:
     from kernelcraft.problems import ProblemError, load_problem, load_suite
     from kernelcraft.problems.cost import compute_cost
 
