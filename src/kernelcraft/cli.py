@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("name")
     show.add_argument("--small", action="store_true", help="apply the problem's SMALL_SIZES")
     show.add_argument("--json", action="store_true")
+    from kernelcraft.cli_search import add_commands
+
+    add_commands(sub)
     return parser
 
 
@@ -72,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_eval(args)
         if args.command == "problems":
             return cmd_problems(args)
-        raise UsageError("kernelcraft: choose a command: eval, problems (kernelcraft --help lists them)")
+        if args.command in ("run", "bench", "runs"):
+            from kernelcraft import cli_search
+
+            return getattr(cli_search, f"cmd_{args.command}")(args)
+        raise UsageError("kernelcraft: choose a command: run, bench, runs, eval, problems (kernelcraft --help lists them)")
     except UsageError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_USAGE

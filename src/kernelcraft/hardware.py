@@ -42,3 +42,28 @@ def roofline_seconds(spec: DeviceSpec, flops: int, nbytes: int, math: str) -> fl
     """The floor: the larger of the arithmetic time at the `math` rate and the memory time."""
     rate = {"fp32": spec.fp32, "tf32": spec.tf32, "fp16": spec.fp16}[math]
     return max(flops / rate, nbytes / spec.bandwidth)
+
+
+def describe_device(device: str) -> str:
+    """A few lines on the device kernels will run on, read from the device itself, for prompts."""
+    import os
+    import platform
+
+    import torch
+
+    if not device.startswith("cuda"):
+        return (f"CPU only ({platform.processor() or platform.machine()}, {os.cpu_count()} cores): there is no GPU. "
+                "Kernels run on the CPU and are timed with CPU clocks.")
+    props = torch.cuda.get_device_properties(torch.device(device))
+    lines = [f"{props.name}: compute capability {props.major}.{props.minor} (sm_{props.major}{props.minor}), "
+             f"{props.multi_processor_count} SMs, {props.total_memory / 2**30:.0f} GiB memory"]
+    smem = getattr(props, "shared_memory_per_block_optin", None)
+    if smem:
+        lines.append(f"shared memory per block up to {smem // 1024} KiB (opt-in), "
+                     f"{getattr(props, 'regs_per_multiprocessor', 65536)} registers per SM")
+    spec = spec_for(props.name)
+    if spec:
+        lines.append(f"memory bandwidth {spec.bandwidth / 1e12:.2f} TB/s, L2 {spec.l2_bytes >> 20} MiB; "
+                     f"dense TFLOP/s: fp32 {spec.fp32 / 1e12:.0f}, tf32 {spec.tf32 / 1e12:.0f}, "
+                     f"fp16/bf16 {spec.fp16 / 1e12:.0f} ({spec.source})")
+    return "\n".join(lines)

@@ -84,3 +84,63 @@ def problem_view(info: dict) -> Group:
     for spec in info["outputs"]:
         table.add_row("output", f"{tuple(spec['shape'])} {spec['dtype']}")
     return Group(Text(info["name"], style="bold cyan"), table, Syntax(info["source"], "python", line_numbers=False))
+
+
+def run_view(run: dict) -> Group:
+    """A search run: its trajectory by round, what its candidates came to, and the best kernel."""
+    c = run["counters"]
+    head = Text.assemble((f"run {run['run_id']}", "bold"), f"  {run['problem']} · {run['strategy']} · "
+                         f"{run['proposer']} · {run['device']} · {run['status']}")
+    if run.get("stop_reason"):
+        head.append(f" ({run['stop_reason']})", style="yellow")
+    rounds = Table(title="best kernel by round", title_justify="left")
+    for col in ("round", "tried", "correct", "best", "× eager", "× compile", "idea"):
+        rounds.add_column(col, justify="right" if col not in ("idea",) else "left")
+    for t in run["trajectory"]:
+        rounds.add_row(str(t["round"]), str(t["candidates"]), str(t["correct"]), _ms(t["best_runtime_ms"]),
+                       _x(t["best_speedup_eager"]), _x(t["best_speedup_compile"]), (t["best_idea"] or "")[:70])
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(c["by_status"].items()))
+    cost = f"${c['cost']:.4f}" + (f" (+{c['unpriced_calls']} calls unpriced)" if c["unpriced_calls"] else "")
+    facts = Text(f"candidates {c['candidates']} ({statuses or 'none'}) · calls {c['calls']} "
+                 f"({c['failed_calls']} failed, {c['malformed']} malformed answers) · tokens "
+                 f"{c['input_tokens']:,} in / {c['output_tokens']:,} out · {cost} · {run['wall_seconds']:.0f} s")
+    if run.get("gpu_idle_fraction") is not None and run["gpu_idle_fraction"] == run["gpu_idle_fraction"]:
+        facts.append(f" · device idle {100 * run['gpu_idle_fraction']:.0f}%")
+    parts = [head, rounds, facts]
+    best = run.get("best")
+    if best:
+        r = best["result"]
+        parts.append(Text.assemble(("best: ", "bold green"), f"{_ms(r['runtime_ms'])}, {_x(r.get('speedup_eager'))} eager, "
+                                   f"{_x(r.get('speedup_compile'))} torch.compile ({r['device']}, {r['policy']}; "
+                                   f"{(r.get('runtime') or {}).get('method', '')})"))
+        if run.get("best_file"):
+            parts.append(Text(f"written to {run['best_file']}"))
+    else:
+        parts.append(Text("no correct kernel found", style="bold red"))
+    return Group(*parts)
+
+
+def bench_view(summary: dict) -> Group:
+    table = Table(title=f"bench {summary['bench_id']} · {summary['suite']}", title_justify="left")
+    for col in ("problem", "status", "correct", "× eager", "× compile", "candidates", "run"):
+        table.add_column(col)
+    for r in summary["rows"]:
+        table.add_row(r["problem"], r["status"], "yes" if r["correct"] else "no", _x(r["speedup_eager"]),
+                      _x(r["speedup_compile"]), str(r["candidates"]), r["run_id"])
+    m = summary["metrics"]
+    lines = [Text(f"{m['correct']}/{m['problems']} problems with a correct kernel")]
+    for base in ("eager", "compile"):
+        fp = "  ".join(f"fast_{p}={v:.2f}" for p, v in m[f"fast_p_{base}"].items())
+        lines.append(Text(f"vs {base}: {fp}  geomean {_x(m[f'geomean_{base}'])}"))
+    return Group(table, *lines)
+
+
+def runs_view(rows: list[dict]) -> Table:
+    table = Table(title="runs", title_justify="left")
+    for col in ("id", "problem", "strategy", "proposer", "status", "candidates", "best × eager", "tokens", "cost"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["id"], r["problem"], r["strategy"], r["proposer"],
+                      r["status"] + (f" ({r['stop_reason']})" if r["stop_reason"] else ""), str(r["candidates"]),
+                      _x(r["speedup_eager"]), f"{r['tokens']:,}", f"${r['cost']:.4f}" if r["cost"] is not None else "-")
+    return table

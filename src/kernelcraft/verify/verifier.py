@@ -1,13 +1,15 @@
 """The verifier's front door: evaluate one candidate or a batch, over every device given.
 
-Builds that take seconds go to the CPU build pool as soon as a batch arrives; one supervisor per
-device takes the next job whose build is done. Results come back in the order of the jobs.
+Builds that take seconds go to the CPU build pool as soon as a job arrives; one supervisor per
+device takes the next job in order. `evaluate_many` returns results in the order of the jobs.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -47,6 +49,9 @@ class Job:
 
 
 class Verifier:
+    """Judges candidates on every device given. `submit` returns at once (a future); jobs are taken
+    in submission order by one driver thread per device, while builds run ahead in the CPU pool."""
+
     def __init__(self, device: str = "auto", config: VerifyConfig | None = None, build_workers: int | None = None):
         self.config = config or VerifyConfig()
         self.devices = resolve_devices(device)
@@ -54,6 +59,12 @@ class Verifier:
         self.baselines = BaselineStore(cache / "baselines.json")
         self.builds = BuildPool(cache, build_workers)
         self.supervisors = [Supervisor(d, self.config, self.baselines) for d in self.devices]
+        self._todo: queue.Queue = queue.Queue()
+        self._drivers: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._busy_s = 0.0  # device-seconds spent judging, over all devices
+        self._busy_since: dict[int, float] = {}  # driver index -> start of the job it is judging
+        self._started = time.monotonic()
 
     def __enter__(self) -> "Verifier":
         return self
@@ -62,6 +73,11 @@ class Verifier:
         self.close()
 
     def close(self) -> None:
+        for _ in self._drivers:
+            self._todo.put(None)
+        for t in self._drivers:
+            t.join()
+        self._drivers = []
         for sup in self.supervisors:
             sup.close()
         self.builds.close()
@@ -70,40 +86,57 @@ class Verifier:
         return self.config.static_guards and bool(static_findings(candidate.source))
 
     def evaluate(self, problem: Problem, candidate: Candidate) -> Result:
-        return self.evaluate_many([Job(problem, candidate)])[0]
+        return self.submit(Job(problem, candidate)).result()
 
     def evaluate_many(self, jobs: Iterable[Job], on_result: Callable[[int, Result], None] | None = None) -> list[Result]:
         """Evaluate every job; `on_result(index, result)` is called as each finishes (for progress)."""
-        jobs = list(jobs)
+        futures = [self.submit(job) for job in jobs]
+        if on_result:
+            for i, fut in enumerate(futures):
+                fut.add_done_callback(lambda f, i=i: on_result(i, f.result()))
+        return [f.result() for f in futures]
+
+    def submit(self, job: Job) -> Future:
+        """Queue one job; its build (if its backend has one) starts now. The future holds its Result."""
         arch = self.supervisors[0].arch_list
         # A build runs the candidate's module: only for candidates the static guards let through.
-        builds = [self.builds.submit(j.candidate, arch)
-                  if get_backend(j.candidate.backend).prebuild and not self._refused(j.candidate) else None
-                  for j in jobs]
-        todo: queue.Queue = queue.Queue()
-        for i in range(len(jobs)):
-            todo.put(i)
-        results: list[Result | None] = [None] * len(jobs)
+        build = (self.builds.submit(job.candidate, arch)
+                 if get_backend(job.candidate.backend).prebuild and not self._refused(job.candidate) else None)
+        future: Future = Future()
+        with self._lock:
+            if not self._drivers:
+                self._drivers = [threading.Thread(target=self._drive, args=(i, s), daemon=True,
+                                                  name=f"verifier-{s.device}")
+                                 for i, s in enumerate(self.supervisors)]
+                for t in self._drivers:
+                    t.start()
+        self._todo.put((job, build, future))
+        return future
 
-        def drive(sup: Supervisor) -> None:
-            while True:
-                try:
-                    i = todo.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    build = builds[i].result() if builds[i] is not None else None
-                    results[i] = sup.evaluate(jobs[i].problem, jobs[i].candidate, build, ahead=todo.qsize())
-                except Exception as exc:  # noqa: BLE001 - a verifier fault must not lose the batch
-                    results[i] = Result(jobs[i].problem.name, jobs[i].candidate.name, jobs[i].candidate.backend,
-                                        device=sup.device_name, policy=self.config.policy).fail(
-                        "runtime_error", "verifier_error", f"{type(exc).__name__}: {exc}")
-                if on_result:
-                    on_result(i, results[i])
+    def busy_seconds(self) -> float:
+        """Device-seconds spent judging so far (jobs in progress counted up to now)."""
+        now = time.monotonic()
+        with self._lock:
+            return self._busy_s + sum(now - t for t in self._busy_since.values())
 
-        threads = [threading.Thread(target=drive, args=(s,), daemon=True) for s in self.supervisors]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return results
+    def _drive(self, index: int, sup: Supervisor) -> None:
+        while True:
+            item = self._todo.get()
+            if item is None:
+                return
+            job, build, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            with self._lock:
+                self._busy_since[index] = time.monotonic()
+            try:
+                outcome = build.result() if build is not None else None
+                result = sup.evaluate(job.problem, job.candidate, outcome, ahead=self._todo.qsize())
+            except Exception as exc:  # noqa: BLE001 - a verifier fault must not lose the job
+                result = Result(job.problem.name, job.candidate.name, job.candidate.backend,
+                                device=sup.device_name, policy=self.config.policy).fail(
+                    "runtime_error", "verifier_error", f"{type(exc).__name__}: {exc}")
+            finally:
+                with self._lock:
+                    self._busy_s += time.monotonic() - self._busy_since.pop(index)
+            future.set_result(result)

@@ -1,0 +1,352 @@
+"""`kernelcraft run`, `kernelcraft bench` and `kernelcraft runs`: the search commands of the CLI.
+
+Like cli.py, this module prints; nothing it calls does. With --json the last line of stdout is one
+JSON object; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from kernelcraft.cli import EXIT_FAIL, EXIT_OK, UsageError, _console, _usage_errors
+
+PROPOSER_HELP = ("PROVIDER/NAME: openai/…, anthropic/…, gemini/…, openrouter/…, deepseek/…, vllm/…, sglang/…, "
+                 "ollama/…, or any name with --base-url (default: $KERNELCRAFT_MODEL)")
+
+
+def add_commands(sub) -> None:
+    run = sub.add_parser("run", help="optimize one problem: ask a proposer for kernels, verify them, keep the best")
+    run.add_argument("problem", nargs="?", help="a KernelBench-format file or a suite name such as level1/softmax")
+    run.add_argument("--resume", metavar="RUN", help="continue a stopped or killed run (its settings are stored)")
+    _search_flags(run)
+
+    bench = sub.add_parser("bench", help="run a strategy over many problems and report fast_p")
+    bench.add_argument("suite", help="level1, level2, level3, all, a directory of problem files, or a file")
+    bench.add_argument("--only", default="", help="comma-separated problem names (or name fragments) to keep")
+    bench.add_argument("--limit", type=int, default=None, help="at most this many problems")
+    _search_flags(bench)
+
+    runs = sub.add_parser("runs", help="the run store: list runs, show one")
+    rsub = runs.add_subparsers(dest="action")
+    ls = rsub.add_parser("list", help="the latest runs")
+    ls.add_argument("--limit", type=int, default=30)
+    ls.add_argument("--store", type=Path, default=None, help="the run store (default ~/.kernelcraft/runs.db)")
+    ls.add_argument("--json", action="store_true")
+    show = rsub.add_parser("show", help="one run: its trajectory, candidates and best kernel")
+    show.add_argument("run", help="a run id (a unique prefix will do)")
+    show.add_argument("--store", type=Path, default=None)
+    show.add_argument("--json", action="store_true")
+
+
+def _search_flags(p) -> None:
+    g = p.add_argument_group("proposer")
+    g.add_argument("--model", default="", help=PROPOSER_HELP)
+    g.add_argument("--base-url", default=None, help="an OpenAI-compatible endpoint (or Anthropic's), e.g. http://localhost:8000/v1")
+    g.add_argument("--api-key", default=None, help="default: the provider's variable (OPENAI_API_KEY, …) or KERNELCRAFT_API_KEY")
+    g.add_argument("--reasoning-effort", choices=["low", "medium", "high"], default=None)
+    g.add_argument("--max-output-tokens", type=int, default=None, help="per answer")
+    g.add_argument("--temperature", type=float, default=None)
+    g.add_argument("--prices", type=Path, default=None, help="a JSON price table extending the bundled one")
+    g.add_argument("--concurrency", type=int, default=8, help="proposer calls in flight (default 8)")
+    g.add_argument("--llm-timeout", type=float, default=600.0, help="seconds per HTTP request")
+    g.add_argument("--llm-retries", type=int, default=4, help="retries of a failed call (429, 5xx, broken stream)")
+    s = p.add_argument_group("search")
+    s.add_argument("--strategy", default="tree", help="tree (default), refine, sample, evolve")
+    s.add_argument("--backend", default=None, help="cuda_nvrtc (GPU default), triton (CPU default), cuda_inline, cpp")
+    s.add_argument("--rounds", type=int, default=5, help="tree rounds, refine turns, evolve generations (default 5)")
+    s.add_argument("--ideas", type=int, default=4, help="tree: ideas per round (K)")
+    s.add_argument("--impls", type=int, default=2, help="tree: implementations per idea (M)")
+    s.add_argument("--beam", type=int, default=2, help="tree: kernels seeding the next round (B)")
+    s.add_argument("--samples", type=int, default=8, help="sample: N; refine: conversations; evolve: children per generation")
+    s.add_argument("--islands", type=int, default=1, help="evolve: separate archives")
+    s.add_argument("--seed", type=int, default=0, help="evolve's random draws")
+    s.add_argument("--seed-kernel", action="append", default=[], type=Path, metavar="FILE",
+                   help="a starting kernel (ModelNew file); repeat for more")
+    b = p.add_argument_group("budget (the run stops cleanly at the first reached)")
+    b.add_argument("--max-candidates", type=int, default=None)
+    b.add_argument("--max-tokens", type=int, default=None, help="input + output tokens over the run")
+    b.add_argument("--max-usd", type=float, default=None, help="money, from the price table")
+    b.add_argument("--max-minutes", type=float, default=None, help="wall time")
+    v = p.add_argument_group("verifier")
+    v.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+    v.add_argument("--policy", default="strict", choices=["strict", "relaxed"])
+    v.add_argument("--size", default="auto", choices=["auto", "full", "small"])
+    v.add_argument("--no-compile-baseline", action="store_true")
+    v.add_argument("--timing-budget", type=float, default=6.0, help="seconds of timing per candidate, at most")
+    v.add_argument("--cache-dir", type=Path, default=None)
+    o = p.add_argument_group("output")
+    o.add_argument("--store", type=Path, default=None, help="the run store (default ~/.kernelcraft/runs.db)")
+    o.add_argument("--out", type=Path, default=Path("."), help="where the best kernel is written (default: here)")
+    o.add_argument("--json", action="store_true", help="the summary as JSON, on the last line of stdout")
+
+
+# settings ---------------------------------------------------------------------------------------------
+def _settings(args, devices: list[str]) -> dict:
+    """What a resumed run needs besides its RunConfig: how to verify and whom to ask (never the key)."""
+    small = args.size == "small" or (args.size == "auto" and devices[0] == "cpu")
+    return {"verify": {"device": args.device, "policy": args.policy, "small": small,
+                       "compile_baseline": not args.no_compile_baseline, "timing_budget": args.timing_budget},
+            "proposer": {"model": args.model, "base_url": args.base_url, "reasoning_effort": args.reasoning_effort,
+                         "max_tokens": args.max_output_tokens, "temperature": args.temperature,
+                         "timeout_s": args.llm_timeout, "max_retries": args.llm_retries,
+                         "concurrency": args.concurrency}}
+
+
+def _run_config(args, devices: list[str]):
+    from kernelcraft.search import Budget, RunConfig, get_strategy
+
+    get_strategy(args.strategy)
+
+    seeds = []
+    for path in args.seed_kernel:
+        from kernelcraft.candidate import Candidate
+
+        seeds.append(Candidate.from_file(path).source)
+    backend = args.backend or ("cuda_nvrtc" if devices[0].startswith("cuda") else "triton")
+    config = RunConfig(strategy=args.strategy, backend=backend, rounds=args.rounds, ideas=args.ideas,
+                       impls=args.impls, beam=args.beam, samples=args.samples, islands=args.islands,
+                       concurrency=args.concurrency, seed=args.seed, seeds=seeds,
+                       budget=Budget(args.max_candidates, args.max_tokens, args.max_usd,
+                                     args.max_minutes * 60 if args.max_minutes else None))
+    config.check()
+    return config
+
+
+def _verifier(settings: dict, cache_dir: Path | None):
+    from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
+
+    v = settings["verify"]
+    config = VerifyConfig(policy=v["policy"], small=v["small"], compile_baseline=v["compile_baseline"],
+                          timing=TimingConfig(budget_s=v["timing_budget"]))
+    if cache_dir:
+        config.cache_dir = cache_dir
+    return Verifier(v["device"], config)
+
+
+def _proposer(settings: dict, args, device: str):
+    from kernelcraft.propose.llm import ClientSettings, LLMProposer, PriceTable, resolve_model
+
+    p = settings["proposer"]
+    if not p["model"] and not os.environ.get("KERNELCRAFT_MODEL"):
+        raise ValueError("no proposer configured: pass --model PROVIDER/NAME (and --base-url for a local server)")
+    spec = resolve_model(p["model"], args.base_url or p["base_url"], args.api_key)
+    prices = PriceTable(args.prices)
+    if args.max_usd is not None and prices.price(spec.model) is None:
+        raise ValueError(f"--max-usd: no price known for {spec.model}; add it with --prices FILE")
+    return LLMProposer(spec, device, settings["verify"]["policy"],
+                       ClientSettings(timeout_s=p["timeout_s"], max_retries=p["max_retries"],
+                                      concurrency=p["concurrency"], reasoning_effort=p["reasoning_effort"],
+                                      max_tokens=p["max_tokens"], temperature=p["temperature"]),
+                       prices)
+
+
+def _store(path):
+    from kernelcraft.store import Store
+
+    return Store(path)
+
+
+# commands ---------------------------------------------------------------------------------------------
+def cmd_run(args) -> int:
+    from kernelcraft.problems import load_problem
+    from kernelcraft.search import resume_run, start_run
+    from kernelcraft.store import StoreError
+    from kernelcraft.verify import resolve_devices
+
+    try:
+        store = _store(args.store)
+        if args.resume:
+            if args.problem:
+                raise ValueError("give either PROBLEM or --resume RUN, not both")
+            row = store.run(args.resume)
+            settings = {k: v for k, v in row["config"].items() if k != "run"}
+            devices = resolve_devices(settings["verify"]["device"])
+            problem = None
+        else:
+            if not args.problem:
+                raise ValueError("a PROBLEM (file or suite name) is required, or --resume RUN")
+            problem = load_problem(args.problem)
+            devices = resolve_devices(args.device)
+            settings = _settings(args, devices)
+            config = _run_config(args, devices)
+            problem.load(small=settings["verify"]["small"])  # a problem that does not import: said now
+        proposer = _proposer(settings, args, devices[0])
+        verifier = _verifier(settings, args.cache_dir)
+    except (StoreError, *_usage_errors()) as exc:
+        raise UsageError(f"kernelcraft run: {exc}") from None
+    progress = _Progress(args.json)
+    try:
+        with verifier, progress:
+            if args.resume:
+                outcome = resume_run(store, args.resume, proposer, verifier, args.out, progress.event)
+            else:
+                outcome = start_run(store, problem, proposer, verifier, config, settings, args.out,
+                                    on_event=progress.event)
+    finally:
+        proposer.close()
+        store.close()
+    _report_run(outcome, args.json)
+    return EXIT_OK if outcome.status != "failed" else EXIT_FAIL
+
+
+def cmd_bench(args) -> int:
+    from kernelcraft.problems import load_problem, load_problem_dir, load_suite
+    from kernelcraft.search import run_bench
+    from kernelcraft.verify import resolve_devices
+
+    try:
+        problems = _bench_problems(args.suite, load_problem, load_problem_dir, load_suite)
+        if args.only:
+            keep = [s.strip() for s in args.only.split(",") if s.strip()]
+            problems = [p for p in problems if any(k in p.name for k in keep)]
+        problems = problems[:args.limit] if args.limit else problems
+        if not problems:
+            raise ValueError(f"no problems in {args.suite!r} match")
+        devices = resolve_devices(args.device)
+        settings = _settings(args, devices)
+        config = _run_config(args, devices)
+        store = _store(args.store)
+        proposer = _proposer(settings, args, devices[0])
+        verifier = _verifier(settings, args.cache_dir)
+    except _usage_errors() as exc:
+        raise UsageError(f"kernelcraft bench: {exc}") from None
+    progress = _Progress(args.json)
+    try:
+        with verifier, progress:
+            summary = run_bench(store, args.suite, problems, proposer, verifier, config, settings, args.out,
+                                progress.event)
+    finally:
+        proposer.close()
+        store.close()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        from kernelcraft.report.terminal import bench_view
+
+        _console().print(bench_view(summary))
+    return EXIT_OK
+
+
+def _bench_problems(suite, load_problem, load_problem_dir, load_suite):
+    if suite == "all":
+        return load_suite()
+    if suite.startswith("level") and suite[5:].isdigit():
+        return load_suite(int(suite[5:]))
+    path = Path(suite)
+    if path.is_dir():
+        return load_problem_dir(path)
+    return [load_problem(suite)]
+
+
+def cmd_runs(args) -> int:
+    from kernelcraft.search import outcome
+    from kernelcraft.store import StoreError
+
+    if args.action not in ("list", "show"):
+        raise UsageError("kernelcraft runs: choose list or show")
+    try:
+        store = _store(args.store)
+        if args.action == "list":
+            rows = []
+            for r in store.runs(args.limit):
+                best = store.result(r["best_candidate"]) if r["best_candidate"] else None
+                usage = store.usage(r["id"])
+                rows.append({"id": r["id"], "problem": r["problem"], "strategy": r["strategy"],
+                             "proposer": r["proposer"], "status": r["status"], "stop_reason": r["stop_reason"],
+                             "created": r["created"], "candidates": len(store.candidates(r["id"])),
+                             "speedup_eager": best["speedup_eager"] if best else None,
+                             "tokens": usage["input_tokens"] + usage["output_tokens"], "cost": usage["cost"]})
+            if args.json:
+                print(json.dumps(rows))
+            else:
+                from kernelcraft.report.terminal import runs_view
+
+                _console().print(runs_view(rows))
+            return EXIT_OK
+        summary = outcome(store, store.run(args.run)["id"])
+    except StoreError as exc:
+        raise UsageError(f"kernelcraft runs: {exc}") from None
+    _report_run(summary, args.json)
+    return EXIT_OK
+
+
+def _report_run(outcome, as_json: bool) -> None:
+    data = outcome.to_dict()
+    if as_json:
+        print(json.dumps(_finite(data)))
+        return
+    from kernelcraft.report.terminal import run_view
+
+    _console().print(run_view(data))
+
+
+def _finite(value):
+    from kernelcraft.verify.result import _finite as finite
+
+    return finite(value)
+
+
+class _Progress:
+    """A live line on stderr: round, candidates verified, best speedup, tokens and cost."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.state = {"round": 0, "verified": 0, "ok": 0, "best": None, "tokens": 0, "calls": 0, "problem": "",
+                      "errors": 0}
+        self.live = None
+        self.console = None
+        self.t0 = time.monotonic()
+
+    def __enter__(self):
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        if not self.quiet and self.console.is_terminal:
+            from rich.live import Live
+
+            self.live = Live(self._render(), console=self.console, refresh_per_second=4)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live:
+            self.live.update(self._render())
+            self.live.__exit__(*exc)
+        elif not self.quiet:
+            self.console.print(self._render())
+
+    def event(self, kind: str, data: dict) -> None:
+        s = self.state
+        if kind == "round":
+            s["round"] = data["round"]
+        elif kind == "call":
+            s["calls"] += 1
+            s["tokens"] += data.get("tokens") or 0
+            s["errors"] += bool(data.get("error"))
+        elif kind == "candidate":
+            s["verified"] += data["status"] not in ("malformed", "not_evaluated")
+            s["ok"] += data["status"] == "ok"
+            s["best"] = data.get("best_speedup") or s["best"]
+        elif kind == "problem":
+            s.update(problem=f"[{data['index'] + 1}/{data['total']}] {data['problem']}  ", round=0, best=None)
+        if self.quiet:
+            return
+        if kind in ("stop", "error"):
+            self.console.print(f"[yellow]{kind}:[/] {data.get('reason') or data.get('message')}")
+        if self.live:
+            self.live.update(self._render())
+        elif kind in ("round", "problem"):  # not a terminal (a log file, CI): one line per step
+            self.console.print(self._render())
+
+    def _render(self):
+        from rich.text import Text
+
+        s = self.state
+        best = f"{s['best']:.2f}x eager" if s["best"] else "none yet"
+        return Text(f"{s['problem']}round {s['round']} · verified {s['verified']} ({s['ok']} ok) · best {best} · "
+                    f"{s['calls']} calls ({s['errors']} failed), {s['tokens']:,} tokens · "
+                    f"{time.monotonic() - self.t0:.0f} s")

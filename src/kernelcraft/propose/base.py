@@ -1,0 +1,95 @@
+"""What strategies ask proposers, and what comes back.
+
+A proposer answers three kinds of request: `ideas` (optimization ideas in plain words, each tagged
+with a category), `implement` (a kernel, from the reference or a parent kernel, realizing one idea or
+none) and `fix` (a new version of a kernel, given the verifier's feedback on it; multi-turn). Every
+answer is text: parsing is shared (propose/parse.py), so a stored answer replays exactly on resume.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kernelcraft.problems import Problem
+
+# The six idea categories, by short tag.
+CATEGORIES = {
+    "memory": "memory access",
+    "async": "asynchrony and latency hiding",
+    "precision": "data type and precision",
+    "compute": "compute and instruction",
+    "parallelism": "parallelism and occupancy",
+    "control": "control flow and loops",
+}
+KINDS = ("ideas", "implement", "fix")
+
+
+@dataclass
+class Idea:
+    text: str
+    category: str  # a key of CATEGORIES, or "uncategorized"
+
+
+@dataclass
+class Kernel:
+    """A kernel shown to the proposer: its source and what the verifier said of it."""
+
+    source: str
+    backend: str
+    feedback: str  # verifier feedback rendered as text (propose/feedback.py)
+    speedup_eager: float | None = None
+    idea: str | None = None
+
+
+@dataclass
+class Turn:
+    """One earlier turn of a multi-turn conversation: what was answered, what the verifier said."""
+
+    answer: str
+    feedback: str
+
+
+@dataclass
+class Request:
+    kind: str  # one of KINDS
+    problem: Problem
+    backend: str  # the backend asked for
+    parents: list[Kernel] = field(default_factory=list)  # the current best kernels (may be empty)
+    idea: Idea | None = None  # implement: the idea to realize (None: any improvement)
+    count: int = 1  # ideas: how many ideas are wanted
+    history: list[Turn] = field(default_factory=list)  # fix: the conversation so far
+    inspirations: list[Kernel] = field(default_factory=list)  # evolve: other kernels to borrow from
+    ask_idea: bool = False  # implement: the answer should state its idea and category first
+
+    def __post_init__(self):
+        assert self.kind in KINDS, self.kind
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None  # USD; None when the model's price is unknown
+
+
+@dataclass
+class Answer:
+    """A proposer's raw answer. `error` is set (and `text` None) when no answer could be had."""
+
+    messages: list[dict]  # what was sent
+    text: str | None
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+    attempts: int = 1
+    seconds: float = 0.0
+
+
+class Proposer(Protocol):
+    name: str  # e.g. "openai/o3", "anthropic/claude-sonnet-4-6", "builtin"
+
+    def ask(self, request: Request) -> Answer:
+        """Answer one request. Never raises for a bad or failed answer: Answer.error says why."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,51 @@
+"""The verifier's verdict written for a proposer to read: short, specific, in the order a kernel
+engineer would look (did it build, is it right, how fast, where the time went)."""
+
+from __future__ import annotations
+
+LOG_LINES = 30  # compiler output kept (the end of the log, where the first error usually is not)
+
+
+def render(result: dict | None, parse_error: str | None = None) -> str:
+    """`result` is a Result.to_dict(); `parse_error` says why an answer gave no kernel at all."""
+    if parse_error:
+        return (f"Your answer could not be used: {parse_error.replace('_', ' ')}. Answer with exactly one "
+                "```python code block holding the whole file that defines class ModelNew.")
+    if result is None:
+        return "This kernel was not evaluated."
+    lines = [f"Status: {result['status']}" + (f" ({', '.join(result['reasons'])})" if result.get("reasons") else "")]
+    if result.get("message"):
+        lines.append(f"Message: {result['message'][:1500]}")
+    if result["status"] == "compile_error" and result.get("compile_log"):
+        log = _compile_log(result["compile_log"])
+        lines.append("Compiler output:\n" + log)
+    if result.get("max_rel_error") is not None:
+        lines.append(f"Largest relative error: {result['max_rel_error']:.3g} (policy {result.get('policy')})")
+    runtime = result.get("runtime_ms")
+    if runtime is not None:
+        parts = [f"Runtime: {runtime:.4f} ms"]
+        for label, base in (("PyTorch eager", "eager"), ("torch.compile", "compile")):
+            if result.get(f"{base}_ms"):
+                speedup = result.get(f"speedup_{base}")  # absent when a later check failed the kernel
+                parts.append(f"{label} {result[f'{base}_ms']:.4f} ms" + (f" ({speedup:.2f}x)" if speedup else ""))
+        if result.get("roofline_fraction") is not None:
+            parts.append(f"{100 * result['roofline_fraction']:.0f}% of the roofline bound")
+        lines.append("; ".join(parts))
+    kernels = sorted(result.get("kernels") or [], key=lambda k: -k.get("device_us", 0))
+    if kernels:
+        total = sum(k.get("device_us", 0) for k in kernels) or 1.0
+        lines.append("Kernels that ran (share of device time):")
+        for k in kernels[:6]:
+            who = "yours" if k.get("custom") else "library"
+            lines.append(f"  {k['name'][:90]}  {100 * k.get('device_us', 0) / total:.0f}%  x{k.get('calls', 1)}  ({who})")
+    for res in (result.get("kernels_resources") or [])[:4]:
+        lines.append("ptxas: " + ", ".join(f"{k}={v}" for k, v in res.items()))
+    return "\n".join(lines)
+
+
+def _compile_log(log: str) -> str:
+    """The lines that name errors first, then the tail, within LOG_LINES."""
+    lines = log.strip().splitlines()
+    errors = [l for l in lines if "error" in l.lower()]
+    keep = errors[:LOG_LINES // 2] + [l for l in lines[-LOG_LINES // 2:] if l not in errors]
+    return "\n".join(keep[:LOG_LINES])

@@ -1,0 +1,106 @@
+"""A proposer backed by a chat model: requests become prompts (text files in prompts/), answers come
+back as text. Failed calls are answers with an error; only a fatal endpoint error raises."""
+
+from __future__ import annotations
+
+import time
+from functools import cache
+from pathlib import Path
+from string import Template
+
+from kernelcraft.hardware import describe_device
+from kernelcraft.propose.base import CATEGORIES, Answer, Kernel, Request, Usage
+from kernelcraft.propose.llm.client import ChatClient, ClientSettings, FatalLLMError, LLMError
+from kernelcraft.propose.llm.providers import ModelSpec, PriceTable
+from kernelcraft.verify.policy import get_policy
+
+PROMPTS = Path(__file__).parent / "prompts"
+
+
+@cache
+def template(name: str) -> Template:
+    return Template((PROMPTS / f"{name}.txt").read_text())
+
+
+class LLMProposer:
+    def __init__(self, spec: ModelSpec, device: str, policy: str = "strict",
+                 settings: ClientSettings | None = None, prices: PriceTable | None = None):
+        self.spec = spec
+        self.name = spec.label
+        self.client = ChatClient(spec, settings)
+        self.prices = prices or PriceTable()
+        self.device_text = describe_device(device)
+        self.policy = get_policy(policy)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def ask(self, request: Request) -> Answer:
+        messages = self.messages(request)
+        start = time.monotonic()
+        try:
+            done = self.client.complete(messages)
+        except FatalLLMError:
+            raise
+        except LLMError as exc:
+            return Answer(messages, None, error=str(exc), attempts=self.client.settings.max_retries + 1,
+                          seconds=time.monotonic() - start)
+        cost = self.prices.cost(self.spec.model, done.input_tokens, done.output_tokens)
+        return Answer(messages, done.text, Usage(done.input_tokens, done.output_tokens, cost),
+                      attempts=done.attempts, seconds=time.monotonic() - start)
+
+    # prompts ----------------------------------------------------------------------------------------
+    def messages(self, request: Request) -> list[dict]:
+        system = template("system").substitute(
+            device=self.device_text, backend_rules=template(f"backends/{request.backend}").template.strip(),
+            policy=self.policy.name, policy_summary=self.policy.summary)
+        messages = [{"role": "system", "content": system}]
+        if request.kind == "ideas":
+            target = "the fastest kernel above" if request.parents else "a first custom kernel for it"
+            messages.append({"role": "user", "content": template("ideas").substitute(
+                problem_source=request.problem.source.strip(), kernels=_kernels(request.parents),
+                count=request.count, target=target, categories=_category_list())})
+            return messages
+        messages.append({"role": "user", "content": template("implement").substitute(
+            problem_source=request.problem.source.strip(), kernels=_kernels(request.parents),
+            inspirations=_kernels(request.inspirations, "Other kernels you may borrow from"),
+            task=_task(request), output_format=template("output_format").template.strip())})
+        for turn in request.history:  # fix: the conversation so far, the verifier speaking as the user
+            messages.append({"role": "assistant", "content": turn.answer})
+            messages.append({"role": "user", "content": template("fix").substitute(
+                feedback=turn.feedback, task="Fix what the verifier found; if the kernel was correct, make it faster.",
+                output_format=template("output_format").template.strip())})
+        return messages
+
+
+def _category_list() -> str:
+    return ", ".join(f"{tag} ({words})" for tag, words in CATEGORIES.items())
+
+
+def _kernels(kernels: list[Kernel], title: str = "The best kernels so far, fastest first, with the verifier's verdict") -> str:
+    if not kernels:
+        return ""
+    out = [f"\n{title}:\n"]
+    for i, k in enumerate(kernels, 1):
+        head = f"### Kernel {i}"
+        if k.speedup_eager:
+            head += f" ({k.speedup_eager:.2f}x PyTorch eager)"
+        if k.idea:
+            head += f"; idea: {k.idea}"
+        out.append(f"{head}\n```python\n{k.source.strip()}\n```\nVerifier:\n{k.feedback.strip()}\n")
+    return "\n".join(out)
+
+
+def _task(request: Request) -> str:
+    base = "kernel 1 above" if request.parents else "the reference"
+    if request.idea:
+        task = (f"Write a new version of {base} that applies this idea: {request.idea.text} "
+                f"(category: {CATEGORIES.get(request.idea.category, request.idea.category)}).")
+    elif request.parents:
+        task = "Write a faster version of kernel 1 above, still correct."
+    else:
+        task = "Write a custom kernel that computes the reference's result faster than PyTorch does."
+    if request.ask_idea:
+        task += (" Begin your answer with a line `Idea: …` naming the one optimization you apply and a line "
+                 f"`Category: …` naming its category (one of: {', '.join(CATEGORIES)}).")
+    return task

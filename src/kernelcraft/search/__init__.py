@@ -1,0 +1,10 @@
+"""Search: strategies that ask a proposer for kernels, verify them and decide what to ask next."""
+
+from kernelcraft.search.bench import run_bench
+from kernelcraft.search.config import Budget, RunConfig
+from kernelcraft.search.engine import Cand, Engine
+from kernelcraft.search.run import RunOutcome, outcome, resume_run, start_run
+from kernelcraft.search.strategies import STRATEGIES, get_strategy
+
+__all__ = ["Budget", "RunConfig", "Cand", "Engine", "RunOutcome", "outcome", "resume_run", "start_run",
+           "run_bench", "STRATEGIES", "get_strategy"]

@@ -1,0 +1,41 @@
+"""Many problems, one run each with the same strategy and proposer, then KernelBench's metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from kernelcraft.problems import Problem
+from kernelcraft.propose.base import Proposer
+from kernelcraft.report.metrics import bench_metrics
+from kernelcraft.search.config import RunConfig
+from kernelcraft.search.run import RunOutcome, start_run
+from kernelcraft.store import Store, new_id
+from kernelcraft.verify import Verifier
+
+
+def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Proposer, verifier: Verifier,
+              config: RunConfig, settings: dict | None = None, out_dir: Path | None = None,
+              on_event: Callable[[str, dict], None] | None = None) -> dict:
+    """Run every problem in turn; returns the bench summary (per problem rows and the metrics)."""
+    bench_id = new_id("bench-")
+    store.create_bench(bench_id, suite, {"run": config.to_dict(), **(settings or {})})
+    outcomes = []
+    for i, problem in enumerate(problems):
+        if on_event:
+            on_event("problem", {"index": i, "total": len(problems), "problem": problem.name})
+        outcomes.append(start_run(store, problem, proposer, verifier, RunConfig.from_dict(config.to_dict()),
+                                  settings, out_dir, bench_id, on_event))
+    return summarize(bench_id, suite, outcomes)
+
+
+def summarize(bench_id: str, suite: str, outcomes: list[RunOutcome]) -> dict:
+    rows = [row(o) for o in outcomes]
+    return {"bench_id": bench_id, "suite": suite, "rows": rows, "metrics": bench_metrics(rows)}
+
+
+def row(o: RunOutcome) -> dict:
+    r = o.best["result"] if o.best else {}
+    return {"problem": o.problem, "run_id": o.run_id, "status": o.status, "correct": bool(o.best),
+            "speedup_eager": r.get("speedup_eager"), "speedup_compile": r.get("speedup_compile"),
+            "runtime_ms": r.get("runtime_ms"), "candidates": o.counters.candidates, "best_file": o.best_file}

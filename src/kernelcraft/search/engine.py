@@ -1,0 +1,374 @@
+"""The primitives every strategy is written in: ask, implement (ask → parse → verify), select, stop.
+
+Every step carries a key the strategy derives deterministically ("r02/i01/m00"); each step's outcome
+is written to the store under that key as it happens, and a step whose key is stored is replayed
+from the store instead of being asked or evaluated again. So a run killed at any moment and resumed
+asks nothing twice, evaluates nothing twice, and (given the same answers) ends where an uninterrupted
+run would. Ordering never depends on arrival: selections sort by runtime, then key.
+
+Overlap: proposer calls run in a thread pool; each answer's kernel goes to the verifier the moment it
+is parsed, so the GPU works while other calls are still out.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kernelcraft.candidate import Candidate
+from kernelcraft.problems import Problem
+from kernelcraft.propose import feedback
+from kernelcraft.propose.base import Answer, Idea, Kernel, Proposer, Request, Turn, Usage
+from kernelcraft.propose.llm.client import FatalLLMError
+from kernelcraft.propose.parse import parse_ideas, parse_kernel
+from kernelcraft.search.config import RunConfig
+from kernelcraft.store import Store
+from kernelcraft.verify import Job, Verifier
+
+
+@dataclass
+class Cand:
+    """A candidate of this run as the strategies see it."""
+
+    id: int
+    key: str
+    round: int
+    source: str
+    backend: str
+    parent: "Cand | None" = None
+    idea: Idea | None = None
+    idea_id: int | None = None
+    answer: str | None = None  # the proposer's raw answer (for multi-turn conversations)
+    parse_error: str | None = None
+    result: dict | None = None  # Result.to_dict(), once evaluated
+
+    @property
+    def correct(self) -> bool:
+        return bool(self.result and self.result["correct"])
+
+    @property
+    def runtime_ms(self) -> float:
+        return self.result["runtime_ms"] if self.correct and self.result["runtime_ms"] else float("inf")
+
+    @property
+    def feedback(self) -> str:
+        return feedback.render(self.result, self.parse_error)
+
+    def kernel(self) -> Kernel:
+        speedup = self.result.get("speedup_eager") if self.result else None
+        return Kernel(self.source, self.backend, self.feedback, speedup, self.idea.text if self.idea else None)
+
+
+@dataclass
+class Counters:
+    calls: int = 0
+    failed_calls: int = 0
+    malformed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    unpriced_calls: int = 0
+    candidates: int = 0  # created (or being asked for)
+    evaluated: int = 0
+    duplicates: int = 0
+    overhead_s: float = 0.0  # the orchestrator's own time: parsing, prompts' inputs, store writes
+    replayed_calls: int = 0
+    replayed_results: int = 0
+    by_status: dict = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(self, store: Store, run_id: str, problem: Problem, proposer: Proposer, verifier: Verifier,
+                 config: RunConfig, on_event: Callable[[str, dict], None] | None = None):
+        self.store, self.run_id, self.problem = store, run_id, problem
+        self.proposer, self.verifier, self.config = proposer, verifier, config
+        self.on_event = on_event or (lambda kind, data: None)
+        self.count = Counters()
+        self.cands: dict[str, Cand] = {}
+        self.round = 0
+        self.stop_reason: str | None = None
+        self.fatal: str | None = None
+        self._lock = threading.RLock()
+        self._by_source: dict[str, Future] = {}  # source -> evaluation, so a repeated kernel runs once
+        self._pool = ThreadPoolExecutor(max(1, config.concurrency), thread_name_prefix="propose")
+        self._inflight: set[Future] = set()
+        self._started = time.monotonic()
+        self._busy0 = verifier.busy_seconds()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    # budgets ----------------------------------------------------------------------------------------
+    def stopped(self) -> str | None:
+        """Why the run must not start new work (None while it may). Work in flight still finishes."""
+        if self.stop_reason:
+            return self.stop_reason
+        b, c = self.config.budget, self.count
+        reason = None
+        if self.fatal:
+            reason = f"proposer_error: {self.fatal}"
+        elif b.candidates is not None and c.candidates >= b.candidates:
+            reason = "budget_candidates"
+        elif b.tokens is not None and c.input_tokens + c.output_tokens >= b.tokens:
+            reason = "budget_tokens"
+        elif b.cost is not None and c.cost >= b.cost:
+            reason = "budget_cost"
+        elif b.wall_s is not None and time.monotonic() - self._started >= b.wall_s:
+            reason = "budget_wall_time"
+        if reason:
+            with self._lock:
+                self.stop_reason = self.stop_reason or reason
+            self.on_event("stop", {"reason": self.stop_reason})
+        return self.stop_reason
+
+    def _claim_candidate(self) -> bool:
+        with self._lock:
+            if self.stopped():
+                return False
+            self.count.candidates += 1
+            return True
+
+    # proposer calls ---------------------------------------------------------------------------------
+    def ask(self, key: str, request: Request) -> tuple[int | None, Answer]:
+        """One proposer call, journaled under `key` (a stored call is replayed, not asked again)."""
+        stored = self.store.call(self.run_id, key)
+        if stored:
+            self._count_call(stored["input_tokens"], stored["output_tokens"], stored["cost"], stored["error"], True)
+            return stored["id"], Answer(stored["messages"], stored["response"],
+                                        Usage(stored["input_tokens"], stored["output_tokens"], stored["cost"]),
+                                        stored["error"], stored["attempts"], stored["seconds"])
+        started = time.time()
+        try:
+            answer = self.proposer.ask(request)
+        except FatalLLMError as exc:  # not stored: a resumed run asks again once the cause is mended
+            with self._lock:
+                self.fatal = self.fatal or str(exc)
+            self.on_event("error", {"message": str(exc)})
+            return None, Answer([], None, error=str(exc))
+        t0 = time.monotonic()
+        call_id = self.store.add_call(self.run_id, key, request.kind, self.proposer.name, answer.messages,
+                                      answer.text, answer.error, answer.usage.input_tokens,
+                                      answer.usage.output_tokens, answer.usage.cost, answer.attempts, started,
+                                      answer.seconds)
+        self._count_call(answer.usage.input_tokens, answer.usage.output_tokens, answer.usage.cost, answer.error, False)
+        self._overhead(t0)
+        self.on_event("call", {"key": key, "kind": request.kind, "error": answer.error,
+                               "tokens": answer.usage.input_tokens + answer.usage.output_tokens})
+        return call_id, answer
+
+    def _count_call(self, tin, tout, cost, error, replayed) -> None:
+        with self._lock:
+            c = self.count
+            c.calls += 1
+            c.replayed_calls += replayed
+            c.failed_calls += bool(error)
+            c.input_tokens += tin
+            c.output_tokens += tout
+            if cost is None:
+                c.unpriced_calls += not error
+            else:
+                c.cost += cost
+
+    def ideas(self, key: str, round_: int, parents: list[Cand], count: int) -> list[tuple[int, Idea]]:
+        """Ask for `count` ideas building on `parents`; returns (idea id, idea) pairs, maybe none."""
+        if self.stopped():
+            return []
+        request = Request("ideas", self.problem, self.config.backend, [p.kernel() for p in parents], count=count)
+        call_id, answer = self.ask(key, request)
+        if answer.text is None:
+            return []
+        t0 = time.monotonic()
+        ideas, error = parse_ideas(answer.text, count)
+        if error:
+            with self._lock:
+                self.count.malformed += 1
+        parent = parents[0].id if parents else None
+        out = [(self.store.add_idea(self.run_id, f"{key}/{j:02d}", round_, call_id, parent, idea.text, idea.category), idea)
+               for j, idea in enumerate(ideas)]
+        self._overhead(t0)
+        return out
+
+    # candidates -------------------------------------------------------------------------------------
+    def implement(self, key: str, round_: int, parent: Cand | None = None, idea: tuple[int, Idea] | None = None,
+                  context: list[Cand] = (), history: list[Turn] = (), inspirations: list[Cand] = (),
+                  ask_idea: bool = False) -> Future:
+        """Ask for one kernel and verify it; the future holds the Cand (or None if the budget said no).
+
+        `parent` is the kernel to improve (None: the reference); `context` more kernels to show;
+        `history` the earlier turns of a multi-turn conversation (then it is a `fix` request).
+        """
+        if key in self.cands:  # already done in this session (a strategy asking twice)
+            return _done(self.cands[key])
+        if not self.store.candidate(self.run_id, key) and not self._claim_candidate():
+            return _done(None)
+        out: Future = Future()
+        self._track(out)
+
+        def work():
+            try:
+                parents = ([parent] if parent else []) + [c for c in context if c is not parent]
+                request = Request("fix" if history else "implement", self.problem, self.config.backend,
+                                  [p.kernel() for p in parents], idea=idea[1] if idea else None,
+                                  history=list(history), inspirations=[c.kernel() for c in inspirations],
+                                  ask_idea=ask_idea)
+                call_id, answer = self.ask(key, request)
+                if answer.text is None and call_id is None:  # fatal: nothing stored, nothing to show
+                    with self._lock:
+                        self.count.candidates -= 1
+                    out.set_result(None)
+                    return
+                cand = self._record(key, round_, call_id, answer, parent, idea)
+                self._evaluate(cand, out)
+            except BaseException as exc:  # noqa: BLE001 - surfaced through the future
+                out.set_exception(exc)
+
+        self._pool.submit(work)
+        return out
+
+    def _record(self, key, round_, call_id, answer: Answer, parent: Cand | None, idea) -> Cand:
+        t0 = time.monotonic()
+        if answer.text is None:
+            parsed_source, error, stated = "", f"no_answer ({answer.error})", None
+        else:
+            parsed = parse_kernel(answer.text)
+            parsed_source, error, stated = parsed.source or "", parsed.error, parsed.idea
+        backend = self.config.backend
+        if parsed_source:
+            try:
+                backend = Candidate(parsed_source, f"{self.run_id}:{key}").backend
+            except ValueError:  # an unknown backend: the verifier will say so on evaluation
+                pass
+        idea_id, idea_obj = (idea if idea else (None, None))
+        if stated and not idea:  # the answer named its own idea (evolve): keep it as an idea record
+            idea_obj = stated
+            idea_id = self.store.add_idea(self.run_id, key, round_, call_id, parent.id if parent else None,
+                                          stated.text, stated.category)
+        cid = self.store.add_candidate(self.run_id, key, round_, call_id, idea_id, parent.id if parent else None,
+                                       "malformed" if error else "proposer", backend, parsed_source, error)
+        cand = Cand(cid, key, round_, parsed_source, backend, parent, idea_obj, idea_id, answer.text, error)
+        with self._lock:
+            self.cands[key] = cand
+            self.count.malformed += bool(error and answer.text is not None)
+        self._overhead(t0)
+        return cand
+
+    def seed(self, key: str, source: str) -> Future:
+        """A starting kernel the user gave: stored and verified like any candidate (round 0)."""
+        if key in self.cands:
+            return _done(self.cands[key])
+        backend = Candidate(source, key).backend
+        cid = self.store.add_candidate(self.run_id, key, 0, None, None, None, "seed", backend, source)
+        cand = Cand(cid, key, 0, source, backend)
+        with self._lock:
+            self.cands[key] = cand
+        out: Future = Future()
+        self._track(out)
+        self._evaluate(cand, out)
+        return out
+
+    def _evaluate(self, cand: Cand, out: Future) -> None:
+        stored = self.store.result(cand.id)
+        if stored:
+            cand.result = stored["result"]
+            with self._lock:
+                self.count.replayed_results += 1
+            self._finish(cand, out)
+            return
+        if cand.parse_error:  # nothing to run: the answer had no usable kernel
+            self._finish(cand, out)
+            return
+        if self.stopped() and self.stop_reason == "budget_wall_time":
+            self._finish(cand, out)
+            return
+        with self._lock:
+            evaluation = self._by_source.get(cand.source)
+            duplicate = evaluation is not None
+            if duplicate:
+                self.count.duplicates += 1
+            else:
+                job = Job(self.problem, Candidate(cand.source, f"{self.run_id}:{cand.key}", cand.backend))
+                evaluation = self._by_source[cand.source] = self.verifier.submit(job)
+
+        def done(fut: Future) -> None:
+            try:
+                result = fut.result().to_dict()
+                if duplicate:  # the same source was evaluated for an earlier candidate: its verdict
+                    result = dict(result, duplicate=True)
+                t0 = time.monotonic()
+                self.store.add_result(cand.id, result)
+                cand.result = result
+                with self._lock:
+                    self.count.evaluated += not duplicate
+                self._overhead(t0)
+                self._finish(cand, out)
+            except BaseException as exc:  # noqa: BLE001
+                out.set_exception(exc)
+
+        evaluation.add_done_callback(done)
+
+    def _finish(self, cand: Cand, out: Future) -> None:
+        status = cand.result["status"] if cand.result else ("malformed" if cand.parse_error else "not_evaluated")
+        with self._lock:
+            self.count.by_status[status] = self.count.by_status.get(status, 0) + 1
+        best = self.best(1)
+        self.on_event("candidate", {"key": cand.key, "round": cand.round, "status": status,
+                                    "speedup": cand.result.get("speedup_eager") if cand.result else None,
+                                    "best_speedup": best[0].result.get("speedup_eager") if best else None})
+        out.set_result(cand)
+
+    # selection and waiting --------------------------------------------------------------------------
+    def best(self, n: int) -> list[Cand]:
+        """The `n` fastest correct candidates so far (runtime, then key: never arrival order)."""
+        with self._lock:
+            ok = [c for c in self.cands.values() if c.correct]
+        return sorted(ok, key=lambda c: (c.runtime_ms, c.key))[:n]
+
+    def wait(self, futures: list[Future]) -> list[Cand]:
+        return [c for c in (f.result() for f in futures) if c is not None]
+
+    def start_round(self, round_: int) -> None:
+        self.round = round_
+        self.on_event("round", {"round": round_})
+
+    def _track(self, fut: Future) -> None:
+        with self._lock:
+            self._inflight.add(fut)
+        fut.add_done_callback(lambda f: self._untrack(f))
+
+    def _untrack(self, fut: Future) -> None:
+        with self._lock:
+            self._inflight.discard(fut)
+
+    def drain(self) -> None:
+        """Wait for everything in flight (a strategy that returns early leaves nothing running)."""
+        while True:
+            with self._lock:
+                pending = list(self._inflight)
+            if not pending:
+                return
+            for f in pending:
+                try:
+                    f.result()
+                except Exception:  # noqa: BLE001 - reported by whoever holds the future
+                    pass
+
+    def _overhead(self, t0: float) -> None:
+        with self._lock:
+            self.count.overhead_s += time.monotonic() - t0
+
+    def gpu_idle_fraction(self) -> float:
+        wall = (time.monotonic() - self._started) * len(self.verifier.devices)
+        busy = self.verifier.busy_seconds() - self._busy0
+        return max(0.0, 1.0 - busy / wall) if wall > 0 else 0.0
+
+    def wall_seconds(self) -> float:
+        return time.monotonic() - self._started
+
+
+def _done(value) -> Future:
+    fut: Future = Future()
+    fut.set_result(value)
+    return fut

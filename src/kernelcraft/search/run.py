@@ -1,0 +1,168 @@
+"""A run from start to end: create it in the store (or pick it up again), let its strategy work,
+close it, and write the best kernel out as a standalone ModelNew file."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from kernelcraft.problems import Problem, load_problem
+from kernelcraft.propose.base import Proposer
+from kernelcraft.search.config import RunConfig
+from kernelcraft.search.engine import Cand, Counters, Engine
+from kernelcraft.search.strategies import get_strategy
+from kernelcraft.store import Store, StoreError, new_id
+from kernelcraft.verify import Verifier
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    problem: str
+    strategy: str
+    proposer: str
+    device: str
+    status: str  # done | stopped | failed
+    stop_reason: str | None
+    best: dict | None  # {candidate id, key, round, idea, category, result}
+    best_file: str | None
+    trajectory: list[dict]  # per round: best so far
+    counters: Counters
+    wall_seconds: float
+    gpu_idle_fraction: float
+    overhead_ms_per_candidate: float | None
+    candidates: list[dict] = field(default_factory=list)  # one line each: key, round, status, speedup
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def start_run(store: Store, problem: Problem, proposer: Proposer, verifier: Verifier, config: RunConfig,
+              settings: dict | None = None, out_dir: Path | None = Path("."), bench_id: str | None = None,
+              on_event: Callable[[str, dict], None] | None = None) -> RunOutcome:
+    """A new run. `settings` is what the caller needs to resume it (verifier and proposer settings);
+    it is stored beside the run's config."""
+    config.check()
+    get_strategy(config.strategy)
+    run_id = new_id()
+    stored = {"run": config.to_dict(), **(settings or {})}
+    store.create_run(run_id, problem.name, problem.source, config.strategy, proposer.name,
+                     verifier.devices[0], stored, bench_id)
+    return _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event)
+
+
+def resume_run(store: Store, run_id: str, proposer: Proposer, verifier: Verifier, out_dir: Path | None = Path("."),
+               on_event: Callable[[str, dict], None] | None = None) -> RunOutcome:
+    row = store.run(run_id)
+    problem = stored_problem(store, row)
+    config = RunConfig.from_dict(row["config"]["run"])
+    store.reopen_run(row["id"])
+    return _drive(store, row["id"], problem, proposer, verifier, config, out_dir, on_event)
+
+
+def stored_problem(store: Store, row: dict) -> Problem:
+    """The run's problem as it was when the run started (its source is kept in the store)."""
+    try:
+        problem = load_problem(row["problem"])
+        if problem.source == row["problem_source"]:
+            return problem
+    except Exception:  # noqa: BLE001 - a moved or edited file: fall back to the stored source
+        pass
+    path = store.path.parent / "problems" / row["id"] / (Path(row["problem"]).stem + ".py")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(row["problem_source"])
+    problem = load_problem(path)
+    problem.name = row["problem"]
+    return problem
+
+
+def _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event) -> RunOutcome:
+    engine = Engine(store, run_id, problem, proposer, verifier, config, on_event)
+    status = "failed"
+    try:
+        get_strategy(config.strategy)(engine)
+        engine.drain()
+        reason = engine.stopped()
+        status = "stopped" if reason and not reason.startswith("budget_") else "done"
+    finally:
+        engine.drain()
+        engine.close()
+        best = engine.best(1)
+        reason = engine.stop_reason
+        store.finish_run(run_id, status, reason, best[0].id if best else None)
+    best_file = write_best(best[0], problem, run_id, out_dir) if best and out_dir else None
+    return outcome(store, run_id, engine, best_file)
+
+
+def write_best(cand: Cand, problem: Problem, run_id: str, out_dir: Path) -> str:
+    r = cand.result
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{Path(problem.name).stem}_{run_id}.py"
+    speed = f"{r['speedup_eager']:.2f}x eager" if r.get("speedup_eager") else "no eager time"
+    if r.get("speedup_compile"):
+        speed += f", {r['speedup_compile']:.2f}x torch.compile"
+    header = (f"# kernelcraft run {run_id}: the fastest correct kernel found for {problem.name}\n"
+              f"# {r['runtime_ms']:.4f} ms ({speed}) on {r['device']}, backend {cand.backend}, "
+              f"policy {r['policy']}, round {cand.round}\n")
+    if cand.idea:
+        header += f"# idea ({cand.idea.category}): {cand.idea.text}\n"
+    path.write_text(header + cand.source)
+    return str(path)
+
+
+def outcome(store: Store, run_id: str, engine: Engine | None = None, best_file: str | None = None) -> RunOutcome:
+    """A run's summary from the store (`engine` adds this session's live figures)."""
+    row = store.run(run_id)
+    rows = store.candidates(row["id"])
+    best = next((c for c in rows if c["id"] == row["best_candidate"]), None)
+    best_info = None
+    if best:
+        result = store.result(best["id"])["result"]
+        best_info = {"candidate": best["id"], "key": best["key"], "round": best["round"], "idea": best["idea"],
+                     "category": best["category"], "backend": best["backend"], "result": result}
+    counters = engine.count if engine else _stored_counters(store, row["id"], rows)
+    evaluated = max(counters.evaluated, 1)
+    return RunOutcome(
+        row["id"], row["problem"], row["strategy"], row["proposer"], row["device"], row["status"], row["stop_reason"],
+        best_info, best_file, trajectory(rows), counters,
+        engine.wall_seconds() if engine else row["updated"] - row["created"],
+        engine.gpu_idle_fraction() if engine else float("nan"),
+        1000 * counters.overhead_s / evaluated if engine else None,
+        [{"key": c["key"], "round": c["round"], "status": c["status"] or (c["parse_error"] and "malformed"),
+          "speedup_eager": c["speedup_eager"], "runtime_ms": c["runtime_ms"], "category": c["category"]}
+         for c in rows])
+
+
+def trajectory(rows: list[dict]) -> list[dict]:
+    """Per round: candidates tried, how many were correct, and the best kernel so far."""
+    out, best = [], None
+    for r in sorted({c["round"] for c in rows}):
+        this = [c for c in rows if c["round"] == r]
+        correct = [c for c in this if c["correct"]]
+        for c in correct:
+            if best is None or (c["runtime_ms"], c["key"]) < (best["runtime_ms"], best["key"]):
+                best = c
+        out.append({"round": r, "candidates": len(this), "correct": len(correct),
+                    "best_runtime_ms": best["runtime_ms"] if best else None,
+                    "best_speedup_eager": best["speedup_eager"] if best else None,
+                    "best_speedup_compile": best["speedup_compile"] if best else None,
+                    "best_key": best["key"] if best else None, "best_idea": best["idea"] if best else None})
+    return out
+
+
+def _stored_counters(store: Store, run_id: str, rows: list[dict]) -> Counters:
+    usage = store.usage(run_id)
+    c = Counters(calls=usage["calls"], failed_calls=usage["failed"] or 0, input_tokens=usage["input_tokens"],
+                 output_tokens=usage["output_tokens"], cost=usage["cost"] or 0.0, unpriced_calls=usage["unpriced"] or 0)
+    c.candidates = len(rows)
+    c.evaluated = sum(1 for r in rows if r["status"])
+    c.malformed = sum(1 for r in rows if r["parse_error"])
+    for r in rows:
+        status = r["status"] or ("malformed" if r["parse_error"] else "not_evaluated")
+        c.by_status[status] = c.by_status.get(status, 0) + 1
+    return c
+
+
+__all__ = ["RunOutcome", "start_run", "resume_run", "outcome", "StoreError"]

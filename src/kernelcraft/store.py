@@ -1,0 +1,269 @@
+"""The run store: one SQLite file holding every run's prompts, answers, ideas, candidates and results.
+
+The orchestrator is the one writer (WAL mode, so readers such as `kernelcraft runs list` never block
+it). Everything a run does is keyed by a *step key* that the strategy derives deterministically
+("r2/idea1/impl0", …): on `--resume`, a step whose key is already stored is replayed from the store,
+never asked or evaluated again. Each write is its own transaction, so a `kill -9` loses at most the
+step that was in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    bench_id TEXT,
+    problem TEXT NOT NULL,
+    problem_source TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    proposer TEXT NOT NULL,
+    device TEXT NOT NULL,
+    config TEXT NOT NULL,          -- JSON: everything needed to resume the run as it was started
+    status TEXT NOT NULL,          -- running | done | stopped | failed
+    stop_reason TEXT,
+    best_candidate INTEGER,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    key TEXT NOT NULL,
+    kind TEXT NOT NULL,            -- ideas | implement | fix
+    model TEXT NOT NULL,
+    messages TEXT NOT NULL,        -- JSON list of {role, content}
+    response TEXT,                 -- the raw answer (NULL when the call failed)
+    error TEXT,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    cost REAL,                     -- USD; NULL when the model has no known price
+    attempts INTEGER NOT NULL DEFAULT 1,
+    started REAL NOT NULL,
+    seconds REAL NOT NULL,
+    UNIQUE (run_id, key)
+);
+CREATE TABLE IF NOT EXISTS ideas (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    key TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    call_id INTEGER REFERENCES calls(id),
+    parent INTEGER REFERENCES candidates(id),
+    text TEXT NOT NULL,
+    category TEXT NOT NULL,
+    UNIQUE (run_id, key)
+);
+CREATE TABLE IF NOT EXISTS candidates (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    key TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    call_id INTEGER REFERENCES calls(id),
+    idea_id INTEGER REFERENCES ideas(id),
+    parent INTEGER REFERENCES candidates(id),
+    origin TEXT NOT NULL,          -- proposer | seed | malformed
+    backend TEXT NOT NULL,
+    source TEXT NOT NULL,
+    parse_error TEXT,              -- why the answer gave no evaluable kernel (then never evaluated)
+    created REAL NOT NULL,
+    UNIQUE (run_id, key)
+);
+CREATE TABLE IF NOT EXISTS results (
+    candidate_id INTEGER PRIMARY KEY REFERENCES candidates(id),
+    status TEXT NOT NULL,
+    correct INTEGER NOT NULL,
+    runtime_ms REAL,
+    speedup_eager REAL,
+    speedup_compile REAL,
+    result TEXT NOT NULL,          -- JSON: the verifier's whole Result
+    evaluated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS benches (
+    id TEXT PRIMARY KEY,
+    suite TEXT NOT NULL,
+    config TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS candidates_run ON candidates(run_id);
+CREATE INDEX IF NOT EXISTS calls_run ON calls(run_id);
+"""
+
+
+def default_path() -> Path:
+    home = os.environ.get("KERNELCRAFT_HOME")
+    return Path(home) if home else Path.home() / ".kernelcraft" / "runs.db"
+
+
+def new_id(prefix: str = "") -> str:
+    return prefix + time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+class StoreError(ValueError):
+    """A run that does not exist, or a store file that is not ours."""
+
+
+def _decode(row: sqlite3.Row | None) -> dict | None:
+    """A fetched row as a dict, its JSON columns decoded."""
+    if row is None:
+        return None
+    d = dict(row)
+    for k in ("config", "messages", "result"):
+        if isinstance(d.get(k), str):
+            d[k] = json.loads(d[k])
+    return d
+
+
+class Store:
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self.db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a kernelcraft run store ({exc})") from None
+        self._lock = threading.Lock()  # one connection shared by the orchestrator's threads
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _write(self, sql: str, args: tuple = ()) -> int:
+        with self._lock:
+            cur = self.db.execute(sql, args)
+            return cur.lastrowid
+
+    def _one(self, sql: str, args: tuple = ()) -> dict | None:
+        with self._lock:
+            return _decode(self.db.execute(sql, args).fetchone())
+
+    def _all(self, sql: str, args: tuple = ()) -> list[dict]:
+        with self._lock:
+            return [_decode(r) for r in self.db.execute(sql, args).fetchall()]
+
+    # runs -------------------------------------------------------------------------------------------
+    def create_run(self, run_id: str, problem: str, problem_source: str, strategy: str, proposer: str,
+                   device: str, config: dict, bench_id: str | None = None) -> None:
+        now = time.time()
+        self._write("INSERT INTO runs (id, bench_id, problem, problem_source, strategy, proposer, device, config,"
+                    " status, created, updated) VALUES (?,?,?,?,?,?,?,?,'running',?,?)",
+                    (run_id, bench_id, problem, problem_source, strategy, proposer, device,
+                     json.dumps(config), now, now))
+
+    def run(self, run_id: str) -> dict:
+        row = self._one("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if row is not None:
+            return row
+        matches = [r for r in self._all("SELECT * FROM runs WHERE substr(id, 1, ?) = ? ORDER BY created DESC",
+                                        (len(run_id), run_id))] if run_id else []
+        if not matches:
+            raise StoreError(f"no run {run_id!r} in {self.path}")
+        if len(matches) > 1:
+            raise StoreError(f"run {run_id!r} is ambiguous: {', '.join(r['id'] for r in matches[:5])}")
+        return matches[0]
+
+    def runs(self, limit: int = 50, bench_id: str | None = None) -> list[dict]:
+        if bench_id:
+            return self._all("SELECT * FROM runs WHERE bench_id = ? ORDER BY created", (bench_id,))
+        return self._all("SELECT * FROM runs ORDER BY created DESC LIMIT ?", (limit,))
+
+    def finish_run(self, run_id: str, status: str, stop_reason: str | None, best: int | None) -> None:
+        self._write("UPDATE runs SET status = ?, stop_reason = ?, best_candidate = ?, updated = ? WHERE id = ?",
+                    (status, stop_reason, best, time.time(), run_id))
+
+    def reopen_run(self, run_id: str) -> None:
+        self._write("UPDATE runs SET status = 'running', stop_reason = NULL, updated = ? WHERE id = ?",
+                    (time.time(), run_id))
+
+    # benches ----------------------------------------------------------------------------------------
+    def create_bench(self, bench_id: str, suite: str, config: dict) -> None:
+        self._write("INSERT INTO benches (id, suite, config, created) VALUES (?,?,?,?)",
+                    (bench_id, suite, json.dumps(config), time.time()))
+
+    def bench(self, bench_id: str) -> dict | None:
+        return self._one("SELECT * FROM benches WHERE id = ?", (bench_id,))
+
+    # calls ------------------------------------------------------------------------------------------
+    def call(self, run_id: str, key: str) -> dict | None:
+        return self._one("SELECT * FROM calls WHERE run_id = ? AND key = ?", (run_id, key))
+
+    def add_call(self, run_id: str, key: str, kind: str, model: str, messages: list, response: str | None,
+                 error: str | None, input_tokens: int, output_tokens: int, cost: float | None,
+                 attempts: int, started: float, seconds: float) -> int:
+        return self._write(
+            "INSERT INTO calls (run_id, key, kind, model, messages, response, error, input_tokens, output_tokens,"
+            " cost, attempts, started, seconds) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, key, kind, model, json.dumps(messages), response, error, input_tokens, output_tokens,
+             cost, attempts, started, seconds))
+
+    def calls(self, run_id: str) -> list[dict]:
+        return self._all("SELECT * FROM calls WHERE run_id = ? ORDER BY id", (run_id,))
+
+    def usage(self, run_id: str) -> dict:
+        row = self._one("SELECT COUNT(*) AS calls, COALESCE(SUM(input_tokens),0) AS input_tokens,"
+                        " COALESCE(SUM(output_tokens),0) AS output_tokens, SUM(cost) AS cost,"
+                        " COALESCE(SUM(cost IS NULL AND error IS NULL),0) AS unpriced,"
+                        " COALESCE(SUM(error IS NOT NULL),0) AS failed"
+                        " FROM calls WHERE run_id = ?", (run_id,))
+        return row
+
+    # ideas ------------------------------------------------------------------------------------------
+    def idea(self, run_id: str, key: str) -> dict | None:
+        return self._one("SELECT * FROM ideas WHERE run_id = ? AND key = ?", (run_id, key))
+
+    def add_idea(self, run_id: str, key: str, round_: int, call_id: int | None, parent: int | None,
+                 text: str, category: str) -> int:
+        existing = self.idea(run_id, key)
+        if existing:
+            return existing["id"]
+        return self._write("INSERT INTO ideas (run_id, key, round, call_id, parent, text, category)"
+                           " VALUES (?,?,?,?,?,?,?)", (run_id, key, round_, call_id, parent, text, category))
+
+    def ideas(self, run_id: str) -> list[dict]:
+        return self._all("SELECT * FROM ideas WHERE run_id = ? ORDER BY id", (run_id,))
+
+    # candidates and results -------------------------------------------------------------------------
+    def candidate(self, run_id: str, key: str) -> dict | None:
+        return self._one("SELECT * FROM candidates WHERE run_id = ? AND key = ?", (run_id, key))
+
+    def candidate_by_id(self, candidate_id: int) -> dict | None:
+        return self._one("SELECT * FROM candidates WHERE id = ?", (candidate_id,))
+
+    def add_candidate(self, run_id: str, key: str, round_: int, call_id: int | None, idea_id: int | None,
+                      parent: int | None, origin: str, backend: str, source: str,
+                      parse_error: str | None = None) -> int:
+        existing = self.candidate(run_id, key)
+        if existing:
+            return existing["id"]
+        return self._write(
+            "INSERT INTO candidates (run_id, key, round, call_id, idea_id, parent, origin, backend, source,"
+            " parse_error, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, key, round_, call_id, idea_id, parent, origin, backend, source, parse_error, time.time()))
+
+    def result(self, candidate_id: int) -> dict | None:
+        return self._one("SELECT * FROM results WHERE candidate_id = ?", (candidate_id,))
+
+    def add_result(self, candidate_id: int, result: dict) -> None:
+        # INSERT, not REPLACE: a second result for one candidate is a bug, and the key says so.
+        self._write("INSERT INTO results (candidate_id, status, correct, runtime_ms, speedup_eager, speedup_compile,"
+                    " result, evaluated) VALUES (?,?,?,?,?,?,?,?)",
+                    (candidate_id, result["status"], int(bool(result["correct"])), result.get("runtime_ms"),
+                     result.get("speedup_eager"), result.get("speedup_compile"), json.dumps(result), time.time()))
+
+    def candidates(self, run_id: str) -> list[dict]:
+        """Every candidate of a run with its result's headline figures (None where not evaluated)."""
+        return self._all(
+            "SELECT c.*, r.status, r.correct, r.runtime_ms, r.speedup_eager, r.speedup_compile,"
+            " i.text AS idea, i.category FROM candidates c LEFT JOIN results r ON r.candidate_id = c.id"
+            " LEFT JOIN ideas i ON i.id = c.idea_id WHERE c.run_id = ? ORDER BY c.id", (run_id,))

@@ -1,0 +1,176 @@
+"""propose/feedback.py: the verifier's verdict as text for a proposer, from real Result.to_dict() records."""
+
+from __future__ import annotations
+
+import json
+
+from kernelcraft.propose.feedback import LOG_LINES, render
+from kernelcraft.verify.result import Result, Timing
+
+
+def timing(ms: float) -> Timing:
+    return Timing(median_ms=ms, iqr_ms=ms / 100, cv=0.01, samples=50, min_ms=ms * 0.98, method="cpu_perf_counter")
+
+
+def base(**kw) -> Result:
+    return Result(problem="level1/relu", candidate="c1", backend="cuda_inline", device="cpu", **kw)
+
+
+def as_json_dict(result: Result) -> dict:
+    """What the store hands back: the dict after a JSON round trip."""
+    return json.loads(json.dumps(result.to_dict()))
+
+
+def test_parse_error_text():
+    text = render(None, "unterminated_code_block")
+    assert text.startswith("Your answer could not be used: unterminated code block.")
+    assert "```python" in text and "class ModelNew" in text
+
+
+def test_parse_error_wins_over_a_result():
+    r = base()
+    r.fail("incorrect", "mismatch", "values differ")
+    text = render(r.to_dict(), "no_modelnew")
+    assert "no modelnew" in text and "Status" not in text
+
+
+def test_no_result():
+    assert render(None) == "This kernel was not evaluated."
+
+
+def test_compile_error_keeps_error_lines_of_a_long_log_within_limit():
+    log = [f"[{i}/200] building object step_{i}.o" for i in range(200)]
+    log[10] = "kernel.cu(12): error: identifier \"blockDimx\" is undefined"
+    log[11] = "kernel.cu(30): error: expected a \";\""
+    log[120] = "kernel.cu(44): warning: variable \"t\" was declared but never used"
+    log[150] = "ninja: build stopped: subcommand failed. ERROR"
+    r = base()
+    r.fail("compile_error", "compile_failed", "nvcc exited with status 1")
+    r.compile_log = "\n".join(log) + "\n"
+    text = render(r.to_dict())
+    lines = text.splitlines()
+    assert lines[0] == "Status: compile_error (compile_failed)"
+    assert lines[1] == "Message: nvcc exited with status 1"
+    assert lines[2] == "Compiler output:"
+    shown = lines[3:]
+    assert 0 < len(shown) <= LOG_LINES
+    # the errors from deep inside the log come first, in order, then the log's tail
+    assert shown[:3] == [log[10], log[11], log[150]]
+    assert shown[-1] == log[-1]
+    assert log[0] not in shown and log[120] not in shown
+    assert len(shown) == len(set(shown))  # no line shown twice
+
+
+def test_compile_error_with_many_error_lines_stays_within_limit():
+    log = [f"kernel.cu({i}): error: something wrong #{i}" for i in range(100)]
+    r = base()
+    r.fail("compile_error", "compile_failed", "build failed")
+    r.compile_log = "\n".join(log)
+    shown = render(r.to_dict()).split("Compiler output:\n", 1)[1].splitlines()
+    assert len(shown) <= LOG_LINES
+    assert shown[0] == log[0]  # the first error is the one that matters
+
+
+def test_short_compile_log_shown_whole():
+    log = ["nvcc -O3 kernel.cu", "kernel.cu(3): error: bad", "1 error detected"]
+    r = base()
+    r.fail("compile_error", "compile_failed", "x")
+    r.compile_log = "\n".join(log)
+    shown = render(r.to_dict()).split("Compiler output:\n", 1)[1].splitlines()
+    assert sorted(shown) == sorted(log) and shown[0] == "kernel.cu(3): error: bad"
+
+
+def test_compile_log_not_shown_for_other_statuses():
+    r = base()
+    r.fail("runtime_error", "cuda_error", "illegal memory access")
+    r.compile_log = "nvcc: warning: something"
+    text = render(r.to_dict())
+    assert "Compiler output" not in text and "nvcc" not in text
+    assert text == "Status: runtime_error (cuda_error)\nMessage: illegal memory access"
+
+
+def test_incorrect_result():
+    r = base(policy="strict")
+    r.fail("incorrect", "mismatch", "output differs from the reference in 12 of 4096 elements")
+    r.flag("nan_in_output", "the output holds NaN")
+    r.max_rel_error = 0.0123456
+    r.trials = 3
+    text = render(as_json_dict(r))
+    lines = text.splitlines()
+    assert lines[0] == "Status: incorrect (mismatch, nan_in_output)"
+    assert lines[1] == "Message: output differs from the reference in 12 of 4096 elements"
+    assert "Largest relative error: 0.0123 (policy strict)" in lines
+    assert "Runtime" not in text and "Kernels that ran" not in text
+
+
+def test_long_message_is_cut():
+    r = base()
+    r.fail("runtime_error", "exception", "x" * 5000)
+    line = render(r.to_dict()).splitlines()[1]
+    assert line == "Message: " + "x" * 1500
+
+
+def test_ok_result_runtime_speedups_roofline_and_kernels():
+    r = base()
+    r.status, r.correct = "ok", True
+    r.runtime, r.eager, r.compiled = timing(0.125), timing(0.5), timing(0.25)
+    r.speedup_eager, r.speedup_compile = 4.0, 2.0
+    r.roofline_fraction = 0.634
+    r.max_rel_error = 1e-6
+    r.kernels = [
+        {"name": "at::native::vectorized_elementwise_kernel", "custom": False, "calls": 1, "device_us": 25.0,
+         "streams": [7]},
+        {"name": "relu_kernel", "custom": True, "calls": 2, "device_us": 75.0, "streams": [7]},
+    ]
+    r.kernels_resources = [{"kernel": "relu_kernel", "registers": 32, "spills": 0}]
+    text = render(as_json_dict(r))
+    lines = text.splitlines()
+    assert lines[0] == "Status: ok"
+    assert "Message" not in text
+    assert "Largest relative error: 1e-06 (policy strict)" in lines
+    runtime = next(l for l in lines if l.startswith("Runtime:"))
+    assert runtime == ("Runtime: 0.1250 ms; PyTorch eager 0.5000 ms (4.00x); torch.compile 0.2500 ms (2.00x); "
+                       "63% of the roofline bound")
+    at = lines.index("Kernels that ran (share of device time):")
+    assert lines[at + 1] == "  relu_kernel  75%  x2  (yours)"  # the largest first
+    assert lines[at + 2] == "  at::native::vectorized_elementwise_kernel  25%  x1  (library)"
+    assert lines[at + 3] == "ptxas: kernel=relu_kernel, registers=32, spills=0"
+    assert len(lines) == at + 4
+
+
+def test_ok_result_without_baselines_shows_runtime_only():
+    r = base()
+    r.status, r.correct = "ok", True
+    r.runtime = timing(2.0)
+    text = render(r.to_dict())
+    assert "Runtime: 2.0000 ms" in text.splitlines()
+    assert "eager" not in text and "torch.compile" not in text and "roofline" not in text
+    assert "Kernels that ran" not in text
+
+
+def test_kernel_list_at_most_six_and_names_cut():
+    r = base()
+    r.status, r.correct = "ok", True
+    r.runtime = timing(1.0)
+    r.kernels = [{"name": f"k{i}_" + "n" * 200, "custom": i == 0, "calls": 1, "device_us": float(i + 1)}
+                 for i in range(8)]
+    lines = render(r.to_dict()).splitlines()
+    at = lines.index("Kernels that ran (share of device time):")
+    shown = lines[at + 1:]
+    assert len(shown) == 6
+    assert shown[0].startswith("  k7_") and shown[-1].startswith("  k2_")
+    # shares are of all eight kernels' time (36 us): 8/36 = 22%
+    assert shown[0] == "  " + ("k7_" + "n" * 200)[:90] + "  22%  x1  (library)"
+
+
+def test_rejected_after_timing_renders_without_speedups():
+    # The supervisor sets runtime (judge.timing) and the baselines before the clock cross-check; when that
+    # check rejects the kernel it returns before the speedups are computed: runtime and eager, no speedup.
+    r = base()
+    r.runtime, r.eager, r.compiled = timing(0.1), timing(0.5), timing(0.3)
+    r.fail("rejected", "timing_mismatch", "the supervisor's clock saw 0.9 ms per call, the candidate's events 0.1 ms")
+    d = r.to_dict()
+    assert d["runtime_ms"] == 0.1 and d["eager_ms"] == 0.5 and d["speedup_eager"] is None
+    text = render(d)
+    assert text.startswith("Status: rejected (timing_mismatch)")
+    assert "the supervisor's clock saw 0.9 ms per call" in text

@@ -1,0 +1,116 @@
+"""A run killed at any moment and resumed asks nothing twice, evaluates nothing twice, loses no
+candidate, and ends with the answer an uninterrupted run gives on the same answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kernelcraft.search import RunConfig, resume_run, start_run
+from kernelcraft.store import Store
+from tests.helpers import REPO
+from tests.llm_server import Reply, Rule, ScriptedLLMServer
+from tests.search.conftest import FAST, IDEAS_PROMPT, SLOW, WRONG, code, ideas_json
+
+pytestmark = pytest.mark.slow
+
+
+def rules() -> list[Rule]:
+    # Answers depend only on the prompt, as a deterministic model's would.
+    return [Rule(IDEAS_PROMPT, [Reply(ideas_json(("Use blocks of 4096 elements", "parallelism"),
+                                                  ("Use blocks of 512 elements", "memory"),
+                                                  ("Add a bias", "precision")))]),
+            Rule("applies this idea: Use blocks of 4096", [Reply(code(FAST))]),
+            Rule("applies this idea: Use blocks of 512", [Reply(code(SLOW))]),
+            Rule("applies this idea: Add a bias", [Reply(code(WRONG))])]
+
+
+CONFIG = dict(strategy="tree", backend="triton", rounds=2, ideas=3, impls=1, beam=2)
+
+
+def test_resume_replays_stored_steps_and_does_only_what_is_missing(tmp_path, relu, verifier, proposer):
+    with ScriptedLLMServer(rules()) as server:
+        store = Store(tmp_path / "runs.db")
+        first = start_run(store, relu, proposer(server), verifier, RunConfig(**CONFIG), out_dir=None)
+        asked = len(server.requests)
+        # Simulate a crash in round 2: its last call, and two results, never reached the store.
+        db = sqlite3.connect(store.path)
+        db.execute("DELETE FROM calls WHERE run_id = ? AND key = 'r02/i02/m00'", (first.run_id,))
+        db.execute("DELETE FROM results WHERE candidate_id IN (SELECT id FROM candidates WHERE run_id = ? AND "
+                   "key = 'r02/i02/m00')", (first.run_id,))
+        db.execute("DELETE FROM candidates WHERE run_id = ? AND key = 'r02/i02/m00'", (first.run_id,))
+        lost = [r[0] for r in db.execute("SELECT id FROM candidates WHERE run_id = ? AND key IN "
+                                         "('r02/i00/m00', 'r02/i01/m00')", (first.run_id,))]
+        db.execute(f"DELETE FROM results WHERE candidate_id IN ({','.join('?' * len(lost))})", lost)
+        db.execute("UPDATE runs SET status = 'running', best_candidate = NULL WHERE id = ?", (first.run_id,))
+        db.commit()
+        db.close()
+
+        again = resume_run(store, first.run_id, proposer(server), verifier, out_dir=None)
+        assert len(server.requests) == asked + 1  # only the lost call was asked again
+        assert again.counters.replayed_calls == 7 and again.counters.calls == 8
+        assert again.counters.replayed_results == 3  # round 1 and nothing else came from the store
+        assert again.status == "done" and again.best["key"] == first.best["key"]
+        keys = [c["key"] for c in store.candidates(first.run_id)]
+        assert sorted(keys) == sorted(f"r{r:02d}/i{i:02d}/m00" for r in (1, 2) for i in range(3))
+        assert all(store.result(c["id"]) for c in store.candidates(first.run_id))
+        store.close()
+
+
+def _cli(server_url: str, store: str, out: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "kernelcraft.cli", "run", *extra, "--model", "scripted-model", "--base-url",
+            server_url + "/v1", "--device", "cpu", "--store", store, "--out", out, "--no-compile-baseline",
+            "--timing-budget", "0.2", "--json"]
+
+
+def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path):
+    env = dict(os.environ, KERNELCRAFT_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(REPO / "src"))
+    args = ["level1/relu", "--strategy", "tree", "--backend", "triton", "--rounds", "2", "--ideas", "3",
+            "--impls", "1", "--cache-dir", str(tmp_path / "cache")]
+    with ScriptedLLMServer(rules()) as server:
+        store = str(tmp_path / "runs.db")
+        proc = subprocess.Popen(_cli(server.url, store, str(tmp_path), *args), env=env, cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        # Kill it once some results are stored and round 2 is under way.
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            if os.path.exists(store):
+                db = sqlite3.connect(store)
+                try:
+                    done = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+                    round2 = db.execute("SELECT COUNT(*) FROM calls WHERE key LIKE 'r02/%'").fetchone()[0]
+                except sqlite3.OperationalError:
+                    done = round2 = 0
+                db.close()
+                if done >= 2 and round2 >= 1:
+                    break
+        assert proc.poll() is None, "the run ended before it could be killed"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        run_id = sqlite3.connect(store).execute("SELECT id FROM runs").fetchone()[0]
+        before = len(server.requests)
+        stored_calls = sqlite3.connect(store).execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+
+        resumed = subprocess.run(_cli(server.url, store, str(tmp_path), "--resume", run_id, "--cache-dir",
+                                      str(tmp_path / "cache")), env=env, cwd=REPO, capture_output=True, text=True,
+                                 timeout=600)
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+        summary = json.loads(resumed.stdout.strip().splitlines()[-1])
+        # nothing stored was asked again; every planned candidate exists once, with one result
+        assert len(server.requests) - before == 8 - stored_calls
+        db = sqlite3.connect(store)
+        keys = [r[0] for r in db.execute("SELECT key FROM candidates")]
+        assert sorted(keys) == sorted(f"r{r:02d}/i{i:02d}/m00" for r in (1, 2) for i in range(3))
+        assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 6
+        assert db.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == 8
+        # the uninterrupted answer: the 4096-element kernel
+        assert summary["status"] == "done" and summary["best"]["key"] in ("r01/i00/m00", "r02/i00/m00")
+        assert "BLOCK = 4096" in open(summary["best_file"]).read()

@@ -1,0 +1,166 @@
+"""Every strategy end to end on the CPU: ideas asked, implementations parsed, verified, selected,
+stored; failures of every kind counted, never fatal to a run."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kernelcraft.search import Budget, RunConfig, start_run
+from tests.llm_server import Reply, Rule
+from tests.search.conftest import FAST, IDEAS_PROMPT, PROSE, SLOW, WRONG, code, ideas_json
+
+pytestmark = pytest.mark.slow
+
+
+def task(idea: str) -> str:
+    """A rule matching the implementation request for one idea (not the ideas shown as context)."""
+    return "applies this idea: " + re.escape(idea)
+
+
+def config(strategy: str, **kw) -> RunConfig:
+    kw.setdefault("backend", "triton")
+    return RunConfig(strategy=strategy, **kw)
+
+
+def by_key(store, run_id) -> dict:
+    return {c["key"]: c for c in store.candidates(run_id)}
+
+
+def test_tree_asks_ideas_implements_verifies_and_keeps_the_fastest(store, relu, verifier, serve, proposer, tmp_path):
+    server = serve([
+        Rule(IDEAS_PROMPT, [Reply(ideas_json(("Use blocks of 4096 elements", "parallelism"),
+                                             ("Use blocks of 512 elements", "parallelism"),
+                                             ("Add a bias for rounding", "precision"),
+                                             ("Explain it in words", "control")))]),
+        Rule(task("Use blocks of 4096"), [Reply(code(FAST))]),
+        Rule(task("Use blocks of 512"), [Reply(code(SLOW))]),
+        Rule(task("Add a bias"), [Reply(code(WRONG))]),
+        Rule(task("Explain it"), [Reply(PROSE)]),
+    ])
+    out = start_run(store, relu, proposer(server), verifier, config("tree", rounds=2, ideas=4, impls=1, beam=2),
+                    out_dir=tmp_path / "out")
+
+    assert out.status == "done" and out.stop_reason is None
+    cands = by_key(store, out.run_id)
+    assert sorted(cands) == [f"r{r:02d}/i{i:02d}/m00" for r in (1, 2) for i in range(4)]
+    statuses = {k: (c["status"], c["parse_error"]) for k, c in cands.items()}
+    assert statuses["r01/i00/m00"] == ("ok", None)
+    assert statuses["r01/i01/m00"] == ("ok", None)
+    assert statuses["r01/i02/m00"][0] == "incorrect"
+    assert statuses["r01/i03/m00"] == (None, "no_code_block")
+    # the fastest correct kernel wins, and its idea and category are on record
+    assert out.best["key"] in ("r01/i00/m00", "r02/i00/m00")
+    assert out.best["category"] == "parallelism" and "4096" in out.best["idea"]
+    assert cands["r01/i00/m00"]["runtime_ms"] < cands["r01/i01/m00"]["runtime_ms"]
+    # round 2's ideas were asked with round 1's best kernels and the verifier's feedback on them
+    calls = store.calls(out.run_id)
+    assert [c["key"] for c in calls if c["kind"] == "ideas"] == ["r01/ideas", "r02/ideas"]
+    r2_prompt = next(c for c in calls if c["key"] == "r02/ideas")["messages"][-1]["content"]
+    assert "BLOCK = 4096" in r2_prompt and "Verifier:" in r2_prompt and "Status: ok" in r2_prompt
+    # a repeated kernel is judged once: four sources reached the verifier, three distinct
+    assert out.counters.evaluated == 3 and out.counters.duplicates == 3
+    assert out.counters.malformed == 2 and out.counters.calls == 10
+    assert [t["round"] for t in out.trajectory] == [1, 2]
+    text = open(out.best_file).read()
+    assert text.startswith("# kernelcraft run") and "class ModelNew" in text and "BLOCK = 4096" in text
+
+
+def test_sample_is_best_of_n_and_counts_malformed_answers(store, relu, verifier, serve, proposer):
+    server = serve([Rule("Write a custom kernel", [Reply(code(WRONG)), Reply(PROSE), Reply(code(FAST)),
+                                                    Reply("```python\nclass ModelNew:\n    pass\nclass ModelNew:\n    pass\n```")])])
+    out = start_run(store, relu, proposer(server, concurrency=1), verifier, config("sample", samples=4), out_dir=None)
+    statuses = sorted(str(c["status"] or c["parse_error"]) for c in store.candidates(out.run_id))
+    assert statuses == ["incorrect", "no_code_block", "ok", "two_modelnew"]
+    assert out.counters.malformed == 2
+    assert out.best is not None and "BLOCK = 4096" in store.candidate(out.run_id, out.best["key"])["source"]
+
+
+def test_refine_feeds_the_verdict_back_turn_by_turn(store, relu, verifier, serve, proposer):
+    server = serve([Rule("Write a custom kernel", [Reply(code(WRONG))]),
+                    Rule("verifier's verdict on your last answer", [Reply(code(SLOW)), Reply(code(FAST))])])
+    out = start_run(store, relu, proposer(server), verifier, config("refine", rounds=3, samples=1), out_dir=None)
+    calls = store.calls(out.run_id)
+    assert [c["key"] for c in calls] == ["c00/t01", "c00/t02", "c00/t03"]
+    turn2 = calls[1]["messages"]
+    assert [m["role"] for m in turn2] == ["system", "user", "assistant", "user"]
+    assert "Status: incorrect" in turn2[-1]["content"]  # the wrong kernel's verdict came back
+    turn3 = calls[2]["messages"]
+    assert len(turn3) == 6 and "Status: ok" in turn3[-1]["content"] and "Runtime:" in turn3[-1]["content"]
+    assert out.best["key"] == "c00/t03"
+    assert [t["best_key"] for t in out.trajectory] == [None, "c00/t02", "c00/t03"]
+
+
+def test_evolve_keeps_an_archive_by_category_and_records_stated_ideas(store, relu, verifier, serve, proposer):
+    server = serve([Rule("Write a faster version of kernel 1", [Reply(code(FAST, "Bigger blocks", "parallelism"))]),
+                    Rule("Write a custom kernel", [Reply(code(SLOW, "Plain blocks", "memory")),
+                                                   Reply(code(WRONG, "Bias", "precision"))])])
+    out = start_run(store, relu, proposer(server, concurrency=1), verifier,
+                    config("evolve", rounds=2, samples=2, islands=2, seed=7), out_dir=None)
+    ideas = {i["key"]: i["category"] for i in store.ideas(out.run_id)}
+    assert ideas["g001/c000"] in ("memory", "precision") and set(ideas.values()) >= {"memory", "precision", "parallelism"}
+    gen2 = [c for c in store.calls(out.run_id) if c["key"].startswith("g002/")]
+    # island 0 had the correct kernel, so its child was asked to improve it; island 1's parent
+    # depends on which gen-1 child was correct there
+    assert any("Write a faster version of kernel 1" in c["messages"][-1]["content"] for c in gen2)
+    assert out.best is not None and out.best["category"] in ("parallelism", "memory")
+
+
+def test_anthropic_endpoint_drives_a_run(store, relu, verifier, serve, proposer):
+    server = serve([Rule("Write a custom kernel", [Reply(code(FAST), input_tokens=1000, output_tokens=200)])])
+    out = start_run(store, relu, proposer(server, api="anthropic"), verifier, config("sample", samples=1), out_dir=None)
+    assert out.best is not None
+    assert server.requests[0]["api"] == "anthropic"
+    assert out.counters.input_tokens == 1000 and out.counters.output_tokens == 200
+    assert out.counters.cost == pytest.approx((1000 * 1.0 + 200 * 5.0) / 1e6)  # claude-haiku-4-5 prices
+
+
+@pytest.mark.parametrize("budget, reason", [(Budget(candidates=3), "budget_candidates"),
+                                            (Budget(tokens=1), "budget_tokens"),
+                                            (Budget(wall_s=0.01), "budget_wall_time")])
+def test_budgets_stop_a_run_cleanly(store, relu, verifier, serve, proposer, budget, reason):
+    server = serve([Rule(IDEAS_PROMPT, [Reply(ideas_json(("Use blocks of 4096 elements", "parallelism")))]),
+                    Rule("Write", [Reply(code(FAST))])])
+    out = start_run(store, relu, proposer(server, concurrency=1), verifier,
+                    config("tree", rounds=5, ideas=1, impls=2, budget=budget), out_dir=None)
+    assert out.status == "done" and out.stop_reason == reason
+    rows = store.candidates(out.run_id)
+    if reason == "budget_candidates":
+        assert len(rows) == 3 and all(r["status"] == "ok" for r in rows)
+    if reason == "budget_tokens":  # the first call spends the budget: no implementation is asked
+        assert [c["kind"] for c in store.calls(out.run_id)] == ["ideas"] and rows == []
+    assert store.run(out.run_id)["status"] == "done"
+
+
+def test_failed_calls_are_counted_and_the_run_goes_on(store, relu, verifier, serve, proposer):
+    server = serve([Rule("Write a custom kernel", [Reply(status=429, retry_after_ms=5), Reply(code(FAST)),
+                                                    Reply(status=500), Reply(status=500), Reply(code(FAST))])])
+    out = start_run(store, relu, proposer(server, concurrency=1, max_retries=1), verifier,
+                    config("sample", samples=3), out_dir=None)
+    calls = store.calls(out.run_id)
+    errors = [c["error"] for c in calls]
+    assert sum(e is not None for e in errors) == 1 and "HTTP 500" in next(e for e in errors if e)
+    assert out.counters.failed_calls == 1 and out.best is not None
+    failed = next(c for c in store.candidates(out.run_id) if c["parse_error"])
+    assert failed["parse_error"].startswith("no_answer")
+
+
+def test_a_fatal_endpoint_error_stops_the_run_and_stores_no_call(store, relu, verifier, serve, proposer):
+    server = serve([Rule(".", [Reply("bad key", status=401)])])
+    out = start_run(store, relu, proposer(server), verifier, config("tree", rounds=3), out_dir=None)
+    assert out.status == "stopped" and out.stop_reason.startswith("proposer_error")
+    assert "401" in out.stop_reason
+    assert store.calls(out.run_id) == [] and out.best is None
+
+
+def test_seed_kernels_are_verified_first_and_seed_the_search(store, relu, verifier, serve, proposer):
+    server = serve([Rule(IDEAS_PROMPT, [Reply(ideas_json(("Use blocks of 4096 elements", "parallelism")))]),
+                    Rule(task("Use blocks of 4096"), [Reply(code(FAST))])])
+    out = start_run(store, relu, proposer(server), verifier,
+                    config("tree", rounds=1, ideas=1, impls=1, seeds=[SLOW]), out_dir=None)
+    seed = store.candidate(out.run_id, "seed/00")
+    assert seed["origin"] == "seed" and store.result(seed["id"])["status"] == "ok"
+    ideas_prompt = store.call(out.run_id, "r01/ideas")["messages"][-1]["content"]
+    assert "BLOCK = 512" in ideas_prompt  # the seed was shown as the kernel to beat
+    assert out.best["key"] == "r01/i00/m00"

@@ -1,0 +1,85 @@
+"""`kernelcraft run`, `bench` and `runs` from the command line, against a scripted chat server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from kernelcraft.cli import main
+from kernelcraft.problems.problem import SUITE_ROOT
+from tests.llm_server import Reply, Rule, ScriptedLLMServer
+from tests.search.conftest import FAST, code
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ScriptedLLMServer([Rule("Write a custom kernel", [Reply(code(FAST))])]) as s:
+        yield s
+
+
+def common(server, tmp_path) -> list[str]:
+    return ["--model", "scripted-model", "--base-url", server.url + "/v1", "--device", "cpu",
+            "--store", str(tmp_path / "runs.db"), "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"),
+            "--no-compile-baseline", "--timing-budget", "0.2", "--strategy", "sample", "--samples", "1"]
+
+
+def last_json(capsys) -> object:
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_run_then_runs_list_and_show(server, tmp_path, capsys):
+    assert main(["run", "level1/relu", *common(server, tmp_path), "--json"]) == 0
+    summary = last_json(capsys)
+    assert summary["status"] == "done" and summary["best"]["result"]["status"] == "ok"
+    best_file = tmp_path / "out" / f"relu_{summary['run_id']}.py"
+    assert summary["best_file"] == str(best_file) and "class ModelNew" in best_file.read_text()
+
+    assert main(["runs", "list", "--store", str(tmp_path / "runs.db"), "--json"]) == 0
+    rows = last_json(capsys)
+    assert [r["id"] for r in rows] == [summary["run_id"]] and rows[0]["candidates"] == 1
+    assert main(["runs", "show", summary["run_id"][:17], "--store", str(tmp_path / "runs.db"), "--json"]) == 0
+    shown = last_json(capsys)
+    assert shown["best"]["key"] == "s/000" and shown["trajectory"][0]["correct"] == 1
+
+    assert main(["runs", "show", summary["run_id"], "--store", str(tmp_path / "runs.db")]) == 0
+    text = capsys.readouterr().out
+    assert summary["run_id"] in text and "best kernel by round" in text
+
+
+@pytest.mark.slow
+def test_bench_reports_fast_p_over_a_directory(server, tmp_path, capsys):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    shutil.copy(SUITE_ROOT / "level1" / "relu.py", suite / "relu.py")
+    shutil.copy(SUITE_ROOT / "level1" / "sigmoid.py", suite / "sigmoid.py")  # a ReLU kernel is wrong here
+    assert main(["bench", str(suite), *common(server, tmp_path), "--json"]) == 0
+    summary = last_json(capsys)
+    rows = {r["problem"]: r for r in summary["rows"]}
+    assert rows["relu"]["correct"] and not rows["sigmoid"]["correct"]
+    m = summary["metrics"]
+    assert m["problems"] == 2 and m["correct"] == 1 and m["fast_p_eager"]["0"] == 0.5
+    assert set(m["fast_p_eager"]) == {"0", "1", "1.5", "2"} and set(m["fast_p_compile"]) == {"0", "1", "1.5", "2"}
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["run", "level1/relu", "--device", "cpu"], "no proposer configured"),
+    (["run", "--resume", "nope", "--model", "x/y", "--base-url", "http://127.0.0.1:9"], "no run 'nope'"),
+    (["run", "level1/relu", "--resume", "abc"], "either PROBLEM or --resume"),
+    (["run"], "PROBLEM"),
+    (["run", "level1/relu", "--strategy", "beam", "--model", "vllm/m", "--device", "cpu"], "unknown strategy"),
+    (["run", "level1/relu", "--rounds", "0", "--model", "vllm/m", "--device", "cpu"], "--rounds must be at least 1"),
+    (["run", "level1/relu", "--max-usd", "1", "--model", "vllm/unpriced", "--device", "cpu"], "no price known"),
+    (["run", "level1/relu", "--model", "mystery/m", "--device", "cpu"], "unknown provider"),
+    (["run", "level1/no_such_problem", "--model", "vllm/m"], "no_such_problem"),
+    (["bench", "level9", "--model", "vllm/m", "--device", "cpu"], "level9"),
+    (["runs"], "choose list or show"),
+])
+def test_usage_errors_are_one_line_and_exit_2(argv, words, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    store = [] if argv == ["runs"] else ["--store", str(tmp_path / "runs.db")]
+    assert main(argv + store) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1

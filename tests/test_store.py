@@ -1,0 +1,261 @@
+"""store.py: the SQLite run store (a real file in tmp_path)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from kernelcraft.store import Store, StoreError, default_path, new_id
+
+CONFIG = {"rounds": 3, "ideas": 4, "model": "openai/o3", "nested": {"seed": 7}}
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "sub" / "runs.db")  # the parent folder is made
+    yield s
+    s.close()
+
+
+def make_run(store: Store, run_id: str = "run-a", bench_id: str | None = None, problem: str = "level1/relu") -> str:
+    store.create_run(run_id, problem, "import torch\n", "beam", "openai/o3", "cuda:0", CONFIG, bench_id=bench_id)
+    return run_id
+
+
+def add_call(store, run_id, key, *, error=None, cost=0.01, tokens=(100, 50), response="answer"):
+    return store.add_call(run_id, key, "implement", "o3", [{"role": "user", "content": key}], response, error,
+                          tokens[0], tokens[1], cost, 1, time.time(), 1.5)
+
+
+def result_dict(status="ok", correct=True, runtime_ms=0.5, speedup_eager=2.0, speedup_compile=1.2) -> dict:
+    return {"status": status, "correct": correct, "runtime_ms": runtime_ms, "speedup_eager": speedup_eager,
+            "speedup_compile": speedup_compile, "reasons": [], "kernels": [{"name": "k", "device_us": 1.5}]}
+
+
+def test_create_and_fetch_run(store):
+    make_run(store)
+    run = store.run("run-a")
+    assert run["id"] == "run-a"
+    assert run["problem"] == "level1/relu" and run["problem_source"] == "import torch\n"
+    assert (run["strategy"], run["proposer"], run["device"]) == ("beam", "openai/o3", "cuda:0")
+    assert run["config"] == CONFIG  # JSON decoded
+    assert run["status"] == "running" and run["stop_reason"] is None and run["best_candidate"] is None
+    assert run["bench_id"] is None
+    assert run["created"] == run["updated"] and abs(run["created"] - time.time()) < 60
+
+
+def test_fetch_by_unique_prefix(store):
+    make_run(store, "20260101-120000-abcd")
+    make_run(store, "20260202-120000-ef01")
+    assert store.run("20260101")["id"] == "20260101-120000-abcd"
+    assert store.run("20260202-12")["id"] == "20260202-120000-ef01"
+
+
+def test_unknown_run(store):
+    make_run(store)
+    with pytest.raises(StoreError, match="nope"):
+        store.run("nope")
+    with pytest.raises(StoreError):
+        store.run("run-ab")  # longer than the id: no match
+
+
+def test_duplicate_run_id_is_refused(store):
+    make_run(store)
+    with pytest.raises(sqlite3.IntegrityError):
+        make_run(store)
+
+
+def test_wal_mode(store):
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_add_call_and_fetch(store):
+    make_run(store)
+    call_id = store.add_call("run-a", "r0/ideas", "ideas", "o3", [{"role": "system", "content": "s"},
+                                                                 {"role": "user", "content": "u"}],
+                             "1. [memory] tile", None, 1200, 340, 0.0051, 2, 1000.0, 12.5)
+    assert isinstance(call_id, int) and call_id > 0
+    call = store.call("run-a", "r0/ideas")
+    assert call["id"] == call_id
+    assert call["messages"] == [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    assert call["response"] == "1. [memory] tile" and call["error"] is None
+    assert (call["input_tokens"], call["output_tokens"], call["cost"]) == (1200, 340, 0.0051)
+    assert (call["attempts"], call["started"], call["seconds"], call["kind"], call["model"]) == \
+        (2, 1000.0, 12.5, "ideas", "o3")
+    assert store.call("run-a", "r0/other") is None
+    assert store.call("run-b", "r0/ideas") is None
+    assert [c["key"] for c in store.calls("run-a")] == ["r0/ideas"]
+
+
+def test_call_key_is_unique_per_run(store):
+    make_run(store)
+    make_run(store, "run-b")
+    add_call(store, "run-a", "k")
+    add_call(store, "run-b", "k")  # the same key in another run is fine
+    with pytest.raises(sqlite3.IntegrityError):
+        add_call(store, "run-a", "k")
+
+
+def test_call_for_unknown_run_is_refused(store):
+    with pytest.raises(sqlite3.IntegrityError):  # foreign keys are on
+        add_call(store, "ghost", "k")
+
+
+def test_add_idea_is_idempotent_by_key(store):
+    make_run(store)
+    call_id = add_call(store, "run-a", "r0/ideas")
+    first = store.add_idea("run-a", "r0/idea0", 0, call_id, None, "tile in shared memory", "memory")
+    again = store.add_idea("run-a", "r0/idea0", 5, None, None, "something else", "compute")
+    other = store.add_idea("run-a", "r0/idea1", 0, call_id, None, "unroll", "control")
+    assert again == first and other != first
+    idea = store.idea("run-a", "r0/idea0")
+    assert (idea["text"], idea["category"], idea["round"], idea["call_id"]) == \
+        ("tile in shared memory", "memory", 0, call_id)
+    assert [i["key"] for i in store.ideas("run-a")] == ["r0/idea0", "r0/idea1"]
+
+
+def test_add_candidate_is_idempotent_by_key(store):
+    make_run(store)
+    first = store.add_candidate("run-a", "r0/seed", 0, None, None, None, "seed", "cuda_inline", "src-1")
+    again = store.add_candidate("run-a", "r0/seed", 1, None, None, None, "proposer", "triton", "src-2")
+    assert again == first
+    c = store.candidate("run-a", "r0/seed")
+    assert (c["source"], c["origin"], c["backend"], c["round"], c["parse_error"]) == \
+        ("src-1", "seed", "cuda_inline", 0, None)
+    assert store.candidate_by_id(first)["key"] == "r0/seed"
+    assert store.candidate_by_id(first + 1000) is None
+    assert len(store.candidates("run-a")) == 1
+
+
+def test_add_result_once_per_candidate(store):
+    make_run(store)
+    cid = store.add_candidate("run-a", "c", 0, None, None, None, "seed", "cuda_inline", "src")
+    store.add_result(cid, result_dict())
+    r = store.result(cid)
+    assert (r["status"], r["correct"], r["runtime_ms"], r["speedup_eager"], r["speedup_compile"]) == \
+        ("ok", 1, 0.5, 2.0, 1.2)
+    assert r["result"] == result_dict()  # whole Result JSON round-trips
+    with pytest.raises(sqlite3.IntegrityError):
+        store.add_result(cid, result_dict(status="incorrect", correct=False))
+    assert store.result(cid)["status"] == "ok"  # the first result stands
+    assert store.result(cid + 1) is None
+
+
+def test_candidates_join_results_and_ideas(store):
+    make_run(store)
+    make_run(store, "run-b")
+    idea = store.add_idea("run-a", "r0/idea0", 0, None, None, "vectorize loads", "memory")
+    c1 = store.add_candidate("run-a", "r0/impl0", 0, None, idea, None, "proposer", "cuda_inline", "s1")
+    c2 = store.add_candidate("run-a", "r0/impl1", 0, None, None, c1, "malformed", "cuda_inline", "", "no_modelnew")
+    c3 = store.add_candidate("run-a", "r1/impl0", 1, None, idea, c1, "proposer", "triton", "s3")
+    store.add_candidate("run-b", "r0/impl0", 0, None, None, None, "seed", "triton", "other run")
+    store.add_result(c1, result_dict(runtime_ms=0.25, speedup_eager=3.0, speedup_compile=1.5))
+    store.add_result(c3, result_dict(status="incorrect", correct=False, runtime_ms=None, speedup_eager=None,
+                                     speedup_compile=None))
+    rows = store.candidates("run-a")
+    assert [r["id"] for r in rows] == [c1, c2, c3]
+    assert (rows[0]["status"], rows[0]["correct"], rows[0]["runtime_ms"], rows[0]["speedup_eager"],
+            rows[0]["speedup_compile"], rows[0]["idea"], rows[0]["category"]) == \
+        ("ok", 1, 0.25, 3.0, 1.5, "vectorize loads", "memory")
+    assert (rows[1]["status"], rows[1]["correct"], rows[1]["idea"], rows[1]["parse_error"], rows[1]["parent"]) == \
+        (None, None, None, "no_modelnew", c1)
+    assert (rows[2]["status"], rows[2]["correct"], rows[2]["speedup_eager"], rows[2]["idea"]) == \
+        ("incorrect", 0, None, "vectorize loads")
+    assert rows[0]["source"] == "s1" and rows[0]["run_id"] == "run-a"
+
+
+def test_usage_sums(store):
+    make_run(store)
+    make_run(store, "run-b")
+    add_call(store, "run-a", "a", cost=0.5, tokens=(1000, 200))
+    add_call(store, "run-a", "b", cost=None, tokens=(300, 100))  # unpriced model
+    add_call(store, "run-a", "c", cost=0.25, tokens=(0, 0), error="LLMError: HTTP 500", response=None)
+    add_call(store, "run-b", "a", cost=9.0, tokens=(5, 5))
+    usage = store.usage("run-a")
+    assert usage["calls"] == 3
+    assert (usage["input_tokens"], usage["output_tokens"]) == (1300, 300)
+    assert usage["cost"] == pytest.approx(0.75)
+    assert usage["unpriced"] == 1
+    assert usage["failed"] == 1
+
+
+def test_usage_of_a_run_without_calls_is_zero(store):
+    make_run(store)
+    usage = store.usage("run-a")
+    assert (usage["calls"], usage["input_tokens"], usage["output_tokens"], usage["cost"]) == (0, 0, 0, None)
+    assert (usage["unpriced"], usage["failed"]) == (0, 0), f"unpriced/failed are 0, not None, with no calls: {usage}"
+
+
+def test_finish_and_reopen(store):
+    make_run(store)
+    cid = store.add_candidate("run-a", "c", 0, None, None, None, "seed", "cuda_inline", "src")
+    created = store.run("run-a")["created"]
+    time.sleep(0.01)
+    store.finish_run("run-a", "stopped", "budget", cid)
+    run = store.run("run-a")
+    assert (run["status"], run["stop_reason"], run["best_candidate"]) == ("stopped", "budget", cid)
+    assert run["updated"] > created
+    store.reopen_run("run-a")
+    run = store.run("run-a")
+    assert (run["status"], run["stop_reason"]) == ("running", None)
+    assert run["best_candidate"] == cid  # kept: the best so far still stands on resume
+    store.finish_run("run-a", "done", None, None)
+    assert store.run("run-a")["status"] == "done"
+
+
+def test_runs_order_limit_and_bench_filter(store):
+    for run_id, bench in [("r1", "b1"), ("r2", None), ("r3", "b1"), ("r4", "b2")]:
+        make_run(store, run_id, bench_id=bench)
+        time.sleep(0.01)
+    assert [r["id"] for r in store.runs()] == ["r4", "r3", "r2", "r1"]  # newest first
+    assert [r["id"] for r in store.runs(limit=2)] == ["r4", "r3"]
+    assert [r["id"] for r in store.runs(bench_id="b1")] == ["r1", "r3"]  # a bench: in the order run
+    assert store.runs(bench_id="b9") == []
+    assert store.runs()[0]["config"] == CONFIG
+
+
+def test_bench(store):
+    store.create_bench("bench-1", "level1", {"problems": 10})
+    bench = store.bench("bench-1")
+    assert (bench["suite"], bench["config"]) == ("level1", {"problems": 10})
+    assert store.bench("bench-2") is None
+
+
+def test_not_a_sqlite_file(tmp_path):
+    path = tmp_path / "runs.db"
+    path.write_bytes(b"this is not a database, just some text that is long enough " * 50)
+    with pytest.raises(StoreError, match="not a kernelcraft run store"):
+        Store(path)
+
+
+def test_second_store_on_the_same_file_reads_the_first(tmp_path):
+    path = tmp_path / "runs.db"
+    writer = Store(path)
+    make_run(writer)
+    cid = writer.add_candidate("run-a", "c", 0, None, None, None, "seed", "cuda_inline", "src")
+    reader = Store(path)
+    try:
+        assert reader.run("run-a")["config"] == CONFIG
+        assert reader.candidate("run-a", "c")["id"] == cid
+        writer.add_result(cid, result_dict())  # written after the reader opened
+        assert reader.result(cid)["status"] == "ok"
+        assert reader.candidates("run-a")[0]["speedup_eager"] == 2.0
+    finally:
+        reader.close()
+        writer.close()
+    again = Store(path)  # and after both closed, from disk
+    try:
+        assert again.result(cid)["result"] == result_dict()
+    finally:
+        again.close()
+
+
+def test_default_path_and_ids(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELCRAFT_HOME", str(tmp_path / "kc.db"))
+    assert default_path() == tmp_path / "kc.db"
+    a, b = new_id("bench-"), new_id()
+    assert a.startswith("bench-") and a != "bench-" + b
+    assert len(b.split("-")) == 3 and len(b.split("-")[2]) == 4
