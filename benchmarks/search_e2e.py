@@ -29,6 +29,7 @@ from kernelcraft.propose.llm import ClientSettings, LLMProposer, ModelSpec  # no
 from kernelcraft.search import RunConfig, start_run  # noqa: E402
 from kernelcraft.store import Store  # noqa: E402
 from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig  # noqa: E402
+from kernelcraft.verify.policy import get_policy  # noqa: E402
 from tests.llm_server import Reply, Rule, ScriptedLLMServer  # noqa: E402
 
 C = HERE / "candidates"
@@ -77,7 +78,9 @@ def main() -> None:
             Verifier(args.device, VerifyConfig(small=args.small, timing=TimingConfig(budget_s=6.0),
                                                cache_dir=Path.home() / ".cache" / "kernelcraft")) as verifier:
         spec = ModelSpec("openai-compatible", "openai", "scripted-model", server.url + "/v1", "none")
-        proposer = LLMProposer(spec, verifier.devices[0], settings=ClientSettings(max_retries=1))
+        policy = get_policy(verifier.config.policy)
+        proposer = LLMProposer(spec, verifier.devices[0], (policy.name, policy.summary),
+                               settings=ClientSettings(max_retries=1))
         store = Store(work / "runs.db")
         t0 = time.monotonic()
         config = RunConfig(strategy="tree", backend="cuda_nvrtc", rounds=len(SCRIPT), ideas=4, impls=1, beam=2)

@@ -129,6 +129,7 @@ def _verifier(settings: dict, cache_dir: Path | None):
 
 def _proposer(settings: dict, args, device: str):
     from kernelcraft.propose.llm import ClientSettings, LLMProposer, PriceTable, resolve_model
+    from kernelcraft.verify.policy import get_policy
 
     p = settings["proposer"]
     if not p["model"] and not os.environ.get("KERNELCRAFT_MODEL"):
@@ -137,7 +138,8 @@ def _proposer(settings: dict, args, device: str):
     prices = PriceTable(args.prices)
     if args.max_usd is not None and prices.price(spec.model) is None:
         raise ValueError(f"--max-usd: no price known for {spec.model}; add it with --prices FILE")
-    return LLMProposer(spec, device, settings["verify"]["policy"],
+    policy = get_policy(settings["verify"]["policy"])
+    return LLMProposer(spec, device, (policy.name, policy.summary),
                        ClientSettings(timeout_s=p["timeout_s"], max_retries=p["max_retries"],
                                       concurrency=p["concurrency"], reasoning_effort=p["reasoning_effort"],
                                       max_tokens=p["max_tokens"], temperature=p["temperature"]),

@@ -9,6 +9,7 @@ from kernelcraft.problems import load_problem
 from kernelcraft.propose.llm import ClientSettings, LLMProposer, ModelSpec
 from kernelcraft.store import Store
 from kernelcraft.verify import TimingConfig, Verifier
+from kernelcraft.verify.policy import get_policy
 from tests.helpers import FIXTURES, small_config
 from tests.llm_server import Reply, Rule, ScriptedLLMServer
 
@@ -76,7 +77,8 @@ def proposer():
             spec = ModelSpec("openai-compatible", "openai", "scripted-model", server.url + "/v1", "test-key")
         settings.setdefault("backoff_s", 0.01)
         settings.setdefault("max_retries", 1)
-        made.append(LLMProposer(spec, "cpu", settings=ClientSettings(**settings)))
+        strict = get_policy("strict")
+        made.append(LLMProposer(spec, "cpu", (strict.name, strict.summary), settings=ClientSettings(**settings)))
         return made[-1]
 
     yield make

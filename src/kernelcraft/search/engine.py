@@ -92,14 +92,14 @@ class Engine:
         self.stop_reason: str | None = None
         self.fatal: str | None = None
         self._lock = threading.RLock()
-        self._by_source: dict[str, Future] = {}  # source -> evaluation, so a repeated kernel runs once
+        self._by_source: dict[str, Future] = {}  # source -> its verdict (a dict), so a repeated kernel runs once
         self._pool = ThreadPoolExecutor(max(1, config.concurrency), thread_name_prefix="propose")
         self._inflight: set[Future] = set()
         self._started = time.monotonic()
         self._busy0 = verifier.busy_seconds()
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
+    def close(self, cancel: bool = False) -> None:
+        self._pool.shutdown(wait=not cancel, cancel_futures=cancel)
 
     # budgets ----------------------------------------------------------------------------------------
     def stopped(self) -> str | None:
@@ -202,7 +202,10 @@ class Engine:
         """
         if key in self.cands:  # already done in this session (a strategy asking twice)
             return _done(self.cands[key])
-        if not self.store.candidate(self.run_id, key) and not self._claim_candidate():
+        if self.store.candidate(self.run_id, key):  # replayed: it counts against the budget as it did
+            with self._lock:
+                self.count.candidates += 1
+        elif not self._claim_candidate():
             return _done(None)
         out: Future = Future()
         self._track(out)
@@ -275,6 +278,8 @@ class Engine:
             cand.result = stored["result"]
             with self._lock:
                 self.count.replayed_results += 1
+                if cand.source and not cand.result.get("duplicate"):
+                    self._by_source.setdefault(cand.source, _done(cand.result))
             self._finish(cand, out)
             return
         if cand.parse_error:  # nothing to run: the answer had no usable kernel
@@ -290,11 +295,11 @@ class Engine:
                 self.count.duplicates += 1
             else:
                 job = Job(self.problem, Candidate(cand.source, f"{self.run_id}:{cand.key}", cand.backend))
-                evaluation = self._by_source[cand.source] = self.verifier.submit(job)
+                evaluation = self._by_source[cand.source] = _as_dict(self.verifier.submit(job))
 
         def done(fut: Future) -> None:
             try:
-                result = fut.result().to_dict()
+                result = fut.result()
                 if duplicate:  # the same source was evaluated for an earlier candidate: its verdict
                     result = dict(result, duplicate=True)
                 t0 = time.monotonic()
@@ -366,6 +371,20 @@ class Engine:
 
     def wall_seconds(self) -> float:
         return time.monotonic() - self._started
+
+
+def _as_dict(verdict: Future) -> Future:
+    """A future of the Result's dict, from the verifier's future of the Result."""
+    out: Future = Future()
+
+    def relay(f: Future) -> None:
+        try:
+            out.set_result(f.result().to_dict())
+        except BaseException as exc:  # noqa: BLE001
+            out.set_exception(exc)
+
+    verdict.add_done_callback(relay)
+    return out
 
 
 def _done(value) -> Future:

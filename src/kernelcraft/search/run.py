@@ -79,20 +79,29 @@ def stored_problem(store: Store, row: dict) -> Problem:
 
 def _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event) -> RunOutcome:
     engine = Engine(store, run_id, problem, proposer, verifier, config, on_event)
-    status = "failed"
     try:
         get_strategy(config.strategy)(engine)
         engine.drain()
         reason = engine.stopped()
         status = "stopped" if reason and not reason.startswith("budget_") else "done"
-    finally:
-        engine.drain()
-        engine.close()
-        best = engine.best(1)
-        reason = engine.stop_reason
-        store.finish_run(run_id, status, reason, best[0].id if best else None)
+    except KeyboardInterrupt:  # what is stored stays; `--resume` goes on from there
+        engine.close(cancel=True)
+        store.finish_run(run_id, "stopped", "interrupted", _best_id(engine))
+        raise
+    except BaseException:
+        engine.close(cancel=True)
+        store.finish_run(run_id, "failed", engine.stop_reason, _best_id(engine))
+        raise
+    engine.close()
+    best = engine.best(1)
+    store.finish_run(run_id, status, engine.stop_reason, best[0].id if best else None)
     best_file = write_best(best[0], problem, run_id, out_dir) if best and out_dir else None
     return outcome(store, run_id, engine, best_file)
+
+
+def _best_id(engine: Engine) -> int | None:
+    best = engine.best(1)
+    return best[0].id if best else None
 
 
 def write_best(cand: Cand, problem: Problem, run_id: str, out_dir: Path) -> str:
@@ -123,13 +132,13 @@ def outcome(store: Store, run_id: str, engine: Engine | None = None, best_file: 
         best_info = {"candidate": best["id"], "key": best["key"], "round": best["round"], "idea": best["idea"],
                      "category": best["category"], "backend": best["backend"], "result": result}
     counters = engine.count if engine else _stored_counters(store, row["id"], rows)
-    evaluated = max(counters.evaluated, 1)
+    per = max(counters.candidates, 1)
     return RunOutcome(
         row["id"], row["problem"], row["strategy"], row["proposer"], row["device"], row["status"], row["stop_reason"],
         best_info, best_file, trajectory(rows), counters,
         engine.wall_seconds() if engine else row["updated"] - row["created"],
         engine.gpu_idle_fraction() if engine else float("nan"),
-        1000 * counters.overhead_s / evaluated if engine else None,
+        1000 * counters.overhead_s / per if engine else None,
         [{"key": c["key"], "round": c["round"], "status": c["status"] or (c["parse_error"] and "malformed"),
           "speedup_eager": c["speedup_eager"], "runtime_ms": c["runtime_ms"], "category": c["category"]}
          for c in rows])

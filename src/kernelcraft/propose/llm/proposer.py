@@ -12,7 +12,6 @@ from kernelcraft.hardware import describe_device
 from kernelcraft.propose.base import CATEGORIES, Answer, Kernel, Request, Usage
 from kernelcraft.propose.llm.client import ChatClient, ClientSettings, FatalLLMError, LLMError
 from kernelcraft.propose.llm.providers import ModelSpec, PriceTable
-from kernelcraft.verify.policy import get_policy
 
 PROMPTS = Path(__file__).parent / "prompts"
 
@@ -23,14 +22,15 @@ def template(name: str) -> Template:
 
 
 class LLMProposer:
-    def __init__(self, spec: ModelSpec, device: str, policy: str = "strict",
+    def __init__(self, spec: ModelSpec, device: str, policy: tuple[str, str],
                  settings: ClientSettings | None = None, prices: PriceTable | None = None):
+        """`policy`: the tolerance policy's name and its one-line summary, as the prompt states them."""
         self.spec = spec
         self.name = spec.label
         self.client = ChatClient(spec, settings)
         self.prices = prices or PriceTable()
         self.device_text = describe_device(device)
-        self.policy = get_policy(policy)
+        self.policy_name, self.policy_summary = policy
 
     def close(self) -> None:
         self.client.close()
@@ -53,7 +53,7 @@ class LLMProposer:
     def messages(self, request: Request) -> list[dict]:
         system = template("system").substitute(
             device=self.device_text, backend_rules=template(f"backends/{request.backend}").template.strip(),
-            policy=self.policy.name, policy_summary=self.policy.summary)
+            policy=self.policy_name, policy_summary=self.policy_summary)
         messages = [{"role": "system", "content": system}]
         if request.kind == "ideas":
             target = "the fastest kernel above" if request.parents else "a first custom kernel for it"

@@ -1,0 +1,85 @@
+"""What the chat-model proposer sends: prompts built from the text files, for every request kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelcraft.backends import BACKENDS
+from kernelcraft.problems import load_problem
+from kernelcraft.propose.base import Idea, Kernel, Request, Turn
+from kernelcraft.propose.llm import LLMProposer, ModelSpec
+from kernelcraft.propose.llm.proposer import PROMPTS
+from kernelcraft.verify.policy import get_policy
+
+
+@pytest.fixture
+def proposer():
+    relaxed = get_policy("relaxed")
+    p = LLMProposer(ModelSpec("vllm", "openai", "m", "http://127.0.0.1:9/v1", "none"), "cpu",
+                    (relaxed.name, relaxed.summary))
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def softmax():
+    return load_problem("level1/softmax")
+
+
+PARENT = Kernel("class ModelNew: pass  # the parent", "triton", "Status: ok\nRuntime: 1.0 ms", 1.5, "bigger blocks")
+
+
+@pytest.mark.parametrize("backend", sorted(b for b in BACKENDS if b != "torch"))
+def test_every_generated_backend_has_rules(backend):
+    assert (PROMPTS / "backends" / f"{backend}.txt").read_text().strip()
+
+
+def test_ideas_prompt(proposer, softmax):
+    msgs = proposer.messages(Request("ideas", softmax, "triton", [PARENT], count=3))
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    system, user = msgs[0]["content"], msgs[1]["content"]
+    assert "CPU only" in system and "@triton.jit" in system and "`relaxed` tolerance policy" in system
+    assert softmax.source.strip() in user and "Propose 3 distinct optimization ideas" in user
+    assert "class ModelNew: pass  # the parent" in user and "1.50x PyTorch eager" in user and "Runtime: 1.0 ms" in user
+    for tag in ("memory", "async", "precision", "compute", "parallelism", "control"):
+        assert tag in user
+    assert "```json" in user
+
+
+def test_implement_prompt_states_the_idea_and_the_format(proposer, softmax):
+    request = Request("implement", softmax, "cuda_nvrtc", [PARENT], idea=Idea("use float4 loads", "memory"))
+    user = proposer.messages(request)[1]["content"]
+    assert "applies this idea: use float4 loads (category: memory access)" in user
+    assert "kernel 1 above" in user and "exactly one ```python code block" in user
+    assert "load_kernels(SOURCE)" in proposer.messages(request)[0]["content"]
+    first = proposer.messages(Request("implement", softmax, "triton"))[1]["content"]
+    assert "Write a custom kernel that computes the reference's result faster" in first and "Kernel 1" not in first
+
+
+def test_evolve_asks_for_the_idea_and_shows_inspirations(proposer, softmax):
+    other = Kernel("class ModelNew: pass  # other", "triton", "Status: ok", 1.1)
+    user = proposer.messages(Request("implement", softmax, "triton", [PARENT], inspirations=[other],
+                                     ask_idea=True))[1]["content"]
+    assert "Other kernels you may borrow from" in user and "# other" in user
+    assert "`Idea: …`" in user and "`Category: …`" in user
+
+
+def test_fix_is_a_conversation_with_the_verifier(proposer, softmax):
+    history = [Turn("answer one", "Status: incorrect (mismatch)"), Turn("answer two", "Status: ok\nRuntime: 2 ms")]
+    msgs = proposer.messages(Request("fix", softmax, "triton", history=history))
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert msgs[2]["content"] == "answer one" and "Status: incorrect (mismatch)" in msgs[3]["content"]
+    assert msgs[4]["content"] == "answer two" and "Runtime: 2 ms" in msgs[5]["content"]
+    assert "Answer with the whole file again" in msgs[5]["content"]
+
+
+def test_a_failed_endpoint_gives_an_answer_with_an_error_not_an_exception(softmax):
+    strict = get_policy("strict")
+    from kernelcraft.propose.llm import ClientSettings
+
+    p = LLMProposer(ModelSpec("vllm", "openai", "m", "http://127.0.0.1:9/v1", "none"), "cpu",
+                    (strict.name, strict.summary), ClientSettings(max_retries=0, timeout_s=2, backoff_s=0.01))
+    answer = p.ask(Request("implement", softmax, "triton"))
+    p.close()
+    assert answer.text is None and answer.error and "scripted" not in answer.error
+    assert answer.messages[0]["role"] == "system"
