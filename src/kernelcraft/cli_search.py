@@ -15,7 +15,8 @@ from pathlib import Path
 from kernelcraft.cli import EXIT_FAIL, EXIT_OK, UsageError, _console, _usage_errors
 
 PROPOSER_HELP = ("PROVIDER/NAME: openai/…, anthropic/…, gemini/…, openrouter/…, deepseek/…, vllm/…, sglang/…, "
-                 "ollama/…, or any name with --base-url (default: $KERNELCRAFT_MODEL)")
+                 "ollama/…, or any name with --base-url; `builtin` for the built-in kernel engineer "
+                 "(default: $KERNELCRAFT_MODEL, else builtin)")
 
 
 def add_commands(sub) -> None:
@@ -59,7 +60,7 @@ def _search_flags(p) -> None:
     s.add_argument("--backend", default=None, help="cuda_nvrtc (GPU default), triton (CPU default), cuda_inline, cpp")
     s.add_argument("--rounds", type=int, default=5, help="tree rounds, refine turns, evolve generations (default 5)")
     s.add_argument("--ideas", type=int, default=4, help="tree: ideas per round (K)")
-    s.add_argument("--impls", type=int, default=2, help="tree: implementations per idea (M)")
+    s.add_argument("--impls", type=int, default=None, help="tree: implementations per idea (M; default 2, 1 for builtin)")
     s.add_argument("--beam", type=int, default=2, help="tree: kernels seeding the next round (B)")
     s.add_argument("--samples", type=int, default=8, help="sample: N; refine: conversations; evolve: children per generation")
     s.add_argument("--islands", type=int, default=1, help="evolve: separate archives")
@@ -90,25 +91,39 @@ def _settings(args, devices: list[str]) -> dict:
     small = args.size == "small" or (args.size == "auto" and devices[0] == "cpu")
     return {"verify": {"device": args.device, "policy": args.policy, "small": small,
                        "compile_baseline": not args.no_compile_baseline, "timing_budget": args.timing_budget},
-            "proposer": {"model": args.model, "base_url": args.base_url, "reasoning_effort": args.reasoning_effort,
+            "proposer": {"model": _model_name(args), "base_url": args.base_url, "reasoning_effort": args.reasoning_effort,
                          "max_tokens": args.max_output_tokens, "temperature": args.temperature,
                          "timeout_s": args.llm_timeout, "max_retries": args.llm_retries,
                          "concurrency": args.concurrency}}
 
 
+def _model_name(args) -> str:
+    return args.model or os.environ.get("KERNELCRAFT_MODEL") or "builtin"
+
+
 def _run_config(args, devices: list[str]):
+    from kernelcraft.propose.builtin.proposer import FAMILIES, STRATEGIES
     from kernelcraft.search import Budget, RunConfig, get_strategy
 
     get_strategy(args.strategy)
+    builtin = _model_name(args) == "builtin"
+    if builtin and args.strategy not in STRATEGIES:
+        raise ValueError(f"--strategy {args.strategy}: the built-in engineer gives one answer per request; "
+                         f"use {' or '.join(STRATEGIES)}, or a model (--model)")
+    if builtin and args.backend and args.backend not in FAMILIES:
+        raise ValueError(f"--backend {args.backend}: the built-in engineer writes {', '.join(FAMILIES)} kernels")
 
     seeds = []
     for path in args.seed_kernel:
         from kernelcraft.candidate import Candidate
 
         seeds.append(Candidate.from_file(path).source)
-    backend = args.backend or ("cuda_nvrtc" if devices[0].startswith("cuda") else "triton")
+    if builtin:
+        backend = args.backend or next(iter(FAMILIES))
+    else:
+        backend = args.backend or ("cuda_nvrtc" if devices[0].startswith("cuda") else "triton")
     config = RunConfig(strategy=args.strategy, backend=backend, rounds=args.rounds, ideas=args.ideas,
-                       impls=args.impls, beam=args.beam, samples=args.samples, islands=args.islands,
+                       impls=args.impls or (1 if builtin else 2), beam=args.beam, samples=args.samples, islands=args.islands,
                        concurrency=args.concurrency, seed=args.seed, seeds=seeds,
                        budget=Budget(args.max_candidates, args.max_tokens, args.max_usd,
                                      args.max_minutes * 60 if args.max_minutes else None))
@@ -132,8 +147,10 @@ def _proposer(settings: dict, args, device: str):
     from kernelcraft.verify.policy import get_policy
 
     p = settings["proposer"]
-    if not p["model"] and not os.environ.get("KERNELCRAFT_MODEL"):
-        raise ValueError("no proposer configured: pass --model PROVIDER/NAME (and --base-url for a local server)")
+    if p["model"] == "builtin":
+        from kernelcraft.propose.builtin.proposer import BuiltinProposer
+
+        return BuiltinProposer(device)
     spec = resolve_model(p["model"], args.base_url or p["base_url"], args.api_key)
     prices = PriceTable(args.prices)
     if args.max_usd is not None and prices.price(spec.model) is None:
@@ -177,6 +194,8 @@ def cmd_run(args) -> int:
             config = _run_config(args, devices)
             problem.load(small=settings["verify"]["small"])  # a problem that does not import: said now
         proposer = _proposer(settings, args, devices[0])
+        if problem is not None and hasattr(proposer, "coverage"):  # the built-in engineer says what it cannot do
+            proposer.coverage(problem, config.backend)
         verifier = _verifier(settings, args.cache_dir)
     except (StoreError, *_usage_errors()) as exc:
         raise UsageError(f"kernelcraft run: {exc}") from None

@@ -234,9 +234,14 @@ def test_empty_entries_are_dropped():
 
 
 @pytest.mark.parametrize("text", ["", "I have no ideas today.", "{\"idea\": \"a dict, not a list\"}",
-                                  "```json\n[not json\n```", "[]"])
+                                  "```json\n[not json\n```"])
 def test_garbage_gives_no_ideas(text):
     assert parse_ideas(text, 4) == ([], "no_ideas")
+
+
+@pytest.mark.parametrize("text", ["[]", "```json\n[]\n```", "Nothing left to try.\n```json\n[ ]\n```"])
+def test_an_explicit_empty_list_means_exhausted_not_malformed(text):
+    assert parse_ideas(text, 4) == ([], "exhausted")
 
 
 # category_of ------------------------------------------------------------------------------------------

@@ -61,6 +61,7 @@ class Request:
     history: list[Turn] = field(default_factory=list)  # fix: the conversation so far
     inspirations: list[Kernel] = field(default_factory=list)  # evolve: other kernels to borrow from
     ask_idea: bool = False  # implement: the answer should state its idea and category first
+    tried: list[str] = field(default_factory=list)  # ideas: the ideas this run has already tried
 
     def __post_init__(self):
         assert self.kind in KINDS, self.kind

@@ -82,6 +82,8 @@ def parse_ideas(text: str, count: int) -> tuple[list[Idea], str | None]:
     what was wrong when no idea could be read (the ideas that were read are kept either way)."""
     text = text.replace("\r\n", "\n")
     ideas = _json_ideas(text)
+    if ideas == []:  # an explicit empty list: the proposer has no idea left, which is not a malformed answer
+        return [], "exhausted"
     if ideas is None:
         ideas = _listed_ideas(text)
     seen, unique = set(), []
@@ -104,6 +106,8 @@ def _json_ideas(text: str) -> list[Idea] | None:
             items = json.loads(body[start:end + 1])
         except json.JSONDecodeError:
             continue
+        if items == []:
+            return []
         ideas = []
         for item in items if isinstance(items, list) else []:
             if isinstance(item, dict):

@@ -19,7 +19,9 @@ def _ms(value) -> str:
 
 
 def _x(value) -> str:
-    return "—" if value is None else f"{value:.2f}×"
+    if value is None:
+        return "—"
+    return f"{value:.2f}×" if value >= 0.1 else f"{value:.2g}×"  # CPU runs can be 1000× slower than eager
 
 
 def result_view(r: Result) -> Group:
@@ -115,6 +117,9 @@ def run_view(run: dict) -> Group:
                                    f"{(r.get('runtime') or {}).get('method', '')})"))
         if run.get("best_file"):
             parts.append(Text(f"written to {run['best_file']}"))
+        if r["device"] == "cpu":
+            parts.append(Text("These are CPU timings (no GPU here; Triton kernels ran in its interpreter): they "
+                              "show the kernels are correct, not how fast they are on a GPU.", style="yellow"))
     else:
         parts.append(Text("no correct kernel found", style="bold red"))
     return Group(*parts)

@@ -20,18 +20,31 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
     """Run every problem in turn; returns the bench summary (per problem rows and the metrics)."""
     bench_id = new_id("bench-")
     store.create_bench(bench_id, suite, {"run": config.to_dict(), **(settings or {})})
-    outcomes = []
+    rows = []
     for i, problem in enumerate(problems):
         if on_event:
             on_event("problem", {"index": i, "total": len(problems), "problem": problem.name})
-        outcomes.append(start_run(store, problem, proposer, verifier, RunConfig.from_dict(config.to_dict()),
-                                  settings, out_dir, bench_id, on_event))
-    return summarize(bench_id, suite, outcomes)
-
-
-def summarize(bench_id: str, suite: str, outcomes: list[RunOutcome]) -> dict:
-    rows = [row(o) for o in outcomes]
+        uncovered = _uncovered(proposer, problem, config.backend)
+        if uncovered:  # counted as a problem without a correct kernel, as KernelBench counts it
+            rows.append({"problem": problem.name, "run_id": None, "status": "not_covered", "correct": False,
+                         "speedup_eager": None, "speedup_compile": None, "runtime_ms": None, "candidates": 0,
+                         "best_file": None, "reason": uncovered})
+            continue
+        rows.append(row(start_run(store, problem, proposer, verifier, RunConfig.from_dict(config.to_dict()),
+                                  settings, out_dir, bench_id, on_event)))
     return {"bench_id": bench_id, "suite": suite, "rows": rows, "metrics": bench_metrics(rows)}
+
+
+def _uncovered(proposer: Proposer, problem: Problem, backend: str) -> str | None:
+    """Why the proposer cannot write kernels for `problem` (proposers that know say so), else None."""
+    coverage = getattr(proposer, "coverage", None)
+    if coverage is None:
+        return None
+    try:
+        coverage(problem, backend)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def row(o: RunOutcome) -> dict:

@@ -172,16 +172,23 @@ class Engine:
             else:
                 c.cost += cost
 
-    def ideas(self, key: str, round_: int, parents: list[Cand], count: int) -> list[tuple[int, Idea]]:
-        """Ask for `count` ideas building on `parents`; returns (idea id, idea) pairs, maybe none."""
+    def ideas(self, key: str, round_: int, parents: list[Cand], count: int) -> list[tuple[int, Idea]] | None:
+        """Ask for `count` ideas building on `parents`; returns (idea id, idea) pairs, maybe none, or
+        None when the proposer says it has no idea left (the run is then complete)."""
         if self.stopped():
             return []
-        request = Request("ideas", self.problem, self.config.backend, [p.kernel() for p in parents], count=count)
+        with self._lock:
+            tried = sorted({c.idea.text for c in self.cands.values() if c.idea}, key=str.lower)
+        request = Request("ideas", self.problem, self.config.backend, [p.kernel() for p in parents], count=count,
+                          tried=tried)
         call_id, answer = self.ask(key, request)
         if answer.text is None:
             return []
         t0 = time.monotonic()
         ideas, error = parse_ideas(answer.text, count)
+        if error == "exhausted":
+            self._overhead(t0)
+            return None
         if error:
             with self._lock:
                 self.count.malformed += 1
@@ -333,6 +340,12 @@ class Engine:
 
     def wait(self, futures: list[Future]) -> list[Cand]:
         return [c for c in (f.result() for f in futures) if c is not None]
+
+    def finish(self, reason: str) -> None:
+        """End the run early for a reason of the strategy's own (e.g. proposer_exhausted)."""
+        with self._lock:
+            self.stop_reason = self.stop_reason or reason
+        self.on_event("stop", {"reason": self.stop_reason})
 
     def start_round(self, round_: int) -> None:
         self.round = round_

@@ -16,6 +16,9 @@ from kernelcraft.store import Store, StoreError, new_id
 from kernelcraft.verify import Verifier
 
 
+CLEAN_ENDS = ("budget_", "proposer_exhausted")  # stop reasons of a run that ended as planned
+
+
 @dataclass
 class RunOutcome:
     run_id: str
@@ -83,7 +86,7 @@ def _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event
         get_strategy(config.strategy)(engine)
         engine.drain()
         reason = engine.stopped()
-        status = "stopped" if reason and not reason.startswith("budget_") else "done"
+        status = "stopped" if reason and not reason.startswith(CLEAN_ENDS) else "done"
     except KeyboardInterrupt:  # what is stored stays; `--resume` goes on from there
         engine.close(cancel=True)
         store.finish_run(run_id, "stopped", "interrupted", _best_id(engine))

@@ -59,7 +59,7 @@ class LLMProposer:
             target = "the fastest kernel above" if request.parents else "a first custom kernel for it"
             messages.append({"role": "user", "content": template("ideas").substitute(
                 problem_source=request.problem.source.strip(), kernels=_kernels(request.parents),
-                count=request.count, target=target, categories=_category_list())})
+                count=request.count, target=target, categories=_category_list(), tried=_tried(request.tried))})
             return messages
         messages.append({"role": "user", "content": template("implement").substitute(
             problem_source=request.problem.source.strip(), kernels=_kernels(request.parents),
@@ -71,6 +71,12 @@ class LLMProposer:
                 feedback=turn.feedback, task="Fix what the verifier found; if the kernel was correct, make it faster.",
                 output_format=template("output_format").template.strip())})
         return messages
+
+
+def _tried(ideas: list[str]) -> str:
+    if not ideas:
+        return ""
+    return "\nIdeas already tried in this run (propose different ones):\n" + "\n".join(f"- {i}" for i in ideas) + "\n"
 
 
 def _category_list() -> str:

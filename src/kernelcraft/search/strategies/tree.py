@@ -15,6 +15,9 @@ def run(engine) -> None:
         engine.start_round(r)
         best = engine.best(cfg.beam)
         ideas = engine.ideas(f"r{r:02d}/ideas", r, best, cfg.ideas)
+        if ideas is None:  # the proposer has tried everything it knows
+            engine.finish("proposer_exhausted")
+            return
         futures = []
         if ideas:
             for i, idea in enumerate(ideas):

@@ -1,0 +1,95 @@
+"""The built-in kernel engineer (no model) driven by `tree`, over the seed problems and every level-1
+problem it covers: per problem eager, torch.compile and best-kernel times, speedups, roofline
+fraction, rounds, candidates tried and wall time; then level-1 fast_1 and fast_1.5 (problems it does
+not cover count as not fast, as KernelBench counts them).
+
+    python benchmarks/builtin.py --device cuda --out benchmarks/results/builtin-h100.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from kernelcraft.problems import load_problem, suite_names
+from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
+from kernelcraft.report.metrics import bench_metrics
+from kernelcraft.search import Budget, RunConfig, start_run
+from kernelcraft.store import Store
+from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
+
+SEEDS = ["level1/layernorm", "level1/softmax", "level1/matmul", "level1/conv2d_alexnet", "level2/conv2d_relu_maxpool"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--only", default="", help="comma-separated problem names")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--ideas", type=int, default=4)
+    ap.add_argument("--small", action="store_true", help="the problems' SMALL_SIZES (CPU smoke runs)")
+    ap.add_argument("--minutes", type=float, default=4.0, help="wall-time budget per problem")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--merge", type=Path, default=None,
+                    help="an earlier record (same device): its rows are kept and its problems not run again")
+    args = ap.parse_args()
+
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or \
+        list(dict.fromkeys(SEEDS + [n for n in suite_names() if n.startswith("level1/")]))
+    engineer = BuiltinProposer(args.device)
+    work = Path(tempfile.mkdtemp(prefix="kc-builtin-"))
+    store = Store(work / "runs.db")
+    rows = json.loads(args.merge.read_text())["rows"] if args.merge else []
+    names = [n for n in names if n not in {r["problem"] for r in rows}]
+    config = VerifyConfig(small=args.small, timing=TimingConfig(budget_s=6.0))
+    with Verifier(args.device, config) as verifier:
+        for name in names:
+            problem = load_problem(name)
+            try:
+                engineer.coverage(problem, "triton")
+            except CoverageError as exc:
+                rows.append({"problem": name, "covered": False, "reason": str(exc), "correct": False})
+                print(f"{name}: not covered ({exc})", flush=True)
+                continue
+            t0 = time.monotonic()
+            out = start_run(store, problem, engineer, verifier,
+                            RunConfig(strategy="tree", backend="triton", rounds=args.rounds, ideas=args.ideas,
+                                      impls=1, budget=Budget(wall_s=60 * args.minutes)), out_dir=work)
+            best = out.best["result"] if out.best else {}
+            row = {"problem": name, "covered": True, "correct": bool(out.best), "run_id": out.run_id,
+                   "eager_ms": best.get("eager_ms"), "compile_ms": best.get("compile_ms"),
+                   "best_ms": best.get("runtime_ms"), "speedup_eager": best.get("speedup_eager"),
+                   "speedup_compile": best.get("speedup_compile"), "roofline_fraction": best.get("roofline_fraction"),
+                   "best_idea": out.best["idea"] if out.best else None, "stop_reason": out.stop_reason, "rounds": len(out.trajectory),
+                   "candidates": out.counters.candidates, "by_status": out.counters.by_status,
+                   "wall_s": round(time.monotonic() - t0, 1), "trajectory": out.trajectory}
+            rows.append(row)
+            print(f"{name}: best {row['best_ms']} ms, {row['speedup_eager']}x eager, {row['speedup_compile']}x "
+                  f"compile, roofline {row['roofline_fraction']}, {row['candidates']} candidates, "
+                  f"{row['wall_s']} s", flush=True)
+    level1 = [r for r in rows if r["problem"].startswith("level1/")]
+    record = {
+        "what": "built-in engineer (no model), tree strategy, Triton kernels",
+        "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
+        "torch": torch.__version__, "date": datetime.date.today().isoformat(), "sizes": "small" if args.small else "full",
+        "timing_method": "cuda_events+l2_flush" if args.device.startswith("cuda") else "cpu_perf_counter",
+        "level1_metrics": bench_metrics(level1),
+        "level1_covered": sum(r["covered"] for r in level1), "level1_total": len(level1),
+        "rows": rows,
+    }
+    m = record["level1_metrics"]
+    print(f"level1: {record['level1_covered']}/{len(level1)} covered; fast_1 {m['fast_p_eager']['1']:.3f}, "
+          f"fast_1.5 {m['fast_p_eager']['1.5']:.3f} (vs eager); vs compile fast_1 {m['fast_p_compile']['1']:.3f}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(record, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

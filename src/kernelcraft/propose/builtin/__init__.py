@@ -1,0 +1,1 @@
+"""The built-in kernel engineer: a proposer that needs no model endpoint."""

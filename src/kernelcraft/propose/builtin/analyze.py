@@ -1,0 +1,375 @@
+"""Read a reference into plan.py's IR: instantiate its Model, trace it with torch.fx, and interpret the graph.
+
+The interpretation is abstract: each node gets a value saying what it is in terms of the forward's first
+input x (a chain of pointwise steps over x or over a recognized op's result, a pending rmsnorm piece, a
+parameter, or unknown). Ops are emitted only when a value is consumed by something that is not pointwise,
+so a chain such as `torch.relu(x * 2.0) - 1.0` becomes one elementwise Op, and the pieces of an rmsnorm
+written by hand (square, mean, + eps, rsqrt, products in any order) become one rmsnorm Op.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import operator
+import re
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import fx
+
+from kernelcraft.propose.builtin.plan import Analysis, Op
+
+X = "x"  # the base of chains over the first input; an int base is the index of an emitted Op
+
+
+@dataclass(frozen=True)
+class Ew:  # steps applied pointwise to base (no steps: the base itself)
+    base: object
+    steps: tuple = ()
+
+
+@dataclass(frozen=True)
+class MeanSq:  # post(mean(src**2, dim=-1, keepdim=True)): kept pending, it may be an rmsnorm denominator
+    src: Ew
+    post: tuple = ()
+
+
+@dataclass(frozen=True)
+class Prod:  # a product of rmsnorm factors: the input (src), 1/rms (eps, over inv_src), a weight
+    src: Ew | None = None
+    eps: float | None = None
+    inv_src: Ew | None = None
+    weight: str | None = None
+
+
+@dataclass(frozen=True)
+class Pair:  # torch.max/min(x, dim): (values, indices), resolved by the getitem/.values that follows
+    src: Ew
+    op: str
+    dim: int
+    keepdim: bool
+
+
+@dataclass(frozen=True)
+class Attr:  # a parameter or buffer, by attribute path
+    path: str
+
+
+UNKNOWN = object()  # a tensor the IR cannot describe (other inputs, results of unsupported ops)
+
+# Canonical op -> its parameters after the first operand, in torch's order, with torch's defaults.
+_SPECS = {**{k: [] for k in ("sigmoid", "tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt", "square",
+                             "identity")},
+          "relu": [("inplace", False)], "silu": [("inplace", False)], "relu6": [("inplace", False)],
+          "gelu": [("approximate", "none")], "elu": [("alpha", 1.0), ("inplace", False)],
+          "leaky_relu": [("negative_slope", 0.01), ("inplace", False)],
+          "hardtanh": [("min_val", -1.0), ("max_val", 1.0), ("inplace", False)],
+          "softplus": [("beta", 1.0), ("threshold", 20.0)], "clamp": [("min", None), ("max", None)],
+          "clamp_min": [("min", None)], "clamp_max": [("max", None)], "pow": [("exponent", None)],
+          "add": [("other", None), ("alpha", 1)], "sub": [("other", None), ("alpha", 1)],
+          "mul": [("other", None)], "div": [("other", None), ("rounding_mode", None)],
+          "softmax": [("dim", None), ("dtype", None)], "log_softmax": [("dim", None), ("dtype", None)],
+          "sum": [("dim", None), ("keepdim", False), ("dtype", None)],
+          "mean": [("dim", None), ("keepdim", False), ("dtype", None)],
+          "amax": [("dim", ()), ("keepdim", False)], "amin": [("dim", ()), ("keepdim", False)],
+          "max": [("dim", None), ("keepdim", False)], "min": [("dim", None), ("keepdim", False)],
+          "layer_norm": [("normalized_shape", None), ("weight", None), ("bias", None), ("eps", 1e-5)]}
+_FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
+          F.tanh: "tanh", F.silu: "silu", F.gelu: "gelu", torch.exp: "exp", torch.log: "log", torch.abs: "abs",
+          operator.abs: "abs", torch.neg: "neg", operator.neg: "neg", torch.sqrt: "sqrt", torch.rsqrt: "rsqrt",
+          torch.square: "square", F.elu: "elu", F.leaky_relu: "leaky_relu", F.hardtanh: "hardtanh",
+          F.relu6: "relu6", F.softplus: "softplus", torch.clamp: "clamp", torch.clip: "clamp",
+          torch.clamp_min: "clamp_min", torch.clamp_max: "clamp_max", torch.pow: "pow", operator.pow: "pow",
+          torch.add: "add", operator.add: "add", torch.sub: "sub", operator.sub: "sub", torch.mul: "mul",
+          operator.mul: "mul", torch.div: "div", torch.true_divide: "div", operator.truediv: "div",
+          torch.softmax: "softmax", F.softmax: "softmax", torch.log_softmax: "log_softmax",
+          F.log_softmax: "log_softmax", torch.sum: "sum", torch.mean: "mean", torch.amax: "amax",
+          torch.amin: "amin", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm"}
+_METHODS = {**{k: k for k in _SPECS if k in dir(torch.Tensor)}, "clip": "clamp", "true_divide": "div",
+            "contiguous": "identity"}
+_REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "max", "min": "min"}
+
+
+def _module_op(mod: nn.Module) -> tuple[str, dict] | None:
+    """A torch.nn module's canonical op and hyper-parameters, read from the instance."""
+    attrs = [(nn.ReLU, "relu", []), (nn.Sigmoid, "sigmoid", []), (nn.Tanh, "tanh", []), (nn.SiLU, "silu", []),
+             (nn.Identity, "identity", []), (nn.GELU, "gelu", ["approximate"]), (nn.ELU, "elu", ["alpha"]),
+             (nn.LeakyReLU, "leaky_relu", ["negative_slope"]), (nn.Hardtanh, "hardtanh", ["min_val", "max_val"]),
+             (nn.Softplus, "softplus", ["beta", "threshold"]), (nn.Softmax, "softmax", ["dim"]),
+             (nn.LogSoftmax, "log_softmax", ["dim"])]
+    for cls, kind, names in attrs:
+        if isinstance(mod, cls):
+            return kind, {n: getattr(mod, n) for n in names}
+    return None
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _step(kind: str, p: dict) -> tuple | None:
+    """The pointwise step of a one-operand op, or None when its parameters are not plain numbers."""
+    if kind in ("relu", "sigmoid", "tanh", "silu", "exp", "log", "abs", "neg", "sqrt", "rsqrt", "square"):
+        return (kind,)
+    if kind == "gelu":
+        return {"none": ("gelu",), "tanh": ("gelu_tanh",)}.get(p["approximate"])
+    if kind == "relu6":
+        return ("hardtanh", 0.0, 6.0)
+    if kind == "clamp_min" or kind == "clamp_max":
+        p, kind = {"min": p.get("min"), "max": p.get("max")}, "clamp"
+    names = {"elu": ["alpha"], "leaky_relu": ["negative_slope"], "hardtanh": ["min_val", "max_val"],
+             "softplus": ["beta", "threshold"], "clamp": ["min", "max"], "pow": ["exponent"]}[kind]
+    values = [_num(p[n]) for n in names]
+    given = [p[n] is not None for n in names]
+    if values != [v if g else None for v, g in zip(values, given)] or not any(given) \
+            or (kind != "clamp" and not all(given)):  # a clamp bound may be absent, not both; others are needed
+        return None
+    return ("square",) if kind == "pow" and values[0] == 2.0 else (kind, *values)
+
+
+def _bind(kind: str, args: tuple, kwargs: dict) -> dict | None:
+    """Positional and keyword arguments (after the first operand) by name; None for anything unexpected."""
+    spec = _SPECS[kind]
+    if len(args) > len(spec) or set(kwargs) - {n for n, _ in spec} - {"_stacklevel"}:
+        return None
+    p = {n: args[i] if i < len(args) else kwargs.get(n, d) for i, (n, d) in enumerate(spec)}
+    flags_ok = p.get("dtype") is None and p.get("rounding_mode") is None and p.get("alpha", 1) == 1
+    return p if flags_ok else None
+
+
+def _forward_source(source: str) -> str:
+    try:
+        for cls in ast.parse(source).body:
+            if isinstance(cls, ast.ClassDef) and cls.name == "Model":
+                for fn in cls.body:
+                    if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
+                        return ast.get_source_segment(source, fn) or source
+    except SyntaxError:
+        pass
+    return source
+
+
+def analyze(problem) -> Analysis:
+    """What `problem`'s reference computes over its first input, as plan.py's Ops, or why not."""
+    model = None
+    try:
+        module = problem.load(small=True)
+        model = module.Model(*module.get_init_inputs())
+        graph = fx.symbolic_trace(model)
+    except Exception as exc:  # unimportable, failing constructor, or data-dependent control flow
+        n = len(inspect.signature(model.forward).parameters) if model is not None else 1
+        return Analysis([], n_inputs=n, error=f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
+    try:
+        return _Interpreter(graph, model, _forward_source(problem.source)).run()
+    except Exception as exc:  # a graph shape this interpreter did not foresee: say so, never raise
+        return Analysis([], error=f"analysis failed: {type(exc).__name__}: {exc}")
+
+
+class _Interpreter:
+    def __init__(self, gm: fx.GraphModule, model: nn.Module, forward_src: str):
+        self.gm, self.model, self.forward_src = gm, model, forward_src
+        self.ops: list[Op] = []
+        self.unsupported: list[str] = []
+        self.env: dict[fx.Node, object] = {}
+        self.emitted: dict[Ew, int] = {}  # a chain used twice is emitted once
+
+    def run(self) -> Analysis:
+        n_inputs = 0
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                self.env[node] = Ew(X) if n_inputs == 0 else UNKNOWN
+                n_inputs += 1
+            elif node.op == "get_attr":
+                self.env[node] = Attr(node.target)
+            elif node.op == "output":
+                out = node.args[0]
+                if not isinstance(out, fx.Node):
+                    self.refuse("several outputs" if isinstance(out, (tuple, list, dict)) else "constant output",
+                                node)
+                elif isinstance(chain := self.realize(self.env[out]), Ew):
+                    self.emit_chain(chain)
+                elif isinstance(self.env[out], Attr):
+                    self.note("returns a parameter")
+            else:
+                self.env[node] = self.call(node)
+        if len(self.ops) > 1:
+            self.note("+".join(op.kind for op in self.ops) + " fusion")
+        return Analysis(self.ops, self.unsupported, n_inputs)
+
+    # -- emitting ---------------------------------------------------------------------------------------
+    def emit(self, kind: str, **detail) -> Ew:
+        self.ops.append(Op(kind, detail))
+        return Ew(len(self.ops) - 1)
+
+    def emit_chain(self, chain: Ew) -> Ew:
+        if not chain.steps:
+            return chain
+        if chain not in self.emitted:
+            self.emitted[chain] = self.emit("elementwise", steps=[list(s) for s in chain.steps]).base
+        return Ew(self.emitted[chain])
+
+    def realize(self, v) -> Ew | None:
+        """v as a chain over x or an emitted op, emitting the pending pieces it stands for; None if it is not."""
+        if isinstance(v, Ew):
+            return v
+        if isinstance(v, MeanSq):
+            self.emit_chain(replace(v.src, steps=v.src.steps + (("square",),)))
+            mean = self.emit("reduce", op="mean", dim=-1, dim_attr=self.attr_name(-1, int), keepdim=True)
+            return replace(mean, steps=v.post)
+        if isinstance(v, Prod) and v.src is not None and v.src == v.inv_src:
+            self.emit_chain(v.src)
+            return self.emit("rmsnorm", eps=v.eps, eps_attr=self.attr_name(v.eps, float), weight=v.weight)
+        if isinstance(v, (Prod, Pair)):
+            self.note("mul" if isinstance(v, Prod) else f"{v.op} with indices")
+        return None
+
+    def note(self, name: str) -> None:
+        if name not in self.unsupported:
+            self.unsupported.append(name)
+
+    def refuse(self, name: str, node: fx.Node):
+        """An op the IR does not cover: emit what feeds it, record its name, and lose track of its result."""
+        def feed(n: fx.Node) -> fx.Node:
+            if isinstance(chain := self.realize(self.env[n]), Ew):
+                self.emit_chain(chain)
+            return n
+
+        fx.node.map_arg((node.args, node.kwargs), feed)
+        self.note(name)
+        return UNKNOWN
+
+    def attr_name(self, value, typ) -> str | None:
+        """The model attribute holding `value`, when forward reads it as self.<name> (fx baked the value in)."""
+        for name, v in vars(self.model).items():
+            if (not name.startswith("_") and type(v) is typ and v == value
+                    and re.search(rf"\bself\.{name}\b", self.forward_src)):
+                return name
+        return None
+
+    # -- interpreting one node --------------------------------------------------------------------------
+    def call(self, node: fx.Node):
+        if node.op == "call_module":
+            mod = self.gm.get_submodule(node.target)
+            name = type(mod).__name__.lower()
+            if isinstance(mod, nn.LayerNorm) and len(node.args) == 1 and not node.kwargs:
+                weight = f"{node.target}.weight" if mod.weight is not None else None
+                bias = f"{node.target}.bias" if mod.bias is not None else None
+                return self.layernorm(node, len(mod.normalized_shape), mod.eps, weight, bias)
+            found = _module_op(mod)
+            if found is None or len(node.args) != 1 or node.kwargs:
+                return self.refuse(name, node)
+            kind, params = found
+        elif node.target in (operator.getitem, getattr) and isinstance(self.value(node.args[0]), Pair):
+            pair, which = self.env[node.args[0]], node.args[1]
+            if which in (0, "values"):
+                self.emit_chain(pair.src)
+                return self.emit("reduce", op=pair.op, dim=pair.dim, dim_attr=self.attr_name(pair.dim, int),
+                                 keepdim=pair.keepdim)
+            self.emit_chain(pair.src)  # only the indices are used: an argmax/argmin
+            self.note(f"arg{pair.op}")
+            return UNKNOWN
+        else:
+            table = _METHODS if node.op == "call_method" else _FUNCS
+            name = node.target if node.op == "call_method" else getattr(node.target, "__name__", str(node.target))
+            if node.target == getattr:
+                name = str(node.args[1])
+            kind = table.get(node.target)
+            params = _bind(kind, node.args[1:], node.kwargs) if kind and node.args else None
+            if params is None:
+                return self.refuse(name, node)
+        return self.apply(kind, name, node, params)
+
+    def apply(self, kind: str, name: str, node: fx.Node, p: dict):
+        a = self.value(node.args[0])
+        if kind == "identity":
+            return a
+        if kind in ("add", "sub", "mul", "div"):
+            return self.binary(kind, a, self.value(p["other"]), node)
+        if kind in ("softmax", "log_softmax"):
+            if not isinstance(p["dim"], int) or not isinstance(chain := self.realize(a), Ew):
+                return self.refuse(name, node)
+            self.emit_chain(chain)
+            return self.emit(kind, dim=p["dim"])
+        if kind == "layer_norm":
+            shape, w, b = p["normalized_shape"], self.value(p["weight"]), self.value(p["bias"])
+            shape = (shape,) if isinstance(shape, int) else shape
+            if (not isinstance(shape, (tuple, list, torch.Size)) or _num(p["eps"]) is None
+                    or not all(v is None or isinstance(v, Attr) for v in (w, b))):
+                return self.refuse(name, node)
+            return self.layernorm(node, len(shape), float(p["eps"]), w and w.path, b and b.path)
+        if kind in _REDUCE:
+            return self.reduce(kind, name, a, p, node)
+        return self.apply_step(a, _step(kind, p), name, node)
+
+    def value(self, arg):
+        return self.env[arg] if isinstance(arg, fx.Node) else arg
+
+    def layernorm(self, node: fx.Node, ndim: int, eps: float, weight, bias):
+        if not isinstance(chain := self.realize(self.value(node.args[0])), Ew):
+            return self.refuse("layernorm", node)
+        self.emit_chain(chain)
+        return self.emit("layernorm", ndim=ndim, eps=float(eps), weight=weight, bias=bias)
+
+    def reduce(self, kind: str, name: str, a, p: dict, node: fx.Node):
+        dim = p["dim"]
+        if isinstance(dim, (tuple, list)) and len(dim) <= 1:
+            dim = dim[0] if dim else None  # one dim as a list; () or [] means all of them
+        if isinstance(dim, fx.Node) or (dim is not None and not isinstance(dim, int)):
+            return self.refuse(f"{name} over several dims" if isinstance(dim, (tuple, list)) else name, node)
+        if kind == "mean" and dim == -1 and p["keepdim"] is True and isinstance(a, Ew) \
+                and a.steps[-1:] == (("square",),):
+            return MeanSq(replace(a, steps=a.steps[:-1]))  # maybe an rmsnorm: decided by its consumers
+        if not isinstance(chain := self.realize(a), Ew):
+            return self.refuse(name, node)
+        if kind in ("max", "min") and dim is not None:  # a (values, indices) pair
+            return Pair(chain, kind, dim, bool(p["keepdim"]))
+        self.emit_chain(chain)
+        return self.emit("reduce", op=_REDUCE[kind], dim=dim, dim_attr=self.attr_name(dim, int) if dim is not None
+                         else None, keepdim=bool(p["keepdim"]))
+
+    def binary(self, kind: str, a, b, node: fx.Node):
+        ca, cb = _num(a), _num(b)
+        if cb is not None and ca is None:  # tensor (op) number
+            return self.apply_step(a, (kind, cb), kind, node)
+        if ca is not None and cb is None:  # number (op) tensor
+            return self.apply_step(b, ({"add": "add", "mul": "mul", "sub": "rsub", "div": "rdiv"}[kind], ca),
+                                   kind, node)
+        if kind == "mul" and isinstance(a, Ew) and isinstance(b, Ew) and a.base == b.base:
+            if a == b:
+                return replace(a, steps=a.steps + (("square",),))
+            for u, v in ((a, b), (b, a)):  # x * sigmoid(x) is silu
+                if v.steps == u.steps + (("sigmoid",),):
+                    return replace(u, steps=u.steps + (("silu",),))
+        if kind == "mul" and (fa := self.factor(a)) and (fb := self.factor(b)):
+            merged = {k: getattr(fa, k) if getattr(fa, k) is not None else getattr(fb, k) for k in
+                      ("src", "eps", "inv_src", "weight")}
+            if all(getattr(fa, k) is None or getattr(fb, k) is None for k in ("src", "eps", "weight")):
+                return Prod(**merged)
+        if kind == "div" and isinstance(b, MeanSq) and len(b.post) == 2 and b.post[1] in (("sqrt",), ("pow", 0.5)) \
+                and b.post[0][0] == "add" and (fa := self.factor(a)) and fa.eps is None:
+            return replace(fa, eps=b.post[0][1], inv_src=b.src)  # x / sqrt(mean(x^2) + eps)
+        return self.refuse(kind, node)
+
+    def apply_step(self, a, step: tuple | None, name: str, node: fx.Node):
+        if isinstance(a, MeanSq) and step:  # + eps, rsqrt, ... on a pending mean of squares
+            return replace(a, post=a.post + (step,))
+        if step is None or not isinstance(chain := self.realize(a), Ew):
+            return self.refuse(name, node)
+        return replace(chain, steps=chain.steps + (step,))
+
+    @staticmethod
+    def factor(v) -> Prod | None:
+        """v as a factor of an rmsnorm product: the input, a weight, 1/rms, or a partial product."""
+        if isinstance(v, Prod):
+            return v
+        if isinstance(v, Ew):
+            return Prod(src=v)
+        if isinstance(v, Attr):
+            return Prod(weight=v.path)
+        inverse = ((("rsqrt",),), (("pow", -0.5),), (("sqrt",), ("rdiv", 1.0)))
+        if isinstance(v, MeanSq) and v.post[:1] and v.post[0][0] == "add" and v.post[1:] in inverse:
+            return Prod(eps=v.post[0][1], inv_src=v.src)
+        return None

@@ -1,0 +1,55 @@
+"""What the built-in engineer understood of a reference: the ops it recognized, in a small IR.
+
+`analyze.py` produces it from the reference (torch.fx over the instantiated Model); the kernel
+families (`triton_kernels.py`, …) turn one Op plus tuning parameters into a candidate file. Values that
+belong to the module (eps, weights, the reduced dim given at init) are named by attribute path, so the
+generated ModelNew reads them from itself at run time: nothing about sizes is baked in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Pointwise steps an `elementwise` op may chain, with their parameters (all Python floats):
+#   ["relu"], ["sigmoid"], ["tanh"], ["silu"], ["gelu"] (erf), ["gelu_tanh"], ["exp"], ["log"], ["abs"],
+#   ["neg"], ["sqrt"], ["rsqrt"], ["square"], ["elu", alpha], ["leaky_relu", slope],
+#   ["hardtanh", lo, hi], ["clamp", lo_or_None, hi_or_None], ["softplus", beta, threshold],
+#   ["add", c], ["sub", c], ["rsub", c] (c - x), ["mul", c], ["div", c], ["rdiv", c] (c / x), ["pow", c]
+UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
+         "square"}
+WITH_PARAMS = {"elu": 1, "leaky_relu": 1, "hardtanh": 2, "clamp": 2, "softplus": 2, "add": 1, "sub": 1, "rsub": 1,
+               "mul": 1, "div": 1, "rdiv": 1, "pow": 1}
+
+
+@dataclass
+class Op:
+    """One recognized computation over the forward's first input.
+
+    kind and detail:
+      elementwise  {"steps": [[name, *params], ...]}              y = f_n(...f_1(x)), same shape and dtype as x
+      softmax      {"dim": int}                                   torch.softmax(x, dim)
+      log_softmax  {"dim": int}
+      reduce       {"op": "sum"|"mean"|"max"|"min", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
+                   (dim_attr: the module attribute holding dim, e.g. "dim", when the reference reads self.dim;
+                    max/min are the values only, as torch.amax/amin)
+      layernorm    {"ndim": int, "eps": float, "weight": str | None, "bias": str | None}
+                   (over the trailing `ndim` dims; weight/bias: attribute paths such as "ln.weight")
+      rmsnorm      {"eps": float, "eps_attr": str | None, "weight": str | None}   over the last dim:
+                   x * rsqrt(mean(x^2, -1, keepdim=True) + eps) [* weight]
+    """
+
+    kind: str
+    detail: dict = field(default_factory=dict)
+
+
+@dataclass
+class Analysis:
+    ops: list[Op]  # in forward order; one Op when the whole forward is one recognized computation
+    unsupported: list[str] = field(default_factory=list)  # what it could not cover, in words ("conv2d", …)
+    n_inputs: int = 1
+    error: str | None = None  # the reference could not be traced (the reason)
+
+    @property
+    def single(self) -> Op | None:
+        """The op, when the forward is exactly one covered op and nothing else."""
+        return self.ops[0] if len(self.ops) == 1 and not self.unsupported and not self.error else None

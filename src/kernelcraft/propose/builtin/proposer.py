@@ -1,0 +1,105 @@
+"""The built-in kernel engineer as a proposer: no model, no key, no tokens.
+
+It reads the reference (analyze.py), and for the op it recognized offers *moves*: optimization ideas in
+plain words, each tagged with a category and bound to the parameters of a kernel family that realizes
+it (triton_kernels.py). Asked for ideas, it offers moves not yet tried; asked to implement an idea, it
+renders that move's kernel. Its answers are text in the same format a model would write, so they are
+stored, replayed and parsed like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+
+from kernelcraft.problems import Problem
+from kernelcraft.propose.base import Answer, Request, Usage
+from kernelcraft.propose.builtin import triton_kernels
+from kernelcraft.propose.builtin.analyze import analyze
+from kernelcraft.propose.builtin.plan import Analysis
+
+FAMILIES = {"triton": triton_kernels}  # backend -> kernel family module (moves, render)
+STRATEGIES = ("tree", "refine")  # a deterministic engineer gives the same answer to the same request
+
+
+class CoverageError(ValueError):
+    """A problem (or backend) the built-in engineer cannot write kernels for; the message says what."""
+
+
+@lru_cache(maxsize=64)
+def _analysis(source: str, path: str) -> Analysis:
+    from pathlib import Path
+
+    from kernelcraft.problems import load_problem
+
+    return analyze(load_problem(Path(path)))
+
+
+class BuiltinProposer:
+    name = "builtin"
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def close(self) -> None:
+        pass
+
+    @staticmethod
+    def backends() -> list[str]:
+        return list(FAMILIES)
+
+    def coverage(self, problem: Problem, backend: str) -> Analysis:
+        """The analysis of `problem`; raises CoverageError saying what is not covered."""
+        if backend not in FAMILIES:
+            raise CoverageError(f"the built-in engineer writes {', '.join(FAMILIES)} kernels, not {backend}")
+        analysis = _analysis(problem.source, str(problem.path))
+        if analysis.error:
+            raise CoverageError(f"the built-in engineer could not read {problem.name}: {analysis.error}")
+        if analysis.single is None:
+            missing = analysis.unsupported or [f"{len(analysis.ops)} ops in one forward (fusion is not covered yet)"]
+            raise CoverageError(f"the built-in engineer cannot cover {problem.name}: {', '.join(missing)}")
+        return analysis
+
+    def ask(self, request: Request) -> Answer:
+        messages = [{"role": "user", "content": _describe(request)}]
+        try:
+            op = self.coverage(request.problem, request.backend).single
+        except CoverageError as exc:
+            return Answer(messages, None, error=str(exc))
+        family = FAMILIES[request.backend]
+        moves = family.moves(op)
+        if request.kind == "ideas":
+            tried = set(request.tried) | {p.idea for p in request.parents if p.idea}
+            fresh = [m for m in moves if m.text not in tried][:request.count]
+            text = "```json\n" + json.dumps([{"idea": m.text, "category": m.category} for m in fresh]) + "\n```\n"
+            return Answer(messages, text, Usage(0, 0, 0.0))
+        move = _choose(moves, request)
+        source = family.render(op, request.problem.source, move.params)
+        text = f"Idea: {move.text}\nCategory: {move.category}\n\n```python\n{source.rstrip()}\n```\n"
+        return Answer(messages, text, Usage(0, 0, 0.0))
+
+
+def _choose(moves: list, request: Request):
+    """The move an implement or fix request asks for: the named idea, else the first not yet shown."""
+    if request.idea:
+        for m in moves:
+            if m.text == request.idea.text:
+                return m
+    used = {p.idea for p in request.parents if p.idea}
+    used |= {m.group(1).strip() for t in request.history for m in [re.search(r"^Idea: (.+)$", t.answer, re.M)] if m}
+    return next((m for m in moves if m.text not in used), moves[0])
+
+
+def _describe(request: Request) -> str:
+    """What was asked, for the run store (the engineer has no prompt; this stands in for one)."""
+    parts = [f"{request.kind} for {request.problem.name} ({request.backend})"]
+    if request.idea:
+        parts.append(f"idea: {request.idea.text}")
+    if request.parents:
+        parts.append("parents: " + "; ".join(p.idea or "(no idea)" for p in request.parents))
+    if request.tried:
+        parts.append(f"tried: {len(request.tried)} ideas")
+    if request.history:
+        parts.append(f"turn {len(request.history) + 1}")
+    return " · ".join(parts)

@@ -1,0 +1,222 @@
+"""What analyze() reads out of a reference: the suite's covered level-1 problems, hand-written variants, and
+references it must decline (with the reason) without raising."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelcraft.problems import load_problem, suite_names
+from kernelcraft.propose.builtin.analyze import analyze
+from kernelcraft.propose.builtin.plan import UNARY, WITH_PARAMS
+
+SUITE = {
+    "relu": ("elementwise", {"steps": [["relu"]]}),
+    "gelu": ("elementwise", {"steps": [["gelu"]]}),
+    "elu": ("elementwise", {"steps": [["elu", 1.0]]}),
+    "leaky_relu": ("elementwise", {"steps": [["leaky_relu", 0.01]]}),
+    "hardtanh": ("elementwise", {"steps": [["hardtanh", -1.0, 1.0]]}),
+    "sigmoid": ("elementwise", {"steps": [["sigmoid"]]}),
+    "silu": ("elementwise", {"steps": [["silu"]]}),
+    "softplus": ("elementwise", {"steps": [["softplus", 1.0, 20.0]]}),
+    "tanh": ("elementwise", {"steps": [["tanh"]]}),
+    "softmax": ("softmax", {"dim": 1}),
+    "log_softmax": ("log_softmax", {"dim": 1}),
+    "layernorm": ("layernorm", {"ndim": 3, "eps": 1e-5, "weight": "ln.weight", "bias": "ln.bias"}),
+    "rmsnorm": ("rmsnorm", {"eps": 1e-6, "eps_attr": "eps", "weight": "weight"}),
+    "sum_dim": ("reduce", {"op": "sum", "dim": -1, "dim_attr": "dim", "keepdim": False}),
+    "mean_dim": ("reduce", {"op": "mean", "dim": 1, "dim_attr": "dim", "keepdim": False}),
+    "max_dim": ("reduce", {"op": "max", "dim": 1, "dim_attr": "dim", "keepdim": False}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SUITE))
+def test_covered_suite_problems_give_their_single_op(name):
+    analysis = analyze(load_problem(f"level1/{name}"))
+    op = analysis.single
+    assert op is not None, analysis
+    assert (op.kind, op.detail) == SUITE[name]
+    assert analysis.n_inputs == 1
+
+
+@pytest.mark.parametrize("name, missing, n_inputs", [("matmul", "matmul", 2), ("conv2d_alexnet", "conv2d", 1),
+                                                    ("argmax", "argmax", 1), ("cumsum", "cumsum", 1)])
+def test_uncovered_suite_problems_say_what_is_missing(name, missing, n_inputs):
+    analysis = analyze(load_problem(f"level1/{name}"))
+    assert analysis.single is None and analysis.error is None
+    assert missing in analysis.unsupported and analysis.n_inputs == n_inputs
+
+
+def test_level2_problems_are_not_single_and_do_not_raise():
+    names = [n for n in suite_names() if n.startswith("level2/")]
+    assert names
+    for name in names:
+        analysis = analyze(load_problem(name))
+        assert analysis.single is None, name
+        assert analysis.unsupported or analysis.error, name
+
+
+# -- hand-written references ------------------------------------------------------------------------------
+
+def write(tmp_path, forward: str, init: str = "", inputs: str = "[torch.randn(4, 8)]", args: str = "x"):
+    """A KernelBench-format problem file whose forward body is `forward`."""
+    source = textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+        {init}
+            def forward(self, {args}):
+        {forward}
+
+
+        def get_inputs():
+            return {inputs}
+
+
+        def get_init_inputs():
+            return []
+        """).format(init=textwrap.indent(textwrap.dedent(init), " " * 8), args=args, inputs=inputs,
+                    forward=textwrap.indent(textwrap.dedent(forward), " " * 8))
+    path = tmp_path / "problem.py"
+    path.write_text(source)
+    return load_problem(path)
+
+
+def single(tmp_path, forward: str, init: str = ""):
+    analysis = analyze(write(tmp_path, forward, init))
+    assert analysis.single is not None, analysis
+    return analysis.single
+
+
+_PLAIN = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu": F.silu, "gelu": F.gelu,
+          "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "exp": torch.exp, "log": torch.log,
+          "abs": torch.abs, "neg": torch.neg, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "square": torch.square}
+_PARAM = {"elu": F.elu, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh, "clamp": torch.clamp,
+          "softplus": F.softplus, "add": torch.add, "sub": torch.sub, "rsub": lambda x, c: c - x,
+          "mul": torch.mul, "div": torch.div, "rdiv": lambda x, c: c / x, "pow": torch.pow}
+
+
+def run_steps(steps, x):
+    """The IR's meaning of an elementwise chain, for checking it against the reference."""
+    for name, *params in steps:
+        assert name in UNARY and not params or WITH_PARAMS.get(name) == len(params), (name, params)
+        x = _PLAIN[name](x) if name in _PLAIN else _PARAM[name](x, *params)
+    return x
+
+
+@pytest.mark.parametrize("forward, steps", [
+    ("return torch.relu(x * 2.0) - 1.0", [["mul", 2.0], ["relu"], ["sub", 1.0]]),
+    ("return 3.0 / (2 - x.pow(3)).abs().clamp(min=0.5)",
+     [["pow", 3.0], ["rsub", 2.0], ["abs"], ["clamp", 0.5, None], ["rdiv", 3.0]]),
+    ("return F.gelu(-x, approximate='tanh').clamp_max(4) + 1", [["neg"], ["gelu_tanh"], ["clamp", None, 4.0],
+                                                                 ["add", 1.0]]),
+    ("return torch.sigmoid(x) * x", [["silu"]]),
+    ("return (x * x) / 4 + x.abs().sqrt().mul(0)", None),  # tensor + tensor: not one chain
+])
+def test_elementwise_chains_fuse_into_one_op_that_means_the_same(tmp_path, forward, steps):
+    problem = write(tmp_path, forward)
+    analysis = analyze(problem)
+    if steps is None:
+        assert analysis.single is None and "add" in analysis.unsupported
+        return
+    assert analysis.single.kind == "elementwise" and analysis.single.detail["steps"] == steps
+    module = problem.load(small=True)
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(run_steps(steps, x), module.Model()(x), equal_nan=True)
+
+
+def test_module_hyper_parameters_come_from_the_instance(tmp_path):
+    op = single(tmp_path, "return self.act(x)", "self.act = nn.ELU(alpha=0.5)")
+    assert op.detail["steps"] == [["elu", 0.5]]
+    op = single(tmp_path, "return self.b(self.a(x))", "self.a = nn.GELU(approximate='tanh')\n"
+                                                      "self.b = nn.Softplus(beta=2, threshold=10)")
+    assert op.detail["steps"] == [["gelu_tanh"], ["softplus", 2.0, 10.0]]
+
+
+@pytest.mark.parametrize("forward, init", [("return x.softmax(0)", ""), ("return F.softmax(x, dim=0)", ""),
+                                           ("return self.sm(x)", "self.sm = nn.Softmax(dim=0)")])
+def test_softmax_over_dim_0(tmp_path, forward, init):
+    op = single(tmp_path, forward, init)
+    assert (op.kind, op.detail) == ("softmax", {"dim": 0})
+
+
+def test_log_softmax_keeps_a_negative_dim(tmp_path):
+    op = single(tmp_path, "return self.ls(x)", "self.ls = nn.LogSoftmax(dim=-1)")
+    assert (op.kind, op.detail) == ("log_softmax", {"dim": -1})
+
+
+def test_sum_with_keepdim_and_a_literal_dim_has_no_dim_attr(tmp_path):
+    # self.k equals the dim but forward does not read it: the dim is the literal, not the attribute
+    op = single(tmp_path, "return x.sum(1, keepdim=True)", "self.k = 1")
+    assert (op.kind, op.detail) == ("reduce", {"op": "sum", "dim": 1, "dim_attr": None, "keepdim": True})
+
+
+@pytest.mark.parametrize("forward, detail", [
+    ("return torch.max(x, 1)[0]", {"op": "max", "dim": 1, "dim_attr": None, "keepdim": False}),
+    ("return torch.amin(x, dim=(0,), keepdim=True)", {"op": "min", "dim": 0, "dim_attr": None, "keepdim": True}),
+    ("return torch.mean(x)", {"op": "mean", "dim": None, "dim_attr": None, "keepdim": False}),
+])
+def test_reduction_spellings(tmp_path, forward, detail):
+    assert single(tmp_path, forward).detail == detail
+
+
+def test_max_indices_are_argmax_not_covered(tmp_path):
+    analysis = analyze(write(tmp_path, "return torch.max(x, dim=1).indices"))
+    assert analysis.single is None and analysis.unsupported == ["argmax"]
+
+
+def test_layernorm_without_affine(tmp_path):
+    op = single(tmp_path, "return self.norm(x)", "self.norm = nn.LayerNorm(8, eps=1e-3, elementwise_affine=False)")
+    assert (op.kind, op.detail) == ("layernorm", {"ndim": 1, "eps": 1e-3, "weight": None, "bias": None})
+
+
+def test_functional_layer_norm_with_a_weight_parameter(tmp_path):
+    op = single(tmp_path, "return F.layer_norm(x, (8,), self.g, None, 1e-6)", "self.g = nn.Parameter(torch.ones(8))")
+    assert (op.kind, op.detail) == ("layernorm", {"ndim": 1, "eps": 1e-6, "weight": "g", "bias": None})
+
+
+@pytest.mark.parametrize("forward, weight", [
+    ("return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.scale", "scale"),
+    ("return self.scale * (x * torch.rsqrt(torch.mean(x * x, -1, keepdim=True) + self.eps))", "scale"),
+    ("return x * (1.0 / torch.sqrt(self.eps + (x ** 2).mean(-1, keepdim=True)))", None),
+])
+def test_rmsnorm_written_by_hand(tmp_path, forward, weight):
+    op = single(tmp_path, forward, "self.eps = 1e-5\nself.scale = nn.Parameter(torch.ones(8))")
+    assert (op.kind, op.detail) == ("rmsnorm", {"eps": 1e-5, "eps_attr": "eps", "weight": weight})
+
+
+def test_a_mean_of_squares_that_is_not_an_rmsnorm_is_its_parts(tmp_path):
+    analysis = analyze(write(tmp_path, "return x.pow(2).mean(-1, keepdim=True) + 1.0"))
+    assert [op.kind for op in analysis.ops] == ["elementwise", "reduce", "elementwise"]
+    assert analysis.single is None and analysis.unsupported
+
+
+def test_matmul_is_not_covered(tmp_path):
+    analysis = analyze(write(tmp_path, "return torch.relu(x) @ y", inputs="[torch.randn(4, 8), torch.randn(8, 3)]",
+                             args="x, y"))
+    assert analysis.single is None and "matmul" in analysis.unsupported and analysis.n_inputs == 2
+    assert [op.detail for op in analysis.ops] == [{"steps": [["relu"]]}]  # the covered part is still listed
+
+
+def test_ops_on_another_input_are_not_covered(tmp_path):
+    analysis = analyze(write(tmp_path, "return torch.relu(y)", inputs="[torch.randn(4), torch.randn(4)]",
+                             args="x, y"))
+    assert analysis.single is None and analysis.unsupported == ["relu"]
+
+
+def test_data_dependent_control_flow_is_an_error_not_a_crash(tmp_path):
+    analysis = analyze(write(tmp_path, "if x.sum() > 0:\n    return x\nreturn -x"))
+    assert analysis.error and analysis.single is None and analysis.ops == []
+
+
+def test_a_failing_constructor_is_an_error(tmp_path):
+    analysis = analyze(write(tmp_path, "return x", "raise RuntimeError('no')"))
+    assert analysis.error == "RuntimeError: no" and analysis.single is None

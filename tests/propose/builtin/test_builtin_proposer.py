@@ -1,0 +1,82 @@
+"""The built-in engineer as a proposer: ideas it offers, kernels it writes, what it says it cannot do."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelcraft.problems import load_problem
+from kernelcraft.propose.base import Idea, Kernel, Request, Turn
+from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
+from kernelcraft.propose.builtin.triton_kernels import moves
+from kernelcraft.propose.parse import parse_ideas, parse_kernel
+
+
+@pytest.fixture
+def engineer():
+    return BuiltinProposer("cpu")
+
+
+@pytest.fixture
+def softmax():
+    return load_problem("level1/softmax")
+
+
+def offered(engineer, problem, **kw) -> list[Idea]:
+    answer = engineer.ask(Request("ideas", problem, "triton", **kw))
+    assert answer.error is None and answer.usage.input_tokens == 0 and answer.usage.cost == 0.0
+    ideas, error = parse_ideas(answer.text, kw.get("count", 1))
+    return [] if error == "exhausted" else ideas
+
+
+def test_ideas_are_the_moves_not_yet_tried_then_none(engineer, softmax):
+    op = engineer.coverage(softmax, "triton").single
+    all_moves = moves(op)
+    assert len(all_moves) >= 3
+    first = offered(engineer, softmax, count=2)
+    assert [i.text for i in first] == [m.text for m in all_moves[:2]]
+    assert all(i.category == m.category for i, m in zip(first, all_moves))
+    later = offered(engineer, softmax, count=2, tried=[i.text for i in first])
+    assert [i.text for i in later] == [m.text for m in all_moves[2:4]]
+    answer = engineer.ask(Request("ideas", softmax, "triton", count=4, tried=[m.text for m in all_moves]))
+    assert parse_ideas(answer.text, 4) == ([], "exhausted")
+
+
+def test_implementing_an_idea_renders_its_move(engineer, softmax):
+    move = moves(engineer.coverage(softmax, "triton").single)[1]
+    answer = engineer.ask(Request("implement", softmax, "triton", idea=Idea(move.text, move.category)))
+    parsed = parse_kernel(answer.text)
+    assert parsed.error is None and parsed.idea == Idea(move.text, move.category)
+    assert "class ModelNew(Model)" in parsed.source and "@triton.jit" in parsed.source
+
+
+def test_refine_turns_walk_through_the_moves(engineer, softmax):
+    all_moves = moves(engineer.coverage(softmax, "triton").single)
+    first = engineer.ask(Request("implement", softmax, "triton")).text
+    second = engineer.ask(Request("fix", softmax, "triton", history=[Turn(first, "Status: ok")])).text
+    assert parse_kernel(first).idea.text == all_moves[0].text
+    assert parse_kernel(second).idea.text == all_moves[1].text
+
+
+def test_a_parent_idea_is_not_offered_again(engineer, softmax):
+    all_moves = moves(engineer.coverage(softmax, "triton").single)
+    parent = Kernel("src", "triton", "Status: ok", 1.2, all_moves[0].text)
+    ideas = offered(engineer, softmax, count=1, parents=[parent])
+    assert [i.text for i in ideas] == [all_moves[1].text]
+
+
+def test_what_it_cannot_cover_it_says_plainly(engineer):
+    matmul = load_problem("level1/matmul")
+    with pytest.raises(CoverageError, match="cannot cover level1/matmul"):
+        engineer.coverage(matmul, "triton")
+    answer = engineer.ask(Request("ideas", matmul, "triton", count=2))
+    assert answer.text is None and "cannot cover" in answer.error
+    with pytest.raises(CoverageError, match="writes triton kernels"):
+        engineer.coverage(load_problem("level1/softmax"), "cuda_inline")
+
+
+def test_the_stored_request_says_what_was_asked(engineer, softmax):
+    answer = engineer.ask(Request("implement", softmax, "triton", idea=Idea("x", "memory")))
+    assert "implement for level1/softmax (triton)" in answer.messages[0]["content"]
+    assert json.dumps(answer.messages)  # JSON-able for the store
