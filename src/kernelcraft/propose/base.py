@@ -86,11 +86,17 @@ class Answer:
     seconds: float = 0.0
 
 
+class FatalProposerError(RuntimeError):
+    """A proposer that cannot answer anything (bad key, unknown model): the run stops instead of
+    spending its budget on failures."""
+
+
 class Proposer(Protocol):
     name: str  # e.g. "openai/o3", "anthropic/claude-sonnet-4-6", "builtin"
 
     def ask(self, request: Request) -> Answer:
-        """Answer one request. Never raises for a bad or failed answer: Answer.error says why."""
+        """Answer one request. Never raises for a bad or failed answer (Answer.error says why), only
+        FatalProposerError when no request can be answered."""
         ...
 
     def close(self) -> None: ...

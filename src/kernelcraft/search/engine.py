@@ -21,8 +21,7 @@ from typing import Callable
 from kernelcraft.candidate import Candidate
 from kernelcraft.problems import Problem
 from kernelcraft.propose import feedback
-from kernelcraft.propose.base import Answer, Idea, Kernel, Proposer, Request, Turn, Usage
-from kernelcraft.propose.llm.client import FatalLLMError
+from kernelcraft.propose.base import Answer, FatalProposerError, Idea, Kernel, Proposer, Request, Turn, Usage
 from kernelcraft.propose.parse import parse_ideas, parse_kernel
 from kernelcraft.search.config import RunConfig
 from kernelcraft.store import Store
@@ -143,7 +142,7 @@ class Engine:
         started = time.time()
         try:
             answer = self.proposer.ask(request)
-        except FatalLLMError as exc:  # not stored: a resumed run asks again once the cause is mended
+        except FatalProposerError as exc:  # not stored: a resumed run asks again once the cause is mended
             with self._lock:
                 self.fatal = self.fatal or str(exc)
             self.on_event("error", {"message": str(exc)})

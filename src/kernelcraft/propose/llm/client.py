@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import anthropic
 import openai
 
+from kernelcraft.propose.base import FatalProposerError
 from kernelcraft.propose.llm.providers import ModelSpec
 
 # Thinking budgets for Anthropic models, by the OpenAI-style effort name.
@@ -39,7 +40,7 @@ class LLMError(RuntimeError):
     """A call that failed after its retries; the run goes on without its answer."""
 
 
-class FatalLLMError(LLMError):
+class FatalLLMError(LLMError, FatalProposerError):
     """A call no retry can mend (authentication, unknown model, rejected request)."""
 
 
