@@ -143,14 +143,15 @@ def _verifier(settings: dict, cache_dir: Path | None):
 
 
 def _proposer(settings: dict, args, device: str):
-    from kernelcraft.propose.llm import ClientSettings, LLMProposer, PriceTable, resolve_model
     from kernelcraft.verify.policy import get_policy
 
     p = settings["proposer"]
     if p["model"] == "builtin":
         from kernelcraft.propose.builtin.proposer import BuiltinProposer
 
-        return BuiltinProposer(device)
+        return BuiltinProposer(device, precision_moves=get_policy(settings["verify"]["policy"]).allow_tf32)
+    from kernelcraft.propose.llm import ClientSettings, LLMProposer, PriceTable, resolve_model
+
     spec = resolve_model(p["model"], args.base_url or p["base_url"], args.api_key)
     prices = PriceTable(args.prices)
     if args.max_usd is not None and prices.price(spec.model) is None:

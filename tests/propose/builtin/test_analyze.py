@@ -42,7 +42,21 @@ def test_covered_suite_problems_give_their_single_op(name):
     assert analysis.n_inputs == 1
 
 
-@pytest.mark.parametrize("name, missing, n_inputs", [("matmul", "matmul", 2), ("conv2d_alexnet", "conv2d", 1),
+MATMUL_SUITE = {"matmul": (False, False), "matmul_rectangular": (False, False), "matmul_small_k": (False, False),
+                "matmul_transposed_a": (True, False), "matmul_fp16": (False, False), "bmm": (False, False),
+                "matvec": (False, False)}
+
+
+@pytest.mark.parametrize("name", sorted(MATMUL_SUITE))
+def test_suite_matmuls_are_one_matmul_over_two_inputs(name):
+    analysis = analyze(load_problem(f"level1/{name}"))
+    ta, tb = MATMUL_SUITE[name]
+    assert analysis.single is not None, analysis
+    assert (analysis.single.kind, analysis.single.detail) == ("matmul", {"trans_a": ta, "trans_b": tb})
+    assert analysis.n_inputs == 2
+
+
+@pytest.mark.parametrize("name, missing, n_inputs", [("linear", "linear", 1), ("conv2d_alexnet", "conv2d", 1),
                                                     ("argmax", "argmax", 1), ("cumsum", "cumsum", 1)])
 def test_uncovered_suite_problems_say_what_is_missing(name, missing, n_inputs):
     analysis = analyze(load_problem(f"level1/{name}"))
@@ -197,6 +211,45 @@ def test_a_mean_of_squares_that_is_not_an_rmsnorm_is_its_parts(tmp_path):
     analysis = analyze(write(tmp_path, "return x.pow(2).mean(-1, keepdim=True) + 1.0"))
     assert [op.kind for op in analysis.ops] == ["elementwise", "reduce", "elementwise"]
     assert analysis.single is None and analysis.unsupported
+
+
+MM_2D = "[torch.randn(4, 8), torch.randn(8, 3)]"
+MM_3D = "[torch.randn(2, 4, 8), torch.randn(2, 8, 3)]"
+
+
+@pytest.mark.parametrize("forward, inputs, trans", [
+    ("return a @ b", MM_3D, (False, False)),  # a 3-D bmm written with @
+    ("return torch.bmm(a, b.transpose(1, 2))", "[torch.randn(2, 4, 8), torch.randn(2, 3, 8)]", (False, True)),
+    ("return a.mT.matmul(b)", "[torch.randn(2, 8, 4), torch.randn(2, 8, 3)]", (True, False)),
+    ("return torch.mm(a, b)", MM_2D, (False, False)),
+    ("return a.t() @ b.T", "[torch.randn(8, 4), torch.randn(3, 8)]", (True, True)),
+    ("return torch.matmul(a.transpose(-2, -1), b)", "[torch.randn(8, 4), torch.randn(8, 3)]", (True, False)),
+    ("return torch.matmul(a.transpose(0, 1).contiguous(), b)", "[torch.randn(8, 4), torch.randn(8, 3)]",
+     (True, False)),
+    ("return a.T.T @ b", MM_2D, (False, False)),
+])
+def test_matmul_spellings(tmp_path, forward, inputs, trans):
+    problem = write(tmp_path, forward, inputs=inputs, args="a, b")
+    analysis = analyze(problem)
+    assert analysis.single is not None, analysis
+    assert (analysis.single.kind, analysis.single.detail) == ("matmul", dict(zip(("trans_a", "trans_b"), trans)))
+    assert analysis.n_inputs == 2
+    module = problem.load(small=True)
+    inputs = module.get_inputs()
+    a, b = (t.transpose(-2, -1) if flip else t for t, flip in zip(inputs, trans))
+    torch.testing.assert_close(module.Model()(*inputs), a @ b)  # the flags mean what the reference computes
+
+
+@pytest.mark.parametrize("forward, inputs", [
+    ("return b @ a", "[torch.randn(3, 4), torch.randn(4, 3)]"),  # operands swapped
+    ("return a.transpose(0, 1) @ b", "[torch.randn(4, 2, 8), torch.randn(2, 8, 3)]"),  # batch dim swapped
+    ("return a @ b", "[torch.randn(2, 4, 8), torch.randn(8, 3)]"),  # broadcast batch
+    ("return a @ b", "[torch.randn(4, 8), torch.randn(8)]"),  # a vector
+    ("return torch.relu(a @ b)", MM_2D),  # a fusion
+])
+def test_matmuls_not_covered(tmp_path, forward, inputs):
+    analysis = analyze(write(tmp_path, forward, inputs=inputs, args="a, b"))
+    assert analysis.single is None and analysis.error is None and analysis.unsupported
 
 
 def test_matmul_is_not_covered(tmp_path):

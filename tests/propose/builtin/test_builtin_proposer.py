@@ -9,7 +9,7 @@ import pytest
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.base import Idea, Kernel, Request, Turn
 from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
-from kernelcraft.propose.builtin.triton_kernels import moves
+from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed
 from kernelcraft.propose.parse import parse_ideas, parse_kernel
 
 
@@ -67,10 +67,10 @@ def test_a_parent_idea_is_not_offered_again(engineer, softmax):
 
 
 def test_what_it_cannot_cover_it_says_plainly(engineer):
-    matmul = load_problem("level1/matmul")
-    with pytest.raises(CoverageError, match="cannot cover level1/matmul"):
-        engineer.coverage(matmul, "triton")
-    answer = engineer.ask(Request("ideas", matmul, "triton", count=2))
+    conv = load_problem("level1/conv2d_alexnet")
+    with pytest.raises(CoverageError, match="cannot cover level1/conv2d_alexnet: conv2d"):
+        engineer.coverage(conv, "triton")
+    answer = engineer.ask(Request("ideas", conv, "triton", count=2))
     assert answer.text is None and "cannot cover" in answer.error
     with pytest.raises(CoverageError, match="writes triton kernels"):
         engineer.coverage(load_problem("level1/softmax"), "cuda_inline")
@@ -80,3 +80,19 @@ def test_the_stored_request_says_what_was_asked(engineer, softmax):
     answer = engineer.ask(Request("implement", softmax, "triton", idea=Idea("x", "memory")))
     assert "implement for level1/softmax (triton)" in answer.messages[0]["content"]
     assert json.dumps(answer.messages)  # JSON-able for the store
+
+
+def test_precision_moves_only_where_the_policy_admits_them():
+    matmul = load_problem("level1/matmul")
+    strict, relaxed = BuiltinProposer("cpu"), BuiltinProposer("cpu", precision_moves=True)
+    op = strict.coverage(matmul, "triton").single
+    assert op.kind == "matmul"
+    strict_moves, relaxed_moves = strict.moves(op, "triton"), relaxed.moves(op, "triton")
+    assert strict_moves and not any(needs_relaxed(m) for m in strict_moves)
+    assert any(needs_relaxed(m) for m in relaxed_moves) and len(relaxed_moves) > len(strict_moves)
+    offered = offered_texts(strict, matmul, count=20)
+    assert offered == [m.text for m in strict_moves] and not any("TF32" in t for t in offered)
+
+
+def offered_texts(engineer, problem, count):
+    return [i.text for i in offered(engineer, problem, count=count)]

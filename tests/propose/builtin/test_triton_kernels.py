@@ -22,7 +22,7 @@ import pytest  # noqa: E402
 
 from kernelcraft.propose.base import CATEGORIES  # noqa: E402
 from kernelcraft.propose.builtin.plan import Op  # noqa: E402
-from kernelcraft.propose.builtin.triton_kernels import moves, render  # noqa: E402
+from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's NaN/inf notes from the interpreter
 
@@ -70,7 +70,7 @@ def load(source: str, tmp_path: Path):
 
 ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_properties", "math.prod", "triton.cdiv",
                  "triton.next_power_of_2", "np2", "min", "max", "float", "list", "kc_tiles"}
-ALLOWED_METHODS = {"contiguous", "reshape", "numel", "dim"}
+ALLOWED_METHODS = {"contiguous", "reshape", "numel", "dim", "stride"}
 
 
 def _dotted(node) -> str:
@@ -126,7 +126,8 @@ def check(op: Op, ref_src: str, params: dict, cases: list, tmp_path: Path, rtol=
 ALL_OPS = [Op("elementwise", {"steps": [["relu"]]}), Op("softmax", {"dim": -1}), Op("log_softmax", {"dim": 1}),
            Op("reduce", {"op": "sum", "dim": 1, "dim_attr": None, "keepdim": False}),
            Op("layernorm", {"ndim": 1, "eps": 1e-5, "weight": "ln.weight", "bias": "ln.bias"}),
-           Op("rmsnorm", {"eps": 1e-6, "eps_attr": "eps", "weight": "weight"})]
+           Op("rmsnorm", {"eps": 1e-6, "eps_attr": "eps", "weight": "weight"}),
+           Op("matmul", {"trans_a": False, "trans_b": False})]
 
 
 @pytest.mark.parametrize("op", ALL_OPS, ids=lambda op: op.kind)
@@ -299,3 +300,67 @@ def test_suite_problems(name, tmp_path):
     op, init, shape = SUITE[name]
     check(op, (LEVEL1 / f"{name}.py").read_text(), moves(op)[0].params, [(init, shape)], tmp_path, rtol=1e-4,
           atol=1e-4)
+
+
+# ---------------------------------------------------------------- matmul
+
+MM = Op("matmul", {"trans_a": False, "trans_b": False})
+MM_CASES = {  # (trans_a, trans_b): [(A shape, B shape)], A and B as the reference receives them
+    (False, False): [((5, 7), (7, 3)), ((33, 65), (65, 17)), ((1, 1), (1, 1)), ((2, 9, 5), (2, 5, 6)),
+                     ((37, 40), (40, 1)), ((3, 0), (0, 4))],
+    (True, False): [((7, 5), (7, 3)), ((65, 33), (65, 17)), ((2, 5, 9), (2, 5, 6))],
+    (False, True): [((5, 7), (3, 7)), ((2, 9, 5), (2, 6, 5))],
+}
+
+
+def mm_reference(ta: bool, tb: bool) -> str:
+    a, b = ("a.transpose(-2, -1)" if ta else "a"), ("b.transpose(-2, -1)" if tb else "b")
+    return (HEAD + "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+            f"    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n"
+            f"        return torch.matmul({a}, {b})\n")
+
+
+def check_mm(ta, tb, params, cases, tmp_path, dtype=torch.float32, rtol=1e-4, atol=1e-4, ref_src=None):
+    op = Op("matmul", {"trans_a": ta, "trans_b": tb})
+    source = render(op, ref_src or mm_reference(ta, tb), params)
+    assert_no_torch_compute(source)
+    assert "torch.matmul" not in source.split("class ModelNew")[1]
+    module = load(source, tmp_path)
+    for sa, sb in cases:
+        torch.manual_seed(0)
+        a, b = (torch.randn(s, device=DEVICE).to(dtype) for s in (sa, sb))
+        want, got = module.Model()(a, b), module.ModelNew()(a, b)
+        assert got.shape == want.shape and got.dtype == want.dtype, (sa, sb, got.shape, want.shape)
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m: f"{op} {params} {sa}@{sb}: {m}")
+
+
+def test_matmul_moves_exact_first_then_tf32():
+    ms = moves(MM)
+    relaxed = [needs_relaxed(m) for m in ms]
+    assert 4 <= len(ms) <= 8 and any(relaxed) and not all(relaxed)
+    assert relaxed == sorted(relaxed)  # exact moves first
+    for m in ms:
+        assert needs_relaxed(m) == (m.params["precision"] == "tf32") == (m.category == "precision")
+        assert ("TF32" in m.text and "tolerance" in m.text) == needs_relaxed(m)
+    assert not any(needs_relaxed(m) for op in ALL_OPS[:-1] for m in moves(op))
+
+
+@pytest.mark.parametrize("params", [m.params for m in moves(MM)], ids=lambda p: json.dumps(p))
+def test_matmul_moves(params, tmp_path):
+    for (ta, tb), cases in MM_CASES.items():
+        check_mm(ta, tb, params, cases, tmp_path, rtol=1e-3 if params["precision"] == "tf32" else 1e-4)
+
+
+@pytest.mark.parametrize("params", [m.params for m in moves(MM)][::3], ids=lambda p: json.dumps(p))
+def test_matmul_half(params, tmp_path):
+    source = render(MM, mm_reference(False, False), params)
+    assert 'prec = "ieee"' in source or 'else "ieee"' in source  # half inputs never ask for tf32
+    check_mm(False, False, params, [((16, 32), (32, 24)), ((2, 9, 5), (2, 5, 6))], tmp_path, dtype=torch.float16,
+             rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("name, shapes", [("matmul_transposed_a", ((65, 33), (65, 17))),
+                                          ("bmm", ((3, 9, 5), (3, 5, 6))), ("matvec", ((37, 100), (100, 1)))])
+def test_matmul_suite_problems(name, shapes, tmp_path):
+    ta = name == "matmul_transposed_a"
+    check_mm(ta, False, {}, [shapes], tmp_path, ref_src=(LEVEL1 / f"{name}.py").read_text())

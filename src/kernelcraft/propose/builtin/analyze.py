@@ -54,6 +54,12 @@ class Pair:  # torch.max/min(x, dim): (values, indices), resolved by the getitem
 
 
 @dataclass(frozen=True)
+class Operand:  # a transposed view (last two dims swapped) of forward input `index`, pending a matmul
+    index: int
+    trans: bool
+
+
+@dataclass(frozen=True)
 class Attr:  # a parameter or buffer, by attribute path
     path: str
 
@@ -90,6 +96,8 @@ _FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoi
           torch.amin: "amin", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm"}
 _METHODS = {**{k: k for k in _SPECS if k in dir(torch.Tensor)}, "clip": "clamp", "true_divide": "div",
             "contiguous": "identity"}
+_MATMUL_FUNCS = {operator.matmul, torch.matmul, torch.mm, torch.bmm}
+_MATMUL_METHODS = {"matmul", "mm", "bmm", "__matmul__"}
 _REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "max", "min": "min"}
 
 
@@ -162,15 +170,23 @@ def analyze(problem) -> Analysis:
     except Exception as exc:  # unimportable, failing constructor, or data-dependent control flow
         n = len(inspect.signature(model.forward).parameters) if model is not None else 1
         return Analysis([], n_inputs=n, error=f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
+
+    def input_shapes() -> list:  # asked only when a matmul or a transpose of an input is met
+        try:
+            return [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in module.get_inputs()]
+        except Exception:
+            return []
     try:
-        return _Interpreter(graph, model, _forward_source(problem.source)).run()
+        return _Interpreter(graph, model, _forward_source(problem.source), input_shapes).run()
     except Exception as exc:  # a graph shape this interpreter did not foresee: say so, never raise
         return Analysis([], error=f"analysis failed: {type(exc).__name__}: {exc}")
 
 
 class _Interpreter:
-    def __init__(self, gm: fx.GraphModule, model: nn.Module, forward_src: str):
+    def __init__(self, gm: fx.GraphModule, model: nn.Module, forward_src: str, input_shapes=lambda: []):
         self.gm, self.model, self.forward_src = gm, model, forward_src
+        self._input_shapes, self._shapes = input_shapes, None
+        self.inputs: dict[fx.Node, int] = {}  # placeholder -> its index
         self.ops: list[Op] = []
         self.unsupported: list[str] = []
         self.env: dict[fx.Node, object] = {}
@@ -181,6 +197,7 @@ class _Interpreter:
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 self.env[node] = Ew(X) if n_inputs == 0 else UNKNOWN
+                self.inputs[node] = n_inputs
                 n_inputs += 1
             elif node.op == "get_attr":
                 self.env[node] = Attr(node.target)
@@ -224,6 +241,8 @@ class _Interpreter:
             return self.emit("rmsnorm", eps=v.eps, eps_attr=self.attr_name(v.eps, float), weight=v.weight)
         if isinstance(v, (Prod, Pair)):
             self.note("mul" if isinstance(v, Prod) else f"{v.op} with indices")
+        if isinstance(v, Operand):
+            self.note("transpose")
         return None
 
     def note(self, name: str) -> None:
@@ -251,6 +270,10 @@ class _Interpreter:
 
     # -- interpreting one node --------------------------------------------------------------------------
     def call(self, node: fx.Node):
+        if self.is_matmul(node):
+            return self.matmul(node)
+        if (found := self.transposed(node)) is not None:
+            return found
         if node.op == "call_module":
             mod = self.gm.get_submodule(node.target)
             name = type(mod).__name__.lower()
@@ -303,6 +326,63 @@ class _Interpreter:
         if kind in _REDUCE:
             return self.reduce(kind, name, a, p, node)
         return self.apply_step(a, _step(kind, p), name, node)
+
+    # -- matmul over the first two inputs ---------------------------------------------------------------
+    def shapes(self) -> list:
+        if self._shapes is None:
+            self._shapes = self._input_shapes()
+        return self._shapes
+
+    def operand(self, arg) -> Operand | None:
+        """arg as (a possibly transposed) forward input of 2 or 3 dims, or None."""
+        if isinstance(arg, fx.Node) and arg in self.inputs:
+            index = self.inputs[arg]
+            shapes = self.shapes()
+            if index < len(shapes) and shapes[index] is not None and len(shapes[index]) in (2, 3):
+                return Operand(index, False)
+            return None
+        v = self.env.get(arg) if isinstance(arg, fx.Node) else None
+        return v if isinstance(v, Operand) else None
+
+    @staticmethod
+    def is_matmul(node: fx.Node) -> bool:
+        return ((node.op == "call_function" and node.target in _MATMUL_FUNCS)
+                or (node.op == "call_method" and node.target in _MATMUL_METHODS)) and len(node.args) == 2 \
+            and not node.kwargs
+
+    def transposed(self, node: fx.Node) -> Operand | None:
+        """A.T / A.mT / A.t() / A.transpose(-2, -1) (0, 1 on 2-D) / A.contiguous() of an operand, else None."""
+        if node.op not in ("call_function", "call_method") or not node.args:
+            return None
+        name = node.target if node.op == "call_method" else \
+            {getattr: "getattr", torch.transpose: "transpose", torch.t: "t"}.get(node.target)
+        if name not in ("getattr", "t", "transpose", "contiguous") or (
+                name == "contiguous" and node.args[0] in self.inputs):  # x.contiguous() stays the identity
+            return None
+        src = self.operand(node.args[0])
+        if src is None:
+            return None
+        ndim = len(self.shapes()[src.index])
+        rest, flip = node.args[1:], None
+        if name == "getattr" and rest in (("T",), ("mT",)) and not node.kwargs:
+            flip = rest == ("mT",) or ndim == 2
+        elif name == "t" and not rest and not node.kwargs and ndim == 2:
+            flip = True
+        elif name == "transpose" and not node.kwargs and len(rest) == 2 and all(isinstance(d, int) for d in rest):
+            dims = sorted(d % ndim for d in rest)
+            flip = dims == [ndim - 2, ndim - 1]
+        elif name == "contiguous" and not rest and not node.kwargs:
+            return src
+        return Operand(src.index, not src.trans) if flip else None
+
+    def matmul(self, node: fx.Node):
+        a, b = (self.operand(arg) for arg in node.args)
+        shapes = self.shapes() if a and b else []
+        ok = a is not None and b is not None and (a.index, b.index) == (0, 1) \
+            and len(shapes[0]) == len(shapes[1]) and (len(shapes[0]) == 2 or shapes[0][0] == shapes[1][0])
+        if not ok:
+            return self.refuse("matmul", node)
+        return self.emit("matmul", trans_a=a.trans, trans_b=b.trans)
 
     def value(self, arg):
         return self.env[arg] if isinstance(arg, fx.Node) else arg

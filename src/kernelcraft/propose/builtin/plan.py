@@ -23,7 +23,7 @@ WITH_PARAMS = {"elu": 1, "leaky_relu": 1, "hardtanh": 2, "clamp": 2, "softplus":
 
 @dataclass
 class Op:
-    """One recognized computation over the forward's first input.
+    """One recognized computation over the forward's first input (matmul: its first two).
 
     kind and detail:
       elementwise  {"steps": [[name, *params], ...]}              y = f_n(...f_1(x)), same shape and dtype as x
@@ -36,6 +36,10 @@ class Op:
                    (over the trailing `ndim` dims; weight/bias: attribute paths such as "ln.weight")
       rmsnorm      {"eps": float, "eps_attr": str | None, "weight": str | None}   over the last dim:
                    x * rsqrt(mean(x^2, -1, keepdim=True) + eps) [* weight]
+      matmul       {"trans_a": bool, "trans_b": bool}             y = op(A) @ op(B), A and B the forward's first
+                   two inputs (not only x): both 2-D, or both 3-D with equal batch (bmm, or matmul of 3-D
+                   tensors); op = transpose of the last two dims when trans_* (A.T, A.t(), A.transpose(-2, -1)).
+                   Matvec is a matmul with B of shape (K, 1). Output dtype = input dtype, fp32 accumulation.
     """
 
     kind: str

@@ -39,8 +39,11 @@ def _analysis(source: str, path: str) -> Analysis:
 class BuiltinProposer:
     name = "builtin"
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, precision_moves: bool = False):
+        """`precision_moves`: the tolerance policy admits lower-precision math (TF32 for fp32 work), so
+        moves that use it may be offered; under a strict policy they never are."""
         self.device = device
+        self.precision_moves = precision_moves
 
     def close(self) -> None:
         pass
@@ -61,6 +64,11 @@ class BuiltinProposer:
             raise CoverageError(f"the built-in engineer cannot cover {problem.name}: {', '.join(missing)}")
         return analysis
 
+    def moves(self, op, backend: str) -> list:
+        """The family's moves for `op`, less the precision moves the policy does not admit."""
+        moves = FAMILIES[backend].moves(op)
+        return [m for m in moves if self.precision_moves or not triton_kernels.needs_relaxed(m)]
+
     def ask(self, request: Request) -> Answer:
         messages = [{"role": "user", "content": _describe(request)}]
         try:
@@ -68,7 +76,7 @@ class BuiltinProposer:
         except CoverageError as exc:
             return Answer(messages, None, error=str(exc))
         family = FAMILIES[request.backend]
-        moves = family.moves(op)
+        moves = self.moves(op, request.backend)
         if request.kind == "ideas":
             tried = set(request.tried) | {p.idea for p in request.parents if p.idea}
             fresh = [m for m in moves if m.text not in tried][:request.count]

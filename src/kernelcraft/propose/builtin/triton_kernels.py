@@ -4,7 +4,7 @@ A candidate is the reference source verbatim, then Triton kernels and `class Mod
 `forward` launches them. Everything about sizes is read from the input at run time, and what belongs to
 the module (weights, eps, the reduced dim) from `self`, so every move is right on any shape.
 
-Three templates cover the six kinds:
+Four templates cover the seven kinds:
   pointwise   elementwise: flat 1-D tiles with a masked tail, the op's steps chained in fp32 registers;
               the grid is one program per tile, or capped at a few programs per SM that loop (persistent).
   reduction   softmax, log_softmax, reduce: a contiguous x seen as [outer, R, inner]; a program takes a tile
@@ -15,6 +15,9 @@ Three templates cover the six kinds:
               programs when there are few columns and combines the fp32 partials with a second launch.
   norm        layernorm, rmsnorm: rows of N in registers (one read, one write) when N fits; longer rows are
               split over programs: per-chunk statistics (Welford or two-pass), merged per row by the writer.
+  gemm        matmul: a program per BLOCK_M x BLOCK_N output tile (GROUP_M swizzle) and batch, a masked K loop of
+              tl.dot into an fp32 accumulator; operands read through their strides (a transpose is a stride swap).
+              input_precision "ieee" (exact fp32) or "tf32" (fp32 inputs only; `needs_relaxed` names those moves).
 
 About 520 lines, over the 400 aimed at: most of it is kernel text (the norm family alone needs three kernels:
 whole rows, chunk statistics, merge-and-write) and the move lists with their plain-words ideas.
@@ -111,7 +114,33 @@ def _norm_moves(op: Op) -> list[tuple]:
     return out
 
 
-_MOVES = {"elementwise": _pointwise_moves, "softmax": _softmax_moves, "log_softmax": _softmax_moves,
+def _matmul_moves(op: Op) -> list[tuple]:
+    exact = ("Tiled GEMM, {m}x{n} output tiles ({k}-wide K steps, {w} warps, {s} stages), GROUP_M=8 swizzle for L2 "
+             "reuse, strided loads (transposes cost no copy), exact fp32 products (ieee) accumulated in fp32")
+    tf32 = ("TF32 tensor cores for fp32 inputs: {m}x{n} tiles ({k}-wide K steps, {w} warps, {s} stages), fp32 "
+            "accumulation; inputs rounded to TF32 (10-bit mantissa), so it needs a tolerance policy that admits "
+            "TF32; fp16/bf16 inputs are unaffected")
+
+    def p(m, n, k, w, s, prec):
+        return {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": s,
+                "precision": prec}
+
+    out = []
+    for m, n, k, w, s, cat in ((128, 128, 32, 8, 3, "parallelism"), (64, 64, 32, 4, 4, "parallelism"),
+                               (128, 64, 32, 4, 4, "memory"), (64, 128, 32, 4, 4, "memory")):
+        out.append((exact.format(m=m, n=n, k=k, w=w, s=s), cat, p(m, n, k, w, s, "ieee")))
+    for m, n, k, w, s in ((128, 128, 32, 8, 3), (128, 256, 32, 8, 3), (64, 128, 32, 4, 4)):
+        out.append((tf32.format(m=m, n=n, k=k, w=w, s=s), "precision", p(m, n, k, w, s, "tf32")))
+    return out
+
+
+def needs_relaxed(move: Move) -> bool:
+    """True for a move whose kernel is not exact in fp32 (TF32 tensor cores): a strict policy must skip it."""
+    return move.params.get("precision") == "tf32"
+
+
+_MOVES = {"matmul": _matmul_moves, "elementwise": _pointwise_moves,
+          "softmax": _softmax_moves, "log_softmax": _softmax_moves,
           "reduce": _reduce_moves, "layernorm": _norm_moves, "rmsnorm": _norm_moves}
 
 
@@ -125,17 +154,23 @@ def moves(op: Op) -> list[Move]:
 def render(op: Op, reference_source: str, params: dict) -> str:
     """The whole candidate file for `op` with `params` (missing keys: the first move's)."""
     p = {**moves(op)[0].params, **params}
-    signature, first = _forward_signature(reference_source)
+    signature, names = _forward_signature(reference_source)
     kernels, body = _RENDER[op.kind](op, p)  # kernel sources (module level), forward body
     head = (f"# ---- Triton kernels by kernelcraft's built-in engineer: {op.kind} {json.dumps(p, sort_keys=True)}\n"
             "import math\n\nimport torch\nimport triton\nimport triton.language as tl")
-    forward = (f"class ModelNew(Model):\n    {signature}\n        x = {first}.contiguous()\n"
+    if op.kind == "matmul":  # two inputs, read through their strides as they are
+        if len(names) < 2:
+            raise ValueError("a matmul reference needs a forward(self, A, B, ...)")
+        first = f"a, b = {names[0]}, {names[1]}"
+    else:
+        first = f"x = {names[0]}.contiguous()"
+    forward = (f"class ModelNew(Model):\n    {signature}\n        {first}\n"
                + _indent(body.strip("\n"), 8))
     return "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
 
 
-def _forward_signature(source: str) -> tuple[str, str]:
-    """(the reference forward's `def` line, the name of its first input)."""
+def _forward_signature(source: str) -> tuple[str, list[str]]:
+    """(the reference forward's `def` line, the names of its positional inputs)."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ClassDef) and node.name == "Model":
             for fn in node.body:
@@ -143,7 +178,7 @@ def _forward_signature(source: str) -> tuple[str, str]:
                     names = [a.arg for a in fn.args.posonlyargs + fn.args.args]
                     if len(names) >= 2:
                         ret = f" -> {ast.unparse(fn.returns)}" if fn.returns is not None else ""
-                        return f"def forward({ast.unparse(fn.args)}){ret}:", names[1]
+                        return f"def forward({ast.unparse(fn.args)}){ret}:", names[1:]
     raise ValueError("the reference has no `class Model` with a forward(self, x, ...)")
 
 
@@ -521,5 +556,70 @@ return y'''
     return [_NORM], body
 
 
-_RENDER = {"elementwise": _render_pointwise, "softmax": _render_softmax, "log_softmax": _render_softmax,
+# ---------------------------------------------------------------- matmul: tiled GEMM over strided operands
+
+_GEMM = '''
+@triton.jit
+def kc_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                     PREC: tl.constexpr):
+    # program (tile, batch): a BLOCK_M x BLOCK_N tile of C[batch]; tiles are walked GROUP_M rows of tiles at a
+    # time (swizzle) so that neighbouring programs share A rows and B columns in L2
+    pid = tl.program_id(0)
+    bid = tl.program_id(1).to(tl.int64)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    in_group = GROUP_M * tiles_n
+    first_m = (pid // in_group) * GROUP_M
+    group_m = tl.minimum(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % group_m
+    pid_n = (pid % in_group) // group_m
+    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    rk = tl.arange(0, BLOCK_K).to(tl.int64)
+    a_ptrs = a_ptr + bid * s_ab + rm[:, None] * s_am + rk[None, :] * s_ak
+    b_ptrs = b_ptr + bid * s_bb + rk[:, None] * s_bk + rn[None, :] * s_bn
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        b = tl.load(b_ptrs, mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PREC)
+        a_ptrs += BLOCK_K * s_ak
+        b_ptrs += BLOCK_K * s_bk
+    c_ptrs = c_ptr + bid * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+'''
+
+
+def _render_matmul(op: Op, p: dict) -> tuple[list[str], str]:
+    ta, tb = bool(op.detail.get("trans_a")), bool(op.detail.get("trans_b"))
+    bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
+    prec = str(p.get("precision", "ieee"))
+    if prec not in ("ieee", "tf32"):
+        raise ValueError(f"unknown matmul precision {prec!r}")
+    # op(A)[m, k] is A[k, m] when transposed: swap the last two dims' sizes and strides, no copy
+    am, ak = (-1, -2) if ta else (-2, -1)
+    bk_, bn_ = (-1, -2) if tb else (-2, -1)
+    body = f'''
+M, K, N = a.shape[{am}], a.shape[{ak}], b.shape[{bn_}]
+batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+c = torch.empty((batch, M, N) if max(a.dim(), b.dim()) == 3 else (M, N), dtype=a.dtype, device=a.device)
+if c.numel() == 0:
+    return c  # K == 0 needs no case: the K loop runs no step and the zero accumulator is stored
+s_a, s_b, s_c = a.stride(), b.stride(), c.stride()
+s_ab = s_a[0] if a.dim() == 3 and a.shape[0] > 1 else 0  # a 2-D operand is shared by every batch
+s_bb = s_b[0] if b.dim() == 3 and b.shape[0] > 1 else 0
+s_cb = s_c[0] if c.dim() == 3 else 0
+prec = "{prec}" if a.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
+grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}), batch)
+kc_matmul_kernel[grid](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{bk_}], s_b[{bn_}], s_cb, s_c[-2],
+                       s_c[-1], BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec,
+                       num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
+return c'''
+    return [_GEMM], body
+
+
+_RENDER = {"matmul": _render_matmul, "elementwise": _render_pointwise,
+           "softmax": _render_softmax, "log_softmax": _render_softmax,
            "reduce": _render_reduce, "layernorm": _render_norm, "rmsnorm": _render_norm}
