@@ -6,7 +6,6 @@ JSON object; progress goes to stderr.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -299,17 +298,11 @@ def cmd_runs(args) -> int:
 def _report_run(outcome, as_json: bool) -> None:
     data = outcome.to_dict()
     if as_json:
-        print(json.dumps(_finite(data)))
+        print(json.dumps(data))
         return
     from kernelcraft.report.terminal import run_view
 
     _console().print(run_view(data))
-
-
-def _finite(value):
-    from kernelcraft.verify.result import _finite as finite
-
-    return finite(value)
 
 
 class _Progress:

@@ -2,7 +2,8 @@
 
 from kernelcraft.search.bench import run_bench
 from kernelcraft.search.config import Budget, RunConfig
-from kernelcraft.search.engine import Cand, Engine
+from kernelcraft.search.engine import Engine
+from kernelcraft.search.records import Cand
 from kernelcraft.search.run import RunOutcome, outcome, resume_run, start_run
 from kernelcraft.search.strategies import STRATEGIES, get_strategy
 

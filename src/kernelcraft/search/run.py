@@ -10,10 +10,12 @@ from typing import Callable
 from kernelcraft.problems import Problem, load_problem
 from kernelcraft.propose.base import Proposer
 from kernelcraft.search.config import RunConfig
-from kernelcraft.search.engine import Cand, Counters, Engine
+from kernelcraft.search.engine import Engine
+from kernelcraft.search.records import Cand, Counters
 from kernelcraft.search.strategies import get_strategy
 from kernelcraft.store import Store, StoreError, new_id
 from kernelcraft.verify import Verifier
+from kernelcraft.verify.result import json_safe
 
 
 CLEAN_ENDS = ("budget_", "proposer_exhausted")  # stop reasons of a run that ended as planned
@@ -38,7 +40,7 @@ class RunOutcome:
     candidates: list[dict] = field(default_factory=list)  # one line each: key, round, status, speedup
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return json_safe(asdict(self))  # JSON has no NaN (a stored run's idle fraction is unknown)
 
 
 def start_run(store: Store, problem: Problem, proposer: Proposer, verifier: Verifier, config: RunConfig,

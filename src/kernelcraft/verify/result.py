@@ -98,15 +98,15 @@ class Result:
         d["runtime_ms"] = self.runtime_ms
         d["eager_ms"] = self.eager.median_ms if self.eager else None
         d["compile_ms"] = self.compiled.median_ms if self.compiled else None
-        return _finite(d)
+        return json_safe(d)
 
 
-def _finite(value):
+def json_safe(value):
     """JSON has no NaN or Infinity: such floats become None."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [json_safe(v) for v in value]
     return value

@@ -19,8 +19,10 @@ Four templates cover the seven kinds:
               tl.dot into an fp32 accumulator; operands read through their strides (a transpose is a stride swap).
               input_precision "ieee" (exact fp32) or "tf32" (fp32 inputs only; `needs_relaxed` names those moves).
 
-About 520 lines, over the 400 aimed at: most of it is kernel text (the norm family alone needs three kernels:
-whole rows, chunk statistics, merge-and-write) and the move lists with their plain-words ideas.
+About 620 lines, over the 400 aimed at: most of it is kernel text (the norm family alone needs three
+kernels: whole rows, chunk statistics, merge-and-write; matmul one GEMM), and the move lists with their
+plain-words ideas. Every kind shares the header, the move/render entry points and the no-torch-compute
+rule, which is why they stay in one family module; a second backend's family goes in a file of its own.
 """
 
 from __future__ import annotations

@@ -1,0 +1,59 @@
+"""What the engine keeps about a run while it works: its candidates and its counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernelcraft.propose import feedback
+from kernelcraft.propose.base import Idea, Kernel
+
+
+@dataclass
+class Cand:
+    """A candidate of this run as the strategies see it."""
+
+    id: int
+    key: str
+    round: int
+    source: str
+    backend: str
+    parent: "Cand | None" = None
+    idea: Idea | None = None
+    idea_id: int | None = None
+    answer: str | None = None  # the proposer's raw answer (for multi-turn conversations)
+    parse_error: str | None = None
+    result: dict | None = None  # Result.to_dict(), once evaluated
+
+    @property
+    def correct(self) -> bool:
+        return bool(self.result and self.result["correct"])
+
+    @property
+    def runtime_ms(self) -> float:
+        return self.result["runtime_ms"] if self.correct and self.result["runtime_ms"] else float("inf")
+
+    @property
+    def feedback(self) -> str:
+        return feedback.render(self.result, self.parse_error)
+
+    def kernel(self) -> Kernel:
+        speedup = self.result.get("speedup_eager") if self.result else None
+        return Kernel(self.source, self.backend, self.feedback, speedup, self.idea.text if self.idea else None)
+
+
+@dataclass
+class Counters:
+    calls: int = 0
+    failed_calls: int = 0
+    malformed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    unpriced_calls: int = 0
+    candidates: int = 0  # created (or being asked for)
+    evaluated: int = 0
+    duplicates: int = 0
+    overhead_s: float = 0.0  # the orchestrator's own time: parsing, prompts' inputs, store writes
+    replayed_calls: int = 0
+    replayed_results: int = 0
+    by_status: dict = field(default_factory=dict)
