@@ -1,0 +1,1 @@
+"""Triton kernel families of the built-in engineer; triton_kernels.py is their registry."""

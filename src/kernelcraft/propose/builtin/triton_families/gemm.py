@@ -1,0 +1,93 @@
+"""GEMM family (matmul, bmm, transposed operands): a program per BLOCK_M x BLOCK_N output tile (GROUP_M
+swizzle) and batch, a masked K loop of tl.dot into an fp32 accumulator; operands read through their strides
+(a transpose is a stride swap). input_precision "ieee" (exact fp32) or "tf32" (fp32 inputs only; such moves
+carry params["precision"] == "tf32", which the registry's needs_relaxed names)."""
+
+from __future__ import annotations
+
+from kernelcraft.propose.builtin.plan import Op
+
+
+def _matmul_moves(op: Op) -> list[tuple]:
+    exact = ("Tiled GEMM, {m}x{n} output tiles ({k}-wide K steps, {w} warps, {s} stages), GROUP_M=8 swizzle for L2 "
+             "reuse, strided loads (transposes cost no copy), exact fp32 products (ieee) accumulated in fp32")
+    tf32 = ("TF32 tensor cores for fp32 inputs: {m}x{n} tiles ({k}-wide K steps, {w} warps, {s} stages), fp32 "
+            "accumulation; inputs rounded to TF32 (10-bit mantissa), so it needs a tolerance policy that admits "
+            "TF32; fp16/bf16 inputs are unaffected")
+
+    def p(m, n, k, w, s, prec):
+        return {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": s,
+                "precision": prec}
+
+    out = []
+    for m, n, k, w, s, cat in ((128, 128, 32, 8, 3, "parallelism"), (64, 64, 32, 4, 4, "parallelism"),
+                               (128, 64, 32, 4, 4, "memory"), (64, 128, 32, 4, 4, "memory")):
+        out.append((exact.format(m=m, n=n, k=k, w=w, s=s), cat, p(m, n, k, w, s, "ieee")))
+    for m, n, k, w, s in ((128, 128, 32, 8, 3), (128, 256, 32, 8, 3), (64, 128, 32, 4, 4)):
+        out.append((tf32.format(m=m, n=n, k=k, w=w, s=s), "precision", p(m, n, k, w, s, "tf32")))
+    return out
+
+_GEMM = '''
+@triton.jit
+def kc_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                     PREC: tl.constexpr):
+    # program (tile, batch): a BLOCK_M x BLOCK_N tile of C[batch]; tiles are walked GROUP_M rows of tiles at a
+    # time (swizzle) so that neighbouring programs share A rows and B columns in L2
+    pid = tl.program_id(0)
+    bid = tl.program_id(1).to(tl.int64)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    in_group = GROUP_M * tiles_n
+    first_m = (pid // in_group) * GROUP_M
+    group_m = tl.minimum(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % group_m
+    pid_n = (pid % in_group) // group_m
+    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    rk = tl.arange(0, BLOCK_K).to(tl.int64)
+    a_ptrs = a_ptr + bid * s_ab + rm[:, None] * s_am + rk[None, :] * s_ak
+    b_ptrs = b_ptr + bid * s_bb + rk[:, None] * s_bk + rn[None, :] * s_bn
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        b = tl.load(b_ptrs, mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PREC)
+        a_ptrs += BLOCK_K * s_ak
+        b_ptrs += BLOCK_K * s_bk
+    c_ptrs = c_ptr + bid * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+'''
+
+
+def _render_matmul(op: Op, p: dict) -> tuple[list[str], str]:
+    ta, tb = bool(op.detail.get("trans_a")), bool(op.detail.get("trans_b"))
+    bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
+    prec = str(p.get("precision", "ieee"))
+    if prec not in ("ieee", "tf32"):
+        raise ValueError(f"unknown matmul precision {prec!r}")
+    # op(A)[m, k] is A[k, m] when transposed: swap the last two dims' sizes and strides, no copy
+    am, ak = (-1, -2) if ta else (-2, -1)
+    bk_, bn_ = (-1, -2) if tb else (-2, -1)
+    body = f'''
+M, K, N = a.shape[{am}], a.shape[{ak}], b.shape[{bn_}]
+batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+c = torch.empty((batch, M, N) if max(a.dim(), b.dim()) == 3 else (M, N), dtype=a.dtype, device=a.device)
+if c.numel() == 0:
+    return c  # K == 0 needs no case: the K loop runs no step and the zero accumulator is stored
+s_a, s_b, s_c = a.stride(), b.stride(), c.stride()
+s_ab = s_a[0] if a.dim() == 3 and a.shape[0] > 1 else 0  # a 2-D operand is shared by every batch
+s_bb = s_b[0] if b.dim() == 3 and b.shape[0] > 1 else 0
+s_cb = s_c[0] if c.dim() == 3 else 0
+prec = "{prec}" if a.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
+grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}), batch)
+kc_matmul_kernel[grid](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{bk_}], s_b[{bn_}], s_cb, s_c[-2],
+                       s_c[-1], BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec,
+                       num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
+return c'''
+    return [_GEMM], body
+
+
+KINDS = {"matmul": (_matmul_moves, _render_matmul)}
+TWO_INPUTS = {"matmul"}
