@@ -1,124 +1,24 @@
 """The built-in engineer's Triton kernel family: every move of every kind, rendered and run against torch.
 
-Without a GPU the kernels run in Triton's interpreter (TRITON_INTERPRET=1, set before any kernel is made).
+Without a GPU the kernels run in Triton's interpreter (conftest.py).
 Shapes are small but awkward: non-powers-of-two, odd tails, 1-element dims, reductions over the first and
 middle dims, rows long enough to take the tiled / online / split paths.
 """
 
-import os
+import json
+from pathlib import Path
 
+import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
-import ast  # noqa: E402
-import importlib.util  # noqa: E402
-import itertools  # noqa: E402
-import json  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-
-from kernelcraft.propose.base import CATEGORIES  # noqa: E402
-from kernelcraft.propose.builtin.plan import Op  # noqa: E402
-from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render  # noqa: E402
+from kernelcraft.propose.base import CATEGORIES
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render
+from tests.propose.builtin.kernel_check import DEVICE, HEAD, assert_no_torch_compute, check, load, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's NaN/inf notes from the interpreter
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 LEVEL1 = Path(__file__).resolve().parents[3] / "src" / "kernelcraft" / "problems" / "level1"
-_counter = itertools.count()
-
-HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
-
-
-@pytest.fixture(autouse=True)
-def interpreted_stdlib(monkeypatch):
-    """The Triton interpreter needs TRITON_INTERPRET set before triton is imported, and the shared conftest
-    imports it first (through kernelcraft.verify): triton.language's own @jit functions (tl.sum, tl.max, ...)
-    were then made for the compiler. Swap in interpreted twins for the test; the generated kernels themselves
-    are made after the variable is set."""
-    if DEVICE == "cuda":
-        return
-    import triton.language as tl
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
-
-    for module in (tl, tl.core, tl.standard, tl.math):
-        for name, value in list(vars(module).items()):
-            if isinstance(value, JITFunction):
-                monkeypatch.setattr(module, name, InterpretedFunction(value.fn))
-
-
-def reference(forward: str, init: str = "self", body: str = "") -> str:
-    """A small reference problem: `class Model` with the given __init__ parameters/body and forward return."""
-    return (HEAD + f"class Model(nn.Module):\n    def __init__({init}):\n        super().__init__()\n"
-            + "".join(f"        {line}\n" for line in body.split("\n") if line)
-            + f"\n    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        return {forward}\n")
-
-
-def load(source: str, tmp_path: Path):
-    name = f"kc_candidate_{next(_counter)}"
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_properties", "math.prod", "triton.cdiv",
-                 "triton.next_power_of_2", "np2", "min", "max", "float", "list", "kc_tiles"}
-ALLOWED_METHODS = {"contiguous", "reshape", "numel", "dim", "stride"}
-
-
-def _dotted(node) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return ".".join(reversed(parts + [node.id])) if isinstance(node, ast.Name) else ""
-
-
-def assert_no_torch_compute(source: str) -> None:
-    """ModelNew.forward (and the generated helpers) call only allocation, shape helpers and our own kernels."""
-    tree = ast.parse(source)
-    model_new = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew")
-    assert [b.id for b in model_new.bases if isinstance(b, ast.Name)] == ["Model"]
-    assert [f.name for f in model_new.body if isinstance(f, ast.FunctionDef)] == ["forward"]
-    helpers = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("kc_")
-               and not n.decorator_list]
-    launches = 0
-    for fn in [model_new, *helpers]:
-        for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
-            if isinstance(call.func, ast.Subscript):  # kernel[grid](...)
-                assert _dotted(call.func.value).startswith("kc_"), ast.unparse(call)
-                launches += 1
-                continue
-            name = _dotted(call.func)
-            method = call.func.attr if isinstance(call.func, ast.Attribute) else None
-            assert name in ALLOWED_CALLS or method in ALLOWED_METHODS, f"ModelNew calls {ast.unparse(call)}"
-    assert launches >= 1
-
-
-def check(op: Op, ref_src: str, params: dict, cases: list, tmp_path: Path, rtol=1e-5, atol=1e-5, dtype=None):
-    """Render `op` with `params` for `ref_src`; for each (init args, input shape) compare ModelNew with Model."""
-    source = render(op, ref_src, params)
-    assert source.startswith(ref_src.rstrip())
-    assert "class ModelNew(Model)" in source and "import triton.language as tl" in source
-    assert_no_torch_compute(source)
-    module = load(source, tmp_path)
-    for init, shape, *scale in cases:
-        torch.manual_seed(0)
-        ref = module.Model(*init).to(DEVICE, dtype or torch.float32)
-        torch.manual_seed(0)
-        new = module.ModelNew(*init).to(DEVICE, dtype or torch.float32)
-        x = (torch.randn(shape, device=DEVICE) * (scale[0] if scale else 1.0)).to(dtype or torch.float32)
-        with torch.no_grad():
-            want, got = ref(x), new(x)
-        assert got.shape == want.shape and got.dtype == want.dtype, (shape, got.shape, want.shape)
-        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m: f"{op} {params} {shape}: {m}")
 
 
 # ---------------------------------------------------------------- the move lists
