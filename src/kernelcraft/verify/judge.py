@@ -18,7 +18,7 @@ import torch
 from kernelcraft import hardware
 from kernelcraft.verify.check import check_form, compare
 from kernelcraft.verify.inputs import distributions_for, draw_inputs, fresh_seed
-from kernelcraft.verify.policy import Policy
+from kernelcraft.verify.policy import Policy, reference_math
 from kernelcraft.verify.result import Result
 
 
@@ -34,7 +34,7 @@ class Case:
     spec: hardware.DeviceSpec | None
 
     def reference_outputs(self, inputs: list) -> list:
-        with torch.no_grad():
+        with torch.no_grad(), reference_math(not self.policy.allow_tf32):
             out = self.ref.model(*inputs)
         return list(out) if isinstance(out, (tuple, list)) else [out]
 

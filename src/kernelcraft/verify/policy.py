@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +22,9 @@ class Policy:
         return self.fp32
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "fp32": self.fp32, "fp16_bf16": self.half, "allow_tf32": self.allow_tf32}
+        return {"name": self.name, "fp32": self.fp32, "fp16_bf16": self.half, "allow_tf32": self.allow_tf32,
+                "reference_fp32": "torch defaults (cuDNN convolutions in TF32)" if self.allow_tf32
+                else "exact (TF32 off for cuDNN and matmuls)"}
 
 
 POLICIES = {
@@ -31,6 +34,29 @@ POLICIES = {
                       "1e-2 for every dtype (the setting of the published 2025 kernel results); "
                       "admits TF32 for fp32 work"),
 }
+
+
+def set_exact_fp32(exact: bool) -> tuple[bool, bool]:
+    """Make torch's own fp32 work (the reference, the eager and compiled baselines) exact, or leave torch's
+    defaults; returns the previous (cuDNN, matmul) TF32 flags.
+
+    PyTorch runs cuDNN convolutions on TF32 tensor cores by default (about 1e-3 off in fp32), so under a
+    policy that does not admit TF32 the reference would fail its own tolerance: there TF32 is turned off for
+    cuDNN and matmuls. Under a policy that admits TF32, torch's defaults stand (the eager a user runs)."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    if exact:
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    return saved
+
+
+@contextmanager
+def reference_math(exact_fp32: bool):
+    """set_exact_fp32 for the block, the flags restored on exit."""
+    saved = set_exact_fp32(exact_fp32)
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def get_policy(name: str) -> Policy:

@@ -232,11 +232,12 @@ class Supervisor:
         return {"op": "load", "problem_source": problem.source, "candidate_source": candidate_source,
                 "device": self.worker_device, "init_seed": self.init_seed, "small": self.config.small,
                 "build_cache": str(self.config.cache_dir / "inline"), "arch_list": self.arch_list,
-                "gpu_memory_fraction": self.config.gpu_memory_fraction}
+                "gpu_memory_fraction": self.config.gpu_memory_fraction, "exact_fp32": not self.policy.allow_tf32}
 
     def _time(self, case: judge.Case, problem: Problem) -> None:
         result = case.result
-        key = BaselineStore.key(problem.sha, self.device_name, torch.__version__, self.policy.name, self.config.small)
+        key = BaselineStore.key(problem.sha, self.device_name, torch.__version__,
+                                self.policy.name + ("" if self.policy.allow_tf32 else "/exact-fp32"), self.config.small)
         cached = self.baselines.get(key)
         if cached is None or (self.config.compile_baseline and cached[1] is None):
             try:

@@ -59,10 +59,12 @@ class Worker:
     # -- requests -------------------------------------------------------------------------------
 
     def do_load(self, problem_source, candidate_source, device, init_seed, small, build_cache, arch_list,
-                gpu_memory_fraction=1.0):
+                gpu_memory_fraction=1.0, exact_fp32=True):
         torch = self.torch
         from kernelcraft.backends import cuda_inline, nvrtc
+        from kernelcraft.verify.policy import set_exact_fp32
 
+        set_exact_fp32(exact_fp32)  # the policy's fp32 math for all torch work here (the baselines are timed here)
         self.device = torch.device(device)
         self.candidate_source = candidate_source
         if self.device.type == "cuda":

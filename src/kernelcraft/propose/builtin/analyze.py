@@ -228,6 +228,8 @@ class _Interpreter:
     def emit_chain(self, chain: Ew) -> Ew:
         if not chain.steps:
             return chain
+        if self.fold_epilogue(chain):
+            return Ew(chain.base)
         if chain not in self.emitted:
             self.emitted[chain] = self.emit("elementwise", steps=[list(s) for s in chain.steps]).base
         return Ew(self.emitted[chain])
@@ -281,6 +283,10 @@ class _Interpreter:
         if node.op == "call_module":
             mod = self.gm.get_submodule(node.target)
             name = type(mod).__name__.lower()
+            if type(mod) is nn.Conv2d and len(node.args) == 1 and not node.kwargs:
+                return self.conv2d(node, mod.weight.shape, mod.stride, mod.padding, mod.dilation, mod.groups,
+                                   f"{node.target}.weight", f"{node.target}.bias" if mod.bias is not None else None,
+                                   mod.padding_mode, module=node.target)
             if isinstance(mod, nn.LayerNorm) and len(node.args) == 1 and not node.kwargs:
                 weight = f"{node.target}.weight" if mod.weight is not None else None
                 bias = f"{node.target}.bias" if mod.bias is not None else None
@@ -289,6 +295,8 @@ class _Interpreter:
             if found is None or len(node.args) != 1 or node.kwargs:
                 return self.refuse(name, node)
             kind, params = found
+        elif node.op == "call_function" and node.target in (F.conv2d, torch.conv2d):
+            return self.conv2d_call(node)
         elif node.target in (operator.getitem, getattr) and isinstance(self.value(node.args[0]), Pair):
             pair, which = self.env[node.args[0]], node.args[1]
             if which in (0, "values"):
@@ -390,6 +398,51 @@ class _Interpreter:
 
     def value(self, arg):
         return self.env[arg] if isinstance(arg, fx.Node) else arg
+
+    # -- convolution, its pointwise epilogue folded in ---------------------------------------------------
+    def conv2d(self, node: fx.Node, wshape, stride, padding, dilation, groups, weight: str, bias, mode="zeros",
+               module=None):
+        """module: the nn.Conv2d's path, whose hyper-parameters the kernel then reads at run time (they may
+        depend on sizes, as groups does in a depthwise conv); else the values, groups by attribute if read so."""
+        def pair(v):
+            return [int(v), int(v)] if isinstance(v, int) else [int(u) for u in v] if len(v) == 2 else None
+
+        stride, dilation = pair(stride), pair(dilation)
+        if padding == "valid":
+            padding = 0
+        elif padding == "same" and dilation and all(d * (k - 1) % 2 == 0 for d, k in zip(dilation, wshape[2:])):
+            padding = [d * (k - 1) // 2 for d, k in zip(dilation, wshape[2:])]
+        padding = pair(padding) if not isinstance(padding, str) else None
+        if (None in (stride, padding, dilation) or mode != "zeros" or self.value(node.args[0]) != Ew(X)
+                or not isinstance(groups, int)):
+            return self.refuse("conv2d", node)
+        return self.emit("conv2d", stride=stride, padding=padding, dilation=dilation, groups=groups, module=module,
+                         groups_attr=self.attr_name(groups, int), weight=weight, bias=bias, steps=[], pool=None, post=[])
+
+    def conv2d_call(self, node: fx.Node):
+        names = ("weight", "bias", "stride", "padding", "dilation", "groups")
+        given = dict(zip(names, node.args[1:]), **node.kwargs)
+        w, b = self.value(given.get("weight")), self.value(given.get("bias"))
+        if len(node.args) > 7 or set(given) - set(names) or not isinstance(w, Attr) or \
+                not (b is None or isinstance(b, Attr)):
+            return self.refuse("conv2d", node)
+        shape = tuple(self.gm.get_parameter(w.path).shape) if w.path in dict(self.gm.named_parameters()) else ()
+        if len(shape) != 4:
+            return self.refuse("conv2d", node)
+        return self.conv2d(node, shape, given.get("stride", 1), given.get("padding", 0), given.get("dilation", 1),
+                           given.get("groups", 1), w.path, b.path if b is not None else None)
+
+    def fold_epilogue(self, chain: Ew) -> bool:
+        """Pointwise steps over the last op's result that op applies itself (a conv's epilogue, before or
+        after its pooling): folded into it, and nothing is emitted."""
+        if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1):
+            return False
+        op = self.ops[chain.base]
+        key = "post" if op.kind == "conv2d" and op.detail.get("pool") else "steps"
+        if op.kind != "conv2d" or op.detail[key]:
+            return False
+        op.detail[key] = [list(s) for s in chain.steps]
+        return True
 
     def layernorm(self, node: fx.Node, ndim: int, eps: float, weight, bias):
         if not isinstance(chain := self.realize(self.value(node.args[0])), Ew):

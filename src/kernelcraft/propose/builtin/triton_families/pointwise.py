@@ -78,8 +78,13 @@ $steps
 ''')
 
 
+def step_lines(steps: list) -> list[str]:
+    """Triton statements applying `steps` ([name, *params] each) to the fp32 tensor `x`, in order."""
+    return [line for step in steps for line in _step(step[0], list(step[1:]))]
+
+
 def _render_pointwise(op: Op, p: dict) -> tuple[list[str], str]:
-    steps = [line for step in op.detail["steps"] for line in _step(step[0], list(step[1:]))]
+    steps = step_lines(op.detail["steps"])
     hint = ', eviction_policy="evict_first"' if p.get("evict_first") else ""
     kernel = _POINTWISE.substitute(steps=indent("\n".join(steps), 8), hint=hint)
     programs = "n_tiles"

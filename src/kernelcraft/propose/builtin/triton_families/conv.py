@@ -1,0 +1,152 @@
+"""Convolution family (conv2d, any stride/padding/dilation/groups, with a pointwise epilogue): implicit GEMM.
+
+The convolution is a GEMM that is never materialized: M = N*OH*OW output pixels, N = the out-channels of a
+group, K = (in-channels of a group)*KH*KW. A program owns a BLOCK_M x BLOCK_N tile of outputs (GROUP_M
+swizzle over tiles so neighbouring programs share input rows and weights in L2); each K step gathers the
+BLOCK_M x BLOCK_K patch of the input it needs straight from x (padding is a mask, no im2col buffer) and the
+matching weights, and accumulates tl.dot in fp32. Bias and the pointwise steps that follow the convolution
+in the reference (relu, gelu, scaling, ...) are applied to the fp32 tile before its only store.
+
+Precision: "ieee" is exact fp32 on the FMA units; "tf32x3" splits each fp32 operand into a TF32 part and a
+TF32 remainder and sums three tensor-core products, which keeps fp32-grade accuracy (about 1e-6 relative);
+"tf32" rounds inputs to TF32 (10-bit mantissa) and is offered only under a policy that admits TF32.
+"""
+
+from __future__ import annotations
+
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.triton_families.common import attr, indent
+from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
+
+
+def _conv_moves(op: Op) -> list[tuple]:
+    tile = "{m}x{n} output tiles (pixels x out-channels), {k}-wide K steps, {w} warps, {s} stages"
+    exact = ("Implicit GEMM: gather input patches straight from x (padding as a mask, no im2col buffer), "
+             + tile + ", exact fp32 products on the FMA units, bias and epilogue fused before the one store")
+    split = ("3xTF32 tensor cores at fp32 accuracy: each operand split into a TF32 part and a TF32 remainder, three "
+             "products per step (error ~1e-6 relative); implicit GEMM, " + tile)
+    tf32 = ("TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32): implicit GEMM, "
+            + tile)
+
+    def p(m, n, k, w, s, prec):
+        return {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": s,
+                "precision": prec}
+
+    out = [(split.format(m=128, n=128, k=32, w=8, s=3), "compute", p(128, 128, 32, 8, 3, "tf32x3")),
+           (exact.format(m=128, n=128, k=32, w=8, s=3), "parallelism", p(128, 128, 32, 8, 3, "ieee")),
+           (split.format(m=64, n=128, k=32, w=4, s=4), "compute", p(64, 128, 32, 4, 4, "tf32x3")),
+           (exact.format(m=64, n=128, k=16, w=4, s=4), "memory", p(64, 128, 16, 4, 4, "ieee")),
+           (split.format(m=256, n=128, k=16, w=8, s=3), "compute", p(256, 128, 16, 8, 3, "tf32x3"))]
+    for m, n, k, w, s in ((128, 128, 32, 8, 3), (256, 128, 32, 8, 3)):
+        out.append((tf32.format(m=m, n=n, k=k, w=w, s=s), "precision", p(m, n, k, w, s, "tf32")))
+    return out
+
+
+_CONV = '''
+@triton.jit
+def kc_conv2d_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, C, H, W, CO, OH, OW, K, CPG, COPG, SH, SW, PH, PW, DH, DW,
+                     KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr):
+    # program (tile, group): output pixels rm (n, oh, ow) x out-channels co of one group
+    pid = tl.program_id(0)
+    g = tl.program_id(1)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(COPG, BLOCK_N)
+    in_group = GROUP_M * tiles_n
+    first_m = (pid // in_group) * GROUP_M
+    group_m = tl.minimum(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % group_m
+    pid_n = (pid % in_group) // group_m
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    co = g * COPG + rn
+    n = rm // (OH * OW)
+    pix = rm % (OH * OW)
+    oh = pix // OW
+    ow = pix % OW
+    ih0 = oh * SH - PH
+    iw0 = ow * SW - PW
+    x_row = (n.to(tl.int64) * C + g * CPG) * H * W  # start of image n, first channel of the group
+    mmask = rm < M
+    nmask = rn < COPG
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + tl.arange(0, BLOCK_K)
+        c = kk // (KH * KW)
+        r = kk % (KH * KW)
+        ih = ih0[:, None] + (r // KW * DH)[None, :]
+        iw = iw0[:, None] + (r % KW * DW)[None, :]
+        amask = mmask[:, None] & (kk < K)[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        a = tl.load(x_ptr + x_row[:, None] + (c * H * W)[None, :] + ih * W + iw, mask=amask, other=0.0)
+        b = tl.load(w_ptr + co.to(tl.int64)[None, :] * K + kk[:, None], mask=(kk < K)[:, None] & nmask[None, :],
+                    other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PREC)
+    x = acc
+    if HAS_BIAS:
+        x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
+$steps
+    out = (n.to(tl.int64) * CO * OH * OW + pix)[:, None] + (co.to(tl.int64) * OH * OW)[None, :]
+    tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+'''
+
+
+def _render_conv(op: Op, p: dict) -> tuple[list[str], str]:
+    d = op.detail
+    if d.get("pool") or d.get("post"):
+        raise ValueError("a conv2d with a pooled epilogue is rendered by the fused family, not this one")
+    bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
+    prec = str(p.get("precision", "ieee"))
+    if prec not in ("ieee", "tf32x3", "tf32"):
+        raise ValueError(f"unknown conv precision {prec!r}")
+    kernel = _CONV.replace("$steps", indent("\n".join(step_lines(d.get("steps", []))), 4))
+    bias = attr(d["bias"]) if d.get("bias") else "None"
+    if d.get("module"):  # hyper-parameters as the module holds them at run time
+        conv = attr(d["module"])
+        hyper = f"(sh, sw), (dh, dw), groups = {conv}.stride, {conv}.dilation, {conv}.groups\n" \
+                f"(ph, pw) = kc_conv_padding({conv}.padding, (dh, dw), (KH, KW))"
+    else:
+        groups = attr(d["groups_attr"]) if d.get("groups_attr") else int(d["groups"])
+        hyper = "(sh, sw), (ph, pw), (dh, dw), groups = {}, {}, {}, {}".format(
+            *(tuple(int(v) for v in d[k]) for k in ("stride", "padding", "dilation")), groups)
+    body = f'''
+w, bias = {attr(d["weight"])}, {bias}
+unbatched = x.dim() == 3
+if unbatched:
+    x = x.reshape(1, *x.shape)
+N, C, H, W = x.shape
+CO, CPG, KH, KW = w.shape
+{hyper}
+OH = kc_conv_out_size(H, KH, sh, ph, dh)
+OW = kc_conv_out_size(W, KW, sw, pw, dw)
+y = torch.empty((N, CO, max(OH, 0), max(OW, 0)), dtype=x.dtype, device=x.device)
+if y.numel() > 0:
+    w = w.contiguous()
+    M, K, COPG = N * OH * OW, CPG * KH * KW, CO // groups
+    bn = min({bn}, max(16, triton.next_power_of_2(COPG)))
+    prec = "{prec}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
+    grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
+    kc_conv2d_kernel[grid](x, w, x if bias is None else bias, y, M, C, H, W, CO, OH, OW, K, CPG, COPG, sh, sw, ph, pw,
+                           dh, dw, KH=KH, KW=KW, HAS_BIAS=bias is not None, BLOCK_M={bm}, BLOCK_N=bn,
+                           BLOCK_K={bk}, GROUP_M={group}, PREC=prec, num_warps={int(p["num_warps"])},
+                           num_stages={int(p["num_stages"])})
+return y.reshape(y.shape[1:]) if unbatched else y'''
+    return [_OUT_SIZE, kernel], body
+
+
+_OUT_SIZE = '''
+def kc_conv_out_size(size, kernel, stride, padding, dilation):
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def kc_conv_padding(padding, dilation, kernel):
+    """A module's padding as two ints ("valid": none; "same": half the dilated kernel, odd extents only)."""
+    if padding == "valid":
+        return 0, 0
+    if padding == "same":
+        if any(d * (k - 1) % 2 for d, k in zip(dilation, kernel)):
+            raise ValueError("padding='same' with an even dilated kernel pads unevenly; not supported")
+        return tuple(d * (k - 1) // 2 for d, k in zip(dilation, kernel))
+    return tuple(padding)
+'''
+
+KINDS = {"conv2d": (_conv_moves, _render_conv)}

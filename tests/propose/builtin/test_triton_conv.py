@@ -1,0 +1,88 @@
+"""The implicit-GEMM convolution family: every move against nn.Conv2d on awkward shapes and hyper-parameters
+(odd sizes, stride, dilation, groups, depthwise, no bias, unbatched input, "same"/"valid" padding), with and
+without a fused epilogue. On a GPU the reference runs with cuDNN's TF32 off, as under the strict policy."""
+
+import pytest
+import torch
+
+from kernelcraft.propose.base import CATEGORIES
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render
+from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, check, reference
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+INIT = "self, cin, cout, k, s=1, p=0, d=1, g=1, b=True"
+CONV = "self.conv = nn.Conv2d(cin, cout, k, stride=s, padding=p, dilation=d, groups=g, bias=b)"
+# (init args, input shape)
+CASES = [((3, 5, 3, 1, 1), (2, 3, 9, 7)),  # odd sizes, padding keeps the size
+         ((4, 6, (3, 2), (2, 1), (0, 1), (1, 2), 2, False), (1, 4, 11, 10)),  # groups, dilation, no bias
+         ((3, 17, 5, 2, 2), (3, 13, 13)),  # unbatched, odd out-channels
+         ((6, 6, 3, 1, 1, 1, 6), (2, 6, 5, 8)),  # depthwise
+         ((2, 3, 1), (1, 2, 1, 1))]  # 1x1 kernel on a 1x1 image
+
+
+def conv_op(steps=()) -> Op:
+    return Op("conv2d", {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1, "module": "conv",
+                         "groups_attr": None, "weight": "conv.weight", "bias": "conv.bias", "steps": [list(s) for s in steps],
+                         "pool": None, "post": []})
+
+
+@pytest.fixture(autouse=True)
+def exact_reference(monkeypatch):
+    if DEVICE == "cuda":
+        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+
+
+def tolerance(params) -> dict:
+    tf32 = DEVICE == "cuda" and params["precision"] == "tf32"
+    return {"rtol": 2e-2, "atol": 2e-2} if tf32 else {"rtol": 1e-4, "atol": 1e-4}
+
+
+def test_moves_are_distinct_and_tf32_is_marked():
+    ms = moves(conv_op())
+    assert len({m.text for m in ms}) == len(ms) >= 5
+    assert all(m.category in CATEGORIES for m in ms)
+    assert [m.params["precision"] for m in ms if needs_relaxed(m)] == ["tf32"] * sum(needs_relaxed(m) for m in ms)
+    assert not needs_relaxed(ms[0])  # an exact-grade move comes first
+
+
+@pytest.mark.parametrize("params", [m.params for m in moves(conv_op())], ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p))
+def test_conv_moves(params, tmp_path):
+    check(conv_op(), reference("self.conv(x)", INIT, CONV), params, CASES, tmp_path, **tolerance(params))
+
+
+@pytest.mark.parametrize("forward, steps", [("torch.relu(self.conv(x))", [["relu"]]),
+                                            ("torch.sigmoid(self.conv(x) * 2.0 - 1.0)", [["mul", 2.0], ["sub", 1.0],
+                                                                                         ["sigmoid"]])])
+def test_epilogue_steps(forward, steps, tmp_path):
+    params = moves(conv_op())[1].params
+    check(conv_op(steps), reference(forward, INIT, CONV), params, CASES[:3], tmp_path, **tolerance(params))
+
+
+def test_same_and_valid_padding_and_functional_values(tmp_path):
+    params = moves(conv_op())[0].params
+    check(conv_op(), reference("self.conv(x)", "self, p", "self.conv = nn.Conv2d(3, 4, 3, padding=p, dilation=2)"),
+          params, [(("same",), (1, 3, 9, 8)), (("valid",), (2, 3, 7, 7))], tmp_path, **tolerance(params))
+    op = Op("conv2d", {"stride": [2, 1], "padding": [1, 0], "dilation": [1, 1], "groups": 2, "module": None,
+                       "groups_attr": "g", "weight": "w", "bias": None, "steps": [], "pool": None, "post": []})
+    ref = reference("F.conv2d(x, self.w, None, (2, 1), (1, 0), 1, self.g)", "self",
+                    "self.g = 2\nself.w = nn.Parameter(torch.randn(6, 2, 3, 3))")
+    check(op, ref, params, [((), (2, 4, 8, 5)), ((), (1, 4, 3, 3))], tmp_path, **tolerance(params))
+
+
+def test_half_inputs(tmp_path):
+    params = moves(conv_op())[1].params
+    check(conv_op(), reference("self.conv(x)", INIT, CONV), params, CASES[:2], tmp_path, rtol=1e-2, atol=1e-2,
+          dtype=torch.float16)
+
+
+def test_a_pooled_conv_is_not_this_template():
+    op = conv_op()
+    op.detail["pool"] = {"pool": "max"}
+    with pytest.raises(ValueError, match="pool"):
+        render(op, reference("self.conv(x)", INIT, CONV), moves(op)[0].params)
+
+
+def test_generated_forward_calls_no_torch_compute():
+    assert_no_torch_compute(render(conv_op(), reference("self.conv(x)", INIT, CONV), moves(conv_op())[0].params))
