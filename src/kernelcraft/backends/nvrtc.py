@@ -215,7 +215,10 @@ class Launcher:
     def __init__(self, module: KernelModule, name: str, params: list[Param]):
         self.module, self.name, self.params = module, name, params
 
-    def __call__(self, *args, grid, block, shared_mem: int = 0, stream=None):
+    def __call__(self, *args, grid, block, shared_mem: int = 0, stream=None, cluster=None):
+        """Launch on torch's current stream. `grid` counts blocks, as CUDA's <<<grid, block>>> does, also when
+        `cluster` (blocks per thread-block cluster, sm_90+) is given; each grid dim must then be a multiple of
+        the cluster's."""
         import torch
         from cuda.core import LaunchConfig, launch
 
@@ -236,7 +239,15 @@ class Launcher:
         if cuda_stream is None:
             cuda_stream = streams[handle] = device.create_stream(_TorchStream(handle))
         packed = [self._pack(p, a, device_index) for p, a in zip(self.params, args)]
-        config = LaunchConfig(grid=_dims(grid), block=_dims(block), shmem_size=shared_mem)
+        if cluster is None:
+            config = LaunchConfig(grid=_dims(grid), block=_dims(block), shmem_size=shared_mem)
+        else:
+            blocks, per = _dims(grid), _dims(cluster)
+            per = per + (1,) * (len(blocks) - len(per))
+            if len(per) != len(blocks) or any(b % c for b, c in zip(blocks, per)):
+                raise ValueError(f"grid {blocks} is not a whole number of clusters {per}")
+            config = LaunchConfig(grid=tuple(b // c for b, c in zip(blocks, per)), cluster=per, block=_dims(block),
+                                  shmem_size=shared_mem)
         launch(cuda_stream, config, kernel, *packed)
 
     def _pack(self, param: Param, value, device_index: int):

@@ -67,13 +67,29 @@ def test_a_parent_idea_is_not_offered_again(engineer, softmax):
 
 
 def test_what_it_cannot_cover_it_says_plainly(engineer):
-    conv = load_problem("level1/conv2d_alexnet")
-    with pytest.raises(CoverageError, match="cannot cover level1/conv2d_alexnet: conv2d"):
+    conv = load_problem("level1/conv1d")
+    with pytest.raises(CoverageError, match="cannot cover level1/conv1d: conv1d"):
         engineer.coverage(conv, "triton")
     answer = engineer.ask(Request("ideas", conv, "triton", count=2))
     assert answer.text is None and "cannot cover" in answer.error
-    with pytest.raises(CoverageError, match="writes triton kernels"):
+    with pytest.raises(CoverageError, match="writes triton, cuda_nvrtc kernels"):
         engineer.coverage(load_problem("level1/softmax"), "cuda_inline")
+    with pytest.raises(CoverageError, match="no cuda_nvrtc kernels for layernorm"):
+        engineer.coverage(load_problem("level1/layernorm"), "cuda_nvrtc")
+    with pytest.raises(CoverageError, match="need an NVIDIA GPU"):
+        engineer.coverage(load_problem("level1/softmax"), "cuda_nvrtc")
+
+
+def test_on_a_gpu_cuda_moves_come_first_where_a_cuda_family_serves_the_kind(softmax):
+    gpu = BuiltinProposer("cuda")
+    op = gpu.coverage(softmax, "triton").single
+    backends = [m.backend for m in gpu.moves(op, "triton")]
+    assert backends[0] == "cuda_nvrtc" and "triton" in backends
+    assert backends.index("triton") == backends.count("cuda_nvrtc")
+    assert {m.backend for m in gpu.moves(op, "cuda_nvrtc")} == {"cuda_nvrtc"}
+    assert {m.backend for m in BuiltinProposer("cpu").moves(op, "triton")} == {"triton"}
+    answer = gpu.ask(Request("implement", softmax, "triton", idea=Idea(gpu.moves(op, "triton")[0].text, "memory")))
+    assert "load_kernels(KC_SOURCE)" in answer.text
 
 
 def test_the_stored_request_says_what_was_asked(engineer, softmax):

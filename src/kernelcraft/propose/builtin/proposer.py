@@ -2,7 +2,8 @@
 
 It reads the reference (analyze.py), and for the op it recognized offers *moves*: optimization ideas in
 plain words, each tagged with a category and bound to the parameters of a kernel family that realizes
-it (triton_kernels.py). Asked for ideas, it offers moves not yet tried; asked to implement an idea, it
+it (triton_kernels.py; on a GPU also nvrtc_kernels.py, whose CUDA moves come first for the kinds it
+serves: the candidate's backend is read from its source, so one run mixes both). Asked for ideas, it offers moves not yet tried; asked to implement an idea, it
 renders that move's kernel. Its answers are text in the same format a model would write, so they are
 stored, replayed and parsed like any other.
 """
@@ -15,11 +16,11 @@ from functools import lru_cache
 
 from kernelcraft.problems import Problem
 from kernelcraft.propose.base import Answer, Request, Usage
-from kernelcraft.propose.builtin import triton_kernels
+from kernelcraft.propose.builtin import nvrtc_kernels, triton_kernels
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import Analysis
 
-FAMILIES = {"triton": triton_kernels}  # backend -> kernel family module (moves, render)
+FAMILIES = {"triton": triton_kernels, "cuda_nvrtc": nvrtc_kernels}  # backend -> kernel registry (moves, render)
 STRATEGIES = ("tree", "refine")  # a deterministic engineer gives the same answer to the same request
 
 
@@ -62,11 +63,20 @@ class BuiltinProposer:
         if analysis.single is None:
             missing = analysis.unsupported or [f"{len(analysis.ops)} ops in one forward (fusion is not covered yet)"]
             raise CoverageError(f"the built-in engineer cannot cover {problem.name}: {', '.join(missing)}")
+        if analysis.single.kind not in FAMILIES[backend].kinds():
+            raise CoverageError(f"the built-in engineer has no {backend} kernels for {analysis.single.kind} "
+                                f"({problem.name}); its {backend} kernels cover: "
+                                + ", ".join(sorted(FAMILIES[backend].kinds())))
+        if backend == "cuda_nvrtc" and not self.device.startswith("cuda"):
+            raise CoverageError("the built-in engineer's cuda_nvrtc kernels need an NVIDIA GPU")
         return analysis
 
     def moves(self, op, backend: str) -> list:
-        """The family's moves for `op`, less the precision moves the policy does not admit."""
+        """The moves for `op`: CUDA ones first where a CUDA family serves the kind and there is a GPU, then
+        the run's backend's; less the precision moves the policy does not admit."""
         moves = FAMILIES[backend].moves(op)
+        if backend != "cuda_nvrtc" and self.device.startswith("cuda"):
+            moves = nvrtc_kernels.moves(op) + moves
         return [m for m in moves if self.precision_moves or not triton_kernels.needs_relaxed(m)]
 
     def ask(self, request: Request) -> Answer:
@@ -75,7 +85,6 @@ class BuiltinProposer:
             op = self.coverage(request.problem, request.backend).single
         except CoverageError as exc:
             return Answer(messages, None, error=str(exc))
-        family = FAMILIES[request.backend]
         moves = self.moves(op, request.backend)
         if request.kind == "ideas":
             tried = set(request.tried) | {p.idea for p in request.parents if p.idea}
@@ -83,7 +92,7 @@ class BuiltinProposer:
             text = "```json\n" + json.dumps([{"idea": m.text, "category": m.category} for m in fresh]) + "\n```\n"
             return Answer(messages, text, Usage(0, 0, 0.0))
         move = _choose(moves, request)
-        source = family.render(op, request.problem.source, move.params)
+        source = FAMILIES[move.backend].render(op, request.problem.source, move.params)
         text = f"Idea: {move.text}\nCategory: {move.category}\n\n```python\n{source.rstrip()}\n```\n"
         return Answer(messages, text, Usage(0, 0, 0.0))
 

@@ -11,13 +11,12 @@ contiguous), or, for the kinds a family lists in its TWO_INPUTS, the first two a
 
 from __future__ import annotations
 
-import ast
 import json
 from dataclasses import dataclass
 
+from kernelcraft.propose.builtin.compose import compose
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_families import conv, gemm, norm, pointwise, rows
-from kernelcraft.propose.builtin.triton_families.common import indent
 
 _FAMILIES = (pointwise, rows, norm, gemm, conv)
 _KINDS = {kind: entry for family in _FAMILIES for kind, entry in family.KINDS.items()}
@@ -30,6 +29,7 @@ class Move:
     text: str  # the optimization idea in plain words; unique within a kind (the proposer keys on it)
     category: str  # a CATEGORIES tag (propose/base.py)
     params: dict  # template parameters (JSON-able)
+    backend: str = "triton"  # the registry that renders it (proposer.FAMILIES)
 
 
 def kinds() -> set[str]:
@@ -51,29 +51,7 @@ def moves(op: Op) -> list[Move]:
 def render(op: Op, reference_source: str, params: dict) -> str:
     """The whole candidate file for `op` with `params` (missing keys: the first move's)."""
     p = {**moves(op)[0].params, **params}
-    signature, names = _forward_signature(reference_source)
     kernels, body = _KINDS[op.kind][1](op, p)  # kernel sources (module level), forward body
     head = (f"# ---- Triton kernels by kernelcraft's built-in engineer: {op.kind} {json.dumps(p, sort_keys=True)}\n"
             "import math\n\nimport torch\nimport triton\nimport triton.language as tl")
-    if op.kind in TWO_INPUTS:  # read through their strides as they are
-        if len(names) < 2:
-            raise ValueError(f"a {op.kind} reference needs a forward(self, A, B, ...)")
-        first = f"a, b = {names[0]}, {names[1]}"
-    else:
-        first = f"x = {names[0]}.contiguous()"
-    forward = (f"class ModelNew(Model):\n    {signature}\n        {first}\n"
-               + indent(body.strip("\n"), 8))
-    return "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
-
-
-def _forward_signature(source: str) -> tuple[str, list[str]]:
-    """(the reference forward's `def` line, the names of its positional inputs)."""
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ClassDef) and node.name == "Model":
-            for fn in node.body:
-                if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
-                    names = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-                    if len(names) >= 2:
-                        ret = f" -> {ast.unparse(fn.returns)}" if fn.returns is not None else ""
-                        return f"def forward({ast.unparse(fn.args)}){ret}:", names[1:]
-    raise ValueError("the reference has no `class Model` with a forward(self, x, ...)")
+    return compose(reference_source, head, kernels, body, op.kind in TWO_INPUTS, op.kind)

@@ -1,0 +1,37 @@
+"""A built-in candidate file: the reference verbatim, a header, the kernels, and `class ModelNew(Model)`.
+
+Shared by the kernel registries (triton_kernels.py, nvrtc_kernels.py): `ModelNew` keeps the reference's
+forward signature; its body reads the first input as `x` (made contiguous), or the first two as `a, b`
+as passed (`two_inputs`), then runs the family's body.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kernelcraft.propose.builtin.triton_families.common import indent
+
+
+def compose(reference_source: str, head: str, kernels: list[str], body: str, two_inputs: bool, kind: str) -> str:
+    signature, names = forward_signature(reference_source)
+    if two_inputs:
+        if len(names) < 2:
+            raise ValueError(f"a {kind} reference needs a forward(self, A, B, ...)")
+        first = f"a, b = {names[0]}, {names[1]}"
+    else:
+        first = f"x = {names[0]}.contiguous()"
+    forward = f"class ModelNew(Model):\n    {signature}\n        {first}\n" + indent(body.strip("\n"), 8)
+    return "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
+
+
+def forward_signature(source: str) -> tuple[str, list[str]]:
+    """(the reference forward's `def` line, the names of its positional inputs)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == "Model":
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
+                    names = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+                    if len(names) >= 2:
+                        ret = f" -> {ast.unparse(fn.returns)}" if fn.returns is not None else ""
+                        return f"def forward({ast.unparse(fn.args)}){ret}:", names[1:]
+    raise ValueError("the reference has no `class Model` with a forward(self, x, ...)")

@@ -1,0 +1,237 @@
+"""Softmax / log-softmax in CUDA (NVRTC): each row read once, split over a thread-block cluster.
+
+A row of n floats is cut into one slice per CTA of a cluster (sm_90+); each thread keeps its part of the
+slice in registers (float4 loads when the row allows), the CTA reduces its max, the CTAs exchange their
+maxima through distributed shared memory (mapa + ld.shared::cluster, barrier.cluster), then the same for
+the sum of exponentials, and each thread writes its part: one read and one write of the row, which is what
+a memory-bound softmax can at best do. Rows too long for the cluster's registers take a block-per-row
+kernel (three passes), a reduced dim that is not the last takes a thread-per-column kernel: slower, but
+right on every shape. fp32 in and out. Moves choose the cluster size, the threads per CTA, and whether
+loads and stores carry evict-first (streaming) cache hints.
+"""
+
+from __future__ import annotations
+
+from kernelcraft.propose.builtin.plan import Op
+
+VS = (1, 2, 4, 8)  # float4 (or float) units per thread; 8 float4 = 32 registers of data
+
+
+def _moves(op: Op) -> list[tuple]:
+    text = ("Single read: each row split over a {c}-CTA thread-block cluster ({t} threads each), held in registers "
+            "as float4, the row max and sum exchanged through distributed shared memory, one write")
+    stream = ("Single read over an {c}-CTA cluster ({t} threads each) with streaming cache hints: the row is "
+              "loaded and stored evict-first (ld.global.cs / st.global.cs), it is touched once")
+    return [(text.format(c=c, t=t), cat, {"cluster": c, "threads": t, "stream": False})
+            for c, t, cat in ((8, 512, "memory"), (4, 512, "memory"), (8, 256, "parallelism"),
+                              (2, 1024, "parallelism"))] + \
+        [(stream.format(c=c, t=t), "memory", {"cluster": c, "threads": t, "stream": True})
+         for c, t in ((8, 512), (8, 256))]
+
+
+_CUDA = r'''
+#define NEG_INF __int_as_float(0xff800000)
+#define LOG_SOFTMAX $log
+#define STREAM $stream  // evict-first loads and stores: the row is touched once
+
+__device__ __forceinline__ float nmax(float a, float b) { return (a != a || a > b) ? a : b; }  // NaN wins
+
+__device__ __forceinline__ unsigned kc_cluster_rank()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+__device__ __forceinline__ void kc_cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// A float in the shared memory of CTA `rank` of this cluster, at the place `p` has in ours.
+__device__ __forceinline__ float kc_cluster_load(const float* p, unsigned rank)
+{
+    unsigned local = (unsigned)__cvta_generic_to_shared(p), remote;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+}
+
+// Max (OP 0) or sum (OP 1) over the block; every thread gets it. `red` (32 floats) is free again only
+// after a barrier that all the block's threads pass.
+template <int OP>
+__device__ __forceinline__ float kc_block_reduce(float v, float* red)
+{
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = OP == 0 ? nmax(v, u) : v + u;
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x >> 5) ? red[lane] : (OP == 0 ? NEG_INF : 0.0f);
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = OP == 0 ? nmax(v, u) : v + u;
+    }
+    return v;
+}
+
+// One row per cluster of `csize` CTAs (blockIdx.x / csize); V units of W floats per thread.
+template <int V, int W>
+__device__ __forceinline__ void kc_softmax_cluster(const float* __restrict__ x, float* __restrict__ y, long long n,
+                                                   unsigned csize)
+{
+    __shared__ float red[32];
+    __shared__ float stat[2];
+    const unsigned rank = kc_cluster_rank();
+    const long long row = blockIdx.x / csize;
+    const long long units = n / W;
+    const long long per = (units + csize - 1) / csize;
+    const long long lo = rank * per;
+    const long long hi = min(units, lo + per);
+    const float* xr = x + row * n;
+    float* yr = y + row * n;
+    float v[V * W];
+    float m = NEG_INF;
+    #pragma unroll
+    for (int j = 0; j < V; ++j) {
+        const long long u = lo + threadIdx.x + (long long)j * blockDim.x;
+        if (u < hi) {
+            if (W == 4) {
+                const float4* p = reinterpret_cast<const float4*>(xr) + u;
+                const float4 q = STREAM ? __ldcs(p) : *p;
+                v[4 * j] = q.x; v[4 * j + 1] = q.y; v[4 * j + 2] = q.z; v[4 * j + 3] = q.w;
+            } else {
+                v[j] = STREAM ? __ldcs(xr + u) : xr[u];
+            }
+            #pragma unroll
+            for (int w = 0; w < W; ++w) m = nmax(m, v[j * W + w]);
+        }
+    }
+    m = kc_block_reduce<0>(m, red);
+    if (threadIdx.x == 0) stat[0] = m;
+    kc_cluster_sync();
+    float M = NEG_INF;
+    for (unsigned r = 0; r < csize; ++r) M = nmax(M, kc_cluster_load(&stat[0], r));
+    float s = 0.0f;
+    #pragma unroll
+    for (int j = 0; j < V; ++j) {
+        const long long u = lo + threadIdx.x + (long long)j * blockDim.x;
+        if (u < hi) {
+            #pragma unroll
+            for (int w = 0; w < W; ++w) {
+                const float e = expf(v[j * W + w] - M);
+                s += e;
+                if (!LOG_SOFTMAX) v[j * W + w] = e;
+            }
+        }
+    }
+    s = kc_block_reduce<1>(s, red);
+    if (threadIdx.x == 0) stat[1] = s;
+    kc_cluster_sync();
+    float S = 0.0f;
+    for (unsigned r = 0; r < csize; ++r) S += kc_cluster_load(&stat[1], r);  // same order in every CTA
+    const float k = LOG_SOFTMAX ? M + logf(S) : 1.0f / S;
+    #pragma unroll
+    for (int j = 0; j < V; ++j) {
+        const long long u = lo + threadIdx.x + (long long)j * blockDim.x;
+        if (u < hi) {
+            #pragma unroll
+            for (int w = 0; w < W; ++w) v[j * W + w] = LOG_SOFTMAX ? v[j * W + w] - k : v[j * W + w] * k;
+            if (W == 4) {
+                const float4 q = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+                float4* p = reinterpret_cast<float4*>(yr) + u;
+                if (STREAM) __stcs(p, q); else *p = q;
+            } else if (STREAM) {
+                __stcs(yr + u, v[j]);
+            } else {
+                yr[u] = v[j];
+            }
+        }
+    }
+    kc_cluster_sync();  // no CTA leaves while another may still read its shared memory
+}
+
+$wrappers
+
+// Any row length, one block per row: max, sum, write (three reads).
+extern "C" __global__ void __launch_bounds__(1024)
+kc_softmax_rows(const float* __restrict__ x, float* __restrict__ y, long long n)
+{
+    __shared__ float red[32];
+    const float* xr = x + blockIdx.x * n;
+    float* yr = y + blockIdx.x * n;
+    float m = NEG_INF, s = 0.0f;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) m = nmax(m, xr[i]);
+    m = kc_block_reduce<0>(m, red);
+    __syncthreads();
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) s += expf(xr[i] - m);
+    s = kc_block_reduce<1>(s, red);
+    const float k = LOG_SOFTMAX ? m + logf(s) : 1.0f / s;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) yr[i] = LOG_SOFTMAX ? xr[i] - k : expf(xr[i] - m) * k;
+}
+
+// The reduced dim is not the last: column c of [outer, R, inner] per thread, R elements `inner` apart.
+extern "C" __global__ void __launch_bounds__(256)
+kc_softmax_columns(const float* __restrict__ x, float* __restrict__ y, long long R, long long inner, long long C)
+{
+    const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const long long base = (c / inner) * R * inner + c % inner;
+    float m = NEG_INF, s = 0.0f;
+    for (long long r = 0; r < R; ++r) {  // online: the sum is rescaled whenever the max grows
+        const float v = x[base + r * inner];
+        const float mn = nmax(m, v);
+        if (mn != NEG_INF) { s = s * expf(m - mn) + expf(v - mn); m = mn; }
+    }
+    const float k = LOG_SOFTMAX ? m + logf(s) : 1.0f / s;
+    for (long long r = 0; r < R; ++r) {
+        const float v = x[base + r * inner];
+        y[base + r * inner] = LOG_SOFTMAX ? v - k : expf(v - m) * k;
+    }
+}
+'''
+
+_WRAPPER = ('extern "C" __global__ void __launch_bounds__(1024)\n'
+            'kc_softmax_v{v}_w{w}(const float* __restrict__ x, float* __restrict__ y, long long n, unsigned csize)\n'
+            '{{ kc_softmax_cluster<{v}, {w}>(x, y, n, csize); }}')
+
+
+def _render(op: Op, p: dict) -> tuple[list[str], str]:
+    wrappers = "\n".join(_WRAPPER.format(v=v, w=w) for w in (1, 4) for v in VS)
+    cuda = _CUDA.replace("$log", "1" if op.kind == "log_softmax" else "0").replace("$wrappers", wrappers) \
+        .replace("$stream", "1" if p.get("stream") else "0")
+    kernels = f"KC_SOURCE = r'''{cuda}'''\n\nkc_kernels = load_kernels(KC_SOURCE)"
+    cs, threads = int(p["cluster"]), int(p["threads"])
+    body = f'''
+if x.dtype != torch.float32:
+    raise TypeError(f"these CUDA kernels read and write float32, not {{x.dtype}}")
+y = torch.empty_like(x)
+if x.numel() == 0:
+    return y
+d = {int(op.detail["dim"])} % max(x.dim(), 1)
+R = x.shape[d] if x.dim() else 1
+inner = math.prod(x.shape[d + 1:])
+rows = x.numel() // R
+if inner > 1:
+    kc_kernels.kc_softmax_columns(x, y, R, inner, rows, grid=((rows + 255) // 256,), block=(256,))
+    return y
+width = 4 if R % 4 == 0 and x.data_ptr() % 16 == 0 else 1
+units = R // width
+cs = max(1, min({cs}, -(-units // {threads})))  # short rows take fewer CTAs, and fewer threads below
+per = -(-units // cs)
+threads = min({threads}, max(32, -(-per // 32) * 32))
+v = next((v for v in {VS} if v * threads >= per), None)
+if v is None:  # longer than the cluster's registers hold
+    kc_kernels.kc_softmax_rows(x, y, R, grid=(rows,), block=(1024,))
+    return y
+kc_kernels[f"kc_softmax_v{{v}}_w{{width}}"](x, y, R, cs, grid=(rows * cs,), block=(threads,), cluster=(cs,))
+return y'''
+    return [kernels], body
+
+
+KINDS = {"softmax": (_moves, _render), "log_softmax": (_moves, _render)}

@@ -1,0 +1,66 @@
+"""The CUDA (NVRTC) softmax family: compiled for sm_90a anywhere (NVRTC needs no GPU), run on a GPU against
+torch on awkward shapes: odd and short rows, rows longer than a cluster holds, a reduced dim that is not the
+last, a storage offset that rules out float4, NaN and -inf rows."""
+
+import re
+
+import pytest
+import torch
+
+from kernelcraft.backends.nvrtc import load_kernels
+from kernelcraft.propose.base import CATEGORIES
+from kernelcraft.propose.builtin import nvrtc_kernels
+from kernelcraft.propose.builtin.plan import Op
+from tests.propose.builtin.kernel_check import load, reference
+
+KINDS = [("softmax", torch.softmax), ("log_softmax", torch.log_softmax)]
+
+
+def source(kind: str, dim: int, params: dict) -> str:
+    return nvrtc_kernels.render(Op(kind, {"dim": dim}), reference(f"torch.{kind}(x, dim={dim})"), params)
+
+
+@pytest.mark.parametrize("kind", [k for k, _ in KINDS])
+def test_moves_and_the_source_compiles_for_hopper(kind):
+    ms = nvrtc_kernels.moves(Op(kind, {"dim": -1}))
+    assert len({m.text for m in ms}) == len(ms) >= 3 and all(m.category in CATEGORIES for m in ms)
+    assert all(m.backend == "cuda_nvrtc" for m in ms)
+    text = source(kind, -1, ms[0].params)
+    assert "class ModelNew(Model)" in text and "from kernelcraft.backends.nvrtc import load_kernels" in text
+    module = load_kernels(re.search(r"KC_SOURCE = r'''(.*?)'''", text, re.S).group(1), arch="sm_90a")
+    assert {"kc_softmax_rows", "kc_softmax_columns", "kc_softmax_v8_w4", "kc_softmax_v1_w1"} <= set(module.signatures)
+    assert "spill stores" not in module.log or " 0 bytes spill stores" in module.log
+
+
+def test_kinds_without_a_cuda_family_have_no_moves():
+    assert nvrtc_kernels.moves(Op("layernorm", {})) == []
+    assert nvrtc_kernels.kinds() == {"softmax", "log_softmax"}
+
+
+SHAPES = [((64, 65536), -1), ((5, 1000), 1), ((3, 7), -1), ((2, 300001), -1), ((4, 9, 6), 1), ((33, 4100), 0),
+          ((1, 1), -1), ((8, 262147), 1)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind, fn", KINDS)
+@pytest.mark.parametrize("params", [m.params for m in nvrtc_kernels.moves(Op("softmax", {"dim": -1}))],
+                         ids=lambda p: f"c{p['cluster']}t{p['threads']}{'s' if p['stream'] else ''}")
+def test_moves_match_torch_on_the_gpu(kind, fn, params, tmp_path):
+    for shape, dim in SHAPES:
+        model = load(source(kind, dim, params), tmp_path).ModelNew().cuda()
+        x = torch.randn(shape, device="cuda") * 4
+        torch.testing.assert_close(model(x), fn(x, dim), rtol=1e-5, atol=1e-6, msg=lambda m: f"{shape} {dim}: {m}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind, fn", KINDS)
+def test_offset_storage_and_special_rows(kind, fn, tmp_path):
+    model = load(source(kind, -1, {"cluster": 4, "threads": 512, "stream": True}), tmp_path).ModelNew().cuda()
+    x = torch.randn(6 * 4096 + 1, device="cuda")[1:].view(6, 4096)  # 4-byte aligned only: no float4
+    assert x.data_ptr() % 16 != 0
+    torch.testing.assert_close(model(x), fn(x, -1), rtol=1e-5, atol=1e-6)
+    x = torch.randn(4, 4096, device="cuda")
+    x[1, 7], x[2] = float("nan"), -float("inf")
+    torch.testing.assert_close(model(x), fn(x, -1), rtol=1e-5, atol=1e-6, equal_nan=True)
+    with pytest.raises(TypeError, match="float32"):
+        model(x.half())
