@@ -35,7 +35,8 @@ def load(source: str, tmp_path: Path):
 
 
 ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_properties", "math.prod", "triton.cdiv",
-                 "triton.next_power_of_2", "np2", "min", "max", "float", "list", "kc_tiles"}
+                 "triton.next_power_of_2", "np2", "min", "max", "float", "list", "kc_tiles",
+                 "kc_pool_out"}
 ALLOWED_METHODS = {"contiguous", "reshape", "numel", "dim", "stride"}
 
 
