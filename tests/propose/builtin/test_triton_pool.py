@@ -14,8 +14,8 @@ import torch.nn as nn
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_families.pool import kc_pool_out
-from kernelcraft.propose.builtin.triton_kernels import moves
-from tests.propose.builtin.kernel_check import check, reference
+from kernelcraft.propose.builtin.triton_kernels import moves, render
+from tests.propose.builtin.kernel_check import check, load, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -87,8 +87,6 @@ def test_nan_and_half(tmp_path):
     op, module, _ = CASES["max_3s2p1"]
     src = _ref(module)
     check(op, src, moves(op)[2].params, [((), (2, 3, 9, 11))], tmp_path, dtype=torch.float16, rtol=1e-3, atol=1e-3)
-    from tests.propose.builtin.kernel_check import load
-    from kernelcraft.propose.builtin.triton_kernels import render
     mod = load(render(op, src, moves(op)[0].params), tmp_path)
     x = torch.randn(1, 2, 7, 8)
     x[0, 0, 3, 4] = float("nan")
