@@ -56,8 +56,7 @@ def test_suite_matmuls_are_one_matmul_over_two_inputs(name):
     assert analysis.n_inputs == 2
 
 
-@pytest.mark.parametrize("name, missing, n_inputs", [("linear", "linear", 1), ("conv1d", "conv1d", 1),
-                                                    ("argmax", "argmax", 1), ("cumsum", "cumsum", 1)])
+@pytest.mark.parametrize("name, missing, n_inputs", [("linear", "linear", 1), ("conv1d", "conv1d", 1)])
 def test_uncovered_suite_problems_say_what_is_missing(name, missing, n_inputs):
     analysis = analyze(load_problem(f"level1/{name}"))
     assert analysis.single is None and analysis.error is None
@@ -182,9 +181,9 @@ def test_reduction_spellings(tmp_path, forward, detail):
     assert single(tmp_path, forward).detail == detail
 
 
-def test_max_indices_are_argmax_not_covered(tmp_path):
-    analysis = analyze(write(tmp_path, "return torch.max(x, dim=1).indices"))
-    assert analysis.single is None and analysis.unsupported == ["argmax"]
+def test_max_indices_are_an_argmax(tmp_path):  # more spellings: test_analyze_pool_scan.py
+    op = single(tmp_path, "return torch.max(x, dim=1).indices")
+    assert (op.kind, op.detail) == ("argreduce", {"op": "argmax", "dim": 1, "dim_attr": None, "keepdim": False})
 
 
 def test_layernorm_without_affine(tmp_path):

@@ -48,6 +48,21 @@ def test_declined_convs_are_named(tmp_path, forward, init):
     assert any(name.startswith("conv") or name == "ones" for name in analysis.unsupported), analysis.unsupported
 
 
+def test_conv_relu_maxpool_is_one_pooled_conv():
+    analysis = analyze(load_problem("level2/conv2d_relu_maxpool"))
+    op = analysis.single
+    assert op is not None and op.kind == "conv2d" and op.detail["steps"] == [["relu"]]
+    assert (op.detail["pool"]["pool"], op.detail["pool"]["kernel"], op.detail["pool"]["stride"]) == \
+        ("max", [3, 3], [2, 2])
+
+
+def test_steps_after_the_pool_are_an_op_of_their_own(tmp_path):
+    analysis = analyze(write(tmp_path, "return torch.tanh(self.pool(self.conv(x)))",
+                             "self.conv = nn.Conv2d(3, 4, 3)\nself.pool = nn.MaxPool2d(2)",
+                             inputs="[torch.randn(2, 3, 8, 8)]"))
+    assert analysis.single is None and [op.kind for op in analysis.ops] == ["conv2d", "elementwise"]
+
+
 def test_a_conv_followed_by_another_op_is_not_single(tmp_path):
     analysis = analyze(write(tmp_path, "return torch.softmax(self.conv(x), dim=1)", "self.conv = nn.Conv2d(3, 4, 3)",
                              inputs="[torch.randn(2, 3, 8, 8)]"))

@@ -25,7 +25,7 @@ CASES = [((3, 5, 3, 1, 1), (2, 3, 9, 7)),  # odd sizes, padding keeps the size
 def conv_op(steps=()) -> Op:
     return Op("conv2d", {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1, "module": "conv",
                          "groups_attr": None, "weight": "conv.weight", "bias": "conv.bias", "steps": [list(s) for s in steps],
-                         "pool": None, "post": []})
+                         "pool": None})
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +65,7 @@ def test_same_and_valid_padding_and_functional_values(tmp_path):
     check(conv_op(), reference("self.conv(x)", "self, p", "self.conv = nn.Conv2d(3, 4, 3, padding=p, dilation=2)"),
           params, [(("same",), (1, 3, 9, 8)), (("valid",), (2, 3, 7, 7))], tmp_path, **tolerance(params))
     op = Op("conv2d", {"stride": [2, 1], "padding": [1, 0], "dilation": [1, 1], "groups": 2, "module": None,
-                       "groups_attr": "g", "weight": "w", "bias": None, "steps": [], "pool": None, "post": []})
+                       "groups_attr": "g", "weight": "w", "bias": None, "steps": [], "pool": None})
     ref = reference("F.conv2d(x, self.w, None, (2, 1), (1, 0), 1, self.g)", "self",
                     "self.g = 2\nself.w = nn.Parameter(torch.randn(6, 2, 3, 3))")
     check(op, ref, params, [((), (2, 4, 8, 5)), ((), (1, 4, 3, 3))], tmp_path, **tolerance(params))
@@ -77,11 +77,22 @@ def test_half_inputs(tmp_path):
           dtype=torch.float16)
 
 
-def test_a_pooled_conv_is_not_this_template():
-    op = conv_op()
-    op.detail["pool"] = {"pool": "max"}
-    with pytest.raises(ValueError, match="pool"):
-        render(op, reference("self.conv(x)", INIT, CONV), moves(op)[0].params)
+POOLS = [{"pool": "max", "dims": 2, "kernel": [3, 3], "stride": [2, 2], "padding": [0, 0], "dilation": [1, 1],
+          "ceil_mode": False, "count_include_pad": False, "output_size": None},
+         {"pool": "avg", "dims": 2, "kernel": [2, 3], "stride": [1, 2], "padding": [1, 1], "dilation": [1, 1],
+          "ceil_mode": True, "count_include_pad": True, "output_size": None},
+         {"pool": "adaptive_avg", "dims": 2, "kernel": None, "stride": None, "padding": None, "dilation": None,
+          "ceil_mode": False, "count_include_pad": False, "output_size": [1, 1]}]
+POOL_MODULES = ["nn.MaxPool2d(3, 2)", "nn.AvgPool2d((2, 3), (1, 2), 1, ceil_mode=True)", "nn.AdaptiveAvgPool2d(1)"]
+
+
+@pytest.mark.parametrize("pool, module", list(zip(POOLS, POOL_MODULES)), ids=["max", "avg", "adaptive"])
+def test_conv_relu_then_pool(pool, module, tmp_path):
+    op = conv_op([["relu"]])
+    op.detail["pool"] = pool
+    params = moves(op)[1].params
+    check(op, reference("self.pool(torch.relu(self.conv(x)))", INIT, CONV + "\nself.pool = " + module), params,
+          CASES[:3], tmp_path, **tolerance(params))
 
 
 def test_generated_forward_calls_no_torch_compute():

@@ -86,7 +86,14 @@ _SPECS = {**{k: [] for k in ("sigmoid", "tanh", "exp", "log", "abs", "neg", "sqr
           "mean": [("dim", None), ("keepdim", False), ("dtype", None)],
           "amax": [("dim", ()), ("keepdim", False)], "amin": [("dim", ()), ("keepdim", False)],
           "max": [("dim", None), ("keepdim", False)], "min": [("dim", None), ("keepdim", False)],
-          "layer_norm": [("normalized_shape", None), ("weight", None), ("bias", None), ("eps", 1e-5)]}
+          "layer_norm": [("normalized_shape", None), ("weight", None), ("bias", None), ("eps", 1e-5)],
+          "argmax": [("dim", None), ("keepdim", False)], "argmin": [("dim", None), ("keepdim", False)],
+          "cumsum": [("dim", None), ("dtype", None)], "cumprod": [("dim", None), ("dtype", None)],
+          **{f"max_pool{n}d": [("kernel_size", None), ("stride", None), ("padding", 0), ("dilation", 1),
+                               ("ceil_mode", False), ("return_indices", False)] for n in (1, 2)},
+          **{f"avg_pool{n}d": [("kernel_size", None), ("stride", None), ("padding", 0), ("ceil_mode", False),
+                               ("count_include_pad", True), ("divisor_override", None)] for n in (1, 2)},
+          "adaptive_avg_pool1d": [("output_size", None)], "adaptive_avg_pool2d": [("output_size", None)]}
 _FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
           F.tanh: "tanh", F.silu: "silu", F.gelu: "gelu", torch.exp: "exp", torch.log: "log", torch.abs: "abs",
           operator.abs: "abs", torch.neg: "neg", operator.neg: "neg", torch.sqrt: "sqrt", torch.rsqrt: "rsqrt",
@@ -97,7 +104,12 @@ _FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoi
           operator.mul: "mul", torch.div: "div", torch.true_divide: "div", operator.truediv: "div",
           torch.softmax: "softmax", F.softmax: "softmax", torch.log_softmax: "log_softmax",
           F.log_softmax: "log_softmax", torch.sum: "sum", torch.mean: "mean", torch.amax: "amax",
-          torch.amin: "amin", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm"}
+          torch.amin: "amin", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm",
+          torch.argmax: "argmax", torch.argmin: "argmin", torch.cumsum: "cumsum", torch.cumprod: "cumprod",
+          F.max_pool2d: "max_pool2d", F.max_pool2d_with_indices: "max_pool2d", torch.max_pool2d: "max_pool2d",
+          F.max_pool1d: "max_pool1d", F.max_pool1d_with_indices: "max_pool1d", torch.max_pool1d: "max_pool1d",
+          F.avg_pool2d: "avg_pool2d", F.avg_pool1d: "avg_pool1d", F.adaptive_avg_pool2d: "adaptive_avg_pool2d",
+          F.adaptive_avg_pool1d: "adaptive_avg_pool1d"}
 _METHODS = {**{k: k for k in _SPECS if k in dir(torch.Tensor)}, "clip": "clamp", "true_divide": "div",
             "contiguous": "identity"}
 _MATMUL_FUNCS = {operator.matmul, torch.matmul, torch.mm, torch.bmm}
@@ -111,7 +123,14 @@ def _module_op(mod: nn.Module) -> tuple[str, dict] | None:
              (nn.Identity, "identity", []), (nn.GELU, "gelu", ["approximate"]), (nn.ELU, "elu", ["alpha"]),
              (nn.LeakyReLU, "leaky_relu", ["negative_slope"]), (nn.Hardtanh, "hardtanh", ["min_val", "max_val"]),
              (nn.Softplus, "softplus", ["beta", "threshold"]), (nn.Softmax, "softmax", ["dim"]),
-             (nn.LogSoftmax, "log_softmax", ["dim"])]
+             (nn.LogSoftmax, "log_softmax", ["dim"]),
+             *[(cls, f"max_pool{n}d", ["kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"])
+               for n, cls in ((1, nn.MaxPool1d), (2, nn.MaxPool2d))],
+             (nn.AvgPool1d, "avg_pool1d", ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"]),
+             (nn.AvgPool2d, "avg_pool2d", ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                                           "divisor_override"]),
+             (nn.AdaptiveAvgPool1d, "adaptive_avg_pool1d", ["output_size"]),
+             (nn.AdaptiveAvgPool2d, "adaptive_avg_pool2d", ["output_size"])]
     for cls, kind, names in attrs:
         if isinstance(mod, cls):
             return kind, {n: getattr(mod, n) for n in names}
@@ -304,8 +323,8 @@ class _Interpreter:
                 return self.emit("reduce", op=pair.op, dim=pair.dim, dim_attr=self.attr_name(pair.dim, int),
                                  keepdim=pair.keepdim)
             self.emit_chain(pair.src)  # only the indices are used: an argmax/argmin
-            self.note(f"arg{pair.op}")
-            return UNKNOWN
+            return self.emit("argreduce", op=f"arg{pair.op}", dim=pair.dim, dim_attr=self.attr_name(pair.dim, int),
+                             keepdim=pair.keepdim)
         else:
             table = _METHODS if node.op == "call_method" else _FUNCS
             name = node.target if node.op == "call_method" else getattr(node.target, "__name__", str(node.target))
@@ -337,6 +356,10 @@ class _Interpreter:
             return self.layernorm(node, len(shape), float(p["eps"]), w and w.path, b and b.path)
         if kind in _REDUCE:
             return self.reduce(kind, name, a, p, node)
+        if kind in ("argmax", "argmin", "cumsum", "cumprod"):
+            return self.arg_or_scan(kind, name, a, p, node)
+        if "pool" in kind:
+            return self.pool(kind, name, a, p, node)
         return self.apply_step(a, _step(kind, p), name, node)
 
     # -- matmul over the first two inputs ---------------------------------------------------------------
@@ -417,7 +440,7 @@ class _Interpreter:
                 or not isinstance(groups, int)):
             return self.refuse("conv2d", node)
         return self.emit("conv2d", stride=stride, padding=padding, dilation=dilation, groups=groups, module=module,
-                         groups_attr=self.attr_name(groups, int), weight=weight, bias=bias, steps=[], pool=None, post=[])
+                         groups_attr=self.attr_name(groups, int), weight=weight, bias=bias, steps=[], pool=None)
 
     def conv2d_call(self, node: fx.Node):
         names = ("weight", "bias", "stride", "padding", "dilation", "groups")
@@ -433,15 +456,14 @@ class _Interpreter:
                            given.get("groups", 1), w.path, b.path if b is not None else None)
 
     def fold_epilogue(self, chain: Ew) -> bool:
-        """Pointwise steps over the last op's result that op applies itself (a conv's epilogue, before or
-        after its pooling): folded into it, and nothing is emitted."""
+        """Pointwise steps over the last op's result that op applies itself (a conv's epilogue, before any
+        pooling): folded into it, and nothing is emitted."""
         if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1):
             return False
         op = self.ops[chain.base]
-        key = "post" if op.kind == "conv2d" and op.detail.get("pool") else "steps"
-        if op.kind != "conv2d" or op.detail[key]:
+        if op.kind != "conv2d" or op.detail["steps"] or op.detail["pool"]:  # after a pool: its own op
             return False
-        op.detail[key] = [list(s) for s in chain.steps]
+        op.detail["steps"] = [list(s) for s in chain.steps]
         return True
 
     def layernorm(self, node: fx.Node, ndim: int, eps: float, weight, bias):
@@ -510,3 +532,53 @@ class _Interpreter:
         if isinstance(v, MeanSq) and v.post[:1] and v.post[0][0] == "add" and v.post[1:] in inverse:
             return Prod(eps=v.post[0][1], inv_src=v.src)
         return None
+
+    # -- arg-reductions, scans and pooling over a chain ---------------------------------------------------
+    def arg_or_scan(self, kind: str, name: str, a, p: dict, node: fx.Node):
+        """argmax / argmin over one dim or all (an argreduce Op); cumsum / cumprod along one dim (a scan Op)."""
+        dim, scan = p["dim"], kind in ("cumsum", "cumprod")
+        if isinstance(dim, bool) or not (isinstance(dim, int) or (dim is None and not scan)):
+            return self.refuse(f"{name} over several dims" if isinstance(dim, (tuple, list)) else name, node)
+        if not isinstance(chain := self.realize(a), Ew):
+            return self.refuse(name, node)
+        self.emit_chain(chain)
+        dim_attr = self.attr_name(dim, int) if dim is not None else None
+        if scan:
+            return self.emit("scan", op=kind, dim=dim, dim_attr=dim_attr)
+        return self.emit("argreduce", op=kind, dim=dim, dim_attr=dim_attr, keepdim=bool(p["keepdim"]))
+
+    def pool(self, kind: str, name: str, a, p: dict, node: fx.Node):
+        """Max / avg / adaptive-avg pooling, 2-D or 1-D (as H = 1), as one pool2d Op with [H, W] pairs."""
+        nd = 1 if kind.endswith("1d") else 2
+
+        def hw(v, fill, none_ok=False):  # an int or nd ints -> [H, W] (1-D: [fill, v]); None if not plain ints
+            v = list(v) if isinstance(v, (tuple, list)) else [v] * nd
+            least = 0 if fill == 0 else 1  # padding may be 0, sizes not
+            ok = len(v) == nd and all((type(i) is int and i >= least) or (none_ok and i is None) for i in v)
+            return ([fill] * (2 - nd) + v) if ok else None
+
+        if p.get("return_indices") or p.get("divisor_override") is not None:
+            flag = "return_indices" if p.get("return_indices") else "divisor_override"
+            return self.refuse(f"{kind} with {flag}", node)
+        if kind.startswith("adaptive"):
+            geometry = {"kernel": None, "stride": None, "padding": None, "dilation": None}
+            out = hw(p["output_size"], 1, none_ok=nd == 2)
+            ok = out is not None
+        else:
+            kernel = hw(p["kernel_size"], 1)
+            stride = kernel if p["stride"] in (None, [], ()) else hw(p["stride"], 1)
+            geometry = {"kernel": kernel, "stride": stride, "padding": hw(p["padding"], 0),
+                        "dilation": hw(p.get("dilation", 1), 1)}
+            out = None
+            ok = None not in geometry.values() and isinstance(p["ceil_mode"], bool)
+        if not ok or not isinstance(chain := self.realize(a), Ew):
+            return self.refuse(name, node)
+        self.emit_chain(chain)
+        detail = dict(pool="adaptive_avg" if out else kind[:3], dims=nd, **geometry,
+                      ceil_mode=p.get("ceil_mode", False), count_include_pad=bool(p.get("count_include_pad")),
+                      output_size=out)
+        last = self.ops[-1] if self.ops and chain.base == len(self.ops) - 1 else None
+        if last is not None and last.kind == "conv2d" and last.detail["pool"] is None and nd == 2:
+            last.detail["pool"] = detail  # pooled inside the conv's op: conv (+ epilogue), then the pool kernel
+            return Ew(chain.base)
+        return self.emit("pool2d", **detail)

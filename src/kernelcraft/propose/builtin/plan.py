@@ -40,6 +40,25 @@ class Op:
                    two inputs (not only x): both 2-D, or both 3-D with equal batch (bmm, or matmul of 3-D
                    tensors); op = transpose of the last two dims when trans_* (A.T, A.t(), A.transpose(-2, -1)).
                    Matvec is a matmul with B of shape (K, 1). Output dtype = input dtype, fp32 accumulation.
+      argreduce    {"op": "argmax"|"argmin", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
+                   int64 indices (dim None: into the flattened input); ties give the first index, NaN counts as
+                   the extreme (torch's rules); also the indices of torch.max/min(x, dim)
+      scan         {"op": "cumsum"|"cumprod", "dim": int, "dim_attr": str | None}   inclusive, along dim
+      pool2d       {"pool": "max"|"avg"|"adaptive_avg", "dims": 2|1, "kernel": [kh, kw], "stride": [sh, sw],
+                    "padding": [ph, pw], "dilation": [dh, dw], "ceil_mode": bool, "count_include_pad": bool,
+                    "output_size": [oh | None, ow | None] | None}
+                   over the last `dims` dims of x, (N, C, H, W) or (C, H, W); 1-D pooling is H = 1 (pairs
+                   [1, k], [1, s], [0, p], [1, d], output_size [1, o]). max/avg: kernel..dilation are ints
+                   (avg: dilation [1, 1]; count_include_pad is avg's, False for max), output_size None;
+                   adaptive_avg: output_size (None keeps the input's size), the four geometry keys None, bins
+                   [floor(i*H/OH), ceil((i+1)*H/OH)). Output sizes: triton_families/pool.py kc_pool_out.
+      conv2d       {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "groups": int, "module": str | None,
+                    "groups_attr": str | None, "weight": str, "bias": str | None, "steps": [[name, *params], ...],
+                    "pool": pool2d detail | None}
+                   y = pool(steps(conv2d(x, weight, bias))): `steps` is the pointwise epilogue (elementwise names),
+                   `pool` a pooling that follows. module: the nn.Conv2d's path, whose stride/padding/dilation/groups
+                   the kernel reads at run time (they may depend on sizes, as a depthwise conv's groups do); for
+                   F.conv2d the values given (groups by attribute when read from self).
     """
 
     kind: str

@@ -5,7 +5,8 @@ group, K = (in-channels of a group)*KH*KW. A program owns a BLOCK_M x BLOCK_N ti
 swizzle over tiles so neighbouring programs share input rows and weights in L2); each K step gathers the
 BLOCK_M x BLOCK_K patch of the input it needs straight from x (padding is a mask, no im2col buffer) and the
 matching weights, and accumulates tl.dot in fp32. Bias and the pointwise steps that follow the convolution
-in the reference (relu, gelu, scaling, ...) are applied to the fp32 tile before its only store.
+in the reference (relu, gelu, scaling, ...) are applied to the fp32 tile before its only store. A pooling
+that follows (conv -> relu -> max-pool) is the pool family's kernel over the conv's output, launched next.
 
 Precision: "ieee" is exact fp32 on the FMA units; "tf32x3" splits each fp32 operand into a TF32 part and a
 TF32 remainder and sums three tensor-core products, which keeps fp32-grade accuracy (about 1e-6 relative);
@@ -15,6 +16,7 @@ TF32 remainder and sums three tensor-core products, which keeps fp32-grade accur
 from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.triton_families import pool
 from kernelcraft.propose.builtin.triton_families.common import attr, indent
 from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
 
@@ -92,8 +94,6 @@ $steps
 
 def _render_conv(op: Op, p: dict) -> tuple[list[str], str]:
     d = op.detail
-    if d.get("pool") or d.get("post"):
-        raise ValueError("a conv2d with a pooled epilogue is rendered by the fused family, not this one")
     bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
     prec = str(p.get("precision", "ieee"))
     if prec not in ("ieee", "tf32x3", "tf32"):
@@ -130,7 +130,14 @@ if y.numel() > 0:
                            BLOCK_K={bk}, GROUP_M={group}, PREC=prec, num_warps={int(p["num_warps"])},
                            num_stages={int(p["num_stages"])})
 return y.reshape(y.shape[1:]) if unbatched else y'''
-    return [_OUT_SIZE, kernel], body
+    if not d.get("pool"):
+        return [_OUT_SIZE, kernel], body
+    # Pooled: the conv (with its epilogue) into a scratch tensor, then the pool family's kernel over it.
+    pool_op = Op("pool2d", d["pool"])
+    pool_kernels, pool_body = pool.KINDS["pool2d"][1](pool_op, pool.KINDS["pool2d"][0](pool_op)[0][2])
+    body = body.replace("return y.reshape(y.shape[1:]) if unbatched else y",
+                        "x = y.reshape(y.shape[1:]) if unbatched else y") + "\n" + pool_body
+    return [_OUT_SIZE, kernel, *pool_kernels], body
 
 
 _OUT_SIZE = '''

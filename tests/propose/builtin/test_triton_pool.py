@@ -1,0 +1,115 @@
+"""The pooling family: every move of max / avg / adaptive-avg pooling (2-D and 1-D), rendered and run against
+torch on awkward shapes (odd sizes, size-1 dims, 3-D inputs), with padding, dilation, ceil_mode,
+count_include_pad both ways, strides other than the kernel, non-square kernels and non-divisible adaptive bins.
+
+Without a GPU the kernels run in Triton's interpreter (conftest.py)."""
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+
+from kernelcraft.propose.base import CATEGORIES
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.triton_families.pool import kc_pool_out
+from kernelcraft.propose.builtin.triton_kernels import moves, render
+from tests.propose.builtin.kernel_check import check, load, reference
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+LEVEL1 = Path(__file__).resolve().parents[3] / "src" / "kernelcraft" / "problems" / "level1"
+
+
+def pool(kind, kernel=None, stride=None, padding=(0, 0), dilation=(1, 1), ceil_mode=False, count_include_pad=True,
+         output_size=None, dims=2) -> Op:
+    return Op("pool2d", {"pool": kind, "dims": dims, "kernel": kernel, "stride": stride or kernel,
+                         "padding": list(padding), "dilation": list(dilation), "ceil_mode": ceil_mode,
+                         "count_include_pad": count_include_pad, "output_size": output_size})
+
+
+def adaptive(output_size, dims=2) -> Op:
+    return Op("pool2d", {"pool": "adaptive_avg", "dims": dims, "kernel": None, "stride": None, "padding": None,
+                         "dilation": None, "ceil_mode": False, "count_include_pad": False,
+                         "output_size": list(output_size)})
+
+
+SHAPES_4D = [(2, 3, 9, 11), (1, 5, 8, 13), (3, 7, 10)]  # (C, H, W) too; N = 1
+
+CASES = {  # name: (op, module expression, input shapes)
+    "max_3s2p1": (pool("max", [3, 3], [2, 2], (1, 1)), "nn.MaxPool2d(3, 2, 1)", SHAPES_4D),
+    "max_rect_dil_ceil": (pool("max", [2, 3], [1, 2], (1, 0), (2, 1), ceil_mode=True),
+                          "nn.MaxPool2d((2, 3), (1, 2), (1, 0), dilation=(2, 1), ceil_mode=True)", SHAPES_4D),
+    "max_2_ceil": (pool("max", [2, 2], ceil_mode=True), "nn.MaxPool2d(2, ceil_mode=True)",
+                   [(2, 3, 9, 11), (1, 1, 1, 5), (3, 7, 10)]),
+    "avg_3s2p1": (pool("avg", [3, 3], [2, 2], (1, 1)), "nn.AvgPool2d(3, 2, 1)", SHAPES_4D),
+    "avg_no_pad_count": (pool("avg", [3, 2], [2, 3], (1, 1), ceil_mode=True, count_include_pad=False),
+                         "nn.AvgPool2d((3, 2), (2, 3), 1, ceil_mode=True, count_include_pad=False)", SHAPES_4D),
+    "avg_ceil_pad_count": (pool("avg", [3, 3], [2, 2], (1, 1), ceil_mode=True),
+                           "nn.AvgPool2d(3, 2, 1, ceil_mode=True)", SHAPES_4D),
+    "adaptive_7": (adaptive([7, 7]), "nn.AdaptiveAvgPool2d(7)", [(2, 3, 23, 19), (1, 2, 5, 9), (3, 1, 9)]),
+    "adaptive_none_3": (adaptive([None, 3]), "nn.AdaptiveAvgPool2d((None, 3))", [(2, 3, 6, 10), (1, 1, 1, 4),
+                                                                                   (2, 5, 7)]),
+    "adaptive_global": (adaptive([1, 1]), "nn.AdaptiveAvgPool2d(1)", [(2, 3, 9, 11), (1, 1, 1, 1), (4, 3, 5)]),
+    "max1d": (pool("max", [1, 3], [1, 2], (0, 1), (1, 2), dims=1), "nn.MaxPool1d(3, 2, 1, dilation=2)",
+              [(2, 3, 17), (1, 1, 5), (4, 9)]),
+    "avg1d": (pool("avg", [1, 3], [1, 2], (0, 1), ceil_mode=True, count_include_pad=False, dims=1),
+              "nn.AvgPool1d(3, 2, 1, ceil_mode=True, count_include_pad=False)", [(2, 3, 17), (1, 1, 4), (4, 9)]),
+    "adaptive1d": (adaptive([1, 5], dims=1), "nn.AdaptiveAvgPool1d(5)", [(2, 3, 17), (1, 1, 3), (4, 9)]),
+}
+
+
+def _ref(module: str) -> str:
+    return reference("self.pool(x)", "self", f"self.pool = {module}")
+
+
+# every move on every case: the kernel variant (tile / flat / planes) must not matter
+@pytest.mark.parametrize("case, move", [(c, i) for c in sorted(CASES) for i in range(len(moves(CASES[c][0])))])
+def test_pool_moves(case, move, tmp_path):
+    op, module, shapes = CASES[case]
+    check(op, _ref(module), moves(op)[move].params, [((), s) for s in shapes], tmp_path)
+
+
+def test_moves_are_distinct_and_adaptive_packs_planes_first():
+    for op in (CASES["max_3s2p1"][0], CASES["adaptive_7"][0]):
+        ms = moves(op)
+        assert 3 <= len(ms) <= 6 and len({m.text for m in ms}) == len(ms)
+        assert len({json.dumps(m.params, sort_keys=True) for m in ms}) == len(ms)
+        assert all(m.category in CATEGORIES for m in ms)
+    assert moves(CASES["adaptive_7"][0])[0].params["BLOCK_P"] > 1
+
+
+def test_nan_and_half(tmp_path):
+    op, module, _ = CASES["max_3s2p1"]
+    src = _ref(module)
+    check(op, src, moves(op)[2].params, [((), (2, 3, 9, 11))], tmp_path, dtype=torch.float16, rtol=1e-3, atol=1e-3)
+    mod = load(render(op, src, moves(op)[0].params), tmp_path)
+    x = torch.randn(1, 2, 7, 8)
+    x[0, 0, 3, 4] = float("nan")
+    x[0, 1, 0, 0] = -float("inf")
+    torch.testing.assert_close(mod.ModelNew()(x), mod.Model()(x), equal_nan=True)
+
+
+def test_output_size_helper_matches_torch():
+    for k, s, p, d, ceil, size in itertools.product((1, 2, 3, 4), (1, 2, 3), (0, 1, 2), (1, 2), (False, True),
+                                                    (1, 2, 5, 8, 13)):
+        detail = pool("max", [1, k], [1, s], (0, p), (1, d), ceil_mode=ceil).detail
+        try:
+            want = nn.functional.max_pool2d(torch.zeros(1, 1, 1, size), (1, k), (1, s), (0, p), (1, d), ceil).shape
+        except RuntimeError:  # padding over half the kernel, or no output at all
+            continue
+        assert (kc_pool_out(1, 0, detail), kc_pool_out(size, 1, detail)) == tuple(want[-2:]), detail
+    assert kc_pool_out(9, 0, adaptive([None, 3]).detail) == 9 and kc_pool_out(9, 1, adaptive([None, 3]).detail) == 3
+
+
+SUITE = {"maxpool2d": (pool("max", [3, 3], [2, 2], (1, 1)), ()),
+         "avgpool2d": (pool("avg", [3, 3], [2, 2], (1, 1)), ()),
+         "adaptive_avgpool2d": (adaptive([7, 7]), (7,))}
+
+
+@pytest.mark.parametrize("name", sorted(SUITE))
+def test_suite_problems(name, tmp_path):
+    op, init = SUITE[name]
+    check(op, (LEVEL1 / f"{name}.py").read_text(), moves(op)[0].params, [(init, (2, 5, 37, 29))], tmp_path)

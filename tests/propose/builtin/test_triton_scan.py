@@ -1,0 +1,67 @@
+"""The scan family: every move of cumsum / cumprod along the last, first and a middle dim, with size-1 dims,
+odd sizes and rows long enough for the multi-tile carry and the split (two-launch) path.
+
+Without a GPU the kernels run in Triton's interpreter (conftest.py). Tolerances: fp32 sums of n unit normals
+carry an error of about sqrt(n) ulps of their magnitude, and torch's CPU reference accumulates in double."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelcraft.propose.base import CATEGORIES
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.triton_kernels import moves, render
+from tests.propose.builtin.kernel_check import assert_no_torch_compute, check, load, reference
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+LEVEL1 = Path(__file__).resolve().parents[3] / "src" / "kernelcraft" / "problems" / "level1"
+
+
+def scan(kind="cumsum", dim=-1, dim_attr=None) -> Op:
+    return Op("scan", {"op": kind, "dim": dim, "dim_attr": dim_attr})
+
+
+MOVES = moves(scan())
+CASES = [  # (op, forward expression, input shapes)
+    (scan("cumsum", 1), "torch.cumsum(x, dim=1)", [(3, 37), (4, 1), (2, 5000)]),
+    (scan("cumsum", 0), "x.cumsum(0)", [(37, 5), (1, 7), (3000, 3)]),
+    (scan("cumsum", -2), "torch.cumsum(x, -2)", [(3, 17, 5), (2, 1, 9), (2, 2100, 3)]),
+    (scan("cumprod", -1), "torch.cumprod(x, -1)", [(3, 37), (5, 1), (2, 3, 2500)]),
+    (scan("cumprod", 0), "x.cumprod(0)", [(37, 5), (1, 1), (2100, 2)]),
+]
+
+
+def test_moves_are_distinct():
+    assert 3 <= len(MOVES) <= 6 and len({m.text for m in MOVES}) == len(MOVES)
+    assert len({json.dumps(m.params, sort_keys=True) for m in MOVES}) == len(MOVES)
+    assert all(m.category in CATEGORIES for m in MOVES)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("move", range(len(MOVES)))
+def test_scan_moves(case, move, tmp_path):
+    op, expr, shapes = CASES[case]
+    if op.detail["op"] == "cumprod":  # factors near 1, so long products neither vanish nor blow up
+        source = render(op, reference(expr), MOVES[move].params)
+        assert_no_torch_compute(source)
+        mod = load(source, tmp_path)
+        for shape in shapes:
+            x = 1.0 + 0.01 * torch.randn(shape)
+            torch.testing.assert_close(mod.ModelNew()(x), mod.Model()(x), rtol=1e-4, atol=1e-6)
+        return
+    check(op, reference(expr), MOVES[move].params, [((), s) for s in shapes], tmp_path, rtol=1e-4, atol=1e-4)
+
+
+def test_half_input_accumulates_in_fp32(tmp_path):
+    op = scan("cumsum", -1)
+    check(op, reference("torch.cumsum(x, -1)"), MOVES[2].params, [((), (3, 3000))], tmp_path, dtype=torch.float16,
+          rtol=2e-3, atol=2e-2)
+
+
+def test_suite_problem(tmp_path):
+    op = scan("cumsum", 1)
+    check(op, (LEVEL1 / "cumsum.py").read_text(), MOVES[0].params, [((), (37, 1000))], tmp_path, rtol=1e-4,
+          atol=1e-4)
