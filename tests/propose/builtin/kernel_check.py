@@ -35,7 +35,7 @@ def load(source: str, tmp_path: Path):
 
 
 ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_properties", "math.prod", "triton.cdiv",
-                 "triton.next_power_of_2", "np2", "min", "max", "float", "list", "kc_tiles"}
+                 "triton.next_power_of_2", "np2", "min", "max", "float", "int", "list", "kc_tiles"}
 ALLOWED_METHODS = {"contiguous", "reshape", "numel", "dim", "stride"}
 
 
