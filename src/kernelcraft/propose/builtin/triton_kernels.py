@@ -16,10 +16,10 @@ import json
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families import gemm, loss, norm, pointwise, rows
+from kernelcraft.propose.builtin.triton_families import channel_norm, gemm, loss, norm, pointwise, rows
 from kernelcraft.propose.builtin.triton_families.common import indent
 
-_FAMILIES = (pointwise, rows, norm, gemm, loss)
+_FAMILIES = (pointwise, rows, norm, gemm, loss, channel_norm)
 _KINDS = {kind: entry for family in _FAMILIES for kind, entry in family.KINDS.items()}
 # kinds whose forward body reads `a, b` (the first two inputs, strides as given), from each family's TWO_INPUTS
 TWO_INPUTS = {kind for family in _FAMILIES for kind in getattr(family, "TWO_INPUTS", ())}
