@@ -477,7 +477,7 @@ class _Interpreter:
         """batch_norm (eval: running statistics), instance_norm or group_norm over (N, C, *spatial)."""
         chain = self.realize(self.value(node.args[0]))
         w, b = self.value(p["weight"]), self.value(p["bias"])
-        stats = [self.value(p[k]) for k in ("running_mean", "running_var")]
+        stats = [self.value(p.get(k)) for k in ("running_mean", "running_var")]
         if not isinstance(chain, Ew) or _num(p["eps"]) is None \
                 or not all(v is None or isinstance(v, Attr) for v in (w, b, *stats)):
             return self.refuse(kind, node)
