@@ -149,3 +149,31 @@ def test_cross_entropy_half(tmp_path):
     op = Op("cross_entropy", {"reduction": "mean", "ignore_index": -100, "ignore_index_attr": None})
     check2(op, reference2("F.cross_entropy(a, b)"), {}, [((), randn(33, 257, scale=4.0).half(), targets((33,), 257))],
            tmp_path, rtol=2e-3, atol=2e-3)
+
+
+# ---------------------------------------------------------------- kl_div of two logit tensors
+
+KL_CASES = {-1: [(37, 101), (1, 1), (3, 20000), (7,)], 1: [(2, 5, 7), (3, 1, 4)], 0: [(6, 5)]}
+
+
+def kl_ref(dim: int, reduction: str) -> str:
+    return reference2(f"F.kl_div(F.log_softmax(a, dim={dim}), F.log_softmax(b, dim={dim}), reduction='{reduction}', "
+                      "log_target=True)")
+
+
+@pytest.mark.filterwarnings("ignore:reduction. 'mean' divides:UserWarning")
+@pytest.mark.parametrize("params", [m.params for m in moves(Op("kl_div_logits", {"dim": -1}))],
+                         ids=lambda p: json.dumps(p))
+def test_kl_div_logits_moves(params, tmp_path):
+    for reduction in ("batchmean", "sum", "mean"):
+        for dim, shapes in KL_CASES.items():
+            cases = [((), randn(*s, scale=3.0, seed=i), randn(*s, scale=0.5 + i, seed=i + 7))
+                     for i, s in enumerate(shapes)]
+            check2(Op("kl_div_logits", {"dim": dim, "reduction": reduction}), kl_ref(dim, reduction), params, cases,
+                   tmp_path, atol=1e-5, rtol=1e-4)
+
+
+def test_kl_div_logits_of_equal_inputs_is_zero(tmp_path):
+    a = randn(5, 300, scale=4.0)
+    check2(Op("kl_div_logits", {"dim": -1, "reduction": "batchmean"}), kl_ref(-1, "batchmean"), {},
+           [((), a, a.clone())], tmp_path, atol=1e-6)

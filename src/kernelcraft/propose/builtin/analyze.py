@@ -64,6 +64,12 @@ class Operand:  # a transposed view (last two dims swapped) of forward input `in
 
 
 @dataclass(frozen=True)
+class LogSoftmaxIn:  # log_softmax of forward input `index` over dim, pending the kl_div that reads it
+    index: int
+    dim: int
+
+
+@dataclass(frozen=True)
 class Attr:  # a parameter or buffer, by attribute path
     path: str
 
@@ -119,8 +125,9 @@ _SPECS.update({"cross_entropy": [("target", None), ("weight", None), ("size_aver
                               ("training", False), ("momentum", 0.1), ("eps", 1e-5)],
                "instance_norm": [("running_mean", None), ("running_var", None), ("weight", None), ("bias", None),
                                  ("use_input_stats", True), ("momentum", 0.1), ("eps", 1e-5)],
-               "group_norm": [("num_groups", None), ("weight", None), ("bias", None), ("eps", 1e-5)]})
-_FUNCS.update({getattr(F, k): k for k in (*_LOSSES, *_CHANNEL_NORMS)})
+               "group_norm": [("num_groups", None), ("weight", None), ("bias", None), ("eps", 1e-5)],
+               "kl_div": [("target", None), *_LEGACY, ("log_target", False)]})
+_FUNCS.update({getattr(F, k): k for k in (*_LOSSES, *_CHANNEL_NORMS, "kl_div")})
 _LOSS_MODULES = {nn.CrossEntropyLoss: "cross_entropy", nn.MSELoss: "mse_loss", nn.L1Loss: "l1_loss",
                  nn.SmoothL1Loss: "smooth_l1_loss", nn.HuberLoss: "huber_loss"}
 
@@ -359,6 +366,11 @@ class _Interpreter:
             return a
         if kind in ("add", "sub", "mul", "div"):
             return self.binary(kind, a, self.value(p["other"]), node)
+        if kind == "log_softmax" and isinstance(p["dim"], int) and self.inputs.get(node.args[0]) in (0, 1) \
+                and node.users and all(u.target is F.kl_div for u in node.users):
+            return LogSoftmaxIn(self.inputs[node.args[0]], p["dim"])  # maybe a kl_div of logits: its consumer decides
+        if kind == "kl_div":
+            return self.kl_div(node, p)
         if kind in ("softmax", "log_softmax"):
             if not isinstance(p["dim"], int) or not isinstance(chain := self.realize(a), Ew):
                 return self.refuse(name, node)
@@ -472,6 +484,22 @@ class _Interpreter:
             return self.refuse(kind, node)
         return self.emit("loss", fn=_LOSSES[kind], reduction=p["reduction"], param=name and _num(p[name]),
                          param_attr=name and self.hyper(p, name, p[name], float))
+
+    def kl_div(self, node: fx.Node, p: dict):
+        """kl_div(log_softmax(a, d), log_softmax(b, d), log_target=True) of the first two inputs, fused."""
+        lp, lq = self.value(node.args[0]), self.value(p["target"])
+        shapes = self.shapes()
+        if isinstance(lp, LogSoftmaxIn) and isinstance(lq, LogSoftmaxIn) and (lp.index, lq.index) == (0, 1) \
+                and lp.dim == lq.dim and p["log_target"] is True and p["size_average"] is None \
+                and p["reduce"] is None and p["reduction"] in ("batchmean", "sum", "mean") and len(shapes) >= 2 \
+                and shapes[0] is not None and shapes[0] == shapes[1]:
+            return self.emit("kl_div_logits", dim=lp.dim, reduction=p["reduction"])
+        for v in (lp, lq):  # the pending log_softmaxes, as they would have been without the fusion
+            if isinstance(v, LogSoftmaxIn) and v.index == 0:
+                self.emit("log_softmax", dim=v.dim)
+            elif isinstance(v, LogSoftmaxIn):
+                self.note("log_softmax")
+        return self.refuse("kl_div", node)
 
     def channel_norm(self, kind: str, node: fx.Node, p: dict):
         """batch_norm (eval: running statistics), instance_norm or group_norm over (N, C, *spatial)."""

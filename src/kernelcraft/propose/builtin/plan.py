@@ -48,6 +48,10 @@ class Op:
                    F.cross_entropy(logits, targets) of the first two inputs: logits (N, C, *d) or (C,), int class
                    targets (N, *d) or (); no class weights, no label smoothing; targets equal to ignore_index add
                    nothing and are not counted by the mean (all ignored: NaN)
+      kl_div_logits {"dim": int, "reduction": "batchmean"|"sum"|"mean"}   of the first two inputs a, b (equal shapes):
+                   F.kl_div(log_softmax(a, dim), log_softmax(b, dim), reduction, log_target=True), i.e.
+                   KL(softmax(b) || softmax(a)) summed over dim, then over rows (/ a.shape[0] for batchmean,
+                   / numel for mean)
       batchnorm    {"eps": float, "eps_attr": str | None, "weight": str | None, "bias": str | None,
                     "running_mean": str, "running_var": str}   eval mode over (N, C, *spatial): per channel
                    (x - running_mean) / sqrt(running_var + eps) [* weight] [+ bias]

@@ -1,9 +1,9 @@
-"""Loss family over the forward's first two inputs (prediction, target): pointwise losses (mse, l1, smooth_l1,
-huber) over flat tiles, and cross-entropy over rows of logits seen as [outer, C classes, inner] (rows.py's
-column tiles: inner == 1 is plain rows, several short rows per program). A reduced loss is deterministic:
-each program writes one fp32 partial (and, for cross-entropy, its count of targets not ignored), and a second
-one-program launch adds them in a fixed order and divides for the mean. Cross-entropy reads each row once
-(log-sum-exp in registers, or online in tiles for long rows) and gathers the target logit."""
+"""Loss family over the forward's first two inputs: pointwise losses (mse, l1, smooth_l1, huber) over flat tiles;
+cross-entropy (logits, class targets) and KL divergence of two logit tensors over rows seen as [outer, R, inner]
+(rows.py's column tiles: inner == 1 is plain rows, several short rows per program), each row read once
+(log-sum-exp in registers, or online in tiles for long rows). A reduced loss is deterministic: each program writes
+one fp32 partial (and, for cross-entropy, its count of targets not ignored), and a second one-program launch
+adds them in a fixed order and divides for the mean."""
 
 from __future__ import annotations
 
@@ -29,6 +29,22 @@ def _loss_moves(op: Op) -> list[tuple]:
         ("Streaming cache hints: 4096-element tiles of both inputs loaded with evict_first, each byte is read once",
          "memory", {"BLOCK": 4096, "num_warps": 8, "evict_first": True}),
     ]
+
+
+def _kl_moves(op: Op) -> list[tuple]:
+    row = ("Both rows whole in registers (up to {m} elements, short rows packed {t} per program, {w} warps): "
+           "log-softmax of each from one read, then sum q * (log q - log p) as torch does; one fp32 partial per "
+           "program, combined by a one-program second launch")
+    online = ("One online pass in {b}-element tiles ({w} warps): running max and sum of both rows, and the "
+              "q-weighted sum of (b - a) rescaled with them; KL = E_q[b - a] - lse(b) + lse(a), registers bounded")
+
+    def p(variant, m, b, t, w):
+        return {"variant": variant, "ROW_MAX": m, "BLOCK_R": b, "TILE": t, "num_warps": w}
+
+    return [(row.format(m=8192, t=4096, w=4), "memory", p("row", 8192, 4096, 4096, 4)),
+            (row.format(m=8192, t=8192, w=8), "memory", p("row", 8192, 4096, 8192, 8)),
+            (online.format(b=1024, w=4), "control", p("online", 0, 1024, 2048, 4)),
+            (online.format(b=2048, w=8), "control", p("online", 0, 2048, 4096, 8))]
 
 
 def _ce_moves(op: Op) -> list[tuple]:
@@ -129,6 +145,55 @@ $columns
 ''')
 
 
+_KL = Template('''
+@triton.jit
+def kc_kl_div_logits_kernel(a_ptr, b_ptr, y_ptr, R, inner, C, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+                            SINGLE: tl.constexpr):
+    # a tile of BLOCK_C rows (R elements `inner` apart): sum of q * (log q - log p), p = softmax(a), q = softmax(b),
+    # over the rows of the tile, stored as one fp32 partial
+$columns
+    if SINGLE:  # both rows whole: log-probabilities first, as torch computes them
+        offs = base[None, :] + r.to(tl.int64)[:, None] * inner
+        mask = (r < R)[:, None] & cmask[None, :]
+        a = tl.load(a_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        b = tl.load(b_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        m_a = tl.max(a, 0)
+        m_a = tl.where(m_a == -float("inf"), 0.0, m_a)
+        m_b = tl.max(b, 0)
+        m_b = tl.where(m_b == -float("inf"), 0.0, m_b)
+        lp = a - (m_a + tl.log(tl.sum(tl.exp(a - m_a[None, :]), 0)))[None, :]
+        lq = b - (m_b + tl.log(tl.sum(tl.exp(b - m_b[None, :]), 0)))[None, :]
+        kl = tl.sum(tl.where(mask, tl.exp(lq) * (lq - lp), 0.0), 0)
+    else:  # online: running max and sum of a and of b, and w = sum exp(b - max) * (b - a), rescaled with b's sum
+        m_a = tl.full([BLOCK_C], -float("inf"), tl.float32)
+        m_b = tl.full([BLOCK_C], -float("inf"), tl.float32)
+        s_a = tl.zeros([BLOCK_C], tl.float32)
+        s_b = tl.zeros([BLOCK_C], tl.float32)
+        w = tl.zeros([BLOCK_C], tl.float32)
+        for start in range(0, R, BLOCK_R):
+            rr = start + r
+            offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
+            mask = (rr < R)[:, None] & cmask[None, :]
+            a = tl.load(a_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
+            b = tl.load(b_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
+            new_a = tl.maximum(m_a, tl.max(a, 0))
+            safe_a = tl.where(new_a == -float("inf"), 0.0, new_a)
+            s_a = s_a * tl.exp(m_a - safe_a) + tl.sum(tl.exp(a - safe_a[None, :]), 0)
+            m_a = new_a
+            new_b = tl.maximum(m_b, tl.max(b, 0))
+            safe_b = tl.where(new_b == -float("inf"), 0.0, new_b)
+            scale = tl.exp(m_b - safe_b)
+            e = tl.exp(b - safe_b[None, :])
+            s_b = s_b * scale + tl.sum(e, 0)
+            w = w * scale + tl.sum(tl.where(mask, e * (b - a), 0.0), 0)
+            m_b = new_b
+        lse_a = tl.where(m_a == -float("inf"), 0.0, m_a) + tl.log(s_a)
+        lse_b = tl.where(m_b == -float("inf"), 0.0, m_b) + tl.log(s_b)
+        kl = w / s_b - lse_b + lse_a
+    tl.store(y_ptr + tl.program_id(0), tl.sum(tl.where(cmask, kl, 0.0), 0))
+''')
+
+
 def _finish(part: str, cnt: str, programs: str, div: str, has_cnt: bool) -> str:
     return (f"kc_loss_finish_kernel[(1,)]({part}, {cnt}, y, {programs}, {div}, HAS_CNT={has_cnt}, BLOCK=1024, "
             "num_warps=4)")
@@ -203,5 +268,31 @@ return y'''
     return [_TILES, kernel, _FINISH], body
 
 
-KINDS = {"loss": (_loss_moves, _render_loss), "cross_entropy": (_ce_moves, _render_ce)}
-TWO_INPUTS = {"loss", "cross_entropy"}
+def _render_kl(op: Op, p: dict) -> tuple[list[str], str]:
+    div = {"batchmean": "float(a.shape[0] if a.dim() else 1)", "sum": "1.0", "mean": "float(a.numel())"}
+    reduction = op.detail["reduction"]
+    if reduction not in div:
+        raise ValueError(f"unknown kl_div reduction {reduction!r}")
+    row_max = int(p["ROW_MAX"]) if p["variant"] == "row" else 0
+    block_r, tile, warps = int(p["BLOCK_R"]), int(p["TILE"]), int(p["num_warps"])
+    body = f'''
+a, b = a.contiguous(), b.contiguous()
+y = torch.empty((), dtype=a.dtype, device=a.device)
+d = {int(op.detail["dim"])} % max(a.dim(), 1)
+R, inner = (a.shape[d] if a.dim() else 1), math.prod(a.shape[d + 1:])
+C = a.numel() // R if R else 0  # rows
+br, bc, single = kc_tiles(max(R, 1), max(C, 1), inner, {row_max}, {block_r}, {tile})
+warps = min(16, {warps} * max(1, br * bc // {tile}))
+programs = triton.cdiv(C, bc)
+part = torch.empty((programs,), dtype=torch.float32, device=a.device)
+if C:
+    kc_kl_div_logits_kernel[(programs,)](a, b, part, R, inner, C, BLOCK_R=br, BLOCK_C=bc, SINGLE=single,
+                                         num_warps=warps)
+{_finish("part", "part", "programs", div[reduction], False)}
+return y'''
+    return [_TILES, _KL.substitute(columns=_COLUMNS), _FINISH], body
+
+
+KINDS = {"loss": (_loss_moves, _render_loss), "cross_entropy": (_ce_moves, _render_ce),
+         "kl_div_logits": (_kl_moves, _render_kl)}
+TWO_INPUTS = {"loss", "cross_entropy", "kl_div_logits"}
