@@ -145,7 +145,6 @@ def _module_op(mod: nn.Module) -> tuple[str, dict] | None:
     return None
 
 
-
 def _module_spec(mod: nn.Module, target: str, args: tuple) -> tuple[str, dict] | None:
     """A loss or channel-norm module as its functional form's parameters (tensors by attribute path; "module":
     where the generated code reads its hyper-parameters at run time)."""
@@ -166,6 +165,7 @@ def _module_spec(mod: nn.Module, target: str, args: tuple) -> tuple[str, dict] |
     if isinstance(mod, nn.GroupNorm):
         return "group_norm", {**norm, "num_groups": mod.num_groups}
     return None
+
 
 def _num(v) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
@@ -366,7 +366,8 @@ class _Interpreter:
             return a
         if kind in ("add", "sub", "mul", "div"):
             return self.binary(kind, a, self.value(p["other"]), node)
-        if kind == "log_softmax" and isinstance(p["dim"], int) and self.inputs.get(node.args[0]) in (0, 1) \
+        if kind == "log_softmax" and isinstance(p["dim"], int) and isinstance(node.args[0], fx.Node) \
+                and self.inputs.get(node.args[0]) in (0, 1) \
                 and node.users and all(u.target is F.kl_div for u in node.users):
             return LogSoftmaxIn(self.inputs[node.args[0]], p["dim"])  # maybe a kl_div of logits: its consumer decides
         if kind == "kl_div":
