@@ -35,8 +35,8 @@ def load(source: str, tmp_path: Path):
 
 
 ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_properties", "math.prod", "triton.cdiv",
-                 "triton.next_power_of_2", "np2", "min", "max", "float", "list", "tuple", "any", "zip", "ValueError",
-                 "kc_tiles", "kc_conv_out_size", "kc_conv_padding", "kc_pool_out"}
+                 "triton.next_power_of_2", "np2", "min", "max", "float", "int", "list", "tuple", "any", "zip",
+                 "ValueError", "kc_tiles", "kc_conv_out_size", "kc_conv_padding", "kc_pool_out"}
 ALLOWED_METHODS = {"contiguous", "reshape", "numel", "dim", "stride"}
 
 

@@ -64,6 +64,12 @@ class Operand:  # a transposed view (last two dims swapped) of forward input `in
 
 
 @dataclass(frozen=True)
+class LogSoftmaxIn:  # log_softmax of forward input `index` over dim, pending the kl_div that reads it
+    index: int
+    dim: int
+
+
+@dataclass(frozen=True)
 class Attr:  # a parameter or buffer, by attribute path
     path: str
 
@@ -116,6 +122,27 @@ _MATMUL_FUNCS = {operator.matmul, torch.matmul, torch.mm, torch.bmm}
 _MATMUL_METHODS = {"matmul", "mm", "bmm", "__matmul__"}
 _REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "max", "min": "min"}
 
+# Losses (over the forward's first two inputs: prediction, target) and norms over channels, F.* and nn.* spellings.
+_LOSSES = {"cross_entropy": "cross_entropy", "mse_loss": "mse", "l1_loss": "l1", "smooth_l1_loss": "smooth_l1",
+           "huber_loss": "huber"}
+_CHANNEL_NORMS = ("batch_norm", "instance_norm", "group_norm")
+_LEGACY = [("size_average", None), ("reduce", None), ("reduction", "mean")]
+_SPECS.update({"cross_entropy": [("target", None), ("weight", None), ("size_average", None), ("ignore_index", -100),
+                                 ("reduce", None), ("reduction", "mean"), ("label_smoothing", 0.0)],
+               "mse_loss": [("target", None), *_LEGACY, ("weight", None)],
+               "l1_loss": [("target", None), *_LEGACY, ("weight", None)],
+               "smooth_l1_loss": [("target", None), *_LEGACY, ("beta", 1.0)],
+               "huber_loss": [("target", None), ("reduction", "mean"), ("delta", 1.0), ("weight", None)],
+               "batch_norm": [("running_mean", None), ("running_var", None), ("weight", None), ("bias", None),
+                              ("training", False), ("momentum", 0.1), ("eps", 1e-5)],
+               "instance_norm": [("running_mean", None), ("running_var", None), ("weight", None), ("bias", None),
+                                 ("use_input_stats", True), ("momentum", 0.1), ("eps", 1e-5)],
+               "group_norm": [("num_groups", None), ("weight", None), ("bias", None), ("eps", 1e-5)],
+               "kl_div": [("target", None), *_LEGACY, ("log_target", False)]})
+_FUNCS.update({getattr(F, k): k for k in (*_LOSSES, *_CHANNEL_NORMS, "kl_div")})
+_LOSS_MODULES = {nn.CrossEntropyLoss: "cross_entropy", nn.MSELoss: "mse_loss", nn.L1Loss: "l1_loss",
+                 nn.SmoothL1Loss: "smooth_l1_loss", nn.HuberLoss: "huber_loss"}
+
 
 def _module_op(mod: nn.Module) -> tuple[str, dict] | None:
     """A torch.nn module's canonical op and hyper-parameters, read from the instance."""
@@ -134,6 +161,28 @@ def _module_op(mod: nn.Module) -> tuple[str, dict] | None:
     for cls, kind, names in attrs:
         if isinstance(mod, cls):
             return kind, {n: getattr(mod, n) for n in names}
+    return None
+
+
+def _module_spec(mod: nn.Module, target: str, args: tuple) -> tuple[str, dict] | None:
+    """A loss or channel-norm module as its functional form's parameters (tensors by attribute path; "module":
+    where the generated code reads its hyper-parameters at run time)."""
+    def path(name: str) -> Attr | None:
+        return Attr(f"{target}.{name}") if getattr(mod, name, None) is not None else None
+    if type(mod) in _LOSS_MODULES and len(args) == 2:
+        kind = _LOSS_MODULES[type(mod)]
+        return kind, {**{n: getattr(mod, n, d) for n, d in _SPECS[kind]}, "target": args[1], "weight": path("weight"),
+                      "module": target}
+    norm = {"module": target, "weight": path("weight"), "bias": path("bias"), "eps": getattr(mod, "eps", None),
+            "running_mean": path("running_mean"), "running_var": path("running_var")}
+    if len(args) != 1:
+        return None
+    if isinstance(mod, nn.modules.batchnorm._BatchNorm):  # eval mode: the verifier runs models .eval()
+        return "batch_norm", {**norm, "training": not mod.track_running_stats}  # no running stats: batch stats
+    if isinstance(mod, nn.modules.instancenorm._InstanceNorm):  # spatial: its dims, to tell an unbatched input
+        return "instance_norm", {**norm, "use_input_stats": True, "spatial": mod._get_no_batch_dim() - 1}
+    if isinstance(mod, nn.GroupNorm):
+        return "group_norm", {**norm, "num_groups": mod.num_groups}
     return None
 
 
@@ -310,6 +359,8 @@ class _Interpreter:
                 weight = f"{node.target}.weight" if mod.weight is not None else None
                 bias = f"{node.target}.bias" if mod.bias is not None else None
                 return self.layernorm(node, len(mod.normalized_shape), mod.eps, weight, bias)
+            if (spec := _module_spec(mod, node.target, node.args)) is not None and not node.kwargs:
+                return self.apply(spec[0], name, node, spec[1])
             found = _module_op(mod)
             if found is None or len(node.args) != 1 or node.kwargs:
                 return self.refuse(name, node)
@@ -342,6 +393,12 @@ class _Interpreter:
             return a
         if kind in ("add", "sub", "mul", "div"):
             return self.binary(kind, a, self.value(p["other"]), node)
+        if kind == "log_softmax" and isinstance(p["dim"], int) and isinstance(node.args[0], fx.Node) \
+                and self.inputs.get(node.args[0]) in (0, 1) \
+                and node.users and all(u.target is F.kl_div for u in node.users):
+            return LogSoftmaxIn(self.inputs[node.args[0]], p["dim"])  # maybe a kl_div of logits: its consumer decides
+        if kind == "kl_div":
+            return self.kl_div(node, p)
         if kind in ("softmax", "log_softmax"):
             if not isinstance(p["dim"], int) or not isinstance(chain := self.realize(a), Ew):
                 return self.refuse(name, node)
@@ -354,6 +411,10 @@ class _Interpreter:
                     or not all(v is None or isinstance(v, Attr) for v in (w, b))):
                 return self.refuse(name, node)
             return self.layernorm(node, len(shape), float(p["eps"]), w and w.path, b and b.path)
+        if kind in _LOSSES:
+            return self.loss(kind, node, p)
+        if kind in _CHANNEL_NORMS:
+            return self.channel_norm(kind, node, p)
         if kind in _REDUCE:
             return self.reduce(kind, name, a, p, node)
         if kind in ("argmax", "argmin", "cumsum", "cumprod"):
@@ -471,6 +532,79 @@ class _Interpreter:
             return self.refuse("layernorm", node)
         self.emit_chain(chain)
         return self.emit("layernorm", ndim=ndim, eps=float(eps), weight=weight, bias=bias)
+
+    def loss(self, kind: str, node: fx.Node, p: dict):
+        """A loss of the forward's first two inputs as they are (prediction, target)."""
+        args = [node.args[0], p["target"]]
+        shapes = self.shapes()
+        if [self.inputs.get(v) if isinstance(v, fx.Node) else None for v in args] != [0, 1] or len(shapes) < 2 \
+                or None in shapes[:2]:
+            return self.refuse(kind, node)
+        for flag in ("weight", "size_average", "reduce"):
+            if p.get(flag) is not None:
+                return self.refuse(f"{kind} ({flag})", node)
+        if p["reduction"] not in ("mean", "sum", "none"):
+            return self.refuse(f"{kind} (reduction={p['reduction']})", node)
+        if kind == "cross_entropy":
+            ignore = p["ignore_index"]
+            if _num(p["label_smoothing"]) != 0.0:
+                return self.refuse("cross_entropy (label_smoothing)", node)
+            if len(shapes[0]) != len(shapes[1]) + 1 or type(ignore) is not int:  # targets are class indices
+                return self.refuse("cross_entropy (probability targets)", node)
+            return self.emit("cross_entropy", reduction=p["reduction"], ignore_index=ignore,
+                             ignore_index_attr=self.hyper(p, "ignore_index", ignore, int))
+        if shapes[0] != shapes[1]:
+            return self.refuse(f"{kind} (broadcast)", node)
+        name = "beta" if "beta" in p else "delta" if "delta" in p else None
+        if name and _num(p[name]) is None:
+            return self.refuse(kind, node)
+        return self.emit("loss", fn=_LOSSES[kind], reduction=p["reduction"], param=name and _num(p[name]),
+                         param_attr=name and self.hyper(p, name, p[name], float))
+
+    def kl_div(self, node: fx.Node, p: dict):
+        """kl_div(log_softmax(a, d), log_softmax(b, d), log_target=True) of the first two inputs, fused."""
+        lp, lq = self.value(node.args[0]), self.value(p["target"])
+        shapes = self.shapes()
+        if isinstance(lp, LogSoftmaxIn) and isinstance(lq, LogSoftmaxIn) and (lp.index, lq.index) == (0, 1) \
+                and lp.dim == lq.dim and p["log_target"] is True and p["size_average"] is None \
+                and p["reduce"] is None and p["reduction"] in ("batchmean", "sum", "mean") and len(shapes) >= 2 \
+                and shapes[0] is not None and shapes[0] == shapes[1]:
+            return self.emit("kl_div_logits", dim=lp.dim, reduction=p["reduction"])
+        for v in (lp, lq):  # the pending log_softmaxes, as they would have been without the fusion
+            if isinstance(v, LogSoftmaxIn) and v.index == 0:
+                self.emit("log_softmax", dim=v.dim)
+            elif isinstance(v, LogSoftmaxIn):
+                self.note("log_softmax")
+        return self.refuse("kl_div", node)
+
+    def channel_norm(self, kind: str, node: fx.Node, p: dict):
+        """batch_norm (eval: running statistics), instance_norm or group_norm over (N, C, *spatial)."""
+        chain = self.realize(self.value(node.args[0]))
+        w, b = self.value(p["weight"]), self.value(p["bias"])
+        stats = [self.value(p.get(k)) for k in ("running_mean", "running_var")]
+        if not isinstance(chain, Ew) or _num(p["eps"]) is None \
+                or not all(v is None or isinstance(v, Attr) for v in (w, b, *stats)):
+            return self.refuse(kind, node)
+        if kind == "batch_norm" and (p["training"] is not False or None in stats):
+            return self.refuse("batch_norm (training)", node)  # batch statistics, running buffers updated
+        if kind == "instance_norm" and (stats != [None, None] or p["use_input_stats"] is not True):
+            return self.refuse("instance_norm (running stats)", node)
+        if kind == "group_norm" and type(p["num_groups"]) is not int:
+            return self.refuse(kind, node)
+        self.emit_chain(chain)
+        eps = float(p["eps"])
+        common = {"eps": eps, "eps_attr": self.hyper(p, "eps", p["eps"], float), "weight": w and w.path,
+                  "bias": b and b.path}
+        if kind == "batch_norm":
+            return self.emit("batchnorm", **common, running_mean=stats[0].path, running_var=stats[1].path)
+        if kind == "instance_norm":
+            return self.emit("instancenorm", **common, spatial=p.get("spatial"))
+        groups = p["num_groups"]
+        return self.emit("groupnorm", groups=groups, groups_attr=self.hyper(p, "num_groups", groups, int), **common)
+
+    def hyper(self, p: dict, name: str, value, typ) -> str | None:
+        """Where forward reads a hyper-parameter: its module's attribute (nn.* spelling), or self.<attr>."""
+        return f"{p['module']}.{name}" if p.get("module") else self.attr_name(value, typ)
 
     def reduce(self, kind: str, name: str, a, p: dict, node: fx.Node):
         dim = p["dim"]

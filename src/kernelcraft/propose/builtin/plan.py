@@ -23,7 +23,7 @@ WITH_PARAMS = {"elu": 1, "leaky_relu": 1, "hardtanh": 2, "clamp": 2, "softplus":
 
 @dataclass
 class Op:
-    """One recognized computation over the forward's first input (matmul: its first two).
+    """One recognized computation over the forward's first input (matmul, losses: its first two).
 
     kind and detail:
       elementwise  {"steps": [[name, *params], ...]}              y = f_n(...f_1(x)), same shape and dtype as x
@@ -59,6 +59,27 @@ class Op:
                    `pool` a pooling that follows. module: the nn.Conv2d's path, whose stride/padding/dilation/groups
                    the kernel reads at run time (they may depend on sizes, as a depthwise conv's groups do); for
                    F.conv2d the values given (groups by attribute when read from self).
+      loss         {"fn": "mse"|"l1"|"smooth_l1"|"huber", "reduction": "mean"|"sum"|"none", "param": float | None,
+                    "param_attr": str | None}   of the first two inputs (prediction, target), of equal shapes;
+                   param: smooth_l1's beta, huber's delta (None for mse, l1); param_attr: the attribute holding it
+                   ("beta", or "crit.beta" for a loss module); reduction "none" keeps the input's shape
+      cross_entropy {"reduction": "mean"|"sum"|"none", "ignore_index": int, "ignore_index_attr": str | None}
+                   F.cross_entropy(logits, targets) of the first two inputs: logits (N, C, *d) or (C,), int class
+                   targets (N, *d) or (); no class weights, no label smoothing; targets equal to ignore_index add
+                   nothing and are not counted by the mean (all ignored: NaN)
+      kl_div_logits {"dim": int, "reduction": "batchmean"|"sum"|"mean"}   of the first two inputs a, b (equal shapes):
+                   F.kl_div(log_softmax(a, dim), log_softmax(b, dim), reduction, log_target=True), i.e.
+                   KL(softmax(b) || softmax(a)) summed over dim, then over rows (/ a.shape[0] for batchmean,
+                   / numel for mean)
+      batchnorm    {"eps": float, "eps_attr": str | None, "weight": str | None, "bias": str | None,
+                    "running_mean": str, "running_var": str}   eval mode over (N, C, *spatial): per channel
+                   (x - running_mean) / sqrt(running_var + eps) [* weight] [+ bias]
+      instancenorm {"eps", "eps_attr", "weight", "bias" as batchnorm, "spatial": int | None}   statistics per (n, c)
+                   over the spatial dims, affine per channel; spatial: the module's spatial dims (an input with
+                   spatial + 1 dims is unbatched), None for F.instance_norm
+      groupnorm    {"groups": int, "groups_attr": str | None, "eps", "eps_attr", "weight", "bias"}   statistics per
+                   (n, group) over C/groups channels and the spatial dims, affine per channel
+                   (*_attr, for all of them: where forward reads the value at run time, e.g. "eps" or "norm.eps")
     """
 
     kind: str
