@@ -18,7 +18,9 @@ CONV = "self.conv = nn.Conv2d(cin, cout, k, stride=s, padding=p, dilation=d, gro
 CASES = [((3, 5, 3, 1, 1), (2, 3, 9, 7)),  # odd sizes, padding keeps the size
          ((4, 6, (3, 2), (2, 1), (0, 1), (1, 2), 2, False), (1, 4, 11, 10)),  # groups, dilation, no bias
          ((3, 17, 5, 2, 2), (3, 13, 13)),  # unbatched, odd out-channels
-         ((6, 6, 3, 1, 1, 1, 6), (2, 6, 5, 8)),  # depthwise
+         ((6, 6, 3, 1, 1, 1, 6), (2, 6, 5, 8)),  # depthwise: the direct stencil kernel
+         ((5, 5, (3, 2), 2, 1, 2, 5, False), (1, 5, 9, 11)),  # depthwise, strided, dilated, no bias
+         ((4, 8, 3, 1, 1, 1, 4), (1, 4, 6, 6)),  # channel multiplier 2: grouped GEMM, not the stencil
          ((2, 3, 1), (1, 2, 1, 1))]  # 1x1 kernel on a 1x1 image
 
 

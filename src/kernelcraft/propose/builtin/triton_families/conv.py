@@ -8,6 +8,9 @@ matching weights, and accumulates tl.dot in fp32. Bias and the pointwise steps t
 in the reference (relu, gelu, scaling, ...) are applied to the fp32 tile before its only store. A pooling
 that follows (conv -> relu -> max-pool) is the pool family's kernel over the conv's output, launched next.
 
+A depthwise convolution (groups == in == out channels) is no GEMM: it takes a direct stencil kernel instead,
+a program per (image, channel) plane tile with the taps unrolled, in fp32.
+
 Precision: "ieee" is exact fp32 on the FMA units; "tf32x3" splits each fp32 operand into a TF32 part and a
 TF32 remainder and sums three tensor-core products, which keeps fp32-grade accuracy (about 1e-6 relative);
 "tf32" rounds inputs to TF32 (10-bit mantissa) and is offered only under a policy that admits TF32.
@@ -93,13 +96,43 @@ $steps
 '''
 
 
+_DEPTHWISE = '''
+@triton.jit
+def kc_dwconv2d_kernel(x_ptr, w_ptr, b_ptr, y_ptr, C, H, W, OH, OW, SH, SW, PH, PW, DH, DW, KH: tl.constexpr,
+                       KW: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
+    # program (plane n*C + c, output tile): a direct stencil over one channel, taps unrolled, read from L1/L2
+    plane = tl.program_id(0).to(tl.int64)
+    c = plane % C
+    n_tw = tl.cdiv(OW, BLOCK_W)
+    oh = (tl.program_id(1) // n_tw) * BLOCK_H + tl.arange(0, BLOCK_H)
+    ow = (tl.program_id(1) % n_tw) * BLOCK_W + tl.arange(0, BLOCK_W)
+    x_plane = x_ptr + plane * H * W
+    acc = tl.zeros([BLOCK_H, BLOCK_W], dtype=tl.float32)
+    for kh in tl.static_range(KH):
+        ih = oh * SH - PH + kh * DH
+        for kw in tl.static_range(KW):
+            iw = ow * SW - PW + kw * DW
+            m = ((ih >= 0) & (ih < H))[:, None] & ((iw >= 0) & (iw < W))[None, :]
+            v = tl.load(x_plane + ih[:, None] * W + iw[None, :], mask=m, other=0.0).to(tl.float32)
+            acc += v * tl.load(w_ptr + c * (KH * KW) + kh * KW + kw).to(tl.float32)
+    x = acc
+    if HAS_BIAS:
+        x += tl.load(b_ptr + c).to(tl.float32)
+$steps
+    out = y_ptr + plane * OH * OW + oh[:, None] * OW + ow[None, :]
+    tl.store(out, x.to(y_ptr.dtype.element_ty), mask=(oh < OH)[:, None] & (ow < OW)[None, :])
+'''
+
+
 def _render_conv(op: Op, p: dict) -> tuple[list[str], str]:
     d = op.detail
     bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
     prec = str(p.get("precision", "ieee"))
     if prec not in ("ieee", "tf32x3", "tf32"):
         raise ValueError(f"unknown conv precision {prec!r}")
-    kernel = _CONV.replace("$steps", indent("\n".join(step_lines(d.get("steps", []))), 4))
+    steps = indent("\n".join(step_lines(d.get("steps", []))), 4)
+    kernel = _CONV.replace("$steps", steps)
+    depthwise = _DEPTHWISE.replace("$steps", steps)
     bias = attr(d["bias"]) if d.get("bias") else "None"
     if d.get("module"):  # hyper-parameters as the module holds them at run time
         conv = attr(d["module"])
@@ -120,7 +153,12 @@ CO, CPG, KH, KW = w.shape
 OH = kc_conv_out_size(H, KH, sh, ph, dh)
 OW = kc_conv_out_size(W, KW, sw, pw, dw)
 y = torch.empty((N, CO, max(OH, 0), max(OW, 0)), dtype=x.dtype, device=x.device)
-if y.numel() > 0:
+if y.numel() > 0 and groups == C and CO == C:  # depthwise: a direct stencil per channel plane
+    bh, bw = min(16, triton.next_power_of_2(OH)), min(64, triton.next_power_of_2(OW))
+    grid = (N * C, triton.cdiv(OH, bh) * triton.cdiv(OW, bw))
+    kc_dwconv2d_kernel[grid](x, w.contiguous(), x if bias is None else bias, y, C, H, W, OH, OW, sh, sw, ph, pw, dh,
+                             dw, KH=KH, KW=KW, HAS_BIAS=bias is not None, BLOCK_H=bh, BLOCK_W=bw, num_warps=4)
+elif y.numel() > 0:
     w = w.contiguous()
     M, K, COPG = N * OH * OW, CPG * KH * KW, CO // groups
     bn = min({bn}, max(16, triton.next_power_of_2(COPG)))
@@ -132,13 +170,13 @@ if y.numel() > 0:
                            num_stages={int(p["num_stages"])})
 return y.reshape(y.shape[1:]) if unbatched else y'''
     if not d.get("pool"):
-        return [_OUT_SIZE, kernel], body
+        return [_OUT_SIZE, kernel, depthwise], body
     # Pooled: the conv (with its epilogue) into a scratch tensor, then the pool family's kernel over it.
     pool_op = Op("pool2d", d["pool"])
     pool_kernels, pool_body = pool.KINDS["pool2d"][1](pool_op, pool.KINDS["pool2d"][0](pool_op)[0][2])
     body = body.replace("return y.reshape(y.shape[1:]) if unbatched else y",
                         "x = y.reshape(y.shape[1:]) if unbatched else y") + "\n" + pool_body
-    return [_OUT_SIZE, kernel, *pool_kernels], body
+    return [_OUT_SIZE, kernel, depthwise, *pool_kernels], body
 
 
 _OUT_SIZE = '''
