@@ -240,7 +240,8 @@ def test_matmul_moves_exact_first_then_tf32():
     assert 4 <= len(ms) <= 8 and any(relaxed) and not all(relaxed)
     assert relaxed == sorted(relaxed)  # exact moves first
     for m in ms:
-        assert needs_relaxed(m) == (m.params["precision"] == "tf32") == (m.category == "precision")
+        assert needs_relaxed(m) == (m.params["precision"] == "tf32")
+        assert (m.category == "precision") == (needs_relaxed(m) and not m.params.get("tma"))
         assert ("TF32" in m.text and "tolerance" in m.text) == needs_relaxed(m)
     assert not any(needs_relaxed(m) for op in ALL_OPS[:-1] for m in moves(op))
 

@@ -1,7 +1,9 @@
 """GEMM family (matmul, bmm, transposed operands): a program per BLOCK_M x BLOCK_N output tile (GROUP_M
 swizzle) and batch, a masked K loop of tl.dot into an fp32 accumulator; operands read through their strides
 (a transpose is a stride swap). input_precision "ieee" (exact fp32) or "tf32" (fp32 inputs only; such moves
-carry params["precision"] == "tf32", which the registry's needs_relaxed names)."""
+carry params["precision"] == "tf32", which the registry's needs_relaxed names). TMA moves (params["tma"]) add a
+persistent kernel whose operand tiles come through tensor descriptors (TMA on Hopper): used at run time for
+2-D row-major operands on a GPU, the strided kernel otherwise."""
 
 from __future__ import annotations
 
@@ -23,7 +25,13 @@ def _matmul_moves(op: Op) -> list[tuple]:
     for m, n, k, w, s, cat in ((128, 128, 32, 8, 3, "parallelism"), (64, 64, 32, 4, 4, "parallelism"),
                                (128, 64, 32, 4, 4, "memory"), (64, 128, 32, 4, 4, "memory")):
         out.append((exact.format(m=m, n=n, k=k, w=w, s=s), cat, p(m, n, k, w, s, "ieee")))
-    for m, n, k, w, s in ((128, 128, 32, 8, 3), (128, 256, 32, 8, 3), (64, 128, 32, 4, 4)):
+    tma = ("TF32 tensor cores fed by TMA: a persistent grid (one program per SM) walks {m}x{n} output tiles, "
+           "operand tiles ({k}-wide K steps, {s} stages) copied by the tensor memory accelerator with zero-filled "
+           "edges, so the K loop carries no masks; needs a tolerance policy that admits TF32 (strided or batched operands "
+           "take the plain kernel)")
+    for m, n, k, w, s in ((128, 256, 32, 8, 3), (128, 128, 32, 8, 4)):
+        out.append((tma.format(m=m, n=n, k=k, s=s), "async", {**p(m, n, k, w, s, "tf32"), "tma": True}))
+    for m, n, k, w, s in ((128, 128, 32, 8, 3), (128, 256, 32, 8, 3)):
         out.append((tf32.format(m=m, n=n, k=k, w=w, s=s), "precision", p(m, n, k, w, s, "tf32")))
     return out
 
@@ -61,6 +69,28 @@ def kc_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk,
 '''
 
 
+_GEMM_TMA = '''
+@triton.jit
+def kc_matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr, PROGRAMS: tl.constexpr):
+    # persistent: program p takes output tiles p, p + PROGRAMS, ... (GROUP_M swizzle); TMA zero-fills the edges
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    in_group = GROUP_M * tiles_n
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS):
+        first_m = (tile // in_group) * GROUP_M
+        group_m = tl.minimum(tiles_m - first_m, GROUP_M)
+        pid_m = first_m + (tile % in_group) % group_m
+        pid_n = (tile % in_group) // group_m
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            a = a_desc.load([pid_m * BLOCK_M, k0])
+            b = b_desc.load([k0, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc, input_precision=PREC)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+'''
+
+
 def _render_matmul(op: Op, p: dict) -> tuple[list[str], str]:
     ta, tb = bool(op.detail.get("trans_a")), bool(op.detail.get("trans_b"))
     bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
@@ -86,7 +116,34 @@ kc_matmul_kernel[grid](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{
                        s_c[-1], BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec,
                        num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
 return c'''
-    return [_GEMM], body
+    if not p.get("tma"):
+        return [_GEMM], body
+    # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
+    # strided kernel above.
+    tma = f'''
+def kc_tma_ok(*ts):
+    return all(t.is_cuda and t.dim() == 2 and t.stride(-1) == 1 and t.stride(0) * t.element_size() % 16 == 0
+               and t.data_ptr() % 16 == 0 for t in ts)
+
+
+def kc_matmul_tma(a, b, c, prec):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    M, K = a.shape
+    N = b.shape[1]
+    programs = min(triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}),
+                   torch.cuda.get_device_properties(a.device).multi_processor_count)
+    kc_matmul_tma_kernel[(programs,)](TensorDescriptor.from_tensor(a, [{bm}, {bk}]),
+                                      TensorDescriptor.from_tensor(b, [{bk}, {bn}]),
+                                      TensorDescriptor.from_tensor(c, [{bm}, {bn}]), M, N, K, BLOCK_M={bm},
+                                      BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec, PROGRAMS=programs,
+                                      num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
+'''
+    body = body.replace("grid = (", """if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c):
+    kc_matmul_tma(a, b, c, prec)
+    return c
+grid = (""", 1)
+    return [_GEMM, _GEMM_TMA, tma], body
 
 
 KINDS = {"matmul": (_matmul_moves, _render_matmul)}
