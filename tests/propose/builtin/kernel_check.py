@@ -38,7 +38,7 @@ ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_prope
                  "triton.next_power_of_2", "np2", "min", "max", "float", "int", "list", "tuple", "any", "zip",
                  "ValueError", "all", "TensorDescriptor.from_tensor", "kc_tiles", "kc_conv_out_size",
                  "kc_conv_padding", "kc_pool_out", "kc_tma_ok", "kc_matmul_tma"}
-ALLOWED_METHODS = {"contiguous", "reshape", "numel", "dim", "stride", "element_size", "data_ptr"}
+ALLOWED_METHODS = {"contiguous", "reshape", "numel", "dim", "stride", "element_size", "data_ptr", "t"}
 
 
 def _dotted(node) -> str:

@@ -25,10 +25,11 @@ def _matmul_moves(op: Op) -> list[tuple]:
     for m, n, k, w, s, cat in ((128, 128, 32, 8, 3, "parallelism"), (64, 64, 32, 4, 4, "parallelism"),
                                (128, 64, 32, 4, 4, "memory"), (64, 128, 32, 4, 4, "memory")):
         out.append((exact.format(m=m, n=n, k=k, w=w, s=s), cat, p(m, n, k, w, s, "ieee")))
-    tma = ("TF32 tensor cores fed by TMA: a persistent grid (one program per SM) walks {m}x{n} output tiles, "
+    tma = ("TF32 tensor cores fed by TMA: B transposed once so both operands are K-major (the layout Hopper's "
+           "TF32 tensor-core instructions read), a persistent grid (one program per SM) walks {m}x{n} output tiles, "
            "operand tiles ({k}-wide K steps, {s} stages) copied by the tensor memory accelerator with zero-filled "
-           "edges, so the K loop carries no masks; needs a tolerance policy that admits TF32 (strided or batched operands "
-           "take the plain kernel)")
+           "edges, no masks in the K loop; needs a tolerance policy that admits TF32 (strided or batched "
+           "operands take the plain kernel)")
     for m, n, k, w, s in ((128, 256, 32, 8, 3), (128, 128, 32, 8, 4)):
         out.append((tma.format(m=m, n=n, k=k, s=s), "async", {**p(m, n, k, w, s, "tf32"), "tma": True}))
     for m, n, k, w, s in ((128, 128, 32, 8, 3), (128, 256, 32, 8, 3)):
@@ -71,9 +72,11 @@ def kc_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk,
 
 _GEMM_TMA = '''
 @triton.jit
-def kc_matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+def kc_matmul_tma_kernel(a_desc, bt_desc, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr, PROGRAMS: tl.constexpr):
-    # persistent: program p takes output tiles p, p + PROGRAMS, ... (GROUP_M swizzle); TMA zero-fills the edges
+    # persistent: program p takes output tiles p, p + PROGRAMS, ... (GROUP_M swizzle). TMA brings A tiles and
+    # tiles of B transposed (K-major, the layout Hopper's TF32 tensor-core instructions read), zero-filled
+    # past the edges; C is stored through plain masked pointers (no shared-memory staging)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     in_group = GROUP_M * tiles_n
@@ -85,9 +88,12 @@ def kc_matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr,
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
             a = a_desc.load([pid_m * BLOCK_M, k0])
-            b = b_desc.load([k0, pid_n * BLOCK_N])
-            acc = tl.dot(a, b, acc, input_precision=PREC)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+            bt = bt_desc.load([pid_n * BLOCK_N, k0])
+            acc = tl.dot(a, bt.T, acc, input_precision=PREC)
+        rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
+                 mask=(rm < M)[:, None] & (rn < N)[None, :])
 '''
 
 
@@ -131,16 +137,18 @@ def kc_matmul_tma(a, b, c, prec):
 
     M, K = a.shape
     N = b.shape[1]
+    bt = b.t().contiguous()  # (N, K): K-major tiles for the tensor cores; a copy of B, small beside the GEMM
+    if not kc_tma_ok(bt):
+        return False
     programs = min(triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}),
                    torch.cuda.get_device_properties(a.device).multi_processor_count)
     kc_matmul_tma_kernel[(programs,)](TensorDescriptor.from_tensor(a, [{bm}, {bk}]),
-                                      TensorDescriptor.from_tensor(b, [{bk}, {bn}]),
-                                      TensorDescriptor.from_tensor(c, [{bm}, {bn}]), M, N, K, BLOCK_M={bm},
+                                      TensorDescriptor.from_tensor(bt, [{bn}, {bk}]), c, M, N, K, BLOCK_M={bm},
                                       BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec, PROGRAMS=programs,
                                       num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
+    return True
 '''
-    body = body.replace("grid = (", """if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c):
-    kc_matmul_tma(a, b, c, prec)
+    body = body.replace("grid = (", """if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and kc_matmul_tma(a, b, c, prec):
     return c
 grid = (""", 1)
     return [_GEMM, _GEMM_TMA, tma], body
