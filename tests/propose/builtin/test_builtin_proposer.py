@@ -107,7 +107,7 @@ def test_precision_moves_only_where_the_policy_admits_them():
     assert strict_moves and not any(needs_relaxed(m) for m in strict_moves)
     assert any(needs_relaxed(m) for m in relaxed_moves) and len(relaxed_moves) > len(strict_moves)
     offered = offered_texts(strict, matmul, count=20)
-    assert offered == [m.text for m in strict_moves] and not any("TF32" in t for t in offered)
+    assert offered == [m.text for m in strict_moves] and not any("tolerance policy that admits TF32" in t for t in offered)
 
 
 def offered_texts(engineer, problem, count):
