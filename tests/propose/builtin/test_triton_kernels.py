@@ -164,6 +164,26 @@ RMS_W = reference("x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.ep
 RMS_PLAIN = reference("x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-5)")
 
 
+
+
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+def test_norm_row_groups_sized_for_l2(kind, tmp_path):
+    """The L2-group move normalizes a few rows per launch pair; a small stated L2 forces several groups."""
+    op = Op("layernorm", {"ndim": 1, "eps": 1e-5, "weight": "ln.weight", "bias": "ln.bias"}) if kind == "layernorm" \
+        else Op("rmsnorm", {"eps": 1e-6, "eps_attr": None, "weight": None})
+    params = next(m.params for m in moves(op) if m.params.get("l2_groups"))
+    ref = reference("self.ln(x)", "self, n", "self.ln = nn.LayerNorm(n)") if kind == "layernorm" else \
+        reference("x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)", "self, n")
+    module = load(render(op, ref, params), tmp_path)
+    module.KC_L2_BYTES = 3 * 4 * 20000 * 2  # two rows of 20000 floats per group
+    for shape in [(5, 20000), (3, 2, 17001)]:
+        torch.manual_seed(0)
+        want_model, got_model = module.Model(shape[-1]), module.ModelNew(shape[-1])
+        got_model.load_state_dict(want_model.state_dict())
+        x = torch.randn(shape, device=DEVICE)
+        torch.testing.assert_close(got_model.to(DEVICE)(x), want_model.to(DEVICE)(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("params", [m.params for m in moves(ALL_OPS[5])], ids=lambda p: json.dumps(p))
 def test_rmsnorm_moves(params, tmp_path):
     check(Op("rmsnorm", {"eps": 1e-6, "eps_attr": "eps", "weight": "weight"}), RMS_W, params,

@@ -19,7 +19,10 @@ def _norm_moves(op: Op) -> list[tuple]:
             "statistics merged per row by the writing pass", "parallelism",
             {**base, "split_target": 4096, "BLOCK_N": 1024}),
            ("Long rows handled by one program each, looping over 2048-element tiles (no split, no partials)",
-            "control", {**base, "split_target": 0})]
+            "control", {**base, "split_target": 0}),
+           ("Long rows normalized a group at a time (as many rows as fit in a third of L2): the statistics pass "
+            "leaves the group in L2, so the writing pass re-reads it from there, not from DRAM", "memory",
+            {**base, "split_target": 4096, "BLOCK_N": 1024, "l2_groups": True})]
     if op.kind == "layernorm":
         out.append(("Two-pass statistics per chunk of a long row: the sum for the mean, then the squared deviations "
                     "(exact, the chunk re-read from L2) instead of one-pass Welford", "precision",
@@ -149,17 +152,25 @@ if np2(N) <= {row_max}:  # whole rows in registers
     kc_norm_row_kernel[(triton.cdiv(M, bm),)](x, y, w_arg, b_arg, M, N, eps, BLOCK_M=bm, BLOCK_N=bn, {flags},
                                               num_warps=warps)
     return y
-splits = max(1, min(triton.cdiv({int(p["split_target"])}, M), triton.cdiv(N, {block_n}), 1024))
+group = M
+l2 = KC_L2_BYTES or (torch.cuda.get_device_properties(x.device).L2_cache_size if x.is_cuda else 0)
+if {bool(p.get("l2_groups"))} and l2:  # rows a few at a time, so the writing pass re-reads them from L2
+    group = max(1, l2 // 3 // (N * x.element_size()))
+splits = max(1, min(triton.cdiv({int(p["split_target"])}, min(group, M)), triton.cdiv(N, {block_n}), 1024))
 chunk = triton.cdiv(triton.cdiv(N, splits), {block_n}) * {block_n}
 splits = triton.cdiv(N, chunk)
-mean = torch.empty((M, splits), dtype=torch.float32, device=x.device)
-m2 = torch.empty((M, splits), dtype=torch.float32, device=x.device)
-kc_norm_stats_kernel[(M, splits)](x, mean, m2, N, chunk, splits, BLOCK_N={block_n}, RMS={rms},
-                                  WELFORD={bool(p.get("welford", True))}, num_warps={warps})
-kc_norm_apply_kernel[(M, splits)](x, y, w_arg, b_arg, mean, m2, N, chunk, splits, eps, BLOCK_N={block_n},
-                                  BLOCK_S=np2(splits), {flags}, num_warps={warps})
+mean = torch.empty((min(group, M), splits), dtype=torch.float32, device=x.device)
+m2 = torch.empty((min(group, M), splits), dtype=torch.float32, device=x.device)
+x2, y2 = x.reshape(M, N), y.reshape(M, N)
+for r0 in range(0, M, group):
+    xs, ys = x2[r0:r0 + group], y2[r0:r0 + group]  # views: row-major rows stay contiguous
+    rows = xs.shape[0]
+    kc_norm_stats_kernel[(rows, splits)](xs, mean, m2, N, chunk, splits, BLOCK_N={block_n}, RMS={rms},
+                                         WELFORD={bool(p.get("welford", True))}, num_warps={warps})
+    kc_norm_apply_kernel[(rows, splits)](xs, ys, w_arg, b_arg, mean, m2, N, chunk, splits, eps, BLOCK_N={block_n},
+                                         BLOCK_S=np2(splits), {flags}, num_warps={warps})
 return y'''
-    return [_NORM], body
+    return [_NORM, "KC_L2_BYTES = None  # L2 bytes to plan row groups for; None: the device's own"], body
 
 
 KINDS = {"layernorm": (_norm_moves, _render_norm), "rmsnorm": (_norm_moves, _render_norm)}
