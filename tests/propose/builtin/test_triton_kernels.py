@@ -285,3 +285,14 @@ def test_matmul_half(params, tmp_path):
 def test_matmul_suite_problems(name, shapes, tmp_path):
     ta = name == "matmul_transposed_a"
     check_mm(ta, False, {}, [shapes], tmp_path, ref_src=(LEVEL1 / f"{name}.py").read_text())
+
+
+def test_tma_only_where_the_move_asks_and_the_operands_are_untransposed():
+    """A move's flags never leak from the first move's defaults, and A.T / B.T never go through TMA (its
+    descriptors read the untransposed row-major matrices)."""
+    ref = HEAD + "class Model(nn.Module):\n    def forward(self, A, B):\n        return torch.matmul(A, B)\n"
+    for trans_a in (False, True):
+        op = Op("matmul", {"trans_a": trans_a, "trans_b": False})
+        for m in moves(op):
+            src = render(op, ref, m.params)
+            assert ("kc_matmul_tma(" in src) == (bool(m.params["tma"]) and not trans_a), (trans_a, m.params)

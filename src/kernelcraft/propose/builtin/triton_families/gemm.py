@@ -19,7 +19,7 @@ def _matmul_moves(op: Op) -> list[tuple]:
 
     def p(m, n, k, w, s, prec):
         return {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": s,
-                "precision": prec}
+                "precision": prec, "tma": False}
 
     out = []
     for m, n, k, w, s, cat in ((128, 128, 32, 8, 3, "parallelism"), (64, 128, 32, 4, 4, "memory")):
@@ -126,7 +126,7 @@ kc_matmul_kernel[grid](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{
                        s_c[-1], BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec,
                        num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
 return c'''
-    if not p.get("tma"):
+    if not p.get("tma") or ta or tb:  # TMA reads A and B as the row-major matrices they are, untransposed
         return [_GEMM], body
     # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
     # strided kernel above.
