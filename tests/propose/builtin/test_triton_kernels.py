@@ -269,7 +269,8 @@ def test_matmul_moves_exact_first_then_tf32():
 @pytest.mark.parametrize("params", [m.params for m in moves(MM)], ids=lambda p: json.dumps(p))
 def test_matmul_moves(params, tmp_path):
     for (ta, tb), cases in MM_CASES.items():
-        check_mm(ta, tb, params, cases, tmp_path, rtol=1e-3 if params["precision"] == "tf32" else 1e-4)
+        tf32 = params["precision"] == "tf32"  # inputs rounded to a 10-bit mantissa (on a GPU; exact in the interpreter)
+        check_mm(ta, tb, params, cases, tmp_path, rtol=2e-2 if tf32 else 1e-4, atol=2e-2 if tf32 else 1e-4)
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(MM)][::3], ids=lambda p: json.dumps(p))
