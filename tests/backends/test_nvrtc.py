@@ -233,3 +233,12 @@ def test_load_kernels_with_an_explicit_arch(cache):
 def test_load_kernels_without_a_kernel(cache):
     with pytest.raises(CompileError, match="no __global__ kernel found"):
         nvrtc.load_kernels('__device__ float f(float x) { return x; }\n', arch=ARCH)
+
+
+def test_cluster_grids_are_counted_in_blocks_and_must_divide():
+    from kernelcraft.backends.nvrtc import _clusters
+
+    assert _clusters((32,), (4,)) == ((8,), (4,))
+    assert _clusters((8, 3), 2) == ((4, 3), (2, 1))
+    with pytest.raises(ValueError, match="whole number of clusters"):
+        _clusters((30,), (4,))

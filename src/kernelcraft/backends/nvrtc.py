@@ -225,6 +225,7 @@ class Launcher:
         if len(args) != len(self.params):
             raise TypeError(f"{self.name} takes {len(self.params)} arguments "
                             f"({', '.join(p.ctype + ' ' + p.name for p in self.params)}), got {len(args)}")
+        grid_dims = _clusters(grid, cluster) if cluster is not None else _dims(grid)
         device_index = next((a.device.index for a in args if isinstance(a, torch.Tensor)),
                             torch.cuda.current_device())
         device, module, kernels, streams = self.module._kernel(device_index)
@@ -240,14 +241,9 @@ class Launcher:
             cuda_stream = streams[handle] = device.create_stream(_TorchStream(handle))
         packed = [self._pack(p, a, device_index) for p, a in zip(self.params, args)]
         if cluster is None:
-            config = LaunchConfig(grid=_dims(grid), block=_dims(block), shmem_size=shared_mem)
-        else:
-            blocks, per = _dims(grid), _dims(cluster)
-            per = per + (1,) * (len(blocks) - len(per))
-            if len(per) != len(blocks) or any(b % c for b, c in zip(blocks, per)):
-                raise ValueError(f"grid {blocks} is not a whole number of clusters {per}")
-            config = LaunchConfig(grid=tuple(b // c for b, c in zip(blocks, per)), cluster=per, block=_dims(block),
-                                  shmem_size=shared_mem)
+            config = LaunchConfig(grid=grid_dims, block=_dims(block), shmem_size=shared_mem)
+        else:  # cuda.core counts the grid in clusters when a cluster is given
+            config = LaunchConfig(grid=grid_dims[0], cluster=grid_dims[1], block=_dims(block), shmem_size=shared_mem)
         launch(cuda_stream, config, kernel, *packed)
 
     def _pack(self, param: Param, value, device_index: int):
@@ -281,6 +277,15 @@ def _dims(value) -> tuple[int, ...]:
     if not 1 <= len(dims) <= 3 or min(dims) < 1:
         raise ValueError(f"grid and block take 1 to 3 positive sizes, got {value!r}")
     return dims
+
+
+def _clusters(grid, cluster) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the grid in clusters, the cluster's dims) for a grid given in blocks."""
+    blocks, per = _dims(grid), _dims(cluster)
+    per = per + (1,) * (len(blocks) - len(per))
+    if len(per) != len(blocks) or any(b % c for b, c in zip(blocks, per)):
+        raise ValueError(f"grid {blocks} (in blocks) is not a whole number of clusters {per}")
+    return tuple(b // c for b, c in zip(blocks, per)), per
 
 
 def _allow_dynamic_shared(kernel, device_index: int, nbytes: int) -> None:
