@@ -1,0 +1,178 @@
+"""The op families analyze.py's interpreter reads beyond its core (elementwise, softmax, reductions, norms,
+matmul): convolutions (with their pointwise epilogue and pooling folded in), pooling, argmax/argmin and
+scans, losses and channel norms. A mixin: the methods use the interpreter's own (value, realize, emit,
+refuse, attr_name, ...)."""
+
+from __future__ import annotations
+
+from torch import fx
+
+from kernelcraft.propose.builtin import spellings as sp
+from kernelcraft.propose.builtin.values import X, Attr, Ew, LogSoftmaxIn
+
+
+class FamilyOps:
+    def conv2d(self, node: fx.Node, wshape, stride, padding, dilation, groups, weight: str, bias, mode="zeros",
+               module=None):
+        """module: the nn.Conv2d's path, whose hyper-parameters the kernel then reads at run time (they may
+        depend on sizes, as groups does in a depthwise conv); else the values, groups by attribute if read so."""
+        def pair(v):
+            return [int(v), int(v)] if isinstance(v, int) else [int(u) for u in v] if len(v) == 2 else None
+
+        stride, dilation = pair(stride), pair(dilation)
+        if padding == "valid":
+            padding = 0
+        elif padding == "same" and dilation and all(d * (k - 1) % 2 == 0 for d, k in zip(dilation, wshape[2:])):
+            padding = [d * (k - 1) // 2 for d, k in zip(dilation, wshape[2:])]
+        padding = pair(padding) if not isinstance(padding, str) else None
+        if (None in (stride, padding, dilation) or mode != "zeros" or self.value(node.args[0]) != Ew(X)
+                or not isinstance(groups, int)):
+            return self.refuse("conv2d", node)
+        return self.emit("conv2d", stride=stride, padding=padding, dilation=dilation, groups=groups, module=module,
+                         groups_attr=self.attr_name(groups, int), weight=weight, bias=bias, steps=[], pool=None)
+
+    def conv2d_call(self, node: fx.Node):
+        names = ("weight", "bias", "stride", "padding", "dilation", "groups")
+        given = dict(zip(names, node.args[1:]), **node.kwargs)
+        w, b = self.value(given.get("weight")), self.value(given.get("bias"))
+        if len(node.args) > 7 or set(given) - set(names) or not isinstance(w, Attr) or \
+                not (b is None or isinstance(b, Attr)):
+            return self.refuse("conv2d", node)
+        shape = tuple(self.gm.get_parameter(w.path).shape) if w.path in dict(self.gm.named_parameters()) else ()
+        if len(shape) != 4:
+            return self.refuse("conv2d", node)
+        return self.conv2d(node, shape, given.get("stride", 1), given.get("padding", 0), given.get("dilation", 1),
+                           given.get("groups", 1), w.path, b.path if b is not None else None)
+
+    def fold_epilogue(self, chain: Ew) -> bool:
+        """Pointwise steps over the last op's result that op applies itself (a conv's epilogue, before any
+        pooling): folded into it, and nothing is emitted."""
+        if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1):
+            return False
+        op = self.ops[chain.base]
+        if op.kind != "conv2d" or op.detail["steps"] or op.detail["pool"]:  # after a pool: its own op
+            return False
+        op.detail["steps"] = [list(s) for s in chain.steps]
+        return True
+
+    def loss(self, kind: str, node: fx.Node, p: dict):
+        """A loss of the forward's first two inputs as they are (prediction, target)."""
+        args = [node.args[0], p["target"]]
+        shapes = self.shapes()
+        if [self.inputs.get(v) if isinstance(v, fx.Node) else None for v in args] != [0, 1] or len(shapes) < 2 \
+                or None in shapes[:2]:
+            return self.refuse(kind, node)
+        for flag in ("weight", "size_average", "reduce"):
+            if p.get(flag) is not None:
+                return self.refuse(f"{kind} ({flag})", node)
+        if p["reduction"] not in ("mean", "sum", "none"):
+            return self.refuse(f"{kind} (reduction={p['reduction']})", node)
+        if kind == "cross_entropy":
+            ignore = p["ignore_index"]
+            if sp.num(p["label_smoothing"]) != 0.0:
+                return self.refuse("cross_entropy (label_smoothing)", node)
+            if len(shapes[0]) != len(shapes[1]) + 1 or type(ignore) is not int:  # targets are class indices
+                return self.refuse("cross_entropy (probability targets)", node)
+            return self.emit("cross_entropy", reduction=p["reduction"], ignore_index=ignore,
+                             ignore_index_attr=self.hyper(p, "ignore_index", ignore, int))
+        if shapes[0] != shapes[1]:
+            return self.refuse(f"{kind} (broadcast)", node)
+        name = "beta" if "beta" in p else "delta" if "delta" in p else None
+        if name and sp.num(p[name]) is None:
+            return self.refuse(kind, node)
+        return self.emit("loss", fn=sp.LOSSES[kind], reduction=p["reduction"], param=name and sp.num(p[name]),
+                         param_attr=name and self.hyper(p, name, p[name], float))
+
+    def kl_div(self, node: fx.Node, p: dict):
+        """kl_div(log_softmax(a, d), log_softmax(b, d), log_target=True) of the first two inputs, fused."""
+        lp, lq = self.value(node.args[0]), self.value(p["target"])
+        shapes = self.shapes()
+        if isinstance(lp, LogSoftmaxIn) and isinstance(lq, LogSoftmaxIn) and (lp.index, lq.index) == (0, 1) \
+                and lp.dim == lq.dim and p["log_target"] is True and p["size_average"] is None \
+                and p["reduce"] is None and p["reduction"] in ("batchmean", "sum", "mean") and len(shapes) >= 2 \
+                and shapes[0] is not None and shapes[0] == shapes[1]:
+            return self.emit("kl_div_logits", dim=lp.dim, reduction=p["reduction"])
+        for v in (lp, lq):  # the pending log_softmaxes, as they would have been without the fusion
+            if isinstance(v, LogSoftmaxIn) and v.index == 0:
+                self.emit("log_softmax", dim=v.dim)
+            elif isinstance(v, LogSoftmaxIn):
+                self.note("log_softmax")
+        return self.refuse("kl_div", node)
+
+    def channel_norm(self, kind: str, node: fx.Node, p: dict):
+        """batch_norm (eval: running statistics), instance_norm or group_norm over (N, C, *spatial)."""
+        chain = self.realize(self.value(node.args[0]))
+        w, b = self.value(p["weight"]), self.value(p["bias"])
+        stats = [self.value(p.get(k)) for k in ("running_mean", "running_var")]
+        if not isinstance(chain, Ew) or sp.num(p["eps"]) is None \
+                or not all(v is None or isinstance(v, Attr) for v in (w, b, *stats)):
+            return self.refuse(kind, node)
+        if kind == "batch_norm" and (p["training"] is not False or None in stats):
+            return self.refuse("batch_norm (training)", node)  # batch statistics, running buffers updated
+        if kind == "instance_norm" and (stats != [None, None] or p["use_input_stats"] is not True):
+            return self.refuse("instance_norm (running stats)", node)
+        if kind == "group_norm" and type(p["num_groups"]) is not int:
+            return self.refuse(kind, node)
+        self.emit_chain(chain)
+        eps = float(p["eps"])
+        common = {"eps": eps, "eps_attr": self.hyper(p, "eps", p["eps"], float), "weight": w and w.path,
+                  "bias": b and b.path}
+        if kind == "batch_norm":
+            return self.emit("batchnorm", **common, running_mean=stats[0].path, running_var=stats[1].path)
+        if kind == "instance_norm":
+            return self.emit("instancenorm", **common, spatial=p.get("spatial"))
+        groups = p["num_groups"]
+        return self.emit("groupnorm", groups=groups, groups_attr=self.hyper(p, "num_groups", groups, int), **common)
+
+    def hyper(self, p: dict, name: str, value, typ) -> str | None:
+        """Where forward reads a hyper-parameter: its module's attribute (nn.* spelling), or self.<attr>."""
+        return f"{p['module']}.{name}" if p.get("module") else self.attr_name(value, typ)
+
+    def arg_or_scan(self, kind: str, name: str, a, p: dict, node: fx.Node):
+        """argmax / argmin over one dim or all (an argreduce Op); cumsum / cumprod along one dim (a scan Op)."""
+        dim, scan = p["dim"], kind in ("cumsum", "cumprod")
+        if isinstance(dim, bool) or not (isinstance(dim, int) or (dim is None and not scan)):
+            return self.refuse(f"{name} over several dims" if isinstance(dim, (tuple, list)) else name, node)
+        if not isinstance(chain := self.realize(a), Ew):
+            return self.refuse(name, node)
+        self.emit_chain(chain)
+        dim_attr = self.attr_name(dim, int) if dim is not None else None
+        if scan:
+            return self.emit("scan", op=kind, dim=dim, dim_attr=dim_attr)
+        return self.emit("argreduce", op=kind, dim=dim, dim_attr=dim_attr, keepdim=bool(p["keepdim"]))
+
+    def pool(self, kind: str, name: str, a, p: dict, node: fx.Node):
+        """Max / avg / adaptive-avg pooling, 2-D or 1-D (as H = 1), as one pool2d Op with [H, W] pairs."""
+        nd = 1 if kind.endswith("1d") else 2
+
+        def hw(v, fill, none_ok=False):  # an int or nd ints -> [H, W] (1-D: [fill, v]); None if not plain ints
+            v = list(v) if isinstance(v, (tuple, list)) else [v] * nd
+            least = 0 if fill == 0 else 1  # padding may be 0, sizes not
+            ok = len(v) == nd and all((type(i) is int and i >= least) or (none_ok and i is None) for i in v)
+            return ([fill] * (2 - nd) + v) if ok else None
+
+        if p.get("return_indices") or p.get("divisor_override") is not None:
+            flag = "return_indices" if p.get("return_indices") else "divisor_override"
+            return self.refuse(f"{kind} with {flag}", node)
+        if kind.startswith("adaptive"):
+            geometry = {"kernel": None, "stride": None, "padding": None, "dilation": None}
+            out = hw(p["output_size"], 1, none_ok=nd == 2)
+            ok = out is not None
+        else:
+            kernel = hw(p["kernel_size"], 1)
+            stride = kernel if p["stride"] in (None, [], ()) else hw(p["stride"], 1)
+            geometry = {"kernel": kernel, "stride": stride, "padding": hw(p["padding"], 0),
+                        "dilation": hw(p.get("dilation", 1), 1)}
+            out = None
+            ok = None not in geometry.values() and isinstance(p["ceil_mode"], bool)
+        if not ok or not isinstance(chain := self.realize(a), Ew):
+            return self.refuse(name, node)
+        self.emit_chain(chain)
+        detail = dict(pool="adaptive_avg" if out else kind[:3], dims=nd, **geometry,
+                      ceil_mode=p.get("ceil_mode", False), count_include_pad=bool(p.get("count_include_pad")),
+                      output_size=out)
+        last = self.ops[-1] if self.ops and chain.base == len(self.ops) - 1 else None
+        if last is not None and last.kind == "conv2d" and last.detail["pool"] is None and nd == 2:
+            last.detail["pool"] = detail  # pooled inside the conv's op: conv (+ epilogue), then the pool kernel
+            return Ew(chain.base)
+        return self.emit("pool2d", **detail)

@@ -1,0 +1,155 @@
+"""How torch spells the ops analyze.py knows: functions, tensor methods and nn modules, each mapped to a
+canonical op with its parameters in torch's order and with torch's defaults."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from kernelcraft.propose.builtin.values import Attr
+
+# Canonical op -> its parameters after the first operand, in torch's order, with torch's defaults.
+SPECS = {**{k: [] for k in ("sigmoid", "tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt", "square",
+                             "identity")},
+          "relu": [("inplace", False)], "silu": [("inplace", False)], "relu6": [("inplace", False)],
+          "gelu": [("approximate", "none")], "elu": [("alpha", 1.0), ("inplace", False)],
+          "leaky_relu": [("negative_slope", 0.01), ("inplace", False)],
+          "hardtanh": [("min_val", -1.0), ("max_val", 1.0), ("inplace", False)],
+          "softplus": [("beta", 1.0), ("threshold", 20.0)], "clamp": [("min", None), ("max", None)],
+          "clamp_min": [("min", None)], "clamp_max": [("max", None)], "pow": [("exponent", None)],
+          "add": [("other", None), ("alpha", 1)], "sub": [("other", None), ("alpha", 1)],
+          "mul": [("other", None)], "div": [("other", None), ("rounding_mode", None)],
+          "softmax": [("dim", None), ("dtype", None)], "log_softmax": [("dim", None), ("dtype", None)],
+          "sum": [("dim", None), ("keepdim", False), ("dtype", None)],
+          "mean": [("dim", None), ("keepdim", False), ("dtype", None)],
+          "amax": [("dim", ()), ("keepdim", False)], "amin": [("dim", ()), ("keepdim", False)],
+          "max": [("dim", None), ("keepdim", False)], "min": [("dim", None), ("keepdim", False)],
+          "layer_norm": [("normalized_shape", None), ("weight", None), ("bias", None), ("eps", 1e-5)],
+          "argmax": [("dim", None), ("keepdim", False)], "argmin": [("dim", None), ("keepdim", False)],
+          "cumsum": [("dim", None), ("dtype", None)], "cumprod": [("dim", None), ("dtype", None)],
+          **{f"max_pool{n}d": [("kernel_size", None), ("stride", None), ("padding", 0), ("dilation", 1),
+                               ("ceil_mode", False), ("return_indices", False)] for n in (1, 2)},
+          **{f"avg_pool{n}d": [("kernel_size", None), ("stride", None), ("padding", 0), ("ceil_mode", False),
+                               ("count_include_pad", True), ("divisor_override", None)] for n in (1, 2)},
+          "adaptive_avg_pool1d": [("output_size", None)], "adaptive_avg_pool2d": [("output_size", None)]}
+FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
+          F.tanh: "tanh", F.silu: "silu", F.gelu: "gelu", torch.exp: "exp", torch.log: "log", torch.abs: "abs",
+          operator.abs: "abs", torch.neg: "neg", operator.neg: "neg", torch.sqrt: "sqrt", torch.rsqrt: "rsqrt",
+          torch.square: "square", F.elu: "elu", F.leaky_relu: "leaky_relu", F.hardtanh: "hardtanh",
+          F.relu6: "relu6", F.softplus: "softplus", torch.clamp: "clamp", torch.clip: "clamp",
+          torch.clamp_min: "clamp_min", torch.clamp_max: "clamp_max", torch.pow: "pow", operator.pow: "pow",
+          torch.add: "add", operator.add: "add", torch.sub: "sub", operator.sub: "sub", torch.mul: "mul",
+          operator.mul: "mul", torch.div: "div", torch.true_divide: "div", operator.truediv: "div",
+          torch.softmax: "softmax", F.softmax: "softmax", torch.log_softmax: "log_softmax",
+          F.log_softmax: "log_softmax", torch.sum: "sum", torch.mean: "mean", torch.amax: "amax",
+          torch.amin: "amin", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm",
+          torch.argmax: "argmax", torch.argmin: "argmin", torch.cumsum: "cumsum", torch.cumprod: "cumprod",
+          F.max_pool2d: "max_pool2d", F.max_pool2d_with_indices: "max_pool2d", torch.max_pool2d: "max_pool2d",
+          F.max_pool1d: "max_pool1d", F.max_pool1d_with_indices: "max_pool1d", torch.max_pool1d: "max_pool1d",
+          F.avg_pool2d: "avg_pool2d", F.avg_pool1d: "avg_pool1d", F.adaptive_avg_pool2d: "adaptive_avg_pool2d",
+          F.adaptive_avg_pool1d: "adaptive_avg_pool1d"}
+METHODS = {**{k: k for k in SPECS if k in dir(torch.Tensor)}, "clip": "clamp", "true_divide": "div",
+            "contiguous": "identity"}
+MATMUL_FUNCS = {operator.matmul, torch.matmul, torch.mm, torch.bmm}
+MATMUL_METHODS = {"matmul", "mm", "bmm", "__matmul__"}
+REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "max", "min": "min"}
+
+# Losses (over the forward's first two inputs: prediction, target) and norms over channels, F.* and nn.* spellings.
+LOSSES = {"cross_entropy": "cross_entropy", "mse_loss": "mse", "l1_loss": "l1", "smooth_l1_loss": "smooth_l1",
+           "huber_loss": "huber"}
+CHANNEL_NORMS = ("batch_norm", "instance_norm", "group_norm")
+LEGACY = [("size_average", None), ("reduce", None), ("reduction", "mean")]
+SPECS.update({"cross_entropy": [("target", None), ("weight", None), ("size_average", None), ("ignore_index", -100),
+                                 ("reduce", None), ("reduction", "mean"), ("label_smoothing", 0.0)],
+               "mse_loss": [("target", None), *LEGACY, ("weight", None)],
+               "l1_loss": [("target", None), *LEGACY, ("weight", None)],
+               "smooth_l1_loss": [("target", None), *LEGACY, ("beta", 1.0)],
+               "huber_loss": [("target", None), ("reduction", "mean"), ("delta", 1.0), ("weight", None)],
+               "batch_norm": [("running_mean", None), ("running_var", None), ("weight", None), ("bias", None),
+                              ("training", False), ("momentum", 0.1), ("eps", 1e-5)],
+               "instance_norm": [("running_mean", None), ("running_var", None), ("weight", None), ("bias", None),
+                                 ("use_input_stats", True), ("momentum", 0.1), ("eps", 1e-5)],
+               "group_norm": [("num_groups", None), ("weight", None), ("bias", None), ("eps", 1e-5)],
+               "kl_div": [("target", None), *LEGACY, ("log_target", False)]})
+FUNCS.update({getattr(F, k): k for k in (*LOSSES, *CHANNEL_NORMS, "kl_div")})
+LOSS_MODULES = {nn.CrossEntropyLoss: "cross_entropy", nn.MSELoss: "mse_loss", nn.L1Loss: "l1_loss",
+                 nn.SmoothL1Loss: "smooth_l1_loss", nn.HuberLoss: "huber_loss"}
+
+
+def module_op(mod: nn.Module) -> tuple[str, dict] | None:
+    """A torch.nn module's canonical op and hyper-parameters, read from the instance."""
+    attrs = [(nn.ReLU, "relu", []), (nn.Sigmoid, "sigmoid", []), (nn.Tanh, "tanh", []), (nn.SiLU, "silu", []),
+             (nn.Identity, "identity", []), (nn.GELU, "gelu", ["approximate"]), (nn.ELU, "elu", ["alpha"]),
+             (nn.LeakyReLU, "leaky_relu", ["negative_slope"]), (nn.Hardtanh, "hardtanh", ["min_val", "max_val"]),
+             (nn.Softplus, "softplus", ["beta", "threshold"]), (nn.Softmax, "softmax", ["dim"]),
+             (nn.LogSoftmax, "log_softmax", ["dim"]),
+             *[(cls, f"max_pool{n}d", ["kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"])
+               for n, cls in ((1, nn.MaxPool1d), (2, nn.MaxPool2d))],
+             (nn.AvgPool1d, "avg_pool1d", ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"]),
+             (nn.AvgPool2d, "avg_pool2d", ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                                           "divisor_override"]),
+             (nn.AdaptiveAvgPool1d, "adaptive_avg_pool1d", ["output_size"]),
+             (nn.AdaptiveAvgPool2d, "adaptive_avg_pool2d", ["output_size"])]
+    for cls, kind, names in attrs:
+        if isinstance(mod, cls):
+            return kind, {n: getattr(mod, n) for n in names}
+    return None
+
+
+def module_spec(mod: nn.Module, target: str, args: tuple) -> tuple[str, dict] | None:
+    """A loss or channel-norm module as its functional form's parameters (tensors by attribute path; "module":
+    where the generated code reads its hyper-parameters at run time)."""
+    def path(name: str) -> Attr | None:
+        return Attr(f"{target}.{name}") if getattr(mod, name, None) is not None else None
+    if type(mod) in LOSS_MODULES and len(args) == 2:
+        kind = LOSS_MODULES[type(mod)]
+        return kind, {**{n: getattr(mod, n, d) for n, d in SPECS[kind]}, "target": args[1], "weight": path("weight"),
+                      "module": target}
+    norm = {"module": target, "weight": path("weight"), "bias": path("bias"), "eps": getattr(mod, "eps", None),
+            "running_mean": path("running_mean"), "running_var": path("running_var")}
+    if len(args) != 1:
+        return None
+    if isinstance(mod, nn.modules.batchnorm._BatchNorm):  # eval mode: the verifier runs models .eval()
+        return "batch_norm", {**norm, "training": not mod.track_running_stats}  # no running stats: batch stats
+    if isinstance(mod, nn.modules.instancenorm._InstanceNorm):  # spatial: its dims, to tell an unbatched input
+        return "instance_norm", {**norm, "use_input_stats": True, "spatial": mod._get_no_batch_dim() - 1}
+    if isinstance(mod, nn.GroupNorm):
+        return "group_norm", {**norm, "num_groups": mod.num_groups}
+    return None
+
+
+def num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def step(kind: str, p: dict) -> tuple | None:
+    """The pointwise step of a one-operand op, or None when its parameters are not plain numbers."""
+    if kind in ("relu", "sigmoid", "tanh", "silu", "exp", "log", "abs", "neg", "sqrt", "rsqrt", "square"):
+        return (kind,)
+    if kind == "gelu":
+        return {"none": ("gelu",), "tanh": ("gelu_tanh",)}.get(p["approximate"])
+    if kind == "relu6":
+        return ("hardtanh", 0.0, 6.0)
+    if kind == "clamp_min" or kind == "clamp_max":
+        p, kind = {"min": p.get("min"), "max": p.get("max")}, "clamp"
+    names = {"elu": ["alpha"], "leaky_relu": ["negative_slope"], "hardtanh": ["min_val", "max_val"],
+             "softplus": ["beta", "threshold"], "clamp": ["min", "max"], "pow": ["exponent"]}[kind]
+    values = [num(p[n]) for n in names]
+    given = [p[n] is not None for n in names]
+    if values != [v if g else None for v, g in zip(values, given)] or not any(given) \
+            or (kind != "clamp" and not all(given)):  # a clamp bound may be absent, not both; others are needed
+        return None
+    return ("square",) if kind == "pow" and values[0] == 2.0 else (kind, *values)
+
+
+def bind(kind: str, args: tuple, kwargs: dict) -> dict | None:
+    """Positional and keyword arguments (after the first operand) by name; None for anything unexpected."""
+    spec = SPECS[kind]
+    if len(args) > len(spec) or set(kwargs) - {n for n, _ in spec} - {"_stacklevel"}:
+        return None
+    p = {n: args[i] if i < len(args) else kwargs.get(n, d) for i, (n, d) in enumerate(spec)}
+    flags_ok = p.get("dtype") is None and p.get("rounding_mode") is None and p.get("alpha", 1) == 1
+    return p if flags_ok else None

@@ -1,0 +1,55 @@
+"""The abstract values analyze.py's interpreter gives fx nodes: what a tensor is in terms of the forward's inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+X = "x"  # the base of chains over the first input; an int base is the index of an emitted Op
+
+
+@dataclass(frozen=True)
+class Ew:  # steps applied pointwise to base (no steps: the base itself)
+    base: object
+    steps: tuple = ()
+
+
+@dataclass(frozen=True)
+class MeanSq:  # post(mean(src**2, dim=-1, keepdim=True)): kept pending, it may be an rmsnorm denominator
+    src: Ew
+    post: tuple = ()
+
+
+@dataclass(frozen=True)
+class Prod:  # a product of rmsnorm factors: the input (src), 1/rms (eps, over inv_src), a weight
+    src: Ew | None = None
+    eps: float | None = None
+    inv_src: Ew | None = None
+    weight: str | None = None
+
+
+@dataclass(frozen=True)
+class Pair:  # torch.max/min(x, dim): (values, indices), resolved by the getitem/.values that follows
+    src: Ew
+    op: str
+    dim: int
+    keepdim: bool
+
+
+@dataclass(frozen=True)
+class Operand:  # a transposed view (last two dims swapped) of forward input `index`, pending a matmul
+    index: int
+    trans: bool
+
+
+@dataclass(frozen=True)
+class LogSoftmaxIn:  # log_softmax of forward input `index` over dim, pending the kl_div that reads it
+    index: int
+    dim: int
+
+
+@dataclass(frozen=True)
+class Attr:  # a parameter or buffer, by attribute path
+    path: str
+
+
+UNKNOWN = object()  # a tensor the IR cannot describe (other inputs, results of unsupported ops)
