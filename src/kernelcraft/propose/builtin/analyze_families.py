@@ -44,14 +44,20 @@ class FamilyOps:
         return self.conv2d(node, shape, given.get("stride", 1), given.get("padding", 0), given.get("dilation", 1),
                            given.get("groups", 1), w.path, b.path if b is not None else None)
 
+    def linear(self, node: fx.Node, weight: str, bias: str | None):
+        """y = x @ weight.T + bias over the last dim of x (the raw input; pointwise ops after it fold in)."""
+        if self.value(node.args[0]) != Ew(X):
+            return self.refuse("linear", node)
+        return self.emit("linear", weight=weight, bias=bias, steps=[])
+
     def fold_epilogue(self, chain: Ew) -> bool:
-        """Pointwise steps over the last op's result that op applies itself (a conv's epilogue, before any
-        pooling): folded into it, and nothing is emitted."""
+        """Pointwise steps over the last op's result that op applies itself (a conv's or linear's epilogue,
+        before any pooling): folded into it, and nothing is emitted."""
         if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1):
             return False
         op = self.ops[chain.base]
-        if op.kind != "conv2d" or op.detail["steps"] or op.detail["pool"]:  # after a pool: its own op
-            return False
+        if op.kind not in ("conv2d", "linear") or op.detail["steps"] or op.detail.get("pool"):  # after a pool:
+            return False  # its own op
         op.detail["steps"] = [list(s) for s in chain.steps]
         return True
 

@@ -52,6 +52,9 @@ class Op:
                    (avg: dilation [1, 1]; count_include_pad is avg's, False for max), output_size None;
                    adaptive_avg: output_size (None keeps the input's size), the four geometry keys None, bins
                    [floor(i*H/OH), ceil((i+1)*H/OH)). Output sizes: triton_families/pool.py kc_pool_out.
+      linear       {"weight": str, "bias": str | None, "steps": [[name, *params], ...]}   y = steps(x @ weight.T + bias)
+                   over the last dim of x (nn.Linear or F.linear of the raw input), the pointwise ops after it
+                   folded into `steps` like a conv's epilogue
       conv2d       {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "groups": int, "module": str | None,
                     "groups_attr": str | None, "weight": str, "bias": str | None, "steps": [[name, *params], ...],
                     "pool": pool2d detail | None}

@@ -8,6 +8,8 @@ persistent kernel whose operand tiles come through tensor descriptors (TMA on Ho
 from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.triton_families.common import attr, indent
+from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
 
 
 def _matmul_moves(op: Op) -> list[tuple]:
@@ -101,6 +103,72 @@ def kc_matmul_tma_kernel(a_desc, bt_desc, c_ptr, M, N, K, BLOCK_M: tl.constexpr,
 '''
 
 
+def _with_epilogue(kernel: str, store: str, steps: list) -> str:
+    """A matmul kernel text made a linear's: renamed, a bias pointer and HAS_BIAS added, and bias plus the
+    pointwise steps applied to the fp32 tile before `store` (the line that writes it)."""
+    lines = "\n".join(step_lines(steps))
+    pad = store[:len(store) - len(store.lstrip())]
+    epilogue = (f"{pad}x = acc\n{pad}if HAS_BIAS:\n{pad}    x += tl.load(bias_ptr + rn, mask=rn < N, other=0.0)"
+                f".to(tl.float32)[None, :]\n" + (indent(lines, len(pad)) + "\n" if lines else "") + f"{pad}acc = x\n")
+    kernel = kernel.replace("_matmul_", "_linear_").replace("c_ptr, M, N, K,", "c_ptr, bias_ptr, M, N, K,", 1)
+    kernel = kernel.replace("PREC: tl.constexpr", "PREC: tl.constexpr, HAS_BIAS: tl.constexpr", 1)
+    assert store in kernel
+    return kernel.replace(store, epilogue + store, 1)
+
+
+_STORE = "    c_ptrs = c_ptr + bid * s_cb"
+_STORE_TMA = "        tl.store(c_ptr + rm[:, None] * N"
+
+
+def _render_linear(op: Op, p: dict) -> tuple[list[str], str]:
+    """x (..., K) @ weight.T (weight (N, K): already the K-major B the tensor cores want) + bias, epilogue."""
+    d = op.detail
+    bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
+    prec = str(p.get("precision", "ieee"))
+    kernel = _with_epilogue(_GEMM, _STORE, d.get("steps", []))
+    flags = f"PREC=prec, HAS_BIAS=bias is not None, num_warps={int(p['num_warps'])}, num_stages={int(p['num_stages'])}"
+    body = f'''
+w, bias = {attr(d["weight"])}, {attr(d["bias"]) if d.get("bias") else "None"}
+K, N = x.shape[-1], w.shape[0]
+a = x.reshape(-1, K)
+M = a.shape[0]
+c = torch.empty((*x.shape[:-1], N), dtype=x.dtype, device=x.device)
+if c.numel() == 0:
+    return c
+c2 = c.reshape(M, N)
+bias_arg = x if bias is None else bias
+prec = "{prec}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
+grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}), 1)
+kc_linear_kernel[grid](a, w, c2, bias_arg, M, N, K, 0, a.stride(0), a.stride(1), 0, w.stride(1), w.stride(0), 0,
+                       c2.stride(0), c2.stride(1), BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, {flags})
+return c'''
+    if not p.get("tma"):
+        return [kernel], body
+    tma = f'''
+def kc_tma_ok(*ts):
+    return all(t.is_cuda and t.dim() == 2 and t.stride(-1) == 1 and t.stride(0) * t.element_size() % 16 == 0
+               and t.data_ptr() % 16 == 0 for t in ts)
+
+
+def kc_linear_tma(a, w, bias, c, prec, has_bias):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    (M, K), N = a.shape, w.shape[0]
+    programs = min(triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}),
+                   torch.cuda.get_device_properties(a.device).multi_processor_count)
+    kc_linear_tma_kernel[(programs,)](TensorDescriptor.from_tensor(a, [{bm}, {bk}]),
+                                      TensorDescriptor.from_tensor(w, [{bn}, {bk}]), c, bias, M, N, K, BLOCK_M={bm},
+                                      BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec, HAS_BIAS=has_bias,
+                                      PROGRAMS=programs, num_warps={int(p["num_warps"])},
+                                      num_stages={int(p["num_stages"])})
+'''
+    body = body.replace("grid = (", """if K > 0 and kc_tma_ok(a, w, c2):  # w (N, K) row-major is K-major already: no copy
+    kc_linear_tma(a, w, bias_arg, c2, prec, bias is not None)
+    return c
+grid = (""", 1)
+    return [kernel, _with_epilogue(_GEMM_TMA, _STORE_TMA, d.get("steps", [])), tma], body
+
+
 def _render_matmul(op: Op, p: dict) -> tuple[list[str], str]:
     ta, tb = bool(op.detail.get("trans_a")), bool(op.detail.get("trans_b"))
     bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
@@ -158,5 +226,5 @@ grid = (""", 1)
     return [_GEMM, _GEMM_TMA, tma], body
 
 
-KINDS = {"matmul": (_matmul_moves, _render_matmul)}
+KINDS = {"matmul": (_matmul_moves, _render_matmul), "linear": (_matmul_moves, _render_linear)}
 TWO_INPUTS = {"matmul"}

@@ -1,0 +1,62 @@
+"""Linear layers through the GEMM family: x (..., K) @ weight.T + bias with the pointwise ops after it fused
+into the epilogue; every move on odd sizes, 1-D and 3-D inputs, with and without bias; and the analysis of
+nn.Linear / F.linear."""
+
+import pytest
+import torch
+
+from kernelcraft.problems import load_problem
+from kernelcraft.propose.builtin.analyze import analyze
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.triton_kernels import moves, render
+from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, check, reference
+from tests.propose.builtin.test_analyze import single, write
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+CASES = [((37, 19), (5, 37)), ((16, 33), (2, 3, 16)), ((8, 5), (8,)), ((1, 1), (1, 1))]
+
+
+def linear_op(bias=True, steps=()) -> Op:
+    return Op("linear", {"weight": "fc.weight", "bias": "fc.bias" if bias else None, "steps": [list(s) for s in steps]})
+
+
+def tolerance(params) -> dict:
+    tf32 = DEVICE == "cuda" and params["precision"] == "tf32"
+    return {"rtol": 2e-2, "atol": 2e-2} if tf32 else {"rtol": 1e-4, "atol": 1e-4}
+
+
+@pytest.mark.parametrize("params", [m.params for m in moves(linear_op())],
+                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_N}{tma}".format(**p))
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_moves(params, bias, tmp_path):
+    ref = reference("self.fc(x)", "self, k, n", f"self.fc = nn.Linear(k, n, bias={bias})")
+    check(linear_op(bias), ref, params, CASES, tmp_path, **tolerance(params))
+
+
+def test_epilogue_steps(tmp_path):
+    params = moves(linear_op())[2].params
+    ref = reference("F.gelu(self.fc(x)) * 2.0", "self, k, n", "self.fc = nn.Linear(k, n)")
+    check(linear_op(steps=[["gelu"], ["mul", 2.0]]), ref, params, CASES[:3], tmp_path, **tolerance(params))
+
+
+def test_tma_is_a_run_time_choice_with_no_copy_of_the_weight():
+    ref = reference("self.fc(x)", "self, k, n", "self.fc = nn.Linear(k, n)")
+    for m in moves(linear_op()):
+        src = render(linear_op(), ref, m.params)
+        assert_no_torch_compute(src)
+        assert ("kc_linear_tma(" in src) == bool(m.params["tma"])
+        assert ".t().contiguous()" not in src
+
+
+def test_analysis_of_linear_spellings(tmp_path):
+    op = analyze(load_problem("level1/linear")).single
+    assert (op.kind, op.detail) == ("linear", {"weight": "linear.weight", "bias": "linear.bias", "steps": []})
+    op = analyze(load_problem("level2/gemm_gelu_scale")).single
+    assert op.kind == "linear" and op.detail["steps"][0] == ["gelu"]
+    op = single(tmp_path, "return torch.relu(F.linear(x, self.w))", "self.w = nn.Parameter(torch.randn(3, 8))")
+    assert (op.kind, op.detail) == ("linear", {"weight": "w", "bias": None, "steps": [["relu"]]})
+    declined = analyze(write(tmp_path, "return self.fc(x * 2.0)", "self.fc = nn.Linear(8, 3)"))
+    assert declined.single is None and "linear" in declined.unsupported
+    two = analyze(write(tmp_path, "return self.fc(x) + x", "self.fc = nn.Linear(8, 8)"))
+    assert two.single is None and "add" in two.unsupported
