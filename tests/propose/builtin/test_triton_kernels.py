@@ -297,3 +297,23 @@ def test_tma_only_where_the_move_asks_and_the_operands_are_untransposed():
         for m in moves(op):
             src = render(op, ref, m.params)
             assert ("kc_matmul_tma(" in src) == (bool(m.params["tma"]) and not trans_a), (trans_a, m.params)
+
+
+@pytest.mark.parametrize("params", [m.params for m in moves(ALL_OPS[4])][:4:3], ids=lambda p: json.dumps(p))
+def test_norm_epilogue_steps(params, tmp_path):
+    """Pointwise ops after a norm run on its fp32 output before the one store, on the row and split paths."""
+    op = Op("layernorm", {"ndim": 1, "eps": 1e-5, "weight": "ln.weight", "bias": "ln.bias",
+                          "steps": [["gelu"], ["mul", 0.5]]})
+    ref = reference("F.gelu(self.ln(x)) * 0.5", "self, n", "self.ln = nn.LayerNorm(n)")
+    check(op, ref, params, [((37,), (5, 37)), ((20000,), (3, 20000))], tmp_path)
+    rms = Op("rmsnorm", {"eps": 1e-6, "eps_attr": None, "weight": None, "steps": [["tanh"]]})
+    check(rms, reference("torch.tanh(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))", "self, n"), params,
+          [((37,), (5, 37)), ((20000,), (2, 20000))], tmp_path)
+
+
+def test_layernorm_gelu_is_one_norm_with_an_epilogue():
+    from kernelcraft.problems import load_problem
+    from kernelcraft.propose.builtin.analyze import analyze
+
+    op = analyze(load_problem("level2/layernorm_gelu")).single
+    assert op.kind == "layernorm" and op.detail["steps"] == [["gelu"]]

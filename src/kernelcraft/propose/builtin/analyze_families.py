@@ -51,13 +51,14 @@ class FamilyOps:
         return self.emit("linear", weight=weight, bias=bias, steps=[])
 
     def fold_epilogue(self, chain: Ew) -> bool:
-        """Pointwise steps over the last op's result that op applies itself (a conv's or linear's epilogue,
-        before any pooling): folded into it, and nothing is emitted."""
+        """Pointwise steps over the last op's result that op applies itself (the epilogue of a conv (before any
+        pooling), a linear or a norm): folded into it, and nothing is emitted."""
         if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1):
             return False
         op = self.ops[chain.base]
-        if op.kind not in ("conv2d", "linear") or op.detail["steps"] or op.detail.get("pool"):  # after a pool:
-            return False  # its own op
+        if op.kind not in ("conv2d", "linear", "layernorm", "rmsnorm") or op.detail.get("steps") \
+                or op.detail.get("pool"):  # steps after a pool are an op of their own
+            return False
         op.detail["steps"] = [list(s) for s in chain.steps]
         return True
 

@@ -36,6 +36,7 @@ class Op:
                    (over the trailing `ndim` dims; weight/bias: attribute paths such as "ln.weight")
       rmsnorm      {"eps": float, "eps_attr": str | None, "weight": str | None}   over the last dim:
                    x * rsqrt(mean(x^2, -1, keepdim=True) + eps) [* weight]
+                   (both may carry "steps": [[name, *params], ...], pointwise ops after the norm, as an epilogue)
       matmul       {"trans_a": bool, "trans_b": bool}             y = op(A) @ op(B), A and B the forward's first
                    two inputs (not only x): both 2-D, or both 3-D with equal batch (bmm, or matmul of 3-D
                    tensors); op = transpose of the last two dims when trans_* (A.T, A.t(), A.transpose(-2, -1)).

@@ -5,7 +5,8 @@ writer."""
 from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families.common import attr, num
+from kernelcraft.propose.builtin.triton_families.common import attr, indent, num
+from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
 
 
 def _norm_moves(op: Op) -> list[tuple]:
@@ -170,7 +171,13 @@ for r0 in range(0, M, group):
     kc_norm_apply_kernel[(rows, splits)](xs, ys, w_arg, b_arg, mean, m2, N, chunk, splits, eps, BLOCK_N={block_n},
                                          BLOCK_S=np2(splits), {flags}, num_warps={warps})
 return y'''
-    return [_NORM, "KC_L2_BYTES = None  # L2 bytes to plan row groups for; None: the device's own"], body
+    kernels = _NORM
+    steps = step_lines(d.get("steps") or [])
+    for store in ("    tl.store(y_ptr + offs, y.to(", "        tl.store(y_ptr + row * N + o, y.to("):
+        pad = store[:len(store) - len(store.lstrip())]  # the pointwise ops after the norm, on its fp32 output
+        if steps:
+            kernels = kernels.replace(store, indent("\n".join(["x = y", *steps, "y = x"]), len(pad)) + "\n" + store, 1)
+    return [kernels, "KC_L2_BYTES = None  # L2 bytes to plan row groups for; None: the device's own"], body
 
 
 KINDS = {"layernorm": (_norm_moves, _render_norm), "rmsnorm": (_norm_moves, _render_norm)}
