@@ -3,7 +3,6 @@ into the epilogue; every move on odd sizes, 1-D and 3-D inputs, with and without
 nn.Linear / F.linear."""
 
 import pytest
-import torch
 
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.builtin.analyze import analyze

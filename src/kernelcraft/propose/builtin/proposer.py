@@ -67,15 +67,16 @@ class BuiltinProposer:
             raise CoverageError(f"the built-in engineer has no {backend} kernels for {analysis.single.kind} "
                                 f"({problem.name}); its {backend} kernels cover: "
                                 + ", ".join(sorted(FAMILIES[backend].kinds())))
-        if backend == "cuda_nvrtc" and not self.device.startswith("cuda"):
-            raise CoverageError("the built-in engineer's cuda_nvrtc kernels need an NVIDIA GPU")
+        if backend == "cuda_nvrtc" and not (self.device.startswith("cuda") and _clusters(self.device)):
+            raise CoverageError("the built-in engineer's cuda_nvrtc kernels need an NVIDIA GPU with thread-block "
+                                "clusters (sm_90 or newer)")
         return analysis
 
     def moves(self, op, backend: str) -> list:
         """The moves for `op`: CUDA ones first where a CUDA family serves the kind and there is a GPU, then
         the run's backend's; less the precision moves the policy does not admit."""
         moves = FAMILIES[backend].moves(op)
-        if backend != "cuda_nvrtc" and self.device.startswith("cuda"):
+        if backend != "cuda_nvrtc" and self.device.startswith("cuda") and _clusters(self.device):
             moves = nvrtc_kernels.moves(op) + moves
         return [m for m in moves if self.precision_moves or not triton_kernels.needs_relaxed(m)]
 
@@ -95,6 +96,17 @@ class BuiltinProposer:
         source = FAMILIES[move.backend].render(op, request.problem.source, move.params)
         text = f"Idea: {move.text}\nCategory: {move.category}\n\n```python\n{source.rstrip()}\n```\n"
         return Answer(messages, text, Usage(0, 0, 0.0))
+
+
+@lru_cache(maxsize=8)
+def _clusters(device: str) -> bool:
+    """Whether `device` launches thread-block clusters (sm_90+), which the CUDA families use. A device
+    string without a visible GPU (a proposer set up for one elsewhere) is taken at its word."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return True
+    return torch.cuda.get_device_capability(torch.device(device))[0] >= 9
 
 
 def _choose(moves: list, request: Request):

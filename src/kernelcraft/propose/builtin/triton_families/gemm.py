@@ -1,4 +1,4 @@
-"""GEMM family (matmul, bmm, transposed operands): a program per BLOCK_M x BLOCK_N output tile (GROUP_M
+"""GEMM family (matmul, bmm, transposed operands; linear layers with a bias-and-pointwise epilogue): a program per BLOCK_M x BLOCK_N output tile (GROUP_M
 swizzle) and batch, a masked K loop of tl.dot into an fp32 accumulator; operands read through their strides
 (a transpose is a stride swap). input_precision "ieee" (exact fp32) or "tf32" (fp32 inputs only; such moves
 carry params["precision"] == "tf32", which the registry's needs_relaxed names). TMA moves (params["tma"]) add a
@@ -26,14 +26,15 @@ def _matmul_moves(op: Op) -> list[tuple]:
     out = []
     for m, n, k, w, s, cat in ((128, 128, 32, 8, 3, "parallelism"), (64, 128, 32, 4, 4, "memory")):
         out.append((exact.format(m=m, n=n, k=k, w=w, s=s), cat, p(m, n, k, w, s, "ieee")))
-    tma = ("TF32 tensor cores fed by TMA: B transposed once so both operands are K-major (the layout Hopper's "
+    kmajor = "B transposed once so both operands are K-major" if op.kind == "matmul" else \
+        "the weight (N, K) is the K-major operand as it is"
+    tma = ("TF32 tensor cores fed by TMA: " + kmajor + " (the layout Hopper's "
            "TF32 tensor-core instructions read), a persistent grid (one program per SM) walks {m}x{n} output tiles, "
            "operand tiles ({k}-wide K steps, {s} stages) copied by the tensor memory accelerator with zero-filled "
            "edges, no masks in the K loop; needs a tolerance policy that admits TF32 (strided or batched "
            "operands take the plain kernel)")
     split = ("3xTF32 at fp32 accuracy, fed by TMA: each fp32 operand split into a TF32 part and a TF32 remainder, "
-             "three tensor-core products per step (error ~1e-6 relative); B transposed once so both operands are "
-             "K-major, a persistent grid walks {m}x{n} output tiles, {k}-wide K steps in {s} stages")
+             "three tensor-core products per step (error ~1e-6 relative); " + kmajor + ", a persistent grid walks {m}x{n} output tiles, {k}-wide K steps in {s} stages")
     out[:0] = [(split.format(m=m, n=n, k=k, s=s), "compute", {**p(m, n, k, w, s, "tf32x3"), "tma": True})
                for m, n, k, w, s in ((128, 256, 32, 8, 3), (256, 128, 32, 8, 3))]
     for m, n, k, w, s in ((128, 256, 32, 8, 3), (256, 128, 32, 8, 3)):  # tiles: the H100 probe, 2026-11-22
@@ -41,6 +42,7 @@ def _matmul_moves(op: Op) -> list[tuple]:
     for m, n, k, w, s in ((128, 128, 32, 8, 3), (128, 256, 32, 8, 3)):
         out.append((tf32.format(m=m, n=n, k=k, w=w, s=s), "precision", p(m, n, k, w, s, "tf32")))
     return out
+
 
 _GEMM = '''
 @triton.jit
@@ -145,9 +147,10 @@ return c'''
     if not p.get("tma"):
         return [kernel], body
     tma = f'''
-def kc_tma_ok(*ts):
-    return all(t.is_cuda and t.dim() == 2 and t.stride(-1) == 1 and t.stride(0) * t.element_size() % 16 == 0
-               and t.data_ptr() % 16 == 0 for t in ts)
+def kc_tma_ok(*ts):  # Hopper or newer; 2-D, unit last stride, 16-byte aligned rows and base
+    return all(t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9 and t.dim() == 2
+               and t.stride(-1) == 1 and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0
+               for t in ts)
 
 
 def kc_linear_tma(a, w, bias, c, prec, has_bias):
@@ -199,9 +202,10 @@ return c'''
     # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
     # strided kernel above.
     tma = f'''
-def kc_tma_ok(*ts):
-    return all(t.is_cuda and t.dim() == 2 and t.stride(-1) == 1 and t.stride(0) * t.element_size() % 16 == 0
-               and t.data_ptr() % 16 == 0 for t in ts)
+def kc_tma_ok(*ts):  # Hopper or newer; 2-D, unit last stride, 16-byte aligned rows and base
+    return all(t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9 and t.dim() == 2
+               and t.stride(-1) == 1 and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0
+               for t in ts)
 
 
 def kc_matmul_tma(a, b, c, prec):
