@@ -85,7 +85,7 @@ def main() -> None:
     # fast_p over level 1 under the strict policy (relaxed rows, e.g. TF32 matmul, are listed beside)
     level1 = [r for r in rows if r["problem"].startswith("level1/") and r["policy"] == "strict"]
     record = {
-        "what": "built-in engineer (no model), tree strategy, Triton kernels",
+        "what": "built-in engineer (no model), tree strategy, Triton and CUDA (NVRTC) kernels",
         "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
         "torch": torch.__version__, "date": datetime.date.today().isoformat(), "sizes": "small" if args.small else "full",
         "timing_method": "cuda_events+l2_flush" if args.device.startswith("cuda") else "cpu_perf_counter",
