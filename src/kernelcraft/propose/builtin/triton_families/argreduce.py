@@ -10,7 +10,7 @@ from string import Template
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_families.common import attr
-from kernelcraft.propose.builtin.triton_families.rows import _COLUMNS, _TILES
+from kernelcraft.propose.builtin.triton_families.rows import COLUMNS, TILES
 
 
 def _argreduce_moves(op: Op) -> list[tuple]:
@@ -72,7 +72,7 @@ def _render_argreduce(op: Op, p: dict) -> tuple[list[str], str]:
     if kind not in ("argmax", "argmin"):
         raise ValueError(f"unknown arg-reduction {kind!r}")
     mx = kind == "argmax"
-    kernel = _ARGREDUCE.substitute(name=kind, columns=_COLUMNS, ident='-float("inf")' if mx else 'float("inf")',
+    kernel = _ARGREDUCE.substitute(name=kind, columns=COLUMNS, ident='-float("inf")' if mx else 'float("inf")',
                                    red="max" if mx else "min", cmp=">" if mx else "<")
     dim = attr(op.detail["dim_attr"]) if op.detail.get("dim_attr") else repr(op.detail.get("dim"))
     keep = bool(op.detail.get("keepdim"))
@@ -112,7 +112,7 @@ br, bc, _ = kc_tiles(splits, C, C, 0, {block_r}, {tile})
 {launch}[(triton.cdiv(C, bc), 1)](part_v, part_i, y, y, splits, C, C, splits, BLOCK_R=br, BLOCK_C=bc, GATHER=True,
     PARTIAL=False, num_warps={warps})
 return y'''
-    return [_TILES, kernel], body
+    return [TILES, kernel], body
 
 
 KINDS = {"argreduce": (_argreduce_moves, _render_argreduce)}

@@ -11,7 +11,7 @@ from string import Template
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_families.common import attr, num
-from kernelcraft.propose.builtin.triton_families.rows import _COLUMNS, _TILES
+from kernelcraft.propose.builtin.triton_families.rows import COLUMNS, TILES
 
 
 def _loss_moves(op: Op) -> list[tuple]:
@@ -264,8 +264,8 @@ if cols:
     {launch.format(out="part", cnt="cnt", ignore=ignore, red=True)}
 {_finish("part", "cnt", "programs", "1.0", reduction == "mean")}
 return y'''
-    kernel = _CE.substitute(columns=_COLUMNS)
-    return [_TILES, kernel, _FINISH], body
+    kernel = _CE.substitute(columns=COLUMNS)
+    return [TILES, kernel, _FINISH], body
 
 
 def _render_kl(op: Op, p: dict) -> tuple[list[str], str]:
@@ -290,7 +290,7 @@ if C:
                                          num_warps=warps)
 {_finish("part", "part", "programs", div[reduction], False)}
 return y'''
-    return [_TILES, _KL.substitute(columns=_COLUMNS), _FINISH], body
+    return [TILES, _KL.substitute(columns=COLUMNS), _FINISH], body
 
 
 KINDS = {"loss": (_loss_moves, _render_loss), "cross_entropy": (_ce_moves, _render_ce),

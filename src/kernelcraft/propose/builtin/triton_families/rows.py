@@ -51,7 +51,8 @@ def _reduce_moves(op: Op) -> list[tuple]:
          {**base, "split_target": 0}),
     ]
 
-_TILES = '''
+# Shared with the argreduce, scan and loss families: the tile-shape helper and the column prologue.
+TILES = '''
 def kc_tiles(R, C, inner, row_max, block_r, tile):
     """(BLOCK_R, BLOCK_C, whole R in one tile) for reducing R in an [outer, R, inner] view. Columns that sit side
     by side in memory (inner > 1) are taken several at a time so that loads coalesce."""
@@ -63,7 +64,7 @@ def kc_tiles(R, C, inner, row_max, block_r, tile):
 '''
 
 # Column c (of C = outer * inner) starts at (c // inner) * R * inner + c % inner; its R elements are `inner` apart.
-_COLUMNS = '''    c = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+COLUMNS = '''    c = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     cmask = c < C
     base = (c // inner) * R * inner + c % inner
     r = tl.arange(0, BLOCK_R)'''
@@ -124,7 +125,7 @@ def _render_softmax(op: Op, p: dict) -> tuple[list[str], str]:
         online = "tl.exp(x - m_run[None, :]) * inv[None, :]"
     else:
         single, prelude, online = "x - (m + tl.log(s))[None, :]", "lse = m_run + tl.log(s_run)", "x - lse[None, :]"
-    kernel = _SOFTMAX.substitute(name=op.kind, columns=_COLUMNS, single=single, prelude=prelude, online=online)
+    kernel = _SOFTMAX.substitute(name=op.kind, columns=COLUMNS, single=single, prelude=prelude, online=online)
     row_max = int(p["ROW_MAX"]) if p["variant"] == "row" else 0
     block_r, tile, warps = int(p.get("BLOCK_R", 4096)), int(p["TILE"]), int(p["num_warps"])
     body = f'''
@@ -139,7 +140,7 @@ br, bc, single = kc_tiles(R, C, inner, {row_max}, {block_r}, {tile})
 warps = min(16, {warps} * max(1, br * bc // {tile}))
 kc_{op.kind}_kernel[(triton.cdiv(C, bc),)](x, y, R, inner, C, BLOCK_R=br, BLOCK_C=bc, SINGLE=single, num_warps=warps)
 return y'''
-    return [_TILES, kernel], body
+    return [TILES, kernel], body
 
 
 def _render_reduce(op: Op, p: dict) -> tuple[list[str], str]:
@@ -154,7 +155,7 @@ def _render_reduce(op: Op, p: dict) -> tuple[list[str], str]:
     else:
         raise ValueError(f"unknown reduction {kind!r}")
     name = f"{kind}_reduce"
-    kernel = _REDUCE.substitute(name=name, columns=_COLUMNS, ident=ident, combine=combine, final=final)
+    kernel = _REDUCE.substitute(name=name, columns=COLUMNS, ident=ident, combine=combine, final=final)
     dim = attr(op.detail["dim_attr"]) if op.detail.get("dim_attr") else repr(op.detail.get("dim"))
     keep = bool(op.detail.get("keepdim"))
     div = "float(R)" if kind == "mean" else "1.0"
@@ -186,7 +187,7 @@ br, bc, _ = kc_tiles(splits, C, C, 0, {block_r}, {tile})
 kc_{name}_kernel[(triton.cdiv(C, bc), 1)](part, y, splits, C, C, splits, {div}, BLOCK_R=br, BLOCK_C=bc,
                                           num_warps={warps})
 return y'''
-    return [_TILES, kernel], body
+    return [TILES, kernel], body
 
 
 KINDS = {"softmax": (_softmax_moves, _render_softmax), "log_softmax": (_softmax_moves, _render_softmax),

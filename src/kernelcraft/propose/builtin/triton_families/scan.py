@@ -10,7 +10,7 @@ from string import Template
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_families.common import attr
-from kernelcraft.propose.builtin.triton_families.rows import _COLUMNS, _TILES
+from kernelcraft.propose.builtin.triton_families.rows import COLUMNS, TILES
 
 _OPS = {"cumsum": ("0.0", "+"), "cumprod": ("1.0", "*")}  # identity, combine
 
@@ -76,7 +76,7 @@ def _render_scan(op: Op, p: dict) -> tuple[list[str], str]:
     if kind not in _OPS:
         raise ValueError(f"unknown scan {kind!r}")
     ident, sym = _OPS[kind]
-    kernel = _SCAN.substitute(name=kind, columns=_COLUMNS, ident=ident, op=sym, total=_TOTALS[kind])
+    kernel = _SCAN.substitute(name=kind, columns=COLUMNS, ident=ident, op=sym, total=_TOTALS[kind])
     dim = attr(op.detail["dim_attr"]) if op.detail.get("dim_attr") else repr(int(op.detail["dim"]))
     block_r, tile, warps, target = int(p["BLOCK_R"]), int(p["TILE"]), int(p["num_warps"]), int(p["split_target"])
     name = f"kc_{kind}_kernel"
@@ -104,7 +104,7 @@ bs = min(triton.next_power_of_2(splits), max(1, {tile} // bc))
 {name}[(col_tiles, splits)](x, y, totals, R, inner, C, chunk, BLOCK_R=br, BLOCK_C=bc, BLOCK_S=bs, PASS=2,
     num_warps={warps})
 return y'''
-    return [_TILES, kernel], body
+    return [TILES, kernel], body
 
 
 KINDS = {"scan": (_scan_moves, _render_scan)}
