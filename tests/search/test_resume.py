@@ -111,6 +111,9 @@ def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path):
         assert sorted(keys) == sorted(f"r{r:02d}/i{i:02d}/m00" for r in (1, 2) for i in range(3))
         assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 6
         assert db.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == 8
-        # the uninterrupted answer: the 4096-element kernel
-        assert summary["status"] == "done" and summary["best"]["key"] in ("r01/i00/m00", "r02/i00/m00")
-        assert "BLOCK = 4096" in open(summary["best_file"]).read()
+        # the answer is the fastest correct candidate over both halves of the run, as stored (which of the
+        # scripted kernels is fastest is a CPU timing, so the test names none), and its file is that source
+        fastest, source = db.execute("SELECT c.key, c.source FROM results r JOIN candidates c ON c.id = r.candidate_id "
+                                     "WHERE r.correct = 1 ORDER BY r.runtime_ms, c.key LIMIT 1").fetchone()
+        assert summary["status"] == "done" and summary["best"]["key"] == fastest
+        assert source.strip() in open(summary["best_file"]).read()
