@@ -81,6 +81,7 @@ def test_bench_reports_fast_p_over_a_directory(server, tmp_path, capsys):
 ])
 def test_usage_errors_are_one_line_and_exit_2(argv, words, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    monkeypatch.chdir(tmp_path)  # a run that wrongly succeeds writes its best kernel here, not into the checkout
     store = [] if argv == ["runs"] else ["--store", str(tmp_path / "runs.db")]
     assert main(argv + store) == 2
     err = capsys.readouterr().err.strip()

@@ -84,3 +84,19 @@ def test_wrong_candidate_fails(gpu_verifier, path):
     result = gpu_verifier.evaluate(load_problem(problem_for(path)), Candidate.from_file(path))
     assert result.status != "ok" and not result.correct, result.message
     assert result.reasons
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_exact_convolution_passes_strict(gpu_verifier):
+    """PyTorch runs cuDNN convolutions in TF32 by default (about 1e-3 off); under strict the reference must
+    compute fp32 exactly, or no exact kernel could pass. The built-in engineer's exact conv, rendered now."""
+    from kernelcraft.propose.builtin.analyze import analyze
+    from kernelcraft.propose.builtin.triton_kernels import moves, render
+
+    problem = load_problem("level1/conv2d_alexnet")
+    op = analyze(problem).single
+    exact = next(m for m in moves(op) if m.params["precision"] == "ieee")
+    result = gpu_verifier.evaluate(problem, Candidate(render(op, problem.source, exact.params), "exact_conv"))
+    assert result.status == "ok", (result.reasons, result.message)
+    assert result.max_rel_error < 1e-5

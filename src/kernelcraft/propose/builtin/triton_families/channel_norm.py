@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_families.common import attr, num
+from kernelcraft.propose.builtin.triton_families.norm import STATS
 
 
 def _batchnorm_moves(op: Op) -> list[tuple]:
@@ -95,41 +96,6 @@ def kc_group_row_kernel(x_ptr, y_ptr, w_ptr, b_ptr, M, L, G, CPG, inner, eps, BL
     if HAS_B:
         y = y + tl.load(b_ptr + ch, mask=mask, other=0.0).to(tl.float32)
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def kc_group_stats_kernel(x_ptr, mean_ptr, m2_ptr, L, chunk, splits, BLOCK_N: tl.constexpr, WELFORD: tl.constexpr):
-    # program (row, split): mean and sum of squared deviations of one chunk of the slab
-    row = tl.program_id(0).to(tl.int64)
-    lo = tl.program_id(1).to(tl.int64) * chunk
-    hi = tl.minimum(lo + chunk, L)
-    cols = tl.arange(0, BLOCK_N)
-    acc = tl.zeros([BLOCK_N], tl.float32)
-    if WELFORD:  # one pass: a running mean and M2 per lane, merged across lanes at the end
-        cnt = tl.zeros([BLOCK_N], tl.float32)
-        mean = tl.zeros([BLOCK_N], tl.float32)
-        for start in range(lo, hi, BLOCK_N):
-            o = start + cols
-            x = tl.load(x_ptr + row * L + o, mask=o < hi, other=0.0).to(tl.float32)
-            cnt += (o < hi).to(tl.float32)
-            delta = x - mean
-            mean += tl.where(o < hi, delta / tl.maximum(cnt, 1.0), 0.0)
-            acc += tl.where(o < hi, delta * (x - mean), 0.0)
-        mu = tl.sum(cnt * mean, 0) / tl.sum(cnt, 0)
-        m2 = tl.sum(acc, 0) + tl.sum(cnt * (mean - mu) * (mean - mu), 0)
-    else:  # two passes over the chunk: the mean, then squared deviations from it
-        for start in range(lo, hi, BLOCK_N):
-            o = start + cols
-            acc += tl.load(x_ptr + row * L + o, mask=o < hi, other=0.0).to(tl.float32)
-        mu = tl.sum(acc, 0) / (hi - lo).to(tl.float32)
-        acc = tl.zeros([BLOCK_N], tl.float32)
-        for start in range(lo, hi, BLOCK_N):
-            o = start + cols
-            x = tl.load(x_ptr + row * L + o, mask=o < hi, other=0.0).to(tl.float32)
-            acc += tl.where(o < hi, (x - mu) * (x - mu), 0.0)
-        m2 = tl.sum(acc, 0)
-    tl.store(mean_ptr + row * splits + tl.program_id(1), mu)
-    tl.store(m2_ptr + row * splits + tl.program_id(1), m2)
 
 
 @triton.jit
@@ -221,12 +187,12 @@ chunk = triton.cdiv(triton.cdiv(L, splits), {block_n}) * {block_n}
 splits = triton.cdiv(L, chunk)
 mean = torch.empty((M, splits), dtype=torch.float32, device=x.device)
 m2 = torch.empty((M, splits), dtype=torch.float32, device=x.device)
-kc_group_stats_kernel[(M, splits)](x, mean, m2, L, chunk, splits, BLOCK_N={block_n},
-                                   WELFORD={bool(p.get("welford", True))}, num_warps={warps})
+kc_norm_stats_kernel[(M, splits)](x, mean, m2, L, chunk, splits, BLOCK_N={block_n}, RMS=False,
+                                  WELFORD={bool(p.get("welford", True))}, num_warps={warps})
 kc_group_apply_kernel[(M, splits)](x, y, w_arg, b_arg, mean, m2, L, G, CPG, inner, chunk, splits, eps,
                                    BLOCK_N={block_n}, BLOCK_S=np2(splits), {flags}, num_warps={warps})
 return y'''
-    return [_GROUP], body
+    return [_GROUP, STATS], body  # chunk statistics: the norm family's kernel (RMS=False)
 
 
 KINDS = {"batchnorm": (_batchnorm_moves, _render_batchnorm), "groupnorm": (_group_moves, _render_group),

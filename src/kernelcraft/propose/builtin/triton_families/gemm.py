@@ -105,6 +105,15 @@ def kc_matmul_tma_kernel(a_desc, bt_desc, c_ptr, M, N, K, BLOCK_M: tl.constexpr,
 '''
 
 
+_TMA_OK = '''
+def kc_tma_ok(*ts):  # Hopper or newer; 2-D, unit last stride, 16-byte aligned rows and base
+    return all(t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9 and t.dim() == 2
+               and t.stride(-1) == 1 and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0
+               for t in ts)
+
+'''
+
+
 def _with_epilogue(kernel: str, store: str, steps: list) -> str:
     """A matmul kernel text made a linear's: renamed, a bias pointer and HAS_BIAS added, and bias plus the
     pointwise steps applied to the fp32 tile before `store` (the line that writes it)."""
@@ -146,13 +155,7 @@ kc_linear_kernel[grid](a, w, c2, bias_arg, M, N, K, 0, a.stride(0), a.stride(1),
 return c'''
     if not p.get("tma"):
         return [kernel], body
-    tma = f'''
-def kc_tma_ok(*ts):  # Hopper or newer; 2-D, unit last stride, 16-byte aligned rows and base
-    return all(t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9 and t.dim() == 2
-               and t.stride(-1) == 1 and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0
-               for t in ts)
-
-
+    tma = _TMA_OK + f'''
 def kc_linear_tma(a, w, bias, c, prec, has_bias):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -201,13 +204,7 @@ return c'''
         return [_GEMM], body
     # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
     # strided kernel above.
-    tma = f'''
-def kc_tma_ok(*ts):  # Hopper or newer; 2-D, unit last stride, 16-byte aligned rows and base
-    return all(t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9 and t.dim() == 2
-               and t.stride(-1) == 1 and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0
-               for t in ts)
-
-
+    tma = _TMA_OK + f'''
 def kc_matmul_tma(a, b, c, prec):
     from triton.tools.tensor_descriptor import TensorDescriptor
 

@@ -47,8 +47,10 @@ def kc_norm_row_kernel(x_ptr, y_ptr, w_ptr, b_ptr, M, N, eps, BLOCK_M: tl.conste
     if HAS_B:
         y = y + tl.load(b_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+'''
 
-
+# Chunk statistics of rows (also the group/instance norms' in channel_norm.py).
+STATS = '''
 @triton.jit
 def kc_norm_stats_kernel(x_ptr, mean_ptr, m2_ptr, N, chunk, splits, BLOCK_N: tl.constexpr, RMS: tl.constexpr,
                          WELFORD: tl.constexpr):
@@ -91,8 +93,9 @@ def kc_norm_stats_kernel(x_ptr, mean_ptr, m2_ptr, N, chunk, splits, BLOCK_N: tl.
     if not RMS:
         tl.store(mean_ptr + row * splits + tl.program_id(1), mu)
     tl.store(m2_ptr + row * splits + tl.program_id(1), m2)
+'''
 
-
+_APPLY = '''
 @triton.jit
 def kc_norm_apply_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, m2_ptr, N, chunk, splits, eps,
                          BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr, RMS: tl.constexpr, HAS_W: tl.constexpr,
@@ -171,7 +174,7 @@ for r0 in range(0, M, group):
     kc_norm_apply_kernel[(rows, splits)](xs, ys, w_arg, b_arg, mean, m2, N, chunk, splits, eps, BLOCK_N={block_n},
                                          BLOCK_S=np2(splits), {flags}, num_warps={warps})
 return y'''
-    kernels = _NORM
+    kernels = _NORM + STATS + _APPLY
     steps = step_lines(d.get("steps") or [])
     for store in ("    tl.store(y_ptr + offs, y.to(", "        tl.store(y_ptr + row * N + o, y.to("):
         pad = store[:len(store) - len(store.lstrip())]  # the pointwise ops after the norm, on its fp32 output
