@@ -1,5 +1,5 @@
 """Probe of the norm family's long-row moves on level1/layernorm (16 rows of 64·256·256 fp32): for each move,
-(and the persistent move's tile, warps and look-ahead) the whole forward (triton.testing.do_bench, CUDA events) and each kernel's own time (torch.profiler), its
+the whole forward (triton.testing.do_bench, CUDA events) and each kernel's own time (torch.profiler), its
 error against an fp64 layer norm, and the copy floor (x.clone(): one read, one write of the same bytes).
 
     python benchmarks/norm_probe.py > benchmarks/results/norm-probe-h100.log
@@ -50,14 +50,7 @@ def main() -> None:
     print(f"copy floor (x.clone): {clone:.4f} ms = {2 * gb / clone:.0f} GB/s", flush=True)
     eager = triton.testing.do_bench(lambda: ref_model(x), warmup=10, rep=200)
     print(f"eager: {eager:.4f} ms", flush=True)
-    variants = []
-    for m in moves(op):
-        variants.append((m.text, m.params))
-        if m.params.get("persistent"):  # its tile, warps and look-ahead
-            variants += [(f"persistent BLOCK_N={bn} warps={w} ahead={ahead}",
-                          {**m.params, "BLOCK_N": bn, "num_warps": w, "ahead": ahead})
-                         for bn in (4096, 8192, 16384) for w in (8, 16) for ahead in (False, True)]
-    for text, params in variants:
+    for text, params in [(m.text, m.params) for m in moves(op)]:
         try:
             model = load(render(op, p.source, params)).ModelNew(*module.get_init_inputs()).cuda()
             model.load_state_dict(ref_model.state_dict())

@@ -184,33 +184,6 @@ def test_norm_row_groups_sized_for_l2(kind, tmp_path):
         torch.testing.assert_close(got_model.to(DEVICE)(x), want_model.to(DEVICE)(x), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
-def test_persistent_norm_on_the_gpu(kind, tmp_path):
-    """The persistent move's own kernel (a grid barrier per row) runs only on a GPU: more rows than programs'
-    worth of barriers, rows of every length class, chunk tails, an offset mean."""
-    if DEVICE != "cuda":
-        pytest.skip("needs a CUDA GPU")
-    op = Op("layernorm", {"ndim": 1, "eps": 1e-5, "weight": "ln.weight", "bias": "ln.bias"}) if kind == "layernorm" \
-        else Op("rmsnorm", {"eps": 1e-6, "eps_attr": None, "weight": None})
-    params = next(m.params for m in moves(op) if m.params.get("persistent"))
-    ref = reference("self.ln(x)", "self, n", "self.ln = nn.LayerNorm(n)") if kind == "layernorm" else \
-        reference("x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)", "self, n")
-    module = load(render(op, ref, params), tmp_path)
-    assert "kc_norm_persistent_kernel[" in module.__loader__.get_data(module.__file__).decode()
-    for shape, shift in [((37, 33001), 3.0), ((2, 4096 * 200 + 1), 0.0), ((300, 20000), 0.5), ((1, 17001), 0.0)]:
-        torch.manual_seed(0)
-        want_model, got_model = module.Model(shape[-1]), module.ModelNew(shape[-1])
-        if kind == "layernorm":
-            with torch.no_grad():
-                want_model.ln.weight.uniform_(0.5, 1.5)
-                want_model.ln.bias.uniform_(-0.5, 0.5)
-        got_model.load_state_dict(want_model.state_dict())
-        x = torch.randn(shape, device=DEVICE) + shift
-        for _ in range(3):  # the arrival counters start from zero on every call
-            torch.testing.assert_close(got_model.to(DEVICE)(x), want_model.to(DEVICE)(x), rtol=1e-4, atol=1e-4)
-
-
 @pytest.mark.parametrize("params", [m.params for m in moves(ALL_OPS[5])], ids=lambda p: json.dumps(p))
 def test_rmsnorm_moves(params, tmp_path):
     check(Op("rmsnorm", {"eps": 1e-6, "eps_attr": "eps", "weight": "weight"}), RMS_W, params,

@@ -1,7 +1,6 @@
 """Norm family (layernorm, rmsnorm) over rows of N: rows in registers (one read, one write) when N fits;
 longer rows are split over programs: per-chunk statistics (Welford or two-pass), merged per row by the
-writer; or, on a GPU, one persistent launch with a grid barrier per row, so the writer re-reads the row from
-L2 (Triton's interpreter runs programs one after another, so there it takes the split path)."""
+writer (benchmarks/norm_probe.py times each move and kernel)."""
 
 from __future__ import annotations
 
@@ -20,9 +19,6 @@ def _norm_moves(op: Op) -> list[tuple]:
            ("Long rows split finer (aim: 4096 programs, 1024-element tiles) so few rows still fill the GPU; per-chunk "
             "statistics merged per row by the writing pass", "parallelism",
             {**base, "split_target": 4096, "BLOCK_N": 1024}),
-           ("Long rows in one persistent launch, a program per SM owning a chunk of every row: per row, chunk "
-            "statistics, a grid barrier, then the chunk normalized from L2 (one DRAM read, one write)", "memory",
-            {**base, "BLOCK_N": 4096, "num_warps": 16, "persistent": True, "ahead": True}),
            ("Long rows handled by one program each, looping over 2048-element tiles (no split, no partials)",
             "control", {**base, "split_target": 0}),
            ("Long rows normalized a group at a time (as many rows as fit in a third of L2): the statistics pass "
@@ -147,101 +143,6 @@ def kc_norm_apply_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, m2_ptr, N, chunk,
 '''
 
 
-_PERSISTENT = '''
-@triton.jit
-def kc_norm_chunk_arrive(x_ptr, mean_ptr, m2_ptr, arrived_ptr, row, N, lo, hi, BLOCK_N: tl.constexpr,
-                         RMS: tl.constexpr):
-    # this program's chunk [lo, hi) of `row`: its statistics stored, then its arrival counted
-    nprog = tl.num_programs(0)
-    pid = tl.program_id(0)
-    base = row.to(tl.int64) * N
-    full = tl.maximum(hi - lo, 0) // BLOCK_N
-    tail = lo + full * BLOCK_N
-    cols = tl.arange(0, BLOCK_N)
-    acc = tl.zeros([BLOCK_N], tl.float32)
-    mean = tl.zeros([BLOCK_N], tl.float32)
-    for i in range(0, full):
-        x = tl.load(x_ptr + base + lo + i * BLOCK_N + cols).to(tl.float32)
-        if RMS:
-            acc += x * x
-        else:
-            delta = x - mean
-            mean += delta * (1.0 / (i + 1.0))
-            acc += delta * (x - mean)
-    m = tail + cols < hi
-    x = tl.load(x_ptr + base + tail + cols, mask=m, other=0.0).to(tl.float32)
-    if RMS:
-        acc += x * x
-    else:
-        cnt = full.to(tl.float32) + m.to(tl.float32)
-        delta = x - mean
-        mean += tl.where(m, delta / tl.maximum(cnt, 1.0), 0.0)
-        acc += tl.where(m, delta * (x - mean), 0.0)
-        mu = tl.sum(cnt * mean, 0) / tl.maximum(tl.sum(cnt, 0), 1.0)
-        tl.store(mean_ptr + row * nprog + pid, mu)
-        acc += cnt * (mean - mu) * (mean - mu)
-    tl.store(m2_ptr + row * nprog + pid, tl.sum(acc, 0))
-    tl.debug_barrier()  # every thread's stores made before this program arrives
-    tl.atomic_add(arrived_ptr + row, 1, sem="release")
-
-
-@triton.jit
-def kc_norm_persistent_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, m2_ptr, arrived_ptr, M, N, chunk, eps,
-                              BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr, RMS: tl.constexpr, HAS_W: tl.constexpr,
-                              HAS_B: tl.constexpr, AHEAD: tl.constexpr):
-    # One program per SM, all resident, each owning one chunk of every row. Per row: the chunk's statistics (one
-    # DRAM read), a grid barrier (a per-row arrival counter), the row's statistics merged from every program's,
-    # then the chunk normalized from L2, where the statistics pass left it: DRAM sees one read and one write.
-    # AHEAD: the next row's statistics are taken before waiting on this row's barrier, so programs rarely wait.
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    lo = pid.to(tl.int64) * chunk
-    hi = tl.minimum(lo + chunk, N)
-    full = tl.maximum(hi - lo, 0) // BLOCK_N
-    cols = tl.arange(0, BLOCK_N)
-    s = tl.arange(0, BLOCK_S)
-    if AHEAD:
-        kc_norm_chunk_arrive(x_ptr, mean_ptr, m2_ptr, arrived_ptr, pid * 0, N, lo, hi, BLOCK_N, RMS)  # row 0
-    for row in range(0, M):
-        if AHEAD:
-            if row + 1 < M:
-                kc_norm_chunk_arrive(x_ptr, mean_ptr, m2_ptr, arrived_ptr, row + 1, N, lo, hi, BLOCK_N, RMS)
-        else:
-            kc_norm_chunk_arrive(x_ptr, mean_ptr, m2_ptr, arrived_ptr, row, N, lo, hi, BLOCK_N, RMS)
-        while tl.atomic_add(arrived_ptr + row, 0, sem="acquire") < nprog:
-            pass
-        base = row.to(tl.int64) * N
-        m2 = tl.load(m2_ptr + row * nprog + s, mask=s < nprog, other=0.0, cache_modifier=".cg")
-        if RMS:
-            var = tl.sum(m2, 0) / N
-        else:
-            counts = tl.where(s < nprog, tl.maximum(tl.minimum(chunk, N - s.to(tl.int64) * chunk), 0).to(tl.float32),
-                              0.0)
-            means = tl.load(mean_ptr + row * nprog + s, mask=s < nprog, other=0.0, cache_modifier=".cg")
-            mu = tl.sum(counts * means, 0) / N
-            var = (tl.sum(m2, 0) + tl.sum(counts * (means - mu) * (means - mu), 0)) / N
-        rstd = tl.rsqrt(var + eps)
-        for i in range(0, full + 1):  # whole tiles unmasked, then the partial one (if any) masked
-            o = lo + i * BLOCK_N + cols
-            if i < full:
-                x = tl.load(x_ptr + base + o).to(tl.float32)
-            else:
-                x = tl.load(x_ptr + base + o, mask=o < hi, other=0.0).to(tl.float32)
-            if RMS:
-                y = x * rstd
-            else:
-                y = (x - mu) * rstd
-            if HAS_W:
-                y = y * tl.load(w_ptr + o, mask=o < hi, other=0.0).to(tl.float32)
-            if HAS_B:
-                y = y + tl.load(b_ptr + o, mask=o < hi, other=0.0).to(tl.float32)
-            if i < full:
-                tl.store(y_ptr + base + o, y.to(y_ptr.dtype.element_ty))
-            else:
-                tl.store(y_ptr + base + o, y.to(y_ptr.dtype.element_ty), mask=o < hi)
-'''
-
-
 def _render_norm(op: Op, p: dict) -> tuple[list[str], str]:
     d = op.detail
     rms = op.kind == "rmsnorm"
@@ -268,17 +169,6 @@ if np2(N) <= {row_max}:  # whole rows in registers
     kc_norm_row_kernel[(triton.cdiv(M, bm),)](x, y, w_arg, b_arg, M, N, eps, BLOCK_M=bm, BLOCK_N=bn, {flags},
                                               num_warps=warps)
     return y
-if {bool(p.get("persistent"))} and x.is_cuda:  # one resident program per SM; grid barrier per row
-    grid = min(torch.cuda.get_device_properties(x.device).multi_processor_count, triton.cdiv(N, {block_n}))
-    chunk = triton.cdiv(triton.cdiv(N, grid), {block_n}) * {block_n}
-    grid = triton.cdiv(N, chunk)
-    mean = torch.empty((M, grid), dtype=torch.float32, device=x.device)
-    m2 = torch.empty((M, grid), dtype=torch.float32, device=x.device)
-    arrived = torch.zeros(M, dtype=torch.int32, device=x.device)
-    kc_norm_persistent_kernel[(grid,)](x, y, w_arg, b_arg, mean, m2, arrived, M, N, chunk, eps, BLOCK_N={block_n},
-                                       BLOCK_S=np2(grid), {flags}, AHEAD={bool(p.get("ahead"))},
-                                       num_warps={warps})
-    return y
 group = M
 l2 = KC_L2_BYTES or (torch.cuda.get_device_properties(x.device).L2_cache_size if x.is_cuda else 0)
 if {bool(p.get("l2_groups"))} and l2:  # rows a few at a time, so the writing pass re-reads them from L2
@@ -297,10 +187,9 @@ for r0 in range(0, M, group):
     kc_norm_apply_kernel[(rows, splits)](xs, ys, w_arg, b_arg, mean, m2, N, chunk, splits, eps, BLOCK_N={block_n},
                                          BLOCK_S=np2(splits), {flags}, num_warps={warps})
 return y'''
-    kernels = _NORM + STATS + _APPLY + (_PERSISTENT if p.get("persistent") else "")
+    kernels = _NORM + STATS + _APPLY
     steps = step_lines(d.get("steps") or [])
-    for store in ("    tl.store(y_ptr + offs, y.to(", "        if i < full:\n            tl.store(y_ptr + row",
-                  "            if i < full:\n                tl.store(y_ptr + base"):
+    for store in ("    tl.store(y_ptr + offs, y.to(", "        if i < full:\n            tl.store(y_ptr + row"):
         pad = store[:len(store) - len(store.lstrip())]  # the pointwise ops after the norm, on its fp32 output
         if steps:
             kernels = kernels.replace(store, indent("\n".join(["x = y", *steps, "y = x"]), len(pad)) + "\n" + store, 1)
