@@ -1,9 +1,10 @@
-"""GEMM family (matmul, bmm, transposed operands; linear layers with a bias-and-pointwise epilogue): a program per BLOCK_M x BLOCK_N output tile (GROUP_M
-swizzle) and batch, a masked K loop of tl.dot into an fp32 accumulator; operands read through their strides
-(a transpose is a stride swap). input_precision "ieee" (exact fp32) or "tf32" (fp32 inputs only; such moves
-carry params["precision"] == "tf32", which the registry's needs_relaxed names). TMA moves (params["tma"]) add a
-persistent kernel whose operand tiles come through tensor descriptors (TMA on Hopper): used at run time for
-2-D row-major operands on a GPU, the strided kernel otherwise."""
+"""GEMM family (matmul, bmm, transposed operands; linear layers with a bias-and-pointwise epilogue): a program
+per BLOCK_M x BLOCK_N output tile (GROUP_M swizzle) and batch, a masked K loop of tl.dot into an fp32
+accumulator; operands read through their strides (a transpose is a stride swap). input_precision "ieee" (exact
+fp32) or "tf32" (fp32 inputs only; such moves carry params["precision"] == "tf32", which the registry's
+needs_relaxed names). TMA moves (params["tma"]) add a persistent kernel whose operand tiles come through tensor
+descriptors (TMA on Hopper): used at run time for 2-D row-major operands on a GPU, the strided kernel otherwise.
+Products with at most GEMV_COLUMNS columns (matrix-vector) take a GEMV kernel under every move."""
 
 from __future__ import annotations
 
@@ -75,6 +76,31 @@ def kc_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk,
         b_ptrs += BLOCK_K * s_bk
     c_ptrs = c_ptr + bid * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+'''
+
+
+# A product with at most GEMV_COLUMNS columns of C (a matrix-vector product) takes this kernel under every move: a
+# tile kernel would leave all but a few columns of each output tile empty.
+GEMV_COLUMNS = 4
+_GEMV = '''
+@triton.jit
+def kc_gemv_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn,
+                   BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    # program (row block, column, batch): BLOCK_M entries of one column of C. The rows of A are walked once in
+    # BLOCK_K-wide tiles against that column of B, products accumulated in fp32 lanes and summed at the end
+    # (exact fp32 math: a vector gives tensor cores nothing to do)
+    rm = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    n = tl.program_id(1).to(tl.int64)
+    bid = tl.program_id(2).to(tl.int64)
+    rk = tl.arange(0, BLOCK_K).to(tl.int64)
+    acc = tl.zeros([BLOCK_M, BLOCK_K], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        a = tl.load(a_ptr + bid * s_ab + rm[:, None] * s_am + kk[None, :] * s_ak,
+                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + bid * s_bb + kk * s_bk + n * s_bn, mask=kk < K, other=0.0)
+        acc += a.to(tl.float32) * b.to(tl.float32)[None, :]
+    tl.store(c_ptr + bid * s_cb + rm * s_cm + n * s_cn, tl.sum(acc, 1).to(c_ptr.dtype.element_ty), mask=rm < M)
 '''
 
 
@@ -194,6 +220,11 @@ s_a, s_b, s_c = a.stride(), b.stride(), c.stride()
 s_ab = s_a[0] if a.dim() == 3 and a.shape[0] > 1 else 0  # a 2-D operand is shared by every batch
 s_bb = s_b[0] if b.dim() == 3 and b.shape[0] > 1 else 0
 s_cb = s_c[0] if c.dim() == 3 else 0
+if N <= {GEMV_COLUMNS}:  # matrix-vector: each column of C from one pass over A
+    kc_gemv_kernel[(triton.cdiv(M, 8), N, batch)](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{bk_}],
+                                                  s_b[{bn_}], s_cb, s_c[-2], s_c[-1], BLOCK_M=8, BLOCK_K=512,
+                                                  num_warps=4)
+    return c
 prec = "{prec}" if a.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
 grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}), batch)
 kc_matmul_kernel[grid](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{bk_}], s_b[{bn_}], s_cb, s_c[-2],
@@ -201,7 +232,7 @@ kc_matmul_kernel[grid](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{
                        num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
 return c'''
     if not p.get("tma") or ta or tb:  # TMA reads A and B as the row-major matrices they are, untransposed
-        return [_GEMM], body
+        return [_GEMM, _GEMV], body
     # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
     # strided kernel above.
     tma = _TMA_OK + f'''
@@ -224,7 +255,7 @@ def kc_matmul_tma(a, b, c, prec):
     body = body.replace("grid = (", """if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and kc_matmul_tma(a, b, c, prec):
     return c
 grid = (""", 1)
-    return [_GEMM, _GEMM_TMA, tma], body
+    return [_GEMM, _GEMV, _GEMM_TMA, tma], body
 
 
 KINDS = {"matmul": (_matmul_moves, _render_matmul), "linear": (_matmul_moves, _render_linear)}
