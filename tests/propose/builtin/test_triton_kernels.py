@@ -289,6 +289,18 @@ def test_matmul_suite_problems(name, shapes, tmp_path):
     check_mm(ta, False, {}, [shapes], tmp_path, ref_src=(LEVEL1 / f"{name}.py").read_text())
 
 
+def test_gemv_kernel_only_under_its_move():
+    """The matrix-vector kernel is launched only by the move that names it (its text says so), for every operand
+    layout; a linear layer has no such move."""
+    for ta, tb in MM_CASES:
+        op = Op("matmul", {"trans_a": ta, "trans_b": tb})
+        for m in moves(op):
+            assert ("kc_gemv_kernel[" in render(op, mm_reference(ta, tb), m.params)) == m.params["gemv"]
+            assert ("Matrix-vector" in m.text) == m.params["gemv"]
+    assert [m.params["gemv"] for m in moves(MM)].count(True) == 1
+    assert not any(m.params.get("gemv") for m in moves(Op("linear", {"weight": "w", "bias": None})))
+
+
 def test_tma_only_where_the_move_asks_and_the_operands_are_untransposed():
     """A move's flags never leak from the first move's defaults, and A.T / B.T never go through TMA (its
     descriptors read the untransposed row-major matrices)."""

@@ -4,7 +4,7 @@ accumulator; operands read through their strides (a transpose is a stride swap).
 fp32) or "tf32" (fp32 inputs only; such moves carry params["precision"] == "tf32", which the registry's
 needs_relaxed names). TMA moves (params["tma"]) add a persistent kernel whose operand tiles come through tensor
 descriptors (TMA on Hopper): used at run time for 2-D row-major operands on a GPU, the strided kernel otherwise.
-Products with at most GEMV_COLUMNS columns (matrix-vector) take a GEMV kernel under every move."""
+Under the GEMV move, products with at most GEMV_COLUMNS columns (matrix-vector) take a GEMV kernel."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _matmul_moves(op: Op) -> list[tuple]:
 
     def p(m, n, k, w, s, prec):
         return {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": s,
-                "precision": prec, "tma": False}
+                "precision": prec, "tma": False, "gemv": False}
 
     out = []
     for m, n, k, w, s, cat in ((128, 128, 32, 8, 3, "parallelism"), (64, 128, 32, 4, 4, "memory")):
@@ -40,8 +40,13 @@ def _matmul_moves(op: Op) -> list[tuple]:
                for m, n, k, w, s in ((128, 256, 32, 8, 3), (256, 128, 32, 8, 3))]
     for m, n, k, w, s in ((128, 256, 32, 8, 3), (256, 128, 32, 8, 3)):  # tiles: the H100 probe, 2026-11-22
         out.append((tma.format(m=m, n=n, k=k, s=s), "async", {**p(m, n, k, w, s, "tf32"), "tma": True}))
-    for m, n, k, w, s in ((128, 128, 32, 8, 3), (128, 256, 32, 8, 3)):
-        out.append((tf32.format(m=m, n=n, k=k, w=w, s=s), "precision", p(m, n, k, w, s, "tf32")))
+    out.append((tf32.format(m=128, n=128, k=32, w=8, s=3), "precision", p(128, 128, 32, 8, 3, "tf32")))
+    if op.kind == "matmul":
+        out.insert(0, (f"Matrix-vector kernel for products with at most {GEMV_COLUMNS} columns of C: the rows of A "
+                       "walked once in 512-wide tiles against each column of B, products summed in fp32 lanes "
+                       "(exact), so A streams at full bandwidth instead of filling 128-wide output tiles with one "
+                       "live column; wider products take the exact 128x128 tiled kernel", "memory",
+                       {**p(128, 128, 32, 8, 3, "ieee"), "gemv": True}))
     return out
 
 
@@ -79,8 +84,8 @@ def kc_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk,
 '''
 
 
-# A product with at most GEMV_COLUMNS columns of C (a matrix-vector product) takes this kernel under every move: a
-# tile kernel would leave all but a few columns of each output tile empty.
+# The GEMV move's kernel for products with at most GEMV_COLUMNS columns of C (matrix-vector): a tile kernel would
+# leave all but a few columns of each output tile empty.
 GEMV_COLUMNS = 4
 _GEMV = '''
 @triton.jit
@@ -210,6 +215,12 @@ def _render_matmul(op: Op, p: dict) -> tuple[list[str], str]:
     # op(A)[m, k] is A[k, m] when transposed: swap the last two dims' sizes and strides, no copy
     am, ak = (-1, -2) if ta else (-2, -1)
     bk_, bn_ = (-1, -2) if tb else (-2, -1)
+    gemv = f'''if N <= {GEMV_COLUMNS}:  # matrix-vector: each column of C from one pass over A
+    kc_gemv_kernel[(triton.cdiv(M, 8), N, batch)](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{bk_}],
+                                                  s_b[{bn_}], s_cb, s_c[-2], s_c[-1], BLOCK_M=8, BLOCK_K=512,
+                                                  num_warps=4)
+    return c
+''' if p.get("gemv") else ""
     body = f'''
 M, K, N = a.shape[{am}], a.shape[{ak}], b.shape[{bn_}]
 batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
@@ -220,19 +231,14 @@ s_a, s_b, s_c = a.stride(), b.stride(), c.stride()
 s_ab = s_a[0] if a.dim() == 3 and a.shape[0] > 1 else 0  # a 2-D operand is shared by every batch
 s_bb = s_b[0] if b.dim() == 3 and b.shape[0] > 1 else 0
 s_cb = s_c[0] if c.dim() == 3 else 0
-if N <= {GEMV_COLUMNS}:  # matrix-vector: each column of C from one pass over A
-    kc_gemv_kernel[(triton.cdiv(M, 8), N, batch)](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{bk_}],
-                                                  s_b[{bn_}], s_cb, s_c[-2], s_c[-1], BLOCK_M=8, BLOCK_K=512,
-                                                  num_warps=4)
-    return c
-prec = "{prec}" if a.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
+{gemv}prec = "{prec}" if a.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
 grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}), batch)
 kc_matmul_kernel[grid](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{bk_}], s_b[{bn_}], s_cb, s_c[-2],
                        s_c[-1], BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec,
                        num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
 return c'''
     if not p.get("tma") or ta or tb:  # TMA reads A and B as the row-major matrices they are, untransposed
-        return [_GEMM, _GEMV], body
+        return [_GEMM] + ([_GEMV] if gemv else []), body
     # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
     # strided kernel above.
     tma = _TMA_OK + f'''
@@ -255,7 +261,7 @@ def kc_matmul_tma(a, b, c, prec):
     body = body.replace("grid = (", """if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and kc_matmul_tma(a, b, c, prec):
     return c
 grid = (""", 1)
-    return [_GEMM, _GEMV, _GEMM_TMA, tma], body
+    return [_GEMM] + ([_GEMV] if gemv else []) + [_GEMM_TMA, tma], body
 
 
 KINDS = {"matmul": (_matmul_moves, _render_matmul), "linear": (_matmul_moves, _render_linear)}
