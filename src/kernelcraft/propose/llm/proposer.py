@@ -51,26 +51,31 @@ class LLMProposer:
 
     # prompts ----------------------------------------------------------------------------------------
     def messages(self, request: Request) -> list[dict]:
-        system = template("system").substitute(
-            device=self.device_text, backend_rules=template(f"backends/{request.backend}").template.strip(),
-            policy=self.policy_name, policy_summary=self.policy_summary)
-        messages = [{"role": "system", "content": system}]
-        if request.kind == "ideas":
-            target = "the fastest kernel above" if request.parents else "a first custom kernel for it"
-            messages.append({"role": "user", "content": template("ideas").substitute(
-                problem_source=request.problem.source.strip(), kernels=_kernels(request.parents),
-                count=request.count, target=target, categories=_category_list(), tried=_tried(request.tried))})
-            return messages
-        messages.append({"role": "user", "content": template("implement").substitute(
+        return prompt_messages(request, self.device_text, self.policy_name, self.policy_summary)
+
+
+def prompt_messages(request: Request, device_text: str, policy_name: str, policy_summary: str) -> list[dict]:
+    """The conversation a request becomes: system prompt (device, backend rules, policy), then the task."""
+    system = template("system").substitute(
+        device=device_text, backend_rules=template(f"backends/{request.backend}").template.strip(),
+        policy=policy_name, policy_summary=policy_summary)
+    messages = [{"role": "system", "content": system}]
+    if request.kind == "ideas":
+        target = "the fastest kernel above" if request.parents else "a first custom kernel for it"
+        messages.append({"role": "user", "content": template("ideas").substitute(
             problem_source=request.problem.source.strip(), kernels=_kernels(request.parents),
-            inspirations=_kernels(request.inspirations, "Other kernels you may borrow from"),
-            task=_task(request), output_format=template("output_format").template.strip())})
-        for turn in request.history:  # fix: the conversation so far, the verifier speaking as the user
-            messages.append({"role": "assistant", "content": turn.answer})
-            messages.append({"role": "user", "content": template("fix").substitute(
-                feedback=turn.feedback, task="Fix what the verifier found; if the kernel was correct, make it faster.",
-                output_format=template("output_format").template.strip())})
+            count=request.count, target=target, categories=_category_list(), tried=_tried(request.tried))})
         return messages
+    messages.append({"role": "user", "content": template("implement").substitute(
+        problem_source=request.problem.source.strip(), kernels=_kernels(request.parents),
+        inspirations=_kernels(request.inspirations, "Other kernels you may borrow from"),
+        task=_task(request), output_format=template("output_format").template.strip())})
+    for turn in request.history:  # fix: the conversation so far, the verifier speaking as the user
+        messages.append({"role": "assistant", "content": turn.answer})
+        messages.append({"role": "user", "content": template("fix").substitute(
+            feedback=turn.feedback, task="Fix what the verifier found; if the kernel was correct, make it faster.",
+            output_format=template("output_format").template.strip())})
+    return messages
 
 
 def _tried(ideas: list[str]) -> str:

@@ -1,0 +1,86 @@
+"""Candidate rows: one per (parent → idea → candidate → result) step of a run, as stored; the sft rows
+are the steps whose candidate is correct and fast, with the conversation that produced it.
+
+`correct` is only ever the stored verifier result's: a candidate with no result is `correct: false`,
+with status `malformed` (its answer held no evaluable kernel) or `not_evaluated`.
+"""
+
+from __future__ import annotations
+
+from kernelcraft.store import Store
+
+
+def messages(raw) -> list[dict]:
+    """Stored chat messages as plain {role, content} strings (content parts joined)."""
+    out = []
+    for m in raw or []:
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        out.append({"role": str(m.get("role", "")), "content": "" if content is None else str(content)})
+    return out
+
+
+def run_steps(store: Store, run: dict) -> list[dict]:
+    """Every candidate of `run` as a trajectories row, plus private fields (leading underscore) the sft
+    and rl rows need: the call's messages and answer, the result's trials and timing method."""
+    cands = store.candidates(run["id"])
+    calls = {c["id"]: c for c in store.calls(run["id"])}
+    by_id = {c["id"]: c for c in cands}
+    run_policy = ((run.get("config") or {}).get("verify") or {}).get("policy")
+    rows = []
+    for c in cands:
+        stored = store.result(c["id"]) if c["status"] is not None else None
+        result = stored["result"] if stored else {}
+        call = calls.get(c["call_id"]) or {}
+        parent = by_id.get(c["parent"])
+        if stored:
+            status, correct = stored["status"], bool(stored["correct"]) and stored["status"] == "ok"
+        else:
+            status, correct = ("malformed" if c["parse_error"] else "not_evaluated"), False
+        rows.append({
+            "run_id": run["id"], "bench_id": run["bench_id"], "problem": run["problem"],
+            "strategy": run["strategy"], "model": call.get("model"), "candidate_id": c["id"],
+            "step_key": c["key"], "round": c["round"], "backend": c["backend"],
+            "policy": result.get("policy") or run_policy, "device": result.get("device") or run["device"],
+            "idea": c["idea"], "category": c["category"], "origin": c["origin"],
+            "parent_id": c["parent"], "parent_key": parent["key"] if parent else None,
+            "parent_status": _status(parent) if parent else None,
+            "parent_runtime_ms": parent["runtime_ms"] if parent and parent["correct"] else None,
+            "parent_speedup_eager": parent["speedup_eager"] if parent and parent["correct"] else None,
+            "source": c["source"], "status": status, "correct": correct,
+            "duplicate": bool(result.get("duplicate")),
+            "runtime_ms": stored["runtime_ms"] if stored else None,
+            "eager_ms": result.get("eager_ms"), "compile_ms": result.get("compile_ms"),
+            "speedup_eager": stored["speedup_eager"] if stored else None,
+            "speedup_compile": stored["speedup_compile"] if stored else None,
+            "max_rel_error": result.get("max_rel_error"),
+            "reasons": list(result.get("reasons") or []), "message": result.get("message") or None,
+            "parse_error": c["parse_error"], "call_kind": call.get("kind"),
+            "input_tokens": call.get("input_tokens"), "output_tokens": call.get("output_tokens"),
+            "cost": call.get("cost"), "call_seconds": call.get("seconds"),
+            "_messages": call.get("messages"), "_answer": call.get("response"), "_trials": result.get("trials"),
+            "_timing_method": (result.get("runtime") or result.get("eager") or {}).get("method"),
+        })
+    return rows
+
+
+def _status(row: dict) -> str:
+    return row["status"] or ("malformed" if row["parse_error"] else "not_evaluated")
+
+
+def sft_row(step: dict) -> dict | None:
+    """The chat that produced a candidate (the request's messages, then the answer), or None when there
+    is none (a seed kernel the user gave, or a call that failed)."""
+    if not step["_messages"] or step["_answer"] is None:
+        return None
+    chat = messages(step["_messages"]) + [{"role": "assistant", "content": step["_answer"]}]
+    keep = ("run_id", "bench_id", "problem", "strategy", "model", "candidate_id", "step_key", "round", "backend",
+            "policy", "device", "idea", "category", "call_kind", "runtime_ms", "eager_ms", "compile_ms",
+            "speedup_eager", "speedup_compile", "source", "input_tokens", "output_tokens", "cost")
+    return {"messages": chat, **{k: step[k] for k in keep}}
+
+
+def public(step: dict) -> dict:
+    """A trajectories row: the step less its private fields."""
+    return {k: v for k, v in step.items() if not k.startswith("_")}

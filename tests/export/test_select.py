@@ -1,0 +1,51 @@
+"""Which runs an export reads, and which filters make sense for which kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelcraft.export import ExportError, Filters, resolve_runs
+from kernelcraft.store import StoreError
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_bench_id_names_all_its_runs_and_prefixes_name_one(runs):
+    ids = [r["id"] for r in resolve_runs(runs.store, [runs.bench_id])]
+    assert sorted(ids) == sorted(runs.bench_runs.values())
+    one = resolve_runs(runs.store, [runs.tree[:-2]])  # a unique prefix (the last 4 characters are random)
+    assert [r["id"] for r in one] == [runs.tree]
+    # a run named twice (itself, and through its bench) is read once, in the order first named
+    both = resolve_runs(runs.store, [runs.bench_runs["level1/relu"], runs.bench_id, runs.refine])
+    assert [r["id"] for r in both] == [runs.bench_runs["level1/relu"], runs.bench_runs["level1/sigmoid"], runs.refine]
+    with pytest.raises(StoreError, match="no run"):
+        resolve_runs(runs.store, ["nope"])
+
+
+def test_model_selects_runs_by_proposer_with_or_without_its_provider(runs):
+    run = runs.store.run(runs.tree)
+    assert Filters(model=run["proposer"]).keeps_run(run)
+    assert Filters(model=run["proposer"].split("/", 1)[1]).keeps_run(run)
+    assert not Filters(model="builtin").keeps_run(run)
+
+
+@pytest.mark.parametrize("kind, filters, words", [
+    ("rl", Filters(min_speedup=1.0), "--min-speedup selects candidates"),
+    ("rl", Filters(correct_only=True), "--correct-only"),
+    ("rl", Filters(statuses=("ok",)), "--status"),
+    ("rl", Filters(categories=("memory",)), "--category"),
+    ("sft", Filters(statuses=("incorrect",)), "sft rows are correct candidates"),
+    ("trajectories", Filters(statuses=("wrong",)), "--status wrong: unknown"),
+    ("trajectories", Filters(min_speedup=-1.0), "must not be negative"),
+    ("parquet", Filters(), "unknown kind"),
+])
+def test_filters_that_make_no_sense_are_refused(kind, filters, words):
+    with pytest.raises(ExportError, match=words):
+        filters.check(kind)
+
+
+def test_filters_that_make_sense_pass():
+    for kind in ("sft", "trajectories"):
+        Filters(correct_only=True, min_speedup=1.5, baseline="compile", categories=("memory",)).check(kind)
+    Filters(statuses=("malformed", "not_evaluated", "ok")).check("trajectories")
+    Filters(model="builtin").check("rl")
