@@ -207,3 +207,14 @@ def test_problems_show_small(main):
 def test_human_readable_show(main):
     proc = main("problems", "show", "level1/relu")
     assert proc.returncode == 0 and "level1/relu" in proc.stdout and proc.stderr == ""
+
+
+@pytest.mark.parametrize("module", ["kernelcraft", "kernelcraft.cli"])
+def test_python_dash_m_reports_a_subcommand_usage_error_in_one_line(module, tmp_path):
+    """A usage error raised in a subcommand module (here export's) is one line and exit 2 under `python -m`
+    too, not a traceback (cli.py run as __main__ is a second copy of the module)."""
+    proc = subprocess.run([sys.executable, "-m", module, "export", "nope", tmp_path / "out.jsonl", "--kind", "sft",
+                           "--store", tmp_path / "missing.db"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"kernelcraft export: no run store at {tmp_path / 'missing.db'}"]

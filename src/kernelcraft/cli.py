@@ -180,5 +180,7 @@ def cmd_problems(args) -> int:
     raise UsageError("kernelcraft problems: choose list or show")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # `python -m kernelcraft.cli`: run the package's module, whose UsageError the
+    from kernelcraft.cli import main as package_main  # subcommand modules raise (this file runs as __main__)
+
+    sys.exit(package_main())

@@ -1,0 +1,7 @@
+"""`python -m kernelcraft`: the command line, as the `kernelcraft` script runs it."""
+
+import sys
+
+from kernelcraft.cli import main
+
+sys.exit(main())
