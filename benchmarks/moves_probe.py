@@ -56,7 +56,7 @@ def main() -> None:
     print(args.problem, torch.cuda.get_device_name(), torch.__version__, triton.__version__,
           f"first input {gb:.3f} GB", flush=True)
     clone = triton.testing.do_bench(lambda: x.clone(), warmup=30, rep=300)
-    print(f"copy floor (x.clone): {clone:.4f} ms = {2 * gb / clone:.0f} GB/s", flush=True)
+    print(f"copy floor (x.clone): {clone:.4f} ms = {2 * gb / clone:.2f} TB/s", flush=True)
     with torch.no_grad():
         eager = triton.testing.do_bench(lambda: ref_model(*inputs), warmup=10, rep=200)
     print(f"eager: {eager:.4f} ms", flush=True)
