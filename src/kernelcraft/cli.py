@@ -56,9 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("name")
     show.add_argument("--small", action="store_true", help="apply the problem's SMALL_SIZES")
     show.add_argument("--json", action="store_true")
-    from kernelcraft.cli_search import add_commands
+    from kernelcraft import cli_report, cli_search
 
-    add_commands(sub)
+    cli_search.add_commands(sub)
+    cli_report.add_commands(sub)
     return parser
 
 
@@ -79,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
             from kernelcraft import cli_search
 
             return getattr(cli_search, f"cmd_{args.command}")(args)
-        raise UsageError("kernelcraft: choose a command: run, bench, runs, eval, problems (kernelcraft --help lists them)")
+        if args.command == "report":
+            from kernelcraft.cli_report import cmd_report
+
+            return cmd_report(args)
+        raise UsageError("kernelcraft: choose a command: run, bench, runs, report, eval, problems (kernelcraft --help lists them)")
     except UsageError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_USAGE
