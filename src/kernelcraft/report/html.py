@@ -328,8 +328,8 @@ def _compare_page(report: dict) -> str:
                 for r in report["rows"]]
         table = _table(["", '<span class="a">A</span>', '<span class="b">B</span>'], rows,
                        caption="Green: the better of the two (faster kernel, higher speedup).")
-        traj = ('<div class="side">' + "".join(f'<div><h3><span class="{k.lower()}">{k}</span> best kernel by round</h3>'
-                                               f"{_trajectory_table(r)}</div>" for k, r in series) + "</div>")
+        traj = "".join(f'<h3><span class="{k.lower()}">{k}</span> best kernel by round</h3>{_trajectory_table(r)}'
+                       for k, r in series)
         plots_html = [_figure(plots.speedup_by_round(series), "A in blue, B in orange: dots are correct candidates, "
                               "lines the best so far.", "No candidates."),
                       _figure(plots.categories_chart(series), a["payoff_definition"], None),
