@@ -56,9 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("name")
     show.add_argument("--small", action="store_true", help="apply the problem's SMALL_SIZES")
     show.add_argument("--json", action="store_true")
-    from kernelcraft import cli_export, cli_search
+    from kernelcraft import cli_export, cli_report, cli_search
 
     cli_search.add_commands(sub)
+    cli_report.add_commands(sub)
     cli_export.add_commands(sub)
     return parser
 
@@ -80,11 +81,16 @@ def main(argv: list[str] | None = None) -> int:
             from kernelcraft import cli_search
 
             return getattr(cli_search, f"cmd_{args.command}")(args)
+        if args.command == "report":
+            from kernelcraft.cli_report import cmd_report
+
+            return cmd_report(args)
         if args.command == "export":
             from kernelcraft.cli_export import cmd_export
 
             return cmd_export(args)
-        raise UsageError("kernelcraft: choose a command: run, bench, runs, export, eval, problems (kernelcraft --help lists them)")
+        raise UsageError("kernelcraft: choose a command: run, bench, runs, report, export, eval, problems "
+                         "(kernelcraft --help lists them)")
     except UsageError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_USAGE

@@ -194,6 +194,11 @@ class Store:
     def bench(self, bench_id: str) -> dict | None:
         return self._one("SELECT * FROM benches WHERE id = ?", (bench_id,))
 
+    def benches(self, prefix: str = "") -> list[dict]:
+        """Benches whose id starts with `prefix` (all when empty), newest first."""
+        return self._all("SELECT * FROM benches WHERE substr(id, 1, ?) = ? ORDER BY created DESC",
+                         (len(prefix), prefix))
+
     # calls ------------------------------------------------------------------------------------------
     def call(self, run_id: str, key: str) -> dict | None:
         return self._one("SELECT * FROM calls WHERE run_id = ? AND key = ?", (run_id, key))

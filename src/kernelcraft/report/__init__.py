@@ -1,1 +1,3 @@
-"""Reports: what a result or a run found, as terminal tables (and later HTML)."""
+"""Reports: what a result, a run or a bench found. data.py gathers it from the store into plain dicts;
+terminal.py renders them as rich tables, html.py as one self-contained page with plots.py's SVG plots;
+metrics.py holds the numbers benchmarks are judged by (fast_p, geomean)."""

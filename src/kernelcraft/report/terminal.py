@@ -149,3 +149,124 @@ def runs_view(rows: list[dict]) -> Table:
                       r["status"] + (f" ({r['stop_reason']})" if r["stop_reason"] else ""), str(r["candidates"]),
                       _x(r["speedup_eager"]), f"{r['tokens']:,}", f"${r['cost']:.4f}" if r["cost"] is not None else "-")
     return table
+
+
+# `kernelcraft report` ------------------------------------------------------------------------------
+def _pct(value) -> str:
+    return "—" if value is None else (f"{value:.1f}%" if value >= 1 else f"{value:.2g}%")
+
+
+def _cpu_note() -> Text:
+    return Text("CPU timings: no GPU was used (Triton kernels ran in its interpreter); they show the kernels are "
+                "correct, not how fast they are on a GPU.", style="yellow")
+
+
+def problems_table(rows: list[dict], bench: bool = False) -> Table:
+    """One row per problem (a bench adds each run's id)."""
+    table = Table(title="per problem", title_justify="left")
+    cols = ["problem", "eager", "compile", "best", "% of eager", "× compile", "of roofline", "correct/tried", "rounds"]
+    for col in cols + (["run"] if bench else []):
+        table.add_column(col, justify="left" if col in ("problem", "run") else "right",
+                         no_wrap=col in ("eager", "compile", "best", "run"))
+    for p in rows:
+        table.add_row(p["problem"], _ms(p["eager_ms"]), _ms(p["compile_ms"]), _ms(p["runtime_ms"]),
+                      _pct(p["pct_of_eager"]), _x(p["speedup_compile"]),
+                      _pct(100 * p["roofline_fraction"]) if p["roofline_fraction"] is not None else "—",
+                      f"{p['correct_candidates']}/{p['candidates']}", str(p["rounds"]),
+                      *([p["run_id"] or "—"] if bench else []))
+    return table
+
+
+def trajectory_table(report: dict, title: str = "best kernel by round") -> Table | Text:
+    """The rounds where the best kernel improved: time, % of eager, the idea and its category."""
+    rows = report["improvements"]
+    if not rows:
+        return Text("no correct kernel: no trajectory", style="bold red")
+    first, last = rows[0], rows[-1]
+    table = Table(title=title, title_justify="left",
+                  caption=f"{_ms(first['runtime_ms'])} → {_ms(last['runtime_ms'])} over {report['run']['rounds']} "
+                          f"round{'' if report['run']['rounds'] == 1 else 's'}; % of eager = eager time / kernel time (eager {_ms(last['eager_ms'])})",
+                  caption_justify="left")
+    for col in ("round", "time", "% of eager", "× compile", "idea", "category"):
+        table.add_column(col, justify="right" if col in ("round", "time", "% of eager", "× compile") else "left")
+    for t in rows:
+        table.add_row(str(t["round"]), _ms(t["runtime_ms"]), _pct(t["pct_of_eager"]), _x(t["speedup_compile"]),
+                      t["idea"] or "—", t["category"] or "—")
+    return table
+
+
+def categories_table(cats: list[dict]) -> Table | Text:
+    if not cats:
+        return Text("no ideas on record (this strategy does not ask for tagged ideas)", style="dim")
+    table = Table(title="ideas by category", title_justify="left",
+                  caption="paid off: an implementation was correct and faster than its parent (or eager, from the "
+                          "reference)", caption_justify="left")
+    for col in ("category", "ideas", "implemented", "paid off", "candidates", "correct"):
+        table.add_column(col, justify="left" if col == "category" else "right")
+    for c in cats:
+        table.add_row(c["category"], str(c["ideas"]), str(c["implemented"]), str(c["paid_off"]),
+                      str(c["candidates"]), str(c["correct"]))
+    return table
+
+
+def report_view(report: dict) -> Group:
+    run, c = report["run"], report["counts"]
+    head = Text.assemble((f"run {run['run_id']}", "bold"), f"  {run['problem']} · {run['strategy']} · "
+                         f"{run['proposer']} · {run['device']} · {run['status']}")
+    facts = Text(f"candidates {c['candidates']} ({c['by_status'].get('ok', 0)} correct) · calls {c['calls']} · tokens "
+                 f"{c['input_tokens']:,} in / {c['output_tokens']:,} out · ${c['cost']:.4f} · "
+                 f"{run['wall_seconds']:.0f} s")
+    parts = [head, problems_table(report["problems"]), trajectory_table(report), categories_table(report["categories"]),
+             facts]
+    if report["cpu_timings"]:
+        parts.append(_cpu_note())
+    return Group(*parts)
+
+
+def _fast_p_lines(report: dict, label: str = "") -> list[Text]:
+    m = report["metrics"]
+    lines = [Text(f"{label}{m['correct']}/{m['problems']} problems with a correct kernel")]
+    timed = any(p["compile_ms"] for p in report["problems"])
+    if not timed:
+        lines.append(Text(f"{label}torch.compile was not timed: no fast_p against it", style="dim"))
+    for base in ("eager", "compile") if timed else ("eager",):
+        fp = "  ".join(f"fast_{p}={v:.2f}" for p, v in m[f"fast_p_{base}"].items())
+        lines.append(Text(f"{label}vs {base}: {fp}  geomean {_x(m[f'geomean_{base}'])}"))
+    return lines
+
+
+def bench_report_view(report: dict) -> Group:
+    b = report["bench"]
+    parts = [Text.assemble((f"bench {b['bench_id']}", "bold"), f"  {b['suite']} · {len(report['problems'])} problems"),
+             problems_table(report["problems"], bench=True), *_fast_p_lines(report),
+             categories_table(report["categories"])]
+    if report["cpu_timings"]:
+        parts.append(_cpu_note())
+    return Group(*parts)
+
+
+def compare_view(report: dict) -> Group:
+    a, b = report["a"], report["b"]
+    if report["kind"] == "compare_runs":
+        table = Table(title=f"A {a['run']['run_id']}  vs  B {b['run']['run_id']}", title_justify="left")
+        for col in ("", "A", "B"):
+            table.add_column(col, justify="left" if not col else "right")
+        fmt = {"best_ms": _ms, "speedup_eager": _x, "speedup_compile": _x,
+               "cost": lambda v: f"${v:.4f}", "tokens": lambda v: f"{v:,}", "wall_seconds": lambda v: f"{v:.0f} s"}
+        for r in report["rows"]:
+            f = fmt.get(r["field"], str)
+            table.add_row(r["label"], "—" if r["a"] is None else f(r["a"]), "—" if r["b"] is None else f(r["b"]))
+        parts = [table, trajectory_table(a, "A: best kernel by round"), trajectory_table(b, "B: best kernel by round")]
+    else:
+        table = Table(title=f"A {a['bench']['bench_id']}  vs  B {b['bench']['bench_id']}", title_justify="left")
+        for col in ("problem", "A best", "B best", "A × eager", "B × eager", "A × compile", "B × compile"):
+            table.add_column(col, justify="left" if col == "problem" else "right")
+        for r in report["rows"]:
+            pa, pb = r["a"] or {}, r["b"] or {}
+            table.add_row(r["problem"], _ms(pa.get("runtime_ms")), _ms(pb.get("runtime_ms")),
+                          _x(pa.get("speedup_eager")), _x(pb.get("speedup_eager")),
+                          _x(pa.get("speedup_compile")), _x(pb.get("speedup_compile")))
+        parts = [table, *_fast_p_lines(a, "A "), *_fast_p_lines(b, "B ")]
+    if a["cpu_timings"] or b["cpu_timings"]:
+        parts.append(_cpu_note())
+    return Group(*parts)

@@ -9,6 +9,7 @@ from typing import Callable
 
 from kernelcraft.problems import Problem, load_problem
 from kernelcraft.propose.base import Proposer
+from kernelcraft.report.data import stored_counts, trajectory
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.engine import Engine
 from kernelcraft.search.records import Cand, Counters
@@ -149,34 +150,8 @@ def outcome(store: Store, run_id: str, engine: Engine | None = None, best_file: 
          for c in rows])
 
 
-def trajectory(rows: list[dict]) -> list[dict]:
-    """Per round: candidates tried, how many were correct, and the best kernel so far."""
-    out, best = [], None
-    for r in sorted({c["round"] for c in rows}):
-        this = [c for c in rows if c["round"] == r]
-        correct = [c for c in this if c["correct"]]
-        for c in correct:
-            if best is None or (c["runtime_ms"], c["key"]) < (best["runtime_ms"], best["key"]):
-                best = c
-        out.append({"round": r, "candidates": len(this), "correct": len(correct),
-                    "best_runtime_ms": best["runtime_ms"] if best else None,
-                    "best_speedup_eager": best["speedup_eager"] if best else None,
-                    "best_speedup_compile": best["speedup_compile"] if best else None,
-                    "best_key": best["key"] if best else None, "best_idea": best["idea"] if best else None})
-    return out
-
-
 def _stored_counters(store: Store, run_id: str, rows: list[dict]) -> Counters:
-    usage = store.usage(run_id)
-    c = Counters(calls=usage["calls"], failed_calls=usage["failed"] or 0, input_tokens=usage["input_tokens"],
-                 output_tokens=usage["output_tokens"], cost=usage["cost"] or 0.0, unpriced_calls=usage["unpriced"] or 0)
-    c.candidates = len(rows)
-    c.evaluated = sum(1 for r in rows if r["status"])
-    c.malformed = sum(1 for r in rows if r["parse_error"])
-    for r in rows:
-        status = r["status"] or ("malformed" if r["parse_error"] else "not_evaluated")
-        c.by_status[status] = c.by_status.get(status, 0) + 1
-    return c
+    return Counters(**stored_counts(store, run_id, rows))
 
 
 __all__ = ["RunOutcome", "start_run", "resume_run", "outcome", "StoreError"]

@@ -1,0 +1,63 @@
+"""`kernelcraft report`: what a run (or a bench) found, in the terminal, as JSON, or as one HTML page;
+two of them side by side.
+
+Like cli.py, this module prints; nothing it calls does. With --json the last line of stdout is one
+JSON object; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from kernelcraft.cli import EXIT_OK, UsageError, _console
+
+
+def add_commands(sub) -> None:
+    rep = sub.add_parser("report", help="a run's or a bench's report: tables, trajectory, fast_p; --html for a page")
+    rep.add_argument("runs", nargs="+", metavar="RUN",
+                     help="a run id or a bench id (a unique prefix will do); give two to compare them")
+    rep.add_argument("--html", type=Path, default=None, metavar="FILE", help="also write a self-contained HTML page")
+    rep.add_argument("--store", type=Path, default=None, help="the run store (default ~/.kernelcraft/runs.db)")
+    rep.add_argument("--json", action="store_true", help="the report as JSON, on the last line of stdout")
+
+
+def cmd_report(args) -> int:
+    from kernelcraft.report import data
+    from kernelcraft.store import Store, StoreError, default_path
+
+    if len(args.runs) > 2:
+        raise UsageError("kernelcraft report: give one RUN, or two to compare")
+    if args.html is not None and args.html.is_dir():
+        raise UsageError(f"kernelcraft report: --html {args.html} is a directory; name a file")
+    path = args.store or default_path()
+    if not Path(path).is_file():
+        raise UsageError(f"kernelcraft report: no run store at {path}")
+    try:
+        store = Store(path)
+        try:
+            reports = [data.gather(store, ident) for ident in args.runs]
+        finally:
+            store.close()
+        report = data.compare(*reports) if len(reports) == 2 else reports[0]
+    except (StoreError, ValueError) as exc:
+        raise UsageError(f"kernelcraft report: {exc}") from None
+    if args.html is not None:
+        from kernelcraft.report.html import render
+
+        page = render(report, str(store.path))
+        try:
+            args.html.parent.mkdir(parents=True, exist_ok=True)
+            args.html.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"kernelcraft report: cannot write {args.html}: {exc.strerror or exc}") from None
+        print(f"wrote {args.html} ({len(page.encode()) / 1024:.0f} KiB)", file=sys.stderr)
+    if args.json:
+        print(json.dumps(dict(report, html=str(args.html) if args.html else None)))
+        return EXIT_OK
+    from kernelcraft.report import terminal
+
+    view = {"run": terminal.report_view, "bench": terminal.bench_report_view}.get(report["kind"], terminal.compare_view)
+    _console().print(view(report))
+    return EXIT_OK
