@@ -56,7 +56,7 @@ def test_suite_matmuls_are_one_matmul_over_two_inputs(name):
     assert analysis.n_inputs == 2
 
 
-@pytest.mark.parametrize("name, missing, n_inputs", [("conv3d", "conv3d", 1), ("conv1d", "conv1d", 1)])
+@pytest.mark.parametrize("name, missing, n_inputs", [("conv3d", "conv3d", 1), ("conv_transpose2d", "convtranspose2d", 1)])
 def test_uncovered_suite_problems_say_what_is_missing(name, missing, n_inputs):
     analysis = analyze(load_problem(f"level1/{name}"))
     assert analysis.single is None and analysis.error is None

@@ -39,13 +39,27 @@ def test_same_padding_becomes_numbers(tmp_path):
 @pytest.mark.parametrize("forward, init", [
     ("return self.conv(x)", "self.conv = nn.Conv2d(3, 4, 3, padding_mode='reflect', padding=1)"),
     ("return self.conv(x * 2.0)", "self.conv = nn.Conv2d(3, 4, 3)"),
-    ("return self.conv(x)", "self.conv = nn.Conv1d(3, 4, 3)"),
+    ("return self.conv(x)", "self.conv = nn.Conv3d(3, 4, 3)"),
     ("return F.conv2d(x, torch.ones(4, 3, 3, 3))", ""),
 ])
 def test_declined_convs_are_named(tmp_path, forward, init):
     analysis = analyze(write(tmp_path, forward, init, inputs="[torch.randn(2, 3, 8, 8)]"))
     assert analysis.single is None and analysis.error is None
     assert any(name.startswith("conv") or name == "ones" for name in analysis.unsupported), analysis.unsupported
+
+
+def test_conv1d_is_a_one_row_conv2d(tmp_path):
+    """nn.Conv1d and F.conv1d: kind conv1d, hyper-parameters lifted to [1, s] / [0, p] / [1, d]; pointwise ops
+    after it fold into its epilogue."""
+    seq = "[torch.randn(2, 3, 50)]"
+    op = analyze(write(tmp_path, "return torch.relu(self.conv(x))",
+                       "self.conv = nn.Conv1d(3, 4, 5, stride=2, padding=2, dilation=3)", inputs=seq)).single
+    assert op.kind == "conv1d" and op.detail["steps"] == [["relu"]]
+    assert (op.detail["stride"], op.detail["padding"], op.detail["dilation"]) == ([1, 2], [0, 2], [1, 3])
+    op = analyze(write(tmp_path, "return F.conv1d(x, self.w, None, 1, 'same')",
+                       "self.w = nn.Parameter(torch.randn(4, 3, 3))", inputs=seq)).single
+    assert (op.kind, op.detail["padding"], op.detail["bias"]) == ("conv1d", [0, 1], None)
+    assert analyze(load_problem("level1/conv1d")).single.kind == "conv1d"
 
 
 def test_conv_relu_maxpool_is_one_pooled_conv():

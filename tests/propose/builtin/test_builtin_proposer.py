@@ -67,8 +67,8 @@ def test_a_parent_idea_is_not_offered_again(engineer, softmax):
 
 
 def test_what_it_cannot_cover_it_says_plainly(engineer):
-    conv = load_problem("level1/conv1d")
-    with pytest.raises(CoverageError, match="cannot cover level1/conv1d: conv1d"):
+    conv = load_problem("level1/conv3d")
+    with pytest.raises(CoverageError, match="cannot cover level1/conv3d: conv3d"):
         engineer.coverage(conv, "triton")
     answer = engineer.ask(Request("ideas", conv, "triton", count=2))
     assert answer.text is None and "cannot cover" in answer.error

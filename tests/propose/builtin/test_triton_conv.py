@@ -99,3 +99,30 @@ def test_conv_relu_then_pool(pool, module, tmp_path):
 
 def test_generated_forward_calls_no_torch_compute():
     assert_no_torch_compute(render(conv_op(), reference("self.conv(x)", INIT, CONV), moves(conv_op())[0].params))
+
+
+# ---------------------------------------------------------------- conv1d: the same kernels over one-row images
+
+INIT1 = INIT
+CONV1 = "self.conv = nn.Conv1d(cin, cout, k, stride=s, padding=p, dilation=d, groups=g, bias=b)"
+CASES1 = [((3, 5, 3), (2, 3, 1000)),  # the suite's shape class: long rows, odd length
+          ((4, 6, 5, 2, 2, 3, 2, False), (1, 4, 77)),  # stride, padding, dilation, groups, no bias
+          ((3, 7, 5, 1, "same", 2), (2, 3, 19)),  # "same" padding, dilated
+          ((6, 6, 3, 1, 1, 1, 6), (2, 6, 31)),  # depthwise: the stencil kernel over one row
+          ((5, 3, 1), (5, 9))]  # unbatched (C, L), 1-wide kernel
+
+
+def conv1d_op(steps=()) -> Op:
+    return Op("conv1d", {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1, "module": "conv",
+                         "groups_attr": None, "weight": "conv.weight", "bias": "conv.bias",
+                         "steps": [list(s) for s in steps], "pool": None})
+
+
+@pytest.mark.parametrize("params", [m.params for m in moves(conv1d_op())][::2],
+                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p))
+def test_conv1d_moves(params, tmp_path):
+    check(conv1d_op(), reference("self.conv(x)", INIT1, CONV1), params, CASES1, tmp_path, **tolerance(params))
+
+
+def test_conv1d_epilogue(tmp_path):
+    check(conv1d_op([["relu"]]), reference("torch.relu(self.conv(x))", INIT1, CONV1), {}, CASES1[:2], tmp_path)

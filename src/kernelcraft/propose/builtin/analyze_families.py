@@ -5,6 +5,8 @@ refuse, attr_name, ...)."""
 
 from __future__ import annotations
 
+import torch
+import torch.nn.functional as F
 from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
@@ -14,33 +16,41 @@ from kernelcraft.propose.builtin.values import X, Attr, Ew, LogSoftmaxIn
 class FamilyOps:
     def conv2d(self, node: fx.Node, wshape, stride, padding, dilation, groups, weight: str, bias, mode="zeros",
                module=None):
-        """module: the nn.Conv2d's path, whose hyper-parameters the kernel then reads at run time (they may
-        depend on sizes, as groups does in a depthwise conv); else the values, groups by attribute if read so."""
-        def pair(v):
-            return [int(v), int(v)] if isinstance(v, int) else [int(u) for u in v] if len(v) == 2 else None
+        """A 2-D conv, or a 1-D one (a 3-D weight: kind conv1d, its hyper-parameters lifted to a one-row 2-D conv's).
+        module: the nn.Conv*d's path, whose hyper-parameters the kernel then reads at run time (they may depend on
+        sizes, as groups does in a depthwise conv); else the values, groups by attribute if read so."""
+        dims = len(wshape) - 2
 
-        stride, dilation = pair(stride), pair(dilation)
+        def pair(v, lift):  # as [h, w]; a 1-D conv's h is `lift` (stride and dilation 1, padding 0)
+            vals = [int(v)] * dims if isinstance(v, int) else [int(u) for u in v]
+            return None if len(vals) != dims else vals if dims == 2 else [lift, *vals]
+
+        if dims not in (1, 2):
+            return self.refuse(f"conv{dims}d", node)
+        stride, dilation = pair(stride, 1), pair(dilation, 1)
         if padding == "valid":
             padding = 0
-        elif padding == "same" and dilation and all(d * (k - 1) % 2 == 0 for d, k in zip(dilation, wshape[2:])):
-            padding = [d * (k - 1) // 2 for d, k in zip(dilation, wshape[2:])]
-        padding = pair(padding) if not isinstance(padding, str) else None
+        elif padding == "same" and dilation and all(d * (k - 1) % 2 == 0 for d, k in zip(dilation[-dims:], wshape[2:])):
+            padding = [d * (k - 1) // 2 for d, k in zip(dilation[-dims:], wshape[2:])]
+        padding = pair(padding, 0) if not isinstance(padding, str) else None
+        kind = "conv2d" if dims == 2 else "conv1d"
         if (None in (stride, padding, dilation) or mode != "zeros" or self.value(node.args[0]) != Ew(X)
                 or not isinstance(groups, int)):
-            return self.refuse("conv2d", node)
-        return self.emit("conv2d", stride=stride, padding=padding, dilation=dilation, groups=groups, module=module,
+            return self.refuse(kind, node)
+        return self.emit(kind, stride=stride, padding=padding, dilation=dilation, groups=groups, module=module,
                          groups_attr=self.attr_name(groups, int), weight=weight, bias=bias, steps=[], pool=None)
 
     def conv2d_call(self, node: fx.Node):
+        kind = "conv1d" if node.target in (F.conv1d, torch.conv1d) else "conv2d"
         names = ("weight", "bias", "stride", "padding", "dilation", "groups")
         given = dict(zip(names, node.args[1:]), **node.kwargs)
         w, b = self.value(given.get("weight")), self.value(given.get("bias"))
         if len(node.args) > 7 or set(given) - set(names) or not isinstance(w, Attr) or \
                 not (b is None or isinstance(b, Attr)):
-            return self.refuse("conv2d", node)
+            return self.refuse(kind, node)
         shape = tuple(self.gm.get_parameter(w.path).shape) if w.path in dict(self.gm.named_parameters()) else ()
-        if len(shape) != 4:
-            return self.refuse("conv2d", node)
+        if len(shape) != (3 if kind == "conv1d" else 4):
+            return self.refuse(kind, node)
         return self.conv2d(node, shape, given.get("stride", 1), given.get("padding", 0), given.get("dilation", 1),
                            given.get("groups", 1), w.path, b.path if b is not None else None)
 
@@ -56,7 +66,7 @@ class FamilyOps:
         if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1):
             return False
         op = self.ops[chain.base]
-        if op.kind not in ("conv2d", "linear", "layernorm", "rmsnorm") or op.detail.get("steps") \
+        if op.kind not in ("conv1d", "conv2d", "linear", "layernorm", "rmsnorm") or op.detail.get("steps") \
                 or op.detail.get("pool"):  # steps after a pool are an op of their own
             return False
         op.detail["steps"] = [list(s) for s in chain.steps]

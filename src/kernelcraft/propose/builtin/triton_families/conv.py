@@ -1,4 +1,5 @@
-"""Convolution family (conv2d, any stride/padding/dilation/groups, with a pointwise epilogue): implicit GEMM.
+"""Convolution family (conv2d and conv1d, any stride/padding/dilation/groups, with a pointwise epilogue): implicit
+GEMM. A 1-D convolution runs as a 2-D one over one-row images (views of x and the weight, no copy).
 
 The convolution is a GEMM that is never materialized: M = N*OH*OW output pixels, N = the out-channels of a
 group, K = (in-channels of a group)*KH*KW. A program owns a BLOCK_M x BLOCK_N tile of outputs (GROUP_M
@@ -134,7 +135,12 @@ def _render_conv(op: Op, p: dict) -> tuple[list[str], str]:
     kernel = _CONV.replace("$steps", steps)
     depthwise = _DEPTHWISE.replace("$steps", steps)
     bias = attr(d["bias"]) if d.get("bias") else "None"
-    if d.get("module"):  # hyper-parameters as the module holds them at run time
+    one_d = op.kind == "conv1d"  # run as a 2-D conv over a one-row image: x (N, C, 1, L), w (CO, CPG, 1, K)
+    if d.get("module") and one_d:  # hyper-parameters as the module holds them at run time
+        conv = attr(d["module"])
+        hyper = f"(sh, sw), (dh, dw), groups = (1, *{conv}.stride), (1, *{conv}.dilation), {conv}.groups\n" \
+                f"(ph, pw) = (0, *kc_conv_padding({conv}.padding, (dw,), (KW,)))"
+    elif d.get("module"):
         conv = attr(d["module"])
         hyper = f"(sh, sw), (dh, dw), groups = {conv}.stride, {conv}.dilation, {conv}.groups\n" \
                 f"(ph, pw) = kc_conv_padding({conv}.padding, (dh, dw), (KH, KW))"
@@ -142,11 +148,13 @@ def _render_conv(op: Op, p: dict) -> tuple[list[str], str]:
         groups = attr(d["groups_attr"]) if d.get("groups_attr") else int(d["groups"])
         hyper = "(sh, sw), (ph, pw), (dh, dw), groups = {}, {}, {}, {}".format(
             *(tuple(int(v) for v in d[k]) for k in ("stride", "padding", "dilation")), groups)
+    one_row = ("\nx = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2])  # (N, C, L) as one-row images"
+               "\nw = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])") if one_d else ""
     body = f'''
 w, bias = {attr(d["weight"])}, {bias}
-unbatched = x.dim() == 3
+unbatched = x.dim() == {3 - one_d}
 if unbatched:
-    x = x.reshape(1, *x.shape)
+    x = x.reshape(1, *x.shape){one_row}
 N, C, H, W = x.shape
 CO, CPG, KH, KW = w.shape
 {hyper}
@@ -168,7 +176,7 @@ elif y.numel() > 0:
                            dh, dw, KH=KH, KW=KW, HAS_BIAS=bias is not None, BLOCK_M={bm}, BLOCK_N=bn,
                            BLOCK_K={bk}, GROUP_M={group}, PREC=prec, num_warps={int(p["num_warps"])},
                            num_stages={int(p["num_stages"])})
-return y.reshape(y.shape[1:]) if unbatched else y'''
+{"y = y.reshape(y.shape[0], y.shape[1], y.shape[3])" + chr(10) if one_d else ""}return y.reshape(y.shape[1:]) if unbatched else y'''
     if not d.get("pool"):
         return [_OUT_SIZE, kernel, depthwise], body
     # Pooled: the conv (with its epilogue) into a scratch tensor, then the pool family's kernel over it.
@@ -195,4 +203,4 @@ def kc_conv_padding(padding, dilation, kernel):
     return tuple(padding)
 '''
 
-KINDS = {"conv2d": (_conv_moves, _render_conv)}
+KINDS = {"conv2d": (_conv_moves, _render_conv), "conv1d": (_conv_moves, _render_conv)}
