@@ -218,3 +218,12 @@ def test_python_dash_m_reports_a_subcommand_usage_error_in_one_line(module, tmp_
                           env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [f"kernelcraft export: no run store at {tmp_path / 'missing.db'}"]
+
+
+def test_piped_tables_are_laid_out_wide():
+    """Without a terminal (and no COLUMNS) tables are 160 wide, not rich's 80: columns are kept, not elided."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = subprocess.run([sys.executable, "-m", "kernelcraft", "problems", "list"], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env={**env, "PYTHONPATH": str(REPO / "src")})
+    widths = [len(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0 and 80 < max(widths) <= 160, max(widths)

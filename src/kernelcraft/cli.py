@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -103,9 +104,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _console():
+    """Rich's console; piped or redirected output (no terminal to measure, no COLUMNS) is laid out 160 wide
+    rather than rich's 80, so tables keep their columns instead of eliding them."""
     from rich.console import Console
 
-    return Console()
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=160)
+    return console
 
 
 def _usage_errors():

@@ -87,7 +87,7 @@ def _table(head: list[str], rows: list[list[str]], numeric: set[int] = frozenset
     body = "".join("<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>"
                                     for i, c in enumerate(row)) + "</tr>" for row in rows)
     cap = f"<caption>{caption}</caption>" if caption else ""
-    return f"<table>{cap}<thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class=\"scroll\"><table>{cap}<thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _cards(items: list[tuple[str, str, str]]) -> str:

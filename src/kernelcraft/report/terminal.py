@@ -165,9 +165,11 @@ def problems_table(rows: list[dict], bench: bool = False) -> Table:
     """One row per problem (a bench adds each run's id)."""
     table = Table(title="per problem", title_justify="left")
     cols = ["problem", "eager", "compile", "best", "% of eager", "× compile", "of roofline", "correct/tried", "rounds"]
-    for col in cols + (["run"] if bench else []):
+    longest = max((len(p["problem"]) for p in rows), default=7)
+    for col in cols + (["run"] if bench else []):  # narrow terminals fold the run ids, never the problem names
         table.add_column(col, justify="left" if col in ("problem", "run") else "right",
-                         no_wrap=col in ("eager", "compile", "best", "run"))
+                         no_wrap=col in ("problem", "eager", "compile", "best"), overflow="fold",
+                         min_width=min(longest, 40) if col == "problem" else None)
     for p in rows:
         table.add_row(p["problem"], _ms(p["eager_ms"]), _ms(p["compile_ms"]), _ms(p["runtime_ms"]),
                       _pct(p["pct_of_eager"]), _x(p["speedup_compile"]),
