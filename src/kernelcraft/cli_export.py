@@ -41,17 +41,24 @@ def add_commands(sub) -> None:
     f.add_argument("--model", default=None, help="only runs of this proposer (openai/o3, o3, builtin, …)")
 
 
-def render_prompt(problem: str, source: str, backend: str, device: str, policy: str) -> list[dict]:
-    """The first request a model gets for `problem` (the reference alone, no idea), rendered from the
-    proposer's prompt files: the rl prompt of problems whose runs stored none (the built-in engineer's,
-    or a tree run's, whose every request names an idea)."""
+def render_prompt(problem: str, source: str, backend: str, device: str, policy: str, idea: tuple | None = None,
+                  parents: tuple = ()) -> list[dict]:
+    """The messages a model gets for an implement request on `problem`, rendered from the proposer's prompt
+    files: with no idea, the first request (the reference alone), the rl prompt of problems whose runs stored
+    none; with `idea` ((text, category)) and `parents` (stored candidates: dicts with source, backend, result,
+    parse_error, idea), the request a tree round sends, which stands in for the built-in engineer's one-line
+    descriptions in sft rows."""
     from kernelcraft.problems.problem import Problem
-    from kernelcraft.propose.base import Request
+    from kernelcraft.propose import feedback
+    from kernelcraft.propose.base import Idea, Kernel, Request
     from kernelcraft.propose.llm.proposer import prompt_messages
     from kernelcraft.verify.policy import get_policy
 
     p = get_policy(policy)
-    request = Request("implement", Problem(problem, Path(problem), source), backend)
+    shown = [Kernel(c["source"], c["backend"], feedback.render(c.get("result"), c.get("parse_error")),
+                    (c.get("result") or {}).get("speedup_eager"), c.get("idea")) for c in parents]
+    request = Request("implement", Problem(problem, Path(problem), source), backend, parents=shown,
+                      idea=Idea(*idea) if idea else None)
     return prompt_messages(request, _device_text(device), p.name, p.summary)
 
 

@@ -2,8 +2,8 @@
 (Triton's interpreter), the SQLite store keeps it all. Made once for the package: a bench of two problems
 (`sample`, with settings stored as `kernelcraft bench` stores them; relu's five answers: the fast kernel twice,
 a wrong one, prose, a kernel-less fallback), a two-round `tree` run (two ideas a round, the
-same two again in round 2, each built on one of round 1's kernels) and a three-turn `refine` run
-(wrong → fast → slow)."""
+same two again in round 2, each built on one of round 1's kernels), a three-turn `refine` run
+(wrong → fast → slow), and the built-in engineer's two-round `tree` run on relu."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 from kernelcraft.problems import load_problem
+from kernelcraft.propose.builtin.proposer import BuiltinProposer
 from kernelcraft.propose.llm import ClientSettings, LLMProposer, ModelSpec
 from kernelcraft.search import RunConfig, run_bench, start_run
 from kernelcraft.store import Store
@@ -40,6 +41,7 @@ class Runs:
     bench_runs: dict  # problem name -> run id
     tree: str
     refine: str
+    builtin: str  # the built-in engineer's tree run on relu (two rounds, two ideas each)
 
 
 def _proposer(server: ScriptedLLMServer) -> LLMProposer:
@@ -80,6 +82,8 @@ def runs(verifier, tmp_path_factory) -> Runs:
                   lambda p: start_run(store, relu, p, verifier,
                                       RunConfig(strategy="refine", backend="triton", rounds=3, samples=1),
                                       out_dir=None))
+    builtin = start_run(store, relu, BuiltinProposer("cpu"), verifier,
+                        RunConfig(strategy="tree", backend="triton", rounds=2, ideas=2, impls=1, beam=1), out_dir=None)
     yield Runs(store, bench["bench_id"], {r["problem"]: r["run_id"] for r in bench["rows"]}, tree.run_id,
-               refine.run_id)
+               refine.run_id, builtin.run_id)
     store.close()

@@ -126,3 +126,34 @@ def test_sft_rows_are_the_chats_behind_correct_faster_kernels(runs):
     slow = next(r for r in out if r["idea"] == "Use blocks of 512 elements")
     assert slow["category"] == "memory" and "BLOCK = 512" in slow["messages"][-1]["content"]
     assert json.dumps(out)  # plain JSON values only
+
+
+def test_builtin_engineer_rows_carry_a_rendered_prompt(runs):
+    """The built-in engineer stores a one-line description per request; its sft rows get the request a model
+    would be sent for the same idea and parent (and say so), while model runs keep their stored messages."""
+    from kernelcraft.cli_export import render_prompt
+
+    store = runs.store
+    out, _ = build_rows(store, resolve_runs(store, [runs.builtin, runs.tree]), "sft", Filters(min_speedup=0.0),
+                        render_prompt)
+    built = [r for r in out if r["model"] == "builtin"]
+    assert built and all(r["prompt_origin"] == "rendered" for r in built)
+    assert all(r["prompt_origin"] == "stored" for r in out if r["model"] != "builtin")
+    cands = {c["id"]: c for c in store.candidates(runs.builtin)}
+    calls = {c["id"]: c for c in store.calls(runs.builtin)}
+    for r in built:
+        cand = cands[r["candidate_id"]]
+        system, user, answer = r["messages"]
+        assert (system["role"], user["role"], answer["role"]) == ("system", "user", "assistant")
+        assert "expert GPU kernel engineer" in system["content"] and "Triton" in system["content"]
+        assert r["idea"] and r["idea"] in user["content"]  # the idea asked for, in the prompt's words
+        assert "torch.relu" in user["content"]  # the reference program
+        assert answer["content"] == calls[cand["call_id"]]["response"]  # the engineer's answer as stored
+        if cand["parent"] is not None:  # round 2: the parent kernel and its verdict are shown
+            parent = cands[cand["parent"]]
+            assert parent["source"].strip()[-200:] in user["content"] and "Status: ok" in user["content"]
+    assert any(cands[r["candidate_id"]]["parent"] is not None for r in built)
+    # without a renderer (the library call), the stored description stays, marked as such
+    bare, _ = build_rows(store, resolve_runs(store, [runs.builtin]), "sft", Filters(min_speedup=0.0))
+    assert bare and all(r["prompt_origin"] == "stored" and r["messages"][0]["content"].startswith("implement for")
+                        for r in bare)

@@ -37,7 +37,7 @@ def build_rows(store: Store, runs: list[dict], kind: str, filters: Filters | Non
             if kind == "trajectories":
                 rows.append(public(step))
                 continue
-            row = sft_row(step)
+            row = sft_row(step, render_prompt)
             if row is None:
                 continue
             chat = json.dumps(row["messages"])  # one example per distinct chat (the same request, answered alike)

@@ -15,8 +15,9 @@ from kernelcraft.verify.policy import POLICIES
 DATA_SOURCE = "kernelcraft"
 ABILITY = "kernel"
 
-# (problem name, problem source, backend, device, policy name) -> the messages of a first implement request
-RenderPrompt = Callable[[str, str, str, str, str], list]
+# (problem name, problem source, backend, device, policy name, idea=None, parents=()) -> the messages of an
+# implement request (cli_export.render_prompt); with no idea, the first one
+RenderPrompt = Callable[..., list]
 
 
 def rl_rows(store: Store, runs: list[dict], render_prompt: RenderPrompt | None = None) -> list[dict]:

@@ -38,7 +38,8 @@ _USAGE = [
     ("cost", pa.float64()),
 ]
 
-SFT = pa.schema([("messages", MESSAGES), *_PROVENANCE, ("call_kind", pa.string()), *_TIMES,
+SFT = pa.schema([("messages", MESSAGES), ("prompt_origin", pa.string()), *_PROVENANCE, ("call_kind", pa.string()),
+                 *_TIMES,
                  ("source", pa.string()), *_USAGE])
 
 TRAJECTORIES = pa.schema([

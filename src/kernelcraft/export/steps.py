@@ -28,12 +28,13 @@ def run_steps(store: Store, run: dict) -> list[dict]:
     calls = {c["id"]: c for c in store.calls(run["id"])}
     by_id = {c["id"]: c for c in cands}
     run_policy = ((run.get("config") or {}).get("verify") or {}).get("policy")
-    rows = []
-    for c in cands:
+    rows, results = [], {}
+    for c in cands:  # a parent is stored before its children, so its result is read first
         stored = store.result(c["id"]) if c["status"] is not None else None
         result = stored["result"] if stored else {}
         call = calls.get(c["call_id"]) or {}
         parent = by_id.get(c["parent"])
+        results[c["id"]] = result
         if stored:
             status, correct = stored["status"], bool(stored["correct"]) and stored["status"] == "ok"
         else:
@@ -61,6 +62,10 @@ def run_steps(store: Store, run: dict) -> list[dict]:
             "cost": call.get("cost"), "call_seconds": call.get("seconds"),
             "_messages": call.get("messages"), "_answer": call.get("response"), "_trials": result.get("trials"),
             "_timing_method": (result.get("runtime") or result.get("eager") or {}).get("method"),
+            "_problem_source": run["problem_source"],
+            "_parent": None if parent is None else {"source": parent["source"], "backend": parent["backend"],
+                                                    "result": results.get(parent["id"]) or None,
+                                                    "parse_error": parent["parse_error"], "idea": parent["idea"]},
         })
     return rows
 
@@ -69,16 +74,25 @@ def _status(row: dict) -> str:
     return row["status"] or ("malformed" if row["parse_error"] else "not_evaluated")
 
 
-def sft_row(step: dict) -> dict | None:
+def sft_row(step: dict, render_prompt=None) -> dict | None:
     """The chat that produced a candidate (the request's messages, then the answer), or None when there
-    is none (a seed kernel the user gave, or a call that failed)."""
+    is none (a seed kernel the user gave, or a call that failed). The built-in engineer stores a one-line
+    description, not a prompt: given `render_prompt` (cli_export.render_prompt), its implement requests are
+    rendered as the prompt a model would get for the same idea and parent (`prompt_origin` "rendered")."""
     if not step["_messages"] or step["_answer"] is None:
         return None
-    chat = messages(step["_messages"]) + [{"role": "assistant", "content": step["_answer"]}]
+    request, origin = messages(step["_messages"]), "stored"
+    if render_prompt is not None and step["model"] == "builtin" and step["call_kind"] == "implement" \
+            and step["policy"]:
+        idea = (step["idea"], step["category"] or "uncategorized") if step["idea"] else None
+        request = render_prompt(step["problem"], step["_problem_source"], step["backend"], step["device"],
+                                step["policy"], idea=idea, parents=(step["_parent"],) if step["_parent"] else ())
+        origin = "rendered"
+    chat = request + [{"role": "assistant", "content": step["_answer"]}]
     keep = ("run_id", "bench_id", "problem", "strategy", "model", "candidate_id", "step_key", "round", "backend",
             "policy", "device", "idea", "category", "call_kind", "runtime_ms", "eager_ms", "compile_ms",
             "speedup_eager", "speedup_compile", "source", "input_tokens", "output_tokens", "cost")
-    return {"messages": chat, **{k: step[k] for k in keep}}
+    return {"messages": chat, "prompt_origin": origin, **{k: step[k] for k in keep}}
 
 
 def public(step: dict) -> dict:
