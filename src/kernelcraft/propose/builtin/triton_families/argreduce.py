@@ -47,15 +47,15 @@ $columns
         mask = (rr < hi)[:, None] & cmask[None, :]
         offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
         x = tl.load(x_ptr + offs, mask=mask, other=$ident).to(tl.float32)
-        if GATHER:
-            idx = tl.load(xi_ptr + offs, mask=mask, other=0)
-        else:
-            idx = tl.zeros([BLOCK_R, BLOCK_C], tl.int64) + rr.to(tl.int64)[:, None]
         nan = (x != x) & mask
         m = tl.$red(tl.where(nan, $ident, x), 0)  # the tile's extreme among numbers
         tile_nan = tl.max(nan.to(tl.int32), 0) > 0
         hit = tl.where(tile_nan[None, :], nan, (x == m[None, :]) & mask)
-        first = tl.min(tl.where(hit, idx, 9223372036854775807), 0)  # ties: the first index
+        if GATHER:  # partial pairs: their stored indices
+            idx = tl.load(xi_ptr + offs, mask=mask, other=0)
+            first = tl.min(tl.where(hit, idx, 9223372036854775807), 0)  # ties: the first index
+        else:  # the first hit's row within the tile, in 32 bits, made an index once per column
+            first = start + tl.min(tl.where(hit, r[:, None], BLOCK_R), 0).to(tl.int64)
         take = (best_nan == 0) & (tile_nan | (m $cmp best_v))  # strictly better: earlier tiles keep ties
         best_v = tl.where(take, tl.where(tile_nan, float("nan"), m), best_v)
         best_i = tl.where(take, first, best_i)
