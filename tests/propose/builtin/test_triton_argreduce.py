@@ -13,7 +13,7 @@ import torch
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_kernels import moves, render
-from tests.propose.builtin.kernel_check import check, load, reference
+from tests.propose.builtin.kernel_check import DEVICE, check, load, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -61,7 +61,7 @@ def test_ties_nan_and_infinities_follow_torch(move, tmp_path):
             x[4, 5] = float("nan")
             x[4, 2000] = 5.0
             x[5, 1500] = 7.0  # a larger value in a later tile
-            x = x if dim == 1 else x.T.contiguous()  # the same rows reduced along the first dim
+            x = (x if dim == 1 else x.T.contiguous()).to(DEVICE)  # the same rows reduced along the first dim
             want = getattr(torch, kind)(x, dim)
             torch.testing.assert_close(mod.ModelNew()(x), want, rtol=0, atol=0)
             xh = x.half()

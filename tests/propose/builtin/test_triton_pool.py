@@ -16,7 +16,7 @@ from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_families.pool import kc_pool_out
 from kernelcraft.propose.builtin.triton_kernels import moves, render
-from tests.propose.builtin.kernel_check import check, load, reference
+from tests.propose.builtin.kernel_check import DEVICE, check, load, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -86,7 +86,7 @@ def test_nan_and_half(tmp_path):
     src = _ref(module)
     check(op, src, moves(op)[2].params, [((), (2, 3, 9, 11))], tmp_path, dtype=torch.float16, rtol=1e-3, atol=1e-3)
     mod = load(render(op, src, moves(op)[0].params), tmp_path)
-    x = torch.randn(1, 2, 7, 8)
+    x = torch.randn(1, 2, 7, 8, device=DEVICE)
     x[0, 0, 3, 4] = float("nan")
     x[0, 1, 0, 0] = -float("inf")
     torch.testing.assert_close(mod.ModelNew()(x), mod.Model()(x), equal_nan=True)
