@@ -198,17 +198,25 @@ def _problem_row(run: dict, best: dict | None, counts: dict) -> dict:
             "tokens": counts["input_tokens"] + counts["output_tokens"], "cost": counts["cost"]}
 
 
+def _not_covered_row(problem: str, why: str) -> dict:
+    """A bench problem the proposer could not cover: no run, no kernel, counted as not correct."""
+    return {"problem": problem, "run_id": None, "status": "not_covered", "correct": False, "reason": why,
+            "runtime_ms": None, "eager_ms": None, "compile_ms": None, "speedup_eager": None, "speedup_compile": None,
+            "pct_of_eager": None, "roofline_ms": None, "roofline_fraction": None, "candidates": 0,
+            "correct_candidates": 0, "rounds": 0, "tokens": 0, "cost": 0.0}
+
+
 # a bench -------------------------------------------------------------------------------------------
 def bench_report(store: Store, bench_id: str) -> dict:
     """Every run of a bench, its per-problem table, fast_p (over a grid of p, too) and geomean speedups.
-
-    Problems the proposer could not cover were never started as runs, so they are not in the store and
-    not counted here (the summary `kernelcraft bench` printed counted them as failures)."""
+    Problems the proposer could not cover started no run; the bench lists them, and they count as problems
+    without a correct kernel (status not_covered), as KernelBench counts them."""
     bench = store.bench(bench_id)
     if bench is None:
         raise StoreError(f"no bench {bench_id!r} in {store.path}")
     runs = [run_report(store, r["id"]) for r in store.runs(bench_id=bench_id)]
-    rows = [r["problems"][0] for r in runs]
+    rows = [r["problems"][0] for r in runs] + [_not_covered_row(name, why) for name, why in
+                                               (bench["config"].get("not_covered") or {}).items()]
     return {"kind": "bench", "bench": {"bench_id": bench_id, "suite": bench["suite"], "created": bench["created"],
                                        "config": bench["config"].get("run", {})},
             "cpu_timings": any(r["cpu_timings"] for r in runs), "problems": rows, "metrics": bench_metrics(rows),

@@ -137,7 +137,10 @@ def _problem_table(rows: list[dict], bench: bool = False) -> str:
     """One row per problem; in a bench each links to its run's section and shows the run's status."""
     body = []
     for p in rows:
-        name = f'<a href="#run-{e(p["run_id"])}">{e(p["problem"])}</a>' if bench else e(p["problem"])
+        name = f'<a href="#run-{e(p["run_id"])}">{e(p["problem"])}</a>' if bench and p["run_id"] else e(p["problem"])
+        if p.get("reason"):  # not covered: why, on hover
+            name = f'<span title="{e(p["reason"])}">{name}</span>'
+
         body.append([name] + ([_status(p["status"])] if bench else []) + [
             "yes" if p["correct"] else "no", ms(p["eager_ms"]), ms(p["compile_ms"]), ms(p["runtime_ms"]),
             pct(p["pct_of_eager"]), x(p["speedup_eager"]), x(p["speedup_compile"]), ms(p["roofline_ms"]),

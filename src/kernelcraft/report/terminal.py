@@ -175,7 +175,7 @@ def problems_table(rows: list[dict], bench: bool = False) -> Table:
                       _pct(p["pct_of_eager"]), _x(p["speedup_compile"]),
                       _pct(100 * p["roofline_fraction"]) if p["roofline_fraction"] is not None else "—",
                       f"{p['correct_candidates']}/{p['candidates']}", str(p["rounds"]),
-                      *([p["run_id"] or "—"] if bench else []))
+                      *([p["run_id"] or ("not covered" if p["status"] == "not_covered" else "—")] if bench else []))
     return table
 
 

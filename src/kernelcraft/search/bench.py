@@ -19,13 +19,16 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
               on_event: Callable[[str, dict], None] | None = None) -> dict:
     """Run every problem in turn; returns the bench summary (per problem rows and the metrics)."""
     bench_id = new_id("bench-")
-    store.create_bench(bench_id, suite, {"run": config.to_dict(), **(settings or {})})
+    # Problems the proposer cannot cover start no run; the bench keeps them (and why) so that its reports count
+    # them as problems without a correct kernel, as KernelBench counts them.
+    not_covered = {p.name: why for p in problems if (why := _uncovered(proposer, p, config.backend))}
+    store.create_bench(bench_id, suite, {"run": config.to_dict(), **(settings or {}), "not_covered": not_covered})
     rows = []
     for i, problem in enumerate(problems):
         if on_event:
             on_event("problem", {"index": i, "total": len(problems), "problem": problem.name})
-        uncovered = _uncovered(proposer, problem, config.backend)
-        if uncovered:  # counted as a problem without a correct kernel, as KernelBench counts it
+        uncovered = not_covered.get(problem.name)
+        if uncovered:
             rows.append({"problem": problem.name, "run_id": None, "status": "not_covered", "correct": False,
                          "speedup_eager": None, "speedup_compile": None, "runtime_ms": None, "candidates": 0,
                          "best_file": None, "reason": uncovered})
