@@ -103,14 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _console():
-    """Rich's console; piped or redirected output (no terminal to measure, no COLUMNS) is laid out 160 wide
-    rather than rich's 80, so tables keep their columns instead of eliding them."""
+def _console(stderr: bool = False):
+    """Rich's console (on stderr for progress); piped or redirected output (no terminal to measure, no COLUMNS)
+    is laid out 160 wide rather than rich's 80, so tables keep their columns and lines are not broken."""
     from rich.console import Console
 
-    console = Console()
+    console = Console(stderr=stderr)
     if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=160)
+        console = Console(stderr=stderr, width=160)
     return console
 
 

@@ -317,9 +317,7 @@ class _Progress:
         self.t0 = time.monotonic()
 
     def __enter__(self):
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
+        self.console = _console(stderr=True)
         if not self.quiet and self.console.is_terminal:
             from rich.live import Live
 
