@@ -13,6 +13,7 @@ pytestmark = pytest.mark.slow
 def test_a_bench_id_names_all_its_runs_and_prefixes_name_one(runs):
     ids = [r["id"] for r in resolve_runs(runs.store, [runs.bench_id])]
     assert sorted(ids) == sorted(runs.bench_runs.values())
+    assert [r["id"] for r in resolve_runs(runs.store, [runs.bench_id[:-2]])] == ids  # a bench by a unique prefix
     one = resolve_runs(runs.store, [runs.tree[:-2]])  # a unique prefix (the last 4 characters are random)
     assert [r["id"] for r in one] == [runs.tree]
     # a run named twice (itself, and through its bench) is read once, in the order first named

@@ -84,14 +84,14 @@ class Filters:
 
 
 def resolve_runs(store: Store, refs: list[str]) -> list[dict]:
-    """The runs named by `refs`: each a bench id (all its runs) or a run id or unique prefix of one.
-    Raises StoreError for a name that matches nothing (or more than one run)."""
+    """The runs named by `refs`: each a bench id (all its runs) or a run id, or a unique prefix of either
+    (as `kernelcraft report` reads them). Raises StoreError for a name that matches nothing, or more than one."""
+    from kernelcraft.report.data import resolve
+
     runs: dict[str, dict] = {}
     for ref in refs:
-        if store.bench(ref):
-            found = store.runs(bench_id=ref)
-        else:
-            found = [store.run(ref)]
+        kind, ident = resolve(store, ref)
+        found = store.runs(bench_id=ident) if kind == "bench" else [store.run(ident)]
         for run in found:
             runs.setdefault(run["id"], run)
     return list(runs.values())
