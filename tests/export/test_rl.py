@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelcraft.cli_export import render_prompt
+from kernelcraft.export.prompts import render_prompt
 from kernelcraft.export import build_rows, resolve_runs
 from kernelcraft.problems import load_problem
 

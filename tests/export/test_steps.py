@@ -131,7 +131,7 @@ def test_sft_rows_are_the_chats_behind_correct_faster_kernels(runs):
 def test_builtin_engineer_rows_carry_a_rendered_prompt(runs):
     """The built-in engineer stores a one-line description per request; its sft rows get the request a model
     would be sent for the same idea and parent (and say so), while model runs keep their stored messages."""
-    from kernelcraft.cli_export import render_prompt
+    from kernelcraft.export.prompts import render_prompt
 
     store = runs.store
     out, _ = build_rows(store, resolve_runs(store, [runs.builtin, runs.tree]), "sft", Filters(min_speedup=0.0),

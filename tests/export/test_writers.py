@@ -10,7 +10,7 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 import pytest
 
-from kernelcraft.cli_export import render_prompt
+from kernelcraft.export.prompts import render_prompt
 from kernelcraft.export import SCHEMAS, ExportError, Filters, build_rows, resolve_runs, write_rows
 
 pytestmark = pytest.mark.slow

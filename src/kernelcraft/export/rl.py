@@ -16,7 +16,7 @@ DATA_SOURCE = "kernelcraft"
 ABILITY = "kernel"
 
 # (problem name, problem source, backend, device, policy name, idea=None, parents=()) -> the messages of an
-# implement request (cli_export.render_prompt); with no idea, the first one
+# implement request (export/prompts.py: render_prompt); with no idea, the first one
 RenderPrompt = Callable[..., list]
 
 

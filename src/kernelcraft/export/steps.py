@@ -77,7 +77,7 @@ def _status(row: dict) -> str:
 def sft_row(step: dict, render_prompt=None) -> dict | None:
     """The chat that produced a candidate (the request's messages, then the answer), or None when there
     is none (a seed kernel the user gave, or a call that failed). The built-in engineer stores a one-line
-    description, not a prompt: given `render_prompt` (cli_export.render_prompt), its implement requests are
+    description, not a prompt: given `render_prompt` (export/prompts.py), its implement requests are
     rendered as the prompt a model would get for the same idea and parent (`prompt_origin` "rendered")."""
     if not step["_messages"] or step["_answer"] is None:
         return None

@@ -1,6 +1,6 @@
 """Norm family (layernorm, rmsnorm) over rows of N: rows in registers (one read, one write) when N fits;
 longer rows are split over programs: per-chunk statistics (Welford or two-pass), merged per row by the
-writer (benchmarks/norm_probe.py times each move and kernel)."""
+writer (benchmarks/moves_probe.py times each move and kernel)."""
 
 from __future__ import annotations
 
