@@ -215,10 +215,11 @@ class Launcher:
     def __init__(self, module: KernelModule, name: str, params: list[Param]):
         self.module, self.name, self.params = module, name, params
 
-    def __call__(self, *args, grid, block, shared_mem: int = 0, stream=None, cluster=None):
+    def __call__(self, *args, grid, block, shared_mem: int = 0, stream=None, cluster=None, cooperative=False):
         """Launch on torch's current stream. `grid` counts blocks, as CUDA's <<<grid, block>>> does, also when
         `cluster` (blocks per thread-block cluster, sm_90+) is given; each grid dim must then be a multiple of
-        the cluster's."""
+        the cluster's. `cooperative`: a cooperative launch, which fails rather than start a grid whose blocks
+        cannot all be resident at once (kernels that wait for one another across blocks need that)."""
         import torch
         from cuda.core import LaunchConfig, launch
 
@@ -228,10 +229,7 @@ class Launcher:
         grid_dims = _clusters(grid, cluster) if cluster is not None else _dims(grid)
         device_index = next((a.device.index for a in args if isinstance(a, torch.Tensor)),
                             torch.cuda.current_device())
-        device, module, kernels, streams = self.module._kernel(device_index)
-        kernel = kernels.get(self.name)
-        if kernel is None:
-            kernel = kernels[self.name] = module.get_kernel(self.name)
+        device, kernel, streams = self._kernel(device_index)
         if shared_mem > 48 * 1024:
             _allow_dynamic_shared(kernel, device_index, shared_mem)
         torch_stream = stream if stream is not None else torch.cuda.current_stream(device_index)
@@ -240,11 +238,35 @@ class Launcher:
         if cuda_stream is None:
             cuda_stream = streams[handle] = device.create_stream(_TorchStream(handle))
         packed = [self._pack(p, a, device_index) for p, a in zip(self.params, args)]
+        extra = {"is_cooperative": True} if cooperative else {}
         if cluster is None:
-            config = LaunchConfig(grid=grid_dims, block=_dims(block), shmem_size=shared_mem)
+            config = LaunchConfig(grid=grid_dims, block=_dims(block), shmem_size=shared_mem, **extra)
         else:  # cuda.core counts the grid in clusters when a cluster is given
-            config = LaunchConfig(grid=grid_dims[0], cluster=grid_dims[1], block=_dims(block), shmem_size=shared_mem)
+            config = LaunchConfig(grid=grid_dims[0], cluster=grid_dims[1], block=_dims(block), shmem_size=shared_mem,
+                                  **extra)
         launch(cuda_stream, config, kernel, *packed)
+
+    def blocks_per_sm(self, block, shared_mem: int = 0, device=None) -> int:
+        """How many blocks of `block` threads (and `shared_mem` dynamic bytes) one multiprocessor holds at
+        once: the occupancy the kernel's registers and shared memory allow."""
+        import torch
+
+        index = None if device is None else torch.device(device).index
+        device_index = torch.cuda.current_device() if index is None else index
+        _, kernel, _ = self._kernel(device_index)
+        if shared_mem > 48 * 1024:  # the occupancy of a kernel not yet allowed that much is 0
+            _allow_dynamic_shared(kernel, device_index, shared_mem)
+        threads = 1
+        for d in _dims(block):
+            threads *= d
+        return int(kernel.occupancy.max_active_blocks_per_multiprocessor(threads, shared_mem))
+
+    def _kernel(self, device_index: int):
+        device, module, kernels, streams = self.module._kernel(device_index)
+        kernel = kernels.get(self.name)
+        if kernel is None:
+            kernel = kernels[self.name] = module.get_kernel(self.name)
+        return device, kernel, streams
 
     def _pack(self, param: Param, value, device_index: int):
         import torch

@@ -74,8 +74,8 @@ def test_what_it_cannot_cover_it_says_plainly(engineer):
     assert answer.text is None and "cannot cover" in answer.error
     with pytest.raises(CoverageError, match="writes triton, cuda_nvrtc kernels"):
         engineer.coverage(load_problem("level1/softmax"), "cuda_inline")
-    with pytest.raises(CoverageError, match="no cuda_nvrtc kernels for layernorm"):
-        engineer.coverage(load_problem("level1/layernorm"), "cuda_nvrtc")
+    with pytest.raises(CoverageError, match="no cuda_nvrtc kernels for rmsnorm"):
+        engineer.coverage(load_problem("level1/rmsnorm"), "cuda_nvrtc")
     with pytest.raises(CoverageError, match="need an NVIDIA GPU"):
         engineer.coverage(load_problem("level1/softmax"), "cuda_nvrtc")
 

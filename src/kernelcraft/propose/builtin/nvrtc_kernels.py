@@ -1,7 +1,8 @@
 """CUDA (NVRTC) kernels of the built-in engineer: one Op plus a move's parameters -> a candidate file.
 
-Used where hand-written CUDA reaches what Triton cannot express (today: softmax rows split over a
-thread-block cluster with distributed shared memory). These kernels run only on an NVIDIA GPU (sm_90+ for
+Used where hand-written CUDA reaches what Triton cannot express: softmax rows split over a thread-block
+cluster with distributed shared memory; LayerNorm rows held in the registers of many blocks that exchange
+their statistics through flag-synchronized global memory. These kernels run only on an NVIDIA GPU (sm_90+ for
 clusters), so the proposer offers them only there. Families live in nvrtc_families/ with the same
 `KINDS = {kind: (moves(op), render(op, params))}` contract as the Triton ones.
 """
@@ -11,11 +12,11 @@ from __future__ import annotations
 import json
 
 from kernelcraft.propose.builtin.compose import compose
-from kernelcraft.propose.builtin.nvrtc_families import softmax
+from kernelcraft.propose.builtin.nvrtc_families import layernorm, softmax
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_kernels import Move
 
-_KINDS = {kind: entry for family in (softmax,) for kind, entry in family.KINDS.items()}
+_KINDS = {kind: entry for family in (softmax, layernorm) for kind, entry in family.KINDS.items()}
 
 
 def kinds() -> set[str]:

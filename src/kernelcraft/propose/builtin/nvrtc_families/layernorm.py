@@ -1,0 +1,391 @@
+"""LayerNorm in CUDA (NVRTC): each row read once, held in the registers of as many thread blocks as it needs.
+
+A row of N floats is cut into one slice per block of a *group* of B blocks; each thread keeps its part of
+the slice in registers (float4 when the row allows), computes its exact two-pass mean and sum of squared
+deviations, and the block merges them (Chan et al.). With B > 1 the group's blocks then exchange their
+statistics through global memory: each block publishes (count, mean, M2) behind a release flag and reads the
+group's B entries once their flags show this row: an all-gather, not a barrier with a central counter. Every
+block merges the same entries in the same order, so all of them normalize with the same mean and rstd, and
+write their slice: one DRAM read and one write of x, which is what a memory-bound LayerNorm can at best do.
+
+Long rows take the whole GPU (a 4.2M-element row over 132 blocks of 1024 threads, 31 floats each); short rows
+take one block each, and as many groups as fit run side by side, each looping over its rows. Rows that do not
+fit in the GPU's registers take a block-per-row kernel that reads the row three times: slow, but right on
+every shape. Groups of B > 1 need all their blocks resident at once: the launch is cooperative (it fails
+rather than deadlock), and the group size comes from the kernel's measured occupancy.
+
+Moves choose the threads per block, cache hints (x and y streamed evict-first, w and b kept evict-last in L2,
+since every row reads them again), and an L2 prefetch of a block's next slice while it waits for the
+group's statistics. fp32 in and out; a pointwise epilogue after the norm is left to the Triton family.
+"""
+
+from __future__ import annotations
+
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.triton_families.common import attr, num
+
+VS = (1, 2, 4, 8)  # float4 (or float) units per thread; 8 float4 = 32 registers of data
+VS_SCALAR = (1, 2, 4, 8, 16, 32)
+
+
+def _moves(op: Op) -> list[tuple]:
+    if op.detail.get("steps"):
+        return []  # a pointwise epilogue: the Triton norm family fuses it
+    text = ("Single read: each row held in the registers of as many {t}-thread blocks as it needs (the whole GPU "
+            "for a long row); block statistics exchanged through a flag-synchronized all-gather in global memory, "
+            "one write{extra}")
+    hints = ", x and y streamed evict-first while w and b are kept in L2 (evict-last): every row re-reads them"
+    prefetch = (", and each block prefetches {f} of its slice of the next row, and the part of b not in shared memory, into L2 "
+                "(cp.async.bulk.prefetch) while the group exchanges its statistics")
+    smem = (", and each block keeps its slice of w (and of b, as far as shared memory goes) for all its rows, "
+            "so a row re-reads only the rest of b")
+    base = {"threads": 1024, "stream": True, "prefetch": 0.0, "affine_smem": True}
+    half, most, whole = (prefetch.format(f=f) for f in ("half", "three quarters", "all"))
+    return [(text.format(t=1024, extra=hints + smem + half), "memory", {**base, "prefetch": 0.5}),
+            (text.format(t=1024, extra=hints + smem + most), "memory", {**base, "prefetch": 0.75}),
+            (text.format(t=1024, extra=hints + smem + whole), "memory", {**base, "prefetch": 1.0}),
+            (text.format(t=1024, extra=hints + smem), "memory", base),
+            (text.format(t=1024, extra=hints + half), "memory", {**base, "prefetch": 0.5, "affine_smem": False}),
+            (text.format(t=512, extra=hints + smem + half), "parallelism", {**base, "threads": 512, "prefetch": 0.5}),
+            (text.format(t=1024, extra=" (no cache hints)"), "memory", {**base, "stream": False, "affine_smem": False})]
+
+
+_CUDA = r'''
+#define HAS_W $has_w
+#define HAS_B $has_b
+#define STREAM $stream  // x and y touched once (evict-first); w and b re-read by every row (evict-last)
+
+struct KcStat { float n, mean, m2; };
+
+// Chan et al.: the count, mean and sum of squared deviations of two disjoint parts, merged.
+__device__ __forceinline__ KcStat kc_merge(KcStat a, KcStat b)
+{
+    const float n = a.n + b.n;
+    if (n == 0.0f) return a;
+    const float d = b.mean - a.mean, f = b.n / n;
+    return {n, fmaf(d, f, a.mean), a.m2 + b.m2 + d * d * a.n * f};
+}
+
+__device__ __forceinline__ KcStat kc_warp_merge(KcStat s)
+{
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const KcStat u = {__shfl_xor_sync(0xffffffffu, s.n, o), __shfl_xor_sync(0xffffffffu, s.mean, o),
+                          __shfl_xor_sync(0xffffffffu, s.m2, o)};
+        s = kc_merge(s, u);
+    }
+    return s;  // lane 0's is the one used: lanes may differ in the last bit
+}
+
+// The block's statistics, from lane 0 of warp 0; `red` (32 entries) is free again after the next barrier.
+__device__ __forceinline__ KcStat kc_block_merge(KcStat s, KcStat* red)
+{
+    s = kc_warp_merge(s);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) red[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+        s = lane < (int)(blockDim.x >> 5) ? red[lane] : KcStat{0.0f, 0.0f, 0.0f};
+        s = kc_warp_merge(s);
+    }
+    return s;
+}
+
+// The block's sum, in thread 0; `sums` (32 floats) is free again after the next barrier.
+__device__ __forceinline__ float kc_block_sum(float s, float* sums)
+{
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();  // the previous use of `sums` is over
+    if (lane == 0) sums[warp] = s;
+    __syncthreads();
+    s = lane < (int)(blockDim.x >> 5) ? sums[lane] : 0.0f;
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+}
+
+__device__ __forceinline__ float4 kc_load4(const float* p, bool keep)
+{
+    float4 v;
+    if (!STREAM) return *reinterpret_cast<const float4*>(p);
+    if (!keep) return __ldcs(reinterpret_cast<const float4*>(p));
+    asm volatile("{\n\t.reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_last.b64 pol, 1.0;\n\t"
+                 "ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], pol;\n\t}"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ float kc_load1(const float* p, bool keep)
+{
+    float v;
+    if (!STREAM) return *p;
+    if (!keep) return __ldcs(p);
+    asm volatile("{\n\t.reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_last.b64 pol, 1.0;\n\t"
+                 "ld.global.L2::cache_hint.f32 %0, [%1], pol;\n\t}" : "=f"(v) : "l"(p));
+    return v;
+}
+
+// While the group's statistics are exchanged, DRAM reads ahead into L2: a fraction of this block's slice of the
+// next row, and the parts of b this row will read that are not in shared memory (units j >= b_res of each thread).
+__device__ __forceinline__ void kc_prefetch(const float* x, const float* b, long long next, long long rows,
+                                            long long n, long long lo, long long hi, float fraction, int b_res)
+{
+    const unsigned bytes = (unsigned)((double)(hi - lo) * 16.0 * fraction) & ~15u;
+    if (next < rows && bytes)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(x + next * n + 4 * lo), "r"(bytes) : "memory");
+    if (HAS_B) {
+        for (long long u = lo + (long long)b_res * blockDim.x; u < hi; u += blockDim.x) {
+            const unsigned span = (unsigned)(min((long long)blockDim.x, hi - u) * 16);
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(b + 4 * u), "r"(span) : "memory");
+        }
+    }
+}
+
+// 16 (w == 4) or 4 bytes from global to this thread's own place in shared memory, without registers.
+__device__ __forceinline__ void kc_copy_async(void* dst, const float* src, int w)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    if (w == 4) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(d), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ unsigned kc_load_acquire(const unsigned* p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void kc_store_release(unsigned* p, unsigned v)
+{
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+
+// Rows of n floats over groups of `group` blocks (gridDim.x / group groups, each looping over its rows);
+// V units of W floats per thread. `part` holds 2 * gridDim.x entries of (count, mean, M2, flag), zeroed.
+template <int V, int W>
+__device__ __forceinline__ void kc_layernorm(const float* __restrict__ x, float* __restrict__ y,
+                                             const float* __restrict__ w, const float* __restrict__ b,
+                                             float4* __restrict__ part, long long rows, long long n, float eps,
+                                             unsigned group, float prefetch, int w_res, int b_res)
+{
+    // The block's slice of w (units j < w_res of each thread) and of b (j < b_res), loaded once for all rows.
+    extern __shared__ float4 kc_affine[];
+    __shared__ KcStat red[32];
+    __shared__ float stat[2];
+    const unsigned rank = blockIdx.x % group, groups = gridDim.x / group;
+    const long long units = n / W;
+    const long long per = (units + group - 1) / group;
+    const long long lo = rank * per;
+    const long long hi = min(units, lo + per);
+    // this thread's units: lo + threadIdx.x + j * blockDim.x for j < valid, the same in every row
+    const int valid = hi - lo > threadIdx.x ? min((long long)V, (hi - lo - threadIdx.x + blockDim.x - 1) / blockDim.x) : 0;
+    const long long first = W * (lo + threadIdx.x);
+    const unsigned step = W * blockDim.x;
+    float v[V * W];
+    float* affine1 = reinterpret_cast<float*>(kc_affine);
+    unsigned it = 0;
+    for (long long row = blockIdx.x / group; row < rows; row += groups, ++it) {
+        const float* xr = x + row * n + first;
+        float* yr = y + row * n + first;
+        float sum = 0.0f;
+        #pragma unroll
+        for (int j = 0; j < V; ++j) {
+            if (j < valid) {
+                if (W == 4) {
+                    const float4 q = kc_load4(xr + j * step, false);
+                    v[4 * j] = q.x; v[4 * j + 1] = q.y; v[4 * j + 2] = q.z; v[4 * j + 3] = q.w;
+                } else {
+                    v[j] = kc_load1(xr + j * step, false);
+                }
+                #pragma unroll
+                for (int k = 0; k < W; ++k) sum += v[j * W + k];
+            }
+        }
+        if (it == 0) {  // after the first row's loads: the affine slices, copied to shared memory asynchronously
+            #pragma unroll
+            for (int j = 0; j < V; ++j) {
+                if (j < valid) {
+                    const unsigned wi = j * blockDim.x + threadIdx.x, bi = (w_res + j) * blockDim.x + threadIdx.x;
+                    if (HAS_W && j < w_res) kc_copy_async(W == 4 ? (void*)(kc_affine + wi) : (void*)(affine1 + wi), w + first + j * step, W);
+                    if (HAS_B && j < b_res) kc_copy_async(W == 4 ? (void*)(kc_affine + bi) : (void*)(affine1 + bi), b + first + j * step, W);
+                }
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+        const float cnt = (float)(valid * W);
+        KcStat s = {cnt, cnt > 0.0f ? sum / cnt : 0.0f, 0.0f};
+        #pragma unroll
+        for (int j = 0; j < V; ++j) {
+            if (j < valid) {
+                #pragma unroll
+                for (int k = 0; k < W; ++k) {
+                    const float d = v[j * W + k] - s.mean;
+                    s.m2 = fmaf(d, d, s.m2);
+                }
+            }
+        }
+        s = kc_block_merge(s, red);
+        if (group > 1) {
+            float4* slot = part + (it & 1) * gridDim.x;
+            if (threadIdx.x == 0) {
+                float4* mine = slot + blockIdx.x;
+                mine->x = s.n; mine->y = s.mean; mine->z = s.m2;
+                kc_store_release(reinterpret_cast<unsigned*>(&mine->w), it + 1);  // the data before the flag
+                if (W == 4 && prefetch > 0.0f && hi > lo) kc_prefetch(x, b, row + groups, rows, n, lo, hi, prefetch,
+                                                                      b_res);
+            }
+            if (threadIdx.x < 32) {  // warp 0 gathers the group's entries, in rank order in every block
+                const float4* mates = slot + (blockIdx.x - rank);
+                s = KcStat{0.0f, 0.0f, 0.0f};
+                for (unsigned r = threadIdx.x; r < group; r += 32) {
+                    const unsigned* flag = reinterpret_cast<const unsigned*>(&mates[r].w);
+                    while (kc_load_acquire(flag) != it + 1) { }
+                    const float4 e = __ldcg(mates + r);
+                    s = kc_merge(s, KcStat{e.x, e.y, e.z});
+                }
+                s = kc_warp_merge(s);
+            }
+        }
+        if (threadIdx.x == 0) {
+            stat[0] = s.mean;
+            stat[1] = rsqrtf(s.m2 / (float)n + eps);
+        }
+        __syncthreads();
+        const float mean = stat[0], rstd = stat[1];
+        asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's own affine units have landed
+        #pragma unroll
+        for (int j = 0; j < V; ++j) {
+            if (j < valid) {
+                #pragma unroll
+                for (int k = 0; k < W; ++k) v[j * W + k] = (v[j * W + k] - mean) * rstd;
+                const long long o = first + j * step;  // in the row, as in w and b
+                const int wi = j * blockDim.x + threadIdx.x, bi = (w_res + j) * blockDim.x + threadIdx.x;
+                if (W == 4) {
+                    float4 q = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+                    if (HAS_W) {
+                        const float4 g = j < w_res ? kc_affine[wi] : kc_load4(w + o, true);
+                        q.x *= g.x; q.y *= g.y; q.z *= g.z; q.w *= g.w;
+                    }
+                    if (HAS_B) {
+                        const float4 c = j < b_res ? kc_affine[bi] : kc_load4(b + o, true);
+                        q.x += c.x; q.y += c.y; q.z += c.z; q.w += c.w;
+                    }
+                    float4* p = reinterpret_cast<float4*>(yr + j * step);
+                    if (STREAM) __stcs(p, q); else *p = q;
+                } else {
+                    float t = v[j];
+                    if (HAS_W) t *= j < w_res ? affine1[wi] : kc_load1(w + o, true);
+                    if (HAS_B) t += j < b_res ? affine1[bi] : kc_load1(b + o, true);
+                    if (STREAM) __stcs(yr + j * step, t); else yr[j * step] = t;
+                }
+            }
+        }
+        __syncthreads();  // stat and red are rewritten by the next row
+    }
+}
+
+$wrappers
+
+extern "C" __global__ void kc_layernorm_clear(float4* part, long long count)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)
+        part[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+// Rows longer than the GPU's registers hold: one block per row, the row read three times (mean, squared
+// deviations, write).
+extern "C" __global__ void __launch_bounds__(1024)
+kc_layernorm_rows(const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ w,
+                  const float* __restrict__ b, long long n, float eps)
+{
+    __shared__ float sums[32];
+    __shared__ float stat[2];
+    const float* xr = x + blockIdx.x * n;
+    float* yr = y + blockIdx.x * n;
+    float sum = 0.0f;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) sum += xr[i];
+    sum = kc_block_sum(sum, sums);
+    if (threadIdx.x == 0) stat[0] = sum / (float)n;
+    __syncthreads();
+    const float mean = stat[0];
+    float m2 = 0.0f;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+        const float d = xr[i] - mean;
+        m2 = fmaf(d, d, m2);
+    }
+    m2 = kc_block_sum(m2, sums);
+    if (threadIdx.x == 0) stat[1] = rsqrtf(m2 / (float)n + eps);
+    __syncthreads();
+    const float rstd = stat[1];
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+        float t = (xr[i] - mean) * rstd;
+        if (HAS_W) t *= w[i];
+        if (HAS_B) t += b[i];
+        yr[i] = t;
+    }
+}
+'''
+
+_WRAPPER = ('extern "C" __global__ void __launch_bounds__(1024)\n'
+            'kc_layernorm_v{v}_w{w}(const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ w,\n'
+            '    const float* __restrict__ b, float4* __restrict__ part, long long rows, long long n, float eps,\n'
+            '    unsigned group, float prefetch, int w_res, int b_res)\n'
+            '{{ kc_layernorm<{v}, {w}>(x, y, w, b, part, rows, n, eps, group, prefetch, w_res, b_res); }}')
+
+
+def _render(op: Op, p: dict) -> tuple[list[str], str]:
+    d = op.detail
+    wrappers = "\n".join(_WRAPPER.format(v=v, w=w) for w, vs in ((4, VS), (1, VS_SCALAR)) for v in vs)
+    cuda = (_CUDA.replace("$has_w", "1" if d.get("weight") else "0").replace("$has_b", "1" if d.get("bias") else "0")
+            .replace("$stream", "1" if p.get("stream") else "0").replace("$wrappers", wrappers))
+    kernels = f"KC_SOURCE = r'''{cuda}'''\n\nkc_kernels = load_kernels(KC_SOURCE)"
+    eps = attr(d["eps_attr"]) if d.get("eps_attr") else num(d["eps"])
+    affine = [attr(d[k]) for k in ("weight", "bias") if d.get(k)]
+    threads = int(p["threads"])
+    body = f'''
+if x.dtype != torch.float32:
+    raise TypeError(f"these CUDA kernels read and write float32, not {{x.dtype}}")
+y = torch.empty_like(x)
+n = math.prod(x.shape[max(x.dim() - {int(d["ndim"])}, 0):])
+if x.numel() == 0:
+    return y
+rows = x.numel() // n
+affine = [t.reshape(-1) for t in ({", ".join(affine)}{"," if len(affine) == 1 else ""})]
+if any(t.dtype != torch.float32 or t.numel() != n for t in affine):
+    raise TypeError("these CUDA kernels take float32 weight and bias of the normalized shape")
+w = {"affine[0]" if d.get("weight") else "x  # unused"}
+b = {"affine[-1]" if d.get("bias") else "x  # unused"}
+eps = float({eps})
+width = 4 if n % 4 == 0 and all(t.data_ptr() % 16 == 0 for t in (x, y, *affine)) else 1
+units = n // width
+vs = {VS} if width == 4 else {VS_SCALAR}
+threads = min({threads}, max(32, -(-units // vs[-1]) + 31) // 32 * 32)  # a short row: fewer threads
+need = -(-units // (threads * vs[-1]))  # blocks one row needs
+props = torch.cuda.get_device_properties(x.device)
+resident = props.multi_processor_count * kc_kernels[f"kc_layernorm_v{{vs[-1]}}_w{{width}}"].blocks_per_sm(threads, device=x.device)
+if need > resident:  # longer than the GPU's registers hold
+    kc_kernels.kc_layernorm_rows(x, y, w, b, n, eps, grid=(rows,), block=(1024,))
+    return y
+groups = max(1, min(rows, resident // need))
+group = max(need, min(resident // groups, -(-units // threads)))  # spread a row over the blocks left over
+v = next(v for v in vs if v * threads * group >= units)
+name = f"kc_layernorm_v{{v}}_w{{width}}"
+unit = threads * width * 4  # bytes of one unit per thread
+room = props.shared_memory_per_block_optin // unit if rows > groups else 0  # units kept in shared memory:
+w_res = {"min(v, room)" if d.get("weight") and p.get("affine_smem") else "0"}  # of w's slice first,
+b_res = {"max(0, min(v, room - w_res))" if d.get("bias") and p.get("affine_smem") else "0"}  # then of b's
+while w_res + b_res and props.multi_processor_count * kc_kernels[name].blocks_per_sm(threads, (w_res + b_res) * unit, x.device) < groups * group:
+    w_res, b_res = (w_res, b_res - 1) if b_res else (w_res - 1, 0)  # less, so the group's blocks fit
+part = torch.empty((2 * groups * group, 4), dtype=torch.float32, device=x.device)
+if group > 1:
+    kc_kernels.kc_layernorm_clear(part, part.shape[0], grid=(min(1024, -(-part.shape[0] // 256)),), block=(256,))
+kc_kernels[name](x, y, w, b, part, rows, n, eps, group, {float(p.get("prefetch", 0.0))}, w_res, b_res,
+                 grid=(groups * group,), block=(threads,), shared_mem=(w_res + b_res) * unit, cooperative=group > 1)
+return y'''
+    return [kernels], body
+
+
+KINDS = {"layernorm": (_moves, _render)}
