@@ -35,7 +35,7 @@ def test_moves_and_the_source_compiles_for_hopper():
     text = source((4, 5, 6), ms[0].params)
     assert "class ModelNew(Model)" in text and "from kernelcraft.backends.nvrtc import load_kernels" in text
     module = load_kernels(re.search(r"KC_SOURCE = r'''(.*?)'''", text, re.S).group(1), arch="sm_90a")
-    assert {"kc_layernorm_rows", "kc_layernorm_clear", "kc_layernorm_v8_w4", "kc_layernorm_v32_w1"} <= set(
+    assert {"kc_layernorm_rows", "kc_exchange_clear", "kc_layernorm_v8_w4", "kc_layernorm_v32_w1"} <= set(
         module.signatures)
     for name in ("kc_layernorm_v8_w4", "kc_layernorm_v4_w4", "kc_layernorm_v8_w1"):  # the long-row workhorses
         props = re.search(rf"Function properties for {name}\n.*?(\d+) bytes spill stores", module.log)

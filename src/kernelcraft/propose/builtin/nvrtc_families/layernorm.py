@@ -3,8 +3,8 @@
 A row of N floats is cut into one slice per block of a *group* of B blocks; each thread keeps its part of
 the slice in registers (float4 when the row allows), computes its exact two-pass mean and sum of squared
 deviations, and the block merges them (Chan et al.). With B > 1 the group's blocks then exchange their
-statistics through global memory: each block publishes (count, mean, M2) behind a release flag and reads the
-group's B entries once their flags show this row: an all-gather, not a barrier with a central counter. Every
+statistics through global memory (exchange.py: each block publishes (count, mean, M2) behind a release flag
+and gathers the group's B entries once their flags show this row). Every
 block merges the same entries in the same order, so all of them normalize with the same mean and rstd, and
 write their slice: one DRAM read and one write of x, which is what a memory-bound LayerNorm can at best do.
 
@@ -21,6 +21,7 @@ group's statistics. fp32 in and out; a pointwise epilogue after the norm is left
 
 from __future__ import annotations
 
+from kernelcraft.propose.builtin.nvrtc_families.exchange import EXCHANGE
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_families.common import attr, num
 
@@ -50,7 +51,7 @@ def _moves(op: Op) -> list[tuple]:
             (text.format(t=1024, extra=" (no cache hints)"), "memory", {**base, "stream": False, "affine_smem": False})]
 
 
-_CUDA = r'''
+_CUDA = EXCHANGE + r'''
 #define HAS_W $has_w
 #define HAS_B $has_b
 #define STREAM $stream  // x and y touched once (evict-first); w and b re-read by every row (evict-last)
@@ -151,18 +152,6 @@ __device__ __forceinline__ void kc_copy_async(void* dst, const float* src, int w
     else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(d), "l"(src) : "memory");
 }
 
-__device__ __forceinline__ unsigned kc_load_acquire(const unsigned* p)
-{
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void kc_store_release(unsigned* p, unsigned v)
-{
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
-}
-
 // Rows of n floats over groups of `group` blocks (gridDim.x / group groups, each looping over its rows);
 // V units of W floats per thread. `part` holds 2 * gridDim.x entries of (count, mean, M2, flag), zeroed.
 template <int V, int W>
@@ -231,22 +220,17 @@ __device__ __forceinline__ void kc_layernorm(const float* __restrict__ x, float*
         if (group > 1) {
             float4* slot = part + (it & 1) * gridDim.x;
             if (threadIdx.x == 0) {
-                float4* mine = slot + blockIdx.x;
-                mine->x = s.n; mine->y = s.mean; mine->z = s.m2;
-                kc_store_release(reinterpret_cast<unsigned*>(&mine->w), it + 1);  // the data before the flag
+                kc_publish(slot, s.n, s.mean, s.m2, it + 1);
                 if (W == 4 && prefetch > 0.0f && hi > lo) kc_prefetch(x, b, row + groups, rows, n, lo, hi, prefetch,
                                                                       b_res);
             }
-            if (threadIdx.x < 32) {  // warp 0 gathers the group's entries, in rank order in every block
-                const float4* mates = slot + (blockIdx.x - rank);
-                s = KcStat{0.0f, 0.0f, 0.0f};
-                for (unsigned r = threadIdx.x; r < group; r += 32) {
-                    const unsigned* flag = reinterpret_cast<const unsigned*>(&mates[r].w);
-                    while (kc_load_acquire(flag) != it + 1) { }
-                    const float4 e = __ldcg(mates + r);
-                    s = kc_merge(s, KcStat{e.x, e.y, e.z});
-                }
-                s = kc_warp_merge(s);
+            if (threadIdx.x < 32) {
+                const float3 g = kc_gather(slot + (blockIdx.x - rank), group, it + 1, make_float3(0.0f, 0.0f, 0.0f),
+                    [](float3 a, float3 b) {
+                        const KcStat m = kc_merge(KcStat{a.x, a.y, a.z}, KcStat{b.x, b.y, b.z});
+                        return make_float3(m.n, m.mean, m.m2);
+                    });
+                s = KcStat{g.x, g.y, g.z};
             }
         }
         if (threadIdx.x == 0) {
@@ -288,12 +272,6 @@ __device__ __forceinline__ void kc_layernorm(const float* __restrict__ x, float*
 }
 
 $wrappers
-
-extern "C" __global__ void kc_layernorm_clear(float4* part, long long count)
-{
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)
-        part[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-}
 
 // Rows longer than the GPU's registers hold: one block per row, the row read three times (mean, squared
 // deviations, write).
@@ -381,7 +359,7 @@ while w_res + b_res and props.multi_processor_count * kc_kernels[name].blocks_pe
     w_res, b_res = (w_res, b_res - 1) if b_res else (w_res - 1, 0)  # less, so the group's blocks fit
 part = torch.empty((2 * groups * group, 4), dtype=torch.float32, device=x.device)
 if group > 1:
-    kc_kernels.kc_layernorm_clear(part, part.shape[0], grid=(min(1024, -(-part.shape[0] // 256)),), block=(256,))
+    kc_kernels.kc_exchange_clear(part, part.shape[0], grid=(min(1024, -(-part.shape[0] // 256)),), block=(256,))
 kc_kernels[name](x, y, w, b, part, rows, n, eps, group, {float(p.get("prefetch", 0.0))}, w_res, b_res,
                  grid=(groups * group,), block=(threads,), shared_mem=(w_res + b_res) * unit, cooperative=group > 1)
 return y'''

@@ -1,0 +1,56 @@
+"""CUDA device code for the families whose rows span a group of thread blocks (layernorm.py today):
+each block publishes its partial result for a row (three floats) behind a release flag in global memory, and
+warp 0 of every block gathers the group's entries once their flags show the row: an all-gather, not a
+barrier with a central counter. Entries live in two slots (by row parity), so a block that runs ahead cannot
+overwrite an entry a slower block still has to read: to publish row i + 2 it must have gathered row i + 1,
+which every block publishes only after it has read row i. Flags count rows from 1, and the slots start
+zeroed (kc_exchange_clear), so a stale entry never passes for a fresh one. The group's blocks must be
+resident together: such kernels are launched cooperatively.
+"""
+
+EXCHANGE = r'''
+__device__ __forceinline__ unsigned kc_load_acquire(const unsigned* p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void kc_store_release(unsigned* p, unsigned v)
+{
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+
+// This block's entry (a, b, c) for the row its loop counts as `tag` (from 1), in `slot` (gridDim.x entries).
+__device__ __forceinline__ void kc_publish(float4* slot, float a, float b, float c, unsigned tag)
+{
+    float4* mine = slot + blockIdx.x;
+    mine->x = a; mine->y = b; mine->z = c;
+    kc_store_release(reinterpret_cast<unsigned*>(&mine->w), tag);  // the data before the flag
+}
+
+// Warp 0: the `group` entries from `mates` merged in rank order (the same in every block of the group), once
+// each shows `tag`; lane 0's result is the one to use.
+template <class Merge>
+__device__ __forceinline__ float3 kc_gather(const float4* mates, unsigned group, unsigned tag, float3 acc, Merge merge)
+{
+    for (unsigned r = threadIdx.x; r < group; r += 32) {
+        while (kc_load_acquire(reinterpret_cast<const unsigned*>(&mates[r].w)) != tag) { }
+        const float4 e = __ldcg(mates + r);
+        acc = merge(acc, make_float3(e.x, e.y, e.z));
+    }
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float3 u = make_float3(__shfl_xor_sync(0xffffffffu, acc.x, o), __shfl_xor_sync(0xffffffffu, acc.y, o),
+                                     __shfl_xor_sync(0xffffffffu, acc.z, o));
+        acc = merge(acc, u);
+    }
+    return acc;
+}
+
+extern "C" __global__ void kc_exchange_clear(float4* part, long long count)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)
+        part[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+'''
