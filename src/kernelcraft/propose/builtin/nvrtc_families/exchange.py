@@ -1,7 +1,7 @@
 """CUDA device code for the families whose rows span a group of thread blocks (layernorm.py today):
 each block publishes its partial result for a row (three floats) behind a release flag in global memory, and
-warp 0 of every block gathers the group's entries once their flags show the row: an all-gather, not a
-barrier with a central counter. Entries live in two slots (by row parity), so a block that runs ahead cannot
+every block gathers the group's entries once their flags show the row (each thread waits on a few, so the
+round trips overlap): an all-gather, not a barrier with a central counter. Entries live in two slots (by row parity), so a block that runs ahead cannot
 overwrite an entry a slower block still has to read: to publish row i + 2 it must have gathered row i + 1,
 which every block publishes only after it has read row i. Flags count rows from 1, and the slots start
 zeroed (kc_exchange_clear), so a stale entry never passes for a fresh one. The group's blocks must be
@@ -29,22 +29,38 @@ __device__ __forceinline__ void kc_publish(float4* slot, float a, float b, float
     kc_store_release(reinterpret_cast<unsigned*>(&mine->w), tag);  // the data before the flag
 }
 
-// Warp 0: the `group` entries from `mates` merged in rank order (the same in every block of the group), once
-// each shows `tag`; lane 0's result is the one to use.
 template <class Merge>
-__device__ __forceinline__ float3 kc_gather(const float4* mates, unsigned group, unsigned tag, float3 acc, Merge merge)
+__device__ __forceinline__ float3 kc_warp_merge3(float3 acc, Merge merge)
 {
-    for (unsigned r = threadIdx.x; r < group; r += 32) {
-        while (kc_load_acquire(reinterpret_cast<const unsigned*>(&mates[r].w)) != tag) { }
-        const float4 e = __ldcg(mates + r);
-        acc = merge(acc, make_float3(e.x, e.y, e.z));
-    }
     #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         const float3 u = make_float3(__shfl_xor_sync(0xffffffffu, acc.x, o), __shfl_xor_sync(0xffffffffu, acc.y, o),
                                      __shfl_xor_sync(0xffffffffu, acc.z, o));
         acc = merge(acc, u);
     }
+    return acc;
+}
+
+// The whole block: the `group` entries from `mates`, once each shows `tag`, merged by a fixed tree (the same
+// in every block of the group); thread 0's result is the one to use. Each thread waits on at most a few
+// entries, so the flags' round trips overlap instead of queuing behind one another. `red` (32 entries) is
+// free again after the next barrier.
+template <class Merge>
+__device__ __forceinline__ float3 kc_gather(const float4* mates, unsigned group, unsigned tag, float3 acc,
+                                            float3* red, Merge merge)
+{
+    const float3 none = acc;  // the merge's identity
+    for (unsigned r = threadIdx.x; r < group; r += blockDim.x) {
+        while (kc_load_acquire(reinterpret_cast<const unsigned*>(&mates[r].w)) != tag) { }
+        const float4 e = __ldcg(mates + r);
+        acc = merge(acc, make_float3(e.x, e.y, e.z));
+    }
+    acc = kc_warp_merge3(acc, merge);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();  // the previous use of `red` is over
+    if (lane == 0) red[warp] = acc;
+    __syncthreads();
+    if (warp == 0) acc = kc_warp_merge3(lane < (int)(blockDim.x >> 5) ? red[lane] : none, merge);
     return acc;
 }
 

@@ -163,6 +163,7 @@ __device__ __forceinline__ void kc_layernorm(const float* __restrict__ x, float*
     // The block's slice of w (units j < w_res of each thread) and of b (j < b_res), loaded once for all rows.
     extern __shared__ float4 kc_affine[];
     __shared__ KcStat red[32];
+    __shared__ float3 mates[32];
     __shared__ float stat[2];
     const unsigned rank = blockIdx.x % group, groups = gridDim.x / group;
     const long long units = n / W;
@@ -224,14 +225,12 @@ __device__ __forceinline__ void kc_layernorm(const float* __restrict__ x, float*
                 if (W == 4 && prefetch > 0.0f && hi > lo) kc_prefetch(x, b, row + groups, rows, n, lo, hi, prefetch,
                                                                       b_res);
             }
-            if (threadIdx.x < 32) {
-                const float3 g = kc_gather(slot + (blockIdx.x - rank), group, it + 1, make_float3(0.0f, 0.0f, 0.0f),
-                    [](float3 a, float3 b) {
-                        const KcStat m = kc_merge(KcStat{a.x, a.y, a.z}, KcStat{b.x, b.y, b.z});
-                        return make_float3(m.n, m.mean, m.m2);
-                    });
-                s = KcStat{g.x, g.y, g.z};
-            }
+            const float3 g = kc_gather(slot + (blockIdx.x - rank), group, it + 1, make_float3(0.0f, 0.0f, 0.0f),
+                                       mates, [](float3 a, float3 b) {
+                                           const KcStat m = kc_merge(KcStat{a.x, a.y, a.z}, KcStat{b.x, b.y, b.z});
+                                           return make_float3(m.n, m.mean, m.m2);
+                                       });
+            s = KcStat{g.x, g.y, g.z};
         }
         if (threadIdx.x == 0) {
             stat[0] = s.mean;
