@@ -86,3 +86,7 @@ def test_no_affine_weight_only_offset_storage_and_special_rows(tmp_path):
     assert model(x)[1].isnan().all() and not model(x)[0].isnan().any()
     with pytest.raises(TypeError, match="float32"):
         model(x.half())
+
+
+def test_every_move_states_every_parameter():  # render fills left-out keys from the first move
+    assert len({frozenset(m.params) for m in nvrtc_kernels.moves(op(3))}) == 1

@@ -28,7 +28,8 @@ def test_moves_and_the_source_compiles_for_hopper(kind):
     text = source(kind, -1, ms[0].params)
     assert "class ModelNew(Model)" in text and "from kernelcraft.backends.nvrtc import load_kernels" in text
     module = load_kernels(re.search(r"KC_SOURCE = r'''(.*?)'''", text, re.S).group(1), arch="sm_90a")
-    assert {"kc_softmax_rows", "kc_softmax_columns", "kc_softmax_v8_w4", "kc_softmax_v1_w1"} <= set(module.signatures)
+    assert {"kc_softmax_rows", "kc_softmax_columns", "kc_softmax_v8_w4", "kc_softmax_v1_w1",
+            "kc_softmax_staged_w4", "kc_softmax_staged_w1"} <= set(module.signatures)
     spills = re.findall(r"(\d+) bytes spill stores", module.log)
     assert spills and set(spills) == {"0"}, module.log  # no kernel spills
 
@@ -45,7 +46,8 @@ SHAPES = [((64, 65536), -1), ((5, 1000), 1), ((3, 7), -1), ((2, 300001), -1), ((
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind, fn", KINDS)
 @pytest.mark.parametrize("params", [m.params for m in nvrtc_kernels.moves(Op("softmax", {"dim": -1}))],
-                         ids=lambda p: f"c{p['cluster']}t{p['threads']}{'s' if p['stream'] else ''}")
+                         ids=lambda p: f"c{p['cluster']}t{p['threads']}{'s' if p['stream'] else ''}"
+                         + (f"k{p['staged']}" if p.get("staged") else ""))
 def test_moves_match_torch_on_the_gpu(kind, fn, params, tmp_path):
     for shape, dim in SHAPES:
         model = load(source(kind, dim, params), tmp_path).ModelNew().cuda()
@@ -55,13 +57,20 @@ def test_moves_match_torch_on_the_gpu(kind, fn, params, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind, fn", KINDS)
-def test_offset_storage_and_special_rows(kind, fn, tmp_path):
-    model = load(source(kind, -1, {"cluster": 4, "threads": 512, "stream": True}), tmp_path).ModelNew().cuda()
+@pytest.mark.parametrize("staged", [0, 64], ids=["registers", "staged"])
+def test_offset_storage_and_special_rows(kind, fn, staged, tmp_path):
+    params = {"cluster": 4, "threads": 512, "stream": True, "staged": staged}
+    model = load(source(kind, -1, params), tmp_path).ModelNew().cuda()
     x = torch.randn(6 * 4096 + 1, device="cuda")[1:].view(6, 4096)  # 4-byte aligned only: no float4
     assert x.data_ptr() % 16 != 0
     torch.testing.assert_close(model(x), fn(x, -1), rtol=1e-5, atol=1e-6)
-    x = torch.randn(4, 4096, device="cuda")
-    x[1, 7], x[2] = float("nan"), -float("inf")
+    x = torch.randn(4, 65536, device="cuda")
+    x[1, 7], x[2], x[3, :40000] = float("nan"), -float("inf"), -float("inf")  # NaN, all -inf, a CTA of -inf
     torch.testing.assert_close(model(x), fn(x, -1), rtol=1e-5, atol=1e-6, equal_nan=True)
     with pytest.raises(TypeError, match="float32"):
         model(x.half())
+
+
+def test_every_move_states_every_parameter():  # render fills left-out keys from the first move
+    ms = nvrtc_kernels.moves(Op("softmax", {"dim": -1}))
+    assert len({frozenset(m.params) for m in ms}) == 1

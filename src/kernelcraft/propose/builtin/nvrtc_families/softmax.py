@@ -8,6 +8,11 @@ a memory-bound softmax can at best do. Rows too long for the cluster's registers
 kernel (three passes), a reduced dim that is not the last takes a thread-per-column kernel: slower, but
 right on every shape. fp32 in and out. Moves choose the cluster size, the threads per CTA, and whether
 loads and stores carry evict-first (streaming) cache hints.
+
+The staged moves (first: the fastest on the H100, 91.7% of a plain copy on softmax 4096 x 65536, see
+benchmarks/results) copy each CTA's slice into shared memory with cp.async instead of registers: no register
+waits on DRAM, so up to seven small CTAs share an SM and many more rows are in flight. Rows whose slice
+would not fit in shared memory take the register kernels.
 """
 
 from __future__ import annotations
@@ -20,13 +25,19 @@ VS = (1, 2, 4, 8)  # float4 (or float) units per thread; 8 float4 = 32 registers
 def _moves(op: Op) -> list[tuple]:
     text = ("Single read: each row split over a {c}-CTA thread-block cluster ({t} threads each), held in registers "
             "as float4, the row max and sum exchanged through distributed shared memory, one write")
+    staged = ("Single read staged in shared memory: each row over a cluster of up to 8 CTAs ({t} threads each), "
+              "each CTA's slice (up to {kb} KB) copied in by cp.async, so no registers wait on DRAM and up to "
+              "seven CTAs share an SM; max and sum exchanged through distributed shared memory, one write")
     stream = ("Single read over an {c}-CTA cluster ({t} threads each) with streaming cache hints: the row is "
               "loaded and stored evict-first (ld.global.cs / st.global.cs), it is touched once")
-    return [(text.format(c=c, t=t), cat, {"cluster": c, "threads": t, "stream": False})
-            for c, t, cat in ((8, 512, "memory"), (4, 512, "memory"), (8, 256, "parallelism"),
-                              (2, 1024, "parallelism"))] + \
-        [(stream.format(c=c, t=t), "memory", {"cluster": c, "threads": t, "stream": True})
-         for c, t in ((8, 512), (8, 256))]
+    staged_moves = [(staged.format(kb=kb, t=t) + (", stored evict-first (st.global.cs)" if st else ""), "memory",
+                     {"cluster": 8, "threads": t, "stream": st, "staged": kb})
+                    for kb, t, st in ((64, 512, False), (64, 512, True), (32, 256, False), (64, 256, False))]
+    return staged_moves + [(text.format(c=c, t=t), cat, {"cluster": c, "threads": t, "stream": False, "staged": 0})
+                           for c, t, cat in ((8, 512, "memory"), (4, 512, "memory"), (8, 256, "parallelism"),
+                                             (2, 1024, "parallelism"))] + \
+        [(stream.format(c=c, t=t), "memory", {"cluster": c, "threads": t, "stream": True, "staged": 0})
+         for c, t in ((8, 512), (8, 256))]  # every move states every key: render fills only what is left out
 
 
 _CUDA = r'''
@@ -156,6 +167,82 @@ __device__ __forceinline__ void kc_softmax_cluster(const float* __restrict__ x, 
     kc_cluster_sync();  // no CTA leaves while another may still read its shared memory
 }
 
+// One row per cluster of `csize` CTAs, each CTA's slice staged in shared memory by cp.async (no registers held
+// while the loads are in flight, so many more CTAs, and rows, fit on an SM than in kc_softmax_cluster).
+template <int W>
+__device__ __forceinline__ void kc_softmax_staged(const float* __restrict__ x, float* __restrict__ y, long long n,
+                                                  unsigned csize)
+{
+    extern __shared__ float4 kc_stage[];
+    __shared__ float red[32];
+    __shared__ float stat[2];
+    const unsigned rank = kc_cluster_rank();
+    const long long row = blockIdx.x / csize;
+    const long long units = n / W;
+    const long long per = (units + csize - 1) / csize;
+    const long long lo = min(units, rank * per);
+    const int cnt = (int)(min(units, lo + per) - lo);  // units in this CTA's slice
+    const float* xr = x + row * n + W * lo;
+    float* yr = y + row * n + W * lo;
+    float* stage1 = reinterpret_cast<float*>(kc_stage);
+    for (int u = threadIdx.x; u < cnt; u += blockDim.x) {
+        if (W == 4) {
+            const unsigned d = (unsigned)__cvta_generic_to_shared(kc_stage + u);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(xr + 4 * u) : "memory");
+        } else {
+            const unsigned d = (unsigned)__cvta_generic_to_shared(stage1 + u);
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(d), "l"(xr + u) : "memory");
+        }
+    }
+    asm volatile("cp.async.commit_group;\n\tcp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    float m = NEG_INF;
+    for (int u = threadIdx.x; u < cnt; u += blockDim.x) {
+        if (W == 4) {
+            const float4 q = kc_stage[u];
+            m = nmax(nmax(m, q.x), nmax(nmax(q.y, q.z), q.w));
+        } else {
+            m = nmax(m, stage1[u]);
+        }
+    }
+    m = kc_block_reduce<0>(m, red);
+    if (threadIdx.x == 0) stat[0] = m;
+    kc_cluster_sync();
+    float M = NEG_INF;
+    for (unsigned r = 0; r < csize; ++r) M = nmax(M, kc_cluster_load(&stat[0], r));
+    float s = 0.0f;
+    for (int u = threadIdx.x; u < cnt; u += blockDim.x) {  // each thread rereads only what it wrote back
+        if (W == 4) {
+            float4 q = kc_stage[u];
+            const float4 e = make_float4(expf(q.x - M), expf(q.y - M), expf(q.z - M), expf(q.w - M));
+            s += (e.x + e.y) + (e.z + e.w);
+            if (!LOG_SOFTMAX) kc_stage[u] = e;
+        } else {
+            const float e = expf(stage1[u] - M);
+            s += e;
+            if (!LOG_SOFTMAX) stage1[u] = e;
+        }
+    }
+    s = kc_block_reduce<1>(s, red);
+    if (threadIdx.x == 0) stat[1] = s;
+    kc_cluster_sync();
+    float S = 0.0f;
+    for (unsigned r = 0; r < csize; ++r) S += kc_cluster_load(&stat[1], r);  // same order in every CTA
+    const float k = LOG_SOFTMAX ? M + logf(S) : 1.0f / S;
+    for (int u = threadIdx.x; u < cnt; u += blockDim.x) {
+        if (W == 4) {
+            float4 q = kc_stage[u];
+            if (LOG_SOFTMAX) { q.x -= k; q.y -= k; q.z -= k; q.w -= k; } else { q.x *= k; q.y *= k; q.z *= k; q.w *= k; }
+            float4* p = reinterpret_cast<float4*>(yr) + u;
+            if (STREAM) __stcs(p, q); else *p = q;
+        } else {
+            const float q = LOG_SOFTMAX ? stage1[u] - k : stage1[u] * k;
+            if (STREAM) __stcs(yr + u, q); else yr[u] = q;
+        }
+    }
+    kc_cluster_sync();  // no CTA leaves while another may still read its shared memory
+}
+
 $wrappers
 
 // Any row length, one block per row: max, sum, write (three reads).
@@ -199,14 +286,25 @@ kc_softmax_columns(const float* __restrict__ x, float* __restrict__ y, long long
 _WRAPPER = ('extern "C" __global__ void __launch_bounds__(1024)\n'
             'kc_softmax_v{v}_w{w}(const float* __restrict__ x, float* __restrict__ y, long long n, unsigned csize)\n'
             '{{ kc_softmax_cluster<{v}, {w}>(x, y, n, csize); }}')
+_STAGED = ('extern "C" __global__ void __launch_bounds__(1024)\n'
+           'kc_softmax_staged_w{w}(const float* __restrict__ x, float* __restrict__ y, long long n, unsigned csize)\n'
+           '{{ kc_softmax_staged<{w}>(x, y, n, csize); }}')
 
 
 def _render(op: Op, p: dict) -> tuple[list[str], str]:
-    wrappers = "\n".join(_WRAPPER.format(v=v, w=w) for w in (1, 4) for v in VS)
+    wrappers = "\n".join([_WRAPPER.format(v=v, w=w) for w in (1, 4) for v in VS] + [_STAGED.format(w=w) for w in (1, 4)])
     cuda = _CUDA.replace("$log", "1" if op.kind == "log_softmax" else "0").replace("$wrappers", wrappers) \
         .replace("$stream", "1" if p.get("stream") else "0")
     kernels = f"KC_SOURCE = r'''{cuda}'''\n\nkc_kernels = load_kernels(KC_SOURCE)"
     cs, threads = int(p["cluster"]), int(p["threads"])
+    staged = "" if not p.get("staged") else f'''
+cs = max(1, min({cs}, -(-units * width * 4 // {int(p["staged"]) * 1024})))  # slices of at most {int(p["staged"])} KB
+per = -(-units // cs)
+threads = min({threads}, max(32, -(-per // 32) * 32))
+if per * width * 4 <= torch.cuda.get_device_properties(x.device).shared_memory_per_block_optin:
+    kc_kernels[f"kc_softmax_staged_w{{width}}"](x, y, R, cs, grid=(rows * cs,), block=(threads,), cluster=(cs,),
+                                               shared_mem=per * width * 4)
+    return y'''
     body = f'''
 if x.dtype != torch.float32:
     raise TypeError(f"these CUDA kernels read and write float32, not {{x.dtype}}")
@@ -221,7 +319,7 @@ if inner > 1:
     kc_kernels.kc_softmax_columns(x, y, R, inner, rows, grid=((rows + 255) // 256,), block=(256,))
     return y
 width = 4 if R % 4 == 0 and x.data_ptr() % 16 == 0 else 1
-units = R // width
+units = R // width{staged}
 cs = max(1, min({cs}, -(-units // {threads})))  # short rows take fewer CTAs, and fewer threads below
 per = -(-units // cs)
 threads = min({threads}, max(32, -(-per // 32) * 32))
