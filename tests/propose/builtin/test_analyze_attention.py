@@ -74,7 +74,8 @@ def test_three_dim_inputs_and_a_plain_batched_product_still_a_matmul(tmp_path):
 
 
 @pytest.mark.parametrize("forward, missing", [
-    ("return F.scaled_dot_product_attention(q, k, v, attn_mask=q[..., :1] > 0)", "scaled_dot_product_attention (attn_mask)"),
+    ("return F.scaled_dot_product_attention(q, k, v, attn_mask=q[..., :1] > 0)",
+     "scaled_dot_product_attention (attn_mask)"),
     ("return F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)", "scaled_dot_product_attention (dropout_p)"),
     ("return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)", "scaled_dot_product_attention (enable_gqa)"),
     ("return F.scaled_dot_product_attention(k, q, v)", "scaled_dot_product_attention (q, k, v other than the first "

@@ -173,7 +173,8 @@ class AttentionOps:
             return self.refuse(f"{SDPA} (q, k, v other than the first three inputs as passed)", node)
         scale = p["scale"]
         for flag, bad in (("attn_mask", p["attn_mask"] is not None), ("dropout_p", sp.num(p["dropout_p"]) != 0.0),
-                          ("is_causal", not isinstance(p["is_causal"], bool)), ("enable_gqa", p["enable_gqa"] is not False),
+                          ("is_causal", not isinstance(p["is_causal"], bool)),
+                          ("enable_gqa", p["enable_gqa"] is not False),
                           ("scale", scale is not None and sp.num(scale) is None),
                           ("shapes: broadcast or mismatched q, k, v", not self.qkv_shapes_ok())):
             if bad:

@@ -19,10 +19,11 @@ def compose(reference_source: str, head: str, kernels: list[str], body: str, inp
     if inputs:
         if len(names) < len(inputs):
             raise ValueError(f"a {kind} reference needs a forward(self, {', '.join(n.upper() for n in inputs)}, ...)")
-        first = f"{', '.join(inputs)} = {', '.join(names[:len(inputs)])}"
+        given = names[:len(inputs)]
+        first = f"{', '.join(inputs)} = {', '.join(given)}\n" if given != list(inputs) else ""
     else:
-        first = f"x = {names[0]}.contiguous()"
-    forward = f"class ModelNew(Model):\n    {signature}\n        {first}\n" + indent(body.strip("\n"), 8)
+        first = f"x = {names[0]}.contiguous()\n"
+    forward = f"class ModelNew(Model):\n    {signature}\n" + indent(first + body.strip("\n"), 8)
     return "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
 
 

@@ -7,7 +7,7 @@ the module (weights, eps, the reduced dim) from `self`, so every move is right o
 Each family lives in triton_families/ and lists the op kinds it serves in `KINDS`: kind -> (moves(op),
 render(op, params) -> (kernel sources, forward body)). A forward body reads the first input as `x` (made
 contiguous), or, for the kinds whose family declares the inputs it reads (`INPUTS`: kind -> their names, e.g.
-("a", "b") for a matmul), the first inputs under those names as passed.
+("a", "b") for a matmul, ("q", "k", "v") for attention), the first inputs under those names as passed.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.compose import compose
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families import (argreduce, channel_norm, conv, gemm, loss, norm, pointwise,
-                                                         pool, rows, scan)
+from kernelcraft.propose.builtin.triton_families import (argreduce, attention, channel_norm, conv, gemm, loss, norm,
+                                                         pointwise, pool, rows, scan)
 
-_FAMILIES = (pointwise, rows, norm, gemm, conv, pool, argreduce, scan, loss, channel_norm)
+_FAMILIES = (pointwise, rows, norm, gemm, conv, pool, argreduce, scan, loss, channel_norm, attention)
 _KINDS = {kind: entry for family in _FAMILIES for kind, entry in family.KINDS.items()}
 # kind -> the names under which its forward body reads the first inputs (strides as given), from each family's
 # INPUTS; any other kind reads the first input as `x`, made contiguous
