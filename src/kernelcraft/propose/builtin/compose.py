@@ -19,8 +19,7 @@ def compose(reference_source: str, head: str, kernels: list[str], body: str, inp
     if inputs:
         if len(names) < len(inputs):
             raise ValueError(f"a {kind} reference needs a forward(self, {', '.join(n.upper() for n in inputs)}, ...)")
-        given = names[:len(inputs)]
-        first = f"{', '.join(inputs)} = {', '.join(given)}\n" if given != list(inputs) else ""
+        first = f"{', '.join(inputs)} = {', '.join(names[:len(inputs)])}\n"
     else:
         first = f"x = {names[0]}.contiguous()\n"
     forward = f"class ModelNew(Model):\n    {signature}\n" + indent(first + body.strip("\n"), 8)
