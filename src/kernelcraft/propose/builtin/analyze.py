@@ -8,7 +8,8 @@ written by hand (square, mean, + eps, rsqrt, products in any order) become one r
 
 The abstract values live in values.py, torch's spellings of each op (functions, methods, modules, their
 defaults) in spellings.py, and the interpretation of the later op families (convolution, pooling,
-argmax/scans, losses, channel norms) in analyze_families.py, a mixin of the interpreter here.
+argmax/scans, losses, channel norms) in analyze_families.py and of attention (F.scaled_dot_product_attention,
+or softmax(q @ k^T * scale) @ v by hand) in analyze_attention.py, mixins of the interpreter here.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ import torch.nn.functional as F
 from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
+from kernelcraft.propose.builtin.analyze_attention import AttentionOps
 from kernelcraft.propose.builtin.analyze_families import FamilyOps
 from kernelcraft.propose.builtin.plan import Analysis, Op
-from kernelcraft.propose.builtin.values import UNKNOWN, X, Attr, Ew, LogSoftmaxIn, MeanSq, Operand, Pair, Prod
+from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, Ew, LogSoftmaxIn, MeanSq, Operand, Pair, Probs, Prod,
+                                                ScaledQ, Scores, Shape, SizePow)
 
 def _forward_source(source: str) -> str:
     try:
@@ -63,7 +66,7 @@ def analyze(problem) -> Analysis:
         return Analysis([], error=f"analysis failed: {type(exc).__name__}: {exc}")
 
 
-class _Interpreter(FamilyOps):
+class _Interpreter(FamilyOps, AttentionOps):
     def __init__(self, gm: fx.GraphModule, model: nn.Module, forward_src: str, input_shapes=lambda: []):
         self.gm, self.model, self.forward_src = gm, model, forward_src
         self._input_shapes, self._shapes = input_shapes, None
@@ -72,6 +75,7 @@ class _Interpreter(FamilyOps):
         self.unsupported: list[str] = []
         self.env: dict[fx.Node, object] = {}
         self.emitted: dict[Ew, int] = {}  # a chain used twice is emitted once
+        self.emitted_scores: dict[Scores, Ew] = {}  # q @ k^T realized as a matmul, once
 
     def run(self) -> Analysis:
         n_inputs = 0
@@ -122,8 +126,16 @@ class _Interpreter(FamilyOps):
         if isinstance(v, Prod) and v.src is not None and v.src == v.inv_src:
             self.emit_chain(v.src)
             return self.emit("rmsnorm", eps=v.eps, eps_attr=self.attr_name(v.eps, float), weight=v.weight)
+        if isinstance(v, Scores):
+            return self.realize_scores(v)
+        if isinstance(v, Probs):
+            return self.realize_probs(v)
         if isinstance(v, (Prod, Pair)):
             self.note("mul" if isinstance(v, Prod) else f"{v.op} with indices")
+        if isinstance(v, (Shape, SizePow)):
+            self.note("shape")
+        if isinstance(v, ScaledQ):
+            self.note("scale by a size")
         if isinstance(v, Operand):
             self.note("transpose")
         return None
@@ -155,6 +167,8 @@ class _Interpreter(FamilyOps):
     def call(self, node: fx.Node):
         if self.is_matmul(node):
             return self.matmul(node)
+        if (found := self.size_of(node)) is not None:
+            return found
         if (found := self.transposed(node)) is not None:
             return found
         if node.op == "call_module":
@@ -186,6 +200,8 @@ class _Interpreter(FamilyOps):
             return self.linear(node, w.path, b.path if b is not None else None)
         elif node.op == "call_function" and node.target in (F.conv1d, torch.conv1d, F.conv2d, torch.conv2d):
             return self.conv2d_call(node)
+        elif self.is_sdpa(node):
+            return self.sdpa(node)
         elif node.target in (operator.getitem, getattr) and isinstance(self.value(node.args[0]), Pair):
             pair, which = self.env[node.args[0]], node.args[1]
             if which in (0, "values"):
@@ -218,6 +234,11 @@ class _Interpreter(FamilyOps):
             return LogSoftmaxIn(self.inputs[node.args[0]], p["dim"])  # maybe a kl_div of logits: its consumer decides
         if kind == "kl_div":
             return self.kl_div(node, p)
+        if kind == "softmax" and isinstance(a, Scores) and (probs := self.softmax_of_scores(a, p)) is not None:
+            return probs  # maybe an attention's: decided by the product that follows
+        if kind == "pow" and isinstance(a, SizePow) and sp.num(p["exponent"]) is not None:
+            e = sp.num(p["exponent"])
+            return replace(a, power=a.power * e, coef=a.coef ** e)
         if kind in ("softmax", "log_softmax"):
             if not isinstance(p["dim"], int) or not isinstance(chain := self.realize(a), Ew):
                 return self.refuse(name, node)
@@ -242,18 +263,18 @@ class _Interpreter(FamilyOps):
             return self.pool(kind, name, a, p, node)
         return self.apply_step(a, sp.step(kind, p), name, node)
 
-    # -- matmul over the first two inputs ---------------------------------------------------------------
+    # -- matmul over the first two inputs (and the products of an attention) ----------------------------
     def shapes(self) -> list:
         if self._shapes is None:
             self._shapes = self._input_shapes()
         return self._shapes
 
     def operand(self, arg) -> Operand | None:
-        """arg as (a possibly transposed) forward input of 2 or 3 dims, or None."""
+        """arg as (a possibly transposed) forward input of 2 dims or more, or None."""
         if isinstance(arg, fx.Node) and arg in self.inputs:
             index = self.inputs[arg]
             shapes = self.shapes()
-            if index < len(shapes) and shapes[index] is not None and len(shapes[index]) in (2, 3):
+            if index < len(shapes) and shapes[index] is not None and len(shapes[index]) >= 2:
                 return Operand(index, False)
             return None
         v = self.env.get(arg) if isinstance(arg, fx.Node) else None
@@ -291,9 +312,13 @@ class _Interpreter(FamilyOps):
         return Operand(src.index, not src.trans) if flip else None
 
     def matmul(self, node: fx.Node):
+        if isinstance(probs := self.value(node.args[0]), Probs):
+            return self.attention_product(node, probs)
         a, b = (self.operand(arg) for arg in node.args)
+        if (scores := self.scores(node, a, b)) is not None:
+            return scores  # q @ k^T: an attention's scores, or a matmul, decided by what consumes them
         shapes = self.shapes() if a and b else []
-        ok = a is not None and b is not None and (a.index, b.index) == (0, 1) \
+        ok = a is not None and b is not None and (a.index, b.index) == (0, 1) and len(shapes[0]) in (2, 3) \
             and len(shapes[0]) == len(shapes[1]) and (len(shapes[0]) == 2 or shapes[0][0] == shapes[1][0])
         if not ok:
             return self.refuse("matmul", node)
@@ -326,6 +351,8 @@ class _Interpreter(FamilyOps):
                          else None, keepdim=bool(p["keepdim"]))
 
     def binary(self, kind: str, a, b, node: fx.Node):
+        if any(isinstance(v, (Scores, ScaledQ, SizePow)) for v in (a, b)):
+            return self.scale_binary(kind, a, b, node)  # a scale being built, or applied to q or to the scores
         ca, cb = sp.num(a), sp.num(b)
         if cb is not None and ca is None:  # tensor (op) number
             return self.apply_step(a, (kind, cb), kind, node)

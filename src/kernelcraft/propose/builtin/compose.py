@@ -1,8 +1,9 @@
 """A built-in candidate file: the reference verbatim, a header, the kernels, and `class ModelNew(Model)`.
 
 Shared by the kernel registries (triton_kernels.py, nvrtc_kernels.py): `ModelNew` keeps the reference's
-forward signature; its body reads the first input as `x` (made contiguous), or the first two as `a, b`
-as passed (`two_inputs`), then runs the family's body.
+forward signature; its body reads the first input as `x` (made contiguous), or, for a kind whose family
+declares the inputs it reads (`inputs`: their names in the body, e.g. ("a", "b") or ("q", "k", "v")), the
+first len(inputs) inputs under those names as passed, then runs the family's body.
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ import ast
 from kernelcraft.propose.builtin.triton_families.common import indent
 
 
-def compose(reference_source: str, head: str, kernels: list[str], body: str, two_inputs: bool, kind: str) -> str:
+def compose(reference_source: str, head: str, kernels: list[str], body: str, inputs: tuple[str, ...] | None,
+            kind: str) -> str:
     signature, names = forward_signature(reference_source)
-    if two_inputs:
-        if len(names) < 2:
-            raise ValueError(f"a {kind} reference needs a forward(self, A, B, ...)")
-        first = f"a, b = {names[0]}, {names[1]}"
+    if inputs:
+        if len(names) < len(inputs):
+            raise ValueError(f"a {kind} reference needs a forward(self, {', '.join(n.upper() for n in inputs)}, ...)")
+        first = f"{', '.join(inputs)} = {', '.join(names[:len(inputs)])}\n"
     else:
-        first = f"x = {names[0]}.contiguous()"
-    forward = f"class ModelNew(Model):\n    {signature}\n        {first}\n" + indent(body.strip("\n"), 8)
+        first = f"x = {names[0]}.contiguous()\n"
+    forward = f"class ModelNew(Model):\n    {signature}\n" + indent(first + body.strip("\n"), 8)
     return "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
 
 

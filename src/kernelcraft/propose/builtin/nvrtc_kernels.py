@@ -34,4 +34,4 @@ def render(op: Op, reference_source: str, params: dict) -> str:
     kernels, body = _KINDS[op.kind][1](op, p)
     head = (f"# ---- CUDA kernels (NVRTC) by kernelcraft's built-in engineer: {op.kind} {json.dumps(p, sort_keys=True)}\n"
             "import math\n\nimport torch\n\nfrom kernelcraft.backends.nvrtc import load_kernels")
-    return compose(reference_source, head, kernels, body, False, op.kind)
+    return compose(reference_source, head, kernels, body, None, op.kind)

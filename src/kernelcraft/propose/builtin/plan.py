@@ -23,7 +23,7 @@ WITH_PARAMS = {"elu": 1, "leaky_relu": 1, "hardtanh": 2, "clamp": 2, "softplus":
 
 @dataclass
 class Op:
-    """One recognized computation over the forward's first input (matmul, losses: its first two).
+    """One recognized computation over the forward's first input (matmul, losses: its first two; attention: three).
 
     kind and detail:
       elementwise  {"steps": [[name, *params], ...]}              y = f_n(...f_1(x)), same shape and dtype as x
@@ -84,6 +84,12 @@ class Op:
       groupnorm    {"groups": int, "groups_attr": str | None, "eps", "eps_attr", "weight", "bias"}   statistics per
                    (n, group) over C/groups channels and the spatial dims, affine per channel
                    (*_attr, for all of them: where forward reads the value at run time, e.g. "eps" or "norm.eps")
+      attention    {"causal": bool, "scale": float | None, "scale_attr": str | None}   of the first three inputs as
+                   passed, q (..., L, E), k (..., S, E), v (..., S, Ev) with equal leading dims:
+                   softmax(q @ k^T * scale, dim=-1) @ v, output (..., L, Ev) in q's dtype; scale None: 1/sqrt(E), read
+                   from q at run time; scale_attr: the attribute holding a given scale. causal: torch's is_causal,
+                   aligned top-left (query i sees keys j <= i, for any L and S). F.scaled_dot_product_attention
+                   without attn_mask, dropout or GQA, or the same written by hand (analyze_attention.py)
     """
 
     kind: str

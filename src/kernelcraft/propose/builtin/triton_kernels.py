@@ -6,7 +6,8 @@ the module (weights, eps, the reduced dim) from `self`, so every move is right o
 
 Each family lives in triton_families/ and lists the op kinds it serves in `KINDS`: kind -> (moves(op),
 render(op, params) -> (kernel sources, forward body)). A forward body reads the first input as `x` (made
-contiguous), or, for the kinds a family lists in its TWO_INPUTS, the first two as `a` and `b` as passed.
+contiguous), or, for the kinds whose family declares the inputs it reads (`INPUTS`: kind -> their names, e.g.
+("a", "b") for a matmul, ("q", "k", "v") for attention), the first inputs under those names as passed.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.compose import compose
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families import (argreduce, channel_norm, conv, gemm, loss, norm, pointwise,
-                                                         pool, rows, scan)
+from kernelcraft.propose.builtin.triton_families import (argreduce, attention, channel_norm, conv, gemm, loss, norm,
+                                                         pointwise, pool, rows, scan)
 
-_FAMILIES = (pointwise, rows, norm, gemm, conv, pool, argreduce, scan, loss, channel_norm)
+_FAMILIES = (pointwise, rows, norm, gemm, conv, pool, argreduce, scan, loss, channel_norm, attention)
 _KINDS = {kind: entry for family in _FAMILIES for kind, entry in family.KINDS.items()}
-# kinds whose forward body reads `a, b` (the first two inputs, strides as given), from each family's TWO_INPUTS
-TWO_INPUTS = {kind for family in _FAMILIES for kind in getattr(family, "TWO_INPUTS", ())}
+# kind -> the names under which its forward body reads the first inputs (strides as given), from each family's
+# INPUTS; any other kind reads the first input as `x`, made contiguous
+INPUTS = {kind: names for family in _FAMILIES for kind, names in getattr(family, "INPUTS", {}).items()}
 
 
 @dataclass(frozen=True)
@@ -55,4 +57,4 @@ def render(op: Op, reference_source: str, params: dict) -> str:
     kernels, body = _KINDS[op.kind][1](op, p)  # kernel sources (module level), forward body
     head = (f"# ---- Triton kernels by kernelcraft's built-in engineer: {op.kind} {json.dumps(p, sort_keys=True)}\n"
             "import math\n\nimport torch\nimport triton\nimport triton.language as tl")
-    return compose(reference_source, head, kernels, body, op.kind in TWO_INPUTS, op.kind)
+    return compose(reference_source, head, kernels, body, INPUTS.get(op.kind), op.kind)

@@ -48,6 +48,36 @@ class LogSoftmaxIn:  # log_softmax of forward input `index` over dim, pending th
 
 
 @dataclass(frozen=True)
+class Shape:  # input.shape (or input.size()) of forward input `index`, pending the subscript that takes one size
+    index: int
+
+
+@dataclass(frozen=True)
+class SizePow:  # coef * size ** power, where size is forward input `index`'s size along `dim` (>= 0), a number
+    index: int
+    dim: int
+    power: float = 1.0
+    coef: float = 1.0
+
+
+@dataclass(frozen=True)
+class ScaledQ:  # the first input q times const * E ** epow (E: q's last size), pending the q @ k^T of an attention
+    const: float = 1.0
+    epow: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scores:  # q @ k^T of the first two inputs (k's last two dims swapped), times const * E ** epow: maybe
+    const: float = 1.0  # the scores of an attention, decided by what consumes them
+    epow: float = 0.0
+
+
+@dataclass(frozen=True)
+class Probs:  # softmax(scores, dim=-1), pending the product with v (the third input) that makes it an attention
+    scores: Scores
+
+
+@dataclass(frozen=True)
 class Attr:  # a parameter or buffer, by attribute path
     path: str
 

@@ -265,4 +265,4 @@ grid = (""", 1)
 
 
 KINDS = {"matmul": (_matmul_moves, _render_matmul), "linear": (_matmul_moves, _render_linear)}
-TWO_INPUTS = {"matmul"}
+INPUTS = {"matmul": ("a", "b")}  # the forward body reads the first two inputs as a, b

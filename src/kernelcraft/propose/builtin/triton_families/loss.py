@@ -295,4 +295,4 @@ return y'''
 
 KINDS = {"loss": (_loss_moves, _render_loss), "cross_entropy": (_ce_moves, _render_ce),
          "kl_div_logits": (_kl_moves, _render_kl)}
-TWO_INPUTS = {"loss", "cross_entropy", "kl_div_logits"}
+INPUTS = {kind: ("a", "b") for kind in ("loss", "cross_entropy", "kl_div_logits")}  # read as a, b

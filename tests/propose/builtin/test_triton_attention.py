@@ -1,0 +1,153 @@
+"""The attention family: every move against torch on ragged shapes (L != S, E not a power of two, Ev != E, 2-D to
+4-D inputs), causal or not, fp32 and fp16; the level-1 attention problems end to end; and the precision rules of
+its moves."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelcraft.problems import load_problem
+from kernelcraft.propose.base import CATEGORIES
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.proposer import BuiltinProposer
+from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render
+from tests.propose.builtin.kernel_check import DEVICE, HEAD, assert_no_torch_compute, load
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+LEVEL1 = Path(__file__).resolve().parents[3] / "src" / "kernelcraft" / "problems" / "level1"
+
+# (q, k, v) shapes: L != S both ways, E and Ev odd and unequal, one key tile and several, 2-D to 4-D
+SHAPES = [((2, 37, 24), (2, 45, 24), (2, 45, 13)), ((1, 2, 70, 33), (1, 2, 19, 33), (1, 2, 19, 8)),
+          ((5, 3), (4, 3), (4, 17))]
+LONG = ((1, 150, 20), (1, 140, 20), (1, 140, 5))  # several query tiles and key tiles: causal tiles skipped
+
+
+def attn_op(causal=False, scale=None, scale_attr=None) -> Op:
+    return Op("attention", {"causal": causal, "scale": scale, "scale_attr": scale_attr})
+
+
+def sdpa_reference(scale_arg: str = "") -> str:
+    return (HEAD + "class Model(nn.Module):\n    def __init__(self, causal=False, scale=None):\n"
+            "        super().__init__()\n        self.causal = causal\n        self.scale = scale\n\n"
+            "    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:\n"
+            f"        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal{scale_arg})\n")
+
+
+def tolerance(dtype) -> dict:
+    return {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 2e-3}
+
+
+def check_attention(op: Op, params: dict, shapes: list, tmp_path, dtype=torch.float32, init=(), ref_src=None):
+    """Render op's candidate; on each (q, k, v) shape compare ModelNew with sdpa computed in fp32."""
+    source = render(op, ref_src or sdpa_reference(), params)
+    assert_no_torch_compute(source)
+    module = load(source, tmp_path)
+    scale = op.detail["scale"] if op.detail["scale_attr"] is None else init[1]
+    for qs, ks, vs in shapes:
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(s, device=DEVICE).to(dtype) for s in (qs, ks, vs))
+        got = module.ModelNew(*init)(q, k, v)
+        want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=op.detail["causal"],
+                                              scale=scale).to(dtype)
+        assert got.shape == want.shape and got.dtype == dtype, (qs, ks, vs, got.shape)
+        torch.testing.assert_close(got, want, **tolerance(dtype), msg=lambda m: f"{params} {qs} {ks} {vs}: {m}")
+
+
+def test_moves_are_distinct_categorized_json_and_exact_first():
+    for causal in (False, True):
+        ms = moves(attn_op(causal))
+        assert 3 <= len(ms) <= 8
+        assert len({m.text for m in ms}) == len(ms)
+        assert len({json.dumps(m.params, sort_keys=True) for m in ms}) == len(ms)
+        assert all(m.category in CATEGORIES for m in ms)
+        assert json.loads(json.dumps([m.params for m in ms])) == [m.params for m in ms]
+        relaxed = [needs_relaxed(m) for m in ms]
+        assert relaxed == sorted(relaxed) and relaxed.count(True) == 1  # the one TF32 move, last
+        for m in ms:
+            assert ("tolerance policy that admits TF32" in m.text) == needs_relaxed(m)
+            assert m.params["BLOCK_M"] % m.params["BLOCK_N"] == 0
+        assert any(m.params["precision"] == "tf32x3" for m in ms) and any(m.params["fold_q"] for m in ms)
+        assert all(("causal" in m.text) == causal for m in ms)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("params", [m.params for m in moves(attn_op())], ids=lambda p: json.dumps(p))
+def test_attention_moves(params, causal, tmp_path):
+    check_attention(attn_op(causal), params, SHAPES, tmp_path, init=(causal,))
+    check_attention(attn_op(causal), params, SHAPES, tmp_path, dtype=torch.float16, init=(causal,))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("index", [0, 1, 5])  # 128x64, 64x64 and 64x32 tiles
+def test_many_query_and_key_tiles(index, causal, tmp_path):
+    params = moves(attn_op())[index].params
+    wide = ((2, 45, 70), (2, 50, 70), (2, 50, 66))  # fp32 rows of 128 padded: the smaller tiles
+    check_attention(attn_op(causal), params, [LONG, ((37, 20), (100, 20), (100, 5)), wide], tmp_path, init=(causal,))
+
+
+def test_a_given_scale_read_from_the_module_and_a_literal_one(tmp_path):
+    params = moves(attn_op())[4].params  # the scale folded into q
+    check_attention(attn_op(True, 0.3, "scale"), params, SHAPES[:2], tmp_path, init=(True, 0.3),
+                    ref_src=sdpa_reference(", scale=self.scale"))
+    source = render(attn_op(False, 0.3), sdpa_reference(", scale=0.3"), params)
+    assert "qk_scale = 0.3 *" in source
+
+
+def test_no_keys_give_zeros_and_strided_inputs_are_read_as_given(tmp_path):
+    module = load(render(attn_op(), sdpa_reference(), {}), tmp_path)
+    q, k, v = torch.randn(3, 8, device=DEVICE), torch.randn(0, 8, device=DEVICE), torch.randn(0, 4, device=DEVICE)
+    torch.testing.assert_close(module.ModelNew()(q, k, v), torch.zeros(3, 4, device=DEVICE))
+    q, k, v = (torch.randn(2, n, 3, 16, device=DEVICE).transpose(1, 2) for n in (9, 11, 11))  # (B, H, L, E) views
+    torch.testing.assert_close(module.ModelNew()(q, k, v), F.scaled_dot_product_attention(q, k, v), rtol=1e-4,
+                               atol=1e-5)
+    with pytest.raises(ValueError, match="equal leading dims"):
+        module.ModelNew()(torch.randn(2, 3, 8), torch.randn(1, 4, 8), torch.randn(1, 4, 8))
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="Triton's interpreter computes bf16 tl.dot wrongly (numpy has no bf16)")
+def test_attention_bf16(tmp_path):
+    for params in (m.params for m in moves(attn_op())[:2]):
+        check_attention(attn_op(True), params, SHAPES, tmp_path, dtype=torch.bfloat16, init=(True,))
+
+
+def test_fp32_precision_per_move():
+    """fp32 inputs: exact (ieee) or 3xTF32 unless the move is the relaxed TF32 one; half inputs always "ieee"."""
+    for m in moves(attn_op()):
+        source = render(attn_op(), sdpa_reference(), m.params)
+        assert f'prec = "{m.params["precision"]}" if q.dtype == torch.float32 else "ieee"' in source
+    strict, relaxed = BuiltinProposer("cpu"), BuiltinProposer("cpu", precision_moves=True)
+    assert not any(needs_relaxed(m) for m in strict.moves(attn_op(), "triton"))
+    assert any(needs_relaxed(m) for m in relaxed.moves(attn_op(), "triton"))
+
+
+@pytest.mark.parametrize("name, causal, dtype", [("attention", False, torch.float32),
+                                                 ("sdpa_causal_fp16", True, torch.float16)])
+def test_suite_attention_problems(name, causal, dtype, tmp_path):
+    """Covered by the engineer; its first move's candidate matches Model on the problem's small sizes."""
+    problem = load_problem(f"level1/{name}")
+    op = BuiltinProposer("cpu").coverage(problem, "triton").single
+    assert op == attn_op(causal)
+    module = load(render(op, problem.source, moves(op)[0].params), tmp_path)
+    small = problem.load(small=True)
+    torch.manual_seed(0)
+    q, k, v = (t.to(DEVICE) for t in small.get_inputs())
+    assert q.dtype == dtype and q.shape == (2, 3, 37, 24)
+    want = small.Model()(q.float(), k.float(), v.float()).to(dtype)
+    got = module.ModelNew()(q, k, v)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, want, **tolerance(dtype))
+    torch.testing.assert_close(got, small.Model()(q, k, v), **tolerance(dtype))  # and in the problem's own dtype
+
+
+def test_a_forward_with_other_names_reads_its_first_three_inputs_as_q_k_v(tmp_path):
+    ref = sdpa_reference().replace("forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor)",
+                                   "forward(self, query, key, value)").replace("(q, k, v,", "(query, key, value,")
+    source = render(attn_op(), ref, {})
+    assert "q, k, v = query, key, value\n" in source
+    module = load(source, tmp_path)
+    q, k, v = (torch.randn(2, n, 8, device=DEVICE) for n in (5, 6, 6))
+    torch.testing.assert_close(module.ModelNew()(q, k, v), module.Model()(q, k, v), rtol=1e-4, atol=1e-5)
