@@ -1,11 +1,12 @@
 """Probe of the CUDA LayerNorm family's resident-row kernel on LayerNorm (16, 64, 256, 256): its time with and
 without the affine weight and bias (w and b are re-read by every row: 33.5 MB each time unless L2 keeps them),
-per move, beside the copy floor. `--once MOVE` runs one forward only (for a profiler such as ncu).
+per move, beside the copy floor, and the host time one forward takes to issue its launches. `--once MOVE` runs one forward only (for a profiler such as ncu).
 
     python benchmarks/layernorm_resident_probe.py > benchmarks/results/layernorm-resident-probe-h100.log
 """
 
 import argparse
+import time
 
 import torch
 import triton.testing
@@ -52,7 +53,13 @@ def main() -> None:
             m = model(affine, move.params)
             with torch.no_grad():
                 ms = triton.testing.do_bench(lambda: m(x), warmup=30, rep=300)
-            print(f"move {i} affine={affine!s:5} {ms:.4f} ms  {move.params}", flush=True)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(20):  # host time to issue one forward (the GPU is left to queue them)
+                    m(x)
+                host_us = (time.perf_counter() - t0) / 20 * 1e6
+                torch.cuda.synchronize()
+            print(f"move {i} affine={affine!s:5} {ms:.4f} ms  host {host_us:.0f} us/forward  {move.params}", flush=True)
 
 
 if __name__ == "__main__":

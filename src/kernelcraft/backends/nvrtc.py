@@ -189,6 +189,7 @@ class KernelModule:
     log: str
     signatures: dict[str, list[Param]]
     _loaded: dict = field(default_factory=dict)
+    _occupancy: dict = field(default_factory=dict)  # (kernel, device, threads, shared bytes) -> blocks per SM
 
     def __getattr__(self, name: str):
         signatures = self.__dict__.get("signatures", {})
@@ -253,13 +254,16 @@ class Launcher:
 
         index = None if device is None else torch.device(device).index
         device_index = torch.cuda.current_device() if index is None else index
-        _, kernel, _ = self._kernel(device_index)
-        if shared_mem > 48 * 1024:  # the occupancy of a kernel not yet allowed that much is 0
-            _allow_dynamic_shared(kernel, device_index, shared_mem)
         threads = 1
         for d in _dims(block):
             threads *= d
-        return int(kernel.occupancy.max_active_blocks_per_multiprocessor(threads, shared_mem))
+        key = (self.name, device_index, threads, shared_mem)
+        if key not in self.module._occupancy:  # asked on every forward: the driver is asked once
+            _, kernel, _ = self._kernel(device_index)
+            if shared_mem > 48 * 1024:  # the occupancy of a kernel not yet allowed that much is 0
+                _allow_dynamic_shared(kernel, device_index, shared_mem)
+            self.module._occupancy[key] = int(kernel.occupancy.max_active_blocks_per_multiprocessor(threads, shared_mem))
+        return self.module._occupancy[key]
 
     def _kernel(self, device_index: int):
         device, module, kernels, streams = self.module._kernel(device_index)
