@@ -38,7 +38,7 @@ ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_prope
                  "torch.cuda.get_device_capability", "math.prod", "triton.cdiv",
                  "triton.next_power_of_2", "np2", "min", "max", "float", "int", "list", "tuple", "any", "zip",
                  "ValueError", "all", "range", "TensorDescriptor.from_tensor", "kc_tiles", "kc_conv_out_size",
-                 "kc_conv_padding", "kc_pool_out", "kc_tma_ok", "kc_matmul_tma", "kc_linear_tma"}
+                 "kc_conv_padding", "kc_phase_taps", "kc_pool_out", "kc_tma_ok", "kc_matmul_tma", "kc_linear_tma"}
 ALLOWED_METHODS = {"contiguous", "reshape", "numel", "dim", "stride", "element_size", "data_ptr", "t"}
 
 

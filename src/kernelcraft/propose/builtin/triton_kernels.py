@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.compose import compose
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families import (argreduce, channel_norm, conv, gemm, loss, norm, pointwise,
-                                                         pool, rows, scan)
+from kernelcraft.propose.builtin.triton_families import (argreduce, channel_norm, conv, conv3d, conv_transpose, gemm,
+                                                         loss, norm, pointwise, pool, rows, scan)
 
-_FAMILIES = (pointwise, rows, norm, gemm, conv, pool, argreduce, scan, loss, channel_norm)
+_FAMILIES = (pointwise, rows, norm, gemm, conv, conv3d, conv_transpose, pool, argreduce, scan, loss, channel_norm)
 _KINDS = {kind: entry for family in _FAMILIES for kind, entry in family.KINDS.items()}
 # kinds whose forward body reads `a, b` (the first two inputs, strides as given), from each family's TWO_INPUTS
 TWO_INPUTS = {kind for family in _FAMILIES for kind in getattr(family, "TWO_INPUTS", ())}
