@@ -65,7 +65,8 @@ def test_bench_reports_fast_p_over_a_directory(server, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["run", "level1/conv3d", "--device", "cpu"], "the built-in engineer cannot cover level1/conv3d"),
+    (["run", "level1/sdpa_causal_fp16", "--device", "cpu"],
+     "the built-in engineer cannot cover level1/sdpa_causal_fp16"),
     (["run", "level1/relu", "--device", "cpu", "--strategy", "sample"], "use tree or refine"),
     (["run", "level1/relu", "--device", "cpu", "--backend", "cpp"], "the built-in engineer writes"),
     (["run", "--resume", "nope", "--model", "x/y", "--base-url", "http://127.0.0.1:9"], "no run 'nope'"),

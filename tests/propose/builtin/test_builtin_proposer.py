@@ -67,10 +67,10 @@ def test_a_parent_idea_is_not_offered_again(engineer, softmax):
 
 
 def test_what_it_cannot_cover_it_says_plainly(engineer):
-    conv = load_problem("level1/conv3d")
-    with pytest.raises(CoverageError, match="cannot cover level1/conv3d: conv3d"):
-        engineer.coverage(conv, "triton")
-    answer = engineer.ask(Request("ideas", conv, "triton", count=2))
+    sdpa = load_problem("level1/sdpa_causal_fp16")
+    with pytest.raises(CoverageError, match="cannot cover level1/sdpa_causal_fp16: scaled_dot_product_attention"):
+        engineer.coverage(sdpa, "triton")
+    answer = engineer.ask(Request("ideas", sdpa, "triton", count=2))
     assert answer.text is None and "cannot cover" in answer.error
     with pytest.raises(CoverageError, match="writes triton, cuda_nvrtc kernels"):
         engineer.coverage(load_problem("level1/softmax"), "cuda_inline")

@@ -28,15 +28,17 @@ from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
 GATHER = "gather input patches straight from x (padding as a mask, no im2col buffer)"
 
 
-def conv_moves(op: Op, formulation: str = "Implicit GEMM: " + GATHER, outputs: str = "pixels") -> list[tuple]:
+def conv_moves(op: Op, formulation: str = "Implicit GEMM: " + GATHER, outputs: str = "pixels",
+               gemm: str = "implicit GEMM") -> list[tuple]:
     """The convolution families' moves: tiles, exact fp32, 3xTF32 and (relaxed only) TF32. `formulation` opens
-    the exact moves' text, `outputs` names the GEMM's rows (pixels, voxels, ...)."""
+    the exact moves' text, `gemm` names it in the tensor-core moves', `outputs` names the GEMM's rows (pixels,
+    voxels, ...)."""
     tile = "{m}x{n} output tiles (" + outputs + " x out-channels), {k}-wide K steps, {w} warps, {s} stages"
     exact = (formulation + ", " + tile + ", exact fp32 products on the FMA units, bias and epilogue fused before the "
              "one store")
     split = ("3xTF32 tensor cores at fp32 accuracy: each operand split into a TF32 part and a TF32 remainder, three "
-             "products per step (error ~1e-6 relative); implicit GEMM, " + tile)
-    tf32 = ("TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32): implicit GEMM, "
+             "products per step (error ~1e-6 relative); " + gemm + ", " + tile)
+    tf32 = ("TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32): " + gemm + ", "
             + tile)
 
     def p(m, n, k, w, s, prec):

@@ -19,7 +19,7 @@ from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
 
 
 def _conv3d_moves(op: Op) -> list[tuple]:
-    return conv_moves(op, "Implicit GEMM over (N, D, H, W) outputs: " + GATHER, "voxels")
+    return conv_moves(op, "Implicit GEMM over (N, D, H, W) outputs: " + GATHER, "voxels", "3-D implicit GEMM")
 
 
 _CONV3D = '''

@@ -26,7 +26,8 @@ from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
 
 def _moves(op: Op) -> list[tuple]:
     return conv_moves(op, "Sub-pixel decomposition: one implicit GEMM per output phase (oh, ow mod stride) over only "
-                          "the taps that reach it, inputs gathered straight from x (no zero-inserted buffer)")
+                          "the taps that reach it, inputs gathered straight from x (no zero-inserted buffer)",
+                      gemm="implicit GEMM per output phase")
 
 
 _PHASE_TAPS = '''
@@ -120,10 +121,10 @@ if y.numel() > 0:
             M, K = N * OHR * OWR, CPG * nh * nw  # K == 0: no tap reaches this phase, bias only
             grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
             kc_conv_transpose2d_kernel[grid](
-                x, w, x if bias is None else bias, y, M, C, H, W, CO, OH, OW, OHR, OWR, K, CPG, COPG, KH, KW, rh, rw,
-                sh, sw, fh, fw, th, tw, bh, bw, eh, ew, NH=max(nh, 1), NW=max(nw, 1), HAS_BIAS=bias is not None,
-                BLOCK_M={bm}, BLOCK_N=bn, BLOCK_K={bk}, GROUP_M={group}, PREC=prec, num_warps={int(p["num_warps"])},
-                num_stages={int(p["num_stages"])})
+                x, w, x if bias is None else bias, y, M, C, H, W, CO, OH, OW, OHR, OWR, K, CPG, COPG, KH, KW,
+                rh, rw, sh, sw, fh, fw, th, tw, bh, bw, eh, ew, NH=max(nh, 1), NW=max(nw, 1),
+                HAS_BIAS=bias is not None, BLOCK_M={bm}, BLOCK_N=bn, BLOCK_K={bk}, GROUP_M={group},
+                PREC=prec, num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
 return y.reshape(y.shape[1:]) if unbatched else y'''
     return [_PHASE_TAPS, kernel], body
 
