@@ -11,7 +11,7 @@ from kernelcraft.problems import load_problem
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
-from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed
+from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render
 from tests.propose.builtin.kernel_check import DEVICE, check, check_small_problem, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -58,9 +58,10 @@ def test_moves_are_distinct_and_tf32_is_marked():
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(convt_op())],
-                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p))
+                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p) + ("-one" * p.get("one_launch", 0)))
 def test_conv_transpose2d_moves(params, tmp_path):
-    check(convt_op(), reference("self.conv(x)", INIT, CONV), params, CASES, tmp_path, **tolerance(params))
+    cases = CASES[::2] if params["precision"] == "tf32" else CASES  # the relaxed moves repeat the exact ones' tiles
+    check(convt_op(), reference("self.conv(x)", INIT, CONV), params, cases, tmp_path, **tolerance(params))
 
 
 def test_epilogue_and_functional_values(tmp_path):
@@ -88,3 +89,12 @@ def test_suite_transposed_convs_are_covered_and_match_on_their_small_sizes(name,
     assert op.kind == "conv_transpose2d" and op.detail["steps"] == steps
     for move in engineer.moves(op, "triton")[:2]:  # 3xTF32 and exact fp32
         check_small_problem(op, problem, move.params, tmp_path)
+
+
+def test_one_launch_moves_take_every_phase_in_one_grid(tmp_path):
+    one = [m for m in moves(convt_op()) if m.params.get("one_launch")]
+    assert [m.params["precision"] for m in one] == ["tf32x3", "ieee"]
+    source = render(convt_op(), reference("self.conv(x)", INIT, CONV), one[0].params)
+    assert source.count("kc_conv_transpose2d_phases_kernel[grid](") == 1 and "for rh in" not in source
+    check(convt_op([["tanh"]]), reference("torch.tanh(self.conv(x))", INIT, CONV), one[1].params, CASES[2:5],
+          tmp_path)

@@ -90,10 +90,10 @@ if y.numel() > 0:
     bn = min({bn}, max(16, triton.next_power_of_2(COPG)))
     prec = "{prec}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
     grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
-    kc_conv3d_kernel[grid](x, w, x if bias is None else bias, y, M, C, D, H, W, CO, OD, OH, OW, K, CPG, COPG, sd, sh,
-                           sw, pd, ph, pw, dd, dh, dw, KD=KD, KH=KH, KW=KW, HAS_BIAS=bias is not None, BLOCK_M={bm},
-                           BLOCK_N=bn, BLOCK_K={bk}, GROUP_M={group}, PREC=prec, num_warps={int(p["num_warps"])},
-                           num_stages={int(p["num_stages"])})
+    kc_conv3d_kernel[grid](
+        x, w, x if bias is None else bias, y, M, C, D, H, W, CO, OD, OH, OW, K, CPG, COPG, sd, sh, sw, pd, ph, pw,
+        dd, dh, dw, KD=KD, KH=KH, KW=KW, HAS_BIAS=bias is not None, BLOCK_M={bm}, BLOCK_N=bn, BLOCK_K={bk},
+        GROUP_M={group}, PREC=prec, num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
 return y.reshape(y.shape[1:]) if unbatched else y'''
     return [_OUT_SIZE, kernel], body
 
