@@ -127,8 +127,8 @@ def test_conv3d_spellings(tmp_path):
 
 def test_conv_transpose2d_spellings(tmp_path):
     op = analyze(write(tmp_path, "return torch.sigmoid(self.up(x))",
-                       "self.up = nn.ConvTranspose2d(3, 4, (3, 2), stride=(2, 3), padding=(1, 0), output_padding=(1, 2),"
-                       " groups=1, dilation=(1, 2), bias=False)", inputs=IMAGE)).single
+                       "self.up = nn.ConvTranspose2d(3, 4, (3, 2), stride=(2, 3), padding=(1, 0), "
+                       "output_padding=(1, 2), groups=1, dilation=(1, 2), bias=False)", inputs=IMAGE)).single
     assert op.kind == "conv_transpose2d" and op.detail["steps"] == [["sigmoid"]] and op.detail["bias"] is None
     assert (op.detail["module"], op.detail["weight"]) == ("up", "up.weight")
     assert (op.detail["stride"], op.detail["padding"], op.detail["output_padding"], op.detail["dilation"]) == \

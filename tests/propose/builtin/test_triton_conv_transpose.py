@@ -57,8 +57,11 @@ def test_moves_are_distinct_and_tf32_is_marked():
     assert strict and not any(m.params["precision"] == "tf32" for m in strict)
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(convt_op())],
-                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p) + ("-one" * p.get("one_launch", 0)))
+def _id(p: dict) -> str:
+    return "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p) + ("-one" if p.get("one_launch") else "")
+
+
+@pytest.mark.parametrize("params", [m.params for m in moves(convt_op())], ids=_id)
 def test_conv_transpose2d_moves(params, tmp_path):
     cases = CASES[::2] if params["precision"] == "tf32" else CASES  # the relaxed moves repeat the exact ones' tiles
     check(convt_op(), reference("self.conv(x)", INIT, CONV), params, cases, tmp_path, **tolerance(params))

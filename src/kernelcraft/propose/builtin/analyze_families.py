@@ -1,7 +1,7 @@
 """The op families analyze.py's interpreter reads beyond its core (elementwise, softmax, reductions, norms,
-matmul): convolutions, transposed ones too (with their pointwise epilogue and pooling folded in), pooling, argmax/argmin and
-scans, losses and channel norms. A mixin: the methods use the interpreter's own (value, realize, emit,
-refuse, attr_name, ...)."""
+matmul): convolutions 1-D to 3-D and transposed 2-D ones (with their pointwise epilogue and pooling folded in),
+pooling, argmax/argmin and scans, losses and channel norms. A mixin: the methods use the interpreter's own
+(value, realize, emit, refuse, attr_name, ...)."""
 
 from __future__ import annotations
 
@@ -105,9 +105,8 @@ class FamilyOps:
         if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1):
             return False
         op = self.ops[chain.base]
-        if op.kind not in ("conv1d", "conv2d", "conv3d", "conv_transpose2d", "linear", "layernorm", "rmsnorm") \
-                or op.detail.get("steps") \
-                or op.detail.get("pool"):  # steps after a pool are an op of their own
+        kinds = ("conv1d", "conv2d", "conv3d", "conv_transpose2d", "linear", "layernorm", "rmsnorm")
+        if op.kind not in kinds or op.detail.get("steps") or op.detail.get("pool"):  # after a pool: an op of its own
             return False
         op.detail["steps"] = [list(s) for s in chain.steps]
         return True

@@ -65,8 +65,8 @@ class Op:
                    F.conv2d the values given (groups by attribute when read from self).
       conv1d       the keys of conv2d, the hyper-parameters lifted to a one-row conv2d's ([1, s], [0, p], [1, d])
       conv3d       {"stride": [sd, sh, sw], "padding": [pd, ph, pw], "dilation": [dd, dh, dw], "groups", "module",
-                    "groups_attr", "weight", "bias", "steps"}   y = steps(conv3d(x, weight, bias)) over x (N, C, D, H, W)
-                   or (C, D, H, W); the keys mean what conv2d's do (nn.Conv3d or F.conv3d; no pool key)
+                    "groups_attr", "weight", "bias", "steps"}   y = steps(conv3d(x, weight, bias)) over x
+                   (N, C, D, H, W) or (C, D, H, W); the keys mean what conv2d's do (nn.Conv3d or F.conv3d; no pool)
       conv_transpose2d {"stride": [sh, sw], "padding": [ph, pw], "output_padding": [oph, opw], "dilation": [dh, dw],
                     "groups", "module", "groups_attr", "weight", "bias", "steps"}
                    y = steps(conv_transpose2d(x, weight, bias)), weight (C_in, C_out/groups, KH, KW), x (N, C, H, W)

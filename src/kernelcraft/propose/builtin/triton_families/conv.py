@@ -15,6 +15,9 @@ a program per (image, channel) plane tile with the taps unrolled, in fp32.
 Precision: "ieee" is exact fp32 on the FMA units; "tf32x3" splits each fp32 operand into a TF32 part and a
 TF32 remainder and sums three tensor-core products, which keeps fp32-grade accuracy (about 1e-6 relative);
 "tf32" rounds inputs to TF32 (10-bit mantissa) and is offered only under a policy that admits TF32.
+
+conv3d.py and conv_transpose.py build on this module's moves (conv_moves), tile prologue (TILE), hyper-parameter
+lines (hyper_lines) and size helpers.
 """
 
 from __future__ import annotations
@@ -90,7 +93,8 @@ def hyper_lines(d: dict, names: tuple, spatial: tuple, padding_strings: bool = T
     if d.get("module"):
         conv = attr(d["module"])
         resolve = padding_strings and "padding" in names
-        lines = [f"{var(n)} = {conv}.{n}" for n in names if n != "padding" or not resolve] + [f"groups = {conv}.groups"]
+        lines = [f"{var(n)} = {conv}.{n}" for n in names if n != "padding" or not resolve]
+        lines.append(f"groups = {conv}.groups")
         if resolve:  # after the dilation, which "same" padding needs
             kernel = "(" + ", ".join("K" + a.upper() for a in spatial) + ",)"
             lines.append(f"{var('padding')} = kc_conv_padding({conv}.padding, {var('dilation')}, {kernel})")
