@@ -9,6 +9,7 @@ import pytest
 
 from kernelcraft.cli import main
 from kernelcraft.problems.problem import SUITE_ROOT
+from tests.helpers import FIXTURES
 from tests.llm_server import Reply, Rule, ScriptedLLMServer
 from tests.search.conftest import FAST, code
 
@@ -65,7 +66,8 @@ def test_bench_reports_fast_p_over_a_directory(server, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["run", "level1/conv3d", "--device", "cpu"], "the built-in engineer cannot cover level1/conv3d"),
+    (["run", str(FIXTURES / "problems" / "spectrum.py"), "--device", "cpu"],
+     "the built-in engineer cannot cover spectrum: fft_rfft"),
     (["run", "level1/relu", "--device", "cpu", "--strategy", "sample"], "use tree or refine"),
     (["run", "level1/relu", "--device", "cpu", "--backend", "cpp"], "the built-in engineer writes"),
     (["run", "--resume", "nope", "--model", "x/y", "--base-url", "http://127.0.0.1:9"], "no run 'nope'"),

@@ -10,6 +10,7 @@ from kernelcraft.report import data
 from kernelcraft.report.metrics import bench_metrics
 from kernelcraft.search import outcome
 from kernelcraft.store import StoreError
+from tests.helpers import FIXTURES
 
 pytestmark = pytest.mark.slow
 
@@ -109,8 +110,8 @@ def test_compare_two_runs_and_two_benches(runs, tree):
 
 
 def test_a_bench_counts_the_problems_it_could_not_cover(verifier, tmp_path):
-    """The built-in engineer covers relu, not conv3d: the bench starts one run, keeps conv3d (and why), and its
-    report counts two problems, one correct, as the bench's own summary did."""
+    """The built-in engineer covers relu, not the spectrum fixture (an rfft): the bench starts one run, keeps the other (and why),
+    and its report counts two problems, one correct, as the bench's own summary did."""
     from kernelcraft.problems import load_problem
     from kernelcraft.propose.builtin.proposer import BuiltinProposer
     from kernelcraft.search import RunConfig, run_bench
@@ -118,7 +119,7 @@ def test_a_bench_counts_the_problems_it_could_not_cover(verifier, tmp_path):
 
     store = Store(tmp_path / "runs.db")
     try:
-        summary = run_bench(store, "two", [load_problem("level1/relu"), load_problem("level1/conv3d")],
+        summary = run_bench(store, "two", [load_problem("level1/relu"), load_problem(FIXTURES / "problems" / "spectrum.py")],
                             BuiltinProposer("cpu"), verifier,
                             RunConfig(strategy="tree", backend="triton", rounds=1, ideas=1, impls=1))
         report = data.bench_report(store, summary["bench_id"])
@@ -127,7 +128,8 @@ def test_a_bench_counts_the_problems_it_could_not_cover(verifier, tmp_path):
     started = [p for p in report["problems"] if p["run_id"]]
     assert len(started) == 1 and started[0]["correct"] and started[0]["problem"] == "level1/relu"
     (missing,) = [p for p in report["problems"] if p["status"] == "not_covered"]
-    assert missing["problem"] == "level1/conv3d" and not missing["correct"] and "conv3d" in missing["reason"]
+    assert missing["problem"] == "spectrum" and not missing["correct"]
+    assert "fft_rfft" in missing["reason"]
     assert report["metrics"] == summary["metrics"] and report["metrics"]["problems"] == 2
     assert report["metrics"]["correct"] == 1
     from rich.console import Console
@@ -135,8 +137,8 @@ def test_a_bench_counts_the_problems_it_could_not_cover(verifier, tmp_path):
     from kernelcraft.report.html import render
     from kernelcraft.report.terminal import bench_report_view
 
-    assert "level1/conv3d" in render(report)
+    assert "spectrum" in render(report)
     console = Console(width=160, record=True)
     console.print(bench_report_view(report))
     text = console.export_text()
-    assert "level1/conv3d" in text and "not covered" in text
+    assert "spectrum" in text and "not covered" in text

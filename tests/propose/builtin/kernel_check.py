@@ -37,8 +37,9 @@ def load(source: str, tmp_path: Path):
 ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_properties",
                  "torch.cuda.get_device_capability", "math.prod", "triton.cdiv",
                  "triton.next_power_of_2", "np2", "min", "max", "float", "int", "list", "tuple", "any", "zip",
-                 "ValueError", "TypeError", "next", "all", "range", "TensorDescriptor.from_tensor", "kc_tiles", "kc_conv_out_size",
-                 "kc_conv_padding", "kc_pool_out", "kc_tma_ok", "kc_matmul_tma", "kc_linear_tma"}
+                 "ValueError", "TypeError", "next", "all", "range", "TensorDescriptor.from_tensor", "kc_tiles",
+                 "kc_conv_out_size", "kc_conv_padding", "kc_phase_taps", "kc_pool_out", "kc_tma_ok", "kc_matmul_tma",
+                 "kc_linear_tma"}
 ALLOWED_METHODS = {"contiguous", "reshape", "numel", "dim", "stride", "element_size", "data_ptr", "t",
                    "blocks_per_sm"}  # the last: an NVRTC kernel's occupancy query
 
@@ -92,3 +93,26 @@ def check(op: Op, ref_src: str, params: dict, cases: list, tmp_path: Path, rtol=
             want, got = ref(x), new(x)
         assert got.shape == want.shape and got.dtype == want.dtype, (shape, got.shape, want.shape)
         torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m: f"{op} {params} {shape}: {m}")
+
+
+def check_small_problem(op: Op, problem, params: dict, tmp_path: Path, rtol=1e-4, atol=1e-4, want=None):
+    """Render `op` for a suite problem and compare ModelNew with Model (or `want(model, *inputs)`) on the problem's
+    SMALL_SIZES, in eval mode like the verifier; returns ModelNew's output."""
+    from kernelcraft.problems import Problem
+
+    source = render(op, problem.source, params)
+    assert_no_torch_compute(source)
+    path = tmp_path / f"{problem.name.replace('/', '_')}_{next(_counter)}.py"
+    path.write_text(source)
+    module = Problem(problem.name, path, source).load(small=True)
+    init = module.get_init_inputs()
+    torch.manual_seed(0)
+    ref = module.Model(*init).to(DEVICE).eval()
+    torch.manual_seed(0)
+    new = module.ModelNew(*init).to(DEVICE).eval()
+    torch.manual_seed(1)
+    inputs = [t.to(DEVICE) for t in module.get_inputs()]
+    with torch.no_grad():
+        got = new(*inputs)
+        torch.testing.assert_close(got, want(ref, *inputs) if want else ref(*inputs), rtol=rtol, atol=atol)
+    return got

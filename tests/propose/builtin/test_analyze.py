@@ -56,7 +56,8 @@ def test_suite_matmuls_are_one_matmul_over_two_inputs(name):
     assert analysis.n_inputs == 2
 
 
-@pytest.mark.parametrize("name, missing, n_inputs", [("conv3d", "conv3d", 1), ("conv_transpose2d", "convtranspose2d", 1)])
+@pytest.mark.parametrize("name, missing, n_inputs", [("sdpa_causal_fp16", "scaled_dot_product_attention", 3),
+                                                     ("attention", "matmul", 3)])
 def test_uncovered_suite_problems_say_what_is_missing(name, missing, n_inputs):
     analysis = analyze(load_problem(f"level1/{name}"))
     assert analysis.single is None and analysis.error is None
@@ -70,7 +71,8 @@ def test_level2_problems_are_single_only_where_a_family_fuses_them():
         analysis = analyze(load_problem(name))
         fused = {"level2/conv2d_relu_maxpool": "conv2d",  # conv, relu epilogue, max-pool: one pooled conv
                  "level2/gemm_gelu_scale": "linear",  # linear with a gelu-and-scale epilogue
-                 "level2/layernorm_gelu": "layernorm"}  # layernorm with a gelu epilogue
+                 "level2/layernorm_gelu": "layernorm",  # layernorm with a gelu epilogue
+                 "level2/conv_transpose2d_tanh": "conv_transpose2d"}  # transposed conv with a tanh epilogue
         if name in fused:
             assert analysis.single is not None and analysis.single.kind == fused[name], analysis
             continue

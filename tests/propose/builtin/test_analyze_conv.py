@@ -39,7 +39,10 @@ def test_same_padding_becomes_numbers(tmp_path):
 @pytest.mark.parametrize("forward, init", [
     ("return self.conv(x)", "self.conv = nn.Conv2d(3, 4, 3, padding_mode='reflect', padding=1)"),
     ("return self.conv(x * 2.0)", "self.conv = nn.Conv2d(3, 4, 3)"),
-    ("return self.conv(x)", "self.conv = nn.Conv3d(3, 4, 3)"),
+    ("return self.conv(x)", "self.conv = nn.ConvTranspose3d(3, 4, 3)"),
+    ("return self.conv(x)", "self.conv = nn.Conv3d(3, 4, 3, padding=1, padding_mode='circular')"),
+    ("return self.conv(x, output_size=[17, 17])", "self.conv = nn.ConvTranspose2d(3, 4, 3, stride=2)"),
+    ("return self.conv(x - 1.0)", "self.conv = nn.ConvTranspose2d(3, 4, 3)"),
     ("return F.conv2d(x, torch.ones(4, 3, 3, 3))", ""),
 ])
 def test_declined_convs_are_named(tmp_path, forward, init):
@@ -81,3 +84,71 @@ def test_a_conv_followed_by_another_op_is_not_single(tmp_path):
     analysis = analyze(write(tmp_path, "return torch.softmax(self.conv(x), dim=1)", "self.conv = nn.Conv2d(3, 4, 3)",
                              inputs="[torch.randn(2, 3, 8, 8)]"))
     assert analysis.single is None and [op.kind for op in analysis.ops] == ["conv2d", "softmax"]
+
+
+# ---------------------------------------------------------------- conv3d and conv_transpose2d
+
+VOLUME = "[torch.randn(2, 3, 5, 6, 7)]"
+IMAGE = "[torch.randn(2, 3, 8, 8)]"
+
+
+def test_suite_conv3d_and_transposed_convs_read_their_module():
+    op = analyze(load_problem("level1/conv3d")).single
+    assert op.kind == "conv3d" and (op.detail["module"], op.detail["weight"], op.detail["bias"]) == \
+        ("conv", "conv.weight", "conv.bias")
+    assert (op.detail["stride"], op.detail["padding"], op.detail["dilation"]) == ([1, 1, 1], [0, 0, 0], [1, 1, 1])
+    for name, steps in (("level1/conv_transpose2d", []), ("level2/conv_transpose2d_tanh", [["tanh"]])):
+        op = analyze(load_problem(name)).single
+        assert op.kind == "conv_transpose2d" and op.detail["module"] == "conv" and op.detail["steps"] == steps
+        assert (op.detail["stride"], op.detail["padding"], op.detail["output_padding"], op.detail["dilation"]) == \
+            ([2, 2], [1, 1], [0, 0], [1, 1])
+
+
+def test_conv3d_relu_mean_is_conv3d_with_relu_then_a_mean():
+    analysis = analyze(load_problem("level2/conv3d_relu_mean"))
+    assert [op.kind for op in analysis.ops] == ["conv3d", "reduce"] and analysis.single is None
+    assert analysis.ops[0].detail["steps"] == [["relu"]] and analysis.ops[1].detail["dim"] == 2
+
+
+def test_conv3d_spellings(tmp_path):
+    op = analyze(write(tmp_path, "return F.gelu(self.conv(x)) * 2.0",
+                       "self.conv = nn.Conv3d(3, 4, (3, 1, 5), dilation=(1, 2, 2), padding='same', bias=False)",
+                       inputs=VOLUME)).single
+    assert op.kind == "conv3d" and op.detail["steps"] == [["gelu"], ["mul", 2.0]] and op.detail["bias"] is None
+    assert (op.detail["dilation"], op.detail["padding"]) == ([1, 2, 2], [1, 0, 4])
+    op = analyze(write(tmp_path, "return F.conv3d(x, self.w, self.b, 2, (1, 0, 1), dilation=(1, 1, 2), groups=self.g)",
+                       "self.g = 3\nself.w = nn.Parameter(torch.randn(6, 1, 3, 3, 3))\n"
+                       "self.b = nn.Parameter(torch.randn(6))", inputs=VOLUME)).single
+    assert op.kind == "conv3d" and op.detail["module"] is None
+    assert (op.detail["stride"], op.detail["padding"], op.detail["dilation"], op.detail["groups"],
+            op.detail["groups_attr"], op.detail["weight"], op.detail["bias"]) == \
+        ([2, 2, 2], [1, 0, 1], [1, 1, 2], 3, "g", "w", "b")
+
+
+def test_conv_transpose2d_spellings(tmp_path):
+    op = analyze(write(tmp_path, "return torch.sigmoid(self.up(x))",
+                       "self.up = nn.ConvTranspose2d(3, 4, (3, 2), stride=(2, 3), padding=(1, 0), "
+                       "output_padding=(1, 2), groups=1, dilation=(1, 2), bias=False)", inputs=IMAGE)).single
+    assert op.kind == "conv_transpose2d" and op.detail["steps"] == [["sigmoid"]] and op.detail["bias"] is None
+    assert (op.detail["module"], op.detail["weight"]) == ("up", "up.weight")
+    assert (op.detail["stride"], op.detail["padding"], op.detail["output_padding"], op.detail["dilation"]) == \
+        ([2, 3], [1, 0], [1, 2], [1, 2])
+    # F.conv_transpose2d's order: stride, padding, output_padding, groups, dilation
+    op = analyze(write(tmp_path, "return F.conv_transpose2d(x, self.w, None, 2, 1, 1, self.g, 2)",
+                       "self.g = 3\nself.w = nn.Parameter(torch.randn(3, 2, 3, 3))", inputs=IMAGE)).single
+    assert op.kind == "conv_transpose2d" and op.detail["module"] is None and op.detail["bias"] is None
+    assert (op.detail["stride"], op.detail["padding"], op.detail["output_padding"], op.detail["dilation"],
+            op.detail["groups"], op.detail["groups_attr"]) == ([2, 2], [1, 1], [1, 1], [2, 2], 3, "g")
+
+
+def test_transposed_conv_refusals_say_why(tmp_path):
+    analysis = analyze(write(tmp_path, "return F.conv_transpose2d(x, self.w, stride=2, output_padding=2)",
+                             "self.w = nn.Parameter(torch.randn(3, 2, 3, 3))", inputs=IMAGE))
+    assert analysis.single is None and analysis.unsupported == ["conv_transpose2d (output_padding not below stride "
+                                                                "or dilation)"]
+    analysis = analyze(write(tmp_path, "return self.conv(x, output_size=[17, 17])",
+                             "self.conv = nn.ConvTranspose2d(3, 4, 3, stride=2)", inputs=IMAGE))
+    assert analysis.unsupported == ["conv_transpose2d (output_size)"]
+    analysis = analyze(write(tmp_path, "return self.conv(x)", "self.conv = nn.Conv3d(3, 4, 3, padding_mode='reflect')",
+                             inputs=VOLUME))
+    assert analysis.unsupported == ["conv3d (padding_mode=reflect)"]

@@ -11,6 +11,7 @@ from kernelcraft.propose.base import Idea, Kernel, Request, Turn
 from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
 from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed
 from kernelcraft.propose.parse import parse_ideas, parse_kernel
+from tests.helpers import FIXTURES
 
 
 @pytest.fixture
@@ -67,10 +68,10 @@ def test_a_parent_idea_is_not_offered_again(engineer, softmax):
 
 
 def test_what_it_cannot_cover_it_says_plainly(engineer):
-    conv = load_problem("level1/conv3d")
-    with pytest.raises(CoverageError, match="cannot cover level1/conv3d: conv3d"):
-        engineer.coverage(conv, "triton")
-    answer = engineer.ask(Request("ideas", conv, "triton", count=2))
+    spectrum = load_problem(FIXTURES / "problems" / "spectrum.py")
+    with pytest.raises(CoverageError, match="cannot cover spectrum: fft_rfft"):
+        engineer.coverage(spectrum, "triton")
+    answer = engineer.ask(Request("ideas", spectrum, "triton", count=2))
     assert answer.text is None and "cannot cover" in answer.error
     with pytest.raises(CoverageError, match="writes triton, cuda_nvrtc kernels"):
         engineer.coverage(load_problem("level1/softmax"), "cuda_inline")

@@ -42,7 +42,7 @@ def test_moves_are_distinct_categorized_and_json(op):
 
 def test_unknown_kind_and_step_are_refused():
     with pytest.raises(ValueError):
-        moves(Op("conv3d", {}))
+        moves(Op("conv_transpose3d", {}))
     with pytest.raises(ValueError):
         render(Op("elementwise", {"steps": [["cosh"]]}), reference("torch.cosh(x)"), {})
 

@@ -1,7 +1,7 @@
 """The op families analyze.py's interpreter reads beyond its core (elementwise, softmax, reductions, norms,
-matmul): convolutions (with their pointwise epilogue and pooling folded in), pooling, argmax/argmin and
-scans, losses and channel norms. A mixin: the methods use the interpreter's own (value, realize, emit,
-refuse, attr_name, ...)."""
+matmul): convolutions 1-D to 3-D and transposed 2-D ones (with their pointwise epilogue and pooling folded in),
+pooling, argmax/argmin and scans, losses and channel norms. A mixin: the methods use the interpreter's own
+(value, realize, emit, refuse, attr_name, ...)."""
 
 from __future__ import annotations
 
@@ -16,32 +16,36 @@ from kernelcraft.propose.builtin.values import X, Attr, Ew, LogSoftmaxIn
 class FamilyOps:
     def conv2d(self, node: fx.Node, wshape, stride, padding, dilation, groups, weight: str, bias, mode="zeros",
                module=None):
-        """A 2-D conv, or a 1-D one (a 3-D weight: kind conv1d, its hyper-parameters lifted to a one-row 2-D conv's).
-        module: the nn.Conv*d's path, whose hyper-parameters the kernel then reads at run time (they may depend on
-        sizes, as groups does in a depthwise conv); else the values, groups by attribute if read so."""
+        """A 2-D or 3-D conv, or a 1-D one (a 3-D weight: kind conv1d, its hyper-parameters lifted to a one-row 2-D
+        conv's). module: the nn.Conv*d's path, whose hyper-parameters the kernel then reads at run time (they may
+        depend on sizes, as groups does in a depthwise conv); else the values, groups by attribute if read so."""
         dims = len(wshape) - 2
 
-        def pair(v, lift):  # as [h, w]; a 1-D conv's h is `lift` (stride and dilation 1, padding 0)
+        def pair(v, lift):  # as [h, w] ([d, h, w]); a 1-D conv's h is `lift` (stride and dilation 1, padding 0)
             vals = [int(v)] * dims if isinstance(v, int) else [int(u) for u in v]
-            return None if len(vals) != dims else vals if dims == 2 else [lift, *vals]
+            return None if len(vals) != dims else [lift, *vals] if dims == 1 else vals
 
-        if dims not in (1, 2):
+        if dims not in (1, 2, 3):
             return self.refuse(f"conv{dims}d", node)
+        kind = f"conv{dims}d"
         stride, dilation = pair(stride, 1), pair(dilation, 1)
         if padding == "valid":
             padding = 0
         elif padding == "same" and dilation and all(d * (k - 1) % 2 == 0 for d, k in zip(dilation[-dims:], wshape[2:])):
             padding = [d * (k - 1) // 2 for d, k in zip(dilation[-dims:], wshape[2:])]
         padding = pair(padding, 0) if not isinstance(padding, str) else None
-        kind = "conv2d" if dims == 2 else "conv1d"
-        if (None in (stride, padding, dilation) or mode != "zeros" or self.value(node.args[0]) != Ew(X)
-                or not isinstance(groups, int)):
+        if mode != "zeros":
+            return self.refuse(f"{kind} (padding_mode={mode})", node)
+        if None in (stride, padding, dilation) or self.value(node.args[0]) != Ew(X) or not isinstance(groups, int):
             return self.refuse(kind, node)
+        extra = {"pool": None} if dims < 3 else {}
         return self.emit(kind, stride=stride, padding=padding, dilation=dilation, groups=groups, module=module,
-                         groups_attr=self.attr_name(groups, int), weight=weight, bias=bias, steps=[], pool=None)
+                         groups_attr=self.attr_name(groups, int), weight=weight, bias=bias, steps=[], **extra)
 
     def conv2d_call(self, node: fx.Node):
-        kind = "conv1d" if node.target in (F.conv1d, torch.conv1d) else "conv2d"
+        """F.conv1d / F.conv2d / F.conv3d (and torch.*) with a weight (and bias) read from the module."""
+        kind = {F.conv1d: "conv1d", torch.conv1d: "conv1d", F.conv3d: "conv3d", torch.conv3d: "conv3d"}.get(
+            node.target, "conv2d")
         names = ("weight", "bias", "stride", "padding", "dilation", "groups")
         given = dict(zip(names, node.args[1:]), **node.kwargs)
         w, b = self.value(given.get("weight")), self.value(given.get("bias"))
@@ -49,10 +53,45 @@ class FamilyOps:
                 not (b is None or isinstance(b, Attr)):
             return self.refuse(kind, node)
         shape = tuple(self.gm.get_parameter(w.path).shape) if w.path in dict(self.gm.named_parameters()) else ()
-        if len(shape) != (3 if kind == "conv1d" else 4):
+        if len(shape) != int(kind[4]) + 2:
             return self.refuse(kind, node)
         return self.conv2d(node, shape, given.get("stride", 1), given.get("padding", 0), given.get("dilation", 1),
                            given.get("groups", 1), w.path, b.path if b is not None else None)
+
+    def conv_transpose2d(self, node: fx.Node, stride, padding, output_padding, dilation, groups, weight: str, bias,
+                         mode="zeros", module=None):
+        """A transposed 2-D conv of the raw input (nn.ConvTranspose2d: module, read at run time; else the values)."""
+        def pair(v, least):
+            vals = [v, v] if isinstance(v, int) else list(v) if isinstance(v, (tuple, list)) else []
+            return [int(u) for u in vals] if len(vals) == 2 and all(type(u) is int and u >= least for u in vals) \
+                else None
+
+        kind = "conv_transpose2d"
+        if mode != "zeros":
+            return self.refuse(f"{kind} (padding_mode={mode})", node)
+        hyper = {"stride": pair(stride, 1), "padding": pair(padding, 0), "output_padding": pair(output_padding, 0),
+                 "dilation": pair(dilation, 1)}
+        if None in hyper.values() or self.value(node.args[0]) != Ew(X) or type(groups) is not int:
+            return self.refuse(kind, node)
+        if any(o >= max(s, d) for o, s, d in zip(hyper["output_padding"], hyper["stride"], hyper["dilation"])):
+            return self.refuse(f"{kind} (output_padding not below stride or dilation)", node)
+        return self.emit(kind, **hyper, groups=groups, module=module, groups_attr=self.attr_name(groups, int),
+                         weight=weight, bias=bias, steps=[])
+
+    def conv_transpose2d_call(self, node: fx.Node):
+        """F.conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation) (torch's order)."""
+        names = ("weight", "bias", "stride", "padding", "output_padding", "groups", "dilation")
+        given = dict(zip(names, node.args[1:]), **node.kwargs)
+        w, b = self.value(given.get("weight")), self.value(given.get("bias"))
+        if len(node.args) > 8 or set(given) - set(names) or not isinstance(w, Attr) or \
+                not (b is None or isinstance(b, Attr)):
+            return self.refuse("conv_transpose2d", node)
+        shape = tuple(self.gm.get_parameter(w.path).shape) if w.path in dict(self.gm.named_parameters()) else ()
+        if len(shape) != 4:
+            return self.refuse("conv_transpose2d", node)
+        return self.conv_transpose2d(node, given.get("stride", 1), given.get("padding", 0),
+                                     given.get("output_padding", 0), given.get("dilation", 1), given.get("groups", 1),
+                                     w.path, b.path if b is not None else None)
 
     def linear(self, node: fx.Node, weight: str, bias: str | None):
         """y = x @ weight.T + bias over the last dim of x (the raw input; pointwise ops after it fold in)."""
@@ -66,8 +105,8 @@ class FamilyOps:
         if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1):
             return False
         op = self.ops[chain.base]
-        if op.kind not in ("conv1d", "conv2d", "linear", "layernorm", "rmsnorm") or op.detail.get("steps") \
-                or op.detail.get("pool"):  # steps after a pool are an op of their own
+        kinds = ("conv1d", "conv2d", "conv3d", "conv_transpose2d", "linear", "layernorm", "rmsnorm")
+        if op.kind not in kinds or op.detail.get("steps") or op.detail.get("pool"):  # after a pool: an op of its own
             return False
         op.detail["steps"] = [list(s) for s in chain.steps]
         return True

@@ -63,6 +63,15 @@ class Op:
                    `pool` a pooling that follows. module: the nn.Conv2d's path, whose stride/padding/dilation/groups
                    the kernel reads at run time (they may depend on sizes, as a depthwise conv's groups do); for
                    F.conv2d the values given (groups by attribute when read from self).
+      conv1d       the keys of conv2d, the hyper-parameters lifted to a one-row conv2d's ([1, s], [0, p], [1, d])
+      conv3d       {"stride": [sd, sh, sw], "padding": [pd, ph, pw], "dilation": [dd, dh, dw], "groups", "module",
+                    "groups_attr", "weight", "bias", "steps"}   y = steps(conv3d(x, weight, bias)) over x
+                   (N, C, D, H, W) or (C, D, H, W); the keys mean what conv2d's do (nn.Conv3d or F.conv3d; no pool)
+      conv_transpose2d {"stride": [sh, sw], "padding": [ph, pw], "output_padding": [oph, opw], "dilation": [dh, dw],
+                    "groups", "module", "groups_attr", "weight", "bias", "steps"}
+                   y = steps(conv_transpose2d(x, weight, bias)), weight (C_in, C_out/groups, KH, KW), x (N, C, H, W)
+                   or (C, H, W); output size (H - 1)*sh - 2*ph + dh*(KH - 1) + oph + 1 (W alike); module: the
+                   nn.ConvTranspose2d's path, read at run time as conv2d's; padding_mode zeros only, no output_size
       loss         {"fn": "mse"|"l1"|"smooth_l1"|"huber", "reduction": "mean"|"sum"|"none", "param": float | None,
                     "param_attr": str | None}   of the first two inputs (prediction, target), of equal shapes;
                    param: smooth_l1's beta, huber's delta (None for mse, l1); param_attr: the attribute holding it

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.compose import compose
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families import (argreduce, attention, channel_norm, conv, gemm, loss, norm,
-                                                         pointwise, pool, rows, scan)
+from kernelcraft.propose.builtin.triton_families import (argreduce, attention, channel_norm, conv, conv3d,
+                                                         conv_transpose, gemm, loss, norm, pointwise, pool, rows, scan)
 
-_FAMILIES = (pointwise, rows, norm, gemm, conv, pool, argreduce, scan, loss, channel_norm, attention)
+_FAMILIES = (pointwise, rows, norm, gemm, conv, conv3d, conv_transpose, pool, argreduce, scan, loss, channel_norm,
+             attention)
 _KINDS = {kind: entry for family in _FAMILIES for kind, entry in family.KINDS.items()}
 # kind -> the names under which its forward body reads the first inputs (strides as given), from each family's
 # INPUTS; any other kind reads the first input as `x`, made contiguous

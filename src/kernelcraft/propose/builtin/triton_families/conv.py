@@ -15,6 +15,9 @@ a program per (image, channel) plane tile with the taps unrolled, in fp32.
 Precision: "ieee" is exact fp32 on the FMA units; "tf32x3" splits each fp32 operand into a TF32 part and a
 TF32 remainder and sums three tensor-core products, which keeps fp32-grade accuracy (about 1e-6 relative);
 "tf32" rounds inputs to TF32 (10-bit mantissa) and is offered only under a policy that admits TF32.
+
+conv3d.py and conv_transpose.py build on this module's moves (conv_moves), tile prologue (TILE), hyper-parameter
+lines (hyper_lines) and size helpers.
 """
 
 from __future__ import annotations
@@ -25,13 +28,20 @@ from kernelcraft.propose.builtin.triton_families.common import attr, indent
 from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
 
 
-def _conv_moves(op: Op) -> list[tuple]:
-    tile = "{m}x{n} output tiles (pixels x out-channels), {k}-wide K steps, {w} warps, {s} stages"
-    exact = ("Implicit GEMM: gather input patches straight from x (padding as a mask, no im2col buffer), "
-             + tile + ", exact fp32 products on the FMA units, bias and epilogue fused before the one store")
+GATHER = "gather input patches straight from x (padding as a mask, no im2col buffer)"
+
+
+def conv_moves(op: Op, formulation: str = "Implicit GEMM: " + GATHER, outputs: str = "pixels",
+               gemm: str = "implicit GEMM") -> list[tuple]:
+    """The convolution families' moves: tiles, exact fp32, 3xTF32 and (relaxed only) TF32. `formulation` opens
+    the exact moves' text, `gemm` names it in the tensor-core moves', `outputs` names the GEMM's rows (pixels,
+    voxels, ...)."""
+    tile = "{m}x{n} output tiles (" + outputs + " x out-channels), {k}-wide K steps, {w} warps, {s} stages"
+    exact = (formulation + ", " + tile + ", exact fp32 products on the FMA units, bias and epilogue fused before the "
+             "one store")
     split = ("3xTF32 tensor cores at fp32 accuracy: each operand split into a TF32 part and a TF32 remainder, three "
-             "products per step (error ~1e-6 relative); implicit GEMM, " + tile)
-    tf32 = ("TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32): implicit GEMM, "
+             "products per step (error ~1e-6 relative); " + gemm + ", " + tile)
+    tf32 = ("TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32): " + gemm + ", "
             + tile)
 
     def p(m, n, k, w, s, prec):
@@ -49,13 +59,17 @@ def _conv_moves(op: Op) -> list[tuple]:
     return out
 
 
-_CONV = '''
-@triton.jit
-def kc_conv2d_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, C, H, W, CO, OH, OW, K, CPG, COPG, SH, SW, PH, PW, DH, DW,
-                     KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr):
-    # program (tile, group): output pixels rm (n, oh, ow) x out-channels co of one group
-    pid = tl.program_id(0)
+def precision(p: dict) -> str:
+    """A move's tl.dot input precision, checked."""
+    prec = str(p.get("precision", "ieee"))
+    if prec not in ("ieee", "tf32x3", "tf32"):
+        raise ValueError(f"unknown conv precision {prec!r}")
+    return prec
+
+
+# The prologue of the implicit-GEMM kernels: program (tile, group) -> rows rm x out-channels rn of one group, the
+# tiles swizzled GROUP_M rows at a time so neighbouring programs share input rows and weights in L2.
+TILE = '''    pid = tl.program_id(0)
     g = tl.program_id(1)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(COPG, BLOCK_N)
@@ -66,7 +80,36 @@ def kc_conv2d_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, C, H, W, CO, OH, OW, K, CPG,
     pid_n = (pid % in_group) // group_m
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    co = g * COPG + rn
+    co = g * COPG + rn'''
+
+
+def hyper_lines(d: dict, names: tuple, spatial: tuple, padding_strings: bool = True) -> str:
+    """Generated lines binding a conv's hyper-parameters: `names` (e.g. ("stride", "dilation")) as tuples of the
+    `spatial` axis letters ("(sd, sh, sw,) = ..."), and `groups`; read from the module at run time when the op
+    names one (padding through kc_conv_padding, which resolves "same"/"valid", unless not `padding_strings`), else
+    the op's values."""
+    def var(name):  # ("stride", "hw") -> "(sh, sw,)"; output_padding's letters are "op"
+        return "(" + ", ".join({"output_padding": "op"}.get(name, name[0]) + a for a in spatial) + ",)"
+    if d.get("module"):
+        conv = attr(d["module"])
+        resolve = padding_strings and "padding" in names
+        lines = [f"{var(n)} = {conv}.{n}" for n in names if n != "padding" or not resolve]
+        lines.append(f"groups = {conv}.groups")
+        if resolve:  # after the dilation, which "same" padding needs
+            kernel = "(" + ", ".join("K" + a.upper() for a in spatial) + ",)"
+            lines.append(f"{var('padding')} = kc_conv_padding({conv}.padding, {var('dilation')}, {kernel})")
+        return "\n".join(lines)
+    groups = attr(d["groups_attr"]) if d.get("groups_attr") else int(d["groups"])
+    return "\n".join([f"{var(n)} = {tuple(int(v) for v in d[n])}" for n in names] + [f"groups = {groups}"])
+
+
+_CONV = '''
+@triton.jit
+def kc_conv2d_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, C, H, W, CO, OH, OW, K, CPG, COPG, SH, SW, PH, PW, DH, DW,
+                     KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr):
+    # program (tile, group): output pixels rm (n, oh, ow) x out-channels co of one group
+$tile
     n = rm // (OH * OW)
     pix = rm % (OH * OW)
     oh = pix // OW
@@ -128,11 +171,9 @@ $steps
 def _render_conv(op: Op, p: dict) -> tuple[list[str], str]:
     d = op.detail
     bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
-    prec = str(p.get("precision", "ieee"))
-    if prec not in ("ieee", "tf32x3", "tf32"):
-        raise ValueError(f"unknown conv precision {prec!r}")
+    prec = precision(p)
     steps = indent("\n".join(step_lines(d.get("steps", []))), 4)
-    kernel = _CONV.replace("$steps", steps)
+    kernel = _CONV.replace("$tile", TILE).replace("$steps", steps)
     depthwise = _DEPTHWISE.replace("$steps", steps)
     bias = attr(d["bias"]) if d.get("bias") else "None"
     one_d = op.kind == "conv1d"  # run as a 2-D conv over a one-row image: x (N, C, 1, L), w (CO, CPG, 1, K)
@@ -203,4 +244,4 @@ def kc_conv_padding(padding, dilation, kernel):
     return tuple(padding)
 '''
 
-KINDS = {"conv2d": (_conv_moves, _render_conv), "conv1d": (_conv_moves, _render_conv)}
+KINDS = {"conv2d": (conv_moves, _render_conv), "conv1d": (conv_moves, _render_conv)}

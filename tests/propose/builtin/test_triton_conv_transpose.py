@@ -1,0 +1,103 @@
+"""The transposed-conv family (sub-pixel phase decomposition of implicit GEMMs): moves against nn.ConvTranspose2d /
+F.conv_transpose2d on odd sizes and every kind of hyper-parameter (stride 1 = the plain gather, strides larger
+than the kernel, output_padding, dilation sharing a factor with the stride so that some phases get no tap, groups,
+depthwise, no bias, unbatched input), with and without an epilogue; and the suite's transposed convs end to end on
+their small sizes. On a GPU the reference runs with cuDNN's TF32 off, as under the strict policy."""
+
+import pytest
+import torch
+
+from kernelcraft.problems import load_problem
+from kernelcraft.propose.base import CATEGORIES
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.proposer import BuiltinProposer
+from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render
+from tests.propose.builtin.kernel_check import DEVICE, check, check_small_problem, reference
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+INIT = "self, cin, cout, k, s=1, p=0, op=0, g=1, b=True, d=1"
+CONV = ("self.conv = nn.ConvTranspose2d(cin, cout, k, stride=s, padding=p, output_padding=op, groups=g, bias=b, "
+        "dilation=d)")
+# (init args, input shape)
+CASES = [((7, 5, 4, 2, 1), (2, 7, 5, 6)),  # the suite's 2x upsampling: kernel 4, stride 2, padding 1
+         ((3, 4, 3), (1, 3, 4, 5)),  # stride 1: one phase, every tap (the gather formulation)
+         ((4, 6, (3, 2), (2, 3), (1, 0), (1, 2), 2, False, (2, 1)), (1, 4, 5, 4)),  # groups, output_padding, dilation
+         ((4, 6, 3, 2, 0, 0, 1, True, 2), (1, 4, 5, 4)),  # dilation 2, stride 2: odd phases get bias only
+         ((6, 6, 3, 3, 2, 1, 6), (2, 6, 5, 5)),  # depthwise, stride 3, output_padding
+         ((3, 5, (1, 3), (3, 1), (0, 1)), (3, 4, 3)),  # unbatched; stride 3 over a 1-tall kernel: taps for one phase
+         ((2, 3, 3, 1, 2), (1, 2, 4, 4))]  # padding as large as the kernel: the output shrinks
+
+
+def convt_op(steps=()) -> Op:
+    return Op("conv_transpose2d", {"stride": [1, 1], "padding": [0, 0], "output_padding": [0, 0],
+                                   "dilation": [1, 1], "groups": 1, "module": "conv", "groups_attr": None,
+                                   "weight": "conv.weight", "bias": "conv.bias", "steps": [list(s) for s in steps]})
+
+
+@pytest.fixture(autouse=True)
+def exact_reference(monkeypatch):
+    if DEVICE == "cuda":
+        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+
+
+def tolerance(params) -> dict:
+    tf32 = DEVICE == "cuda" and params["precision"] == "tf32"
+    return {"rtol": 2e-2, "atol": 2e-2} if tf32 else {"rtol": 1e-4, "atol": 1e-4}
+
+
+def test_moves_are_distinct_and_tf32_is_marked():
+    ms = moves(convt_op())
+    assert len({m.text for m in ms}) == len(ms) >= 5
+    assert all(m.category in CATEGORIES for m in ms)
+    assert {m.params["precision"] for m in ms} == {"ieee", "tf32x3", "tf32"}
+    assert all(m.params["precision"] == "tf32" for m in ms if needs_relaxed(m)) and not needs_relaxed(ms[0])
+    assert "phase" in ms[1].text
+    strict = BuiltinProposer("cpu").moves(convt_op(), "triton")
+    assert strict and not any(m.params["precision"] == "tf32" for m in strict)
+
+
+def _id(p: dict) -> str:
+    return "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p) + ("-one" if p.get("one_launch") else "")
+
+
+@pytest.mark.parametrize("params", [m.params for m in moves(convt_op())], ids=_id)
+def test_conv_transpose2d_moves(params, tmp_path):
+    cases = CASES[::2] if params["precision"] == "tf32" else CASES  # the relaxed moves repeat the exact ones' tiles
+    check(convt_op(), reference("self.conv(x)", INIT, CONV), params, cases, tmp_path, **tolerance(params))
+
+
+def test_epilogue_and_functional_values(tmp_path):
+    params = moves(convt_op())[1].params
+    check(convt_op([["tanh"], ["add", 1.0]]), reference("torch.tanh(self.conv(x)) + 1.0", INIT, CONV), params,
+          CASES[:4], tmp_path, **tolerance(params))
+    op = Op("conv_transpose2d", {"stride": [2, 3], "padding": [1, 2], "output_padding": [1, 0], "dilation": [1, 2],
+                                 "groups": 2, "module": None, "groups_attr": "g", "weight": "w", "bias": "b",
+                                 "steps": []})
+    ref = reference("F.conv_transpose2d(x, self.w, self.b, (2, 3), (1, 2), (1, 0), self.g, (1, 2))", "self",
+                    "self.g = 2\nself.w = nn.Parameter(torch.randn(4, 3, 3, 4))\nself.b = nn.Parameter(torch.randn(6))")
+    check(op, ref, params, [((), (2, 4, 5, 3)), ((), (1, 4, 1, 1))], tmp_path, **tolerance(params))
+
+
+def test_half_inputs(tmp_path):
+    check(convt_op(), reference("self.conv(x)", INIT, CONV), moves(convt_op())[1].params, CASES[:3], tmp_path,
+          rtol=1e-2, atol=1e-2, dtype=torch.float16)
+
+
+@pytest.mark.parametrize("name, steps", [("level1/conv_transpose2d", []), ("level2/conv_transpose2d_tanh", [["tanh"]])])
+def test_suite_transposed_convs_are_covered_and_match_on_their_small_sizes(name, steps, tmp_path):
+    problem = load_problem(name)
+    engineer = BuiltinProposer("cpu")
+    op = engineer.coverage(problem, "triton").single
+    assert op.kind == "conv_transpose2d" and op.detail["steps"] == steps
+    for move in engineer.moves(op, "triton")[:2]:  # 3xTF32 and exact fp32
+        check_small_problem(op, problem, move.params, tmp_path)
+
+
+def test_one_launch_moves_take_every_phase_in_one_grid(tmp_path):
+    one = [m for m in moves(convt_op()) if m.params.get("one_launch")]
+    assert [m.params["precision"] for m in one] == ["tf32x3", "ieee"]
+    source = render(convt_op(), reference("self.conv(x)", INIT, CONV), one[0].params)
+    assert source.count("kc_conv_transpose2d_phases_kernel[grid](") == 1 and "for rh in" not in source
+    check(convt_op([["tanh"]]), reference("torch.tanh(self.conv(x))", INIT, CONV), one[1].params, CASES[2:5],
+          tmp_path)
