@@ -38,7 +38,6 @@ def test_same_padding_becomes_numbers(tmp_path):
 
 @pytest.mark.parametrize("forward, init", [
     ("return self.conv(x)", "self.conv = nn.Conv2d(3, 4, 3, padding_mode='reflect', padding=1)"),
-    ("return self.conv(x * 2.0)", "self.conv = nn.Conv2d(3, 4, 3)"),
     ("return self.conv(x)", "self.conv = nn.Conv3d(3, 4, 3)"),
     ("return F.conv2d(x, torch.ones(4, 3, 3, 3))", ""),
 ])

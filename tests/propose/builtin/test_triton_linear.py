@@ -55,7 +55,8 @@ def test_analysis_of_linear_spellings(tmp_path):
     assert op.kind == "linear" and op.detail["steps"][0] == ["gelu"]
     op = single(tmp_path, "return torch.relu(F.linear(x, self.w))", "self.w = nn.Parameter(torch.randn(3, 8))")
     assert (op.kind, op.detail) == ("linear", {"weight": "w", "bias": None, "steps": [["relu"]]})
-    declined = analyze(write(tmp_path, "return self.fc(x * 2.0)", "self.fc = nn.Linear(8, 3)"))
-    assert declined.single is None and "linear" in declined.unsupported
+    chained = analyze(write(tmp_path, "return self.fc(x * 2.0)", "self.fc = nn.Linear(8, 3)"))
+    assert chained.single is None
+    assert [(op.kind, op.src) for op in chained.chain] == [("elementwise", "x"), ("linear", 0)]
     two = analyze(write(tmp_path, "return self.fc(x) + x", "self.fc = nn.Linear(8, 8)"))
-    assert two.single is None and "add" in two.unsupported
+    assert two.single is None and two.ops[1].detail["steps"] == [["tadd", "x"]]

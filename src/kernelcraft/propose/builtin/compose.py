@@ -20,7 +20,13 @@ def compose(reference_source: str, head: str, kernels: list[str], body: str, two
         first = f"a, b = {names[0]}, {names[1]}"
     else:
         first = f"x = {names[0]}.contiguous()"
-    forward = f"class ModelNew(Model):\n    {signature}\n        {first}\n" + indent(body.strip("\n"), 8)
+    return assemble(reference_source, head, kernels, f"{first}\n{body.strip(chr(10))}")
+
+
+def assemble(reference_source: str, head: str, kernels: list[str], body: str) -> str:
+    """The file: reference, head, kernels, then ModelNew whose forward (the reference's signature) runs `body`."""
+    signature, _ = forward_signature(reference_source)
+    forward = f"class ModelNew(Model):\n    {signature}\n" + indent(body.strip("\n"), 8)
     return "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
 
 

@@ -15,6 +15,11 @@ from dataclasses import dataclass, field
 #   ["neg"], ["sqrt"], ["rsqrt"], ["square"], ["elu", alpha], ["leaky_relu", slope],
 #   ["hardtanh", lo, hi], ["clamp", lo_or_None, hi_or_None], ["softplus", beta, threshold],
 #   ["add", c], ["sub", c], ["rsub", c] (c - x), ["mul", c], ["div", c], ["rdiv", c] (c / x), ["pow", c]
+# Steps with a tensor operand (elementwise only, never an epilogue): ["tadd", ref], ["tsub", ref], ["trsub", ref]
+# (ref - x), ["tmul", ref], ["tdiv", ref], ["trdiv", ref] (ref / x), broadcast by torch's rules; ref is a value ref:
+#   "x" (the forward's first input), ("input", i) (its input i >= 1), an int i (the result of ops[i]), or
+#   ("attr", path) (a parameter or buffer of the module)
+TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv"}
 UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
          "square"}
 WITH_PARAMS = {"elu": 1, "leaky_relu": 1, "hardtanh": 2, "clamp": 2, "softplus": 2, "add": 1, "sub": 1, "rsub": 1,
@@ -23,10 +28,12 @@ WITH_PARAMS = {"elu": 1, "leaky_relu": 1, "hardtanh": 2, "clamp": 2, "softplus":
 
 @dataclass
 class Op:
-    """One recognized computation over the forward's first input (matmul, losses: its first two).
+    """One recognized computation over `src` (a value ref: "x", the forward's first input, by default; matmul and
+    losses read the forward's first two inputs). A forward of several ops is a chain: each op names its input.
 
     kind and detail:
       elementwise  {"steps": [[name, *params], ...]}              y = f_n(...f_1(x)), same shape and dtype as x
+                   (with TENSOR_STEPS: the shape broadcast with their operands')
       softmax      {"dim": int}                                   torch.softmax(x, dim)
       log_softmax  {"dim": int}
       reduce       {"op": "sum"|"mean"|"max"|"min", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
@@ -84,20 +91,43 @@ class Op:
       groupnorm    {"groups": int, "groups_attr": str | None, "eps", "eps_attr", "weight", "bias"}   statistics per
                    (n, group) over C/groups channels and the spatial dims, affine per channel
                    (*_attr, for all of them: where forward reads the value at run time, e.g. "eps" or "norm.eps")
+      view         {"flatten": [start, end]} | {"shape": [int, ...]}   a free reshape (x.flatten(start, end), or
+                   x.reshape/view of literal sizes, -1 allowed): no kernel, only within a chain
     """
 
     kind: str
     detail: dict = field(default_factory=dict)
+    src: object = "x"  # the value it reads: "x", ("input", i) or an earlier op's index
+
+
+def operand_refs(steps) -> list:
+    """The tensor operands of elementwise `steps`, each once, in order of first use (the kernel's o0, o1, ...)."""
+    refs = []
+    for step in steps:
+        if step[0] in TENSOR_STEPS and step[1] not in refs:
+            refs.append(step[1])
+    return refs
 
 
 @dataclass
 class Analysis:
-    ops: list[Op]  # in forward order; one Op when the whole forward is one recognized computation
+    ops: list[Op]  # in forward order (each reads its src); the last one's result is the forward's
     unsupported: list[str] = field(default_factory=list)  # what it could not cover, in words ("conv2d", …)
     n_inputs: int = 1
     error: str | None = None  # the reference could not be traced (the reason)
 
     @property
     def single(self) -> Op | None:
-        """The op, when the forward is exactly one covered op and nothing else."""
-        return self.ops[0] if len(self.ops) == 1 and not self.unsupported and not self.error else None
+        """The op, when the forward is exactly one covered op over its first input(s) and nothing else."""
+        if len(self.ops) != 1 or self.unsupported or self.error:
+            return None
+        op = self.ops[0]
+        plain = op.src == "x" and not operand_refs(op.detail.get("steps") or []) and op.kind != "view"
+        return op if plain else None
+
+    @property
+    def chain(self) -> list[Op] | None:
+        """The ops, when the forward is a sequence of recognized ops (chain.py renders it) and not one plain op."""
+        if not self.ops or self.unsupported or self.error or self.single is not None:
+            return None
+        return self.ops

@@ -1,11 +1,12 @@
 """Pointwise family (elementwise chains): flat 1-D tiles with a masked tail, the op's steps chained in fp32
-registers; the grid is one program per tile, or capped at a few programs per SM that loop (persistent)."""
+registers; the grid is one program per tile, or capped at a few programs per SM that loop (persistent). Chains
+with tensor operands (x + self.bias, x * y) take broadcast.py's kernel under the same moves."""
 
 from __future__ import annotations
 
 from string import Template
 
-from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.triton_families.common import indent, num
 
 
@@ -84,6 +85,10 @@ def step_lines(steps: list) -> list[str]:
 
 
 def _render_pointwise(op: Op, p: dict) -> tuple[list[str], str]:
+    if operand_refs(op.detail["steps"]):  # tensor operands: broadcast.py's kernel, its body reads x, o0, o1, ...
+        from kernelcraft.propose.builtin.triton_families import broadcast
+
+        return broadcast.render(op, p)
     steps = step_lines(op.detail["steps"])
     hint = ', eviction_policy="evict_first"' if p.get("evict_first") else ""
     kernel = _POINTWISE.substitute(steps=indent("\n".join(steps), 8), hint=hint)
