@@ -32,20 +32,18 @@ def kc_bcast_layout(ts, max_dims):
             raise ValueError(f"shapes {[tuple(t.shape) for t in ts]} do not broadcast")
         shape = shape + [big[0] if big else 1]
 
-    def stride(t, d):  # t's stride along output dim d; 0 where t is broadcast
-        k = t.dim() - nd + d
-        return 0 if k < 0 or t.shape[k] == 1 else t.stride(k)
-
+    # each tensor's stride along each output dim; 0 where it is broadcast (or lacks the dim)
+    full = [[0 if k < 0 or t.shape[k] == 1 else t.stride(k) for k in range(t.dim() - nd, t.dim())] for t in ts]
     sizes, strides = [], [[] for t in ts]
     for d in range(nd):
         if shape[d] == 1:
             continue
-        if sizes and all(st[-1] == stride(t, d) * shape[d] for st, t in zip(strides, ts)):
+        if sizes and all(st[-1] == f[d] * shape[d] for st, f in zip(strides, full)):
             sizes[-1] = sizes[-1] * shape[d]  # d merges into the dim before it: one index walks both
-            strides = [st[:-1] + [stride(t, d)] for st, t in zip(strides, ts)]
+            strides = [st[:-1] + [f[d]] for st, f in zip(strides, full)]
         else:
             sizes = sizes + [shape[d]]
-            strides = [st + [stride(t, d)] for st, t in zip(strides, ts)]
+            strides = [st + [f[d]] for st, f in zip(strides, full)]
     if not sizes:
         sizes, strides = [1], [[0] for t in ts]
     if len(sizes) > max_dims:
