@@ -166,17 +166,33 @@ class FamilyOps:
             return self.refuse("instance_norm (running stats)", node)
         if kind == "group_norm" and type(p["num_groups"]) is not int:
             return self.refuse(kind, node)
-        src = self.emit_chain(chain).base
         eps = float(p["eps"])
         common = {"eps": eps, "eps_attr": self.hyper(p, "eps", p["eps"], float), "weight": w and w.path,
                   "bias": b and b.path}
         if kind == "batch_norm":
-            return self.emit("batchnorm", src, **common, running_mean=stats[0].path, running_var=stats[1].path)
+            bn = {**common, "running_mean": stats[0].path, "running_var": stats[1].path}
+            if self.fold_batchnorm(chain, bn):
+                return chain
+            return self.emit("batchnorm", self.emit_chain(chain).base, **bn)
+        src = self.emit_chain(chain).base
         if kind == "instance_norm":
             return self.emit("instancenorm", src, **common, spatial=p.get("spatial"))
         groups = p["num_groups"]
         return self.emit("groupnorm", src, groups=groups, groups_attr=self.hyper(p, "num_groups", groups, int),
                          **common)
+
+    def fold_batchnorm(self, chain: Ew, bn: dict) -> bool:
+        """An eval batchnorm right after a conv (no epilogue yet, not read otherwise): a per-channel scale and shift
+        the conv applies before its epilogue (its detail's "bn")."""
+        i = chain.base
+        if chain.steps or not (isinstance(i, int) and i == len(self.ops) - 1) or self.no_fold:
+            return False
+        op = self.ops[i]
+        if op.kind not in ("conv1d", "conv2d") or op.detail.get("steps") or op.detail.get("pool") \
+                or op.detail.get("bn") or not self.foldable(i, None, chain):
+            return False
+        op.detail["bn"] = bn
+        return True
 
     def hyper(self, p: dict, name: str, value, typ) -> str | None:
         """Where forward reads a hyper-parameter: its module's attribute (nn.* spelling), or self.<attr>."""

@@ -65,8 +65,9 @@ class Op:
                    folded into `steps` like a conv's epilogue
       conv2d       {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "groups": int, "module": str | None,
                     "groups_attr": str | None, "weight": str, "bias": str | None, "steps": [[name, *params], ...],
-                    "pool": pool2d detail | None}
-                   y = pool(steps(conv2d(x, weight, bias))): `steps` is the pointwise epilogue (elementwise names),
+                    "pool": pool2d detail | None[, "bn": batchnorm detail]}
+                   y = pool(steps(bn(conv2d(x, weight, bias)))): `bn` an eval batchnorm folded in (per-channel scale
+                   and shift, present only when folded), `steps` the pointwise epilogue (elementwise names),
                    `pool` a pooling that follows. module: the nn.Conv2d's path, whose stride/padding/dilation/groups
                    the kernel reads at run time (they may depend on sizes, as a depthwise conv's groups do); for
                    F.conv2d the values given (groups by attribute when read from self).

@@ -5,8 +5,9 @@ The convolution is a GEMM that is never materialized: M = N*OH*OW output pixels,
 group, K = (in-channels of a group)*KH*KW. A program owns a BLOCK_M x BLOCK_N tile of outputs (GROUP_M
 swizzle over tiles so neighbouring programs share input rows and weights in L2); each K step gathers the
 BLOCK_M x BLOCK_K patch of the input it needs straight from x (padding is a mask, no im2col buffer) and the
-matching weights, and accumulates tl.dot in fp32. Bias and the pointwise steps that follow the convolution
-in the reference (relu, gelu, scaling, ...) are applied to the fp32 tile before its only store. A pooling
+matching weights, and accumulates tl.dot in fp32. Bias, an eval batchnorm that follows (folded in: a
+per-channel scale and shift from its running statistics) and the pointwise steps after them in the reference
+(relu, gelu, scaling, ...) are applied to the fp32 tile before its only store. A pooling
 that follows (conv -> relu -> max-pool) is the pool family's kernel over the conv's output, launched next.
 
 A depthwise convolution (groups == in == out channels) is no GEMM: it takes a direct stencil kernel instead,
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_families import pool
-from kernelcraft.propose.builtin.triton_families.common import attr, indent
+from kernelcraft.propose.builtin.triton_families.common import attr, indent, num
 from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
 
 
@@ -132,8 +133,8 @@ def _render_conv(op: Op, p: dict) -> tuple[list[str], str]:
     if prec not in ("ieee", "tf32x3", "tf32"):
         raise ValueError(f"unknown conv precision {prec!r}")
     steps = indent("\n".join(step_lines(d.get("steps", []))), 4)
-    kernel = _CONV.replace("$steps", steps)
-    depthwise = _DEPTHWISE.replace("$steps", steps)
+    kernel = _CONV.replace("$steps", _bn_lines(d.get("bn"), "co", "nmask") + steps)
+    depthwise = _DEPTHWISE.replace("$steps", _bn_lines(d.get("bn"), "c", None) + steps)
     bias = attr(d["bias"]) if d.get("bias") else "None"
     one_d = op.kind == "conv1d"  # run as a 2-D conv over a one-row image: x (N, C, 1, L), w (CO, CPG, 1, K)
     if d.get("module") and one_d:  # hyper-parameters as the module holds them at run time
@@ -177,6 +178,17 @@ elif y.numel() > 0:
                            BLOCK_K={bk}, GROUP_M={group}, PREC=prec, num_warps={int(p["num_warps"])},
                            num_stages={int(p["num_stages"])})
 {"y = y.reshape(y.shape[0], y.shape[1], y.shape[3])" + chr(10) if one_d else ""}return y.reshape(y.shape[1:]) if unbatched else y'''
+    if d.get("bn"):  # the batchnorm's running statistics, weight, bias and eps go to both kernels
+        bn = d["bn"]
+        mean = attr(bn["running_mean"])
+        eps = attr(bn["eps_attr"]) if bn.get("eps_attr") else num(bn["eps"])
+        kernel, depthwise = (k.replace("b_ptr, y_ptr,", "b_ptr, y_ptr, bn_mean_ptr, bn_var_ptr, bn_w_ptr, bn_b_ptr, "
+                                       "bn_eps,", 1) for k in (kernel, depthwise))
+        body = body.replace("x if bias is None else bias, y, ", "x if bias is None else bias, y, *bn_args, ")
+        body = body.replace("if unbatched:\n", "if unbatched:  # batch_norm would take dim 1 as the channels\n"
+                            "    raise ValueError('a batchnorm folded into a conv needs a batched input')\n", 1)
+        body = (f"bn_args = ({mean}, {attr(bn['running_var'])}, {attr(bn['weight']) if bn.get('weight') else mean}, "
+                f"{attr(bn['bias']) if bn.get('bias') else mean}, float({eps}))  # folded batchnorm\n") + body
     if not d.get("pool"):
         return [_OUT_SIZE, kernel, depthwise], body
     # Pooled: the conv (with its epilogue) into a scratch tensor, then the pool family's kernel over it.
@@ -185,6 +197,23 @@ elif y.numel() > 0:
     body = body.replace("return y.reshape(y.shape[1:]) if unbatched else y",
                         "x = y.reshape(y.shape[1:]) if unbatched else y") + "\n" + pool_body
     return [_OUT_SIZE, kernel, depthwise, *pool_kernels], body
+
+
+def _bn_lines(bn: dict | None, ch: str, mask: str | None) -> str:
+    """Kernel lines applying a folded eval batchnorm to the fp32 tile x: channel(s) `ch` (a vector of out-channels
+    masked by `mask`, or one channel), (x - mean) * rsqrt(var + eps) [* weight] [+ bias], before the epilogue."""
+    if not bn:
+        return ""
+    m, row = (f", mask={mask}, other=0.0", "[None, :]") if mask else ("", "")
+    v = f", mask={mask}, other=1.0" if mask else ""
+    lines = [f"mu = tl.load(bn_mean_ptr + {ch}{m}).to(tl.float32)",
+             f"scale = tl.rsqrt(tl.load(bn_var_ptr + {ch}{v}).to(tl.float32) + bn_eps)"]
+    if bn.get("weight"):
+        lines.append(f"scale = scale * tl.load(bn_w_ptr + {ch}{m}).to(tl.float32)")
+    lines.append(f"x = (x - mu{row}) * scale{row}")
+    if bn.get("bias"):
+        lines.append(f"x = x + tl.load(bn_b_ptr + {ch}{m}).to(tl.float32){row}")
+    return indent("\n".join(lines), 4) + "\n"
 
 
 _OUT_SIZE = '''
