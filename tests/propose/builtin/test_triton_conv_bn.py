@@ -58,3 +58,4 @@ def test_no_fold_where_the_conv_result_is_needed_as_it_is(tmp_path, forward):
     analysis = analyze(write(tmp_path, forward, "self.conv = nn.Conv2d(3, 4, 3)\nself.bn = nn.BatchNorm2d(4)\n"
                              "self.pool = nn.MaxPool2d(2)", "[torch.randn(2, 3, 8, 8)]"))
     assert "batchnorm" in [op.kind for op in analysis.chain] and "bn" not in analysis.chain[0].detail
+

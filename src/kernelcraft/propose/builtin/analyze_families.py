@@ -14,6 +14,10 @@ from kernelcraft.propose.builtin.plan import TENSOR_STEPS
 from kernelcraft.propose.builtin.values import Attr, Ew, LogSoftmaxIn, Prod, mentions
 
 
+# the kinds whose kernels apply pointwise steps that follow them ("steps") before their store
+EPILOGUE_KINDS = ("conv1d", "conv2d", "linear", "layernorm", "rmsnorm", "batchnorm", "groupnorm", "instancenorm")
+
+
 class FamilyOps:
     def conv2d(self, node: fx.Node, wshape, stride, padding, dilation, groups, weight: str, bias, mode="zeros",
                module=None):
@@ -70,7 +74,7 @@ class FamilyOps:
         if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1) or self.no_fold:
             return 0
         op = self.ops[chain.base]
-        if op.kind not in ("conv1d", "conv2d", "linear", "layernorm", "rmsnorm") or op.detail.get("steps") \
+        if op.kind not in EPILOGUE_KINDS or op.detail.get("steps") \
                 or op.detail.get("pool"):  # steps after a pool are an op of their own
             return 0
         n = next((i for i, s in enumerate(chain.steps) if s[0] in TENSOR_STEPS), len(chain.steps))

@@ -91,7 +91,8 @@ class Op:
                    spatial + 1 dims is unbatched), None for F.instance_norm
       groupnorm    {"groups": int, "groups_attr": str | None, "eps", "eps_attr", "weight", "bias"}   statistics per
                    (n, group) over C/groups channels and the spatial dims, affine per channel
-                   (*_attr, for all of them: where forward reads the value at run time, e.g. "eps" or "norm.eps")
+                   (*_attr, for all of them: where forward reads the value at run time, e.g. "eps" or "norm.eps";
+                    all three may carry "steps", the pointwise ops after the norm, as an epilogue)
       view         {"flatten": [start, end]} | {"shape": [int, ...]}   a free reshape (x.flatten(start, end), or
                    x.reshape/view of literal sizes, -1 allowed): no kernel, only within a chain
     """
