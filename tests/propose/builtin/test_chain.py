@@ -66,7 +66,7 @@ def test_chains_match_their_reference(tmp_path, forward, init, cases, kinds):
 
 @pytest.mark.parametrize("forward, cases, kinds", [
     ("return torch.softmax(a @ b * 0.5, -1)", [[(5, 7), (7, 9)], [(3, 4, 33), (3, 33, 6)], [(1, 1), (1, 1)]],
-     ["matmul", "elementwise", "softmax"]),
+     ["matmul", "softmax"]),  # the scale: the matmul's epilogue
     ("return F.mse_loss(a, b) * 2.0", [[(5, 7), (5, 7)], [(3, 1, 9), (3, 1, 9)], [(1,), (1,)]],
      ["loss", "elementwise"]),
     ("return torch.relu(b) * a", [[(5, 7), (5, 7)], [(3, 9), (9,)], [(2, 1), (2, 3)]], ["elementwise"]),
@@ -111,7 +111,7 @@ def test_the_lead_op_carries_the_moves():
 # -- the level-2 problems ------------------------------------------------------------------------------------
 
 CHAINS = {"avgpool_sigmoid_multiply": ["pool2d", "elementwise"],
-          "bmm_scale_softmax": ["matmul", "elementwise", "softmax"],
+          "bmm_scale_softmax": ["matmul", "softmax"],
           "conv2d_add_sigmoid": ["conv2d", "elementwise"],
           "conv2d_gelu_global_avgpool": ["conv2d", "view"],
           "gemm_groupnorm_swish": ["linear", "groupnorm"],  # swish: the groupnorm's epilogue

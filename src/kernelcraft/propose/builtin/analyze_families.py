@@ -15,7 +15,8 @@ from kernelcraft.propose.builtin.values import Attr, Ew, LogSoftmaxIn, Prod, men
 
 
 # the kinds whose kernels apply pointwise steps that follow them ("steps") before their store
-EPILOGUE_KINDS = ("conv1d", "conv2d", "linear", "layernorm", "rmsnorm", "batchnorm", "groupnorm", "instancenorm")
+EPILOGUE_KINDS = ("conv1d", "conv2d", "linear", "matmul", "layernorm", "rmsnorm", "batchnorm", "groupnorm",
+                  "instancenorm")
 
 
 class FamilyOps:

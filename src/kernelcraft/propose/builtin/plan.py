@@ -48,6 +48,7 @@ class Op:
                    two inputs (not only x): both 2-D, or both 3-D with equal batch (bmm, or matmul of 3-D
                    tensors); op = transpose of the last two dims when trans_* (A.T, A.t(), A.transpose(-2, -1)).
                    Matvec is a matmul with B of shape (K, 1). Output dtype = input dtype, fp32 accumulation.
+                   May carry "steps": the pointwise ops after the product, as an epilogue.
       argreduce    {"op": "argmax"|"argmin", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
                    int64 indices (dim None: into the flattened input); ties give the first index, NaN counts as
                    the extreme (torch's rules); also the indices of torch.max/min(x, dim)

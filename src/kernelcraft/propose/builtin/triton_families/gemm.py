@@ -4,7 +4,8 @@ accumulator; operands read through their strides (a transpose is a stride swap).
 fp32) or "tf32" (fp32 inputs only; such moves carry params["precision"] == "tf32", which the registry's
 needs_relaxed names). TMA moves (params["tma"]) add a persistent kernel whose operand tiles come through tensor
 descriptors (TMA on Hopper): used at run time for 2-D row-major operands on a GPU, the strided kernel otherwise.
-Under the GEMV move, products with at most GEMV_COLUMNS columns (matrix-vector) take a GEMV kernel."""
+Under the GEMV move, products with at most GEMV_COLUMNS columns (matrix-vector) take a GEMV kernel. A matmul's
+pointwise steps after it (scaling, activations) are applied to the fp32 tile before its store, as a linear's."""
 
 from __future__ import annotations
 
@@ -159,6 +160,20 @@ def _with_epilogue(kernel: str, store: str, steps: list) -> str:
 
 
 _STORE = "    c_ptrs = c_ptr + bid * s_cb"
+
+
+def _with_steps(kernel: str, steps: list) -> str:
+    """A matmul kernel text with the pointwise `steps` applied to its fp32 result before the store."""
+    lines = step_lines(steps)
+    if not lines:
+        return kernel
+    if "kc_gemv_kernel" in kernel:
+        store = "    tl.store(c_ptr + bid * s_cb + rm * s_cm"
+        kernel = kernel.replace("tl.sum(acc, 1).to(c_ptr.dtype.element_ty)", "x.to(c_ptr.dtype.element_ty)", 1)
+        return kernel.replace(store, indent("\n".join(["x = tl.sum(acc, 1)", *lines]), 4) + "\n" + store, 1)
+    store = _STORE if _STORE in kernel else _STORE_TMA
+    pad = store[:len(store) - len(store.lstrip())]
+    return kernel.replace(store, indent("\n".join(["x = acc", *lines, "acc = x"]), len(pad)) + "\n" + store, 1)
 _STORE_TMA = "        tl.store(c_ptr + rm[:, None] * N"
 
 
@@ -237,8 +252,10 @@ kc_matmul_kernel[grid](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{
                        s_c[-1], BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec,
                        num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
 return c'''
+    steps = op.detail.get("steps") or []  # pointwise ops after the product, on the fp32 tile before its store
+    gemm, gemv_kernel, gemm_tma = (_with_steps(k, steps) for k in (_GEMM, _GEMV, _GEMM_TMA))
     if not p.get("tma") or ta or tb:  # TMA reads A and B as the row-major matrices they are, untransposed
-        return [_GEMM] + ([_GEMV] if gemv else []), body
+        return [gemm] + ([gemv_kernel] if gemv else []), body
     # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
     # strided kernel above.
     tma = _TMA_OK + f'''
@@ -261,7 +278,7 @@ def kc_matmul_tma(a, b, c, prec):
     body = body.replace("grid = (", """if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and kc_matmul_tma(a, b, c, prec):
     return c
 grid = (""", 1)
-    return [_GEMM] + ([_GEMV] if gemv else []) + [_GEMM_TMA, tma], body
+    return [gemm] + ([gemv_kernel] if gemv else []) + [gemm_tma, tma], body
 
 
 KINDS = {"matmul": (_matmul_moves, _render_matmul), "linear": (_matmul_moves, _render_linear)}
