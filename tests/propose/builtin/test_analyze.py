@@ -71,7 +71,8 @@ def test_level2_problems_are_single_where_a_family_fuses_them_else_chains():
         fused = {"level2/conv2d_relu_maxpool": "conv2d",  # conv, relu epilogue, max-pool: one pooled conv
                  "level2/gemm_gelu_scale": "linear",  # linear with a gelu-and-scale epilogue
                  "level2/layernorm_gelu": "layernorm",  # layernorm with a gelu epilogue
-                 "level2/conv2d_batchnorm_relu": "conv2d"}  # conv, eval batchnorm and relu folded in
+                 "level2/conv2d_batchnorm_relu": "conv2d",  # conv, eval batchnorm and relu folded in
+                 "level2/conv2d_add_sigmoid": "conv2d"}  # conv, + a per-channel parameter and sigmoid folded in
         if name in fused:
             assert analysis.single is not None and analysis.single.kind == fused[name], analysis
             continue

@@ -5,18 +5,23 @@ refuse, attr_name, ...)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn.functional as F
 from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
 from kernelcraft.propose.builtin.plan import TENSOR_STEPS
-from kernelcraft.propose.builtin.values import Attr, Ew, LogSoftmaxIn, Prod, mentions
+from kernelcraft.propose.builtin.values import Attr, Ew, LogSoftmaxIn, Prod, chains_in, mentions
 
 
 # the kinds whose kernels apply pointwise steps that follow them ("steps") before their store
 EPILOGUE_KINDS = ("conv1d", "conv2d", "linear", "matmul", "layernorm", "rmsnorm", "batchnorm", "groupnorm",
                   "instancenorm")
+
+# the kinds whose epilogue also takes tensor steps over a parameter (x + self.bias), read at the output's coordinates
+OPERAND_EPILOGUES = ("conv1d", "conv2d")
 
 
 class FamilyOps:
@@ -70,15 +75,18 @@ class FamilyOps:
 
     def fold_epilogue(self, chain: Ew) -> int:
         """How many leading steps of `chain` the op it reads applies itself (the epilogue of a conv (before any
-        pooling), a linear or a norm; no tensor steps): folded into it (0: none). Only the last op takes them,
-        and only when no other value still to be read needs its result without them (see foldable)."""
+        pooling), a linear, a matmul or a norm; tensor steps only where the op reads their operand, see
+        OPERAND_EPILOGUES): folded into it (0: none). Only the last op takes them, and only when no other value
+        still to be read needs its result without them (see foldable)."""
         if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1) or self.no_fold:
             return 0
         op = self.ops[chain.base]
         if op.kind not in EPILOGUE_KINDS or op.detail.get("steps") \
                 or op.detail.get("pool"):  # steps after a pool are an op of their own
             return 0
-        n = next((i for i, s in enumerate(chain.steps) if s[0] in TENSOR_STEPS), len(chain.steps))
+        n = next((i for i, s in enumerate(chain.steps) if s[0] in TENSOR_STEPS
+                  and not (op.kind in OPERAND_EPILOGUES and isinstance(s[1], tuple) and s[1][0] == "attr")),
+                 len(chain.steps))
         if n == 0 or not self.foldable(chain.base, chain.steps[:n], chain):
             return 0
         op.detail["steps"] = [list(s) for s in chain.steps[:n]]
@@ -88,23 +96,27 @@ class FamilyOps:
         """Whether op i may start applying `prefix` (None: a pooling) to its result. Every value still to be read
         that reads op i must read it through those same first steps (it is then rebased past them) and none may
         take op i's result as a tensor operand; `consumed`, the value folded, read by this node alone, is exempt."""
+        def plain(v):  # a chain times a parameter as the chain it is
+            return c if isinstance(v, Prod) and isinstance(c := self.as_chain(v), Ew) else v
+
         live = [m for m in self.env if any(self.order[u] >= self.position for u in m.users)]
         if any(s[0] in TENSOR_STEPS and s[1] == i for s in consumed.steps):
             return False
         for m in live:
-            v = self.env[m]
-            here_only = all(self.order[u] <= self.position for u in m.users)
-            if here_only and (v == consumed or (isinstance(v, Prod) and self.as_chain(v) == consumed)):
+            v = plain(self.env[m])
+            if v == consumed and all(self.order[u] <= self.position for u in m.users):
                 continue
-            if isinstance(v, Ew) and v.base == i:
-                if prefix is None or v.steps[:len(prefix)] != prefix or mentions(Ew(None, v.steps), i):
+            for c in chains_in(v):
+                if mentions(Ew(None, c.steps), i) or (c.base == i and (
+                        prefix is None or c.steps[:len(prefix)] != prefix)):
                     return False
-            elif mentions(v, i):
-                return False
-        for m in live:  # rebased: they now read op i's new result
-            v = self.env[m]
-            if prefix and isinstance(v, Ew) and v.base == i:
-                self.env[m] = Ew(i, v.steps[len(prefix):])
+        if prefix:  # rebased: they now read op i's new result
+            def rebase(c):
+                return Ew(i, c.steps[len(prefix):]) if isinstance(c, Ew) and c.base == i else c
+            for m in live:
+                if mentions(v := plain(self.env[m]), i):
+                    self.env[m] = rebase(v) if isinstance(v, Ew) else replace(v, **{
+                        f: rebase(getattr(v, f)) for f in ("src", "inv_src") if hasattr(v, f)})
         return True
 
     def view(self, node: fx.Node, detail: dict):

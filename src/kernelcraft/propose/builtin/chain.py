@@ -95,8 +95,8 @@ def render(ops: list[Op], reference_source: str, params: dict) -> str:
             if len(names) < 2:
                 raise ValueError(f"a {op.kind} reference needs a forward(self, A, B, ...)")
             params_, args = "a, b", f"{names[0]}, {names[1]}"
-        else:
-            refs = operand_refs(op.detail.get("steps") or [])
+        else:  # an elementwise op's tensor operands are arguments; other families read their parameters themselves
+            refs = operand_refs(op.detail.get("steps") or []) if op.kind == "elementwise" else []
             params_ = ", ".join(["x", *(f"o{k}" for k in range(len(refs)))])
             args = ", ".join([value(op.src), *(value(r, operand=True) for r in refs)])
         helper = f"kc_op{j}_{op.kind}"

@@ -125,7 +125,9 @@ class Analysis:
         if len(self.ops) != 1 or self.unsupported or self.error:
             return None
         op = self.ops[0]
-        plain = op.src == "x" and not operand_refs(op.detail.get("steps") or []) and op.kind != "view"
+        refs = operand_refs(op.detail.get("steps") or [])  # an epilogue's parameters are read by its family
+        plain = op.src == "x" and op.kind != "view" and not (op.kind == "elementwise" and refs) \
+            and all(isinstance(r, tuple) and r[0] == "attr" for r in refs)
         return op if plain else None
 
     @property

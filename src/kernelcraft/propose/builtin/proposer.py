@@ -1,11 +1,12 @@
 """The built-in kernel engineer as a proposer: no model, no key, no tokens.
 
-It reads the reference (analyze.py), and for the op it recognized offers *moves*: optimization ideas in
-plain words (for a chain of ops, the moves of its lead op: chain.py), each tagged with a category and bound to the parameters of a kernel family that realizes
-it (triton_kernels.py; on a GPU also nvrtc_kernels.py, whose CUDA moves come first for the kinds it
-serves: the candidate's backend is read from its source, so one run mixes both). Asked for ideas, it offers moves not yet tried; asked to implement an idea, it
-renders that move's kernel. Its answers are text in the same format a model would write, so they are
-stored, replayed and parsed like any other.
+It reads the reference (analyze.py), and for the op it recognized offers *moves*: optimization ideas in plain
+words (for a chain of ops, the moves of its lead op: chain.py), each tagged with a category and bound to the
+parameters of a kernel family that realizes it (triton_kernels.py; on a GPU also nvrtc_kernels.py, whose CUDA
+moves come first for the kinds it serves: the candidate's backend is read from its source, so one run mixes
+both). Asked for ideas, it offers moves not yet tried; asked to implement an idea, it renders that move's
+kernel. Its answers are text in the same format a model would write, so they are stored, replayed and parsed
+like any other.
 """
 
 from __future__ import annotations

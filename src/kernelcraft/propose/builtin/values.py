@@ -57,8 +57,13 @@ class Attr:  # a parameter or buffer, by attribute path
 UNKNOWN = object()  # a tensor the IR cannot describe (results of unsupported ops)
 
 
+def chains_in(v) -> list[Ew]:
+    """The chains a value is made of (itself, or the chains inside a pending rmsnorm piece or max/min pair)."""
+    if isinstance(v, Ew):
+        return [v]
+    return [c for f in ("src", "inv_src") if isinstance(c := getattr(v, f, None), Ew)]
+
+
 def mentions(v, i) -> bool:
     """Whether value v reads the result of op i: as the base of a chain or as a tensor operand of its steps."""
-    if isinstance(v, Ew):
-        return v.base == i or any(s[0] in TENSOR_STEPS and s[1] == i for s in v.steps)
-    return any(mentions(getattr(v, f), i) for f in ("src", "inv_src") if isinstance(getattr(v, f, None), Ew))
+    return any(c.base == i or any(s[0] in TENSOR_STEPS and s[1] == i for s in c.steps) for c in chains_in(v))

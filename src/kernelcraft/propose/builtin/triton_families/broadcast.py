@@ -11,12 +11,10 @@ import inspect
 
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.triton_families.common import indent
-from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
+from kernelcraft.propose.builtin.triton_families.pointwise import epilogue_lines
 
 MAX_DIMS = 6  # dims left after coalescing that the kernel decodes (more raises at run time)
 
-_TENSOR_STEP = {"tadd": "x + {}", "tsub": "x - {}", "trsub": "{} - x", "tmul": "x * {}", "tdiv": "x / {}",
-                "trdiv": "{} / x"}
 
 
 def kc_bcast_layout(ts, max_dims):
@@ -72,14 +70,8 @@ def render(op: Op, p: dict) -> tuple[list[str], str]:
     steps = op.detail["steps"]
     refs = operand_refs(steps)
     names = ["x"] + [f"o{k}" for k in range(len(refs))]
-    lines = []
-    for step in steps:
-        if step[0] in _TENSOR_STEP:
-            lines.append("x = " + _TENSOR_STEP[step[0]].format(f"o{refs.index(step[1])}"))
-        else:
-            lines += step_lines([step])
     hint = ', eviction_policy="evict_first"' if p.get("evict_first") else ""
-    loads = [f"{t} = tl.load({t}_ptr + {t}_off, mask=mask{hint}).to(tl.float32)" for t in names[1:]]
+    lines = epilogue_lines(steps, lambda k: f"tl.load(o{k}_ptr + o{k}_off, mask=mask{hint}).to(tl.float32)")
     strides = ", ".join(f"{t}_s{d}" for t in names for d in range(MAX_DIMS))
     sizes = ", ".join(f"D{d}" for d in range(MAX_DIMS))
     kernel = f'''
@@ -93,7 +85,7 @@ def kc_bcast_kernel({", ".join(t + "_ptr" for t in names)}, y_ptr, n, n_tiles, {
         mask = offs < n
 {indent(chr(10).join(_index(names)), 8)}
         x = tl.load(x_ptr + x_off, mask=mask{hint}).to(tl.float32)
-{indent(chr(10).join(loads + lines), 8)}
+{indent(chr(10).join(lines), 8)}
         tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty), mask=mask{hint})
 '''
     programs = "n_tiles"

@@ -84,6 +84,23 @@ def step_lines(steps: list) -> list[str]:
     return [line for step in steps for line in _step(step[0], list(step[1:]))]
 
 
+TENSOR_OPS = {"tadd": "x + {}", "tsub": "x - {}", "trsub": "{} - x", "tmul": "x * {}", "tdiv": "x / {}",
+              "trdiv": "{} / x"}
+
+
+def epilogue_lines(steps: list, load) -> list[str]:
+    """step_lines for steps that may have tensor operands: operand k (plan.operand_refs order) is first loaded as
+    o<k> = load(k), an fp32 expression shaped like x's tile; the tensor steps combine x with it."""
+    refs = operand_refs(steps)
+    lines = [f"o{k} = {load(k)}" for k in range(len(refs))]
+    for step in steps:
+        if step[0] in TENSOR_OPS:
+            lines.append("x = " + TENSOR_OPS[step[0]].format(f"o{refs.index(step[1])}"))
+        else:
+            lines += _step(step[0], list(step[1:]))
+    return lines
+
+
 def _render_pointwise(op: Op, p: dict) -> tuple[list[str], str]:
     if operand_refs(op.detail["steps"]):  # tensor operands: broadcast.py's kernel, its body reads x, o0, o1, ...
         from kernelcraft.propose.builtin.triton_families import broadcast

@@ -1,13 +1,15 @@
-"""An eval batchnorm right after a convolution folds into the conv's epilogue as a per-channel scale and shift
-(before the pointwise steps): the implicit-GEMM and depthwise kernels, 1-D and 2-D, with and without affine
-parameters, against the reference on odd shapes; and where it must not fold."""
+"""What a convolution's epilogue takes beyond pointwise steps: an eval batchnorm right after it (a per-channel
+scale and shift before the steps) and parameter operands (x + self.bias, broadcast by torch's rules, read at
+the output's coordinates): the implicit-GEMM and depthwise kernels, 1-D and 2-D, batched or not, against the
+reference on odd shapes; and where they must not fold."""
 
 import pytest
 import torch
 
+from kernelcraft.propose.builtin import triton_kernels
 from kernelcraft.propose.builtin.analyze import analyze
 from tests.propose.builtin.chain_check import check_chain
-from tests.propose.builtin.kernel_check import DEVICE
+from tests.propose.builtin.kernel_check import DEVICE, load
 from tests.propose.builtin.test_analyze import write
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -59,3 +61,35 @@ def test_no_fold_where_the_conv_result_is_needed_as_it_is(tmp_path, forward):
                              "self.pool = nn.MaxPool2d(2)", "[torch.randn(2, 3, 8, 8)]"))
     assert "batchnorm" in [op.kind for op in analysis.chain] and "bn" not in analysis.chain[0].detail
 
+
+
+@pytest.mark.parametrize("forward, init, cases", [
+    ("return torch.sigmoid(self.conv(x) + self.b)", "self.conv = nn.Conv2d(3, 4, 2, stride=2)\n"
+     "self.b = nn.Parameter(torch.randn(4, 1, 1))", [[(2, 3, 9, 7)], [(1, 3, 5, 5)], [(3, 11, 4)]]),  # unbatched
+    ("return self.b - torch.relu(self.conv(x)) * self.s", "self.conv = nn.Conv2d(3, 5, 3, padding=1)\n"
+     "self.b = nn.Parameter(torch.randn(1, 5, 1, 1))\nself.s = nn.Parameter(torch.randn(1))",
+     [[(2, 3, 9, 7)], [(1, 3, 1, 1)], [(1, 3, 4, 13)]]),
+    ("return self.conv(x) / self.d", "self.conv = nn.Conv2d(4, 4, 3, groups=4)\n"  # depthwise
+     "self.register_buffer('d', torch.rand(4, 1, 1) + 1.0)", [[(2, 4, 9, 7)], [(1, 4, 3, 3)], [(4, 5, 12)]]),
+    ("return self.conv(x) + self.w", "self.conv = nn.Conv2d(3, 2, 3)\nself.w = nn.Parameter(torch.randn(5))",
+     [[(2, 3, 9, 7)], [(1, 3, 3, 7)], [(3, 6, 7)]]),  # along the output's width: the input width fixed at 7
+    ("return torch.tanh(self.conv(x) + self.b)", "self.conv = nn.Conv1d(3, 4, 3, stride=2)\n"
+     "self.b = nn.Parameter(torch.randn(4, 1))", [[(2, 3, 9)], [(1, 3, 3)], [(3, 17)]]),
+    ("return self.pool(self.conv(x) * self.s)", "self.conv = nn.Conv2d(3, 4, 3)\nself.pool = nn.MaxPool2d(2)\n"
+     "self.s = nn.Parameter(torch.randn(4, 1, 1))", [[(2, 3, 9, 7)], [(1, 3, 4, 4)], [(3, 8, 11)]]),
+])
+def test_parameter_operands_fold_into_the_conv(tmp_path, forward, init, cases):
+    ops, source = check_chain(tmp_path, forward, init, cases, single=True)
+    assert any(s[0].startswith("t") and s[0] != "tanh" for s in ops[0].detail["steps"])
+    assert "kc_bcast_kernel" not in source and "kc_operand_args" in source
+
+
+def test_an_operand_that_would_grow_the_output_is_refused_at_run_time(tmp_path):
+    problem = write(tmp_path, "return self.conv(x) + self.b", "self.conv = nn.Conv2d(3, 4, 3)\n"
+                    "self.b = nn.Parameter(torch.randn(1, 4, 1, 1))", "[torch.randn(2, 3, 5, 5)]")
+    op = analyze(problem).single
+    module = load(triton_kernels.render(op, problem.source, {}), tmp_path)
+    model = module.ModelNew().to(DEVICE)
+    assert model(torch.randn(2, 3, 5, 5, device=DEVICE)).shape == (2, 4, 3, 3)
+    with pytest.raises(ValueError, match="broadcasts beyond the output"):
+        model(torch.randn(3, 5, 5, device=DEVICE))  # unbatched: torch's output would be (1, 4, 3, 3)
