@@ -72,7 +72,8 @@ def test_level2_problems_are_single_where_a_family_fuses_them_else_chains():
                  "level2/gemm_gelu_scale": "linear",  # linear with a gelu-and-scale epilogue
                  "level2/layernorm_gelu": "layernorm",  # layernorm with a gelu epilogue
                  "level2/conv2d_batchnorm_relu": "conv2d",  # conv, eval batchnorm and relu folded in
-                 "level2/conv2d_add_sigmoid": "conv2d"}  # conv, + a per-channel parameter and sigmoid folded in
+                 "level2/conv2d_add_sigmoid": "conv2d",  # conv, + a per-channel parameter and sigmoid folded in
+                 "level2/gemm_relu_add_bias": "linear"}  # linear, relu and + a per-column parameter folded in
         if name in fused:
             assert analysis.single is not None and analysis.single.kind == fused[name], analysis
             continue

@@ -25,8 +25,8 @@ def test_level2_chains_name_what_each_op_reads():
     assert read("gemm_groupnorm_swish") == [("linear", "x"), ("groupnorm", 0)]
     assert analyze(load_problem("level2/gemm_groupnorm_swish")).chain[1].detail["steps"] == [["silu"]]
     assert read("swish_add") == [("elementwise", "x")]
-    ops_ = analyze(load_problem("level2/gemm_relu_add_bias")).chain
-    assert ops_[0].detail["steps"] == [["relu"]] and ops_[1].detail["steps"] == [["tadd", ("attr", "bias")]]
+    op = analyze(load_problem("level2/gemm_relu_add_bias")).single
+    assert op.kind == "linear" and op.detail["steps"] == [["relu"], ["tadd", ("attr", "bias")]]
     ops_ = analyze(load_problem("level2/conv2d_gelu_global_avgpool")).chain
     assert ops_[0].detail["steps"] == [["gelu"]] and ops_[0].detail["pool"]["pool"] == "adaptive_avg"
     assert (ops_[1].kind, ops_[1].detail) == ("view", {"flatten": [1, -1]})

@@ -20,8 +20,8 @@ from kernelcraft.propose.builtin.values import Attr, Ew, LogSoftmaxIn, Prod, cha
 EPILOGUE_KINDS = ("conv1d", "conv2d", "linear", "matmul", "layernorm", "rmsnorm", "batchnorm", "groupnorm",
                   "instancenorm")
 
-# the kinds whose epilogue also takes tensor steps over a parameter (x + self.bias), read at the output's coordinates
-OPERAND_EPILOGUES = ("conv1d", "conv2d")
+# the kinds whose epilogue also takes tensor steps over a parameter (x + self.bias): see FamilyOps.operand_folds
+OPERAND_EPILOGUES = ("conv1d", "conv2d", "linear")
 
 
 class FamilyOps:
@@ -84,13 +84,24 @@ class FamilyOps:
         if op.kind not in EPILOGUE_KINDS or op.detail.get("steps") \
                 or op.detail.get("pool"):  # steps after a pool are an op of their own
             return 0
-        n = next((i for i, s in enumerate(chain.steps) if s[0] in TENSOR_STEPS
-                  and not (op.kind in OPERAND_EPILOGUES and isinstance(s[1], tuple) and s[1][0] == "attr")),
+        n = next((i for i, s in enumerate(chain.steps) if s[0] in TENSOR_STEPS and not self.operand_folds(op, s[1])),
                  len(chain.steps))
         if n == 0 or not self.foldable(chain.base, chain.steps[:n], chain):
             return 0
         op.detail["steps"] = [list(s) for s in chain.steps[:n]]
         return n
+
+    def operand_folds(self, op, ref) -> bool:
+        """Whether `op`'s epilogue reads tensor operand `ref` itself: a parameter, any for a conv (read at the
+        output's coordinates), a 1-D one for a linear (along its columns)."""
+        if not (isinstance(ref, tuple) and ref[0] == "attr") or op.kind not in OPERAND_EPILOGUES:
+            return False
+        if op.kind != "linear":
+            return True
+        t = self.gm
+        for part in ref[1].split("."):
+            t = getattr(t, part, None)
+        return isinstance(t, torch.Tensor) and t.dim() == 1
 
     def foldable(self, i: int, prefix: tuple | None, consumed: Ew) -> bool:
         """Whether op i may start applying `prefix` (None: a pooling) to its result. Every value still to be read

@@ -62,8 +62,9 @@ class Op:
                    adaptive_avg: output_size (None keeps the input's size), the four geometry keys None, bins
                    [floor(i*H/OH), ceil((i+1)*H/OH)). Output sizes: triton_families/pool.py kc_pool_out.
       linear       {"weight": str, "bias": str | None, "steps": [[name, *params], ...]}   y = steps(x @ weight.T + bias)
-                   over the last dim of x (nn.Linear or F.linear of the raw input), the pointwise ops after it
-                   folded into `steps` like a conv's epilogue
+                   over the last dim of x (nn.Linear or F.linear), the pointwise ops after it folded into `steps`
+                   like a conv's epilogue (tensor steps too, over 1-D parameters: along the columns; a conv's take
+                   any parameter, read at the output's coordinates)
       conv2d       {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "groups": int, "module": str | None,
                     "groups_attr": str | None, "weight": str, "bias": str | None, "steps": [[name, *params], ...],
                     "pool": pool2d detail | None[, "bn": batchnorm detail]}
