@@ -10,12 +10,14 @@ import torch
 from kernelcraft.problems import load_problem, suite_names
 from kernelcraft.propose.base import Idea, Request
 from kernelcraft.propose.builtin import chain
+from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
 from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed
 from kernelcraft.propose.parse import parse_kernel
 from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, load
+from tests.propose.builtin.test_analyze import write
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -166,6 +168,13 @@ def test_level2_problems_match_at_small_sizes(name, tmp_path):
         want, got = ref(*inputs), new(*inputs)
     assert got.shape == want.shape and got.dtype == want.dtype
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_forward_of_views_alone_is_not_covered(tmp_path):
+    problem = write(tmp_path, "return x.flatten(1)", "", "[torch.randn(2, 3, 4)]")
+    assert [op.kind for op in analyze(problem).chain] == ["view"]
+    with pytest.raises(CoverageError, match="only views"):
+        BuiltinProposer("cpu").coverage(problem, "triton")
 
 
 def test_ideas_for_a_chain_are_its_moves_in_order():

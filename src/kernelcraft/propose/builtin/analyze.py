@@ -1,10 +1,14 @@
 """Read a reference into plan.py's IR: instantiate its Model, trace it with torch.fx, and interpret the graph.
 
-The interpretation is abstract: each node gets a value saying what it is in terms of the forward's first
-input x (a chain of pointwise steps over x or over a recognized op's result, a pending rmsnorm piece, a
+The interpretation is abstract: each node gets a value saying what it is in terms of the forward's inputs
+(a chain of pointwise steps over an input or over a recognized op's result, a pending rmsnorm piece, a
 parameter, or unknown). Ops are emitted only when a value is consumed by something that is not pointwise,
 so a chain such as `torch.relu(x * 2.0) - 1.0` becomes one elementwise Op, and the pieces of an rmsnorm
-written by hand (square, mean, + eps, rsqrt, products in any order) become one rmsnorm Op.
+written by hand (square, mean, + eps, rsqrt, products in any order) become one rmsnorm Op. Each Op names the
+value it reads (its src), so a forward of several ops is a chain (chain.py renders it); a product or sum of two
+tensors keeps the chain over the latest op pending and takes the other value as a tensor operand (a step).
+Pointwise steps after a conv, linear, matmul or norm fold into its epilogue, a batchnorm or pooling after a
+conv into the conv, but only while no value still to be read needs the op's result as it was (foldable).
 
 The abstract values live in values.py, torch's spellings of each op (functions, methods, modules, their
 defaults) in spellings.py, and the interpretation of the later op families (convolution, pooling,

@@ -68,6 +68,9 @@ class BuiltinProposer:
             if backend != "triton":
                 raise CoverageError(f"the built-in engineer's {backend} kernels cover single ops, not a chain of "
                                     f"{chain.describe(analysis.chain)} ({problem.name})")
+            if all(op.kind in chain.FREE_KINDS for op in analysis.chain):
+                raise CoverageError(f"the built-in engineer cannot cover {problem.name}: only views, nothing to "
+                                    "compute")
             if missing := chain.missing_kinds(analysis.chain):
                 raise CoverageError(f"the built-in engineer has no {backend} kernels for {', '.join(missing)} "
                                     f"({problem.name})")
