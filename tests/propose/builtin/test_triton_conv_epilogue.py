@@ -75,6 +75,9 @@ def test_no_fold_where_the_conv_result_is_needed_as_it_is(tmp_path, forward):
      [[(2, 3, 9, 7)], [(1, 3, 3, 7)], [(3, 6, 7)]]),  # along the output's width: the input width fixed at 7
     ("return torch.tanh(self.conv(x) + self.b)", "self.conv = nn.Conv1d(3, 4, 3, stride=2)\n"
      "self.b = nn.Parameter(torch.randn(4, 1))", [[(2, 3, 9)], [(1, 3, 3)], [(3, 17)]]),
+    ("return torch.relu(self.bn(self.conv(x)) + self.b)", "self.conv = nn.Conv2d(3, 4, 3, groups=1)\n"
+     "self.bn = nn.BatchNorm2d(4)\nself.b = nn.Parameter(torch.randn(4, 1, 1))" + STATS + AFFINE,
+     [[(2, 3, 9, 7)], [(1, 3, 3, 3)], [(2, 3, 5, 12)]]),  # batchnorm and operand both
     ("return self.pool(self.conv(x) * self.s)", "self.conv = nn.Conv2d(3, 4, 3)\nself.pool = nn.MaxPool2d(2)\n"
      "self.s = nn.Parameter(torch.randn(4, 1, 1))", [[(2, 3, 9, 7)], [(1, 3, 4, 4)], [(3, 8, 11)]]),
 ])

@@ -203,8 +203,8 @@ bias_arg = x if bias is None else bias
 epi_args = {epi}  # the epilogue's parameter operands, each with its stride along the columns
 prec = "{prec}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
 grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}), 1)
-kc_linear_kernel[grid](a, w, c2, bias_arg, *epi_args, M, N, K, 0, a.stride(0), a.stride(1), 0, w.stride(1), w.stride(0), 0,
-                       c2.stride(0), c2.stride(1), BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, {flags})
+kc_linear_kernel[grid](a, w, c2, bias_arg, *epi_args, M, N, K, 0, a.stride(0), a.stride(1), 0, w.stride(1),
+                       w.stride(0), 0, c2.stride(0), c2.stride(1), BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, {flags})
 return c'''
     helpers = [_COLUMN_ARGS] if refs else []
     if not p.get("tma"):
