@@ -3,10 +3,11 @@ reads), rendered as one Triton candidate whose ModelNew runs each op's kernels i
 
 Each op is rendered by its own family (triton_kernels.parts) into kernel sources and a forward body; the body
 becomes a module-level helper `kc_op<i>_<kind>(self, x[, o0, o1, ...])` (matmul and losses: `(self, a, b)`,
-the forward's first two inputs as passed), and ModelNew's forward calls the helpers in order, each on the value
-it reads: a forward input (made contiguous), an earlier op's result (fresh and contiguous), and for tensor
-operands (o0, ...) inputs, results or parameters as they are (read through their strides). A view op (flatten,
-reshape) is a reshape in the forward, no kernel. Kernel sources two ops share verbatim are emitted once; a name
+the forward's first two inputs as passed), and ModelNew's forward calls the helpers in order (results kc_v<i>),
+each on the value it reads: a forward input (made contiguous) or an earlier op's result (fresh and contiguous);
+an elementwise op's tensor operands (o0, ...) are inputs, results or parameters as they are (read through their
+strides), while other families read the parameters of their epilogue themselves. A view op (flatten, reshape)
+is a reshape in the forward, no kernel. Kernel sources two ops share verbatim are emitted once; a name
 two ops define differently is renamed in the later op (`kc_pointwise_kernel` -> `kc_pointwise_kernel_2`, the
 op's index), in its kernels and in its body.
 
@@ -75,7 +76,7 @@ def render(ops: list[Op], reference_source: str, params: dict) -> str:
 
     def value(ref, operand=False) -> str:
         if isinstance(ref, int):
-            return f"v{ref}"
+            return f"kc_v{ref}"  # (a prefix no forward argument is likely to have)
         if isinstance(ref, tuple) and ref[0] == "attr":
             return attr(ref[1])
         index = 0 if ref == "x" else int(ref[1])
@@ -87,22 +88,22 @@ def render(ops: list[Op], reference_source: str, params: dict) -> str:
     lines = []
     for j, op in enumerate(ops):
         if op.kind == "view":
-            lines.append(f"v{j} = {_view(op, value(op.src))}")
+            lines.append(f"kc_v{j} = {_view(op, value(op.src))}")
             continue
         _, blocks, body = triton_kernels.parts(op, lead_params if j == i_lead else _first_strict(op))
         body = kernels.add(blocks, body, j)
         if op.kind in triton_kernels.TWO_INPUTS:
             if len(names) < 2:
                 raise ValueError(f"a {op.kind} reference needs a forward(self, A, B, ...)")
-            params_, args = "a, b", f"{names[0]}, {names[1]}"
+            signature, args = "a, b", f"{names[0]}, {names[1]}"
         else:  # an elementwise op's tensor operands are arguments; other families read their parameters themselves
             refs = operand_refs(op.detail.get("steps") or []) if op.kind == "elementwise" else []
-            params_ = ", ".join(["x", *(f"o{k}" for k in range(len(refs)))])
+            signature = ", ".join(["x", *(f"o{k}" for k in range(len(refs)))])
             args = ", ".join([value(op.src), *(value(r, operand=True) for r in refs)])
         helper = f"kc_op{j}_{op.kind}"
-        kernels.blocks.append(f"def {helper}(self, {params_}):  # op {j}: {op.kind}\n" + indent(body.strip("\n"), 4))
-        lines.append(f"v{j} = {helper}(self, {args})")
-    lines.append(f"return v{len(ops) - 1}")
+        kernels.blocks.append(f"def {helper}(self, {signature}):  # op {j}: {op.kind}\n" + indent(body.strip("\n"), 4))
+        lines.append(f"kc_v{j} = {helper}(self, {args})")
+    lines.append(f"return kc_v{len(ops) - 1}")
     if any(op.kind == "view" and "flatten" in op.detail for op in ops):
         kernels.blocks.append(_FLATTEN)
     head = (f"# ---- Triton kernels by kernelcraft's built-in engineer: chain {describe(ops)} "
