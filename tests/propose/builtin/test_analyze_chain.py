@@ -74,6 +74,16 @@ def test_epilogues_fold_only_where_nothing_needs_the_raw_result(tmp_path, forwar
     assert ops(tmp_path, forward, LINEAR) == want
 
 
+def test_ops_whose_result_is_thrown_away_are_dropped(tmp_path):
+    op = analyze(write(tmp_path, "t = torch.softmax(x * 2.0, -1)\nreturn x * 2.0")).single
+    assert (op.kind, op.detail) == ("elementwise", {"steps": [["mul", 2.0]]})
+    assert ops(tmp_path, "t = torch.relu(self.fc(x))\nu = t.sum()\nreturn torch.softmax(t * 3.0, -1) + x", LINEAR) \
+        == [("linear", "x", [["relu"]]), ("elementwise", 0, [["mul", 3.0]]), ("softmax", 1, None),
+            ("elementwise", 2, [["tadd", "x"]])]  # the sum is dropped, the ops after it renumbered
+    analysis = analyze(write(tmp_path, "t = torch.softmax(x, -1)\nreturn x"))
+    assert analysis.ops == [] and analysis.chain is None
+
+
 def test_a_pool_folds_into_the_conv_only_when_its_result_is_not_read_again(tmp_path):
     x4 = "[torch.randn(2, 3, 8, 8)]"
     conv = "self.conv = nn.Conv2d(3, 4, 3)\nself.pool = nn.MaxPool2d(2)"

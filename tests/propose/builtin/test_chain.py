@@ -60,6 +60,8 @@ def test_identical_kernels_are_emitted_once(tmp_path):
      ["linear", "elementwise"]),
     ("return x.pow(2).mean(-1, keepdim=True) + 1.0", "", [[(4, 6)], [(3, 1)], [(2, 3, 37)]],
      ["elementwise", "reduce", "elementwise"]),
+    ("t = torch.softmax(x * 2.0, -1)\nreturn torch.softmax(x * 2.0, 0)", "", [[(4, 6)], [(3, 1)], [(2, 3, 37)]],
+     ["elementwise", "softmax"]),  # the first softmax's result is thrown away: not computed
 ])
 def test_chains_match_their_reference(tmp_path, forward, init, cases, kinds):
     ops, _ = check_chain(tmp_path, forward, init, cases)

@@ -30,7 +30,7 @@ from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
 from kernelcraft.propose.builtin.analyze_families import FamilyOps
-from kernelcraft.propose.builtin.plan import Analysis, Op, operand_refs
+from kernelcraft.propose.builtin.plan import TENSOR_STEPS, Analysis, Op, operand_refs
 from kernelcraft.propose.builtin.values import UNKNOWN, X, Attr, Ew, LogSoftmaxIn, MeanSq, Operand, Pair, Prod
 
 def _forward_source(source: str) -> str:
@@ -67,6 +67,27 @@ def analyze(problem) -> Analysis:
         return Analysis([], error=f"analysis failed: {type(exc).__name__}: {exc}")
 
 
+def _needed(ops: list[Op], out) -> list[Op]:
+    """The ops the forward's result `out` (a value ref) reads, directly or not, in order and renumbered: the others
+    compute what the reference throws away. The result is then the last op (or no op, when it is an input)."""
+    keep, todo = set(), [out]
+    while todo:
+        if isinstance(ref := todo.pop(), int) and ref not in keep:
+            keep.add(ref)
+            todo += [ops[ref].src, *operand_refs(ops[ref].detail.get("steps") or [])]
+    new = {old: i for i, old in enumerate(sorted(keep))}
+
+    def renumber(ref):
+        return new[ref] if isinstance(ref, int) else ref
+
+    for i in keep:
+        op = ops[i]
+        op.src = renumber(op.src)
+        if "steps" in op.detail:
+            op.detail["steps"] = [[s[0], renumber(s[1])] if s[0] in TENSOR_STEPS else s for s in op.detail["steps"]]
+    return [ops[i] for i in sorted(keep)]
+
+
 class _Interpreter(FamilyOps):
     def __init__(self, gm: fx.GraphModule, model: nn.Module, forward_src: str, input_shapes=lambda: []):
         self.gm, self.model, self.forward_src = gm, model, forward_src
@@ -97,7 +118,7 @@ class _Interpreter(FamilyOps):
                     self.refuse("several outputs" if isinstance(out, (tuple, list, dict)) else "constant output",
                                 node)
                 elif isinstance(chain := self.realize(self.env[out]), Ew):
-                    self.emit_chain(chain)
+                    self.ops = _needed(self.ops, self.emit_chain(chain).base)
                 elif isinstance(self.env[out], Attr):
                     self.note("returns a parameter")
             else:
