@@ -25,7 +25,8 @@ ROWS = {"ops": ["self.fc({})", "self.fc2({})", "torch.softmax({}, -1)", "self.ln
 IMAGES = {"ops": ["self.conv({})", "self.conv2({})", "self.bn({})", "self.gn({})", "self.pool({})",
                   "torch.softmax({}, 1)", "{}.mean(-1, keepdim=True)", "F.adaptive_avg_pool2d({}, 1)"],
           "init": "self.conv = nn.Conv2d(3, 3, 3, padding=1)\nself.conv2 = nn.Conv2d(3, 3, 1, bias=False, groups=3)\n"
-                  "self.bn = nn.BatchNorm2d(3)\nself.bn.running_mean.normal_()\nself.bn.running_var.uniform_(0.5, 1.5)\n"
+                  "self.bn = nn.BatchNorm2d(3)\nself.bn.running_mean.normal_()\n"
+                  "self.bn.running_var.uniform_(0.5, 1.5)\n"
                   "self.gn = nn.GroupNorm(1, 3)\nself.pool = nn.MaxPool2d(2)\n"
                   "self.b = nn.Parameter(torch.randn(3, 1, 1))\nself.c = nn.Parameter(torch.randn(5))",
           "shapes": [((2, 3, 6, 5), (3, 6, 5)), ((1, 3, 4, 5), (1, 5)), ((2, 3, 7, 5), (2, 3, 7, 5))]}
