@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 #   ["neg"], ["sqrt"], ["rsqrt"], ["square"], ["elu", alpha], ["leaky_relu", slope],
 #   ["hardtanh", lo, hi], ["clamp", lo_or_None, hi_or_None], ["softplus", beta, threshold],
 #   ["add", c], ["sub", c], ["rsub", c] (c - x), ["mul", c], ["div", c], ["rdiv", c] (c / x), ["pow", c]
-# Steps with a tensor operand (elementwise only, never an epilogue): ["tadd", ref], ["tsub", ref], ["trsub", ref]
-# (ref - x), ["tmul", ref], ["tdiv", ref], ["trdiv", ref] (ref / x), broadcast by torch's rules; ref is a value ref:
-#   "x" (the forward's first input), ("input", i) (its input i >= 1), an int i (the result of ops[i]), or
-#   ("attr", path) (a parameter or buffer of the module)
+# Steps with a tensor operand: ["tadd", ref], ["tsub", ref], ["trsub", ref] (ref - x), ["tmul", ref], ["tdiv", ref],
+# ["trdiv", ref] (ref / x), broadcast by torch's rules; ref is a value ref: "x" (the forward's first input),
+# ("input", i) (its input i >= 1), an int i (the result of ops[i]), or ("attr", path) (a parameter or buffer of the
+# module). Any in an elementwise op; in an epilogue only parameters (a conv's, a linear's 1-D ones)
 TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv"}
 UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
          "square"}
