@@ -187,3 +187,9 @@ def test_ideas_for_a_chain_are_its_moves_in_order():
     assert all(not needs_relaxed(m) for m in all_moves) and len(all_moves) >= 3
     offered = json.loads(answer.text.split("```json\n")[1].split("\n```")[0])
     assert [i["idea"] for i in offered] == [m.text for m in all_moves[:3]]
+
+
+def test_a_mean_of_squares_as_a_tensor_operand(tmp_path):
+    ops, _ = check_chain(tmp_path, "return x / (x.pow(2).mean(-1, keepdim=True) + 1e-3)", "",
+                         [[(4, 6)], [(3, 1)], [(2, 3, 37)]])
+    assert [(op.kind, op.src) for op in ops] == [("elementwise", "x"), ("reduce", 0), ("elementwise", 1)]

@@ -423,7 +423,7 @@ class _Interpreter(FamilyOps):
     def tensor_binary(self, kind: str, a, b, node: fx.Node):
         """a (op) b of two tensors: the chain over the latest op stays pending and takes the other, as it is (a
         value with no pending steps, or a parameter), as a tensor step; broadcast by torch's rules."""
-        ca, cb = self.as_chain(a), self.as_chain(b)
+        ca, cb = (self.realize(v) if isinstance(v, MeanSq) else self.as_chain(v) for v in (a, b))
         if ca is None or cb is None or (isinstance(ca, Attr) and isinstance(cb, Attr)):
             return self.refuse(kind, node)
 
