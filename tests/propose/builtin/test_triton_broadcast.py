@@ -55,12 +55,15 @@ def test_every_pointwise_move(tmp_path, move):
 
 def test_many_dims_coalesce():
     x = torch.randn(2, 1, 3, 2, 2, 3, 2, 5)
-    shape, sizes, strides, nd = kc_bcast_layout([x, x], MAX_DIMS)
-    assert shape == list(x.shape) and nd == 1 and sizes[-1] == x.numel() and strides == [[0] * 5 + [1]] * 2
+    shape, sizes, strides, nd, wide = kc_bcast_layout([x, x], MAX_DIMS)
+    assert shape == list(x.shape) and nd == 1 and not wide and sizes[-1] == x.numel() and strides == [[0] * 5 + [1]] * 2
     bias = torch.randn(3, 1, 1)
-    shape, sizes, strides, nd = kc_bcast_layout([torch.randn(4, 3, 5, 7), bias], MAX_DIMS)
+    shape, sizes, strides, nd, _ = kc_bcast_layout([torch.randn(4, 3, 5, 7), bias], MAX_DIMS)
     assert (shape, sizes[-3:], nd) == ([4, 3, 5, 7], [4, 3, 35], 3)
     assert strides[1][-3:] == [0, 1, 0]  # the bias: broadcast over N and the plane
+    big = torch.empty(2**16, 2**15 + 1, device="meta")  # 2**31 + 2**16 elements: 64-bit offsets
+    assert kc_bcast_layout([big, torch.empty(2**15 + 1, device="meta")], MAX_DIMS)[4]
+    assert kc_bcast_layout([torch.empty(3, 2**30, device="meta")[:, ::2**29]], MAX_DIMS)[4]  # a far stride
     with pytest.raises(ValueError, match="do not broadcast"):
         kc_bcast_layout([torch.randn(3, 4), torch.randn(5)], MAX_DIMS)
 

@@ -20,7 +20,7 @@ MAX_DIMS = 6  # dims left after coalescing that the kernel decodes (more raises 
 def kc_bcast_layout(ts, max_dims):
     """The broadcast shape of tensors ts (torch's rules), and that shape's dims of size > 1 coalesced where every
     tensor allows, padded to max_dims with leading 1s: (shape, sizes, strides of each tensor over the sizes (0
-    where it is broadcast), number of dims used)."""
+    where it is broadcast), number of dims used, whether an element count or offset needs 64 bits)."""
     nd = max([t.dim() for t in ts])
     shape = []
     for d in range(nd):
@@ -46,8 +46,16 @@ def kc_bcast_layout(ts, max_dims):
         sizes, strides = [1], [[0] for t in ts]
     if len(sizes) > max_dims:
         raise ValueError(f"broadcast over {len(sizes)} dims that do not coalesce; the kernel decodes {max_dims}")
+    far = 1  # the element count, then the largest offset into any tensor
+    for s in sizes:
+        far = far * s
+    for st in strides:
+        span = 0
+        for s, d in zip(st, sizes):
+            span = span + (d - 1) * s
+        far = max(far, span)
     pad = max_dims - len(sizes)
-    return shape, [1] * pad + sizes, [[0] * pad + st for st in strides], len(sizes)
+    return shape, [1] * pad + sizes, [[0] * pad + st for st in strides], len(sizes), far >= 2**31
 
 
 def _index(names: list[str]) -> list[str]:
@@ -77,12 +85,15 @@ def render(op: Op, p: dict) -> tuple[list[str], str]:
     kernel = f'''
 @triton.jit
 def kc_bcast_kernel({", ".join(t + "_ptr" for t in names)}, y_ptr, n, n_tiles, {sizes},
-                    {strides}, NDIM: tl.constexpr, BLOCK: tl.constexpr):
+                    {strides}, NDIM: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr):
     # y (contiguous, the broadcast shape) at flat offsets offs; every tensor read at its own offset from the
-    # output coordinates over the last NDIM (coalesced) dims D0..D{MAX_DIMS - 1}, stride 0 where it is broadcast
+    # output coordinates over the last NDIM (coalesced) dims D0..D{MAX_DIMS - 1}, stride 0 where it is broadcast.
+    # Offsets are decoded in int32 unless some offset needs 64 bits (WIDE)
     for tile in range(tl.program_id(0).to(tl.int64), n_tiles, tl.num_programs(0)):
         offs = tile * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
+        if not WIDE:
+            offs = offs.to(tl.int32)
 {indent(chr(10).join(_index(names)), 8)}
         x = tl.load(x_ptr + x_off, mask=mask{hint}).to(tl.float32)
 {indent(chr(10).join(lines), 8)}
@@ -97,14 +108,14 @@ def kc_bcast_kernel({", ".join(t + "_ptr" for t in names)}, y_ptr, n, n_tiles, {
     body = f'''
 if any(t.dtype != x.dtype for t in [{args}]):
     raise ValueError("tensor operands of another dtype: torch's type promotion is not followed")
-shape, sizes, strides, nd = kc_bcast_layout([{args}], {MAX_DIMS})
+shape, sizes, strides, nd, wide = kc_bcast_layout([{args}], {MAX_DIMS})
 y = torch.empty(shape, dtype=x.dtype, device=x.device)
 n = y.numel()
 if n == 0:
     return y
 n_tiles = triton.cdiv(n, {int(p["BLOCK"])})
 programs = {programs}
-kc_bcast_kernel[(programs,)]({args}, y, n, n_tiles, *sizes, {stride_args}, NDIM=nd, BLOCK={int(p["BLOCK"])},
-                             num_warps={int(p["num_warps"])})
+kc_bcast_kernel[(programs,)]({args}, y, n, n_tiles, *sizes, {stride_args}, NDIM=nd, WIDE=wide,
+                             BLOCK={int(p["BLOCK"])}, num_warps={int(p["num_warps"])})
 return y'''
     return [inspect.getsource(kc_bcast_layout), kernel], body
