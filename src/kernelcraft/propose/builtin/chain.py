@@ -20,7 +20,6 @@ move's params are the lead's params plus "lead" (its index), so needs_relaxed re
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 
@@ -154,13 +153,9 @@ class _Kernels:
 
 
 def _defined(block: str) -> list[str]:
-    names = []
-    for node in ast.parse(block).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            names.append(node.name)
-        elif isinstance(node, ast.Assign):
-            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
-    return names
+    """The names a kernel source defines at module level (its unindented `def name(` and `NAME = ` lines). Read
+    with a pattern, not ast: the search renders in threads, and CPython 3.11's ast.parse is not thread-safe."""
+    return [m.group(1) or m.group(2) for m in re.finditer(r"^(?:def (\w+)\(|(\w+) *=)", block, re.M)]
 
 
 def _rename(text: str, renames: dict[str, str]) -> str:

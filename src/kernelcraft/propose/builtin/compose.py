@@ -8,6 +8,7 @@ as passed (`two_inputs`), then runs the family's body.
 from __future__ import annotations
 
 import ast
+import threading
 
 from kernelcraft.propose.builtin.triton_families.common import indent
 
@@ -30,9 +31,14 @@ def assemble(reference_source: str, head: str, kernels: list[str], body: str) ->
     return "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
 
 
+_AST = threading.Lock()  # the search renders in threads, and CPython 3.11's ast.parse is not thread-safe
+
+
 def forward_signature(source: str) -> tuple[str, list[str]]:
     """(the reference forward's `def` line, the names of its positional inputs)."""
-    for node in ast.walk(ast.parse(source)):
+    with _AST:
+        tree = ast.parse(source)
+    for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == "Model":
             for fn in node.body:
                 if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
