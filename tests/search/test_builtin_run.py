@@ -58,3 +58,15 @@ def test_builtin_on_a_problem_written_here(store, verifier, tmp_path):
     out = run(store, verifier, load_problem(path), tmp_path)
     rows = store.candidates(out.run_id)
     assert rows and all(r["status"] == "ok" for r in rows), [(r["key"], r["status"]) for r in rows]
+
+
+def test_builtin_tree_on_a_level2_chain(store, verifier, tmp_path):
+    """A chain of ops (chain.py: linear, then softmax) through the whole loop: the verifier judges it right."""
+    problem = load_problem("level2/gemm_softmax")
+    engineer = BuiltinProposer("cpu")
+    out = start_run(store, problem, engineer, verifier,
+                    RunConfig(strategy="tree", backend="triton", rounds=1, ideas=2, impls=1), out_dir=tmp_path / "out")
+    rows = store.candidates(out.run_id)
+    assert out.status == "done" and rows and all(r["status"] == "ok" for r in rows), \
+        [(r["key"], r["status"]) for r in rows]
+    assert out.best is not None and "def kc_op0_" in open(out.best_file).read()

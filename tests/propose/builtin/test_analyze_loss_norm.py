@@ -118,7 +118,7 @@ def test_loss_spellings(tmp_path, forward, init, inputs, want):
      "cross_entropy (weight)"),
     ("return self.crit(a, b)", "self.crit = nn.CrossEntropyLoss(weight=torch.ones(8))", CE_IN,
      "cross_entropy (weight)"),
-    ("return F.cross_entropy(a, b.softmax(-1))", "", PAIR, "softmax"),  # (a softmax of the second input)
+    ("return F.cross_entropy(a, b.softmax(-1))", "", PAIR, "cross_entropy"),  # (a softmax of the second input)
     ("return F.cross_entropy(a, b)", "", PAIR, "cross_entropy (probability targets)"),
     ("return F.mse_loss(a, b)", "", "[torch.randn(4, 8), torch.randn(8)]", "mse_loss (broadcast)"),
     ("return F.mse_loss(b, a)", "", PAIR, "mse_loss"),  # operands swapped
@@ -126,7 +126,6 @@ def test_loss_spellings(tmp_path, forward, init, inputs, want):
     ("return F.mse_loss(a, b, reduce=False)", "", PAIR, "mse_loss (reduce)"),
     ("return F.mse_loss(a, b, weight=self.w)", "self.register_buffer('w', torch.ones(8))", PAIR, "mse_loss (weight)"),
     ("return F.huber_loss(a, b, reduction='batchmean')", "", PAIR, "huber_loss (reduction=batchmean)"),
-    ("return F.mse_loss(a, b) * 2.0", "", PAIR, "loss+elementwise fusion"),
 ])
 def test_losses_refused_by_name(tmp_path, forward, init, inputs, missing):
     analysis = analyze(write(tmp_path, forward, init, inputs=inputs, args="a, b"))
@@ -154,7 +153,7 @@ def test_kl_div_of_logits_spellings(tmp_path, forward, want):
     ("return F.kl_div(F.log_softmax(a, -1), F.log_softmax(b, -1), reduction='none', log_target=True)",
      ["log_softmax"], ["log_softmax", "kl_div"]),
     ("p = F.log_softmax(a, -1)\nreturn F.kl_div(p, F.log_softmax(b, -1), log_target=True) + p.sum()",
-     ["log_softmax", "reduce"], ["log_softmax", "kl_div", "add", "log_softmax+reduce fusion"]),  # log p reused
+     ["log_softmax", "reduce"], ["log_softmax", "kl_div", "add"]),  # log p reused
     ("return F.kl_div(a, b)", [], ["kl_div"]),
 ])
 def test_kl_div_refused_keeps_the_covered_part(tmp_path, forward, kinds, missing):
@@ -219,7 +218,6 @@ def test_channel_norm_spellings(tmp_path, forward, init, inputs, want):
      "self.register_buffer('rm', torch.zeros(4))\nself.register_buffer('rv', torch.ones(4))",
      "instance_norm (running stats)"),
     ("return F.group_norm(x, 2, x.mean(0).mean(-1).mean(-1))", "", "group_norm"),  # a computed weight
-    ("return self.bn(torch.relu(x))", "self.bn = nn.BatchNorm2d(4)", "elementwise+batchnorm fusion"),
 ])
 def test_channel_norms_refused_by_name(tmp_path, forward, init, missing):
     analysis = analyze(write(tmp_path, forward, init, inputs=X4))

@@ -140,9 +140,10 @@ def test_arg_and_scan_refusals(tmp_path, forward, missing):
 def test_chains_feed_them_and_follow_them_as_fusions(tmp_path):
     analysis = analyze(write(tmp_path, "return torch.cumsum(torch.relu(x) * 2.0, 1)"))
     assert [op.kind for op in analysis.ops] == ["elementwise", "scan"]
-    assert analysis.ops[0].detail == {"steps": [["relu"], ["mul", 2.0]]} and "elementwise+scan fusion" in \
-        analysis.unsupported
+    assert analysis.ops[0].detail == {"steps": [["relu"], ["mul", 2.0]]} and analysis.ops[1].src == 0
+    assert analysis.single is None and analysis.chain == analysis.ops
     analysis = analyze(write(tmp_path, "return torch.relu(self.pool(x))", "self.pool = nn.MaxPool2d(2)"))
     assert [op.kind for op in analysis.ops] == ["pool2d", "elementwise"] and analysis.single is None
     analysis = analyze(write(tmp_path, "v, i = torch.max(x, 1)\nreturn v + i"))
-    assert [op.kind for op in analysis.ops][:2] == ["reduce", "argreduce"] and analysis.single is None
+    assert [op.kind for op in analysis.ops][:2] == ["reduce", "argreduce"] and analysis.chain is None
+    assert "elementwise of argmax indices" in analysis.unsupported  # int64 + float: not followed

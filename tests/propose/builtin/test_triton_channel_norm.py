@@ -1,6 +1,6 @@
 """The channel-norm family (batchnorm in eval mode, groupnorm, instancenorm): every move rendered and run against
 torch on 0-D to 3-D spatial inputs with odd sizes, groups that are not the channels, affine on and off, slabs long
-enough (or a row limit small enough) to take the split path.
+enough (or a row limit small enough) to take the split path; the pointwise steps after a norm as its epilogue.
 
 Without a GPU the kernels run in Triton's interpreter (conftest.py)."""
 
@@ -12,6 +12,7 @@ import torch
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_kernels import moves
+from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import check, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's NaN/inf notes from the interpreter
@@ -120,3 +121,19 @@ def test_functional_instance_norm(tmp_path):
     ref = reference("F.instance_norm(x, weight=self.w, bias=self.b)", "self, c",
                     "self.w = nn.Parameter(torch.randn(c))\nself.b = nn.Parameter(torch.randn(c))")
     check(op, ref, {}, [((3,), (2, 3, 11)), ((2,), (1, 2, 4, 5))], tmp_path)
+
+
+STATS = "\nself.norm.running_mean.normal_()\nself.norm.running_var.uniform_(0.5, 1.5)"
+
+
+@pytest.mark.parametrize("forward, init, move", [
+    ("x = self.norm(x)\nreturn x * torch.sigmoid(x)", "self.norm = nn.GroupNorm(2, 6)", 0),
+    ("return torch.tanh(self.norm(x)) * 2.0", "self.norm = nn.GroupNorm(1, 6)", 3),  # long slabs: split, no partials
+    ("return F.relu(self.norm(x))", "self.norm = nn.InstanceNorm2d(6)", 2),  # split finer
+    ("return torch.relu(self.norm(x)) - 1.0", "self.norm = nn.BatchNorm2d(6)" + STATS, 0),
+    ("return F.gelu(self.norm(x))", "self.norm = nn.BatchNorm2d(6)" + STATS, 1),  # planes
+])
+def test_channel_norms_take_the_steps_after_them(tmp_path, forward, init, move):
+    ops, _ = check_chain(tmp_path, forward, init, [[(2, 6, 5, 7)], [(1, 6, 3, 1)], [(1, 6, 47, 93)]], move=move,
+                         single=True)
+    assert ops[0].detail["steps"]

@@ -1,13 +1,14 @@
 """Linear layers through the GEMM family: x (..., K) @ weight.T + bias with the pointwise ops after it fused
-into the epilogue; every move on odd sizes, 1-D and 3-D inputs, with and without bias; and the analysis of
-nn.Linear / F.linear."""
+into the epilogue (1-D parameter operands too); every move on odd sizes, 1-D and 3-D inputs, with and without
+bias; and the analysis of nn.Linear / F.linear."""
 
 import pytest
 
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import moves, render
+from kernelcraft.propose.builtin.triton_kernels import moves, parts, render
+from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, check, reference
 from tests.propose.builtin.test_analyze import single, write
 
@@ -55,7 +56,22 @@ def test_analysis_of_linear_spellings(tmp_path):
     assert op.kind == "linear" and op.detail["steps"][0] == ["gelu"]
     op = single(tmp_path, "return torch.relu(F.linear(x, self.w))", "self.w = nn.Parameter(torch.randn(3, 8))")
     assert (op.kind, op.detail) == ("linear", {"weight": "w", "bias": None, "steps": [["relu"]]})
-    declined = analyze(write(tmp_path, "return self.fc(x * 2.0)", "self.fc = nn.Linear(8, 3)"))
-    assert declined.single is None and "linear" in declined.unsupported
+    chained = analyze(write(tmp_path, "return self.fc(x * 2.0)", "self.fc = nn.Linear(8, 3)"))
+    assert chained.single is None
+    assert [(op.kind, op.src) for op in chained.chain] == [("elementwise", "x"), ("linear", 0)]
     two = analyze(write(tmp_path, "return self.fc(x) + x", "self.fc = nn.Linear(8, 8)"))
-    assert two.single is None and "add" in two.unsupported
+    assert two.single is None and two.ops[1].detail["steps"] == [["tadd", "x"]]
+
+
+@pytest.mark.parametrize("params", [m.params for m in moves(linear_op())][:3] + [moves(linear_op())[-1].params],
+                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_N}{tma}".format(**p))
+def test_one_dimensional_parameter_operands_fold_into_the_epilogue(params, tmp_path):
+    move = [m.params for m in moves(linear_op())].index(params)
+    ops, source = check_chain(tmp_path, "return (torch.relu(self.fc(x)) + self.b) * self.s - self.b",
+                              "self.fc = nn.Linear(13, 9, bias=False)\nself.b = nn.Parameter(torch.randn(9))\n"
+                              "self.s = nn.Parameter(torch.randn(1))", [[(5, 13)], [(2, 3, 13)], [(1, 13)]],
+                              move=move, single=True, **tolerance(params))
+    assert ops[0].detail["steps"] == [["relu"], ["tadd", ("attr", "b")], ["tmul", ("attr", "s")],
+                                      ["tsub", ("attr", "b")]]
+    assert "kc_column_args" in source and "kc_bcast_kernel" not in source
+    assert parts(ops[0], params)[1][1].count("o1_ptr, o1_s,") == 1  # two operands, each once

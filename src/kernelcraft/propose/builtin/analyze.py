@@ -1,10 +1,14 @@
 """Read a reference into plan.py's IR: instantiate its Model, trace it with torch.fx, and interpret the graph.
 
-The interpretation is abstract: each node gets a value saying what it is in terms of the forward's first
-input x (a chain of pointwise steps over x or over a recognized op's result, a pending rmsnorm piece, a
+The interpretation is abstract: each node gets a value saying what it is in terms of the forward's inputs
+(a chain of pointwise steps over an input or over a recognized op's result, a pending rmsnorm piece, a
 parameter, or unknown). Ops are emitted only when a value is consumed by something that is not pointwise,
 so a chain such as `torch.relu(x * 2.0) - 1.0` becomes one elementwise Op, and the pieces of an rmsnorm
-written by hand (square, mean, + eps, rsqrt, products in any order) become one rmsnorm Op.
+written by hand (square, mean, + eps, rsqrt, products in any order) become one rmsnorm Op. Each Op names the
+value it reads (its src), so a forward of several ops is a chain (chain.py renders it); a product or sum of two
+tensors keeps the chain over the latest op pending and takes the other value as a tensor operand (a step).
+Pointwise steps after a conv, linear, matmul or norm fold into its epilogue, a batchnorm or pooling after a
+conv into the conv, but only while no value still to be read needs the op's result as it was (foldable).
 
 The abstract values live in values.py, torch's spellings of each op (functions, methods, modules, their
 defaults) in spellings.py, and the interpretation of the later op families (convolution, pooling,
@@ -28,7 +32,7 @@ from torch import fx
 from kernelcraft.propose.builtin import spellings as sp
 from kernelcraft.propose.builtin.analyze_attention import AttentionOps
 from kernelcraft.propose.builtin.analyze_families import FamilyOps
-from kernelcraft.propose.builtin.plan import Analysis, Op
+from kernelcraft.propose.builtin.plan import TENSOR_STEPS, Analysis, Op, operand_refs
 from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, Ew, LogSoftmaxIn, MeanSq, Operand, Pair, Probs, Prod,
                                                 ScaledQ, Scores, Shape, SizePow)
 
@@ -66,6 +70,27 @@ def analyze(problem) -> Analysis:
         return Analysis([], error=f"analysis failed: {type(exc).__name__}: {exc}")
 
 
+def _needed(ops: list[Op], out) -> list[Op]:
+    """The ops the forward's result `out` (a value ref) reads, directly or not, in order and renumbered: the others
+    compute what the reference throws away. The result is then the last op (or no op, when it is an input)."""
+    keep, todo = set(), [out]
+    while todo:
+        if isinstance(ref := todo.pop(), int) and ref not in keep:
+            keep.add(ref)
+            todo += [ops[ref].src, *operand_refs(ops[ref].detail.get("steps") or [])]
+    new = {old: i for i, old in enumerate(sorted(keep))}
+
+    def renumber(ref):
+        return new[ref] if isinstance(ref, int) else ref
+
+    for i in keep:
+        op = ops[i]
+        op.src = renumber(op.src)
+        if "steps" in op.detail:
+            op.detail["steps"] = [[s[0], renumber(s[1])] if s[0] in TENSOR_STEPS else s for s in op.detail["steps"]]
+    return [ops[i] for i in sorted(keep)]
+
+
 class _Interpreter(FamilyOps, AttentionOps):
     def __init__(self, gm: fx.GraphModule, model: nn.Module, forward_src: str, input_shapes=lambda: []):
         self.gm, self.model, self.forward_src = gm, model, forward_src
@@ -76,12 +101,17 @@ class _Interpreter(FamilyOps, AttentionOps):
         self.env: dict[fx.Node, object] = {}
         self.emitted: dict[Ew, int] = {}  # a chain used twice is emitted once
         self.emitted_scores: dict[Scores, Ew] = {}  # q @ k^T realized as a matmul, once
+        self.order: dict[fx.Node, int] = {}  # node -> its position in the graph
+        self.position = 0  # the node being interpreted
+        self.no_fold = False  # set while an operand is emitted mid-expression (see binary)
 
     def run(self) -> Analysis:
         n_inputs = 0
+        self.order = {node: i for i, node in enumerate(self.gm.graph.nodes)}
         for node in self.gm.graph.nodes:
+            self.position = self.order[node]
             if node.op == "placeholder":
-                self.env[node] = Ew(X) if n_inputs == 0 else UNKNOWN
+                self.env[node] = Ew(X) if n_inputs == 0 else Ew(("input", n_inputs))
                 self.inputs[node] = n_inputs
                 n_inputs += 1
             elif node.op == "get_attr":
@@ -92,40 +122,48 @@ class _Interpreter(FamilyOps, AttentionOps):
                     self.refuse("several outputs" if isinstance(out, (tuple, list, dict)) else "constant output",
                                 node)
                 elif isinstance(chain := self.realize(self.env[out]), Ew):
-                    self.emit_chain(chain)
+                    self.ops = _needed(self.ops, self.emit_chain(chain).base)
                 elif isinstance(self.env[out], Attr):
                     self.note("returns a parameter")
             else:
                 self.env[node] = self.call(node)
-        if len(self.ops) > 1:
-            self.note("+".join(op.kind for op in self.ops) + " fusion")
         return Analysis(self.ops, self.unsupported, n_inputs)
 
     # -- emitting ---------------------------------------------------------------------------------------
-    def emit(self, kind: str, **detail) -> Ew:
-        self.ops.append(Op(kind, detail))
+    def emit(self, kind: str, src, **detail) -> Ew:
+        """Append an op reading `src` (a chain's base: "x", ("input", i) or an op's index); its result's value."""
+        for ref in [src, *operand_refs(detail.get("steps") or [])]:  # int64 indices: dtype rules not followed
+            if isinstance(ref, int) and self.ops[ref].kind == "argreduce":
+                self.note(f"{kind} of {self.ops[ref].detail['op']} indices")
+        self.ops.append(Op(kind, detail, src))
         return Ew(len(self.ops) - 1)
 
     def emit_chain(self, chain: Ew) -> Ew:
-        if not chain.steps:
-            return chain
-        if self.fold_epilogue(chain):
-            return Ew(chain.base)
-        if chain not in self.emitted:
-            self.emitted[chain] = self.emit("elementwise", steps=[list(s) for s in chain.steps]).base
-        return Ew(self.emitted[chain])
+        """The chain as a value with no pending steps: its leading plain steps folded into the epilogue of the op
+        it reads where that op applies them, the rest an elementwise op (emitted once per chain)."""
+        if not chain.steps or chain in self.emitted:
+            return Ew(self.emitted[chain]) if chain.steps else chain
+        folded = self.fold_epilogue(chain)
+        rest = Ew(chain.base, chain.steps[folded:])
+        if not rest.steps:
+            return rest
+        if rest not in self.emitted:
+            self.emitted[rest] = self.emit("elementwise", rest.base, steps=[list(s) for s in rest.steps]).base
+        return Ew(self.emitted[rest])
 
     def realize(self, v) -> Ew | None:
         """v as a chain over x or an emitted op, emitting the pending pieces it stands for; None if it is not."""
         if isinstance(v, Ew):
             return v
         if isinstance(v, MeanSq):
-            self.emit_chain(replace(v.src, steps=v.src.steps + (("square",),)))
-            mean = self.emit("reduce", op="mean", dim=-1, dim_attr=self.attr_name(-1, int), keepdim=True)
+            src = self.emit_chain(replace(v.src, steps=v.src.steps + (("square",),))).base
+            mean = self.emit("reduce", src, op="mean", dim=-1, dim_attr=self.attr_name(-1, int), keepdim=True)
             return replace(mean, steps=v.post)
         if isinstance(v, Prod) and v.src is not None and v.src == v.inv_src:
-            self.emit_chain(v.src)
-            return self.emit("rmsnorm", eps=v.eps, eps_attr=self.attr_name(v.eps, float), weight=v.weight)
+            src = self.emit_chain(v.src).base
+            return self.emit("rmsnorm", src, eps=v.eps, eps_attr=self.attr_name(v.eps, float), weight=v.weight)
+        if isinstance(v, Prod) and isinstance(chain := self.as_chain(v), Ew):
+            return chain
         if isinstance(v, Scores):
             return self.realize_scores(v)
         if isinstance(v, Probs):
@@ -171,6 +209,8 @@ class _Interpreter(FamilyOps, AttentionOps):
             return found
         if (found := self.transposed(node)) is not None:
             return found
+        if (detail := self.reshape(node)) is not None:
+            return self.view(node, detail) if detail else self.refuse("view", node)
         if node.op == "call_module":
             mod = self.gm.get_submodule(node.target)
             name = type(mod).__name__.lower()
@@ -215,11 +255,11 @@ class _Interpreter(FamilyOps, AttentionOps):
         elif node.target in (operator.getitem, getattr) and isinstance(self.value(node.args[0]), Pair):
             pair, which = self.env[node.args[0]], node.args[1]
             if which in (0, "values"):
-                self.emit_chain(pair.src)
-                return self.emit("reduce", op=pair.op, dim=pair.dim, dim_attr=self.attr_name(pair.dim, int),
+                src = self.emit_chain(pair.src).base
+                return self.emit("reduce", src, op=pair.op, dim=pair.dim, dim_attr=self.attr_name(pair.dim, int),
                                  keepdim=pair.keepdim)
-            self.emit_chain(pair.src)  # only the indices are used: an argmax/argmin
-            return self.emit("argreduce", op=f"arg{pair.op}", dim=pair.dim, dim_attr=self.attr_name(pair.dim, int),
+            src = self.emit_chain(pair.src).base  # only the indices are used: an argmax/argmin
+            return self.emit("argreduce", src, op=f"arg{pair.op}", dim=pair.dim, dim_attr=self.attr_name(pair.dim, int),
                              keepdim=pair.keepdim)
         else:
             table = sp.METHODS if node.op == "call_method" else sp.FUNCS
@@ -252,8 +292,7 @@ class _Interpreter(FamilyOps, AttentionOps):
         if kind in ("softmax", "log_softmax"):
             if not isinstance(p["dim"], int) or not isinstance(chain := self.realize(a), Ew):
                 return self.refuse(name, node)
-            self.emit_chain(chain)
-            return self.emit(kind, dim=p["dim"])
+            return self.emit(kind, self.emit_chain(chain).base, dim=p["dim"])
         if kind == "layer_norm":
             shape, w, b = p["normalized_shape"], self.value(p["weight"]), self.value(p["bias"])
             shape = (shape,) if isinstance(shape, int) else shape
@@ -321,6 +360,32 @@ class _Interpreter(FamilyOps, AttentionOps):
             return src
         return Operand(src.index, not src.trans) if flip else None
 
+    def reshape(self, node: fx.Node) -> dict | None:
+        """A flatten / view / reshape as a view op's detail ({} when its sizes are not literal ints); None if the
+        node is none of them."""
+        def ints(v) -> list | None:
+            v = list(v) if isinstance(v, (tuple, list, torch.Size)) else None
+            return v if v is not None and all(type(i) is int for i in v) else None
+
+        if node.op == "call_module" and type(mod := self.gm.get_submodule(node.target)) is nn.Flatten:
+            return {"flatten": [mod.start_dim, mod.end_dim]} if len(node.args) == 1 and not node.kwargs else {}
+        name = node.target if node.op == "call_method" else \
+            {torch.flatten: "flatten", torch.reshape: "reshape"}.get(node.target) \
+            if node.op == "call_function" else None
+        if name not in ("flatten", "view", "reshape") or not node.args:
+            return None
+        rest = node.args[1:]
+        if name == "flatten":
+            given = dict(zip(("start_dim", "end_dim"), rest), **node.kwargs)
+            dims = [given.get("start_dim", 0), given.get("end_dim", -1)]
+            ok = len(rest) <= 2 and not set(given) - {"start_dim", "end_dim"} and ints(dims) is not None
+            return {"flatten": dims} if ok else {}
+        shape = ints(rest[0]) if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else ints(rest)
+        if node.kwargs.keys() - {"shape"} or (node.kwargs and rest):
+            return {}
+        shape = ints(node.kwargs["shape"]) if "shape" in node.kwargs else shape
+        return {"shape": shape} if shape is not None and sum(i == -1 for i in shape) <= 1 else {}
+
     def matmul(self, node: fx.Node):
         if isinstance(probs := self.value(node.args[0]), Probs):
             return self.attention_product(node, probs)
@@ -332,7 +397,7 @@ class _Interpreter(FamilyOps, AttentionOps):
             and len(shapes[0]) == len(shapes[1]) and (len(shapes[0]) == 2 or shapes[0][0] == shapes[1][0])
         if not ok:
             return self.refuse("matmul", node)
-        return self.emit("matmul", trans_a=a.trans, trans_b=b.trans)
+        return self.emit("matmul", "x", trans_a=a.trans, trans_b=b.trans)
 
     def value(self, arg):
         return self.env[arg] if isinstance(arg, fx.Node) else arg
@@ -340,8 +405,7 @@ class _Interpreter(FamilyOps, AttentionOps):
     def layernorm(self, node: fx.Node, ndim: int, eps: float, weight, bias):
         if not isinstance(chain := self.realize(self.value(node.args[0])), Ew):
             return self.refuse("layernorm", node)
-        self.emit_chain(chain)
-        return self.emit("layernorm", ndim=ndim, eps=float(eps), weight=weight, bias=bias)
+        return self.emit("layernorm", self.emit_chain(chain).base, ndim=ndim, eps=float(eps), weight=weight, bias=bias)
 
     def reduce(self, kind: str, name: str, a, p: dict, node: fx.Node):
         dim = p["dim"]
@@ -356,9 +420,9 @@ class _Interpreter(FamilyOps, AttentionOps):
             return self.refuse(name, node)
         if kind in ("max", "min") and dim is not None:  # a (values, indices) pair
             return Pair(chain, kind, dim, bool(p["keepdim"]))
-        self.emit_chain(chain)
-        return self.emit("reduce", op=sp.REDUCE[kind], dim=dim, dim_attr=self.attr_name(dim, int) if dim is not None
-                         else None, keepdim=bool(p["keepdim"]))
+        src = self.emit_chain(chain).base
+        dim_attr = self.attr_name(dim, int) if dim is not None else None
+        return self.emit("reduce", src, op=sp.REDUCE[kind], dim=dim, dim_attr=dim_attr, keepdim=bool(p["keepdim"]))
 
     def binary(self, kind: str, a, b, node: fx.Node):
         if any(isinstance(v, (Scores, ScaledQ, SizePow)) for v in (a, b)):
@@ -383,7 +447,39 @@ class _Interpreter(FamilyOps, AttentionOps):
         if kind == "div" and isinstance(b, MeanSq) and len(b.post) == 2 and b.post[1] in (("sqrt",), ("pow", 0.5)) \
                 and b.post[0][0] == "add" and (fa := self.factor(a)) and fa.eps is None:
             return replace(fa, eps=b.post[0][1], inv_src=b.src)  # x / sqrt(mean(x^2) + eps)
-        return self.refuse(kind, node)
+        return self.tensor_binary(kind, a, b, node)
+
+    @staticmethod
+    def as_chain(v):
+        """v as a chain (a product of a chain and a parameter: a tensor step), or a parameter; else None."""
+        if isinstance(v, Prod) and v.src is not None and v.weight is not None and v.eps is None \
+                and v.inv_src is None:
+            return replace(v.src, steps=v.src.steps + (("tmul", ("attr", v.weight)),))
+        return v if isinstance(v, (Ew, Attr)) else None
+
+    def tensor_binary(self, kind: str, a, b, node: fx.Node):
+        """a (op) b of two tensors: the chain over the latest op stays pending and takes the other, as it is (a
+        value with no pending steps, or a parameter), as a tensor step; broadcast by torch's rules."""
+        ca, cb = (self.realize(v) if isinstance(v, MeanSq) else self.as_chain(v) for v in (a, b))
+        if ca is None or cb is None or (isinstance(ca, Attr) and isinstance(cb, Attr)):
+            return self.refuse(kind, node)
+
+        def rank(c) -> int:  # later ops first; parameters never lead
+            return -2 if isinstance(c, Attr) else c.base if isinstance(c.base, int) else -1
+
+        swap = rank(cb) > rank(ca) or (rank(cb) == rank(ca) and cb.steps and not ca.steps)
+        main, other = (cb, ca) if swap else (ca, cb)
+        if isinstance(other, Attr):
+            ref = ("attr", other.path)
+        else:
+            self.no_fold, was = True, self.no_fold  # folding now could change what `main` reads
+            try:
+                ref = self.emit_chain(other).base
+            finally:
+                self.no_fold = was
+        step = {"add": "tadd", "mul": "tmul", "sub": "trsub" if swap else "tsub",
+                "div": "trdiv" if swap else "tdiv"}[kind]
+        return replace(main, steps=main.steps + ((step, ref),))
 
     def apply_step(self, a, step: tuple | None, name: str, node: fx.Node):
         if isinstance(a, MeanSq) and step:  # + eps, rsqrt, ... on a pending mean of squares

@@ -134,7 +134,7 @@ class AttentionOps:
             scale, scale_attr = None, None  # 1/sqrt(E), read from q at run time
         else:
             return self.refuse("attention scale (neither a number nor 1/sqrt of the head size)", node)
-        return self.emit("attention", causal=False, scale=scale, scale_attr=scale_attr)
+        return self.emit("attention", "x", causal=False, scale=scale, scale_attr=scale_attr)
 
     def qkv_shapes_ok(self) -> bool:
         shapes = self.shapes()
@@ -151,7 +151,7 @@ class AttentionOps:
             self.note("matmul")
             return None
         if v not in self.emitted_scores:  # scores used twice are one matmul
-            self.emitted_scores[v] = self.emit("matmul", trans_a=False, trans_b=True)
+            self.emitted_scores[v] = self.emit("matmul", "x", trans_a=False, trans_b=True)
         out = self.emitted_scores[v]
         return replace(out, steps=(("mul", v.const),)) if v.const != 1.0 else out
 
@@ -159,8 +159,7 @@ class AttentionOps:
         if not isinstance(chain := self.realize(v.scores), Ew):
             self.note("softmax")
             return None
-        self.emit_chain(chain)
-        return self.emit("softmax", dim=-1)
+        return self.emit("softmax", self.emit_chain(chain).base, dim=-1)
 
     # -- F.scaled_dot_product_attention ---------------------------------------------------------------------
     def sdpa(self, node: fx.Node):
@@ -180,7 +179,7 @@ class AttentionOps:
             if bad:
                 return self.refuse(f"{SDPA} ({flag})", node)
         scale = sp.num(scale)
-        return self.emit("attention", causal=p["is_causal"], scale=scale,
+        return self.emit("attention", "x", causal=p["is_causal"], scale=scale,
                          scale_attr=self.attr_name(p["scale"], float) if scale is not None else None)
 
     @staticmethod

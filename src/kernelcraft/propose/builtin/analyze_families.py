@@ -5,12 +5,23 @@ pooling, argmax/argmin and scans, losses and channel norms. A mixin: the methods
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn.functional as F
 from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
-from kernelcraft.propose.builtin.values import X, Attr, Ew, LogSoftmaxIn
+from kernelcraft.propose.builtin.plan import TENSOR_STEPS
+from kernelcraft.propose.builtin.values import Attr, Ew, LogSoftmaxIn, Prod, chains_in, mentions
+
+
+# the kinds whose kernels apply pointwise steps that follow them ("steps") before their store
+EPILOGUE_KINDS = ("conv1d", "conv2d", "conv3d", "conv_transpose2d", "linear", "matmul", "layernorm", "rmsnorm",
+                  "batchnorm", "groupnorm", "instancenorm")
+
+# the kinds whose epilogue also takes tensor steps over a parameter (x + self.bias): see FamilyOps.operand_folds
+OPERAND_EPILOGUES = ("conv1d", "conv2d", "linear")
 
 
 class FamilyOps:
@@ -36,11 +47,13 @@ class FamilyOps:
         padding = pair(padding, 0) if not isinstance(padding, str) else None
         if mode != "zeros":
             return self.refuse(f"{kind} (padding_mode={mode})", node)
-        if None in (stride, padding, dilation) or self.value(node.args[0]) != Ew(X) or not isinstance(groups, int):
+        chain = self.realize(self.value(node.args[0]))
+        if None in (stride, padding, dilation) or not isinstance(chain, Ew) or not isinstance(groups, int):
             return self.refuse(kind, node)
         extra = {"pool": None} if dims < 3 else {}
-        return self.emit(kind, stride=stride, padding=padding, dilation=dilation, groups=groups, module=module,
-                         groups_attr=self.attr_name(groups, int), weight=weight, bias=bias, steps=[], **extra)
+        return self.emit(kind, self.emit_chain(chain).base, stride=stride, padding=padding, dilation=dilation,
+                         groups=groups, module=module, groups_attr=self.attr_name(groups, int), weight=weight,
+                         bias=bias, steps=[], **extra)
 
     def conv2d_call(self, node: fx.Node):
         """F.conv1d / F.conv2d / F.conv3d (and torch.*) with a weight (and bias) read from the module."""
@@ -71,12 +84,13 @@ class FamilyOps:
             return self.refuse(f"{kind} (padding_mode={mode})", node)
         hyper = {"stride": pair(stride, 1), "padding": pair(padding, 0), "output_padding": pair(output_padding, 0),
                  "dilation": pair(dilation, 1)}
-        if None in hyper.values() or self.value(node.args[0]) != Ew(X) or type(groups) is not int:
+        chain = self.realize(self.value(node.args[0]))
+        if None in hyper.values() or not isinstance(chain, Ew) or type(groups) is not int:
             return self.refuse(kind, node)
         if any(o >= max(s, d) for o, s, d in zip(hyper["output_padding"], hyper["stride"], hyper["dilation"])):
             return self.refuse(f"{kind} (output_padding not below stride or dilation)", node)
-        return self.emit(kind, **hyper, groups=groups, module=module, groups_attr=self.attr_name(groups, int),
-                         weight=weight, bias=bias, steps=[])
+        return self.emit(kind, self.emit_chain(chain).base, **hyper, groups=groups, module=module,
+                         groups_attr=self.attr_name(groups, int), weight=weight, bias=bias, steps=[])
 
     def conv_transpose2d_call(self, node: fx.Node):
         """F.conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation) (torch's order)."""
@@ -94,22 +108,73 @@ class FamilyOps:
                                      w.path, b.path if b is not None else None)
 
     def linear(self, node: fx.Node, weight: str, bias: str | None):
-        """y = x @ weight.T + bias over the last dim of x (the raw input; pointwise ops after it fold in)."""
-        if self.value(node.args[0]) != Ew(X):
+        """y = x @ weight.T + bias over the last dim of x (pointwise ops after it fold in)."""
+        if not isinstance(chain := self.realize(self.value(node.args[0])), Ew):
             return self.refuse("linear", node)
-        return self.emit("linear", weight=weight, bias=bias, steps=[])
+        return self.emit("linear", self.emit_chain(chain).base, weight=weight, bias=bias, steps=[])
 
-    def fold_epilogue(self, chain: Ew) -> bool:
-        """Pointwise steps over the last op's result that op applies itself (the epilogue of a conv (before any
-        pooling), a linear or a norm): folded into it, and nothing is emitted."""
-        if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1):
-            return False
+    def fold_epilogue(self, chain: Ew) -> int:
+        """How many leading steps of `chain` the op it reads applies itself (the epilogue of a conv (before any
+        pooling), a linear, a matmul or a norm; tensor steps only where the op reads their operand, see
+        OPERAND_EPILOGUES): folded into it (0: none). Only the last op takes them, and only when no other value
+        still to be read needs its result without them (see foldable)."""
+        if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1) or self.no_fold:
+            return 0
         op = self.ops[chain.base]
-        kinds = ("conv1d", "conv2d", "conv3d", "conv_transpose2d", "linear", "layernorm", "rmsnorm")
-        if op.kind not in kinds or op.detail.get("steps") or op.detail.get("pool"):  # after a pool: an op of its own
+        if op.kind not in EPILOGUE_KINDS or op.detail.get("steps") \
+                or op.detail.get("pool"):  # steps after a pool are an op of their own
+            return 0
+        n = next((i for i, s in enumerate(chain.steps) if s[0] in TENSOR_STEPS and not self.operand_folds(op, s[1])),
+                 len(chain.steps))
+        if n == 0 or not self.foldable(chain.base, chain.steps[:n], chain):
+            return 0
+        op.detail["steps"] = [list(s) for s in chain.steps[:n]]
+        return n
+
+    def operand_folds(self, op, ref) -> bool:
+        """Whether `op`'s epilogue reads tensor operand `ref` itself: a parameter, any for a conv (read at the
+        output's coordinates), a 1-D one for a linear (along its columns)."""
+        if not (isinstance(ref, tuple) and ref[0] == "attr") or op.kind not in OPERAND_EPILOGUES:
             return False
-        op.detail["steps"] = [list(s) for s in chain.steps]
+        if op.kind != "linear":
+            return True
+        t = self.gm
+        for part in ref[1].split("."):
+            t = getattr(t, part, None)
+        return isinstance(t, torch.Tensor) and t.dim() == 1
+
+    def foldable(self, i: int, prefix: tuple | None, consumed: Ew) -> bool:
+        """Whether op i may start applying `prefix` (None: a pooling) to its result. Every value still to be read
+        that reads op i must read it through those same first steps (it is then rebased past them) and none may
+        take op i's result as a tensor operand; `consumed`, the value folded, read by this node alone, is exempt."""
+        def plain(v):  # a chain times a parameter as the chain it is
+            return c if isinstance(v, Prod) and isinstance(c := self.as_chain(v), Ew) else v
+
+        live = [m for m in self.env if any(self.order[u] >= self.position for u in m.users)]
+        if any(s[0] in TENSOR_STEPS and s[1] == i for s in consumed.steps):
+            return False
+        for m in live:
+            v = plain(self.env[m])
+            if v == consumed and all(self.order[u] <= self.position for u in m.users):
+                continue
+            for c in chains_in(v):
+                if mentions(Ew(None, c.steps), i) or (c.base == i and (
+                        prefix is None or c.steps[:len(prefix)] != prefix)):
+                    return False
+        if prefix:  # rebased: they now read op i's new result
+            def rebase(c):
+                return Ew(i, c.steps[len(prefix):]) if isinstance(c, Ew) and c.base == i else c
+            for m in live:
+                if mentions(v := plain(self.env[m]), i):
+                    self.env[m] = rebase(v) if isinstance(v, Ew) else replace(v, **{
+                        f: rebase(getattr(v, f)) for f in ("src", "inv_src") if hasattr(v, f)})
         return True
+
+    def view(self, node: fx.Node, detail: dict):
+        """A free reshape (flatten, or view/reshape to literal sizes) of a value: a view op, no kernel."""
+        if not isinstance(chain := self.realize(self.value(node.args[0])), Ew):
+            return self.refuse("view", node)
+        return self.emit("view", self.emit_chain(chain).base, **detail)
 
     def loss(self, kind: str, node: fx.Node, p: dict):
         """A loss of the forward's first two inputs as they are (prediction, target)."""
@@ -129,14 +194,14 @@ class FamilyOps:
                 return self.refuse("cross_entropy (label_smoothing)", node)
             if len(shapes[0]) != len(shapes[1]) + 1 or type(ignore) is not int:  # targets are class indices
                 return self.refuse("cross_entropy (probability targets)", node)
-            return self.emit("cross_entropy", reduction=p["reduction"], ignore_index=ignore,
+            return self.emit("cross_entropy", "x", reduction=p["reduction"], ignore_index=ignore,
                              ignore_index_attr=self.hyper(p, "ignore_index", ignore, int))
         if shapes[0] != shapes[1]:
             return self.refuse(f"{kind} (broadcast)", node)
         name = "beta" if "beta" in p else "delta" if "delta" in p else None
         if name and sp.num(p[name]) is None:
             return self.refuse(kind, node)
-        return self.emit("loss", fn=sp.LOSSES[kind], reduction=p["reduction"], param=name and sp.num(p[name]),
+        return self.emit("loss", "x", fn=sp.LOSSES[kind], reduction=p["reduction"], param=name and sp.num(p[name]),
                          param_attr=name and self.hyper(p, name, p[name], float))
 
     def kl_div(self, node: fx.Node, p: dict):
@@ -147,10 +212,10 @@ class FamilyOps:
                 and lp.dim == lq.dim and p["log_target"] is True and p["size_average"] is None \
                 and p["reduce"] is None and p["reduction"] in ("batchmean", "sum", "mean") and len(shapes) >= 2 \
                 and shapes[0] is not None and shapes[0] == shapes[1]:
-            return self.emit("kl_div_logits", dim=lp.dim, reduction=p["reduction"])
+            return self.emit("kl_div_logits", "x", dim=lp.dim, reduction=p["reduction"])
         for v in (lp, lq):  # the pending log_softmaxes, as they would have been without the fusion
             if isinstance(v, LogSoftmaxIn) and v.index == 0:
-                self.emit("log_softmax", dim=v.dim)
+                self.emit("log_softmax", "x", dim=v.dim)
             elif isinstance(v, LogSoftmaxIn):
                 self.note("log_softmax")
         return self.refuse("kl_div", node)
@@ -169,16 +234,33 @@ class FamilyOps:
             return self.refuse("instance_norm (running stats)", node)
         if kind == "group_norm" and type(p["num_groups"]) is not int:
             return self.refuse(kind, node)
-        self.emit_chain(chain)
         eps = float(p["eps"])
         common = {"eps": eps, "eps_attr": self.hyper(p, "eps", p["eps"], float), "weight": w and w.path,
                   "bias": b and b.path}
         if kind == "batch_norm":
-            return self.emit("batchnorm", **common, running_mean=stats[0].path, running_var=stats[1].path)
+            bn = {**common, "running_mean": stats[0].path, "running_var": stats[1].path}
+            if self.fold_batchnorm(chain, bn):
+                return chain
+            return self.emit("batchnorm", self.emit_chain(chain).base, **bn)
+        src = self.emit_chain(chain).base
         if kind == "instance_norm":
-            return self.emit("instancenorm", **common, spatial=p.get("spatial"))
+            return self.emit("instancenorm", src, **common, spatial=p.get("spatial"))
         groups = p["num_groups"]
-        return self.emit("groupnorm", groups=groups, groups_attr=self.hyper(p, "num_groups", groups, int), **common)
+        return self.emit("groupnorm", src, groups=groups, groups_attr=self.hyper(p, "num_groups", groups, int),
+                         **common)
+
+    def fold_batchnorm(self, chain: Ew, bn: dict) -> bool:
+        """An eval batchnorm right after a conv (no epilogue yet, not read otherwise): a per-channel scale and shift
+        the conv applies before its epilogue (its detail's "bn")."""
+        i = chain.base
+        if chain.steps or not (isinstance(i, int) and i == len(self.ops) - 1) or self.no_fold:
+            return False
+        op = self.ops[i]
+        if op.kind not in ("conv1d", "conv2d") or op.detail.get("steps") or op.detail.get("pool") \
+                or op.detail.get("bn") or not self.foldable(i, None, chain):
+            return False
+        op.detail["bn"] = bn
+        return True
 
     def hyper(self, p: dict, name: str, value, typ) -> str | None:
         """Where forward reads a hyper-parameter: its module's attribute (nn.* spelling), or self.<attr>."""
@@ -191,11 +273,11 @@ class FamilyOps:
             return self.refuse(f"{name} over several dims" if isinstance(dim, (tuple, list)) else name, node)
         if not isinstance(chain := self.realize(a), Ew):
             return self.refuse(name, node)
-        self.emit_chain(chain)
+        src = self.emit_chain(chain).base
         dim_attr = self.attr_name(dim, int) if dim is not None else None
         if scan:
-            return self.emit("scan", op=kind, dim=dim, dim_attr=dim_attr)
-        return self.emit("argreduce", op=kind, dim=dim, dim_attr=dim_attr, keepdim=bool(p["keepdim"]))
+            return self.emit("scan", src, op=kind, dim=dim, dim_attr=dim_attr)
+        return self.emit("argreduce", src, op=kind, dim=dim, dim_attr=dim_attr, keepdim=bool(p["keepdim"]))
 
     def pool(self, kind: str, name: str, a, p: dict, node: fx.Node):
         """Max / avg / adaptive-avg pooling, 2-D or 1-D (as H = 1), as one pool2d Op with [H, W] pairs."""
@@ -223,12 +305,13 @@ class FamilyOps:
             ok = None not in geometry.values() and isinstance(p["ceil_mode"], bool)
         if not ok or not isinstance(chain := self.realize(a), Ew):
             return self.refuse(name, node)
-        self.emit_chain(chain)
+        src = self.emit_chain(chain).base
         detail = dict(pool="adaptive_avg" if out else kind[:3], dims=nd, **geometry,
                       ceil_mode=p.get("ceil_mode", False), count_include_pad=bool(p.get("count_include_pad")),
                       output_size=out)
-        last = self.ops[-1] if self.ops and chain.base == len(self.ops) - 1 else None
-        if last is not None and last.kind == "conv2d" and last.detail["pool"] is None and nd == 2:
+        last = self.ops[src] if isinstance(src, int) and src == len(self.ops) - 1 else None
+        if last is not None and last.kind == "conv2d" and last.detail["pool"] is None and nd == 2 \
+                and self.foldable(src, None, Ew(src)):
             last.detail["pool"] = detail  # pooled inside the conv's op: conv (+ epilogue), then the pool kernel
-            return Ew(chain.base)
-        return self.emit("pool2d", **detail)
+            return Ew(src)
+        return self.emit("pool2d", src, **detail)

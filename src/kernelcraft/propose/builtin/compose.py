@@ -9,6 +9,7 @@ first len(inputs) inputs under those names as passed, then runs the family's bod
 from __future__ import annotations
 
 import ast
+import threading
 
 from kernelcraft.propose.builtin.triton_families.common import indent
 
@@ -22,13 +23,24 @@ def compose(reference_source: str, head: str, kernels: list[str], body: str, inp
         first = f"{', '.join(inputs)} = {', '.join(names[:len(inputs)])}\n"
     else:
         first = f"x = {names[0]}.contiguous()\n"
-    forward = f"class ModelNew(Model):\n    {signature}\n" + indent(first + body.strip("\n"), 8)
+    return assemble(reference_source, head, kernels, first + body.strip("\n"))
+
+
+def assemble(reference_source: str, head: str, kernels: list[str], body: str) -> str:
+    """The file: reference, head, kernels, then ModelNew whose forward (the reference's signature) runs `body`."""
+    signature, _ = forward_signature(reference_source)
+    forward = f"class ModelNew(Model):\n    {signature}\n" + indent(body.strip("\n"), 8)
     return "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
+
+
+_AST = threading.Lock()  # the search renders in threads, and CPython 3.11's ast.parse is not thread-safe
 
 
 def forward_signature(source: str) -> tuple[str, list[str]]:
     """(the reference forward's `def` line, the names of its positional inputs)."""
-    for node in ast.walk(ast.parse(source)):
+    with _AST:
+        tree = ast.parse(source)
+    for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == "Model":
             for fn in node.body:
                 if isinstance(fn, ast.FunctionDef) and fn.name == "forward":

@@ -15,6 +15,11 @@ from dataclasses import dataclass, field
 #   ["neg"], ["sqrt"], ["rsqrt"], ["square"], ["elu", alpha], ["leaky_relu", slope],
 #   ["hardtanh", lo, hi], ["clamp", lo_or_None, hi_or_None], ["softplus", beta, threshold],
 #   ["add", c], ["sub", c], ["rsub", c] (c - x), ["mul", c], ["div", c], ["rdiv", c] (c / x), ["pow", c]
+# Steps with a tensor operand: ["tadd", ref], ["tsub", ref], ["trsub", ref] (ref - x), ["tmul", ref], ["tdiv", ref],
+# ["trdiv", ref] (ref / x), broadcast by torch's rules; ref is a value ref: "x" (the forward's first input),
+# ("input", i) (its input i >= 1), an int i (the result of ops[i]), or ("attr", path) (a parameter or buffer of the
+# module). Any in an elementwise op; in an epilogue only parameters (a conv's, a linear's 1-D ones)
+TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv"}
 UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
          "square"}
 WITH_PARAMS = {"elu": 1, "leaky_relu": 1, "hardtanh": 2, "clamp": 2, "softplus": 2, "add": 1, "sub": 1, "rsub": 1,
@@ -23,10 +28,13 @@ WITH_PARAMS = {"elu": 1, "leaky_relu": 1, "hardtanh": 2, "clamp": 2, "softplus":
 
 @dataclass
 class Op:
-    """One recognized computation over the forward's first input (matmul, losses: its first two; attention: three).
+    """One recognized computation over `src` (a value ref: "x", the forward's first input, by default; matmul and
+    losses read the forward's first two inputs, attention its first three). A forward of several ops is a chain:
+    each op names its input.
 
     kind and detail:
       elementwise  {"steps": [[name, *params], ...]}              y = f_n(...f_1(x)), same shape and dtype as x
+                   (with TENSOR_STEPS: the shape broadcast with their operands')
       softmax      {"dim": int}                                   torch.softmax(x, dim)
       log_softmax  {"dim": int}
       reduce       {"op": "sum"|"mean"|"max"|"min", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
@@ -41,6 +49,7 @@ class Op:
                    two inputs (not only x): both 2-D, or both 3-D with equal batch (bmm, or matmul of 3-D
                    tensors); op = transpose of the last two dims when trans_* (A.T, A.t(), A.transpose(-2, -1)).
                    Matvec is a matmul with B of shape (K, 1). Output dtype = input dtype, fp32 accumulation.
+                   May carry "steps": the pointwise ops after the product, as an epilogue.
       argreduce    {"op": "argmax"|"argmin", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
                    int64 indices (dim None: into the flattened input); ties give the first index, NaN counts as
                    the extreme (torch's rules); also the indices of torch.max/min(x, dim)
@@ -54,12 +63,14 @@ class Op:
                    adaptive_avg: output_size (None keeps the input's size), the four geometry keys None, bins
                    [floor(i*H/OH), ceil((i+1)*H/OH)). Output sizes: triton_families/pool.py kc_pool_out.
       linear       {"weight": str, "bias": str | None, "steps": [[name, *params], ...]}   y = steps(x @ weight.T + bias)
-                   over the last dim of x (nn.Linear or F.linear of the raw input), the pointwise ops after it
-                   folded into `steps` like a conv's epilogue
+                   over the last dim of x (nn.Linear or F.linear), the pointwise ops after it folded into `steps`
+                   like a conv's epilogue (tensor steps too, over 1-D parameters: along the columns; a conv's take
+                   any parameter, read at the output's coordinates)
       conv2d       {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "groups": int, "module": str | None,
                     "groups_attr": str | None, "weight": str, "bias": str | None, "steps": [[name, *params], ...],
-                    "pool": pool2d detail | None}
-                   y = pool(steps(conv2d(x, weight, bias))): `steps` is the pointwise epilogue (elementwise names),
+                    "pool": pool2d detail | None[, "bn": batchnorm detail]}
+                   y = pool(steps(bn(conv2d(x, weight, bias)))): `bn` an eval batchnorm folded in (per-channel scale
+                   and shift, present only when folded), `steps` the pointwise epilogue (elementwise names),
                    `pool` a pooling that follows. module: the nn.Conv2d's path, whose stride/padding/dilation/groups
                    the kernel reads at run time (they may depend on sizes, as a depthwise conv's groups do); for
                    F.conv2d the values given (groups by attribute when read from self).
@@ -92,7 +103,10 @@ class Op:
                    spatial + 1 dims is unbatched), None for F.instance_norm
       groupnorm    {"groups": int, "groups_attr": str | None, "eps", "eps_attr", "weight", "bias"}   statistics per
                    (n, group) over C/groups channels and the spatial dims, affine per channel
-                   (*_attr, for all of them: where forward reads the value at run time, e.g. "eps" or "norm.eps")
+                   (*_attr, for all of them: where forward reads the value at run time, e.g. "eps" or "norm.eps";
+                    all three may carry "steps", the pointwise ops after the norm, as an epilogue)
+      view         {"flatten": [start, end]} | {"shape": [int, ...]}   a free reshape (x.flatten(start, end), or
+                   x.reshape/view of literal sizes, -1 allowed): no kernel, only within a chain
       attention    {"causal": bool, "scale": float | None, "scale_attr": str | None}   of the first three inputs as
                    passed, q (..., L, E), k (..., S, E), v (..., S, Ev) with equal leading dims:
                    softmax(q @ k^T * scale, dim=-1) @ v, output (..., L, Ev) in q's dtype; scale None: 1/sqrt(E), read
@@ -103,16 +117,39 @@ class Op:
 
     kind: str
     detail: dict = field(default_factory=dict)
+    src: object = "x"  # the value it reads: "x", ("input", i) or an earlier op's index
+
+
+def operand_refs(steps) -> list:
+    """The tensor operands of elementwise `steps`, each once, in order of first use (the kernel's o0, o1, ...)."""
+    refs = []
+    for step in steps:
+        if step[0] in TENSOR_STEPS and step[1] not in refs:
+            refs.append(step[1])
+    return refs
 
 
 @dataclass
 class Analysis:
-    ops: list[Op]  # in forward order; one Op when the whole forward is one recognized computation
+    ops: list[Op]  # in forward order (each reads its src); the last one's result is the forward's
     unsupported: list[str] = field(default_factory=list)  # what it could not cover, in words ("conv2d", …)
     n_inputs: int = 1
     error: str | None = None  # the reference could not be traced (the reason)
 
     @property
     def single(self) -> Op | None:
-        """The op, when the forward is exactly one covered op and nothing else."""
-        return self.ops[0] if len(self.ops) == 1 and not self.unsupported and not self.error else None
+        """The op, when the forward is exactly one covered op over its first input(s) and nothing else."""
+        if len(self.ops) != 1 or self.unsupported or self.error:
+            return None
+        op = self.ops[0]
+        refs = operand_refs(op.detail.get("steps") or [])  # an epilogue's parameters are read by its family
+        plain = op.src == "x" and op.kind != "view" and not (op.kind == "elementwise" and refs) \
+            and all(isinstance(r, tuple) and r[0] == "attr" for r in refs)
+        return op if plain else None
+
+    @property
+    def chain(self) -> list[Op] | None:
+        """The ops, when the forward is a sequence of recognized ops (chain.py renders it) and not one plain op."""
+        if not self.ops or self.unsupported or self.error or self.single is not None:
+            return None
+        return self.ops

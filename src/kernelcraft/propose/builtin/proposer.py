@@ -1,11 +1,12 @@
 """The built-in kernel engineer as a proposer: no model, no key, no tokens.
 
-It reads the reference (analyze.py), and for the op it recognized offers *moves*: optimization ideas in
-plain words, each tagged with a category and bound to the parameters of a kernel family that realizes
-it (triton_kernels.py; on a GPU also nvrtc_kernels.py, whose CUDA moves come first for the kinds it
-serves: the candidate's backend is read from its source, so one run mixes both). Asked for ideas, it offers moves not yet tried; asked to implement an idea, it
-renders that move's kernel. Its answers are text in the same format a model would write, so they are
-stored, replayed and parsed like any other.
+It reads the reference (analyze.py), and for the op it recognized offers *moves*: optimization ideas in plain
+words (for a chain of ops, the moves of its lead op: chain.py), each tagged with a category and bound to the
+parameters of a kernel family that realizes it (triton_kernels.py; on a GPU also nvrtc_kernels.py, whose CUDA
+moves come first for the kinds it serves: the candidate's backend is read from its source, so one run mixes
+both). Asked for ideas, it offers moves not yet tried; asked to implement an idea, it renders that move's
+kernel. Its answers are text in the same format a model would write, so they are stored, replayed and parsed
+like any other.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from functools import lru_cache
 
 from kernelcraft.problems import Problem
 from kernelcraft.propose.base import Answer, Request, Usage
-from kernelcraft.propose.builtin import nvrtc_kernels, triton_kernels
+from kernelcraft.propose.builtin import chain, nvrtc_kernels, triton_kernels
 from kernelcraft.propose.builtin.analyze import analyze
-from kernelcraft.propose.builtin.plan import Analysis
+from kernelcraft.propose.builtin.plan import Analysis, Op
 
 FAMILIES = {"triton": triton_kernels, "cuda_nvrtc": nvrtc_kernels}  # backend -> kernel registry (moves, render)
 STRATEGIES = ("tree", "refine")  # a deterministic engineer gives the same answer to the same request
@@ -60,9 +61,20 @@ class BuiltinProposer:
         analysis = _analysis(problem.source, str(problem.path))
         if analysis.error:
             raise CoverageError(f"the built-in engineer could not read {problem.name}: {analysis.error}")
-        if analysis.single is None:
-            missing = analysis.unsupported or [f"{len(analysis.ops)} ops in one forward (fusion is not covered yet)"]
+        if analysis.single is None and analysis.chain is None:
+            missing = analysis.unsupported or ["no op it knows"]
             raise CoverageError(f"the built-in engineer cannot cover {problem.name}: {', '.join(missing)}")
+        if analysis.chain is not None:
+            if backend != "triton":
+                raise CoverageError(f"the built-in engineer's {backend} kernels cover single ops, not a chain of "
+                                    f"{chain.describe(analysis.chain)} ({problem.name})")
+            if all(op.kind in chain.FREE_KINDS for op in analysis.chain):
+                raise CoverageError(f"the built-in engineer cannot cover {problem.name}: only views, nothing to "
+                                    "compute")
+            if missing := chain.missing_kinds(analysis.chain):
+                raise CoverageError(f"the built-in engineer has no {backend} kernels for {', '.join(missing)} "
+                                    f"({problem.name})")
+            return analysis
         if analysis.single.kind not in FAMILIES[backend].kinds():
             raise CoverageError(f"the built-in engineer has no {backend} kernels for {analysis.single.kind} "
                                 f"({problem.name}); its {backend} kernels cover: "
@@ -73,8 +85,10 @@ class BuiltinProposer:
         return analysis
 
     def moves(self, op, backend: str) -> list:
-        """The moves for `op`: CUDA ones first where a CUDA family serves the kind and there is a GPU, then
-        the run's backend's; less the precision moves the policy does not admit."""
+        """The moves for `op` (or a chain, a list of ops: chain.py's): CUDA ones first where a CUDA family serves
+        the kind and there is a GPU, then the run's backend's; less the precision moves the policy does not admit."""
+        if isinstance(op, list):
+            return [m for m in chain.moves(op) if self.precision_moves or not triton_kernels.needs_relaxed(m)]
         moves = FAMILIES[backend].moves(op)
         if backend != "cuda_nvrtc" and self.device.startswith("cuda") and _clusters(self.device):
             moves = nvrtc_kernels.moves(op) + moves
@@ -83,7 +97,8 @@ class BuiltinProposer:
     def ask(self, request: Request) -> Answer:
         messages = [{"role": "user", "content": _describe(request)}]
         try:
-            op = self.coverage(request.problem, request.backend).single
+            analysis = self.coverage(request.problem, request.backend)
+            op: Op | list[Op] = analysis.single or analysis.chain
         except CoverageError as exc:
             return Answer(messages, None, error=str(exc))
         moves = self.moves(op, request.backend)
@@ -93,7 +108,10 @@ class BuiltinProposer:
             text = "```json\n" + json.dumps([{"idea": m.text, "category": m.category} for m in fresh]) + "\n```\n"
             return Answer(messages, text, Usage(0, 0, 0.0))
         move = _choose(moves, request)
-        source = FAMILIES[move.backend].render(op, request.problem.source, move.params)
+        if isinstance(op, list):
+            source = chain.render(op, request.problem.source, move.params)
+        else:
+            source = FAMILIES[move.backend].render(op, request.problem.source, move.params)
         text = f"Idea: {move.text}\nCategory: {move.category}\n\n```python\n{source.rstrip()}\n```\n"
         return Answer(messages, text, Usage(0, 0, 0.0))
 

@@ -52,10 +52,15 @@ def moves(op: Op) -> list[Move]:
     return [Move(text, category, dict(params)) for text, category, params in _KINDS[op.kind][0](op)]
 
 
+def parts(op: Op, params: dict) -> tuple[dict, list[str], str]:
+    """(the parameters used: `params` over the first move's, kernel sources (module level), forward body)."""
+    p = {**moves(op)[0].params, **params}
+    return (p, *_KINDS[op.kind][1](op, p))
+
+
 def render(op: Op, reference_source: str, params: dict) -> str:
     """The whole candidate file for `op` with `params` (missing keys: the first move's)."""
-    p = {**moves(op)[0].params, **params}
-    kernels, body = _KINDS[op.kind][1](op, p)  # kernel sources (module level), forward body
+    p, kernels, body = parts(op, params)
     head = (f"# ---- Triton kernels by kernelcraft's built-in engineer: {op.kind} {json.dumps(p, sort_keys=True)}\n"
             "import math\n\nimport torch\nimport triton\nimport triton.language as tl")
     return compose(reference_source, head, kernels, body, INPUTS.get(op.kind), op.kind)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-X = "x"  # the base of chains over the first input; an int base is the index of an emitted Op
+from kernelcraft.propose.builtin.plan import TENSOR_STEPS
+
+X = "x"  # the base of chains over the first input; ("input", i) over input i >= 1; an int: an emitted Op's result
 
 
 @dataclass(frozen=True)
@@ -82,4 +84,16 @@ class Attr:  # a parameter or buffer, by attribute path
     path: str
 
 
-UNKNOWN = object()  # a tensor the IR cannot describe (other inputs, results of unsupported ops)
+UNKNOWN = object()  # a tensor the IR cannot describe (results of unsupported ops)
+
+
+def chains_in(v) -> list[Ew]:
+    """The chains a value is made of (itself, or the chains inside a pending rmsnorm piece or max/min pair)."""
+    if isinstance(v, Ew):
+        return [v]
+    return [c for f in ("src", "inv_src") if isinstance(c := getattr(v, f, None), Ew)]
+
+
+def mentions(v, i) -> bool:
+    """Whether value v reads the result of op i: as the base of a chain or as a tensor operand of its steps."""
+    return any(c.base == i or any(s[0] in TENSOR_STEPS and s[1] == i for s in c.steps) for c in chains_in(v))

@@ -5,13 +5,15 @@ a program takes one (n, c) plane and loads its channel's coefficients once.
 groupnorm / instancenorm: a "row" is one (n, group) slab of (C / G) * inner contiguous elements (instance: G = C),
 normalized like norm.py's rows: in registers when it fits (one read, one write), else split over programs whose
 chunk statistics (Welford or two-pass) are merged per row by the writing pass; the affine is per channel,
-channel = group * (C / G) + col // inner."""
+channel = group * (C / G) + col // inner. All three take the pointwise steps after them ("steps") as an epilogue on
+the fp32 result before its store."""
 
 from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families.common import attr, num
+from kernelcraft.propose.builtin.triton_families.common import attr, indent, num
 from kernelcraft.propose.builtin.triton_families.norm import STATS
+from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
 
 
 def _batchnorm_moves(op: Op) -> list[tuple]:
@@ -62,7 +64,8 @@ def kc_batchnorm_kernel(x_ptr, y_ptr, mean_ptr, var_ptr, w_ptr, b_ptr, n, C, inn
         for tile in range(tl.program_id(1).to(tl.int64), tl.cdiv(inner, BLOCK), tl.num_programs(1)):
             o = tile * BLOCK + tl.arange(0, BLOCK)
             x = tl.load(x_ptr + plane * inner + o, mask=o < inner, other=0.0).to(tl.float32)
-            tl.store(y_ptr + plane * inner + o, ((x - mu) * scale + shift).to(y_ptr.dtype.element_ty), mask=o < inner)
+            y = (x - mu) * scale + shift
+            tl.store(y_ptr + plane * inner + o, y.to(y_ptr.dtype.element_ty), mask=o < inner)
     else:  # flat tiles: the channel of each element from its offset
         offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
@@ -75,7 +78,8 @@ def kc_batchnorm_kernel(x_ptr, y_ptr, mean_ptr, var_ptr, w_ptr, b_ptr, n, C, inn
         if HAS_B:
             shift = tl.load(b_ptr + ch, mask=mask, other=0.0).to(tl.float32)
         x = tl.load(x_ptr + offs, mask=mask, other=0.0$hint).to(tl.float32)
-        tl.store(y_ptr + offs, ((x - mu) * scale + shift).to(y_ptr.dtype.element_ty), mask=mask$hint)
+        y = (x - mu) * scale + shift
+        tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask$hint)
 '''
 
 _GROUP = '''
@@ -125,6 +129,20 @@ def kc_group_apply_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, m2_ptr, L, G, CP
 '''
 
 
+def _with_steps(kernel: str, steps: list | None) -> str:
+    """The kernel with the pointwise steps after the norm (its epilogue) applied to the fp32 result y before each
+    store."""
+    lines = step_lines(steps or [])
+    if not lines:
+        return kernel
+    out = []
+    for line in kernel.split("\n"):
+        if line.lstrip().startswith("tl.store(y_ptr"):
+            out.append(indent("\n".join(["x = y", *lines, "y = x"]), len(line) - len(line.lstrip())))
+        out.append(line)
+    return "\n".join(out)
+
+
 def _affine(d: dict) -> tuple[str, str, str]:
     eps = attr(d["eps_attr"]) if d.get("eps_attr") else num(d["eps"])
     return (eps, attr(d["weight"]) if d.get("weight") else "None", attr(d["bias"]) if d.get("bias") else "None")
@@ -149,7 +167,7 @@ grid = (x.numel() // inner, min(triton.cdiv(inner, {block}), 1024)) if planes el
 kc_batchnorm_kernel[grid](x, y, mean, var, w_arg, b_arg, x.numel(), C, inner, float({eps}), BLOCK={block},
                           PLANES=planes, HAS_W=w is not None, HAS_B=b is not None, num_warps={warps})
 return y'''
-    return [_BATCHNORM.replace("$hint", hint)], body
+    return [_with_steps(_BATCHNORM.replace("$hint", hint), d.get("steps"))], body
 
 
 def _render_group(op: Op, p: dict) -> tuple[list[str], str]:
@@ -192,7 +210,7 @@ kc_norm_stats_kernel[(M, splits)](x, mean, m2, L, chunk, splits, BLOCK_N={block_
 kc_group_apply_kernel[(M, splits)](x, y, w_arg, b_arg, mean, m2, L, G, CPG, inner, chunk, splits, eps,
                                    BLOCK_N={block_n}, BLOCK_S=np2(splits), {flags}, num_warps={warps})
 return y'''
-    return [_GROUP, STATS], body  # chunk statistics: the norm family's kernel (RMS=False)
+    return [_with_steps(_GROUP, d.get("steps")), STATS], body  # chunk statistics: the norm family's (RMS=False)
 
 
 KINDS = {"batchnorm": (_batchnorm_moves, _render_batchnorm), "groupnorm": (_group_moves, _render_group),

@@ -5,8 +5,9 @@ The convolution is a GEMM that is never materialized: M = N*OH*OW output pixels,
 group, K = (in-channels of a group)*KH*KW. A program owns a BLOCK_M x BLOCK_N tile of outputs (GROUP_M
 swizzle over tiles so neighbouring programs share input rows and weights in L2); each K step gathers the
 BLOCK_M x BLOCK_K patch of the input it needs straight from x (padding is a mask, no im2col buffer) and the
-matching weights, and accumulates tl.dot in fp32. Bias and the pointwise steps that follow the convolution
-in the reference (relu, gelu, scaling, ...) are applied to the fp32 tile before its only store. A pooling
+matching weights, and accumulates tl.dot in fp32. Bias, an eval batchnorm that follows (folded in: a
+per-channel scale and shift from its running statistics) and the pointwise steps after them in the reference
+(relu, gelu, scaling, ...) are applied to the fp32 tile before its only store. A pooling
 that follows (conv -> relu -> max-pool) is the pool family's kernel over the conv's output, launched next.
 
 A depthwise convolution (groups == in == out channels) is no GEMM: it takes a direct stencil kernel instead,
@@ -22,10 +23,12 @@ lines (hyper_lines) and size helpers.
 
 from __future__ import annotations
 
-from kernelcraft.propose.builtin.plan import Op
+import inspect
+
+from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.triton_families import pool
-from kernelcraft.propose.builtin.triton_families.common import attr, indent
-from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
+from kernelcraft.propose.builtin.triton_families.common import attr, indent, num
+from kernelcraft.propose.builtin.triton_families.pointwise import epilogue_lines
 
 
 GATHER = "gather input patches straight from x (padding as a mask, no im2col buffer)"
@@ -172,9 +175,16 @@ def _render_conv(op: Op, p: dict) -> tuple[list[str], str]:
     d = op.detail
     bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
     prec = precision(p)
-    steps = indent("\n".join(step_lines(d.get("steps", []))), 4)
-    kernel = _CONV.replace("$tile", TILE).replace("$steps", steps)
-    depthwise = _DEPTHWISE.replace("$steps", steps)
+    epilogue = d.get("steps") or []  # its parameter operands (x + self.bias) read at the output's coordinates
+    n_ops = len(operand_refs(epilogue))
+    gemm_load = ("tl.load(o{k}_ptr + n.to(tl.int64)[:, None] * o{k}_s0 + co[None, :] * o{k}_s1 + (oh * o{k}_s2 + ow "
+                 "* o{k}_s3)[:, None], mask=mmask[:, None] & nmask[None, :], other=0.0).to(tl.float32)")
+    dw_load = ("tl.load(o{k}_ptr + (plane // C) * o{k}_s0 + c * o{k}_s1 + oh[:, None] * o{k}_s2 + ow[None, :] * "
+               "o{k}_s3, mask=(oh < OH)[:, None] & (ow < OW)[None, :], other=0.0).to(tl.float32)")
+    kernel = _CONV.replace("$tile", TILE).replace("$steps", _bn_lines(d.get("bn"), "co", "nmask")
+                           + indent("\n".join(epilogue_lines(epilogue, lambda k: gemm_load.format(k=k))), 4))
+    depthwise = _DEPTHWISE.replace("$steps", _bn_lines(d.get("bn"), "c", None)
+                                   + indent("\n".join(epilogue_lines(epilogue, lambda k: dw_load.format(k=k))), 4))
     bias = attr(d["bias"]) if d.get("bias") else "None"
     one_d = op.kind == "conv1d"  # run as a 2-D conv over a one-row image: x (N, C, 1, L), w (CO, CPG, 1, K)
     if d.get("module") and one_d:  # hyper-parameters as the module holds them at run time
@@ -218,14 +228,68 @@ elif y.numel() > 0:
                            BLOCK_K={bk}, GROUP_M={group}, PREC=prec, num_warps={int(p["num_warps"])},
                            num_stages={int(p["num_stages"])})
 {"y = y.reshape(y.shape[0], y.shape[1], y.shape[3])" + chr(10) if one_d else ""}return y.reshape(y.shape[1:]) if unbatched else y'''
+    if n_ops:  # each operand with its strides over the output's dims (n, co, oh, ow), to both kernels
+        refs = ", ".join(attr(r[1]) for r in operand_refs(epilogue))
+        params = ", ".join(f"o{i}_ptr, o{i}_s0, o{i}_s1, o{i}_s2, o{i}_s3" for i in range(n_ops))
+        kernel, depthwise = (k.replace("b_ptr, y_ptr,", f"b_ptr, y_ptr, {params},", 1) for k in (kernel, depthwise))
+        body = body.replace("x if bias is None else bias, y, ", "x if bias is None else bias, y, *epi_args, ")
+        out_dims = "[1, 3]" if one_d else "[1, 2, 3]"
+        body = body.replace("if y.numel() > 0 and groups == C", f"""shape = ([] if unbatched else [N]) + [CO] + \
+{"[]" if one_d else "[OH]"} + [OW]  # the output's, as the reference has it
+epi_args = [a for o in [{refs}] for a in kc_operand_args(o, shape, ([] if unbatched else [0]) + {out_dims})]
+if y.numel() > 0 and groups == C""", 1)
+    if d.get("bn"):  # the batchnorm's running statistics, weight, bias and eps go to both kernels
+        bn = d["bn"]
+        mean = attr(bn["running_mean"])
+        eps = attr(bn["eps_attr"]) if bn.get("eps_attr") else num(bn["eps"])
+        kernel, depthwise = (k.replace("b_ptr, y_ptr,", "b_ptr, y_ptr, bn_mean_ptr, bn_var_ptr, bn_w_ptr, bn_b_ptr, "
+                                       "bn_eps,", 1) for k in (kernel, depthwise))
+        body = body.replace("x if bias is None else bias, y, ", "x if bias is None else bias, y, *bn_args, ")
+        body = body.replace("if unbatched:\n", "if unbatched:  # batch_norm would take dim 1 as the channels\n"
+                            "    raise ValueError('a batchnorm folded into a conv needs a batched input')\n", 1)
+        body = (f"bn_args = ({mean}, {attr(bn['running_var'])}, {attr(bn['weight']) if bn.get('weight') else mean}, "
+                f"{attr(bn['bias']) if bn.get('bias') else mean}, float({eps}))  # folded batchnorm\n") + body
+    helpers = [_OUT_SIZE] + ([inspect.getsource(kc_operand_args)] if n_ops else [])
     if not d.get("pool"):
-        return [_OUT_SIZE, kernel, depthwise], body
+        return [*helpers, kernel, depthwise], body
     # Pooled: the conv (with its epilogue) into a scratch tensor, then the pool family's kernel over it.
     pool_op = Op("pool2d", d["pool"])
     pool_kernels, pool_body = pool.KINDS["pool2d"][1](pool_op, pool.KINDS["pool2d"][0](pool_op)[0][2])
     body = body.replace("return y.reshape(y.shape[1:]) if unbatched else y",
                         "x = y.reshape(y.shape[1:]) if unbatched else y") + "\n" + pool_body
-    return [_OUT_SIZE, kernel, depthwise, *pool_kernels], body
+    return [*helpers, kernel, depthwise, *pool_kernels], body
+
+
+def kc_operand_args(o, shape, dims):
+    """An epilogue operand o and its strides broadcast to the output's `shape` (0 on broadcast dims), placed at the
+    kernel's dims `dims` of (n, co, oh, ow) (0 on the others). One that would broadcast the output itself is refused."""
+    lead = len(shape) - o.dim()
+    if lead < 0 or any(o.shape[k] != 1 and o.shape[k] != shape[lead + k] for k in range(o.dim())):
+        raise ValueError(f"an operand of shape {tuple(o.shape)} broadcasts beyond the output {tuple(shape)}")
+    st = [0] * len(shape)
+    for k in range(o.dim()):
+        st[lead + k] = 0 if o.shape[k] == 1 else o.stride(k)
+    out = [0, 0, 0, 0]
+    for j in range(len(dims)):
+        out[dims[j]] = st[j]
+    return [o, *out]
+
+
+def _bn_lines(bn: dict | None, ch: str, mask: str | None) -> str:
+    """Kernel lines applying a folded eval batchnorm to the fp32 tile x: channel(s) `ch` (a vector of out-channels
+    masked by `mask`, or one channel), (x - mean) * rsqrt(var + eps) [* weight] [+ bias], before the epilogue."""
+    if not bn:
+        return ""
+    m, row = (f", mask={mask}, other=0.0", "[None, :]") if mask else ("", "")
+    v = f", mask={mask}, other=1.0" if mask else ""
+    lines = [f"mu = tl.load(bn_mean_ptr + {ch}{m}).to(tl.float32)",
+             f"scale = tl.rsqrt(tl.load(bn_var_ptr + {ch}{v}).to(tl.float32) + bn_eps)"]
+    if bn.get("weight"):
+        lines.append(f"scale = scale * tl.load(bn_w_ptr + {ch}{m}).to(tl.float32)")
+    lines.append(f"x = (x - mu{row}) * scale{row}")
+    if bn.get("bias"):
+        lines.append(f"x = x + tl.load(bn_b_ptr + {ch}{m}).to(tl.float32){row}")
+    return indent("\n".join(lines), 4) + "\n"
 
 
 _OUT_SIZE = '''

@@ -4,13 +4,14 @@ accumulator; operands read through their strides (a transpose is a stride swap).
 fp32) or "tf32" (fp32 inputs only; such moves carry params["precision"] == "tf32", which the registry's
 needs_relaxed names). TMA moves (params["tma"]) add a persistent kernel whose operand tiles come through tensor
 descriptors (TMA on Hopper): used at run time for 2-D row-major operands on a GPU, the strided kernel otherwise.
-Under the GEMV move, products with at most GEMV_COLUMNS columns (matrix-vector) take a GEMV kernel."""
+Under the GEMV move, products with at most GEMV_COLUMNS columns (matrix-vector) take a GEMV kernel. A matmul's
+pointwise steps after it (scaling, activations) are applied to the fp32 tile before its store, as a linear's."""
 
 from __future__ import annotations
 
-from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.triton_families.common import attr, indent
-from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
+from kernelcraft.propose.builtin.triton_families.pointwise import epilogue_lines, step_lines
 
 
 def _matmul_moves(op: Op) -> list[tuple]:
@@ -147,18 +148,36 @@ def kc_tma_ok(*ts):  # Hopper or newer; 2-D, unit last stride, 16-byte aligned r
 
 def _with_epilogue(kernel: str, store: str, steps: list) -> str:
     """A matmul kernel text made a linear's: renamed, a bias pointer and HAS_BIAS added, and bias plus the
-    pointwise steps applied to the fp32 tile before `store` (the line that writes it)."""
-    lines = "\n".join(step_lines(steps))
+    pointwise steps applied to the fp32 tile before `store` (the line that writes it). The steps' operands (1-D
+    parameters along the output's columns) come as (o<k>_ptr, o<k>_s) after the bias pointer."""
+    load = "tl.load(o{k}_ptr + rn * o{k}_s, mask=rn < N, other=0.0).to(tl.float32)[None, :]"
+    lines = "\n".join(epilogue_lines(steps, lambda k: load.format(k=k)))
+    operands = "".join(f"o{k}_ptr, o{k}_s, " for k in range(len(operand_refs(steps))))
     pad = store[:len(store) - len(store.lstrip())]
     epilogue = (f"{pad}x = acc\n{pad}if HAS_BIAS:\n{pad}    x += tl.load(bias_ptr + rn, mask=rn < N, other=0.0)"
                 f".to(tl.float32)[None, :]\n" + (indent(lines, len(pad)) + "\n" if lines else "") + f"{pad}acc = x\n")
-    kernel = kernel.replace("_matmul_", "_linear_").replace("c_ptr, M, N, K,", "c_ptr, bias_ptr, M, N, K,", 1)
+    kernel = kernel.replace("_matmul_", "_linear_").replace("c_ptr, M, N, K,", f"c_ptr, bias_ptr, {operands}M, N, K,",
+                                                            1)
     kernel = kernel.replace("PREC: tl.constexpr", "PREC: tl.constexpr, HAS_BIAS: tl.constexpr", 1)
     assert store in kernel
     return kernel.replace(store, epilogue + store, 1)
 
 
 _STORE = "    c_ptrs = c_ptr + bid * s_cb"
+
+
+def _with_steps(kernel: str, steps: list) -> str:
+    """A matmul kernel text with the pointwise `steps` applied to its fp32 result before the store."""
+    lines = step_lines(steps)
+    if not lines:
+        return kernel
+    if "kc_gemv_kernel" in kernel:
+        store = "    tl.store(c_ptr + bid * s_cb + rm * s_cm"
+        kernel = kernel.replace("tl.sum(acc, 1).to(c_ptr.dtype.element_ty)", "x.to(c_ptr.dtype.element_ty)", 1)
+        return kernel.replace(store, indent("\n".join(["x = tl.sum(acc, 1)", *lines]), 4) + "\n" + store, 1)
+    store = _STORE if _STORE in kernel else _STORE_TMA
+    pad = store[:len(store) - len(store.lstrip())]
+    return kernel.replace(store, indent("\n".join(["x = acc", *lines, "acc = x"]), len(pad)) + "\n" + store, 1)
 _STORE_TMA = "        tl.store(c_ptr + rm[:, None] * N"
 
 
@@ -168,6 +187,8 @@ def _render_linear(op: Op, p: dict) -> tuple[list[str], str]:
     bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
     prec = str(p.get("precision", "ieee"))
     kernel = _with_epilogue(_GEMM, _STORE, d.get("steps", []))
+    refs = operand_refs(d.get("steps", []))
+    epi = f"[a for o in [{', '.join(attr(r[1]) for r in refs)}] for a in kc_column_args(o, N)]" if refs else "[]"
     flags = f"PREC=prec, HAS_BIAS=bias is not None, num_warps={int(p['num_warps'])}, num_stages={int(p['num_stages'])}"
     body = f'''
 w, bias = {attr(d["weight"])}, {attr(d["bias"]) if d.get("bias") else "None"}
@@ -179,31 +200,43 @@ if c.numel() == 0:
     return c
 c2 = c.reshape(M, N)
 bias_arg = x if bias is None else bias
+epi_args = {epi}  # the epilogue's parameter operands, each with its stride along the columns
 prec = "{prec}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
 grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}), 1)
-kc_linear_kernel[grid](a, w, c2, bias_arg, M, N, K, 0, a.stride(0), a.stride(1), 0, w.stride(1), w.stride(0), 0,
-                       c2.stride(0), c2.stride(1), BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, {flags})
+kc_linear_kernel[grid](a, w, c2, bias_arg, *epi_args, M, N, K, 0, a.stride(0), a.stride(1), 0, w.stride(1),
+                       w.stride(0), 0, c2.stride(0), c2.stride(1), BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, {flags})
 return c'''
+    helpers = [_COLUMN_ARGS] if refs else []
     if not p.get("tma"):
-        return [kernel], body
+        return [*helpers, kernel], body
     tma = _TMA_OK + f'''
-def kc_linear_tma(a, w, bias, c, prec, has_bias):
+def kc_linear_tma(a, w, bias, c, prec, has_bias, epi_args):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     (M, K), N = a.shape, w.shape[0]
     programs = min(triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}),
                    torch.cuda.get_device_properties(a.device).multi_processor_count)
     kc_linear_tma_kernel[(programs,)](TensorDescriptor.from_tensor(a, [{bm}, {bk}]),
-                                      TensorDescriptor.from_tensor(w, [{bn}, {bk}]), c, bias, M, N, K, BLOCK_M={bm},
+                                      TensorDescriptor.from_tensor(w, [{bn}, {bk}]), c, bias, *epi_args, M, N, K,
+                                      BLOCK_M={bm},
                                       BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec, HAS_BIAS=has_bias,
                                       PROGRAMS=programs, num_warps={int(p["num_warps"])},
                                       num_stages={int(p["num_stages"])})
 '''
     body = body.replace("grid = (", """if K > 0 and kc_tma_ok(a, w, c2):  # w (N, K) row-major is K-major already: no copy
-    kc_linear_tma(a, w, bias_arg, c2, prec, bias is not None)
+    kc_linear_tma(a, w, bias_arg, c2, prec, bias is not None, epi_args)
     return c
 grid = (""", 1)
-    return [kernel, _with_epilogue(_GEMM_TMA, _STORE_TMA, d.get("steps", [])), tma], body
+    return [*helpers, kernel, _with_epilogue(_GEMM_TMA, _STORE_TMA, d.get("steps", [])), tma], body
+
+
+_COLUMN_ARGS = '''
+def kc_column_args(o, n):
+    """A linear epilogue's 1-D parameter operand and its stride along the output's n columns (0: one value)."""
+    if o.dim() != 1 or o.shape[0] not in (1, n):
+        raise ValueError(f"an operand of shape {tuple(o.shape)} does not broadcast along {n} columns")
+    return [o, 0 if o.shape[0] == 1 else o.stride(0)]
+'''
 
 
 def _render_matmul(op: Op, p: dict) -> tuple[list[str], str]:
@@ -237,8 +270,10 @@ kc_matmul_kernel[grid](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{
                        s_c[-1], BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec,
                        num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
 return c'''
+    steps = op.detail.get("steps") or []  # pointwise ops after the product, on the fp32 tile before its store
+    gemm, gemv_kernel, gemm_tma = (_with_steps(k, steps) for k in (_GEMM, _GEMV, _GEMM_TMA))
     if not p.get("tma") or ta or tb:  # TMA reads A and B as the row-major matrices they are, untransposed
-        return [_GEMM] + ([_GEMV] if gemv else []), body
+        return [gemm] + ([gemv_kernel] if gemv else []), body
     # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
     # strided kernel above.
     tma = _TMA_OK + f'''
@@ -261,7 +296,7 @@ def kc_matmul_tma(a, b, c, prec):
     body = body.replace("grid = (", """if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and kc_matmul_tma(a, b, c, prec):
     return c
 grid = (""", 1)
-    return [_GEMM] + ([_GEMV] if gemv else []) + [_GEMM_TMA, tma], body
+    return [gemm] + ([gemv_kernel] if gemv else []) + [gemm_tma, tma], body
 
 
 KINDS = {"matmul": (_matmul_moves, _render_matmul), "linear": (_matmul_moves, _render_linear)}

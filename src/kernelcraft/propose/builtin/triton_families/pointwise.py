@@ -1,11 +1,12 @@
 """Pointwise family (elementwise chains): flat 1-D tiles with a masked tail, the op's steps chained in fp32
-registers; the grid is one program per tile, or capped at a few programs per SM that loop (persistent)."""
+registers; the grid is one program per tile, or capped at a few programs per SM that loop (persistent). Chains
+with tensor operands (x + self.bias, x * y) take broadcast.py's kernel under the same moves."""
 
 from __future__ import annotations
 
 from string import Template
 
-from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.triton_families.common import indent, num
 
 
@@ -83,7 +84,28 @@ def step_lines(steps: list) -> list[str]:
     return [line for step in steps for line in _step(step[0], list(step[1:]))]
 
 
+TENSOR_OPS = {"tadd": "x + {}", "tsub": "x - {}", "trsub": "{} - x", "tmul": "x * {}", "tdiv": "x / {}",
+              "trdiv": "{} / x"}
+
+
+def epilogue_lines(steps: list, load) -> list[str]:
+    """step_lines for steps that may have tensor operands: operand k (plan.operand_refs order) is first loaded as
+    o<k> = load(k), an fp32 expression shaped like x's tile; the tensor steps combine x with it."""
+    refs = operand_refs(steps)
+    lines = [f"o{k} = {load(k)}" for k in range(len(refs))]
+    for step in steps:
+        if step[0] in TENSOR_OPS:
+            lines.append("x = " + TENSOR_OPS[step[0]].format(f"o{refs.index(step[1])}"))
+        else:
+            lines += _step(step[0], list(step[1:]))
+    return lines
+
+
 def _render_pointwise(op: Op, p: dict) -> tuple[list[str], str]:
+    if operand_refs(op.detail["steps"]):  # tensor operands: broadcast.py's kernel, its body reads x, o0, o1, ...
+        from kernelcraft.propose.builtin.triton_families import broadcast
+
+        return broadcast.render(op, p)
     steps = step_lines(op.detail["steps"])
     hint = ', eviction_policy="evict_first"' if p.get("evict_first") else ""
     kernel = _POINTWISE.substitute(steps=indent("\n".join(steps), 8), hint=hint)

@@ -1,0 +1,75 @@
+"""Elementwise chains with tensor operands (x + self.bias, x * y, y / x): torch's broadcasting on any shapes,
+operands read through their own strides (broadcast dims at stride 0, transposed views as they are), the
+coalescing of dims, and every pointwise move."""
+
+import pytest
+import torch
+
+from kernelcraft.propose.builtin.triton_families.broadcast import MAX_DIMS, kc_bcast_layout
+from tests.propose.builtin.chain_check import check_chain
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+@pytest.mark.parametrize("c, shapes", [(3, [(2, 3, 5, 7), (1, 3, 1, 9), (4, 3, 13, 1)]),
+                                       (1, [(2, 1, 3, 3), (3, 5, 2)])])
+def test_a_per_channel_parameter(tmp_path, c, shapes):
+    ops, _ = check_chain(tmp_path, "return torch.sigmoid(x + self.bias) * 2.0",
+                         f"self.bias = nn.Parameter(torch.randn({c}, 1, 1))", [[s] for s in shapes])
+    assert [op.detail["steps"] for op in ops] == [[["tadd", ("attr", "bias")], ["sigmoid"], ["mul", 2.0]]]
+
+
+@pytest.mark.parametrize("forward", ["return x * y", "return x - y", "return y / (x * x + 1.0)",
+                                     "return torch.relu(y) - torch.tanh(x)"])
+def test_two_inputs_broadcast_both_ways(tmp_path, forward):
+    cases = [[(4, 5, 6), (5, 1)],  # y broadcast over x
+             [(3, 1, 7), (2, 1)],  # both broadcast: the output (3, 2, 7) is larger than either
+             [(7,), (3, 7)],  # x broadcast over y
+             [(37, 130), (37, 130)],  # same shapes: one flat dim
+             [(0, 5), (5,)]]  # empty
+    check_chain(tmp_path, forward, "", cases, args="x, y")
+
+
+def test_strided_operands_are_read_as_they_are(tmp_path):
+    y = torch.randn(9, 5).t()  # (5, 9), strides (1, 5)
+    z = torch.randn(4, 6, 10)[:, ::2, 1:]  # (4, 3, 9), a sliced view
+    check_chain(tmp_path, "return x + y", "", [[(5, 9), y], [(4, 5, 9), y], [z, (3, 9)], [(3, 9), z]],
+                args="x, y")
+
+
+@pytest.mark.parametrize("forward, init", [
+    ("return self.w - x", "self.w = nn.Parameter(torch.randn(6))"),  # parameter first: rsub
+    ("return 1.0 / (self.w + torch.exp(x))", "self.register_buffer('w', torch.rand(6) + 1.0)"),
+    ("return x * self.scale + self.shift", "self.scale = nn.Parameter(torch.randn(6))\n"
+                                           "self.shift = nn.Parameter(torch.randn(5, 1))"),
+])
+def test_parameters_on_either_side(tmp_path, forward, init):
+    check_chain(tmp_path, forward, init, [[(5, 6)], [(2, 5, 6)], [(1, 1, 6)]])
+
+
+@pytest.mark.parametrize("move", range(6))
+def test_every_pointwise_move(tmp_path, move):
+    check_chain(tmp_path, "return x * self.s + y", "self.s = nn.Parameter(torch.randn(3, 1))",
+                [[(2, 3, 33), (33,)], [(3, 1), (3, 1)], [(5, 3, 7), (5, 3, 7)]], args="x, y", move=move)
+
+
+def test_many_dims_coalesce():
+    x = torch.randn(2, 1, 3, 2, 2, 3, 2, 5)
+    shape, sizes, strides, nd, wide = kc_bcast_layout([x, x], MAX_DIMS)
+    assert shape == list(x.shape) and nd == 1 and not wide and sizes[-1] == x.numel() and strides == [[0] * 5 + [1]] * 2
+    bias = torch.randn(3, 1, 1)
+    shape, sizes, strides, nd, _ = kc_bcast_layout([torch.randn(4, 3, 5, 7), bias], MAX_DIMS)
+    assert (shape, sizes[-3:], nd) == ([4, 3, 5, 7], [4, 3, 35], 3)
+    assert strides[1][-3:] == [0, 1, 0]  # the bias: broadcast over N and the plane
+    big = torch.empty(2**16, 2**15 + 1, device="meta")  # 2**31 + 2**16 elements: 64-bit offsets
+    assert kc_bcast_layout([big, torch.empty(2**15 + 1, device="meta")], MAX_DIMS)[4]
+    assert kc_bcast_layout([torch.empty(3, 2**30, device="meta")[:, ::2**29]], MAX_DIMS)[4]  # a far stride
+    with pytest.raises(ValueError, match="do not broadcast"):
+        kc_bcast_layout([torch.randn(3, 4), torch.randn(5)], MAX_DIMS)
+
+
+def test_seven_dims_that_do_not_coalesce(tmp_path):
+    shapes = [(2, 1, 2, 1, 2, 1, 2), (1, 2, 1, 2, 1, 2, 1)]  # alternating broadcasts: seven dims, none merge
+    with pytest.raises(ValueError, match="do not coalesce"):
+        check_chain(tmp_path, "return x + y", "", [shapes], args="x, y")
+    check_chain(tmp_path, "return x + y", "", [[(2, 1, 2, 1, 2, 3), (1, 2, 1, 2, 1, 3)]], args="x, y")
