@@ -54,7 +54,10 @@ def check_attention(op: Op, params: dict, shapes: list, tmp_path, dtype=torch.fl
         want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=op.detail["causal"],
                                               scale=scale).to(dtype)
         assert got.shape == want.shape and got.dtype == dtype, (qs, ks, vs, got.shape)
-        torch.testing.assert_close(got, want, **tolerance(dtype), msg=lambda m: f"{params} {qs} {ks} {vs}: {m}")
+        tol = tolerance(dtype)
+        if params.get("precision") == "tf32" and dtype == torch.float32 and DEVICE == "cuda":
+            tol = {"rtol": 1e-2, "atol": 5e-3}  # TF32 products (the interpreter computes them in fp32)
+        torch.testing.assert_close(got, want, **tol, msg=lambda m: f"{params} {qs} {ks} {vs}: {m}")
 
 
 def test_moves_are_distinct_categorized_json_and_exact_first():
