@@ -12,8 +12,9 @@ conv into the conv, but only while no value still to be read needs the op's resu
 
 The abstract values live in values.py, torch's spellings of each op (functions, methods, modules, their
 defaults) in spellings.py, and the interpretation of the later op families (convolution, pooling,
-argmax/scans, losses, channel norms) in analyze_families.py and of attention (F.scaled_dot_product_attention,
-or softmax(q @ k^T * scale) @ v by hand) in analyze_attention.py, mixins of the interpreter here.
+argmax/scans, losses, channel norms) in analyze_families.py, of attention (F.scaled_dot_product_attention,
+or softmax(q @ k^T * scale) @ v by hand) in analyze_attention.py, and of the forward's inputs as matmul
+operands (transposes, matmul itself) and of free reshapes in analyze_operands.py: mixins of the interpreter here.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from torch import fx
 from kernelcraft.propose.builtin import spellings as sp
 from kernelcraft.propose.builtin.analyze_attention import AttentionOps
 from kernelcraft.propose.builtin.analyze_families import FamilyOps
-from kernelcraft.propose.builtin.plan import TENSOR_STEPS, Analysis, Op, operand_refs
+from kernelcraft.propose.builtin.analyze_operands import OperandOps
+from kernelcraft.propose.builtin.plan import Analysis, Op, needed_ops, operand_refs
 from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, Ew, LogSoftmaxIn, MeanSq, Operand, Pair, Probs, Prod,
                                                 ScaledQ, Scores, Shape, SizePow)
 
@@ -70,28 +72,7 @@ def analyze(problem) -> Analysis:
         return Analysis([], error=f"analysis failed: {type(exc).__name__}: {exc}")
 
 
-def _needed(ops: list[Op], out) -> list[Op]:
-    """The ops the forward's result `out` (a value ref) reads, directly or not, in order and renumbered: the others
-    compute what the reference throws away. The result is then the last op (or no op, when it is an input)."""
-    keep, todo = set(), [out]
-    while todo:
-        if isinstance(ref := todo.pop(), int) and ref not in keep:
-            keep.add(ref)
-            todo += [ops[ref].src, *operand_refs(ops[ref].detail.get("steps") or [])]
-    new = {old: i for i, old in enumerate(sorted(keep))}
-
-    def renumber(ref):
-        return new[ref] if isinstance(ref, int) else ref
-
-    for i in keep:
-        op = ops[i]
-        op.src = renumber(op.src)
-        if "steps" in op.detail:
-            op.detail["steps"] = [[s[0], renumber(s[1])] if s[0] in TENSOR_STEPS else s for s in op.detail["steps"]]
-    return [ops[i] for i in sorted(keep)]
-
-
-class _Interpreter(FamilyOps, AttentionOps):
+class _Interpreter(FamilyOps, AttentionOps, OperandOps):
     def __init__(self, gm: fx.GraphModule, model: nn.Module, forward_src: str, input_shapes=lambda: []):
         self.gm, self.model, self.forward_src = gm, model, forward_src
         self._input_shapes, self._shapes = input_shapes, None
@@ -122,7 +103,7 @@ class _Interpreter(FamilyOps, AttentionOps):
                     self.refuse("several outputs" if isinstance(out, (tuple, list, dict)) else "constant output",
                                 node)
                 elif isinstance(chain := self.realize(self.env[out]), Ew):
-                    self.ops = _needed(self.ops, self.emit_chain(chain).base)
+                    self.ops = needed_ops(self.ops, self.emit_chain(chain).base)
                 elif isinstance(self.env[out], Attr):
                     self.note("returns a parameter")
             else:
@@ -311,93 +292,6 @@ class _Interpreter(FamilyOps, AttentionOps):
         if "pool" in kind:
             return self.pool(kind, name, a, p, node)
         return self.apply_step(a, sp.step(kind, p), name, node)
-
-    # -- matmul over the first two inputs (and the products of an attention) ----------------------------
-    def shapes(self) -> list:
-        if self._shapes is None:
-            self._shapes = self._input_shapes()
-        return self._shapes
-
-    def operand(self, arg) -> Operand | None:
-        """arg as (a possibly transposed) forward input of 2 dims or more, or None."""
-        if isinstance(arg, fx.Node) and arg in self.inputs:
-            index = self.inputs[arg]
-            shapes = self.shapes()
-            if index < len(shapes) and shapes[index] is not None and len(shapes[index]) >= 2:
-                return Operand(index, False)
-            return None
-        v = self.env.get(arg) if isinstance(arg, fx.Node) else None
-        return v if isinstance(v, Operand) else None
-
-    @staticmethod
-    def is_matmul(node: fx.Node) -> bool:
-        return ((node.op == "call_function" and node.target in sp.MATMUL_FUNCS)
-                or (node.op == "call_method" and node.target in sp.MATMUL_METHODS)) and len(node.args) == 2 \
-            and not node.kwargs
-
-    def transposed(self, node: fx.Node) -> Operand | None:
-        """A.T / A.mT / A.t() / A.transpose(-2, -1) (0, 1 on 2-D) / A.contiguous() of an operand, else None."""
-        if node.op not in ("call_function", "call_method") or not node.args:
-            return None
-        name = node.target if node.op == "call_method" else \
-            {getattr: "getattr", torch.transpose: "transpose", torch.t: "t"}.get(node.target)
-        if name not in ("getattr", "t", "transpose", "contiguous") or (
-                name == "contiguous" and node.args[0] in self.inputs):  # x.contiguous() stays the identity
-            return None
-        src = self.operand(node.args[0])
-        if src is None:
-            return None
-        ndim = len(self.shapes()[src.index])
-        rest, flip = node.args[1:], None
-        if name == "getattr" and rest in (("T",), ("mT",)) and not node.kwargs:
-            flip = rest == ("mT",) or ndim == 2
-        elif name == "t" and not rest and not node.kwargs and ndim == 2:
-            flip = True
-        elif name == "transpose" and not node.kwargs and len(rest) == 2 and all(isinstance(d, int) for d in rest):
-            dims = sorted(d % ndim for d in rest)
-            flip = dims == [ndim - 2, ndim - 1]
-        elif name == "contiguous" and not rest and not node.kwargs:
-            return src
-        return Operand(src.index, not src.trans) if flip else None
-
-    def reshape(self, node: fx.Node) -> dict | None:
-        """A flatten / view / reshape as a view op's detail ({} when its sizes are not literal ints); None if the
-        node is none of them."""
-        def ints(v) -> list | None:
-            v = list(v) if isinstance(v, (tuple, list, torch.Size)) else None
-            return v if v is not None and all(type(i) is int for i in v) else None
-
-        if node.op == "call_module" and type(mod := self.gm.get_submodule(node.target)) is nn.Flatten:
-            return {"flatten": [mod.start_dim, mod.end_dim]} if len(node.args) == 1 and not node.kwargs else {}
-        name = node.target if node.op == "call_method" else \
-            {torch.flatten: "flatten", torch.reshape: "reshape"}.get(node.target) \
-            if node.op == "call_function" else None
-        if name not in ("flatten", "view", "reshape") or not node.args:
-            return None
-        rest = node.args[1:]
-        if name == "flatten":
-            given = dict(zip(("start_dim", "end_dim"), rest), **node.kwargs)
-            dims = [given.get("start_dim", 0), given.get("end_dim", -1)]
-            ok = len(rest) <= 2 and not set(given) - {"start_dim", "end_dim"} and ints(dims) is not None
-            return {"flatten": dims} if ok else {}
-        shape = ints(rest[0]) if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else ints(rest)
-        if node.kwargs.keys() - {"shape"} or (node.kwargs and rest):
-            return {}
-        shape = ints(node.kwargs["shape"]) if "shape" in node.kwargs else shape
-        return {"shape": shape} if shape is not None and sum(i == -1 for i in shape) <= 1 else {}
-
-    def matmul(self, node: fx.Node):
-        if isinstance(probs := self.value(node.args[0]), Probs):
-            return self.attention_product(node, probs)
-        a, b = (self.operand(arg) for arg in node.args)
-        if (scores := self.scores(node, a, b)) is not None:
-            return scores  # q @ k^T: an attention's scores, or a matmul, decided by what consumes them
-        shapes = self.shapes() if a and b else []
-        ok = a is not None and b is not None and (a.index, b.index) == (0, 1) and len(shapes[0]) in (2, 3) \
-            and len(shapes[0]) == len(shapes[1]) and (len(shapes[0]) == 2 or shapes[0][0] == shapes[1][0])
-        if not ok:
-            return self.refuse("matmul", node)
-        return self.emit("matmul", "x", trans_a=a.trans, trans_b=b.trans)
 
     def value(self, arg):
         return self.env[arg] if isinstance(arg, fx.Node) else arg

@@ -153,3 +153,24 @@ class Analysis:
         if not self.ops or self.unsupported or self.error or self.single is not None:
             return None
         return self.ops
+
+
+def needed_ops(ops: list[Op], out) -> list[Op]:
+    """The ops the forward's result `out` (a value ref) reads, directly or not, in order and renumbered: the others
+    compute what the reference throws away. The result is then the last op (or no op, when it is an input)."""
+    keep, todo = set(), [out]
+    while todo:
+        if isinstance(ref := todo.pop(), int) and ref not in keep:
+            keep.add(ref)
+            todo += [ops[ref].src, *operand_refs(ops[ref].detail.get("steps") or [])]
+    new = {old: i for i, old in enumerate(sorted(keep))}
+
+    def renumber(ref):
+        return new[ref] if isinstance(ref, int) else ref
+
+    for i in keep:
+        op = ops[i]
+        op.src = renumber(op.src)
+        if "steps" in op.detail:
+            op.detail["steps"] = [[s[0], renumber(s[1])] if s[0] in TENSOR_STEPS else s for s in op.detail["steps"]]
+    return [ops[i] for i in sorted(keep)]
