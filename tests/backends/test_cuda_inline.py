@@ -106,6 +106,10 @@ def test_build_key_depends_on_what_shapes_the_binary(monkeypatch):
     assert _key(base) != key
 
 
+OBJECT_ONLY = pytest.mark.skipif(cuda_inline.torch_has_cuda(), reason="the object-only path of a torch without CUDA")
+
+
+@OBJECT_ONLY
 def test_this_torch_has_no_cuda():
     # The object-only path below is taken exactly because of this.
     assert not cuda_inline.torch_has_cuda()
@@ -119,6 +123,7 @@ def _build(name: str, build_cache: Path):
 
 
 @pytest.mark.slow
+@OBJECT_ONLY
 def test_cuda_candidate_compiles_to_objects_with_ptxas_figures(tmp_path):
     outcome = _build("relu_cuda_inline", tmp_path)
     assert outcome.ok, outcome.log
@@ -131,6 +136,7 @@ def test_cuda_candidate_compiles_to_objects_with_ptxas_figures(tmp_path):
 
 
 @pytest.mark.slow
+@OBJECT_ONLY
 def test_cuda_candidate_with_an_error_fails_the_build(tmp_path):
     outcome = _build("relu_cuda_inline_error", tmp_path)
     assert not outcome.ok

@@ -190,6 +190,7 @@ class KernelModule:
     signatures: dict[str, list[Param]]
     _loaded: dict = field(default_factory=dict)
     _occupancy: dict = field(default_factory=dict)  # (kernel, device, threads, shared bytes) -> blocks per SM
+    _shared_allowed: set = field(default_factory=set)  # (kernel, device, dynamic shared bytes) already allowed
 
     def __getattr__(self, name: str):
         signatures = self.__dict__.get("signatures", {})
@@ -231,8 +232,9 @@ class Launcher:
         device_index = next((a.device.index for a in args if isinstance(a, torch.Tensor)),
                             torch.cuda.current_device())
         device, kernel, streams = self._kernel(device_index)
-        if shared_mem > 48 * 1024:
+        if shared_mem > 48 * 1024 and (self.name, device_index, shared_mem) not in self.module._shared_allowed:
             _allow_dynamic_shared(kernel, device_index, shared_mem)
+            self.module._shared_allowed.add((self.name, device_index, shared_mem))
         torch_stream = stream if stream is not None else torch.cuda.current_stream(device_index)
         handle = torch_stream.cuda_stream
         cuda_stream = streams.get(handle)

@@ -39,7 +39,7 @@ ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_prope
                  "triton.next_power_of_2", "np2", "min", "max", "float", "int", "list", "tuple", "any", "zip",
                  "ValueError", "TypeError", "next", "all", "range", "len", "TensorDescriptor.from_tensor", "kc_tiles",
                  "kc_conv_out_size", "kc_conv_padding", "kc_phase_taps", "kc_pool_out", "kc_tma_ok", "kc_matmul_tma",
-                 "kc_linear_tma"}
+                 "kc_linear_tma", "torch.zeros", "torch.cuda.current_stream"}
 ALLOWED_METHODS = {"contiguous", "reshape", "numel", "dim", "stride", "element_size", "data_ptr", "t",
                    "blocks_per_sm"}  # the last: an NVRTC kernel's occupancy query
 
@@ -73,6 +73,8 @@ def assert_no_torch_compute(source: str) -> None:
                 launches += 1
                 continue
             method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+            if name.startswith("KC_") and method == "get":  # a generated file's cache (launch plans, buffers)
+                continue
             assert name in ALLOWED_CALLS or method in ALLOWED_METHODS or name in helper_names, \
                 f"ModelNew calls {ast.unparse(call)}"
     assert launches >= 1

@@ -17,9 +17,9 @@ from tests.helpers import FIXTURES
 SUITE = {
     "relu": ("elementwise", {"steps": [["relu"]]}),
     "gelu": ("elementwise", {"steps": [["gelu"]]}),
-    "elu": ("elementwise", {"steps": [["elu", 1.0]]}),
-    "leaky_relu": ("elementwise", {"steps": [["leaky_relu", 0.01]]}),
-    "hardtanh": ("elementwise", {"steps": [["hardtanh", -1.0, 1.0]]}),
+    "elu": ("elementwise", {"steps": [["elu", "self.alpha"]]}),  # forward reads the numbers from the module
+    "leaky_relu": ("elementwise", {"steps": [["leaky_relu", "self.negative_slope"]]}),
+    "hardtanh": ("elementwise", {"steps": [["hardtanh", "self.min_val", "self.max_val"]]}),
     "sigmoid": ("elementwise", {"steps": [["sigmoid"]]}),
     "silu": ("elementwise", {"steps": [["silu"]]}),
     "softplus": ("elementwise", {"steps": [["softplus", 1.0, 20.0]]}),

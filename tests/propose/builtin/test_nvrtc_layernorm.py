@@ -35,7 +35,7 @@ def test_moves_and_the_source_compiles_for_hopper():
     text = source((4, 5, 6), ms[0].params)
     assert "class ModelNew(Model)" in text and "from kernelcraft.backends.nvrtc import load_kernels" in text
     module = load_kernels(re.search(r"KC_SOURCE = r'''(.*?)'''", text, re.S).group(1), arch="sm_90a")
-    assert {"kc_layernorm_rows", "kc_exchange_clear", "kc_layernorm_v8_w4", "kc_layernorm_v32_w1"} <= set(
+    assert {"kc_layernorm_rows", "kc_layernorm_v8_w4", "kc_layernorm_v32_w1"} <= set(
         module.signatures)
     for name in ("kc_layernorm_v8_w4", "kc_layernorm_v4_w4", "kc_layernorm_v8_w1"):  # the long-row workhorses
         props = re.search(rf"Function properties for {name}\n.*?(\d+) bytes spill stores", module.log)
@@ -90,3 +90,28 @@ def test_no_affine_weight_only_offset_storage_and_special_rows(tmp_path):
 
 def test_every_move_states_every_parameter():  # render fills left-out keys from the first move
     assert len({frozenset(m.params) for m in nvrtc_kernels.moves(op(3))}) == 1
+
+
+@pytest.mark.gpu
+def test_calls_reuse_the_exchange_buffer_without_clearing_it(tmp_path):
+    """Each call's flags count on from the last call's: the buffer is never cleared, on any shape order, on another
+    stream, and when the count is about to wrap (a fresh buffer then)."""
+    params = nvrtc_kernels.moves(op(1))[0].params
+    module = load(source((300001,), params), tmp_path)
+    model = module.ModelNew().cuda()
+    xs = [torch.randn(rows, 300001, device="cuda") for rows in (4, 7, 1)]
+    refs = [torch.nn.functional.layer_norm(x, (300001,), model.ln.weight, model.ln.bias) for x in xs]
+    for _ in range(3):
+        for x, ref in zip(xs, refs):
+            torch.testing.assert_close(model(x), ref, rtol=1e-4, atol=1e-4)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = model(xs[1])
+    side.synchronize()
+    torch.testing.assert_close(out, refs[1], rtol=1e-4, atol=1e-4)
+    assert len({key[1] for key in module.KC_EXCHANGE}) == 2  # one buffer per stream
+    for held in module.KC_EXCHANGE.values():
+        held[1] = (1 << 31) - 2
+    torch.testing.assert_close(model(xs[0]), refs[0], rtol=1e-4, atol=1e-4)
+    assert min(held[1] for held in module.KC_EXCHANGE.values()) < 1 << 20

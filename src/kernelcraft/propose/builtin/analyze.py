@@ -10,11 +10,9 @@ tensors keeps the chain over the latest op pending and takes the other value as 
 Pointwise steps after a conv, linear, matmul or norm fold into its epilogue, a batchnorm or pooling after a
 conv into the conv, but only while no value still to be read needs the op's result as it was (foldable).
 
-The abstract values live in values.py, torch's spellings of each op (functions, methods, modules, their
-defaults) in spellings.py, and the interpretation of the later op families (convolution, pooling,
-argmax/scans, losses, channel norms) in analyze_families.py, of attention (F.scaled_dot_product_attention,
-or softmax(q @ k^T * scale) @ v by hand) in analyze_attention.py, and of the forward's inputs as matmul
-operands (transposes, matmul itself) and of free reshapes in analyze_operands.py: mixins of the interpreter here.
+Mixins of the interpreter here read the later families (analyze_families.py), attention (analyze_attention.py),
+and matmul operands and free reshapes (analyze_operands.py); values.py holds the abstract values, spellings.py
+torch's spellings of each op, and scalars.py makes the numbers forward reads from the module run-time reads.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import fx
 
-from kernelcraft.propose.builtin import spellings as sp
+from kernelcraft.propose.builtin import scalars, spellings as sp
 from kernelcraft.propose.builtin.analyze_attention import AttentionOps
 from kernelcraft.propose.builtin.analyze_families import FamilyOps
 from kernelcraft.propose.builtin.analyze_operands import OperandOps
@@ -108,6 +106,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
                     self.note("returns a parameter")
             else:
                 self.env[node] = self.call(node)
+        for name in scalars.resolve(self.ops, self.model, self.forward_src, self.number_attr):
+            self.note(f"a number computed from self.{name}")
         return Analysis(self.ops, self.unsupported, n_inputs)
 
     # -- emitting ---------------------------------------------------------------------------------------
@@ -176,11 +176,11 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
 
     def attr_name(self, value, typ) -> str | None:
         """The model attribute holding `value`, when forward reads it as self.<name> (fx baked the value in)."""
-        for name, v in vars(self.model).items():
-            if (not name.startswith("_") and type(v) is typ and v == value
-                    and re.search(rf"\bself\.{name}\b", self.forward_src)):
-                return name
-        return None
+        return next((name for name, v in vars(self.model).items() if not name.startswith("_") and type(v) is typ
+                     and v == value and re.search(rf"\bself\.{name}\b", self.forward_src)), None)
+
+    def number_attr(self, value) -> str | None:
+        return self.attr_name(value, float) or self.attr_name(value, int)
 
     # -- interpreting one node --------------------------------------------------------------------------
     def call(self, node: fx.Node):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import threading
 
+from kernelcraft.propose.builtin import scalars
 from kernelcraft.propose.builtin.triton_families.common import indent
 
 
@@ -30,7 +31,8 @@ def assemble(reference_source: str, head: str, kernels: list[str], body: str) ->
     """The file: reference, head, kernels, then ModelNew whose forward (the reference's signature) runs `body`."""
     signature, _ = forward_signature(reference_source)
     forward = f"class ModelNew(Model):\n    {signature}\n" + indent(body.strip("\n"), 8)
-    return "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
+    text = "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
+    return scalars.bind(text)
 
 
 _AST = threading.Lock()  # the search renders in threads, and CPython 3.11's ast.parse is not thread-safe

@@ -3,8 +3,9 @@ each block publishes its partial result for a row (three floats) behind a releas
 every block gathers the group's entries once their flags show the row (each thread waits on a few, so the
 round trips overlap): an all-gather, not a barrier with a central counter. Entries live in two slots (by row parity), so a block that runs ahead cannot
 overwrite an entry a slower block still has to read: to publish row i + 2 it must have gathered row i + 1,
-which every block publishes only after it has read row i. Flags count rows from 1, and the slots start
-zeroed (kc_exchange_clear), so a stale entry never passes for a fresh one. The group's blocks must be
+which every block publishes only after it has read row i. Flags count rows on from a base that each call
+raises past the last call's rows, and a new buffer starts zeroed, so a stale entry never passes for a fresh one
+(and no launch is spent clearing the buffer). The group's blocks must be
 resident together: such kernels are launched cooperatively.
 """
 
@@ -62,11 +63,5 @@ __device__ __forceinline__ float3 kc_gather(const float4* mates, unsigned group,
     __syncthreads();
     if (warp == 0) acc = kc_warp_merge3(lane < (int)(blockDim.x >> 5) ? red[lane] : none, merge);
     return acc;
-}
-
-extern "C" __global__ void kc_exchange_clear(float4* part, long long count)
-{
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)
-        part[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 '''

@@ -153,12 +153,13 @@ __device__ __forceinline__ void kc_copy_async(void* dst, const float* src, int w
 }
 
 // Rows of n floats over groups of `group` blocks (gridDim.x / group groups, each looping over its rows);
-// V units of W floats per thread. `part` holds 2 * gridDim.x entries of (count, mean, M2, flag), zeroed.
+// V units of W floats per thread. `part` holds 2 * gridDim.x entries of (count, mean, M2, flag): flags below
+// base + 1 (zero when new, or left by an earlier call, which counted its rows below base).
 template <int V, int W>
 __device__ __forceinline__ void kc_layernorm(const float* __restrict__ x, float* __restrict__ y,
                                              const float* __restrict__ w, const float* __restrict__ b,
                                              float4* __restrict__ part, long long rows, long long n, float eps,
-                                             unsigned group, float prefetch, int w_res, int b_res)
+                                             unsigned group, float prefetch, int w_res, int b_res, unsigned base)
 {
     // The block's slice of w (units j < w_res of each thread) and of b (j < b_res), loaded once for all rows.
     extern __shared__ float4 kc_affine[];
@@ -221,11 +222,11 @@ __device__ __forceinline__ void kc_layernorm(const float* __restrict__ x, float*
         if (group > 1) {
             float4* slot = part + (it & 1) * gridDim.x;
             if (threadIdx.x == 0) {
-                kc_publish(slot, s.n, s.mean, s.m2, it + 1);
+                kc_publish(slot, s.n, s.mean, s.m2, base + it + 1);
                 if (W == 4 && prefetch > 0.0f && hi > lo) kc_prefetch(x, b, row + groups, rows, n, lo, hi, prefetch,
                                                                       b_res);
             }
-            const float3 g = kc_gather(slot + (blockIdx.x - rank), group, it + 1, make_float3(0.0f, 0.0f, 0.0f),
+            const float3 g = kc_gather(slot + (blockIdx.x - rank), group, base + it + 1, make_float3(0.0f, 0.0f, 0.0f),
                                        mates, [](float3 a, float3 b) {
                                            const KcStat m = kc_merge(KcStat{a.x, a.y, a.z}, KcStat{b.x, b.y, b.z});
                                            return make_float3(m.n, m.mean, m.m2);
@@ -306,11 +307,53 @@ kc_layernorm_rows(const float* __restrict__ x, float* __restrict__ y, const floa
 }
 '''
 
+# Host side: the launch plan of a shape (worked out once per shape and device) and the exchange buffers.
+_HOST = '''
+KC_PLANS = {}  # (device, rows, n, width) -> the launch plan
+KC_EXCHANGE = {}  # (device, stream, entries) -> [buffer, the next call's base]
+
+
+def kc_plan(rows, n, width, device):
+    """(kernel name or None for the block-per-row kernel, groups, blocks per group, threads, w_res, b_res, unit)."""
+    units = n // width
+    vs = $vs4 if width == 4 else $vs1
+    threads = min($threads, max(32, -(-units // vs[-1]) + 31) // 32 * 32)  # a short row: fewer threads
+    need = -(-units // (threads * vs[-1]))  # blocks one row needs
+    props = torch.cuda.get_device_properties(device)
+    resident = props.multi_processor_count * kc_kernels[f"kc_layernorm_v{vs[-1]}_w{width}"].blocks_per_sm(threads, device=device)
+    if need > resident:
+        return None, 0, 0, 0, 0, 0, 0
+    groups = max(1, min(rows, resident // need))
+    group = max(need, min(resident // groups, -(-units // threads)))  # spread a row over the blocks left over
+    v = next(v for v in vs if v * threads * group >= units)
+    name = f"kc_layernorm_v{v}_w{width}"
+    unit = threads * width * 4
+    room = props.shared_memory_per_block_optin // unit if rows > groups else 0  # units kept in shared memory:
+    w_res = $w_res  # of w's slice first,
+    b_res = $b_res  # then of b's
+    while w_res + b_res and props.multi_processor_count * kc_kernels[name].blocks_per_sm(threads, (w_res + b_res) * unit, device) < groups * group:
+        w_res, b_res = (w_res, b_res - 1) if b_res else (w_res - 1, 0)  # less, so the group's blocks fit
+    return name, groups, group, threads, w_res, b_res, unit
+
+
+def kc_exchange(device, entries, iterations):
+    """The exchange buffer of this stream and the base of this call's flags: each call counts its rows on from the
+    last one's, so flags left by earlier calls never pass for this call's (a new buffer is zeroed; one is made
+    again before the count could wrap)."""
+    key = (device.index, torch.cuda.current_stream(device).cuda_stream, entries)
+    held = KC_EXCHANGE.get(key)
+    if held is None or held[1] + iterations + 1 >= 1 << 31:
+        held = KC_EXCHANGE[key] = [torch.zeros((entries, 4), dtype=torch.float32, device=device), 0]
+    base = held[1]
+    held[1] += iterations
+    return held[0], base
+'''
+
 _WRAPPER = ('extern "C" __global__ void __launch_bounds__(1024)\n'
             'kc_layernorm_v{v}_w{w}(const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ w,\n'
             '    const float* __restrict__ b, float4* __restrict__ part, long long rows, long long n, float eps,\n'
-            '    unsigned group, float prefetch, int w_res, int b_res)\n'
-            '{{ kc_layernorm<{v}, {w}>(x, y, w, b, part, rows, n, eps, group, prefetch, w_res, b_res); }}')
+            '    unsigned group, float prefetch, int w_res, int b_res, unsigned base)\n'
+            '{{ kc_layernorm<{v}, {w}>(x, y, w, b, part, rows, n, eps, group, prefetch, w_res, b_res, base); }}')
 
 
 def _render(op: Op, p: dict) -> tuple[list[str], str]:
@@ -318,10 +361,13 @@ def _render(op: Op, p: dict) -> tuple[list[str], str]:
     wrappers = "\n".join(_WRAPPER.format(v=v, w=w) for w, vs in ((4, VS), (1, VS_SCALAR)) for v in vs)
     cuda = (_CUDA.replace("$has_w", "1" if d.get("weight") else "0").replace("$has_b", "1" if d.get("bias") else "0")
             .replace("$stream", "1" if p.get("stream") else "0").replace("$wrappers", wrappers))
-    kernels = f"KC_SOURCE = r'''{cuda}'''\n\nkc_kernels = load_kernels(KC_SOURCE)"
+    has_w, has_b, smem = bool(d.get("weight")), bool(d.get("bias")), bool(p.get("affine_smem"))
+    kernels = (f"KC_SOURCE = r'''{cuda}'''\n\nkc_kernels = load_kernels(KC_SOURCE)\n"
+               + _HOST.replace("$threads", str(int(p["threads"]))).replace("$vs4", str(VS)).replace("$vs1", str(VS_SCALAR))
+               .replace("$w_res", "min(v, room)" if has_w and smem else "0")
+               .replace("$b_res", "max(0, min(v, room - w_res))" if has_b and smem else "0"))
     eps = attr(d["eps_attr"]) if d.get("eps_attr") else num(d["eps"])
     affine = [attr(d[k]) for k in ("weight", "bias") if d.get(k)]
-    threads = int(p["threads"])
     body = f'''
 if x.dtype != torch.float32:
     raise TypeError(f"these CUDA kernels read and write float32, not {{x.dtype}}")
@@ -337,29 +383,15 @@ w = {"affine[0]" if d.get("weight") else "x  # unused"}
 b = {"affine[-1]" if d.get("bias") else "x  # unused"}
 eps = float({eps})
 width = 4 if n % 4 == 0 and all(t.data_ptr() % 16 == 0 for t in (x, y, *affine)) else 1
-units = n // width
-vs = {VS} if width == 4 else {VS_SCALAR}
-threads = min({threads}, max(32, -(-units // vs[-1]) + 31) // 32 * 32)  # a short row: fewer threads
-need = -(-units // (threads * vs[-1]))  # blocks one row needs
-props = torch.cuda.get_device_properties(x.device)
-resident = props.multi_processor_count * kc_kernels[f"kc_layernorm_v{{vs[-1]}}_w{{width}}"].blocks_per_sm(threads, device=x.device)
-if need > resident:  # longer than the GPU's registers hold
+key = (x.device.index, rows, n, width)
+if key not in KC_PLANS:
+    KC_PLANS[key] = kc_plan(rows, n, width, x.device)
+name, groups, group, threads, w_res, b_res, unit = KC_PLANS[key]
+if name is None:  # longer than the GPU's registers hold
     kc_kernels.kc_layernorm_rows(x, y, w, b, n, eps, grid=(rows,), block=(1024,))
     return y
-groups = max(1, min(rows, resident // need))
-group = max(need, min(resident // groups, -(-units // threads)))  # spread a row over the blocks left over
-v = next(v for v in vs if v * threads * group >= units)
-name = f"kc_layernorm_v{{v}}_w{{width}}"
-unit = threads * width * 4  # bytes of one unit per thread
-room = props.shared_memory_per_block_optin // unit if rows > groups else 0  # units kept in shared memory:
-w_res = {"min(v, room)" if d.get("weight") and p.get("affine_smem") else "0"}  # of w's slice first,
-b_res = {"max(0, min(v, room - w_res))" if d.get("bias") and p.get("affine_smem") else "0"}  # then of b's
-while w_res + b_res and props.multi_processor_count * kc_kernels[name].blocks_per_sm(threads, (w_res + b_res) * unit, x.device) < groups * group:
-    w_res, b_res = (w_res, b_res - 1) if b_res else (w_res - 1, 0)  # less, so the group's blocks fit
-part = torch.empty((2 * groups * group, 4), dtype=torch.float32, device=x.device)
-if group > 1:
-    kc_kernels.kc_exchange_clear(part, part.shape[0], grid=(min(1024, -(-part.shape[0] // 256)),), block=(256,))
-kc_kernels[name](x, y, w, b, part, rows, n, eps, group, {float(p.get("prefetch", 0.0))}, w_res, b_res,
+part, base = kc_exchange(x.device, 2 * groups * group, -(-rows // groups))
+kc_kernels[name](x, y, w, b, part, rows, n, eps, group, {float(p.get("prefetch", 0.0))}, w_res, b_res, base,
                  grid=(groups * group,), block=(threads,), shared_mem=(w_res + b_res) * unit, cooperative=group > 1)
 return y'''
     return [kernels], body

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import re
 
+from kernelcraft.propose.builtin import scalars
+
 
 def attr(path: str) -> str:
     """`self.<path>` as Python: "ln.weight" -> self.ln.weight, "net.0.weight" -> self.net[0].weight."""
@@ -18,6 +20,8 @@ def indent(text: str, n: int) -> str:
 
 
 def num(value) -> str:
+    if scalars.is_ref(value):  # a number forward reads from the module: a kernel parameter (scalars.bind)
+        return scalars.name(value)
     value = float(value)
     if math.isnan(value):
         return 'float("nan")'

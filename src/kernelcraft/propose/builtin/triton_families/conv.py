@@ -51,13 +51,14 @@ def conv_moves(op: Op, formulation: str = "Implicit GEMM: " + GATHER, outputs: s
         return {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": s,
                 "precision": prec}
 
-    # Order and tiles from benchmarks/conv_sweep.py on an H100 (AlexNet's first layer): K steps of 16 win.
+    # Order and tiles from benchmarks/conv_sweep.py on an H100 (AlexNet's first layer): K steps of 16 win. The
+    # 64x128 tile takes 3 stages: with 4, Triton 3.6 built it wrong on the H100 (level2/conv2d_add_sigmoid off by 8e-2).
     out = [(split.format(m=128, n=128, k=16, w=8, s=3), "compute", p(128, 128, 16, 8, 3, "tf32x3")),
            (exact.format(m=256, n=128, k=16, w=8, s=3), "parallelism", p(256, 128, 16, 8, 3, "ieee")),
            (split.format(m=256, n=128, k=16, w=8, s=3), "compute", p(256, 128, 16, 8, 3, "tf32x3")),
-           (exact.format(m=64, n=128, k=16, w=4, s=4), "memory", p(64, 128, 16, 4, 4, "ieee")),
+           (exact.format(m=64, n=128, k=16, w=4, s=3), "memory", p(64, 128, 16, 4, 3, "ieee")),
            (exact.format(m=128, n=128, k=32, w=8, s=3), "parallelism", p(128, 128, 32, 8, 3, "ieee"))]
-    for m, n, k, w, s in ((128, 128, 16, 8, 3), (256, 128, 16, 8, 3), (64, 128, 16, 4, 4)):
+    for m, n, k, w, s in ((128, 128, 16, 8, 3), (256, 128, 16, 8, 3), (64, 128, 16, 4, 3)):
         out.append((tf32.format(m=m, n=n, k=k, w=w, s=s), "precision", p(m, n, k, w, s, "tf32")))
     return out
 
