@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Pointwise steps an `elementwise` op may chain, with their parameters (all Python floats):
+# Pointwise steps an `elementwise` op may chain, with their parameters (Python floats, or "self.<attr>" for one forward
+# reads from the module, read again at run time: scalars.py):
 #   ["relu"], ["sigmoid"], ["tanh"], ["silu"], ["gelu"] (erf), ["gelu_tanh"], ["exp"], ["log"], ["abs"],
 #   ["neg"], ["sqrt"], ["rsqrt"], ["square"], ["elu", alpha], ["leaky_relu", slope],
 #   ["hardtanh", lo, hi], ["clamp", lo_or_None, hi_or_None], ["softplus", beta, threshold],
