@@ -130,3 +130,30 @@ def test_a_number_derived_from_an_attribute_is_not_covered(tmp_path):
     path.write_text(PROBLEM.replace("* self.factor", "* (1.0 / self.factor)"))
     with pytest.raises(CoverageError, match=r"a number computed from self\.factor"):
         BuiltinProposer("cpu").coverage(load_problem(path), "triton")
+
+
+def test_bind_through_two_levels_of_calls_passes_each_name_once():
+    text = textwrap.dedent('''
+        @triton.jit
+        def kc_a(x):
+            return x * kc_s_k
+
+
+        @triton.jit
+        def kc_b(x):
+            return kc_a(x) + kc_s_j
+
+
+        @triton.jit
+        def kc_c(p):
+            tl.store(p, kc_b(tl.load(p)) + kc_a(1.0))
+
+
+        def kc_host(self, p):
+            kc_c[(1,)](p)
+        ''')
+    out = scalars.bind(text)
+    assert "def kc_a(kc_s_k, x):" in out and "def kc_b(kc_s_j, kc_s_k, x):" in out and "def kc_c(kc_s_j, kc_s_k, p):" in out
+    assert "kc_b(kc_s_j, kc_s_k, tl.load(p)) + kc_a(kc_s_k, 1.0)" in out and "kc_a(kc_s_k, x) + kc_s_j" in out
+    assert "kc_c[(1,)](float(self.j), float(self.k), p)" in out
+    assert out.count("float(self.") == 2

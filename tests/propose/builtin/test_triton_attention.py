@@ -154,3 +154,21 @@ def test_a_forward_with_other_names_reads_its_first_three_inputs_as_q_k_v(tmp_pa
     module = load(source, tmp_path)
     q, k, v = (torch.randn(2, n, 8, device=DEVICE) for n in (5, 6, 6))
     torch.testing.assert_close(module.ModelNew()(q, k, v), module.Model()(q, k, v), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_large_scores_keep_the_folded_scale_exact_enough(dtype, tmp_path):
+    """The move that folds the scale into the query tile, on inputs whose every element has its own scale (0.01x to
+    100x, the verifier's mixed-scale trial): scores reach the thousands, and a 16-bit tile rounded after scaling
+    put 1e-3 relative on every score, so the softmax picked other keys (sdpa_causal_fp16 on the H100: 51.25
+    against 2.54). 16-bit inputs scale the scores instead."""
+    params = next(m.params for m in moves(attn_op()) if m.params["fold_q"])
+    module = load(render(attn_op(True), sdpa_reference(), params), tmp_path)
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(s, generator=g) * 10 ** (torch.rand(s, generator=g) * 4 - 2)
+               for s in ((2, 128, 64), (2, 128, 64), (2, 128, 64)))
+    q, k, v = (t.to(DEVICE, dtype) for t in (q, k, v))
+    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
+    got = module.ModelNew(True)(q, k, v).double()
+    err = ((got - want).abs() / (want.abs() + want.pow(2).mean().sqrt())).max().item()
+    assert err < (1e-4 if dtype == torch.float32 else 1e-2), err

@@ -32,20 +32,19 @@ from kernelcraft.propose.builtin import scalars, spellings as sp
 from kernelcraft.propose.builtin.analyze_attention import AttentionOps
 from kernelcraft.propose.builtin.analyze_families import FamilyOps
 from kernelcraft.propose.builtin.analyze_operands import OperandOps
+from kernelcraft.propose.builtin.compose import parse
 from kernelcraft.propose.builtin.plan import Analysis, Op, needed_ops, operand_refs
 from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, Ew, LogSoftmaxIn, MeanSq, Operand, Pair, Probs, Prod,
                                                 ScaledQ, Scores, Shape, SizePow)
 
 def _forward_source(source: str) -> str:
     try:
-        for cls in ast.parse(source).body:
-            if isinstance(cls, ast.ClassDef) and cls.name == "Model":
-                for fn in cls.body:
-                    if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
-                        return ast.get_source_segment(source, fn) or source
+        tree = parse(source)
     except SyntaxError:
-        pass
-    return source
+        return source
+    forward = next((fn for cls in tree.body if isinstance(cls, ast.ClassDef) and cls.name == "Model" for fn in cls.body
+                    if isinstance(fn, ast.FunctionDef) and fn.name == "forward"), None)
+    return (ast.get_source_segment(source, forward) or source) if forward else source
 
 
 def analyze(problem) -> Analysis:

@@ -38,10 +38,15 @@ def assemble(reference_source: str, head: str, kernels: list[str], body: str) ->
 _AST = threading.Lock()  # the search renders in threads, and CPython 3.11's ast.parse is not thread-safe
 
 
+def parse(source: str) -> ast.Module:
+    """ast.parse under the lock that makes it safe across the search's threads."""
+    with _AST:
+        return ast.parse(source)
+
+
 def forward_signature(source: str) -> tuple[str, list[str]]:
     """(the reference forward's `def` line, the names of its positional inputs)."""
-    with _AST:
-        tree = ast.parse(source)
+    tree = parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == "Model":
             for fn in node.body:

@@ -56,9 +56,9 @@ def resolve(ops: list, model, forward_src: str, find) -> list[str]:
             op.detail["steps"] = attach(op.detail["steps"], find)
             used |= {r[len("self."):] for r in refs(op.detail["steps"])}
         used |= _attr_keys(op.detail)
-    return [name for name, v in vars(model).items()
-            if type(v) is float and name not in used and not name.startswith("_")
-            and re.search(rf"\bself\.{name}\b", forward_src)]
+    return [attr for attr, v in vars(model).items()
+            if type(v) is float and attr not in used and not attr.startswith("_")
+            and re.search(rf"\bself\.{attr}\b", forward_src)]
 
 
 def _attr_keys(detail: dict) -> set[str]:
@@ -93,8 +93,8 @@ def bind(source: str) -> str:
                 continue
             changed = True
             new_body = body.replace(f"def {fn}(", f"def {fn}({', '.join(missing)}, ", 1)
-            source = source.replace(body, new_body, 1)
-            source = _pass_at_calls(source, fn, missing)
+            source = _pass_at_calls(source.replace(body, new_body, 1), fn, missing)
+            break  # the functions' texts have changed: read them again
     return source
 
 

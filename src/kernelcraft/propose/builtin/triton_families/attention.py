@@ -30,8 +30,9 @@ def _moves(op: Op) -> list[tuple]:
     exact = "fp32 inputs exact (ieee products), fp16/bf16 on tensor cores with fp32 accumulation"
     split = ("fp32 inputs as 3xTF32 on tensor cores (each operand a TF32 part plus a TF32 remainder, ~1e-6 "
              "relative), fp16/bf16 on tensor cores with fp32 accumulation")
-    fold = ("the softmax scale (times log2 e) folded into the query tile once when it is loaded, so no score "
-            "needs a multiply (fp16/bf16: the scaled tile is rounded to the input dtype)")
+    fold = ("the softmax scale (times log2 e) folded into the fp32 query tile once when it is loaded, so no score "
+            "needs a multiply (fp16/bf16 inputs scale the scores: a 16-bit tile rounded after scaling would put "
+            "an error of 1e-3 relative on every score)")
     tf32 = ("TF32 tensor cores for fp32 inputs (rounded to a 10-bit mantissa), so it needs a tolerance policy that "
             "admits TF32; fp16/bf16 inputs are unaffected")
 
@@ -167,7 +168,7 @@ qk_scale = {scale} * {LOG2E!r}  # softmax in base 2
 grid = (triton.cdiv(L, bm) * batch,)
 kc_attention_kernel[grid](q3, k3, v3, o3, L, S, E, EV, qk_scale, *q3.stride(), *k3.stride(), *v3.stride(),
                           *o3.stride(), BLOCK_M=bm, BLOCK_N=bn, E_PAD=e_pad, EV_PAD=ev_pad,
-                          CAUSAL={bool(d.get("causal"))}, SCALED_Q={bool(p.get("fold_q"))}, PREC=prec,
+                          CAUSAL={bool(d.get("causal"))}, SCALED_Q={bool(p.get("fold_q"))} and q.dtype == torch.float32, PREC=prec,
                           num_warps=warps, num_stages={stages})
 return o'''
     return [_KEYS, _ATTENTION], body
