@@ -28,3 +28,10 @@ def interpreted_stdlib(monkeypatch):
         for name, value in list(vars(module).items()):
             if isinstance(value, JITFunction):
                 monkeypatch.setattr(module, name, InterpretedFunction(value.fn))
+
+
+@pytest.fixture(autouse=True)
+def exact_reference(monkeypatch):
+    """On a GPU the references' convolutions run without TF32, as under the strict policy (cuDNN's default is TF32)."""
+    if DEVICE == "cuda":
+        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)

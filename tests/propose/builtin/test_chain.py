@@ -22,13 +22,6 @@ from tests.propose.builtin.test_analyze import write
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
-@pytest.fixture(autouse=True)
-def exact_reference(monkeypatch):
-    """On a GPU the reference's convolutions run without TF32, as under the strict policy."""
-    if DEVICE == "cuda":
-        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-
-
 @pytest.mark.parametrize("k, h, n", [(13, 7, 5), (32, 33, 17), (8, 64, 1)])
 def test_two_linears_rename_the_second_kernel(tmp_path, k, h, n):
     ops, source = check_chain(tmp_path, "return self.fc2(torch.relu(self.fc1(x)))",

@@ -17,12 +17,6 @@ from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
-@pytest.fixture(autouse=True)
-def exact_reference(monkeypatch):
-    """On a GPU the reference's convolutions run without TF32, as under the strict policy."""
-    if DEVICE == "cuda":
-        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-
 UNARY = ["torch.relu({})", "torch.sigmoid({})", "({} * 2.0)", "({} - 1.0)", "torch.tanh({})"]
 BINARY = ["({} + {})", "({} * {})", "({} - {})"]
 ROWS = {"ops": ["self.fc({})", "self.fc2({})", "torch.softmax({}, -1)", "self.ln({})", "{}.sum(-1, keepdim=True)"],

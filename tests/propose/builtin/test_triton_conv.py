@@ -8,7 +8,7 @@ import torch
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render
-from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, check, reference
+from tests.propose.builtin.kernel_check import assert_no_torch_compute, check, reference, move_tolerance as tolerance
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -28,17 +28,6 @@ def conv_op(steps=()) -> Op:
     return Op("conv2d", {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1, "module": "conv",
                          "groups_attr": None, "weight": "conv.weight", "bias": "conv.bias", "steps": [list(s) for s in steps],
                          "pool": None})
-
-
-@pytest.fixture(autouse=True)
-def exact_reference(monkeypatch):
-    if DEVICE == "cuda":
-        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-
-
-def tolerance(params) -> dict:
-    tf32 = DEVICE == "cuda" and params["precision"] == "tf32"
-    return {"rtol": 2e-2, "atol": 2e-2} if tf32 else {"rtol": 1e-4, "atol": 1e-4}
 
 
 def test_moves_are_distinct_and_tf32_is_marked():

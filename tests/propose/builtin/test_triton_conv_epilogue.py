@@ -18,12 +18,6 @@ STATS = "\nself.bn.running_mean.normal_()\nself.bn.running_var.uniform_(0.5, 1.5
 AFFINE = "\nwith torch.no_grad():\n    self.bn.weight.normal_()\n    self.bn.bias.normal_()"
 
 
-@pytest.fixture(autouse=True)
-def exact_reference(monkeypatch):
-    if DEVICE == "cuda":
-        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-
-
 @pytest.mark.parametrize("forward, init, cases", [
     ("return torch.relu(self.bn(self.conv(x)))", "self.conv = nn.Conv2d(3, 5, 3, padding=1, bias=False)\n"
      "self.bn = nn.BatchNorm2d(5)" + STATS + AFFINE, [[(2, 3, 9, 7)], [(1, 3, 4, 11)], [(3, 3, 5, 5)]]),

@@ -12,7 +12,7 @@ from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
 from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render
-from tests.propose.builtin.kernel_check import DEVICE, check, check_small_problem, reference
+from tests.propose.builtin.kernel_check import check, check_small_problem, reference, move_tolerance as tolerance
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -33,17 +33,6 @@ def convt_op(steps=()) -> Op:
     return Op("conv_transpose2d", {"stride": [1, 1], "padding": [0, 0], "output_padding": [0, 0],
                                    "dilation": [1, 1], "groups": 1, "module": "conv", "groups_attr": None,
                                    "weight": "conv.weight", "bias": "conv.bias", "steps": [list(s) for s in steps]})
-
-
-@pytest.fixture(autouse=True)
-def exact_reference(monkeypatch):
-    if DEVICE == "cuda":
-        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-
-
-def tolerance(params) -> dict:
-    tf32 = DEVICE == "cuda" and params["precision"] == "tf32"
-    return {"rtol": 2e-2, "atol": 2e-2} if tf32 else {"rtol": 1e-4, "atol": 1e-4}
 
 
 def test_moves_are_distinct_and_tf32_is_marked():

@@ -9,7 +9,7 @@ from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_kernels import moves, parts, render
 from tests.propose.builtin.chain_check import check_chain
-from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, check, reference
+from tests.propose.builtin.kernel_check import assert_no_torch_compute, check, reference, move_tolerance as tolerance
 from tests.propose.builtin.test_analyze import single, write
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -19,11 +19,6 @@ CASES = [((37, 19), (5, 37)), ((16, 33), (2, 3, 16)), ((8, 5), (8,)), ((1, 1), (
 
 def linear_op(bias=True, steps=()) -> Op:
     return Op("linear", {"weight": "fc.weight", "bias": "fc.bias" if bias else None, "steps": [list(s) for s in steps]})
-
-
-def tolerance(params) -> dict:
-    tf32 = DEVICE == "cuda" and params["precision"] == "tf32"
-    return {"rtol": 2e-2, "atol": 2e-2} if tf32 else {"rtol": 1e-4, "atol": 1e-4}
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(linear_op())],
