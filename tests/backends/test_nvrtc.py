@@ -160,7 +160,16 @@ def test_cuda_include_dirs_find_cuda_fp16():
 
 # -- compiling on a machine without a GPU -------------------------------------------------------------
 
+def _ptxas_logs() -> bool:
+    """Whether NVRTC's log must hold ptxas's lines. On a machine with a GPU driver it may not: on an H100 with
+    NVRTC 13 the log came back empty for code compiled before, in the same process or an earlier one (comments
+    apart); KernelModule.resources asks the driver instead there."""
+    return not torch.cuda.is_available()
+
+
 def test_compile_cubin_without_gpu(cache):
+    if not _ptxas_logs():
+        pytest.skip("a GPU machine: NVRTC may leave out ptxas's lines (see _ptxas_logs)")
     cubin, log, hit = compile_cubin(SCALE, ARCH)
     assert cubin[:4] == b"\x7fELF"
     assert not hit
@@ -224,7 +233,8 @@ def test_load_kernels_with_an_explicit_arch(cache):
     assert [p.name for p in module.scale.params] == ["x", "y", "alpha", "n"]
     assert len(nvrtc.COMPILE_RECORDS) == before + 1
     record = nvrtc.COMPILE_RECORDS[-1]
-    assert not record.cached and record.seconds > 0 and "registers" in record.log
+    assert not record.cached and record.seconds > 0 and record.module is module
+    assert "registers" in record.log or not _ptxas_logs()
     again = nvrtc.load_kernels(SCALE + "\n// load_kernels test\n", arch=ARCH)
     assert again is module  # the in-process cache: no second compile, no second record
     assert len(nvrtc.COMPILE_RECORDS) == before + 1
@@ -242,3 +252,22 @@ def test_cluster_grids_are_counted_in_blocks_and_must_divide():
     assert _clusters((8, 3), 2) == ((4, 3), (2, 1))
     with pytest.raises(ValueError, match="whole number of clusters"):
         _clusters((30,), (4,))
+
+
+STAGED = r'''
+extern "C" __global__ void staged(const float* __restrict__ x, float* __restrict__ y, int n)
+{
+    __shared__ float tile[64];
+    int i = blockIdx.x * 64 + threadIdx.x;
+    tile[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    if (i < n) y[i] = tile[63 - threadIdx.x];
+}
+'''
+
+
+@pytest.mark.gpu
+def test_resources_come_from_the_driver(cache):
+    module = nvrtc.load_kernels(STAGED + "\n// resources test\n")
+    [res] = module.resources(0)
+    assert res["kernel"] == "staged" and res["registers"] > 0 and res["smem"] == 64 * 4 and res["local"] == 0

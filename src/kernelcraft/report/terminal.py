@@ -49,8 +49,10 @@ def result_view(r: Result) -> Group:
     if r.roofline_fraction is not None:
         table.add_row("roofline", f"{r.roofline_fraction:.1%} of the floor ({_ms(r.roofline_ms)})")
     for res in r.kernels_resources:
-        table.add_row("kernel", f"{res.get('kernel')}: {res.get('registers', '?')} regs, "
-                      f"{res.get('smem', 0)} B smem, {res.get('spill_stores', 0)} B spilled")
+        spilled = (f"{res['local']} B local (stack and spills)" if "local" in res
+                   else f"{res.get('spill_stores', 0)} B spilled")
+        table.add_row("kernel", f"{res.get('kernel')}: {res.get('registers', '?')} regs, {res.get('smem', 0)} B smem, "
+                      + spilled)
     table.add_row("wall", f"{r.wall_seconds:.1f} s")
     if r.runtime and r.runtime.method.startswith("cpu"):
         table.add_row("note", "CPU timings (no GPU was used)")

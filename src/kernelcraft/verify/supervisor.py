@@ -225,7 +225,8 @@ class Supervisor:
 
             result.compile_seconds = round(sum(r["seconds"] for r in reply["nvrtc"]), 4)
             result.compile_log = "\n".join(r["log"] for r in reply["nvrtc"] if r["log"])
-            result.kernels_resources = ptxas_summary(result.compile_log)
+            result.kernels_resources = (ptxas_summary(result.compile_log)
+                                        or [k for r in reply["nvrtc"] for k in r.get("resources", [])])
         return True
 
     def _load_request(self, problem: Problem, candidate_source: str | None) -> dict:

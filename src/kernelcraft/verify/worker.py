@@ -89,9 +89,16 @@ class Worker:
                 if not hasattr(module, "ModelNew"):
                     return {"error": "the candidate defines no ModelNew class", "reason": "no_model_new"}
                 self.candidate = self._build(module.ModelNew, init_inputs, init_seed)
-        return {"ok": True,
-                "nvrtc": [{"seconds": r.seconds, "log": r.log, "cached": r.cached} for r in nvrtc.COMPILE_RECORDS],
+        return {"ok": True, "nvrtc": [self._nvrtc_record(r) for r in nvrtc.COMPILE_RECORDS],
                 "inline": [{"seconds": r.seconds, "log": r.log} for r in records]}
+
+    def _nvrtc_record(self, record) -> dict:
+        """A compilation's time, log and cache hit; where the log has no ptxas resource lines (NVRTC may leave
+        them out on a machine with a GPU driver), the driver's account of the loaded kernels."""
+        resources = []
+        if record.module is not None and self.device.type == "cuda" and "Compiling entry function" not in record.log:
+            resources = record.module.resources(self.device.index or 0)
+        return {"seconds": record.seconds, "log": record.log, "cached": record.cached, "resources": resources}
 
     def _build(self, cls, init_inputs, seed):
         torch = self.torch

@@ -129,17 +129,16 @@ __device__ __forceinline__ float kc_load1(const float* p, bool keep)
 }
 
 // While the group's statistics are exchanged, DRAM reads ahead into L2: a fraction of this block's slice of the
-// next row, and the parts of b this row will read that are not in shared memory (units j >= b_res of each thread).
-__device__ __forceinline__ void kc_prefetch(const float* x, const float* b, long long next, long long rows,
-                                            long long n, long long lo, long long hi, float fraction, int b_res)
+// next row (`next`, null after the last row), and the parts of b this row will read that are not in shared memory
+// (units j >= b_res of each thread). The block's slice is `span` float4 units, from `next` and from `b`.
+__device__ __forceinline__ void kc_prefetch(const float* next, const float* b, int span, float fraction, int b_res)
 {
-    const unsigned bytes = (unsigned)((double)(hi - lo) * 16.0 * fraction) & ~15u;
-    if (next < rows && bytes)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(x + next * n + 4 * lo), "r"(bytes) : "memory");
+    const unsigned bytes = (unsigned)((float)span * 16.0f * fraction) & ~15u;
+    if (next && bytes) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(next), "r"(bytes) : "memory");
     if (HAS_B) {
-        for (long long u = lo + (long long)b_res * blockDim.x; u < hi; u += blockDim.x) {
-            const unsigned span = (unsigned)(min((long long)blockDim.x, hi - u) * 16);
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(b + 4 * u), "r"(span) : "memory");
+        for (int u = b_res * (int)blockDim.x; u < span; u += blockDim.x) {
+            const unsigned bytes = (unsigned)min((int)blockDim.x, span - u) * 16;
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(b + 4 * u), "r"(bytes) : "memory");
         }
     }
 }
@@ -168,19 +167,21 @@ __device__ __forceinline__ void kc_layernorm(const float* __restrict__ x, float*
     __shared__ float stat[2];
     const unsigned rank = blockIdx.x % group, groups = gridDim.x / group;
     const long long units = n / W;
-    const long long per = (units + group - 1) / group;
+    const long long per = (units + group - 1) / group;  // at most V * blockDim.x
     const long long lo = rank * per;
-    const long long hi = min(units, lo + per);
+    const int span = (int)max(0LL, min(units, lo + per) - lo);  // this block's units: lo .. lo + span
     // this thread's units: lo + threadIdx.x + j * blockDim.x for j < valid, the same in every row
-    const int valid = hi - lo > threadIdx.x ? min((long long)V, (hi - lo - threadIdx.x + blockDim.x - 1) / blockDim.x) : 0;
+    const int valid = span > (int)threadIdx.x ? min(V, (span - (int)threadIdx.x + (int)blockDim.x - 1) / (int)blockDim.x) : 0;
     const long long first = W * (lo + threadIdx.x);
     const unsigned step = W * blockDim.x;
+    // Pointers to this thread's first element, moved on by a stride per row (fewer live registers than indices).
+    const long long row0 = blockIdx.x / group, stride = (long long)groups * n;
+    const unsigned iterations = row0 < rows ? (unsigned)((rows - row0 + groups - 1) / groups) : 0u;
+    const float* xr = x + row0 * n + first;  float* yr = y + row0 * n + first;
+    const float *wt = w + first, *bt = b + first;
     float v[V * W];
     float* affine1 = reinterpret_cast<float*>(kc_affine);
-    unsigned it = 0;
-    for (long long row = blockIdx.x / group; row < rows; row += groups, ++it) {
-        const float* xr = x + row * n + first;
-        float* yr = y + row * n + first;
+    for (unsigned it = 0; it < iterations; ++it, xr += stride, yr += stride) {
         float sum = 0.0f;
         #pragma unroll
         for (int j = 0; j < V; ++j) {
@@ -200,8 +201,8 @@ __device__ __forceinline__ void kc_layernorm(const float* __restrict__ x, float*
             for (int j = 0; j < V; ++j) {
                 if (j < valid) {
                     const unsigned wi = j * blockDim.x + threadIdx.x, bi = (w_res + j) * blockDim.x + threadIdx.x;
-                    if (HAS_W && j < w_res) kc_copy_async(W == 4 ? (void*)(kc_affine + wi) : (void*)(affine1 + wi), w + first + j * step, W);
-                    if (HAS_B && j < b_res) kc_copy_async(W == 4 ? (void*)(kc_affine + bi) : (void*)(affine1 + bi), b + first + j * step, W);
+                    if (HAS_W && j < w_res) kc_copy_async(W == 4 ? (void*)(kc_affine + wi) : (void*)(affine1 + wi), wt + j * step, W);
+                    if (HAS_B && j < b_res) kc_copy_async(W == 4 ? (void*)(kc_affine + bi) : (void*)(affine1 + bi), bt + j * step, W);
                 }
             }
             asm volatile("cp.async.commit_group;" ::: "memory");
@@ -223,8 +224,8 @@ __device__ __forceinline__ void kc_layernorm(const float* __restrict__ x, float*
             float4* slot = part + (it & 1) * gridDim.x;
             if (threadIdx.x == 0) {
                 kc_publish(slot, s.n, s.mean, s.m2, base + it + 1);
-                if (W == 4 && prefetch > 0.0f && hi > lo) kc_prefetch(x, b, row + groups, rows, n, lo, hi, prefetch,
-                                                                      b_res);
+                if (W == 4 && prefetch > 0.0f && span > 0)  // thread 0's xr and bt start the block's slices
+                    kc_prefetch(it + 1 < iterations ? xr + stride : nullptr, bt, span, prefetch, b_res);
             }
             const float3 g = kc_gather(slot + (blockIdx.x - rank), group, base + it + 1, make_float3(0.0f, 0.0f, 0.0f),
                                        mates, [](float3 a, float3 b) {
@@ -245,24 +246,23 @@ __device__ __forceinline__ void kc_layernorm(const float* __restrict__ x, float*
             if (j < valid) {
                 #pragma unroll
                 for (int k = 0; k < W; ++k) v[j * W + k] = (v[j * W + k] - mean) * rstd;
-                const long long o = first + j * step;  // in the row, as in w and b
                 const int wi = j * blockDim.x + threadIdx.x, bi = (w_res + j) * blockDim.x + threadIdx.x;
                 if (W == 4) {
                     float4 q = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
                     if (HAS_W) {
-                        const float4 g = j < w_res ? kc_affine[wi] : kc_load4(w + o, true);
+                        const float4 g = j < w_res ? kc_affine[wi] : kc_load4(wt + j * step, true);
                         q.x *= g.x; q.y *= g.y; q.z *= g.z; q.w *= g.w;
                     }
                     if (HAS_B) {
-                        const float4 c = j < b_res ? kc_affine[bi] : kc_load4(b + o, true);
+                        const float4 c = j < b_res ? kc_affine[bi] : kc_load4(bt + j * step, true);
                         q.x += c.x; q.y += c.y; q.z += c.z; q.w += c.w;
                     }
                     float4* p = reinterpret_cast<float4*>(yr + j * step);
                     if (STREAM) __stcs(p, q); else *p = q;
                 } else {
                     float t = v[j];
-                    if (HAS_W) t *= j < w_res ? affine1[wi] : kc_load1(w + o, true);
-                    if (HAS_B) t += j < b_res ? affine1[bi] : kc_load1(b + o, true);
+                    if (HAS_W) t *= j < w_res ? affine1[wi] : kc_load1(wt + j * step, true);
+                    if (HAS_B) t += j < b_res ? affine1[bi] : kc_load1(bt + j * step, true);
                     if (STREAM) __stcs(yr + j * step, t); else yr[j * step] = t;
                 }
             }
