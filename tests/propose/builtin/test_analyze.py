@@ -53,7 +53,8 @@ def test_suite_matmuls_are_one_matmul_over_two_inputs(name):
     analysis = analyze(load_problem(f"level1/{name}"))
     ta, tb = MATMUL_SUITE[name]
     assert analysis.single is not None, analysis
-    assert (analysis.single.kind, analysis.single.detail) == ("matmul", {"trans_a": ta, "trans_b": tb})
+    dtype = "float16" if name == "matmul_fp16" else "float32"  # the moves offered depend on it
+    assert (analysis.single.kind, analysis.single.detail) == ("matmul", {"trans_a": ta, "trans_b": tb, "dtype": dtype})
     assert analysis.n_inputs == 2
 
 
@@ -242,12 +243,20 @@ def test_matmul_spellings(tmp_path, forward, inputs, trans):
     problem = write(tmp_path, forward, inputs=inputs, args="a, b")
     analysis = analyze(problem)
     assert analysis.single is not None, analysis
-    assert (analysis.single.kind, analysis.single.detail) == ("matmul", dict(zip(("trans_a", "trans_b"), trans)))
+    assert (analysis.single.kind, analysis.single.detail) == \
+        ("matmul", {**dict(zip(("trans_a", "trans_b"), trans)), "dtype": "float32"})
     assert analysis.n_inputs == 2
     module = problem.load(small=True)
     inputs = module.get_inputs()
     a, b = (t.transpose(-2, -1) if flip else t for t, flip in zip(inputs, trans))
     torch.testing.assert_close(module.Model()(*inputs), a @ b)  # the flags mean what the reference computes
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+def test_a_matmul_names_its_inputs_dtype(tmp_path, dtype):
+    problem = write(tmp_path, "return a @ b", inputs=f"[torch.randn(8, 4, dtype=torch.{dtype}), "
+                    f"torch.randn(4, 3, dtype=torch.{dtype})]", args="a, b")
+    assert analyze(problem).single.detail == {"trans_a": False, "trans_b": False, "dtype": dtype}
 
 
 @pytest.mark.parametrize("forward, inputs", [

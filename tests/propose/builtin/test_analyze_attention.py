@@ -70,7 +70,8 @@ def test_three_dim_inputs_and_a_plain_batched_product_still_a_matmul(tmp_path):
                             inputs=qkv3)
     assert analysis.single.detail == {"causal": False, "scale": 0.5, "scale_attr": None}
     analysis = attention_of(tmp_path, "return torch.bmm(q, k.transpose(1, 2))", inputs=qkv3)
-    assert (analysis.single.kind, analysis.single.detail) == ("matmul", {"trans_a": False, "trans_b": True})
+    assert (analysis.single.kind, analysis.single.detail) == ("matmul", {"trans_a": False, "trans_b": True,
+                                                                         "dtype": "float32"})
 
 
 @pytest.mark.parametrize("forward, missing", [

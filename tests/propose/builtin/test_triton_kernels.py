@@ -282,6 +282,35 @@ def test_matmul_half(params, tmp_path):
              rtol=1e-2, atol=1e-2)
 
 
+MM16 = Op("matmul", {"trans_a": False, "trans_b": False, "dtype": "float16"})
+HALF_CASES = [((5, 7), (7, 3)), ((200, 264), (264, 136)), ((33, 65), (65, 17)), ((2, 9, 5), (2, 5, 6)),
+              ((96, 64), (64, 8)), ((3, 0), (0, 4))]  # 200x264 @ 264x136: TMA-aligned rows, no tile multiple
+
+
+def test_half_matmul_moves_name_what_runs():
+    """16-bit inputs get 16-bit moves: no TF32 or 3xTF32 text (those never apply to them), none needs a relaxed
+    policy, and the TMA ones read B as it lies."""
+    for dtype, dt in (("float16", "fp16"), ("bfloat16", "bf16")):
+        ms = moves(Op("matmul", {"trans_a": False, "trans_b": False, "dtype": dtype}))
+        assert len(ms) >= 4 and not any(needs_relaxed(m) for m in ms)
+        assert all(m.params["precision"] == "ieee" and "TF32" not in m.text for m in ms)
+        assert all(dt in m.text for m in ms if not m.params["gemv"])
+        assert any(m.params["tma"] for m in ms) and not any(m.params["b_kmajor"] for m in ms)
+    assert moves(Op("matmul", {"trans_a": False, "trans_b": False, "dtype": "float32"})) == moves(MM)
+
+
+@pytest.mark.parametrize("params", [m.params for m in moves(MM16)], ids=lambda p: json.dumps(p))
+def test_half_matmul_moves(params, tmp_path):
+    """Every 16-bit move on every operand layout (TMA where a GPU and the operands allow, else the strided kernel),
+    fp16 everywhere and bf16 on a GPU, against torch's matmul of the same inputs."""
+    dtypes = [torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])
+    for dtype in dtypes:
+        for ta, tb in MM_CASES:
+            cases = [((s[1], s[0]) if ta else s, (t[1], t[0]) if tb else t) for s, t in HALF_CASES if len(s) == 2] \
+                + [(sa, sb) for sa, sb in HALF_CASES if len(sa) == 3 and not (ta or tb)]
+            check_mm(ta, tb, params, cases, tmp_path, dtype=dtype, rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.parametrize("name, shapes", [("matmul_transposed_a", ((65, 33), (65, 17))),
                                           ("bmm", ((3, 9, 5), (3, 5, 6))), ("matvec", ((37, 100), (100, 1)))])
 def test_matmul_suite_problems(name, shapes, tmp_path):

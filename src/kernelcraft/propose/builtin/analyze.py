@@ -58,9 +58,10 @@ def analyze(problem) -> Analysis:
         n = len(inspect.signature(model.forward).parameters) if model is not None else 1
         return Analysis([], n_inputs=n, error=f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
 
-    def input_shapes() -> list:  # asked only when a matmul or a transpose of an input is met
+    def input_shapes() -> list:  # (shape, dtype) per input; asked only when a matmul or a transpose is met
         try:
-            return [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in module.get_inputs()]
+            return [(tuple(t.shape), str(t.dtype).removeprefix("torch.")) if isinstance(t, torch.Tensor) else None
+                    for t in module.get_inputs()]
         except Exception:
             return []
     try:

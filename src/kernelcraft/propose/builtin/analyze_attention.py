@@ -151,7 +151,7 @@ class AttentionOps:
             self.note("matmul")
             return None
         if v not in self.emitted_scores:  # scores used twice are one matmul
-            self.emitted_scores[v] = self.emit("matmul", "x", trans_a=False, trans_b=True)
+            self.emitted_scores[v] = self.emit("matmul", "x", **self.matmul_detail(Operand(0, False), Operand(1, True)))
         out = self.emitted_scores[v]
         return replace(out, steps=(("mul", v.const),)) if v.const != 1.0 else out
 

@@ -15,9 +15,18 @@ from kernelcraft.propose.builtin.values import Operand, Probs
 
 class OperandOps:
     def shapes(self) -> list:
+        return [m[0] if m else None for m in self.inputs_meta()]
+
+    def inputs_meta(self) -> list:
+        """(shape, dtype name) per forward input (None where it is no tensor), from the problem's get_inputs."""
         if self._shapes is None:
             self._shapes = self._input_shapes()
         return self._shapes
+
+    def matmul_detail(self, a: Operand, b: Operand) -> dict:
+        """A matmul op's detail: its operands' transposes, and A's dtype (the kernel's moves depend on it)."""
+        meta = self.inputs_meta()
+        return {"trans_a": a.trans, "trans_b": b.trans, "dtype": meta[a.index][1]}
 
     def operand(self, arg) -> Operand | None:
         """arg as (a possibly transposed) forward input of 2 dims or more, or None."""
@@ -98,4 +107,4 @@ class OperandOps:
             and len(shapes[0]) == len(shapes[1]) and (len(shapes[0]) == 2 or shapes[0][0] == shapes[1][0])
         if not ok:
             return self.refuse("matmul", node)
-        return self.emit("matmul", "x", trans_a=a.trans, trans_b=b.trans)
+        return self.emit("matmul", "x", **self.matmul_detail(a, b))

@@ -46,11 +46,12 @@ class Op:
       rmsnorm      {"eps": float, "eps_attr": str | None, "weight": str | None}   over the last dim:
                    x * rsqrt(mean(x^2, -1, keepdim=True) + eps) [* weight]
                    (both may carry "steps": [[name, *params], ...], pointwise ops after the norm, as an epilogue)
-      matmul       {"trans_a": bool, "trans_b": bool}             y = op(A) @ op(B), A and B the forward's first
+      matmul       {"trans_a": bool, "trans_b": bool, "dtype": str}  y = op(A) @ op(B), A and B the forward's first
                    two inputs (not only x): both 2-D, or both 3-D with equal batch (bmm, or matmul of 3-D
                    tensors); op = transpose of the last two dims when trans_* (A.T, A.t(), A.transpose(-2, -1)).
                    Matvec is a matmul with B of shape (K, 1). Output dtype = input dtype, fp32 accumulation.
-                   May carry "steps": the pointwise ops after the product, as an epilogue.
+                   dtype: A's in the problem's get_inputs ("float32", "float16", ...; 16-bit ones get 16-bit
+                   moves). May carry "steps": the pointwise ops after the product, as an epilogue.
       argreduce    {"op": "argmax"|"argmin", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
                    int64 indices (dim None: into the flattened input); ties give the first index, NaN counts as
                    the extreme (torch's rules); also the indices of torch.max/min(x, dim)

@@ -5,7 +5,9 @@ fp32) or "tf32" (fp32 inputs only; such moves carry params["precision"] == "tf32
 needs_relaxed names). TMA moves (params["tma"]) add a persistent kernel whose operand tiles come through tensor
 descriptors (TMA on Hopper): used at run time for 2-D row-major operands on a GPU, the strided kernel otherwise.
 Under the GEMV move, products with at most GEMV_COLUMNS columns (matrix-vector) take a GEMV kernel. A matmul's
-pointwise steps after it (scaling, activations) are applied to the fp32 tile before its store, as a linear's."""
+pointwise steps after it (scaling, activations) are applied to the fp32 tile before its store, as a linear's.
+A matmul of 16-bit inputs (op.detail["dtype"]) gets 16-bit moves instead: the tensor cores with fp32
+accumulation, TMA tiles of B read as it lies (params["b_kmajor"] False), no TF32 question to ask."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from kernelcraft.propose.builtin.triton_families.pointwise import epilogue_lines
 
 
 def _matmul_moves(op: Op) -> list[tuple]:
+    if op.kind == "matmul" and op.detail.get("dtype") in HALF:
+        return _half_moves(op, HALF[op.detail["dtype"]])
     exact = ("Tiled GEMM, {m}x{n} output tiles ({k}-wide K steps, {w} warps, {s} stages), GROUP_M=8 swizzle for L2 "
              "reuse, strided loads (transposes cost no copy), exact fp32 products (ieee) accumulated in fp32")
     tf32 = ("TF32 tensor cores for fp32 inputs: {m}x{n} tiles ({k}-wide K steps, {w} warps, {s} stages), fp32 "
@@ -48,6 +52,38 @@ def _matmul_moves(op: Op) -> list[tuple]:
                        "(exact), so A streams at full bandwidth instead of filling 128-wide output tiles with one "
                        "live column; wider products take the exact 128x128 tiled kernel", "memory",
                        {**p(128, 128, 32, 8, 3, "ieee"), "gemv": True}))
+    return out
+
+
+HALF = {"float16": "fp16", "bfloat16": "bf16"}
+# 16-bit tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): TMA-fed persistent ones, then strided ones; the best
+# of benchmarks/matmul_sweep.py --problem level1/matmul_fp16 on the H100 (matmul-fp16-sweep-h100-2026-11-22.json)
+HALF_TMA = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 4))
+HALF_PLAIN = ((128, 256, 64, 8, 3),)
+
+
+def _half_moves(op: Op, dt: str) -> list[tuple]:
+    """A 16-bit matmul's moves: the tensor cores with fp32 accumulation are exact enough for any policy (the
+    products of two 16-bit numbers are exact in fp32), so precision is not the question; feeding them is."""
+    tma = (dt + " tensor cores fed by TMA, fp32 accumulation: a persistent grid (one program per SM) walks {m}x{n} "
+           "output tiles, operand tiles ({k}-wide K steps, {s} stages, {w} warps) copied by the tensor memory "
+           "accelerator as they lie (B read (K, N) as it is: the 16-bit instructions take either layout, so no "
+           "transposed copy), zero-filled edges, no masks in the K loop (strided or batched operands take the "
+           "plain kernel)")
+    plain = (dt + " tensor cores, {m}x{n} output tiles ({k}-wide K steps, {w} warps, {s} stages), GROUP_M=8 "
+             "swizzle for L2 reuse, strided masked loads (transposes and batches cost no copy), fp32 accumulation")
+
+    def p(m, n, k, w, s, tma):
+        return {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": s,
+                "precision": "ieee", "tma": tma, "b_kmajor": False, "gemv": False}
+
+    out = [(tma.format(m=m, n=n, k=k, w=w, s=s), "async", p(m, n, k, w, s, True)) for m, n, k, w, s in HALF_TMA]
+    out += [(plain.format(m=m, n=n, k=k, w=w, s=s), "parallelism", p(m, n, k, w, s, False))
+            for m, n, k, w, s in HALF_PLAIN]
+    out.append((f"Matrix-vector kernel for products with at most {GEMV_COLUMNS} columns of C: the rows of A walked "
+                "once in 512-wide tiles against each column of B, products summed in fp32 lanes, so A streams at "
+                "full bandwidth; wider products take the 128x128 tiled kernel", "memory",
+                {**p(128, 128, 64, 8, 3, False), "gemv": True}))
     return out
 
 
@@ -112,11 +148,13 @@ def kc_gemv_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s
 
 _GEMM_TMA = '''
 @triton.jit
-def kc_matmul_tma_kernel(a_desc, bt_desc, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr, PROGRAMS: tl.constexpr):
+def kc_matmul_tma_kernel(a_desc, b_desc, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr, PROGRAMS: tl.constexpr,
+                         B_KMAJOR: tl.constexpr = True):
     # persistent: program p takes output tiles p, p + PROGRAMS, ... (GROUP_M swizzle). TMA brings A tiles and
-    # tiles of B transposed (K-major, the layout Hopper's TF32 tensor-core instructions read), zero-filled
-    # past the edges; C is stored through plain masked pointers (no shared-memory staging)
+    # B tiles, zero-filled past the edges: of B transposed (N, K) when B_KMAJOR (K-major, the layout Hopper's
+    # TF32 tensor-core instructions read), else of B (K, N) as it lies (16-bit instructions read either); C is
+    # stored through plain masked pointers (no shared-memory staging)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     in_group = GROUP_M * tiles_n
@@ -128,8 +166,10 @@ def kc_matmul_tma_kernel(a_desc, bt_desc, c_ptr, M, N, K, BLOCK_M: tl.constexpr,
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
             a = a_desc.load([pid_m * BLOCK_M, k0])
-            bt = bt_desc.load([pid_n * BLOCK_N, k0])
-            acc = tl.dot(a, bt.T, acc, input_precision=PREC)
+            if B_KMAJOR:
+                acc = tl.dot(a, b_desc.load([pid_n * BLOCK_N, k0]).T, acc, input_precision=PREC)
+            else:
+                acc = tl.dot(a, b_desc.load([k0, pid_n * BLOCK_N]), acc, input_precision=PREC)
         rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
         rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
         tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
@@ -276,21 +316,25 @@ return c'''
         return [gemm] + ([gemv_kernel] if gemv else []), body
     # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
     # strided kernel above.
+    kmajor = bool(p.get("b_kmajor", True))
+    b_desc = f"""    bt = b.t().contiguous()  # (N, K): K-major tiles for the tensor cores; a copy of B, small beside the GEMM
+    if not kc_tma_ok(bt):
+        return False
+    b_desc = TensorDescriptor.from_tensor(bt, [{bn}, {bk}])
+""" if kmajor else f"""    b_desc = TensorDescriptor.from_tensor(b, [{bk}, {bn}])  # (K, N) tiles as B lies: no copy
+"""
     tma = _TMA_OK + f'''
 def kc_matmul_tma(a, b, c, prec):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     M, K = a.shape
     N = b.shape[1]
-    bt = b.t().contiguous()  # (N, K): K-major tiles for the tensor cores; a copy of B, small beside the GEMM
-    if not kc_tma_ok(bt):
-        return False
-    programs = min(triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}),
+{b_desc}    programs = min(triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}),
                    torch.cuda.get_device_properties(a.device).multi_processor_count)
-    kc_matmul_tma_kernel[(programs,)](TensorDescriptor.from_tensor(a, [{bm}, {bk}]),
-                                      TensorDescriptor.from_tensor(bt, [{bn}, {bk}]), c, M, N, K, BLOCK_M={bm},
-                                      BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec, PROGRAMS=programs,
-                                      num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
+    kc_matmul_tma_kernel[(programs,)](TensorDescriptor.from_tensor(a, [{bm}, {bk}]), b_desc, c, M, N, K,
+                                      BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec,
+                                      PROGRAMS=programs, B_KMAJOR={kmajor}, num_warps={int(p["num_warps"])},
+                                      num_stages={int(p["num_stages"])})
     return True
 '''
     body = body.replace("grid = (", """if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and kc_matmul_tma(a, b, c, prec):
