@@ -58,22 +58,22 @@ def analyze(problem) -> Analysis:
         n = len(inspect.signature(model.forward).parameters) if model is not None else 1
         return Analysis([], n_inputs=n, error=f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
 
-    def input_shapes() -> list:  # (shape, dtype) per input; asked only when a matmul or a transpose is met
+    def input_meta() -> list:  # (shape, dtype) per input; asked only when a matmul or a transpose is met
         try:
             return [(tuple(t.shape), str(t.dtype).removeprefix("torch.")) if isinstance(t, torch.Tensor) else None
                     for t in module.get_inputs()]
         except Exception:
             return []
     try:
-        return _Interpreter(graph, model, _forward_source(problem.source), input_shapes).run()
+        return _Interpreter(graph, model, _forward_source(problem.source), input_meta).run()
     except Exception as exc:  # a graph shape this interpreter did not foresee: say so, never raise
         return Analysis([], error=f"analysis failed: {type(exc).__name__}: {exc}")
 
 
 class _Interpreter(FamilyOps, AttentionOps, OperandOps):
-    def __init__(self, gm: fx.GraphModule, model: nn.Module, forward_src: str, input_shapes=lambda: []):
+    def __init__(self, gm: fx.GraphModule, model: nn.Module, forward_src: str, input_meta=lambda: []):
         self.gm, self.model, self.forward_src = gm, model, forward_src
-        self._input_shapes, self._shapes = input_shapes, None
+        self._input_meta, self._meta = input_meta, None
         self.inputs: dict[fx.Node, int] = {}  # placeholder -> its index
         self.ops: list[Op] = []
         self.unsupported: list[str] = []

@@ -19,9 +19,9 @@ class OperandOps:
 
     def inputs_meta(self) -> list:
         """(shape, dtype name) per forward input (None where it is no tensor), from the problem's get_inputs."""
-        if self._shapes is None:
-            self._shapes = self._input_shapes()
-        return self._shapes
+        if self._meta is None:
+            self._meta = self._input_meta()
+        return self._meta
 
     def matmul_detail(self, a: Operand, b: Operand) -> dict:
         """A matmul op's detail: its operands' transposes, and A's dtype (the kernel's moves depend on it)."""

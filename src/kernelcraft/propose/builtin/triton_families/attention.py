@@ -147,6 +147,7 @@ def _render(op: Op, p: dict) -> tuple[list[str], str]:
         scale = num(d["scale"])
     else:
         scale = "1.0 / E ** 0.5"
+    fold = "q.dtype == torch.float32" if p.get("fold_q") else "False"  # 16-bit tiles scale the scores instead
     body = f'''
 L, E, S, EV = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
 if k.shape[:-2] != q.shape[:-2] or v.shape[:-2] != q.shape[:-2] or k.shape[-1] != E or v.shape[-2] != S:
@@ -168,7 +169,7 @@ qk_scale = {scale} * {LOG2E!r}  # softmax in base 2
 grid = (triton.cdiv(L, bm) * batch,)
 kc_attention_kernel[grid](q3, k3, v3, o3, L, S, E, EV, qk_scale, *q3.stride(), *k3.stride(), *v3.stride(),
                           *o3.stride(), BLOCK_M=bm, BLOCK_N=bn, E_PAD=e_pad, EV_PAD=ev_pad,
-                          CAUSAL={bool(d.get("causal"))}, SCALED_Q={bool(p.get("fold_q"))} and q.dtype == torch.float32, PREC=prec,
+                          CAUSAL={bool(d.get("causal"))}, SCALED_Q={fold}, PREC=prec,
                           num_warps=warps, num_stages={stages})
 return o'''
     return [_KEYS, _ATTENTION], body

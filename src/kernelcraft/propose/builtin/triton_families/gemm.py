@@ -16,19 +16,29 @@ from kernelcraft.propose.builtin.triton_families.common import attr, indent
 from kernelcraft.propose.builtin.triton_families.pointwise import epilogue_lines, step_lines
 
 
+def _tile(m: int, n: int, k: int, w: int, s: int, prec: str, tma: bool = False, **more) -> dict:
+    return {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": s,
+            "precision": prec, "tma": tma, "gemv": False, **more}
+
+
+def _gemv_move(tile: dict, wider: str) -> tuple:
+    """The matrix-vector move; products wider than GEMV_COLUMNS take `tile`, which `wider` names."""
+    return (f"Matrix-vector kernel for products with at most {GEMV_COLUMNS} columns of C: the rows of A walked once "
+            "in 512-wide tiles against each column of B, products summed in fp32 lanes, so A streams at full "
+            f"bandwidth instead of filling 128-wide output tiles with one live column; wider products take {wider}",
+            "memory", {**tile, "gemv": True})
+
+
 def _matmul_moves(op: Op) -> list[tuple]:
     if op.kind == "matmul" and op.detail.get("dtype") in HALF:
-        return _half_moves(op, HALF[op.detail["dtype"]])
+        return _half_moves(HALF[op.detail["dtype"]])
     exact = ("Tiled GEMM, {m}x{n} output tiles ({k}-wide K steps, {w} warps, {s} stages), GROUP_M=8 swizzle for L2 "
              "reuse, strided loads (transposes cost no copy), exact fp32 products (ieee) accumulated in fp32")
     tf32 = ("TF32 tensor cores for fp32 inputs: {m}x{n} tiles ({k}-wide K steps, {w} warps, {s} stages), fp32 "
             "accumulation; inputs rounded to TF32 (10-bit mantissa), so it needs a tolerance policy that admits "
             "TF32; fp16/bf16 inputs are unaffected")
 
-    def p(m, n, k, w, s, prec):
-        return {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": s,
-                "precision": prec, "tma": False, "gemv": False}
-
+    p = _tile
     out = []
     for m, n, k, w, s, cat in ((128, 128, 32, 8, 3, "parallelism"), (64, 128, 32, 4, 4, "memory")):
         out.append((exact.format(m=m, n=n, k=k, w=w, s=s), cat, p(m, n, k, w, s, "ieee")))
@@ -47,11 +57,7 @@ def _matmul_moves(op: Op) -> list[tuple]:
         out.append((tma.format(m=m, n=n, k=k, s=s), "async", {**p(m, n, k, w, s, "tf32"), "tma": True}))
     out.append((tf32.format(m=128, n=128, k=32, w=8, s=3), "precision", p(128, 128, 32, 8, 3, "tf32")))
     if op.kind == "matmul":
-        out.insert(0, (f"Matrix-vector kernel for products with at most {GEMV_COLUMNS} columns of C: the rows of A "
-                       "walked once in 512-wide tiles against each column of B, products summed in fp32 lanes "
-                       "(exact), so A streams at full bandwidth instead of filling 128-wide output tiles with one "
-                       "live column; wider products take the exact 128x128 tiled kernel", "memory",
-                       {**p(128, 128, 32, 8, 3, "ieee"), "gemv": True}))
+        out.insert(0, _gemv_move(p(128, 128, 32, 8, 3, "ieee"), "the exact 128x128 tiled kernel"))
     return out
 
 
@@ -62,7 +68,7 @@ HALF_TMA = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 4))
 HALF_PLAIN = ((128, 256, 64, 8, 3),)
 
 
-def _half_moves(op: Op, dt: str) -> list[tuple]:
+def _half_moves(dt: str) -> list[tuple]:
     """A 16-bit matmul's moves: the tensor cores with fp32 accumulation are exact enough for any policy (the
     products of two 16-bit numbers are exact in fp32), so precision is not the question; feeding them is."""
     tma = (dt + " tensor cores fed by TMA, fp32 accumulation: a persistent grid (one program per SM) walks {m}x{n} "
@@ -74,16 +80,12 @@ def _half_moves(op: Op, dt: str) -> list[tuple]:
              "swizzle for L2 reuse, strided masked loads (transposes and batches cost no copy), fp32 accumulation")
 
     def p(m, n, k, w, s, tma):
-        return {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": s,
-                "precision": "ieee", "tma": tma, "b_kmajor": False, "gemv": False}
+        return _tile(m, n, k, w, s, "ieee", tma, b_kmajor=False)
 
     out = [(tma.format(m=m, n=n, k=k, w=w, s=s), "async", p(m, n, k, w, s, True)) for m, n, k, w, s in HALF_TMA]
     out += [(plain.format(m=m, n=n, k=k, w=w, s=s), "parallelism", p(m, n, k, w, s, False))
             for m, n, k, w, s in HALF_PLAIN]
-    out.append((f"Matrix-vector kernel for products with at most {GEMV_COLUMNS} columns of C: the rows of A walked "
-                "once in 512-wide tiles against each column of B, products summed in fp32 lanes, so A streams at "
-                "full bandwidth; wider products take the 128x128 tiled kernel", "memory",
-                {**p(128, 128, 64, 8, 3, False), "gemv": True}))
+    out.append(_gemv_move(p(128, 128, 64, 8, 3, False), f"the {dt} 128x128 tiled kernel"))
     return out
 
 
