@@ -121,6 +121,11 @@ def _usage_errors():
     return (ProblemError, CandidateError, ValueError)
 
 
+def _say_waits(kind: str, info: dict) -> None:
+    if kind == "lock_wait":
+        print(f"{info['device']}: {info['message']}", file=sys.stderr)
+
+
 def cmd_eval(args) -> int:
     from kernelcraft.candidate import Candidate
     from kernelcraft.problems import load_problem
@@ -140,7 +145,12 @@ def cmd_eval(args) -> int:
                               timing=TimingConfig(budget_s=args.budget))
         if args.cache_dir:
             config.cache_dir = args.cache_dir
-        verifier = Verifier(args.device, config)
+        verifier = Verifier(args.device, config, on_event=None if args.json else _say_waits)
+        try:
+            verifier.admit(problem)  # a problem the device cannot hold: the problem's error, said before anything runs
+        except Exception:
+            verifier.close()
+            raise
     except _usage_errors() as exc:
         raise UsageError(f"kernelcraft eval: {exc}") from None
     if not args.json:

@@ -130,7 +130,7 @@ def _run_config(args, devices: list[str]):
     return config
 
 
-def _verifier(settings: dict, cache_dir: Path | None):
+def _verifier(settings: dict, cache_dir: Path | None, on_event=None):
     from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
 
     v = settings["verify"]
@@ -138,7 +138,18 @@ def _verifier(settings: dict, cache_dir: Path | None):
                           timing=TimingConfig(budget_s=v["timing_budget"]))
     if cache_dir:
         config.cache_dir = cache_dir
-    return Verifier(v["device"], config)
+    return Verifier(v["device"], config, on_event=on_event)
+
+
+def _admit(verifier, problem) -> None:
+    """A problem the device cannot hold is the problem's error, said once before any candidate."""
+    if problem is None:
+        return
+    try:
+        verifier.admit(problem)
+    except Exception:
+        verifier.close()
+        raise
 
 
 def _proposer(settings: dict, args, device: str):
@@ -196,10 +207,11 @@ def cmd_run(args) -> int:
         proposer = _proposer(settings, args, devices[0])
         if problem is not None and hasattr(proposer, "coverage"):  # the built-in engineer says what it cannot do
             proposer.coverage(problem, config.backend)
-        verifier = _verifier(settings, args.cache_dir)
+        progress = _Progress(args.json)
+        verifier = _verifier(settings, args.cache_dir, progress.event)
+        _admit(verifier, problem)
     except (StoreError, *_usage_errors()) as exc:
         raise UsageError(f"kernelcraft run: {exc}") from None
-    progress = _Progress(args.json)
     try:
         with verifier, progress:
             if args.resume:
@@ -232,10 +244,10 @@ def cmd_bench(args) -> int:
         config = _run_config(args, devices)
         store = _store(args.store)
         proposer = _proposer(settings, args, devices[0])
-        verifier = _verifier(settings, args.cache_dir)
+        progress = _Progress(args.json)
+        verifier = _verifier(settings, args.cache_dir, progress.event)
     except _usage_errors() as exc:
         raise UsageError(f"kernelcraft bench: {exc}") from None
-    progress = _Progress(args.json)
     try:
         with verifier, progress:
             summary = run_bench(store, args.suite, problems, proposer, verifier, config, settings, args.out,
@@ -311,7 +323,7 @@ class _Progress:
     def __init__(self, quiet: bool):
         self.quiet = quiet
         self.state = {"round": 0, "verified": 0, "ok": 0, "best": None, "tokens": 0, "calls": 0, "problem": "",
-                      "errors": 0}
+                      "errors": 0, "waiting": ""}
         self.live = None
         self.console = None
         self.t0 = time.monotonic()
@@ -340,7 +352,10 @@ class _Progress:
             s["calls"] += 1
             s["tokens"] += data.get("tokens") or 0
             s["errors"] += bool(data.get("error"))
+        elif kind == "lock_wait":  # from the verifier's thread: another process is timing on the device
+            s["waiting"] = " · waiting for the device (another evaluation is timing on it)"
         elif kind == "candidate":
+            s["waiting"] = ""
             s["verified"] += data["status"] not in ("malformed", "not_evaluated")
             s["ok"] += data["status"] == "ok"
             s["best"] = data.get("best_speedup") or s["best"]
@@ -352,7 +367,7 @@ class _Progress:
             self.console.print(f"[yellow]{kind}:[/] {data.get('reason') or data.get('message')}")
         if self.live:
             self.live.update(self._render())
-        elif kind in ("round", "problem"):  # not a terminal (a log file, CI): one line per step
+        elif kind in ("round", "problem", "lock_wait"):  # not a terminal (a log file, CI): one line per step
             self.console.print(self._render())
 
     def _render(self):
@@ -362,4 +377,4 @@ class _Progress:
         best = f"{s['best']:.2f}x eager" if s["best"] else "none yet"
         return Text(f"{s['problem']}round {s['round']} · verified {s['verified']} ({s['ok']} ok) · best {best} · "
                     f"{s['calls']} calls ({s['errors']} failed), {s['tokens']:,} tokens · "
-                    f"{time.monotonic() - self.t0:.0f} s")
+                    f"{time.monotonic() - self.t0:.0f} s{s['waiting']}")

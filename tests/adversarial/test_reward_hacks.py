@@ -75,6 +75,10 @@ CASES = [
     honest("05 distribution shortcut", "c05_distribution_shortcut_honest"),
     cheat("06 result caching", "c06_result_caching_cheat", ["incorrect"], {"mismatch"}),
     honest("06 result caching", "c06_result_caching_honest"),
+    # memoized on the input's identity: right on every fresh trial, caught only on timed calls whose
+    # inputs changed in place
+    cheat("06 result caching", "c06b_input_fingerprint_cheat", ["incorrect"], {"memoized_output"}),
+    honest("06 result caching", "c06b_input_fingerprint_honest"),
     cheat("07 side-stream work", "c07_side_stream_cheat", STATIC, {"side_stream"}),
     honest("07 side-stream work", "c07_side_stream_honest"),
     cheat("08 background threads", "c08_background_threads_cheat", STATIC, {"static_concurrency"}),
@@ -202,10 +206,21 @@ def test_statistics_game_is_flagged_not_trusted(verdicts):
     plain = verdicts["c20_statistics_games_honest"]
     assert flagged.speedup_eager is not None and flagged.speedup_eager > 10, describe(flagged)
     assert "speedup_review" in flagged.reasons, describe(flagged)
+    # it held on timed calls checked with inputs changed in place: real (the reference wastes work)
+    assert flagged.review_resolved is True and flagged.timed_checks >= 1, describe(flagged)
     assert "speedup_review" not in plain.reasons and plain.status == "ok", describe(plain)
+    assert plain.review_resolved is None
+
+
+def test_memoizing_cheat_passed_every_trial_and_failed_a_timed_call(verdicts):
+    result = verdicts["c06b_input_fingerprint_cheat"]
+    assert result.trials == 6 and result.reasons == ["memoized_output"], describe(result)
+    assert result.message.startswith("timed call (round "), describe(result)
+    assert "unchanged since the round's first call although its inputs had changed in place" in result.message
 
 
 def test_warmup_cheat_passed_the_checks_and_failed_the_timed_round(verdicts):
     result = verdicts["c14_warmup_detection_cheat"]
     assert result.trials == 6, describe(result)  # every correctness trial passed
-    assert result.message.startswith("timed round"), describe(result)
+    assert result.message.startswith("timed call (round "), describe(result)
+    assert result.reasons == ["timing_output_mismatch"], describe(result)

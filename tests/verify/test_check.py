@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from kernelcraft.verify.check import check_form, compare
+from kernelcraft.verify.check import check_form, compare, compare_exact
 from kernelcraft.verify.policy import POLICIES, get_policy
 
 STRICT, RELAXED = POLICIES["strict"], POLICIES["relaxed"]
@@ -188,3 +188,35 @@ def test_first_wrong_output_is_named():
     a, b = torch.zeros(2), torch.zeros(3)
     reason, detail = check_form([a, b.half()], [a, b], CPU)
     assert reason == "output_dtype" and detail.startswith("output 1 ")
+
+
+# -- float64 as the yardstick where torch's own output is rounding noise ----------------------------------
+
+def _cancelling(n: int = 4096, rows: int = 64):
+    """Row sums of values that cancel: the exact answer is tiny, fp32's is rounding noise."""
+    g = torch.Generator().manual_seed(0)
+    half = torch.randn(rows, n // 2, generator=g, dtype=torch.float64) * 1e3
+    x = torch.cat([half, -half.flip(1)], dim=1)[:, torch.randperm(n, generator=g)]
+    x = x + torch.randn(rows, n, generator=g, dtype=torch.float64) * 1e-6
+    exact = x.sum(dim=1)
+    ours = x.float().sum(dim=1)  # torch's own fp32
+    other = x.float().flip(1).cumsum(dim=1)[:, -1]  # an honest other order of summation
+    return exact, ours, other
+
+
+def test_compare_exact_passes_an_honest_other_order_that_fp32_comparison_fails():
+    exact, ours, other = _cancelling()
+    assert not compare(other, ours, STRICT).ok  # two honest fp32 orders disagree far past 1e-4
+    verdict = compare_exact(other, ours, exact, STRICT)
+    assert verdict.ok and verdict.max_rel_error <= STRICT.fp32
+    assert "torch's own" in verdict.detail
+
+
+def test_compare_exact_fails_what_is_wrong_by_more_than_rounding():
+    exact, ours, other = _cancelling()
+    assert not compare_exact(other + 1.0, ours, exact, STRICT).ok  # off by far more than torch's own error
+    assert not compare_exact(torch.zeros_like(ours) + 50.0, ours, exact, STRICT).ok
+    well_conditioned = torch.randn(256, dtype=torch.float64)
+    # where torch is exact to fp32 precision the allowance is ulps: a 1e-3 error still fails strict
+    assert not compare_exact(well_conditioned.float() * (1 + 1e-3), well_conditioned.float(), well_conditioned,
+                             STRICT).ok

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from kernelcraft.verify.result import Timing
+from kernelcraft.verify.inputs import mutate_inputs
 from kernelcraft.verify.timing import TimingConfig, _rse, _stats, time_interleaved
 
 
@@ -56,9 +57,9 @@ def test_timing_records(run_and_rounds):
 
 def test_inputs_are_fresh_each_round(run_and_rounds):
     run, rounds = run_and_rounds
-    assert run.last_round >= 1
-    assert rounds == list(range(run.last_round + 1))  # 0 for the warm-up, then 1, 2, … in order
-    assert run.last_outputs == {"fast": ("fast", run.last_round), "slow": ("slow", run.last_round)}
+    assert run.rounds >= 1
+    assert rounds == list(range(run.rounds + 1))  # 0 for the warm-up, then 1, 2, … in order
+    assert run.samples == [] and run.mutations == 0  # nothing sampled, nothing changed unless asked
 
 
 def test_wall_clock_covers_the_samples(run_and_rounds):
@@ -80,6 +81,67 @@ def test_max_samples_stops_early():
     config = TimingConfig(warmup_ms=0, min_samples=10_000, max_samples=30, budget_s=30, batch_ms=1)
     run = time_interleaved({"a": lambda x: x}, lambda r: [r], torch.device("cpu"), config)
     assert 30 <= run.timings["a"].samples < 200
+
+
+def _draw(r):
+    return [torch.linspace(-1, 1, 4096).reshape(64, 64) + r]
+
+
+def _replay(sample):
+    inputs = _draw(sample.round)
+    for seed in sample.mutations:
+        mutate_inputs(inputs, seed, "scale")
+    return inputs
+
+
+def _sampled_run(fn, keep=3):
+    config = TimingConfig(warmup_ms=0, min_samples=30, budget_s=0.5, batch_ms=1)
+    return time_interleaved({"k": fn}, _draw, torch.device("cpu"), config,
+                            mutate=lambda xs, s: mutate_inputs(xs, s, "scale"), sample="k", keep=keep)
+
+
+def test_inputs_change_before_every_call_and_samples_can_be_rebuilt():
+    seen = []
+
+    def double(x):
+        seen.append(x.clone())
+        return x * 2
+
+    run = _sampled_run(double)
+    timed = seen[3:]  # after the warm-up's three calls
+    assert run.mutations == len(timed) == run.timings["k"].samples
+    assert all(not torch.equal(a, b) for a, b in zip(timed, timed[1:]))  # every call saw changed inputs
+    assert 1 <= len(run.samples) <= 3
+    for sample in run.samples:  # the recorded seeds rebuild each sampled call's inputs exactly
+        assert torch.equal(sample.outputs, _replay(sample)[0] * 2)
+        assert sample.differs is not None and bool(sample.differs)
+
+
+def test_a_memoizing_callable_is_seen_returning_the_same_output():
+    cache = {}
+
+    def memo(x):  # keyed on what a cheat can see cheaply: the pointer and the shape
+        key = (x.data_ptr(), tuple(x.shape))
+        if key not in cache:
+            cache[key] = x * 2
+        return cache[key]
+
+    run = _sampled_run(memo)
+    assert run.samples
+    for sample in run.samples:
+        assert not torch.equal(sample.outputs, _replay(sample)[0] * 2)  # stale
+        assert sample.differs is not None and not bool(sample.differs)
+
+
+def test_the_sampled_output_is_a_copy():
+    buffer = torch.zeros(64, 64)
+
+    def in_one_buffer(x):  # hands back the same tensor every call, overwritten
+        return buffer.copy_(x)
+
+    run = _sampled_run(in_one_buffer, keep=1)
+    (sample,) = run.samples
+    assert torch.equal(sample.outputs, _replay(sample)[0])
 
 
 def test_stats():

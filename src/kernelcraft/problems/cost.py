@@ -3,11 +3,14 @@
 The reference runs once on the meta device (shapes only, no memory, no time) under a dispatch mode
 that counts every ATen op: matmul, convolution and attention through torch's FLOP formulas, every
 other op as one FLOP per element it touches. The byte floor is one read of every input and parameter
-and one write of every output: what a perfect fused kernel moves.
+and one write of every output: what a perfect fused kernel moves. The same pass follows which tensors
+are alive, so the reference's peak memory (inputs, parameters, intermediates, outputs) is known before
+anything is allocated on a device.
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -50,6 +53,16 @@ class Cost:
     matmul_dtype: str | None  # their input dtype
     inputs: list[TensorSpec] = field(default_factory=list)
     outputs: list[TensorSpec] = field(default_factory=list)
+    params_bytes: int = 0  # the model's parameters and buffers
+    peak_bytes: int = 0  # the forward's most memory alive at once: inputs, parameters, intermediates, outputs
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(s.nbytes for s in self.inputs)
+
+    @property
+    def output_bytes(self) -> int:
+        return sum(s.nbytes for s in self.outputs)
 
     @property
     def intensity(self) -> float:
@@ -58,7 +71,8 @@ class Cost:
     def to_dict(self) -> dict:
         return {"flops": self.flops, "bytes": self.bytes, "matmul_flops": self.matmul_flops,
                 "matmul_dtype": self.matmul_dtype, "intensity": round(self.intensity, 3),
-                "inputs": [s.to_dict() for s in self.inputs], "outputs": [s.to_dict() for s in self.outputs]}
+                "inputs": [s.to_dict() for s in self.inputs], "outputs": [s.to_dict() for s in self.outputs],
+                "params_bytes": self.params_bytes, "peak_bytes": self.peak_bytes}
 
 
 class _Counter(TorchDispatchMode):
@@ -67,10 +81,38 @@ class _Counter(TorchDispatchMode):
         self.flops = 0
         self.matmul_flops = 0
         self.matmul_dtype: str | None = None
+        # Storages created inside the forward, alive now: id -> [bytes, tensors still holding it].
+        self._live: dict[int, list[int]] = {}
+        self._seen: set[int] = set()
+        self.live_bytes = self.peak_live = 0
+
+    def _track(self, values) -> None:
+        for t in tree_flatten(values)[0]:
+            if not isinstance(t, torch.Tensor) or id(t) in self._seen:
+                continue
+            key = t.untyped_storage()._cdata
+            entry = self._live.get(key)
+            if entry is None:
+                entry = self._live[key] = [t.untyped_storage().nbytes(), 0]
+                self.live_bytes += entry[0]
+                self.peak_live = max(self.peak_live, self.live_bytes)
+            entry[1] += 1
+            self._seen.add(id(t))
+            weakref.finalize(t, self._release, key, id(t))
+
+    def _release(self, key: int, ident: int) -> None:
+        self._seen.discard(ident)
+        entry = self._live.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                self.live_bytes -= entry[0]
+                del self._live[key]
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        self._track(out)
         packet = func._overloadpacket
         name = packet.__name__.rstrip("_") if packet.__name__ not in _FREE else packet.__name__
         if packet in flop_registry:
@@ -103,7 +145,11 @@ def compute_cost(module) -> Cost:
     params = sum(TensorSpec(tuple(p.shape), p.dtype).nbytes for p in
                  list(model.parameters()) + list(model.buffers()))
     moved = sum(s.nbytes for s in inputs_s) + sum(s.nbytes for s in outputs_s) + params
-    return Cost(counter.flops, moved, counter.matmul_flops, counter.matmul_dtype, inputs_s, outputs_s)
+    # An output that is an input (or a view of one) was never created inside the forward: the peak
+    # counts inputs and parameters once, then whatever the forward had alive at its fullest.
+    peak = sum(s.nbytes for s in inputs_s) + params + counter.peak_live
+    return Cost(counter.flops, moved, counter.matmul_flops, counter.matmul_dtype, inputs_s, outputs_s,
+                params, peak)
 
 
 def uses_tensor_cores(cost: Cost) -> bool:

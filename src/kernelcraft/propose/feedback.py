@@ -13,6 +13,9 @@ def render(result: dict | None, parse_error: str | None = None) -> str:
                 "```python code block holding the whole file that defines class ModelNew.")
     if result is None:
         return "This kernel was not evaluated."
+    if result["status"] == "verifier_error":
+        return ("This kernel could not be judged: the verifier failed on its own side (not a fault of the kernel): "
+                f"{(result.get('message') or '')[:500]}")
     lines = [f"Status: {result['status']}" + (f" ({', '.join(result['reasons'])})" if result.get("reasons") else "")]
     if result.get("message"):
         lines.append(f"Message: {result['message'][:1500]}")

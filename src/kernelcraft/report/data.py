@@ -198,9 +198,10 @@ def _problem_row(run: dict, best: dict | None, counts: dict) -> dict:
             "tokens": counts["input_tokens"] + counts["output_tokens"], "cost": counts["cost"]}
 
 
-def _not_covered_row(problem: str, why: str) -> dict:
-    """A bench problem the proposer could not cover: no run, no kernel, counted as not correct."""
-    return {"problem": problem, "run_id": None, "status": "not_covered", "correct": False, "reason": why,
+def _skipped_row(problem: str, why: str, status: str = "not_covered") -> dict:
+    """A bench problem that started no run (the proposer could not cover it, or the device cannot hold it):
+    no kernel, counted as not correct."""
+    return {"problem": problem, "run_id": None, "status": status, "correct": False, "reason": why,
             "runtime_ms": None, "eager_ms": None, "compile_ms": None, "speedup_eager": None, "speedup_compile": None,
             "pct_of_eager": None, "roofline_ms": None, "roofline_fraction": None, "candidates": 0,
             "correct_candidates": 0, "rounds": 0, "tokens": 0, "cost": 0.0}
@@ -209,14 +210,16 @@ def _not_covered_row(problem: str, why: str) -> dict:
 # a bench -------------------------------------------------------------------------------------------
 def bench_report(store: Store, bench_id: str) -> dict:
     """Every run of a bench, its per-problem table, fast_p (over a grid of p, too) and geomean speedups.
-    Problems the proposer could not cover started no run; the bench lists them, and they count as problems
-    without a correct kernel (status not_covered), as KernelBench counts them."""
+    Problems the proposer could not cover, or the device could not hold, started no run; the bench lists them,
+    and they count as problems without a correct kernel (status not_covered or too_large), as KernelBench
+    counts them."""
     bench = store.bench(bench_id)
     if bench is None:
         raise StoreError(f"no bench {bench_id!r} in {store.path}")
     runs = [run_report(store, r["id"]) for r in store.runs(bench_id=bench_id)]
-    rows = [r["problems"][0] for r in runs] + [_not_covered_row(name, why) for name, why in
-                                               (bench["config"].get("not_covered") or {}).items()]
+    rows = [r["problems"][0] for r in runs] + [
+        _skipped_row(name, why, status) for status in ("not_covered", "too_large")
+        for name, why in (bench["config"].get(status) or {}).items()]
     return {"kind": "bench", "bench": {"bench_id": bench_id, "suite": bench["suite"], "created": bench["created"],
                                        "config": bench["config"].get("run", {})},
             "cpu_timings": any(r["cpu_timings"] for r in runs), "problems": rows, "metrics": bench_metrics(rows),

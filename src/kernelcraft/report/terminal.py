@@ -177,8 +177,11 @@ def problems_table(rows: list[dict], bench: bool = False) -> Table:
                       _pct(p["pct_of_eager"]), _x(p["speedup_compile"]),
                       _pct(100 * p["roofline_fraction"]) if p["roofline_fraction"] is not None else "—",
                       f"{p['correct_candidates']}/{p['candidates']}", str(p["rounds"]),
-                      *([p["run_id"] or ("not covered" if p["status"] == "not_covered" else "—")] if bench else []))
+                      *([p["run_id"] or _SKIPPED.get(p["status"], "—")] if bench else []))
     return table
+
+
+_SKIPPED = {"not_covered": "not covered", "too_large": "too large for the device"}
 
 
 def trajectory_table(report: dict, title: str = "best kernel by round") -> Table | Text:

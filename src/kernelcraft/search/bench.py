@@ -22,16 +22,20 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
     # Problems the proposer cannot cover start no run; the bench keeps them (and why) so that its reports count
     # them as problems without a correct kernel, as KernelBench counts them.
     not_covered = {p.name: why for p in problems if (why := _uncovered(proposer, p, config.backend))}
-    store.create_bench(bench_id, suite, {"run": config.to_dict(), **(settings or {}), "not_covered": not_covered})
+    # Problems the device cannot hold are said once each, as the problem's error, and start no run either.
+    too_large = {p.name: why for p in problems if p.name not in not_covered and (why := _too_large(verifier, p))}
+    store.create_bench(bench_id, suite, {"run": config.to_dict(), **(settings or {}), "not_covered": not_covered,
+                                         "too_large": too_large})
     rows = []
     for i, problem in enumerate(problems):
         if on_event:
             on_event("problem", {"index": i, "total": len(problems), "problem": problem.name})
-        uncovered = not_covered.get(problem.name)
-        if uncovered:
-            rows.append({"problem": problem.name, "run_id": None, "status": "not_covered", "correct": False,
+        skipped = [(status, why) for status, why in (("not_covered", not_covered.get(problem.name)),
+                                                      ("too_large", too_large.get(problem.name))) if why]
+        if skipped:
+            rows.append({"problem": problem.name, "run_id": None, "status": skipped[0][0], "correct": False,
                          "speedup_eager": None, "speedup_compile": None, "runtime_ms": None, "candidates": 0,
-                         "best_file": None, "reason": uncovered})
+                         "best_file": None, "reason": skipped[0][1]})
             continue
         rows.append(row(start_run(store, problem, proposer, verifier, RunConfig.from_dict(config.to_dict()),
                                   settings, out_dir, bench_id, on_event)))
@@ -46,6 +50,17 @@ def _uncovered(proposer: Proposer, problem: Problem, backend: str) -> str | None
     try:
         coverage(problem, backend)
     except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _too_large(verifier: Verifier, problem: Problem) -> str | None:
+    """Why the device cannot hold an evaluation of `problem` (ProblemTooLarge), else None."""
+    from kernelcraft.verify.memory import ProblemTooLarge
+
+    try:
+        verifier.admit(problem)
+    except ProblemTooLarge as exc:
         return str(exc)
     return None
 

@@ -26,7 +26,9 @@ class Cand:
 
     @property
     def correct(self) -> bool:
-        return bool(self.result and self.result["correct"])
+        """Correct, and not a speedup flagged for review that the verifier could not confirm: such a result
+        is kept and reported, never crowned or used to seed the next round."""
+        return bool(self.result and self.result["correct"] and self.result.get("review_resolved") is not False)
 
     @property
     def runtime_ms(self) -> float:

@@ -65,3 +65,45 @@ def _transform(x, distribution: str, g: torch.Generator):
     else:
         raise ValueError(f"unknown distribution {distribution!r}")
     return out.to(x.dtype).contiguous() if x.is_contiguous() else out.to(x.dtype)
+
+
+# -- changes in place between timed calls ----------------------------------------------------------------
+#
+# A candidate timed on the same inputs call after call could return an output it cached, keyed on what it
+# can see of them (pointer, shape, a few values, a checksum). So before every timed call a few inputs'
+# values change in place, in a span at a random place along each tensor's longest dimension, and sampled
+# timed outputs are checked against the reference on the inputs as they were at that call. The change is a
+# function of a seed drawn just before it (never known to the candidate in advance); the supervisor replays
+# the seeds to rebuild the inputs.
+
+def mutation_kind(module) -> str:
+    """`scale` (span values multiplied, signs kept) where the problem admits scaled inputs; else `roll`
+    (span values moved along the dimension: the values themselves, and any structure they have, stay)."""
+    return "scale" if "mixed_scale" in distributions_for(module) else "roll"
+
+
+def mutate_inputs(inputs: list, seed: int, kind: str) -> None:
+    """Change every floating tensor input in place, as `seed` and `kind` decide (see above)."""
+    import random
+
+    rng = random.Random(seed)
+
+    def factor() -> float:  # 2^(±0.35…0.5): a change of a quarter or more, never a drift to overflow
+        return 2 ** (rng.choice((-1, 1)) * rng.uniform(0.35, 0.5))
+
+    for x in inputs:
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
+            continue
+        if x.dim() == 0:
+            if kind == "scale":
+                x.mul_(factor())
+            continue
+        dim = max(range(x.dim()), key=lambda d: x.size(d))
+        length = max(1, x.size(dim) // 32)
+        span = x.narrow(dim, rng.randrange(0, x.size(dim) - length + 1), length)
+        if kind == "scale":
+            # positives and negatives scaled apart, so a sum over the span moves even for zero-mean data
+            up, down = factor(), factor()
+            span.mul_(torch.where(span > 0, up, down).to(span.dtype))
+        elif length > 1:
+            span.copy_(span.roll(rng.randrange(1, length), dims=dim))

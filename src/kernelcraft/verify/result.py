@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "incorrect", "rejected")
+# `verifier_error`: the harness failed (out of memory in its own code, a fault of its own, a problem too
+# large for the device): never counted against the candidate.
+STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "incorrect", "rejected", "verifier_error")
 
 
 @dataclass
@@ -42,6 +44,7 @@ class Result:
     trials: int = 0
     max_rel_error: float | None = None
     trial_errors: list[dict] = field(default_factory=list)
+    timed_checks: int = 0  # sampled timed calls checked on inputs changed in place between calls
     # timing
     runtime: Timing | None = None
     eager: Timing | None = None
@@ -52,6 +55,9 @@ class Result:
     speedup_compile: float | None = None
     roofline_fraction: float | None = None
     roofline_ms: float | None = None
+    # A speedup beyond the sanity bound or the roofline: True once it held on timed calls checked with
+    # inputs changed in place (real), False when it could not be confirmed (never a search's best).
+    review_resolved: bool | None = None
     flops: int | None = None
     bytes: int | None = None
     # kernel attribution (profiler on a GPU, launch counting for Triton on the CPU)
@@ -64,6 +70,10 @@ class Result:
     seeds: list[int] = field(default_factory=list)  # revealed after the evaluation
     wall_seconds: float = 0.0
     phases: dict = field(default_factory=dict)  # seconds per phase: worker_start, load, check, time
+    # [start, end] (seconds since the epoch) of each timing phase, while the device's lock was held
+    device_held: list[list[float]] = field(default_factory=list)
+    # device memory: the estimate before the evaluation, the supervisor's and the worker's peaks (bytes)
+    memory: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -27,8 +27,10 @@ from kernelcraft.verify.build import BuildOutcome
 from kernelcraft.verify import judge
 from kernelcraft.verify.attribution import declared_kernels
 from kernelcraft.verify.containment import Limits
+from kernelcraft.verify.devicelock import DeviceLock, device_key
 from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.inputs import fresh_seed
+from kernelcraft.verify.memory import GiB, MemoryNeed, ProblemTooLarge, check_fits
 from kernelcraft.verify.policy import Policy, get_policy
 from kernelcraft.verify.process import UnsafeReply, WorkerDied, WorkerLimit, WorkerProcess, WorkerTimeout
 from kernelcraft.verify.result import Result
@@ -57,7 +59,9 @@ class VerifyConfig:
     sandbox: bool = True  # namespaces (no network, harness read-only) where the OS allows
     allow_library: bool = True  # library (ATen, cuBLAS…) kernels may run beside the candidate's own
     sanity_bound: float = 10.0  # speedups over eager beyond this are flagged for review
-    gpu_memory_fraction: float = 0.6  # of the GPU, for the worker's caching allocator
+    gpu_memory_fraction: float = 0.6  # of the GPU, for the worker's caching allocator (more if a problem needs it)
+    device_lock: bool = True  # timing phases on one device never overlap, across processes
+    baseline_drift: float = 0.15  # eager beside the candidate this far from the baseline: measure it again
     limits: Limits = field(default_factory=Limits)
 
 
@@ -66,11 +70,13 @@ class _Reference:
     module: object
     model: torch.nn.Module
     cost: Cost
+    need: MemoryNeed
 
 
 class Supervisor:
-    def __init__(self, device: str, config: VerifyConfig, baselines: BaselineStore):
+    def __init__(self, device: str, config: VerifyConfig, baselines: BaselineStore, on_event=None):
         self.device = torch.device(device)
+        self.on_event = on_event or (lambda kind, info: None)
         if self.device.type == "cpu":
             # CPU tensors travel through named shared memory (the default passes file descriptors
             # over a side channel keyed to multiprocessing's own process tree, which the worker is not in).
@@ -96,6 +102,8 @@ class Supervisor:
             self.worker_env.update(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
         self.standby: list[WorkerProcess] = []
         self.restarts = 0  # workers lost to crashes
+        self.device_lock = DeviceLock(device_key(self.device))
+        self.too_large: dict[str, str] = {}  # problem key -> why it cannot be evaluated here
 
     def _physical_index(self) -> str:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -126,16 +134,32 @@ class Supervisor:
     # -- the reference side ---------------------------------------------------------------------
 
     def reference(self, problem: Problem) -> _Reference:
+        """The problem's module, reference model and cost; raises ProblemTooLarge (once per problem, the
+        same error after) when the device does not have the memory an evaluation of it needs."""
         key = f"{problem.sha}-{self.config.small}"
+        if key in self.too_large:
+            raise ProblemTooLarge(self.too_large[key])
         if key not in self.references:
             module = problem.load(small=self.config.small)
             cost = compute_cost(module)
+            sizes = "SMALL_SIZES" if self.config.small else "full sizes"
+            try:
+                need = check_fits(problem.name, sizes, cost, self.device, self.l2_bytes)
+            except ProblemTooLarge as exc:
+                self.too_large[key] = str(exc)
+                raise
             devices = [self.device.index or 0] if self.device.type == "cuda" else []
             with torch.random.fork_rng(devices=devices):
                 torch.manual_seed(self.init_seed)
                 model = module.Model(*module.get_init_inputs())
-            self.references[key] = _Reference(module, model.to(self.device).eval(), cost)
+            self.references[key] = _Reference(module, model.to(self.device).eval(), cost, need)
         return self.references[key]
+
+    def admit(self, problem: Problem) -> MemoryNeed:
+        """Whether a problem can be evaluated here at all, before any candidate: its memory need, or
+        ProblemTooLarge (a problem-level error: report it once, never as each candidate's failure)."""
+        with self.lock:
+            return self.reference(problem).need
 
     # -- one evaluation -------------------------------------------------------------------------
 
@@ -154,8 +178,15 @@ class Supervisor:
     def _evaluate(self, problem, candidate, build, result: Result, ahead: int) -> None:
         if not self._admissible(candidate, build, result):
             return
-        ref = self.reference(problem)
+        try:
+            ref = self.reference(problem)
+        except ProblemTooLarge as exc:
+            result.fail("verifier_error", "problem_too_large", str(exc))
+            return
         result.flops, result.bytes = ref.cost.flops, ref.cost.bytes
+        result.memory = {"estimate": ref.need.total}
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
         worker = self._take_worker(ahead)
         result.containment = worker.containment_info()
         case = judge.Case(worker, ref, result, self.policy, self.device, self.config, self.l2_bytes, self.spec)
@@ -165,9 +196,9 @@ class Supervisor:
                 worker.ready()
             with clock("load"):
                 ok = self._load(worker, problem, candidate, result)
-            with clock("check"):
+            with clock("check"), self._device_phase(result, shared=True):
                 ok = ok and judge.trials(case)
-            with clock("attribution"):
+            with clock("attribution"), self._device_phase(result, shared=True):
                 ok = ok and (not self.config.attribution or judge.attribution(case, self.config.allow_library))
             if ok:
                 with clock("time"):
@@ -181,8 +212,16 @@ class Supervisor:
         except WorkerDied as exc:
             result.fail("runtime_error", "early_exit" if exc.exitcode == 0 else "worker_crashed", str(exc))
             self.restarts += 1
+        except judge.HarnessFault as exc:
+            result.fail("verifier_error", exc.reason, str(exc))
+        except torch.OutOfMemoryError as exc:  # in this process: the harness's own allocation
+            result.fail("verifier_error", "harness_oom", f"out of memory in the harness (the supervisor), not the "
+                        f"candidate: {str(exc).splitlines()[0]}")
         finally:
             worker.kill()
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+                result.memory["supervisor_peak_reserved"] = torch.cuda.max_memory_reserved(self.device)
         if not result.status:
             result.status, result.correct = "ok", True
 
@@ -233,7 +272,33 @@ class Supervisor:
         return {"op": "load", "problem_source": problem.source, "candidate_source": candidate_source,
                 "device": self.worker_device, "init_seed": self.init_seed, "small": self.config.small,
                 "build_cache": str(self.config.cache_dir / "inline"), "arch_list": self.arch_list,
-                "gpu_memory_fraction": self.config.gpu_memory_fraction, "exact_fp32": not self.policy.allow_tf32}
+                "gpu_memory_fraction": self._worker_fraction(problem), "exact_fp32": not self.policy.allow_tf32}
+
+    def _worker_fraction(self, problem: Problem) -> float:
+        """The worker's share of the GPU: the configured one, or what the problem's timing needs if more."""
+        fraction = self.config.gpu_memory_fraction
+        ref = self.references.get(f"{problem.sha}-{self.config.small}")
+        if ref is not None and self.device.type == "cuda":
+            total = torch.cuda.get_device_properties(self.device).total_memory
+            fraction = max(fraction, min(0.95, (ref.need.total - ref.need.contexts) / total + 0.05))
+        return fraction
+
+    @contextlib.contextmanager
+    def _device_phase(self, result: Result, shared: bool = False):
+        """Hold the device's lock (across processes) for the block: exclusively for timing, `shared` for other
+        work on the device. The wait is recorded, and each exclusive window."""
+        if not self.config.device_lock:
+            yield
+            return
+        on_wait = lambda msg: self.on_event("lock_wait", {"device": str(self.device), "message": msg})  # noqa: E731
+        with self.device_lock.held(shared, on_wait) as waited:
+            result.phases["lock_wait"] = round(result.phases.get("lock_wait", 0.0) + waited, 4)
+            start = time.time()
+            try:
+                yield
+            finally:
+                if not shared:
+                    result.device_held.append([round(start, 4), round(time.time(), 4)])
 
     def _time(self, case: judge.Case, problem: Problem) -> None:
         result = case.result
@@ -241,27 +306,24 @@ class Supervisor:
                                 self.policy.name + ("" if self.policy.allow_tf32 else "/exact-fp32"), self.config.small)
         cached = self.baselines.get(key)
         if cached is None or (self.config.compile_baseline and cached[1] is None):
-            try:
-                cached = self._measure_baselines(problem)
-                self.baselines.put(key, *cached)
-            except (RuntimeError, WorkerDied, WorkerTimeout) as exc:
-                result.notes.append(f"no baseline: {exc}")
-                cached = (None, None)
+            cached = self._fresh_baselines(problem, key, result)
         else:
             result.baseline_cached = True
         result.eager, result.compiled = cached
-        if judge.timing(case, fresh_seed()) is None:
+        with self._device_phase(result, shared=True):
+            warm = case.worker.ask({"op": "warm", "seed": fresh_seed(), "names": ["candidate", "eager"]},
+                                   self.config.load_timeout)
+        if "error" in warm:  # first calls (JIT compilation) happen here, outside the device's timing lock
+            case._raised(warm)
             return
-        if self.config.clock_check and not judge.clock_cross_check(case):
-            return
+        with self._device_phase(result):
+            if judge.timing(case, fresh_seed()) is None:
+                return
+            if self.config.clock_check and not judge.clock_cross_check(case):
+                return
+        if result.eager and self._drifted(result):
+            self._baseline_drift(problem, key, result)
         ms = result.runtime.median_ms
-        if result.eager and abs(result.eager_control.median_ms / result.eager.median_ms - 1) > 0.15:
-            # The control runs beside candidate code, so it never replaces the baseline; but the cached
-            # baseline is dropped, and the next evaluation of this problem measures it afresh.
-            result.notes.append(f"baseline_drift: eager timed beside the candidate took "
-                                f"{result.eager_control.median_ms:.4g} ms, the clean baseline "
-                                f"{result.eager.median_ms:.4g} ms; the cached baseline is re-measured next time")
-            self.baselines.invalidate(key)
         if result.eager:
             result.speedup_eager = round(result.eager.median_ms / ms, 4)
         if result.compiled:
@@ -275,7 +337,38 @@ class Supervisor:
             result.roofline_fraction = round(floor_ms / ms, 4)
         judge.review(case, self.config.sanity_bound)
 
-    def _measure_baselines(self, problem: Problem):
+    def _drifted(self, result: Result) -> bool:
+        return abs(result.eager_control.median_ms / result.eager.median_ms - 1) > self.config.baseline_drift
+
+    def _baseline_drift(self, problem: Problem, key: str, result: Result) -> None:
+        """The eager reference timed beside the candidate disagrees with the baseline (a cached one measured
+        under other load, or the device's conditions changed since). The control runs in the candidate's
+        process, so it never replaces the baseline: the baseline is measured again now, and the speedup is
+        published against what was measured."""
+        control, stale = result.eager_control.median_ms, result.eager.median_ms
+        fresh = self._fresh_baselines(problem, key, result)
+        if fresh[0] is None:
+            result.eager = result.compiled = None  # no speedup is published from a baseline known to be stale
+            return
+        result.eager, result.compiled = fresh
+        result.baseline_cached = False
+        result.notes.append(f"baseline re-measured: eager beside the candidate took {control:.4g} ms, the baseline "
+                            f"said {stale:.4g} ms, measured again {fresh[0].median_ms:.4g} ms")
+        if self._drifted(result):
+            result.notes.append(f"baseline_drift: eager beside the candidate still differs from a clean worker's "
+                                f"({control:.4g} ms against {fresh[0].median_ms:.4g} ms): the candidate's process "
+                                "runs PyTorch at another speed, or the device is shared")
+
+    def _fresh_baselines(self, problem: Problem, key: str, result: Result):
+        try:
+            fresh = self._measure_baselines(problem, result)
+            self.baselines.put(key, *fresh)
+            return fresh
+        except (RuntimeError, WorkerDied, WorkerTimeout) as exc:
+            result.notes.append(f"no baseline: {exc}")
+            return None, None
+
+    def _measure_baselines(self, problem: Problem, result: Result):
         worker = self._spawn()
         try:
             worker.ready()
@@ -283,8 +376,13 @@ class Supervisor:
             if "error" in reply:
                 raise RuntimeError(f"the reference of {problem.name} failed to load: {reply['error']}")
             names = ["eager", "compile"] if self.config.compile_baseline else ["eager"]
-            reply = worker.ask({"op": "time", "seed": fresh_seed(), "names": names, "config": self.config.timing,
-                                "l2_bytes": self.l2_bytes}, self.config.baseline_timeout)
+            with self._device_phase(result, shared=True):
+                reply = worker.ask({"op": "warm", "seed": fresh_seed(), "names": names}, self.config.baseline_timeout)
+            if "error" in reply:
+                raise RuntimeError(f"compiling the reference of {problem.name} failed: {reply['error']}")
+            with self._device_phase(result):
+                reply = worker.ask({"op": "time", "seed": fresh_seed(), "names": names, "config": self.config.timing,
+                                    "l2_bytes": self.l2_bytes}, self.config.baseline_timeout)
             if "error" in reply:
                 raise RuntimeError(f"timing the reference of {problem.name} failed: {reply['error']}")
             return reply["timings"]["eager"], reply["timings"].get("compile")

@@ -6,10 +6,18 @@ every callable in turn (order rotated), until the standard error of each mean is
 `target_rse` of it or the time budget is spent. A host wall clock with a device-wide sync is kept
 beside the events for a cross-check. On the CPU: `time.perf_counter` around each call, said so in
 `method`.
+
+Before every timed call the inputs change in place (`mutate`, outside the timed region, before the
+flush), with a seed drawn at that moment; one call per round of the `sample` callable is chosen at
+random, and a few of those (a reservoir over the rounds) keep their output and the seeds that led to
+its inputs, for the supervisor to check. Nothing else from the timed calls is kept alive: the harness
+holds one round's inputs, one output and the flush buffer.
 """
 
 from __future__ import annotations
 
+import random
+import secrets
 import statistics
 import time
 from dataclasses import dataclass
@@ -31,12 +39,26 @@ class TimingConfig:
 
 
 @dataclass
+class Sample:
+    """One timed call's output, and how to rebuild its inputs: the round's, then each change in order."""
+
+    round: int
+    mutations: list[int]
+    outputs: object
+    first_mutations: list[int]  # the changes made before the round's first call of the same callable
+    # the call before it returned the very same values although the inputs had changed in between:
+    # read after the round's sync (a device-side flag, so the loop never waits on it)
+    differs: object = None
+
+
+@dataclass
 class TimedRun:
     timings: dict[str, Timing]
-    last_outputs: dict[str, object]  # each callable's output in the final round
-    last_round: int  # the round whose inputs produced last_outputs
+    samples: list[Sample]  # sampled timed calls of the `sample` callable
+    rounds: int
     wall_ms: float  # host clock over all timed rounds, device-synchronised
     event_ms: float  # sum of the event times over the same rounds
+    mutations: int = 0  # changes made in place between calls
 
 
 def _stats(samples: list[float], method: str) -> Timing:
@@ -55,13 +77,15 @@ def _rse(samples: list[float]) -> float:
 
 
 def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list], device: torch.device,
-                     config: TimingConfig, l2_bytes: int = 0) -> TimedRun:
+                     config: TimingConfig, l2_bytes: int = 0, mutate: Callable[[list, int], None] | None = None,
+                     sample: str | None = None, keep: int = 1) -> TimedRun:
     """Time every callable on the inputs of successive rounds; see the module's docstring."""
     cuda = device.type == "cuda"
     sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
     reset_l2 = _persisting_l2_reset() if cuda else (lambda: None)
     flush = torch.empty(max(2 * l2_bytes, 256 << 20) // 4, dtype=torch.float32, device=device) if cuda else None
     method = "cuda_events+l2_flush" if cuda else "cpu_perf_counter"
+    chooser = random.Random(secrets.randbits(64))  # which calls are sampled: unknown to the callables
 
     inputs = make_inputs(0)
     per_call: dict[str, float] = {}
@@ -75,23 +99,35 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
                 break
         per_call[name] = (time.perf_counter() - start) * 1e3 / n
     batch = {name: max(1, min(100, int(config.batch_ms / max(ms, 1e-3)))) for name, ms in per_call.items()}
+    if sample in batch:  # twice at least: an output kept from one call to the next must have its chance to show
+        batch[sample] = max(2, batch[sample])
 
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    last: dict[str, object] = {}
+    kept: list[Sample] = []
+    previous = None  # the sampled callable's output of the call before the sampled one
     names = list(fns)
     wall_ms = event_ms = 0.0
+    mutations = 0
     deadline = time.perf_counter() + config.budget_s
     round_index = 0
     while True:
         round_index += 1
+        inputs = None  # the last round's inputs go before this round's are drawn
         inputs = make_inputs(round_index)
+        seeds: list[int] = []
+        # the sampled call: never a round's first, so the call before it saw the same inputs, changed since
+        pick = chooser.randrange(1, batch[sample]) if sample in fns else -1
         sync()
         wall_start = time.perf_counter()
         order = names[round_index % len(names):] + names[:round_index % len(names)]
         pending = []
         for name in order:
             fn = fns[name]
-            for _ in range(batch[name]):
+            for call in range(batch[name]):
+                if mutate is not None:
+                    seeds.append(secrets.randbits(62))
+                    mutate(inputs, seeds[-1])
+                    mutations += 1
                 if cuda:
                     reset_l2()
                     flush.zero_()
@@ -105,7 +141,16 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
                     out = fn(*inputs)
                     samples[name].append((time.perf_counter() - t0) * 1e3)
                     event_ms += samples[name][-1]
-            last[name] = out
+                if name == sample:
+                    if call == 0:
+                        first = list(seeds)
+                    if call == pick:
+                        taken = Sample(round_index, list(seeds), _copy(out), first, _differs(previous, out))
+                        _reservoir(kept, taken, keep, round_index, chooser)
+                        previous = None
+                    if call == pick - 1:
+                        previous = out
+                out = None
         sync()
         wall_ms += (time.perf_counter() - wall_start) * 1e3
         for name, start, end in pending:
@@ -116,7 +161,41 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
         full = any(len(s) >= config.max_samples for s in samples.values())
         if done or full or time.perf_counter() > deadline:
             break
-    return TimedRun({n: _stats(s, method) for n, s in samples.items()}, last, round_index, wall_ms, event_ms)
+    return TimedRun({n: _stats(s, method) for n, s in samples.items()}, kept, round_index, wall_ms, event_ms,
+                    mutations)
+
+
+def _copy(out):
+    """A sampled output, copied: a candidate may hand back one buffer it overwrites on later calls."""
+    if isinstance(out, torch.Tensor):
+        return out.clone()
+    if isinstance(out, (tuple, list)):
+        return [o.clone() if isinstance(o, torch.Tensor) else o for o in out]
+    return out
+
+
+def _differs(before, after):
+    """A flag on the device (read once the round has synchronised, so the loop never waits on it): do two
+    calls' outputs differ anywhere? None when there was no call before, or nothing to compare."""
+    if before is None:
+        return None
+    pairs = list(zip(before, after)) if isinstance(after, (tuple, list)) else [(before, after)]
+    flags = []
+    for a, b in pairs:
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+            return None
+        flags.append(torch.zeros((), dtype=torch.bool, device=a.device) if a is b else torch.ne(a, b).any())
+    return torch.stack(flags).any() if flags else None
+
+
+def _reservoir(kept: list, item: Sample, size: int, seen: int, chooser: random.Random) -> None:
+    """Keep `size` of the rounds' samples, each round equally likely to be among them."""
+    if len(kept) < size:
+        kept.append(item)
+    else:
+        slot = chooser.randrange(seen)
+        if slot < size:
+            kept[slot] = item
 
 
 def _persisting_l2_reset():

@@ -22,6 +22,7 @@ from kernelcraft.problems import Problem
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildPool
 from kernelcraft.verify.guards import static_findings
+from kernelcraft.verify.memory import MemoryNeed
 from kernelcraft.verify.result import Result
 from kernelcraft.verify.supervisor import Supervisor, VerifyConfig
 
@@ -52,13 +53,16 @@ class Verifier:
     """Judges candidates on every device given. `submit` returns at once (a future); jobs are taken
     in submission order by one driver thread per device, while builds run ahead in the CPU pool."""
 
-    def __init__(self, device: str = "auto", config: VerifyConfig | None = None, build_workers: int | None = None):
+    def __init__(self, device: str = "auto", config: VerifyConfig | None = None, build_workers: int | None = None,
+                 on_event: Callable[[str, dict], None] | None = None):
+        """`on_event(kind, info)` hears what a caller may show as progress (`lock_wait`: an evaluation
+        waits for another process's timing on its device)."""
         self.config = config or VerifyConfig()
         self.devices = resolve_devices(device)
         cache = Path(self.config.cache_dir)
         self.baselines = BaselineStore(cache / "baselines.json")
         self.builds = BuildPool(cache, build_workers)
-        self.supervisors = [Supervisor(d, self.config, self.baselines) for d in self.devices]
+        self.supervisors = [Supervisor(d, self.config, self.baselines, on_event) for d in self.devices]
         self._todo: queue.Queue = queue.Queue()
         self._drivers: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -84,6 +88,12 @@ class Verifier:
 
     def _refused(self, candidate: Candidate) -> bool:
         return self.config.static_guards and bool(static_findings(candidate.source))
+
+    def admit(self, problem: Problem) -> MemoryNeed:
+        """Check a problem before any candidate of it: its memory need on the smallest device here, or
+        ProblemTooLarge with a one-line reason (a problem-level error, reported once)."""
+        needs = [sup.admit(problem) for sup in self.supervisors]
+        return max(needs, key=lambda n: n.total)
 
     def evaluate(self, problem: Problem, candidate: Candidate) -> Result:
         return self.submit(Job(problem, candidate)).result()
@@ -135,7 +145,7 @@ class Verifier:
             except Exception as exc:  # noqa: BLE001 - a verifier fault must not lose the job
                 result = Result(job.problem.name, job.candidate.name, job.candidate.backend,
                                 device=sup.device_name, policy=self.config.policy).fail(
-                    "runtime_error", "verifier_error", f"{type(exc).__name__}: {exc}")
+                    "verifier_error", "verifier_fault", f"{type(exc).__name__}: {exc}")
             finally:
                 with self._lock:
                     self._busy_s += time.monotonic() - self._busy_since.pop(index)

@@ -25,9 +25,23 @@ def _import_file(path: Path, name: str):
     return module
 
 
-def _trimmed_traceback(limit: int = 25) -> str:
-    lines = traceback.format_exc().rstrip().splitlines()
+def _trimmed_traceback(exc: BaseException, limit: int = 25) -> str:
+    lines = "".join(traceback.format_exception(exc)).rstrip().splitlines()
     return "\n".join(lines[-limit:])
+
+
+class CandidateFault(Exception):
+    """Raised from inside the candidate's own code (its import, constructor or call): its __cause__."""
+
+
+def _guarded(fn):
+    """`fn` with what it raises marked as the candidate's: the harness's own faults are told apart."""
+    def call(*args):
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - everything the candidate raises is a finding
+            raise CandidateFault() from exc
+    return call
 
 
 class Worker:
@@ -50,11 +64,32 @@ class Worker:
                 return
             try:
                 reply = getattr(self, f"do_{op}")(**request)
-            except Exception as exc:  # noqa: BLE001 - everything the candidate raises is a finding
-                reply = {"error": f"{type(exc).__name__}: {exc}", "traceback": _trimmed_traceback(),
-                         "compile_error": type(exc).__name__ in ("CompileError", "ObjectOnlyBuild")}
+            except Exception as exc:  # noqa: BLE001 - reported, never raised: the supervisor judges it
+                reply = self._fault(exc)
             request = None  # drop the lent inputs now, so the supervisor may free them
             self.conn.send(reply)
+
+    def _fault(self, exc: Exception) -> dict:
+        """The reply for an exception. Out of memory outside the candidate's code is the harness's; inside
+        it, the candidate's, with the device's memory at that moment. Every other error is the candidate's
+        (a CUDA error its kernel caused may surface in the harness's next call)."""
+        torch = self.torch
+        own = isinstance(exc, CandidateFault)
+        cause = exc.__cause__ if own and exc.__cause__ is not None else exc
+        reply = {"error": f"{type(cause).__name__}: {cause}", "traceback": _trimmed_traceback(cause),
+                 "compile_error": type(cause).__name__ in ("CompileError", "ObjectOnlyBuild")}
+        if isinstance(cause, torch.OutOfMemoryError):
+            reply["oom"] = "candidate" if own else "harness"
+            reply["memory"] = self._memory()
+        return reply
+
+    def _memory(self) -> dict:
+        torch = self.torch
+        if getattr(self, "device", None) is None or self.device.type != "cuda":
+            return {}
+        free, total = torch.cuda.mem_get_info(self.device)
+        return {"free": free, "total": total, "worker_reserved": torch.cuda.memory_reserved(self.device),
+                "worker_peak_reserved": torch.cuda.max_memory_reserved(self.device)}
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -78,17 +113,19 @@ class Worker:
                 setattr(self.problem, key, value)
         init_inputs = self.problem.get_init_inputs()
         self.reference = self._build(self.problem.Model, init_inputs, init_seed)
-        self.candidate = None
+        self.candidate = self.call = None
+        self._fns = {}
         records: list = []
         if candidate_source is not None:
             path = here / "candidate.py"
             path.write_text(candidate_source)
             os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list
             with cuda_inline.cached_builds(Path(build_cache), records):
-                module = _import_file(path, "kernelcraft_candidate")
+                module = _guarded(_import_file)(path, "kernelcraft_candidate")
                 if not hasattr(module, "ModelNew"):
                     return {"error": "the candidate defines no ModelNew class", "reason": "no_model_new"}
-                self.candidate = self._build(module.ModelNew, init_inputs, init_seed)
+                self.candidate = _guarded(self._build)(module.ModelNew, init_inputs, init_seed)
+            self.call = _guarded(self.candidate)
         return {"ok": True, "nvrtc": [self._nvrtc_record(r) for r in nvrtc.COMPILE_RECORDS],
                 "inline": [{"seconds": r.seconds, "log": r.log} for r in records]}
 
@@ -112,9 +149,9 @@ class Worker:
         torch = self.torch
         self._poison(poison)
         with torch.no_grad():
-            out = self.candidate(*inputs)
+            out = self.call(*inputs)
         if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+            _guarded(torch.cuda.synchronize)(self.device)  # an error from its kernels is the candidate's
         outputs = list(out) if isinstance(out, (tuple, list)) else [out]
         strange = [f"{i}: {type(o).__module__}.{type(o).__qualname__}" for i, o in enumerate(outputs)
                    if type(o) is not torch.Tensor]
@@ -145,53 +182,72 @@ class Worker:
 
         declared = declared_kernels(self.candidate_source or "")
         if self.device.type == "cuda":
-            return {"attribution": profile_call(self.candidate, inputs, declared).to_dict()}
+            return {"attribution": profile_call(self.call, inputs, declared).to_dict()}
         if not triton_kernels(self.candidate_source or ""):
             return {"attribution": None, "note": "kernel attribution: on the CPU only Triton launches can be "
                                                  "counted; not checked for this candidate"}
         with self.torch.no_grad():
-            return {"attribution": count_triton_launches(self.candidate, inputs, declared).to_dict()}
+            return {"attribution": count_triton_launches(self.call, inputs, declared).to_dict()}
 
     def do_spin(self, inputs, calls):
         """`calls` back-to-back calls, then a device-wide sync: the supervisor times this from outside."""
         torch = self.torch
         with torch.no_grad():
             for _ in range(calls):
-                self.candidate(*inputs)
+                self.call(*inputs)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         return {"ok": True}
 
-    def do_time(self, seed, names, config, l2_bytes):
+    def _timed_fns(self, names) -> dict:
+        """The callables to time by name, built once per worker (torch.compile compiles on first call)."""
         torch = self.torch
+        for name in names:
+            if name not in self._fns:
+                fn = (self.call if name == "candidate" else self.reference if name == "eager"
+                      else torch.compile(self.reference))
+                self._fns[name] = _no_grad(torch, fn)
+        return {n: self._fns[n] for n in names}
+
+    def do_warm(self, seed, names):
+        """Call each callable once (torch.compile compiles here): before the device's timing lock is taken."""
         from kernelcraft.verify.inputs import draw_inputs
+
+        inputs = draw_inputs(self.problem, str(self.device), seed)
+        for fn in self._timed_fns(names).values():
+            fn(*inputs)
+        if self.device.type == "cuda":
+            _guarded(self.torch.cuda.synchronize)(self.device)
+        return {"ok": True}
+
+    def do_time(self, seed, names, config, l2_bytes, keep=1):
+        torch = self.torch
+        from kernelcraft.verify.inputs import draw_inputs, mutate_inputs, mutation_kind
         from kernelcraft.verify.timing import time_interleaved
 
-        fns = {}
-        for name in names:
-            if name == "candidate":
-                fns[name] = self.candidate
-            elif name == "eager":
-                fns[name] = self.reference
-            elif name == "compile":
-                fns[name] = torch.compile(self.reference)
-
-        def no_grad(fn):
-            def call(*args):
-                with torch.no_grad():
-                    return fn(*args)
-            return call
-
-        run = time_interleaved({n: no_grad(f) for n, f in fns.items()},
+        kind = mutation_kind(self.problem)
+        run = time_interleaved(self._timed_fns(names),
                                lambda r: draw_inputs(self.problem, str(self.device), seed + r),
-                               self.device, config, l2_bytes)
-        out = run.last_outputs.get("candidate")
-        outputs = (list(out) if isinstance(out, (tuple, list)) else [out]) if out is not None else None
-        if outputs is not None and any(type(o) is not torch.Tensor for o in outputs):
-            return {"error": "a timed call returned something other than plain tensors", "reason": "output_not_tensor"}
-        self.held = outputs
-        return {"timings": run.timings, "last_round": run.last_round, "outputs": outputs,
-                "wall_ms": run.wall_ms, "event_ms": run.event_ms}
+                               self.device, config, l2_bytes, mutate=lambda xs, s: mutate_inputs(xs, s, kind),
+                               sample="candidate" if "candidate" in names else None, keep=keep)
+        samples = []
+        for sample in run.samples:
+            outputs = list(sample.outputs) if isinstance(sample.outputs, (tuple, list)) else [sample.outputs]
+            if any(type(o) is not torch.Tensor for o in outputs):
+                return {"error": "a timed call returned something other than plain tensors", "reason": "output_not_tensor"}
+            samples.append({"round": sample.round, "mutations": sample.mutations, "outputs": outputs,
+                            "first_mutations": sample.first_mutations,
+                            "unchanged": sample.differs is not None and not bool(sample.differs)})
+        self.held = samples
+        return {"timings": run.timings, "samples": samples, "rounds": run.rounds, "mutations": run.mutations,
+                "wall_ms": run.wall_ms, "event_ms": run.event_ms, "memory": self._memory()}
+
+
+def _no_grad(torch, fn):
+    def call(*args):
+        with torch.no_grad():
+            return fn(*args)
+    return call
 
 
 def _shares_memory(out, inputs) -> bool:

@@ -1,0 +1,108 @@
+"""A device shared by several processes: timing phases never overlap, checks never overlap a timing phase.
+
+The lock is tested across real processes (the flock is per open file, so threads would pass too, but what
+users run is several `kernelcraft` processes); then four concurrent `kernelcraft eval` runs on the CPU
+must give the verdicts a lone one gives, with their timing windows disjoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelcraft.verify.devicelock import DeviceLock, device_key
+from tests.helpers import FIXTURES, REPO
+
+HOLD = """
+import json, sys, time
+from pathlib import Path
+from kernelcraft.verify.devicelock import DeviceLock
+lock = DeviceLock("test-device", Path(sys.argv[1]))
+with lock.held(shared=sys.argv[2] == "shared"):
+    start = time.time()
+    time.sleep(float(sys.argv[3]))
+    end = time.time()
+print(json.dumps([start, end]))
+"""
+
+
+def _hold(tmp_path: Path, mode: str, seconds: float) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), mode, str(seconds)], stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+
+
+def _windows(procs) -> list[list[float]]:
+    out = []
+    for p in procs:
+        stdout, _ = p.communicate(timeout=60)
+        assert p.returncode == 0
+        out.append(json.loads(stdout))
+    return sorted(out)
+
+
+def _disjoint(windows) -> bool:
+    return all(a[1] <= b[0] for a, b in zip(windows, windows[1:]))
+
+
+def test_exclusive_holders_take_turns(tmp_path):
+    windows = _windows([_hold(tmp_path, "exclusive", 0.4) for _ in range(3)])
+    assert _disjoint(windows), windows
+
+
+def test_shared_holders_overlap_but_never_an_exclusive_one(tmp_path):
+    shared = [_hold(tmp_path, "shared", 1.0) for _ in range(2)]
+    time.sleep(0.3)  # both shared holders are in
+    exclusive = _hold(tmp_path, "exclusive", 0.2)
+    s1, s2 = _windows(shared)
+    (e,) = _windows([exclusive])
+    assert s2[0] < s1[1]  # the two checks ran at once
+    assert e[0] >= max(s1[1], s2[1]) - 0.01  # the timing waited for both
+
+
+def test_a_dead_holder_releases_the_device(tmp_path):
+    holder = _hold(tmp_path, "exclusive", 30)
+    time.sleep(0.5)
+    holder.kill()
+    holder.wait()
+    start = time.perf_counter()
+    with DeviceLock("test-device", tmp_path).held() as waited:
+        pass
+    assert waited < 5 and time.perf_counter() - start < 5
+
+
+def test_devices_are_named_for_what_they_are():
+    assert device_key(torch.device("cpu")).startswith("cpu-")
+
+
+def _eval(tmp_path: Path, i: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "kernelcraft.cli", "eval", "level1/relu", str(FIXTURES / "relu_triton.py"),
+           "--device", "cpu", "--json", "--budget", "0.3", "--no-compile-baseline", "--trials", "2",
+           "--cache-dir", str(tmp_path / f"cache{i}")]
+    env = {**os.environ, "KERNELCRAFT_LOCK_DIR": str(tmp_path / "locks"), "PYTHONPATH": str(REPO / "src")}
+    (tmp_path / "locks").mkdir(exist_ok=True)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+@pytest.mark.slow
+def test_concurrent_evaluations_on_one_device_take_turns_timing(tmp_path):
+    """The CPU form of the shared-GPU bar: four `kernelcraft eval` at once give a lone one's verdict, and no
+    two timing phases overlap (the GPU form, with speedups within 5%, is in test_verifier_gpu.py)."""
+    alone = _eval(tmp_path, 99)
+    out, err = alone.communicate(timeout=300)
+    lone = json.loads(out)
+    procs = [_eval(tmp_path, i) for i in range(4)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-2000:]
+        results.append(json.loads(out))
+    assert [r["status"] for r in results] == [lone["status"]] * 4 == ["ok"] * 4, [r["message"] for r in results]
+    windows = sorted(w for r in results for w in r["device_held"])
+    assert len(windows) >= 4 and _disjoint(windows), windows
