@@ -209,3 +209,41 @@ def test_a_degenerate_output_still_fails_a_wrong_kernel(cpu_verifier):
     result = evaluate(cpu_verifier, problem, "groupnorm_mean_unnormalised")
     assert_failed(result, "incorrect", "mismatch")
     assert "against float64" in result.message
+
+
+# -- out of memory: the candidate's, or the harness's ---------------------------------------------------
+
+def test_out_of_memory_in_the_candidates_code_is_the_candidates(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_oom")
+    assert_failed(result, "runtime_error", "candidate_oom")
+    assert result.message.startswith("out of memory while the candidate's own code allocated")
+
+
+def test_out_of_memory_in_the_harness_is_the_verifiers_error(cpu_verifier):
+    problem = load_problem(FIXTURES / "problems" / "oom_in_worker_harness.py")
+    result = evaluate(cpu_verifier, problem, "relu_torch")
+    assert result.status == "verifier_error" and result.reasons == ["harness_oom"], (result.reasons, result.message)
+    assert "not the candidate's" in result.message
+    assert result.trials == 3  # the candidate passed every check before the harness failed
+
+
+# -- baselines: a stale one is measured again before a speedup is published ---------------------------
+
+def test_a_stale_cached_baseline_is_measured_again(tmp_path, relu_problem):
+    from dataclasses import replace
+
+    from kernelcraft.verify.baselines import BaselineStore
+
+    with Verifier("cpu", small_config(tmp_path)) as verifier:
+        first = verifier.evaluate(relu_problem, fixture_candidate("relu_torch"))
+        assert first.status == "ok" and not first.baseline_cached
+        store = BaselineStore(tmp_path / "baselines.json")
+        (key,) = store._read().keys()
+        stale = replace(first.eager, median_ms=first.eager.median_ms * 50)  # measured under heavy load, say
+        store.put(key, stale, None)
+        second = verifier.evaluate(relu_problem, fixture_candidate("relu_torch"))
+    assert second.status == "ok", second.message
+    assert not second.baseline_cached and second.eager.median_ms != stale.median_ms
+    assert any(n.startswith("baseline re-measured") for n in second.notes), second.notes
+    assert second.speedup_eager == pytest.approx(second.eager.median_ms / second.runtime_ms, rel=1e-3, abs=1e-4)
+    assert store.get(key)[0].median_ms == second.eager.median_ms  # the cache holds what was measured

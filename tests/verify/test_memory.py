@@ -1,0 +1,61 @@
+"""What an evaluation holds on the device, estimated before anything is allocated, and the fingerprints that
+prove inputs unchanged without a private copy of them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelcraft.problems import load_problem
+from kernelcraft.problems.cost import compute_cost
+from kernelcraft.verify.memory import FLUSH_MIN_BYTES, GiB, fingerprint, need, new_key
+from tests.helpers import FIXTURES
+
+
+def test_the_cost_pass_sees_the_references_peak():
+    cost = compute_cost(load_problem(FIXTURES / "problems" / "relu_too_large.py").load())
+    elements = 65536 * 1048576
+    assert cost.input_bytes == cost.output_bytes == 4 * elements
+    assert cost.params_bytes == 0
+    assert cost.peak_bytes == 2 * 4 * elements  # the input and the output, alive together
+
+
+def test_intermediates_count_toward_the_peak():
+    module = load_problem("level2/gemm_gelu_scale").load()
+    cost = compute_cost(module)
+    assert cost.peak_bytes > cost.input_bytes + cost.params_bytes + cost.output_bytes  # the GEMM's output lives on
+
+
+def test_need_is_one_trial_whatever_the_trial_count():
+    cost = compute_cost(load_problem(FIXTURES / "problems" / "relu_too_large.py").load())
+    n = need(cost, l2_bytes=50 << 20)
+    assert n.reference == cost.peak_bytes and n.candidate_outputs == 2 * cost.output_bytes
+    assert n.flush == FLUSH_MIN_BYTES and n.total > 3 * 256 * GiB
+    assert "GiB" in n.describe()
+
+
+@pytest.mark.parametrize("make", [lambda: torch.randn(37, 1000), lambda: torch.randn(64, 33).T,
+                                  lambda: torch.randint(0, 7, (5, 3)), lambda: torch.randn(9, dtype=torch.float16),
+                                  lambda: torch.ones(3, dtype=torch.bool)])
+def test_a_fingerprint_sees_any_change_and_nothing_else(make):
+    x = make()
+    key = new_key()
+    before = fingerprint([x, 3], key)
+    assert before[1] is None
+    assert fingerprint([x, 3], key) == before
+    flat = x.view(-1) if x.is_contiguous() else x.T.reshape(-1)  # the storage's own order
+    if x.dtype == torch.bool:
+        flat[-1] = ~flat[-1]
+    else:
+        flat[len(flat) // 2] += 1
+    assert fingerprint([x, 3], key) != before
+
+
+def test_a_fingerprint_sees_a_nan_where_a_nan_was_not_and_keys_differ():
+    x = torch.randn(100)
+    key = new_key()
+    before = fingerprint([x], key)
+    x[50] = float("nan")
+    assert fingerprint([x], key) != before
+    assert fingerprint([x], key) == fingerprint([x], key)
+    assert fingerprint([x], new_key()) != fingerprint([x], key)
