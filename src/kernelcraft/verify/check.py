@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kernelcraft.verify.memory import slices as _slices
 from kernelcraft.verify.policy import Policy
 
 
@@ -58,22 +59,6 @@ def _dense(t: torch.Tensor) -> bool:
             return False
         expected *= t.size(d)
     return True
-
-
-_SLICE = 1 << 24  # elements per slice of a comparison
-
-
-def _slices(*tensors: torch.Tensor):
-    """Matching views of the tensors, a slice of the largest dimension at a time (no copies)."""
-    t = tensors[0]
-    if t.dim() == 0 or t.numel() <= _SLICE:
-        yield tensors
-        return
-    dim = max(range(t.dim()), key=lambda d: t.size(d))
-    step = max(1, _SLICE // max(1, t.numel() // t.size(dim)))
-    for start in range(0, t.size(dim), step):
-        length = min(step, t.size(dim) - start)
-        yield tuple(x.narrow(dim, start, length) for x in tensors)
 
 
 def _rms(ref: torch.Tensor) -> float:

@@ -15,6 +15,8 @@ import secrets
 
 import torch
 
+from kernelcraft.verify.memory import slices
+
 DISTRIBUTIONS = ("natural", "offset", "mixed_scale", "uniform", "small_scale", "large_scale")
 
 
@@ -31,7 +33,10 @@ def distributions_for(module) -> tuple[str, ...]:
 
 
 def draw_inputs(module, device: str, seed: int, distribution: str = "natural") -> list:
-    """The problem's inputs for `seed`, on `device`, with values from `distribution`."""
+    """The problem's inputs for `seed`, on `device`, with values from `distribution`.
+
+    The values are changed in place, a slice at a time: a KernelBench input can be 8 GB, and whole-tensor
+    temporaries would hold several times that while the inputs are drawn."""
     devices = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
@@ -42,29 +47,45 @@ def draw_inputs(module, device: str, seed: int, distribution: str = "natural") -
         return [_transform(x, distribution, generator) for x in inputs]
 
 
+def _mean_square(x: torch.Tensor) -> float:
+    return sum(float(torch.linalg.vector_norm(s, dtype=torch.float64) ** 2) for (s,) in slices(x)) / max(1, x.numel())
+
+
 def _transform(x, distribution: str, g: torch.Generator):
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or distribution == "natural":
         return x
-    work = x.float()
-    if distribution == "small_scale":  # one scale for the whole tensor, 0.001x to 0.03x: where an eps matters
-        out = work * 10 ** (torch.rand((), generator=g, device=x.device) * 1.5 - 3)
-    elif distribution == "large_scale":  # 30x to 1000x: where overflow and cancellation show
-        out = work * 10 ** (torch.rand((), generator=g, device=x.device) * 1.5 + 1.5)
-    elif distribution == "mixed_scale":  # every element its own scale, 0.01x to 100x
-        out = work * 10 ** (torch.rand(work.shape, generator=g, device=x.device) * 4 - 2)
-    elif distribution == "uniform":  # magnitudes uniform in (0, 2·rms), signs kept
-        rms = work.pow(2).mean().sqrt().clamp_min(1e-3)
-        sign = torch.where(work < 0, -1.0, 1.0)
-        out = sign * torch.rand(work.shape, generator=g, device=x.device) * 2 * rms
-    elif distribution == "offset":  # a shift of up to two standard deviations, where signs are free
-        if bool((work < 0).any()) and bool((work > 0).any()):
-            shift = (torch.rand((), generator=g, device=x.device) * 4 - 2) * work.std().clamp_min(1e-3)
-            out = work + shift
-        else:
-            out = work * (1 + torch.rand(work.shape, generator=g, device=x.device))
-    else:
+    if distribution not in DISTRIBUTIONS:
         raise ValueError(f"unknown distribution {distribution!r}")
-    return out.to(x.dtype).contiguous() if x.is_contiguous() else out.to(x.dtype)
+    if x.numel() == 0:
+        return x
+    # the drawn tensor is ours: changed in place (a view into another input's storage is copied first)
+    x = x.clone() if x._base is not None else x
+    device = x.device
+
+    def scalar() -> float:
+        return float(torch.rand((), generator=g, device=device))
+
+    if distribution == "small_scale":  # one scale for the whole tensor, 0.001x to 0.03x: where an eps matters
+        return x.mul_(10 ** (scalar() * 1.5 - 3))
+    if distribution == "large_scale":  # 30x to 1000x: where overflow and cancellation show
+        return x.mul_(10 ** (scalar() * 1.5 + 1.5))
+    if distribution == "offset" and bool((x < 0).any()) and bool((x > 0).any()):
+        # a shift of up to two standard deviations, where signs are free
+        mean = sum(float(s.sum(dtype=torch.float64)) for (s,) in slices(x)) / x.numel()
+        std = max((_mean_square(x) - mean ** 2) * x.numel() / max(1, x.numel() - 1), 0.0) ** 0.5
+        return x.add_((scalar() * 4 - 2) * max(std, 1e-3))
+    rms = max(_mean_square(x) ** 0.5, 1e-3) if distribution == "uniform" else 0.0
+    for (part,) in slices(x):
+        work = part.float()
+        noise = torch.rand(part.shape, generator=g, device=device)
+        if distribution == "mixed_scale":  # every element its own scale, 0.01x to 100x
+            work = work * 10 ** (noise * 4 - 2)
+        elif distribution == "uniform":  # magnitudes uniform in (0, 2·rms), signs kept
+            work = torch.where(work < 0, -1.0, 1.0) * noise * 2 * rms
+        else:  # offset for one-signed inputs: each magnitude grows by up to 2x, the sign kept
+            work = work * (1 + noise)
+        part.copy_(work)
+    return x
 
 
 # -- changes in place between timed calls ----------------------------------------------------------------

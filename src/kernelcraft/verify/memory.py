@@ -80,6 +80,25 @@ def check_fits(name: str, sizes: str, cost: Cost, device: torch.device, l2_bytes
     return required
 
 
+# -- work a slice at a time ------------------------------------------------------------------------------
+
+SLICE = 1 << 24  # elements per slice: temporaries of a slice stay near 64–128 MB
+
+
+def slices(*tensors: torch.Tensor):
+    """Matching views of same-shaped tensors, a slice of the largest dimension at a time (no copies; the same
+    slices for the same shape, so work that draws random numbers slice by slice is reproducible)."""
+    t = tensors[0]
+    if t.dim() == 0 or t.numel() <= SLICE:
+        yield tensors
+        return
+    dim = max(range(t.dim()), key=lambda d: t.size(d))
+    step = max(1, SLICE // max(1, t.numel() // t.size(dim)))
+    for start in range(0, t.size(dim), step):
+        length = min(step, t.size(dim) - start)
+        yield tuple(x.narrow(dim, start, length) for x in tensors)
+
+
 # -- fingerprints: inputs proven unchanged without a private copy --------------------------------------
 
 def new_key() -> tuple[int, int, int]:
@@ -93,6 +112,11 @@ def fingerprint(values: list, key: tuple[int, int, int]) -> list[int | None]:
 
 
 def _digest(t: torch.Tensor, key: tuple[int, int, int], salt: int) -> int:
+    return int(digest(t, key, salt)) ^ t.untyped_storage().nbytes()
+
+
+def digest(t: torch.Tensor, key: tuple[int, int, int], salt: int = 0) -> torch.Tensor:
+    """The keyed digest of a tensor's storage as a 0-d tensor on its device (read it when convenient: no sync)."""
     storage = t.untyped_storage()
     raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)
     words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
@@ -104,4 +128,4 @@ def _digest(t: torch.Tensor, key: tuple[int, int, int], salt: int) -> int:
         mix = (index * a) ^ (b + salt)  # int64 arithmetic wraps: a position-keyed pseudo-random weight
         mix = (mix ^ (mix >> 29)) * c
         total += (part * mix).sum()
-    return int(total) ^ words.numel()
+    return total

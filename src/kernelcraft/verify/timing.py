@@ -10,8 +10,9 @@ beside the events for a cross-check. On the CPU: `time.perf_counter` around each
 Before every timed call the inputs change in place (`mutate`, outside the timed region, before the
 flush), with a seed drawn at that moment; one call per round of the `sample` callable is chosen at
 random, and a few of those (a reservoir over the rounds) keep their output and the seeds that led to
-its inputs, for the supervisor to check. Nothing else from the timed calls is kept alive: the harness
-holds one round's inputs, one output and the flush buffer.
+its inputs, for the supervisor to check (and a digest of the call before it: an output that did not
+change although its inputs did is a kept one). Nothing else from the timed calls is kept alive: the
+harness holds one round's inputs, one output, the samples and the flush buffer.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Callable
 
 import torch
 
+from kernelcraft.verify.memory import digest, new_key
 from kernelcraft.verify.result import Timing
 
 
@@ -86,6 +88,7 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
     flush = torch.empty(max(2 * l2_bytes, 256 << 20) // 4, dtype=torch.float32, device=device) if cuda else None
     method = "cuda_events+l2_flush" if cuda else "cpu_perf_counter"
     chooser = random.Random(secrets.randbits(64))  # which calls are sampled: unknown to the callables
+    key = new_key()
 
     inputs = make_inputs(0)
     per_call: dict[str, float] = {}
@@ -104,7 +107,7 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
 
     samples: dict[str, list[float]] = {name: [] for name in fns}
     kept: list[Sample] = []
-    previous = None  # the sampled callable's output of the call before the sampled one
+    previous = None  # digests of the sampled callable's output of the call before the sampled one
     names = list(fns)
     wall_ms = event_ms = 0.0
     mutations = 0
@@ -145,11 +148,12 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
                     if call == 0:
                         first = list(seeds)
                     if call == pick:
-                        taken = Sample(round_index, list(seeds), _copy(out), first, _differs(previous, out))
+                        taken = Sample(round_index, list(seeds), _copy(out), first,
+                                       _differs(previous, _digests(out, key)))
                         _reservoir(kept, taken, keep, round_index, chooser)
                         previous = None
                     if call == pick - 1:
-                        previous = out
+                        previous = _digests(out, key)
                 out = None
         sync()
         wall_ms += (time.perf_counter() - wall_start) * 1e3
@@ -174,18 +178,19 @@ def _copy(out):
     return out
 
 
+def _digests(out, key):
+    """Device-side digests of a call's outputs (None for anything that is not a tensor): compared with the
+    next call's without holding a second output, and read once the round has synchronised."""
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    return [digest(o, key) if isinstance(o, torch.Tensor) else None for o in outs]
+
+
 def _differs(before, after):
-    """A flag on the device (read once the round has synchronised, so the loop never waits on it): do two
-    calls' outputs differ anywhere? None when there was no call before, or nothing to compare."""
-    if before is None:
+    """A flag on the device: do two calls' outputs differ anywhere? None when there was no call before, or
+    nothing to compare."""
+    if before is None or len(before) != len(after) or any(d is None for d in before + after):
         return None
-    pairs = list(zip(before, after)) if isinstance(after, (tuple, list)) else [(before, after)]
-    flags = []
-    for a, b in pairs:
-        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
-            return None
-        flags.append(torch.zeros((), dtype=torch.bool, device=a.device) if a is b else torch.ne(a, b).any())
-    return torch.stack(flags).any() if flags else None
+    return torch.stack([a != b for a, b in zip(before, after)]).any()
 
 
 def _reservoir(kept: list, item: Sample, size: int, seen: int, chooser: random.Random) -> None:

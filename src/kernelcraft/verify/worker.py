@@ -59,6 +59,8 @@ class Worker:
             except EOFError:
                 return
             self.held = None
+            if getattr(self, "device", None) is not None and self.device.type == "cuda":
+                self.torch.cuda.ipc_collect()  # outputs the supervisor has let go of are freed now
             op = request.pop("op")
             if op == "exit":
                 return
@@ -82,6 +84,10 @@ class Worker:
             reply["oom"] = "candidate" if own else "harness"
             reply["memory"] = self._memory()
         return reply
+
+    def _release(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.empty_cache()
 
     def _memory(self) -> dict:
         torch = self.torch
@@ -226,6 +232,7 @@ class Worker:
         from kernelcraft.verify.timing import time_interleaved
 
         kind = mutation_kind(self.problem)
+        self._release()
         run = time_interleaved(self._timed_fns(names),
                                lambda r: draw_inputs(self.problem, str(self.device), seed + r),
                                self.device, config, l2_bytes, mutate=lambda xs, s: mutate_inputs(xs, s, kind),
@@ -239,8 +246,11 @@ class Worker:
                             "first_mutations": sample.first_mutations,
                             "unchanged": sample.differs is not None and not bool(sample.differs)})
         self.held = samples
-        return {"timings": run.timings, "samples": samples, "rounds": run.rounds, "mutations": run.mutations,
-                "wall_ms": run.wall_ms, "event_ms": run.event_ms, "memory": self._memory()}
+        reply = {"timings": run.timings, "samples": samples, "rounds": run.rounds, "mutations": run.mutations,
+                 "wall_ms": run.wall_ms, "event_ms": run.event_ms, "memory": self._memory()}
+        run = None
+        self._release()  # what the timing cached goes back, so the supervisor can check the samples
+        return reply
 
 
 def _no_grad(torch, fn):
