@@ -49,3 +49,16 @@ def test_a_kernel_on_another_stream_is_found():
     reason, message = attribution_finding(ran, True)
     assert reason == "side_stream" and "[13]" in message
     assert attribution_finding(info(KernelShare("relu_kernel", True, 1, 8.0)), True) is None
+
+
+def test_a_one_letter_kernel_name_is_declared_and_matched_only_as_the_kernel_itself():
+    source = '@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n    pass\n'
+    assert declared_kernels(source) == {"k"}
+    assert declared_kernels('extern "C" __global__ void k(float* y) {}') == {"k"}
+    assert is_custom("k", {"k"}) and is_custom("k_0d1d2de", {"k"})
+    assert is_custom("k(float const*, float*, int)", {"k"}) and is_custom("void k<float>(float*)", {"k"})
+    # a short name inside a library kernel's name is not the candidate's kernel
+    assert not is_custom("void cutlass::Kernel<k>(Params)", {"k"})
+    assert not is_custom("void at::native::k(float*)", {"k"})
+    assert not is_custom("void gemm<float, k, 4>(float*)", {"k"})
+    assert not is_custom("kernel_k", {"k"}) and not is_custom("k2", {"k"})

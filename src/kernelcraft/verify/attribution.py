@@ -2,7 +2,9 @@
 
 The worker profiles one call of the candidate with torch.profiler (CUPTI). A kernel is the
 candidate's own when its name carries the name of a kernel the candidate's source declares
-(`__global__` functions, `@triton.jit` functions); every other kernel (ATen, cuBLAS, cuDNN, CUTLASS,
+(`__global__` functions, `@triton.jit` functions) as a whole identifier, or, for a name of one or
+two characters (which would turn up inside library names), as the kernel's function name itself; every
+other kernel (ATen, cuBLAS, cuDNN, CUTLASS,
 torch.compile's Triton kernels, copies and fills) counts as a library kernel.
 """
 
@@ -26,7 +28,7 @@ def declared_kernels(source: str) -> set[str]:
     names = set(_CUDA_KERNEL.findall(source)) | set(_TRITON_KERNEL.findall(source))
     if _TRITON_AUTOTUNE.search(source):  # @autotune above @jit: the def follows both decorators
         names |= set(re.findall(r"@\s*triton\.jit[\s\S]*?\bdef\s+([A-Za-z_]\w*)", source))
-    return {n for n in names if len(n) >= 2}
+    return names
 
 
 @dataclass
@@ -62,10 +64,25 @@ class Attribution:
                 "streams": self.streams, "timing_stream": self.timing_stream}
 
 
+SHORT_NAME = 2  # declared names this short match only the kernel's own function name
+_FUNCTION = re.compile(r"\s*(?:void\s+)?([A-Za-z_]\w*)")  # "k", "void k(float*)", "k<float>(…)", "k_0d1d"
+
+
 def is_custom(kernel_name: str, declared: set[str]) -> bool:
-    """The profiler's name carries a declared name as a whole identifier (Triton may add `_0d1d…`)."""
-    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(d)}(?:(?![A-Za-z0-9_])|(?=_\d))", kernel_name)
-               for d in declared)
+    """The profiler's name carries a declared name as a whole identifier (Triton may add `_0d1d…`).
+
+    A one- or two-character name (`k`) would match a token inside many a library kernel's name
+    (template arguments, parameters), so it must be the kernel's function name: the name itself, or
+    the name with a Triton specialisation suffix, unqualified by any namespace."""
+    function = _FUNCTION.match(kernel_name)
+    function = function.group(1) if function and not kernel_name[function.end():].startswith("::") else ""
+    for d in declared:
+        if len(d) <= SHORT_NAME:
+            if re.fullmatch(rf"{re.escape(d)}(?:_\d\w*)?", function):
+                return True
+        elif re.search(rf"(?<![A-Za-z0-9_]){re.escape(d)}(?:(?![A-Za-z0-9_])|(?=_\d))", kernel_name):
+            return True
+    return False
 
 
 def profile_call(fn, inputs: list, declared: set[str]) -> Attribution:
