@@ -58,6 +58,9 @@ class VerifyConfig:
     allow_library: bool = True  # library (ATen, cuBLAS…) kernels may run beside the candidate's own
     sanity_bound: float = 10.0  # speedups over eager beyond this are flagged for review
     gpu_memory_fraction: float = 0.6  # of the GPU, for the worker's caching allocator
+    # Intra-op threads of a CPU worker (None: torch's default, every core). One: on a small shared
+    # machine a thread pool's wake-ups made eager's CV 2-3 (benchmarks/cpu_timing_noise.py).
+    cpu_threads: int | None = 1
     limits: Limits = field(default_factory=Limits)
 
 
@@ -94,6 +97,8 @@ class Supervisor:
             self.worker_env["CUDA_VISIBLE_DEVICES"] = str(self._physical_index())
         else:
             self.worker_env.update(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
+            if config.cpu_threads is not None:  # baseline workers are spawned with this env too
+                self.worker_env.update(OMP_NUM_THREADS=str(config.cpu_threads), MKL_NUM_THREADS=str(config.cpu_threads))
         self.standby: list[WorkerProcess] = []
         self.restarts = 0  # workers lost to crashes
 
