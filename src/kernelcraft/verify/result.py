@@ -22,6 +22,22 @@ class Timing:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def faster_than(self, other: "Timing") -> bool:
+        """Faster beyond the measured spread (see `faster_beyond_spread`)."""
+        return faster_beyond_spread(self.median_ms, self.iqr_ms, other.median_ms, other.iqr_ms)
+
+
+def faster_beyond_spread(median_ms: float, iqr_ms: float | None, other_median_ms: float,
+                         other_iqr_ms: float | None) -> bool:
+    """Whether a timing (median, IQR) is faster than another by more than their spread.
+
+    The rule: the other's median minus this one's exceeds half the sum of the two interquartile
+    ranges, i.e. the middle halves of the two sets of samples, each taken as median +- IQR/2, do not
+    overlap. A difference inside that band is noise (on a shared CPU eager's median moved 39% between
+    evaluations), and calling it faster let noise pick winners. An IQR that was not recorded counts as 0.
+    """
+    return other_median_ms - median_ms > ((iqr_ms or 0.0) + (other_iqr_ms or 0.0)) / 2
+
 
 @dataclass
 class Result:
