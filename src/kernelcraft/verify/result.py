@@ -79,7 +79,7 @@ class Result:
     versions: dict = field(default_factory=dict)
     seeds: list[int] = field(default_factory=list)  # revealed after the evaluation
     wall_seconds: float = 0.0
-    phases: dict = field(default_factory=dict)  # seconds per phase: worker_start, load, check, time
+    phases: dict = field(default_factory=dict)  # seconds per phase: build_wait, worker_start, load, check, time
     notes: list[str] = field(default_factory=list)
 
     @property
