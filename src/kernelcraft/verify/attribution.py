@@ -1,4 +1,5 @@
-"""Kernel attribution: which GPU kernels a call ran, which are the candidate's own, on which streams.
+"""Kernel attribution: which GPU kernels a call ran, which are the candidate's own, on which streams
+(on the CPU: which Triton launches completed, and their share of the call's time).
 
 The worker profiles one call of the candidate with torch.profiler (CUPTI). A kernel is the
 candidate's own when its name carries the name of a kernel the candidate's source declares
@@ -122,24 +123,40 @@ def profile_call(fn, inputs: list, declared: set[str]) -> Attribution:
 
 
 def count_triton_launches(fn, inputs: list, declared: set[str]) -> Attribution:
-    """On the CPU (Triton's interpreter): count the launches of each @triton.jit kernel in one call."""
+    """On the CPU (Triton's interpreter): the Triton launches of one call that completed, and their share
+    of the call's time.
+
+    The interpreter runs a launch synchronously on the calling thread, so the host time inside a
+    completed launch is that kernel's work, and the rest of the call (torch's own CPU ops, Python) is
+    not the candidate's kernels. The custom fraction is the time inside completed launches of declared
+    kernels over the whole call's time. A launch that raised is not counted at all: a candidate that
+    catches it and computes the output with torch ran no kernel of its own (counting launches, that
+    read 1.0).
+    """
+    import time
+
     from triton.runtime.interpreter import InterpretedFunction
 
-    counts: dict[str, int] = {}
+    calls: dict[str, int] = {}
+    seconds: dict[str, float] = {}
     original = InterpretedFunction.run
 
     def run(self, *args, **kwargs):
         name = getattr(getattr(self, "fn", None), "__name__", "triton_kernel")
-        counts[name] = counts.get(name, 0) + 1
-        return original(self, *args, **kwargs)
+        start = time.perf_counter()
+        out = original(self, *args, **kwargs)  # if this raises, the launch is not counted
+        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+        calls[name] = calls.get(name, 0) + 1
+        return out
 
     InterpretedFunction.run = run
     try:
+        start = time.perf_counter()
         fn(*inputs)
+        whole = time.perf_counter() - start
     finally:
         InterpretedFunction.run = original
-    kernels = [KernelShare(name, name in declared, n, 0.0) for name, n in sorted(counts.items())]
-    custom = sum(k.calls for k in kernels if k.custom)
-    total = sum(k.calls for k in kernels)
-    # No device time on the CPU: the fraction is of launches, and no streams exist.
-    return Attribution(kernels, round(custom / total, 4) if total else 0.0, [], -1)
+    # No device on the CPU: `device_us` holds host microseconds inside the launches, and no streams exist.
+    kernels = [KernelShare(name, name in declared, n, round(seconds[name] * 1e6, 3)) for name, n in sorted(calls.items())]
+    custom = sum(seconds[k.name] for k in kernels if k.custom)
+    return Attribution(kernels, round(min(custom / whole, 1.0), 4) if whole > 0 else 0.0, [], -1)

@@ -70,7 +70,7 @@ class Result:
     roofline_ms: float | None = None
     flops: int | None = None
     bytes: int | None = None
-    # kernel attribution (profiler on a GPU, launch counting for Triton on the CPU)
+    # kernel attribution (profiler on a GPU; on the CPU, completed Triton launches and their share of the call)
     custom_kernel_fraction: float | None = None
     kernels: list[dict] = field(default_factory=list)
     # containment the worker ran under, and what was withheld from it
