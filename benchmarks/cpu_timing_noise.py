@@ -72,7 +72,8 @@ def main() -> None:
     args = ap.parse_args()
     settings = {"threads_default": None, "threads_1": 1}
     out = {"what": "CPU timings (not GPU): level1/relu SMALL_SIZES, honest Triton candidate under TRITON_INTERPRET",
-           "device": f"cpu ({os.cpu_count()} cores, shared with other work; {platform.processor() or platform.machine()})",
+           "device": f"cpu ({os.cpu_count()} cores, shared with other work; "
+                     f"{platform.processor() or platform.machine()})",
            "torch": str(torch.__version__), "date": datetime.date.today().isoformat(),
            "timing_budget_s": args.budget, "settings": {}}
     for name, threads in settings.items():

@@ -36,7 +36,8 @@ class DeviceSpec:
 
 
 _HOPPER = "NVIDIA H100/H200 Tensor Core GPU datasheets (dense: half the sparsity figures)"
-_H200_MEASURED = Measured(4.27e12, 51e12, 390e12, 694e12, "measured on an H200, 2026-11-22 (copy; cuBLAS fp32, tf32, bf16 4096^3)")
+_H200_MEASURED = Measured(4.27e12, 51e12, 390e12, 694e12,
+                          "measured on an H200, 2026-11-22 (copy; cuBLAS fp32, tf32, bf16 4096^3)")
 _H100_MEASURED = Measured(3.0e12, None, None, 790e12, "measured on an H100 SXM, 2026-11-13 (copy; cuBLAS bf16)")
 
 # (words that must all appear in the upper-cased device name, spec), most specific first. A name that

@@ -23,7 +23,8 @@ from kernelcraft.store import Store, StoreError
 from kernelcraft.verify.ranking import clearly_faster, result_spread
 
 PAYOFF_DEFINITION = ("An idea paid off when at least one candidate implementing it was correct and faster than "
-                     "the kernel it started from, by more than the timings' spread (half the sum of their IQRs): its parent candidate when that was correct, else PyTorch eager "
+                     "the kernel it started from, by more than the timings' spread (half the sum of their IQRs): "
+                     "its parent candidate when that was correct, else PyTorch eager "
                      "(a candidate written from the reference, or from a parent that was not correct).")
 LOG_TAIL = 20_000  # characters of a compile log or message kept for the drill-down
 

@@ -157,6 +157,7 @@ def count_triton_launches(fn, inputs: list, declared: set[str]) -> Attribution:
     finally:
         InterpretedFunction.run = original
     # No device on the CPU: `device_us` holds host microseconds inside the launches, and no streams exist.
-    kernels = [KernelShare(name, name in declared, n, round(seconds[name] * 1e6, 3)) for name, n in sorted(calls.items())]
+    kernels = [KernelShare(name, name in declared, n, round(seconds[name] * 1e6, 3))
+               for name, n in sorted(calls.items())]
     custom = sum(seconds[k.name] for k in kernels if k.custom)
     return Attribution(kernels, round(min(custom / whole, 1.0), 4) if whole > 0 else 0.0, [], -1)
