@@ -267,8 +267,10 @@ class Store:
                      result.get("speedup_eager"), result.get("speedup_compile"), json.dumps(result), time.time()))
 
     def candidates(self, run_id: str) -> list[dict]:
-        """Every candidate of a run with its result's headline figures (None where not evaluated)."""
+        """Every candidate of a run with its result's headline figures (None where not evaluated); the
+        runtime's IQR too, which rankings need (a time is faster only beyond the spread)."""
         return self._all(
             "SELECT c.*, r.status, r.correct, r.runtime_ms, r.speedup_eager, r.speedup_compile,"
+            " json_extract(r.result, '$.runtime.iqr_ms') AS runtime_iqr_ms,"
             " i.text AS idea, i.category FROM candidates c LEFT JOIN results r ON r.candidate_id = c.id"
             " LEFT JOIN ideas i ON i.id = c.idea_id WHERE c.run_id = ? ORDER BY c.id", (run_id,))

@@ -80,9 +80,47 @@ def test_compute_cost_allocates_nothing_real():
 
 def test_spec_for_device_names():
     assert hardware.spec_for("NVIDIA H100 80GB HBM3").name == "H100"
+    assert hardware.spec_for("NVIDIA H100 PCIe").name == "H100 PCIe"
+    assert hardware.spec_for("NVIDIA H100 NVL").name == "H100 NVL"
     assert hardware.spec_for("NVIDIA H200").name == "H200"
     assert hardware.spec_for("NVIDIA A100-SXM4-80GB").name == "A100"
+    assert hardware.spec_for("NVIDIA A100-PCIE-40GB").name == "A100 40GB"
+    assert hardware.spec_for("NVIDIA L40S").name == "L40S"
     assert hardware.spec_for("Tesla T4") is None
+
+
+def test_rooflines_use_datasheet_ceilings_not_measurements():
+    h100, h200 = hardware.spec_for("NVIDIA H100 80GB HBM3"), hardware.spec_for("NVIDIA H200")
+    assert (h100.bandwidth, h100.fp32, h100.tf32, h100.fp16) == (3.35e12, 67e12, 494.7e12, 989.4e12)
+    assert (h200.bandwidth, h200.fp32, h200.tf32, h200.fp16) == (4.8e12, 67e12, 494.7e12, 989.4e12)
+    assert hardware.spec_for("NVIDIA A100-SXM4-80GB").bandwidth == 2.039e12
+    assert hardware.spec_for("NVIDIA A100-SXM4-40GB").bandwidth == 1.555e12
+    for spec in hardware.KNOWN.values():
+        assert "datasheet" in spec.source
+        m = spec.measured
+        if m:  # what was reached never exceeds the ceiling, else the ceiling is wrong
+            for field in ("bandwidth", "fp32", "tf32", "fp16"):
+                assert getattr(m, field) is None or getattr(m, field) <= getattr(spec, field)
+    # level1/matmul fp32 at the 2.5 ms an honest kernel ran on an H100: under the ceiling's floor
+    mm = cost_of("level1/matmul")
+    assert hardware.roofline_seconds(h100, mm.flops, mm.bytes, "fp32") * 1e3 / 2.5 < 1.0
+
+
+def test_an_ambiguous_name_gets_the_larger_figures():
+    assert hardware.spec_for("NVIDIA H100").bandwidth == 3.35e12  # SXM, not PCIe's 2.0
+    assert hardware.spec_for("NVIDIA A100 80GB PCIe").bandwidth == 2.039e12
+
+
+def test_review_flags_a_time_below_the_roofline_floor():
+    from kernelcraft.verify import judge
+    from kernelcraft.verify.result import Result
+
+    result = Result("level1/matmul", "c", "cuda_nvrtc", roofline_fraction=1.08)
+    judge.review(judge.Case(None, None, result, None, None, None, 0, None), sanity_bound=10.0)
+    assert "speedup_review" in result.reasons
+    fine = Result("level1/matmul", "c", "cuda_nvrtc", roofline_fraction=1.04)
+    judge.review(judge.Case(None, None, fine, None, None, None, 0, None), sanity_bound=10.0)
+    assert fine.reasons == []
 
 
 def test_roofline_takes_the_slower_of_math_and_memory():

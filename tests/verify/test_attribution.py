@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from kernelcraft.verify.attribution import Attribution, KernelShare, declared_kernels, is_custom
+import pytest
+import torch
+
+from kernelcraft.verify.attribution import Attribution, KernelShare, count_triton_launches, declared_kernels, is_custom
 from kernelcraft.verify.judge import attribution_finding
+from tests.helpers import FIXTURES
 
 
 def info(*kernels: KernelShare, streams=(7,), timing_stream=7) -> dict:
@@ -49,3 +53,59 @@ def test_a_kernel_on_another_stream_is_found():
     reason, message = attribution_finding(ran, True)
     assert reason == "side_stream" and "[13]" in message
     assert attribution_finding(info(KernelShare("relu_kernel", True, 1, 8.0)), True) is None
+
+
+def test_a_one_letter_kernel_name_is_declared_and_matched_only_as_the_kernel_itself():
+    source = '@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n    pass\n'
+    assert declared_kernels(source) == {"k"}
+    assert declared_kernels('extern "C" __global__ void k(float* y) {}') == {"k"}
+    assert is_custom("k", {"k"}) and is_custom("k_0d1d2de", {"k"})
+    assert is_custom("k(float const*, float*, int)", {"k"}) and is_custom("void k<float>(float*)", {"k"})
+    # a short name inside a library kernel's name is not the candidate's kernel
+    assert not is_custom("void cutlass::Kernel<k>(Params)", {"k"})
+    assert not is_custom("void at::native::k(float*)", {"k"})
+    assert not is_custom("void gemm<float, k, 4>(float*)", {"k"})
+    assert not is_custom("kernel_k", {"k"}) and not is_custom("k2", {"k"})
+
+
+def _interpreted(monkeypatch, fixture: str):
+    """A fixture's ModelNew with its Triton kernels under the interpreter, as a CPU worker runs them."""
+    import importlib.util
+
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # read when @triton.jit decorates
+    spec = importlib.util.spec_from_file_location(f"kc_{fixture}", FIXTURES / f"{fixture}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ModelNew()
+
+
+def test_on_the_cpu_a_launch_that_raised_counts_for_nothing(monkeypatch):
+    x = torch.randn(37, 1000)
+    fell_back = count_triton_launches(_interpreted(monkeypatch, "relu_triton_raises_then_torch"), [x], {"relu_kernel"})
+    assert fell_back.kernels == [] and fell_back.custom_fraction == 0.0
+    assert attribution_finding(fell_back.to_dict(), True)[0] == "no_custom_kernel"
+    honest = count_triton_launches(_interpreted(monkeypatch, "relu_triton"), [x], {"relu_kernel"})
+    assert [(k.name, k.custom, k.calls) for k in honest.kernels] == [("relu_kernel", True, 1)]
+    assert 0.5 < honest.custom_fraction <= 1.0
+
+
+def test_on_the_cpu_torch_work_around_a_launch_is_not_the_candidates(monkeypatch):
+    # the call's time outside its launches (torch's own CPU work) lowers the custom fraction
+    import time
+    from types import SimpleNamespace
+
+    pytest.importorskip("triton")
+    from triton.runtime.interpreter import InterpretedFunction
+
+    monkeypatch.setattr(InterpretedFunction, "run", lambda self, *args, **kwargs: time.sleep(0.02))
+    kernel = SimpleNamespace(fn=SimpleNamespace(__name__="k"))
+
+    def call(x):
+        InterpretedFunction.run(kernel)  # a launch of `k`, 20 ms
+        time.sleep(0.06)  # stands for torch ops the candidate runs besides its kernel
+        return x
+
+    share = count_triton_launches(call, [torch.ones(1)], {"k"})
+    assert [(k.name, k.calls) for k in share.kernels] == [("k", 1)]
+    assert 0.1 < share.custom_fraction < 0.45

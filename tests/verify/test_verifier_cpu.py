@@ -45,6 +45,12 @@ def assert_failed(result: Result, status: str, *reasons: str):
 
 # -- honest candidates --------------------------------------------------------------------------------
 
+def test_a_triton_launch_that_raised_and_fell_back_to_torch_is_no_kernel_of_its_own(cpu_verifier, relu_problem):
+    result = evaluate(cpu_verifier, relu_problem, "relu_triton_raises_then_torch")
+    assert_failed(result, "rejected", "no_custom_kernel")
+    assert result.custom_kernel_fraction == 0.0 and result.kernels == []  # counting launches said 1.0
+
+
 def test_honest_triton_candidate(cpu_verifier, relu_problem):
     result = evaluate(cpu_verifier, relu_problem, "relu_triton")
     assert_ok(result)
@@ -55,6 +61,8 @@ def test_honest_triton_candidate(cpu_verifier, relu_problem):
     assert result.eager_control is not None and result.eager_control.samples >= 1  # eager timed beside it
     assert result.compiled is None and result.speedup_compile is None  # compile_baseline=False
     assert result.roofline_fraction is None  # no spec for a CPU
+    assert 0.5 < result.custom_kernel_fraction <= 1.0  # the interpreted launch is most of the call's time
+    assert result.kernels[0]["name"] == "relu_kernel" and result.kernels[0]["device_us"] > 0
     assert result.flops == 37 * 1000 and result.bytes == 2 * 37 * 1000 * 4
     # the trials rotate through the distributions; sampled timed calls are judged too, on their inputs as
     # changed in place between calls

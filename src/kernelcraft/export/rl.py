@@ -11,6 +11,7 @@ from typing import Callable
 from kernelcraft.export.steps import messages, run_steps
 from kernelcraft.store import Store
 from kernelcraft.verify.policy import POLICIES
+from kernelcraft.verify.ranking import champion
 
 DATA_SOURCE = "kernelcraft"
 ABILITY = "kernel"
@@ -50,8 +51,9 @@ def _row(index: int, key: tuple, members: list, render_prompt: RenderPrompt | No
     steps = [s for _, run_steps_, _ in members for s in run_steps_]
     evaluated = [s for s in steps if s["status"] not in ("malformed", "not_evaluated")]
     correct = [s for s in steps if s["correct"]]
-    best = min(correct, key=lambda s: (s["runtime_ms"] if s["runtime_ms"] is not None else float("inf"),
-                                       s["run_id"], s["step_key"])) if correct else None
+    # the fastest beyond the spread: a later step (by run, round, key) displaces an earlier one only when
+    # clearly faster, so timing noise does not pick the row's best
+    best = champion(sorted(correct, key=lambda s: (s["run_id"], s["round"], s["step_key"])), step_spread)
     prompt, origin = _stored_prompt(steps), "stored"
     if prompt is None and render_prompt is not None and backend and policy:
         prompt, origin = render_prompt(problem, source, backend, device, policy), "rendered"
@@ -81,6 +83,13 @@ def _row(index: int, key: tuple, members: list, render_prompt: RenderPrompt | No
             "correct_candidates": len(correct), "prompt_origin": origin,
         },
     }
+
+
+def step_spread(step: dict) -> tuple[float, float | None] | None:
+    """(median ms, IQR ms) of a correct step's time (run_steps rows); None without one."""
+    if not step["correct"] or step["runtime_ms"] is None:
+        return None
+    return step["runtime_ms"], step.get("_runtime_iqr_ms")
 
 
 def _stored_prompt(steps: list[dict]) -> list | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.store import Store
+from kernelcraft.verify.ranking import clearly_faster
 from kernelcraft.verify.result import STATUSES as RESULT_STATUSES
 
 KINDS = ("sft", "rl", "trajectories")
@@ -58,15 +59,25 @@ class Filters:
     def speedup(self, row: dict) -> float | None:
         return row["speedup_eager"] if self.baseline == "eager" else row["speedup_compile"]
 
+    def beats_baseline(self, row: dict) -> bool:
+        """The kernel's time is below the baseline's beyond their spread (IQRs as run_steps records them)."""
+        base = f"{self.baseline}_ms"
+        if row.get("runtime_ms") is None or row.get(base) is None:
+            return True  # no baseline time stored: the stored speedup is all there is to go on
+        return clearly_faster((row["runtime_ms"], row.get("_runtime_iqr_ms")),
+                              (row[base], row.get(f"_{self.baseline}_iqr_ms")))
+
     def keeps(self, row: dict, kind: str) -> bool:
         """Whether a candidate row (sft or trajectories) passes. sft rows are correct and faster than the
-        baseline (speedup > 1), or at least --min-speedup times faster when it is given."""
+        baseline beyond the spread of the two timings (verify/ranking.py; a speedup of 1.02 inside the
+        noise is not faster), or at least --min-speedup times faster when it is given."""
         if (self.correct_only or kind == "sft" or self.min_speedup is not None) and not row["correct"]:
             return False
         speedup = self.speedup(row)
         if self.min_speedup is not None and (speedup is None or speedup < self.min_speedup):
             return False
-        if kind == "sft" and self.min_speedup is None and (speedup is None or speedup <= 1.0):
+        if kind == "sft" and self.min_speedup is None and (speedup is None or speedup <= 1.0
+                                                           or not self.beats_baseline(row)):
             return False
         if self.statuses and row.get("status") not in self.statuses:
             return False

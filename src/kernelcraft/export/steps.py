@@ -62,6 +62,10 @@ def run_steps(store: Store, run: dict) -> list[dict]:
             "cost": call.get("cost"), "call_seconds": call.get("seconds"),
             "_messages": call.get("messages"), "_answer": call.get("response"), "_trials": result.get("trials"),
             "_timing_method": (result.get("runtime") or result.get("eager") or {}).get("method"),
+            # the spreads "faster" is judged by (verify/ranking.py): IQR of the kernel's and the baselines' times
+            "_runtime_iqr_ms": (result.get("runtime") or {}).get("iqr_ms"),
+            "_eager_iqr_ms": (result.get("eager") or {}).get("iqr_ms"),
+            "_compile_iqr_ms": (result.get("compiled") or {}).get("iqr_ms"),
             "_problem_source": run["problem_source"],
             "_parent": None if parent is None else {"source": parent["source"], "backend": parent["backend"],
                                                     "result": results.get(parent["id"]) or None,

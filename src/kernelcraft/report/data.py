@@ -3,22 +3,28 @@ of either side by side. The terminal views, the HTML page and `--json` all rende
 
 Definitions the report relies on:
 
-* A run's *best kernel* at a round is its fastest correct candidate up to and including that round
-  (ties: the smaller key), the order `kernelcraft runs show` and the search itself use.
+* A run's *best kernel* at a round is its fastest correct candidate up to and including that round, where
+  "faster" means beyond the measured spread: candidates are taken by round, then key, and a later one
+  displaces the best only when its median time is below the best's by more than half the sum of their
+  IQRs (verify/ranking.py); a difference inside the spread keeps the earlier kernel. The search itself
+  and `kernelcraft runs show` use the same order.
 * *% of eager* is PyTorch eager's time over the kernel's time, as a percentage (200% = twice as fast),
   both from the kernel's own result.
-* An idea *paid off* when at least one candidate implementing it was correct and faster than the kernel
-  it started from: its parent candidate's time when the parent was correct, else (written from the
-  reference, or from a parent that was not correct) PyTorch eager's time from the candidate's result.
+* An idea *paid off* when at least one candidate implementing it was correct and faster, beyond the
+  spread, than the kernel it started from: its parent candidate's time when the parent was correct, else
+  (written from the reference, or from a parent that was not correct) PyTorch eager's time from the
+  candidate's result.
 """
 
 from __future__ import annotations
 
 from kernelcraft.report.metrics import bench_metrics, fast_p
 from kernelcraft.store import Store, StoreError
+from kernelcraft.verify.ranking import clearly_faster, result_spread
 
 PAYOFF_DEFINITION = ("An idea paid off when at least one candidate implementing it was correct and faster than "
-                     "the kernel it started from: its parent candidate when that was correct, else PyTorch eager "
+                     "the kernel it started from, by more than the timings' spread (half the sum of their IQRs): "
+                     "its parent candidate when that was correct, else PyTorch eager "
                      "(a candidate written from the reference, or from a parent that was not correct).")
 LOG_TAIL = 20_000  # characters of a compile log or message kept for the drill-down
 
@@ -32,8 +38,8 @@ def trajectory(rows: list[dict]) -> list[dict]:
     for r in sorted({c["round"] for c in rows}):
         this = [c for c in rows if c["round"] == r]
         correct = [c for c in this if c["correct"]]
-        for c in correct:
-            if best is None or (c["runtime_ms"], c["key"]) < (best["runtime_ms"], best["key"]):
+        for c in sorted(correct, key=lambda c: c["key"]):  # a later kernel wins only beyond the spread
+            if best is None or clearly_faster(row_spread(c), row_spread(best)):
                 best = c
         out.append({"round": r, "candidates": len(this), "correct": len(correct),
                     "best_runtime_ms": best["runtime_ms"] if best else None,
@@ -42,6 +48,13 @@ def trajectory(rows: list[dict]) -> list[dict]:
                     "best_key": best["key"] if best else None, "best_idea": best["idea"] if best else None,
                     "best_category": best["category"] if best else None})
     return out
+
+
+def row_spread(row: dict) -> tuple[float, float | None] | None:
+    """(median ms, IQR ms) of a correct `Store.candidates` row's time; None when it has none."""
+    if not row["correct"] or not row["runtime_ms"]:
+        return None
+    return row["runtime_ms"], row.get("runtime_iqr_ms")
 
 
 def stored_counts(store: Store, run_id: str, rows: list[dict]) -> dict:
@@ -147,10 +160,10 @@ def _candidate(c: dict, result: dict | None, by_id: dict, results: dict) -> dict
     parent = by_id.get(c["parent"]) if c["parent"] is not None else None
     correct = bool(c["correct"])
     if parent is not None and parent["correct"] and parent["runtime_ms"]:
-        baseline, against = parent["runtime_ms"], "parent"
+        baseline, against = row_spread(parent), "parent"
     else:
-        baseline, against = r.get("eager_ms"), "eager"
-    paid = bool(correct and c["runtime_ms"] and baseline and c["runtime_ms"] < baseline)
+        baseline, against = result_spread(r, "eager"), "eager"
+    paid = bool(correct and baseline and clearly_faster(row_spread(c), baseline))
     rt = r.get("runtime") or {}
     return {"id": c["id"], "key": c["key"], "round": c["round"], "origin": c["origin"], "backend": c["backend"],
             "idea_id": c["idea_id"], "idea": c["idea"], "category": c["category"],

@@ -4,7 +4,8 @@ Every step carries a key the strategy derives deterministically ("r02/i01/m00");
 is written to the store under that key as it happens, and a step whose key is stored is replayed
 from the store instead of being asked or evaluated again. So a run killed at any moment and resumed
 asks nothing twice, evaluates nothing twice, and (given the same answers) ends where an uninterrupted
-run would. Ordering never depends on arrival: selections sort by runtime, then key.
+run would. Ordering never depends on arrival: selections rank by time, a later candidate (by round,
+then key) passing an earlier one only when faster beyond the measured spread (verify/ranking.py).
 
 Overlap: proposer calls run in a thread pool; each answer's kernel goes to the verifier the moment it
 is parsed, so the GPU works while other calls are still out.
@@ -25,6 +26,7 @@ from kernelcraft.search.config import RunConfig
 from kernelcraft.search.records import Cand, Counters
 from kernelcraft.store import Store
 from kernelcraft.verify import Job, Verifier
+from kernelcraft.verify.ranking import ranked
 
 
 class Engine:
@@ -280,10 +282,11 @@ class Engine:
 
     # selection and waiting --------------------------------------------------------------------------
     def best(self, n: int) -> list[Cand]:
-        """The `n` fastest correct candidates so far (runtime, then key: never arrival order)."""
+        """The `n` fastest correct candidates so far: in (round, key) order, a candidate displaces an
+        earlier one only when faster beyond their spread (verify/ranking.py); never arrival order."""
         with self._lock:
-            ok = [c for c in self.cands.values() if c.correct]
-        return sorted(ok, key=lambda c: (c.runtime_ms, c.key))[:n]
+            ok = sorted((c for c in self.cands.values() if c.correct), key=lambda c: (c.round, c.key))
+        return ranked(ok, lambda c: c.spread, n)
 
     def wait(self, futures: list[Future]) -> list[Cand]:
         return [c for c in (f.result() for f in futures) if c is not None]

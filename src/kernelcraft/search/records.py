@@ -35,6 +35,13 @@ class Cand:
         return self.result["runtime_ms"] if self.correct and self.result["runtime_ms"] else float("inf")
 
     @property
+    def spread(self) -> tuple[float, float | None] | None:
+        """(median ms, IQR ms) of a correct candidate's time, what rankings compare; None otherwise."""
+        if not self.correct or not self.result["runtime_ms"]:
+            return None
+        return self.result["runtime_ms"], (self.result.get("runtime") or {}).get("iqr_ms")
+
+    @property
     def feedback(self) -> str:
         return feedback.render(self.result, self.parse_error)
 

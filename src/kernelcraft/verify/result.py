@@ -24,6 +24,22 @@ class Timing:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def faster_than(self, other: "Timing") -> bool:
+        """Faster beyond the measured spread (see `faster_beyond_spread`)."""
+        return faster_beyond_spread(self.median_ms, self.iqr_ms, other.median_ms, other.iqr_ms)
+
+
+def faster_beyond_spread(median_ms: float, iqr_ms: float | None, other_median_ms: float,
+                         other_iqr_ms: float | None) -> bool:
+    """Whether a timing (median, IQR) is faster than another by more than their spread.
+
+    The rule: the other's median minus this one's exceeds half the sum of the two interquartile
+    ranges, i.e. the middle halves of the two sets of samples, each taken as median +- IQR/2, do not
+    overlap. A difference inside that band is noise (on a shared CPU eager's median moved 39% between
+    evaluations), and calling it faster let noise pick winners. An IQR that was not recorded counts as 0.
+    """
+    return other_median_ms - median_ms > ((iqr_ms or 0.0) + (other_iqr_ms or 0.0)) / 2
+
 
 @dataclass
 class Result:
@@ -60,7 +76,7 @@ class Result:
     review_resolved: bool | None = None
     flops: int | None = None
     bytes: int | None = None
-    # kernel attribution (profiler on a GPU, launch counting for Triton on the CPU)
+    # kernel attribution (profiler on a GPU; on the CPU, completed Triton launches and their share of the call)
     custom_kernel_fraction: float | None = None
     kernels: list[dict] = field(default_factory=list)
     # containment the worker ran under, and what was withheld from it
@@ -69,7 +85,8 @@ class Result:
     versions: dict = field(default_factory=dict)
     seeds: list[int] = field(default_factory=list)  # revealed after the evaluation
     wall_seconds: float = 0.0
-    phases: dict = field(default_factory=dict)  # seconds per phase: worker_start, load, check, time
+    # seconds per phase: build_wait, worker_start, load, check, attribution, time, lock_wait
+    phases: dict = field(default_factory=dict)
     # [start, end] (seconds since the epoch) of each timing phase, while the device's lock was held
     device_held: list[list[float]] = field(default_factory=list)
     # device memory: the estimate before the evaluation, the supervisor's and the worker's peaks (bytes)

@@ -62,6 +62,9 @@ class VerifyConfig:
     gpu_memory_fraction: float = 0.6  # of the GPU, for the worker's caching allocator (more if a problem needs it)
     device_lock: bool = True  # timing phases on one device never overlap, across processes
     baseline_drift: float = 0.15  # eager beside the candidate this far from the baseline: measure it again
+    # Intra-op threads of a CPU worker (None: torch's default, every core). One: on a small shared
+    # machine a thread pool's wake-ups made eager's CV 2-3 (benchmarks/cpu_timing_noise.py).
+    cpu_threads: int | None = 1
     limits: Limits = field(default_factory=Limits)
 
 
@@ -100,6 +103,8 @@ class Supervisor:
             self.worker_env["CUDA_VISIBLE_DEVICES"] = str(self._physical_index())
         else:
             self.worker_env.update(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
+            if config.cpu_threads is not None:  # baseline workers are spawned with this env too
+                self.worker_env.update(OMP_NUM_THREADS=str(config.cpu_threads), MKL_NUM_THREADS=str(config.cpu_threads))
         self.standby: list[WorkerProcess] = []
         self.restarts = 0  # workers lost to crashes
         self.device_lock = DeviceLock(device_key(self.device))
@@ -163,16 +168,20 @@ class Supervisor:
 
     # -- one evaluation -------------------------------------------------------------------------
 
-    def evaluate(self, problem: Problem, candidate: Candidate, build: BuildOutcome | None, ahead: int = 0) -> Result:
-        """Judge one candidate; `ahead` says how many more jobs follow (workers are spawned for them)."""
+    def evaluate(self, problem: Problem, candidate: Candidate, build: BuildOutcome | None, ahead: int = 0,
+                 build_wait: float = 0.0) -> Result:
+        """Judge one candidate; `ahead` says how many more jobs follow (workers are spawned for them);
+        `build_wait` is how long its job waited for its build, counted in its wall time."""
         with self.lock:
             start = time.perf_counter()
             result = Result(problem.name, candidate.name, candidate.backend, device=self.device_name,
                             policy=self.policy.name, versions={"torch": str(torch.__version__)})
+            if build is not None:
+                result.phases["build_wait"] = round(build_wait, 4)
             try:
                 self._evaluate(problem, candidate, build, result, ahead)
             finally:
-                result.wall_seconds = round(time.perf_counter() - start, 3)
+                result.wall_seconds = round(time.perf_counter() - start + build_wait, 3)
             return result
 
     def _evaluate(self, problem, candidate, build, result: Result, ahead: int) -> None:
@@ -235,6 +244,9 @@ class Supervisor:
                             "(no __global__ function, no @triton.jit function, no load_inline build)")
             if result.failed:
                 return False
+        if self.device.type != "cuda" and candidate.backend in ("cuda_nvrtc", "cuda_inline"):  # before any build
+            result.fail("rejected", "backend_needs_cuda", f"a {candidate.backend} candidate needs a CUDA device")
+            return False
         if build is not None:
             result.compile_seconds, result.compile_log = round(build.seconds, 3), build.log
             result.kernels_resources = build.resources
@@ -245,9 +257,6 @@ class Supervisor:
                 result.fail("rejected", "backend_needs_cuda", "the CUDA sources compiled (objects only), "
                             "but this torch has no CUDA, so the candidate cannot run here")
                 return False
-        if self.device.type != "cuda" and candidate.backend in ("cuda_nvrtc", "cuda_inline"):
-            result.fail("rejected", "backend_needs_cuda", f"a {candidate.backend} candidate needs a CUDA device")
-            return False
         return True
 
     def _load(self, worker, problem, candidate, result) -> bool:

@@ -109,9 +109,13 @@ class Verifier:
     def submit(self, job: Job) -> Future:
         """Queue one job; its build (if its backend has one) starts now. The future holds its Result."""
         arch = self.supervisors[0].arch_list
-        # A build runs the candidate's module: only for candidates the static guards let through.
+        backend = get_backend(job.candidate.backend)
+        # A build runs the candidate's module: only for candidates the static guards let through, and
+        # only where some device here can run them (a CUDA build on a CPU-only verifier took 73 s to be
+        # rejected backend_needs_cuda; the supervisor says so at once without it).
+        runnable = any(s.device.type in backend.devices for s in self.supervisors)
         build = (self.builds.submit(job.candidate, arch)
-                 if get_backend(job.candidate.backend).prebuild and not self._refused(job.candidate) else None)
+                 if backend.prebuild and runnable and not self._refused(job.candidate) else None)
         future: Future = Future()
         with self._lock:
             if not self._drivers:
@@ -140,8 +144,10 @@ class Verifier:
             with self._lock:
                 self._busy_since[index] = time.monotonic()
             try:
+                waited = time.perf_counter()
                 outcome = build.result() if build is not None else None
-                result = sup.evaluate(job.problem, job.candidate, outcome, ahead=self._todo.qsize())
+                waited = time.perf_counter() - waited
+                result = sup.evaluate(job.problem, job.candidate, outcome, ahead=self._todo.qsize(), build_wait=waited)
             except Exception as exc:  # noqa: BLE001 - a verifier fault must not lose the job
                 result = Result(job.problem.name, job.candidate.name, job.candidate.backend,
                                 device=sup.device_name, policy=self.config.policy).fail(

@@ -292,7 +292,7 @@ def main() -> None:
     import torch.multiprocessing
 
     torch.multiprocessing.set_sharing_strategy("file_system")
-    info = {"ready": True, "pid": os.getpid(), "torch": str(torch.__version__)}
+    info = {"ready": True, "pid": os.getpid(), "torch": str(torch.__version__), "threads": torch.get_num_threads()}
     if torch.cuda.is_available():  # before connecting: a standby worker is warm when it is taken
         torch.cuda.init()
         torch.empty(1, device="cuda")

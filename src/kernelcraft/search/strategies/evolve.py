@@ -9,6 +9,7 @@ import math
 import random
 
 from kernelcraft.search.strategies.seeds import verify_seeds
+from kernelcraft.verify.ranking import clearly_faster, ranked
 
 MIGRATE = 2
 INSPIRATIONS = 2
@@ -21,7 +22,7 @@ def cell(cand) -> tuple[str, int]:
 
 def admit(archive: dict, cand) -> None:
     key = cell(cand)
-    if key not in archive or (cand.runtime_ms, cand.key) < (archive[key].runtime_ms, archive[key].key):
+    if key not in archive or clearly_faster(cand.spread, archive[key].spread):  # within the spread: the incumbent stays
         archive[key] = cand
 
 
@@ -40,7 +41,7 @@ def run(engine) -> None:
         for j in range(cfg.samples):
             rng = random.Random(f"{cfg.seed}/{g}/{j}")  # a child's draws depend on its place, not on timing
             archive = islands[j % cfg.islands]
-            elites = sorted(archive.values(), key=lambda c: (c.runtime_ms, c.key))
+            elites = ranked(sorted(archive.values(), key=lambda c: (c.round, c.key)), lambda c: c.spread)
             parent, inspirations = None, []
             if elites:
                 weights = [1.0 / (rank + 1) for rank in range(len(elites))]

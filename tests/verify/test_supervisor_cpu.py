@@ -1,0 +1,65 @@
+"""The supervisor's CPU-specific behaviour: how its workers are started, what it decides before they run."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
+
+from kernelcraft.problems import load_problem
+from kernelcraft.verify import Verifier
+from kernelcraft.verify.baselines import BaselineStore
+from kernelcraft.verify.build import BuildOutcome
+from kernelcraft.verify.supervisor import Supervisor
+from tests.helpers import fixture_candidate, small_config
+
+
+def _supervisor(tmp_path, **overrides) -> Supervisor:
+    config = small_config(tmp_path / "cache", **overrides)
+    return Supervisor("cpu", config, BaselineStore(tmp_path / "baselines.json"))
+
+
+def test_cpu_workers_time_on_one_intra_op_thread(tmp_path, monkeypatch):
+    # A thread pool on a shared machine made CPU timings noise; candidate and baseline workers alike
+    # come from _spawn, so both are pinned.
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    sup = _supervisor(tmp_path)
+    worker = sup._spawn()
+    try:
+        assert worker.ready()["threads"] == 1
+    finally:
+        worker.kill()
+
+
+def test_cpu_threads_none_leaves_torch_its_default(tmp_path, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    sup = _supervisor(tmp_path, cpu_threads=None)
+    assert "OMP_NUM_THREADS" not in sup.worker_env
+    assert _supervisor(tmp_path, cpu_threads=2).worker_env["OMP_NUM_THREADS"] == "2"
+
+
+def test_a_cuda_candidate_on_the_cpu_is_rejected_before_any_build(tmp_path):
+    problem = load_problem("level1/relu")
+    with Verifier("cpu", small_config(tmp_path / "cache")) as verifier:
+        verifier.builds.submit = _no_build
+        start = time.perf_counter()
+        result = verifier.evaluate(problem, fixture_candidate("relu_cuda_inline"))
+    assert result.status == "rejected" and result.reasons == ["backend_needs_cuda"], (result.reasons, result.message)
+    assert time.perf_counter() - start < 10 and result.compile_seconds is None
+
+
+def test_the_wall_time_counts_the_wait_for_the_build(tmp_path):
+    def slow_build(candidate, arch):
+        future = Future()
+        threading.Timer(0.6, future.set_result, [BuildOutcome(False, 0.6, "error: no such thing")]).start()
+        return future
+
+    with Verifier("cpu", small_config(tmp_path / "cache")) as verifier:
+        verifier.builds.submit = slow_build
+        result = verifier.evaluate(load_problem("level1/relu"), fixture_candidate("relu_cpp"))
+    assert result.status == "compile_error"
+    assert result.phases["build_wait"] >= 0.5 and result.wall_seconds >= 0.5
+
+
+def _no_build(candidate, arch):
+    raise AssertionError("a candidate no device here can run was sent to the build pool")
