@@ -22,6 +22,7 @@ from kernelcraft import hardware
 from kernelcraft.candidate import Candidate
 from kernelcraft.problems import Problem
 from kernelcraft.problems.cost import Cost, compute_cost
+from kernelcraft.problems.sizes import Sizes, module_constants, resolve_sizes
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildOutcome
 from kernelcraft.verify import judge
@@ -39,7 +40,12 @@ from kernelcraft.verify.timing import TimingConfig
 class VerifyConfig:
     policy: str = "strict"
     trials: int = 6  # one per input distribution
-    small: bool = False  # apply the problems' SMALL_SIZES
+    # Problem sizes: "full"; "small" (a problem's SMALL_SIZES, else sizes derived from its cost); "auto":
+    # small on the CPU, full on a GPU. `sizes` sets module-level constants on top, in every problem that
+    # defines them (a name a problem does not define is noted on its results).
+    size: str = "auto"
+    sizes: dict | None = None
+    small: bool | None = None  # older spelling: True is size="small", False is size="full"
     compile_baseline: bool = True
     timing: TimingConfig = field(default_factory=TimingConfig)
     load_timeout: float = 300.0
@@ -60,12 +66,18 @@ class VerifyConfig:
     gpu_memory_fraction: float = 0.6  # of the GPU, for the worker's caching allocator
     limits: Limits = field(default_factory=Limits)
 
+    def __post_init__(self):
+        if self.small is not None:
+            self.size, self.small = ("small" if self.small else "full"), None
+
 
 @dataclass
 class _Reference:
     module: object
     model: torch.nn.Module
     cost: Cost
+    sizes: Sizes
+    ignored: list[str]  # override names this problem does not define
 
 
 class Supervisor:
@@ -126,16 +138,19 @@ class Supervisor:
     # -- the reference side ---------------------------------------------------------------------
 
     def reference(self, problem: Problem) -> _Reference:
-        key = f"{problem.sha}-{self.config.small}"
-        if key not in self.references:
-            module = problem.load(small=self.config.small)
+        """The problem at the sizes it runs at here, resolved once: the worker is sent these constants."""
+        if problem.sha not in self.references:
+            overrides = self.config.sizes or {}
+            sizes = resolve_sizes(problem, self.config.size, self.device.type, overrides, strict=False)
+            ignored = [n for n in overrides if n not in module_constants(problem)] if overrides else []
+            module = problem.load(sizes=sizes)
             cost = compute_cost(module)
             devices = [self.device.index or 0] if self.device.type == "cuda" else []
             with torch.random.fork_rng(devices=devices):
                 torch.manual_seed(self.init_seed)
                 model = module.Model(*module.get_init_inputs())
-            self.references[key] = _Reference(module, model.to(self.device).eval(), cost)
-        return self.references[key]
+            self.references[problem.sha] = _Reference(module, model.to(self.device).eval(), cost, sizes, ignored)
+        return self.references[problem.sha]
 
     # -- one evaluation -------------------------------------------------------------------------
 
@@ -156,6 +171,9 @@ class Supervisor:
             return
         ref = self.reference(problem)
         result.flops, result.bytes = ref.cost.flops, ref.cost.bytes
+        result.sizes = ref.sizes.to_dict()
+        if ref.ignored:
+            result.notes.append(f"sizes: {', '.join(ref.ignored)} not defined by {problem.name}, not applied")
         worker = self._take_worker(ahead)
         result.containment = worker.containment_info()
         case = judge.Case(worker, ref, result, self.policy, self.device, self.config, self.l2_bytes, self.spec)
@@ -231,14 +249,16 @@ class Supervisor:
 
     def _load_request(self, problem: Problem, candidate_source: str | None) -> dict:
         return {"op": "load", "problem_source": problem.source, "candidate_source": candidate_source,
-                "device": self.worker_device, "init_seed": self.init_seed, "small": self.config.small,
+                "device": self.worker_device, "init_seed": self.init_seed,
+                "sizes": self.reference(problem).sizes.constants,
                 "build_cache": str(self.config.cache_dir / "inline"), "arch_list": self.arch_list,
                 "gpu_memory_fraction": self.config.gpu_memory_fraction, "exact_fp32": not self.policy.allow_tf32}
 
     def _time(self, case: judge.Case, problem: Problem) -> None:
         result = case.result
         key = BaselineStore.key(problem.sha, self.device_name, torch.__version__,
-                                self.policy.name + ("" if self.policy.allow_tf32 else "/exact-fp32"), self.config.small)
+                                self.policy.name + ("" if self.policy.allow_tf32 else "/exact-fp32"),
+                                self.reference(problem).sizes)
         cached = self.baselines.get(key)
         if cached is None or (self.config.compile_baseline and cached[1] is None):
             try:
