@@ -13,9 +13,9 @@ import pytest
 
 from kernelcraft.candidate import Candidate
 from kernelcraft.problems import load_problem
-from kernelcraft.verify import Job, Result, Verifier, VerifyConfig
+from kernelcraft.verify import Job, Result, TimingConfig, Verifier, VerifyConfig
 from kernelcraft.verify.result import STATUSES
-from tests.helpers import FIXTURES, fixture_candidate, small_config
+from tests.helpers import FIXTURES, KERNELBENCH, fixture_candidate, small_config
 
 
 def evaluate(verifier, problem, name: str) -> Result:
@@ -56,6 +56,8 @@ def test_honest_triton_candidate(cpu_verifier, relu_problem):
     assert result.compiled is None and result.speedup_compile is None  # compile_baseline=False
     assert result.roofline_fraction is None  # no spec for a CPU
     assert result.flops == 37 * 1000 and result.bytes == 2 * 37 * 1000 * 4
+    assert result.sizes == {"source": "SMALL_SIZES", "constants": {"batch_size": 37, "dim": 1000},
+                            "full": {"batch_size": 4096, "dim": 16384}}
     # the trials rotate through the distributions; the last timed round is judged too
     assert [e["trial"] for e in result.trial_errors] == ["trial 0 (natural)", "trial 1 (offset)",
                                                          "trial 2 (mixed_scale)", "timed round"]
@@ -187,3 +189,15 @@ def test_default_guards_reject_a_candidate_without_a_kernel(tmp_path, relu_probl
         result = verifier.evaluate(relu_problem, fixture_candidate("relu_torch"))
     assert result.status == "rejected" and result.reasons == ["no_custom_kernel"]
     assert result.trials == 0 and result.runtime is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (KERNELBENCH / "level1" / "19_ReLU.py").exists(), reason="no KernelBench copy")
+def test_default_config_on_the_cpu_derives_sizes_for_an_upstream_file(tmp_path):
+    """VerifyConfig's default size is auto: small on the CPU, derived where a file has no SMALL_SIZES."""
+    config = VerifyConfig(cache_dir=tmp_path, compile_baseline=False, trials=2, timing=TimingConfig(budget_s=0.3))
+    with Verifier("cpu", config) as verifier:
+        result = verifier.evaluate(load_problem(KERNELBENCH / "level1" / "19_ReLU.py"), fixture_candidate("relu_triton"))
+    assert_ok(result, trials=2)
+    assert result.sizes["source"] == "derived" and result.flops == 192 * 256
+    assert result.wall_seconds < 30  # at 4096 x 393216 it took 43.5 s, most of it drawing inputs
