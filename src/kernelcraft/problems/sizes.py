@@ -30,7 +30,6 @@ _NOT_A_SIZE = re.compile(r"kernel|stride|pad|dilation|group", re.IGNORECASE)
 _MAX_STEPS = 200  # halvings, a guard: a 2**40 constant takes 40
 
 
-
 @dataclass
 class Sizes:
     constants: dict  # name -> value set on the module as it runs: the only values applied
@@ -40,18 +39,14 @@ class Sizes:
 
     def describe(self) -> str:
         """One line: "derived sizes batch_size=16, dim=4096 (full: 4096, 393216)"."""
-        if self.source == "full" or (self.source == "SMALL_SIZES" and not self.note):
-            return "full sizes" if self.source == "full" else "SMALL_SIZES"
+        note = f"; {self.note}" if self.note else ""
+        if self.source in ("full", "SMALL_SIZES"):
+            return ("full sizes" if self.source == "full" else "SMALL_SIZES") + note
         changed = [n for n in self.constants if self.constants[n] != self.full.get(n)]
         text = f"{self.source} sizes " + ", ".join(f"{n}={_text(self.constants[n])}" for n in changed)
         if changed:
             text += " (full: " + ", ".join(_text(self.full.get(n)) for n in changed) + ")"
-        return text + (f"; {self.note}" if self.note else "")
-
-    @property
-    def small(self) -> bool:
-        """Whether these are a problem's small sizes (SMALL_SIZES or derived), user overrides or not."""
-        return self.source.split("+")[0] != "full"
+        return text + note
 
     def key(self) -> str:
         """A short hash of the constants applied: the same sizes give the same key, whatever their source."""
