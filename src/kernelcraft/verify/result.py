@@ -54,7 +54,7 @@ class Result:
     roofline_ms: float | None = None
     flops: int | None = None
     bytes: int | None = None
-    sizes: dict = field(default_factory=dict)  # problems.sizes.Sizes.to_dict(): source, constants set, their full values
+    sizes: dict = field(default_factory=dict)  # Sizes.to_dict(): source, the constants set, their full values
     # kernel attribution (profiler on a GPU, launch counting for Triton on the CPU)
     custom_kernel_fraction: float | None = None
     kernels: list[dict] = field(default_factory=list)
