@@ -10,6 +10,8 @@ from kernelcraft.verify import TimingConfig, VerifyConfig
 TESTS = Path(__file__).parent
 FIXTURES = TESTS / "fixtures"
 REPO = TESTS.parent
+# Upstream KernelBench problem files, beside the checkout when there (tests that read them skip otherwise).
+KERNELBENCH = REPO.parent / "shared" / "kernelbench"
 
 
 def small_config(cache_dir: Path, **overrides) -> VerifyConfig:

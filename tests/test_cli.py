@@ -16,7 +16,7 @@ import pytest
 
 import kernelcraft
 from kernelcraft import cli as kc_cli
-from tests.helpers import FIXTURES, REPO
+from tests.helpers import FIXTURES, KERNELBENCH, REPO
 
 RESULT_KEYS = {"status", "correct", "max_rel_error", "runtime_ms", "eager_ms", "compile_ms", "speedup_eager",
                "speedup_compile", "roofline_fraction", "reasons", "device", "policy"}
@@ -130,6 +130,40 @@ def test_bad_size(main, tmp_path):
                        "invalid choice: 'medium'")
 
 
+def test_sizes_naming_no_constant_is_a_usage_error(main, tmp_path):
+    assert_usage_error(main(*eval_args(FIXTURES / "relu_torch.py", tmp_path, "--sizes", "batch=3")),
+                       "no module-level constant 'batch' in level1/relu; it has: batch_size, dim")
+    assert_usage_error(main(*eval_args(FIXTURES / "relu_torch.py", tmp_path, "--sizes", "dim")),
+                       "--sizes: 'dim' is not NAME=VALUE")
+
+
+UPSTREAM_RELU = KERNELBENCH / "level1" / "19_ReLU.py"
+needs_kernelbench = pytest.mark.skipif(not UPSTREAM_RELU.exists(), reason=f"no KernelBench copy at {KERNELBENCH}")
+
+
+@needs_kernelbench
+def test_eval_upstream_file_on_the_cpu_runs_at_derived_sizes(tmp_path):
+    # KernelBench's ReLU is 4096 x 393216 (12.9 GB in and out) and has no SMALL_SIZES: on the CPU it must
+    # run at sizes derived from its cost, and say which.
+    proc = cli("eval", UPSTREAM_RELU, FIXTURES / "relu_triton.py", "--device", "cpu", "--no-compile-baseline",
+               "--budget", "0.3", "--trials", "2", "--json", "--cache-dir", tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = one_json_object(proc.stdout)
+    assert result["status"] == "ok", result["message"]
+    assert result["sizes"] == {"source": "derived", "constants": {"dim": 192, "batch_size": 256},
+                               "full": {"dim": 393216, "batch_size": 4096}}
+    assert result["flops"] == 192 * 256 and result["wall_seconds"] < 30
+
+
+@needs_kernelbench
+def test_eval_banner_tells_the_sizes_and_overrides_win(tmp_path):
+    proc = cli("eval", UPSTREAM_RELU, FIXTURES / "relu_triton.py", "--device", "cpu", "--no-compile-baseline",
+               "--budget", "0.3", "--trials", "2", "--sizes", "batch_size=8", "--cache-dir", tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert ("[cpu, derived+user sizes dim=192, batch_size=8 (full: 393216, 4096), strict]"
+            in proc.stderr.splitlines()[0]), proc.stderr
+
+
 def test_bad_trials(main, tmp_path):
     assert_usage_error(main(*eval_args(FIXTURES / "relu_torch.py", tmp_path, "--trials", "0")),
                        "--trials must be at least 1")
@@ -202,6 +236,16 @@ def test_problems_list_by_level(main):
 def test_problems_show_small(main):
     info = json.loads(main("problems", "show", "level1/softmax", "--small", "--json").stdout)
     assert info["inputs"] == [{"shape": [37, 1000], "dtype": "float32"}]
+
+
+@needs_kernelbench
+def test_problems_show_small_derives_for_upstream_files(main):
+    info = json.loads(main("problems", "show", UPSTREAM_RELU, "--small", "--json").stdout)
+    assert info["inputs"] == [{"shape": [256, 192], "dtype": "float32"}]
+    assert info["sizes"]["source"] == "derived"
+    info = json.loads(main("problems", "show", UPSTREAM_RELU, "--sizes", "dim=7", "--json").stdout)
+    assert info["inputs"] == [{"shape": [4096, 7], "dtype": "float32"}]
+    assert info["sizes_text"] == "full+user sizes dim=7 (full: 393216)"
 
 
 def test_human_readable_show(main):

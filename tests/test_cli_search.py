@@ -32,9 +32,13 @@ def last_json(capsys) -> object:
 
 @pytest.mark.slow
 def test_run_then_runs_list_and_show(server, tmp_path, capsys):
-    assert main(["run", "level1/relu", *common(server, tmp_path), "--json"]) == 0
-    summary = last_json(capsys)
+    assert main(["run", "level1/relu", *common(server, tmp_path), "--sizes", "batch_size=5", "--json"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out.strip().splitlines()[-1])
+    assert len(captured.out.strip().splitlines()) == 1  # stdout: the summary alone
+    assert captured.err.splitlines()[0] == "level1/relu: SMALL_SIZES+user sizes batch_size=5, dim=1000 (full: 4096, 16384)"
     assert summary["status"] == "done" and summary["best"]["result"]["status"] == "ok"
+    assert summary["best"]["result"]["sizes"]["constants"] == {"batch_size": 5, "dim": 1000}
     best_file = tmp_path / "out" / f"relu_{summary['run_id']}.py"
     assert summary["best_file"] == str(best_file) and "class ModelNew" in best_file.read_text()
 
@@ -79,6 +83,10 @@ def test_bench_reports_fast_p_over_a_directory(server, tmp_path, capsys):
     (["run", "level1/relu", "--model", "mystery/m", "--device", "cpu"], "unknown provider"),
     (["run", "level1/no_such_problem", "--model", "vllm/m"], "no_such_problem"),
     (["bench", "level9", "--model", "vllm/m", "--device", "cpu"], "level9"),
+    (["bench", "level1", "--only", "relu,softmax", "--sizes", "dims=4", "--model", "vllm/m", "--device", "cpu"],
+     "--sizes: no problem here has a module-level constant 'dims'"),
+    (["run", "level1/relu", "--sizes", "dims=4", "--model", "vllm/m", "--device", "cpu"],
+     "no module-level constant 'dims' in level1/relu"),
     (["runs"], "choose list or show"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(argv, words, tmp_path, capsys, monkeypatch):

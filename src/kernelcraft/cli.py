@@ -37,7 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--backend", default="", help="cuda_nvrtc, cuda_inline, triton, cpp (default: detected)")
     ev.add_argument("--trials", type=int, default=6, help="correctness trials, each with fresh secret seeds")
     ev.add_argument("--size", default="auto", choices=["auto", "full", "small"],
-                    help="problem sizes: full, or the problem's SMALL_SIZES; auto = full on a GPU, small on the CPU")
+                    help="problem sizes: full, or small (the problem's SMALL_SIZES, else sizes derived from its cost "
+                         "to fit a CPU); auto = full on a GPU, small on the CPU")
+    ev.add_argument("--sizes", default=None, metavar="NAME=N,…",
+                    help="set the problem's module-level size constants, e.g. batch_size=16,dim=4096 or "
+                         "input_shape=(128,4096), on top of --size")
     ev.add_argument("--no-compile-baseline", action="store_true", help="skip timing torch.compile")
     ev.add_argument("--allow-library", action=argparse.BooleanOptionalAction, default=True,
                     help="library (ATen, cuBLAS, cuDNN) kernels may run beside the candidate's own (default: yes; "
@@ -55,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--json", action="store_true")
     show = prsub.add_parser("show", help="a problem's source, sizes, FLOPs and bytes")
     show.add_argument("name")
-    show.add_argument("--small", action="store_true", help="apply the problem's SMALL_SIZES")
+    show.add_argument("--small", action="store_true",
+                      help="at its small sizes: SMALL_SIZES, else sizes derived from its cost")
+    show.add_argument("--sizes", default=None, metavar="NAME=N,…", help="set module-level size constants")
     show.add_argument("--json", action="store_true")
     from kernelcraft import cli_export, cli_report, cli_search
 
@@ -129,6 +135,7 @@ def _say_waits(kind: str, info: dict) -> None:
 def cmd_eval(args) -> int:
     from kernelcraft.candidate import Candidate
     from kernelcraft.problems import load_problem
+    from kernelcraft.problems.sizes import parse_sizes, resolve_sizes
     from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig, resolve_devices
 
     try:
@@ -137,9 +144,12 @@ def cmd_eval(args) -> int:
         problem = load_problem(args.problem)
         candidate = Candidate.from_file(args.candidate, args.backend)
         devices = resolve_devices(args.device)
-        small = args.size == "small" or (args.size == "auto" and devices[0] == "cpu")
-        problem.load(small=small)  # a problem that does not import is a usage error, said now
-        config = VerifyConfig(policy=args.policy, trials=args.trials, small=small,
+        overrides = parse_sizes(args.sizes) if args.sizes else None
+        # Resolved here too (derivation is cached in-process), so a problem that does not import, or a
+        # --sizes name it does not define, is a usage error said now, and the banner tells the sizes.
+        sizes = resolve_sizes(problem, args.size, devices[0].split(":")[0], overrides)
+        problem.load(sizes=sizes)
+        config = VerifyConfig(policy=args.policy, trials=args.trials, size=args.size, sizes=overrides,
                               compile_baseline=not args.no_compile_baseline, allow_library=args.allow_library,
                               sanity_bound=args.sanity_bound,
                               timing=TimingConfig(budget_s=args.budget))
@@ -155,7 +165,7 @@ def cmd_eval(args) -> int:
         raise UsageError(f"kernelcraft eval: {exc}") from None
     if not args.json:
         print(f"evaluating {candidate.name} ({candidate.backend}) on {problem.name} "
-              f"[{verifier.devices[0]}, {'SMALL_SIZES' if small else 'full sizes'}, {args.policy}]…", file=sys.stderr)
+              f"[{verifier.devices[0]}, {sizes.describe()}, {args.policy}]…", file=sys.stderr)
     with verifier:
         result = verifier.evaluate(problem, candidate)
     if args.json:
@@ -184,14 +194,17 @@ def cmd_problems(args) -> int:
             _console().print(problem_list_view(rows))
         return EXIT_OK
     if args.action == "show":
+        from kernelcraft.problems.sizes import parse_sizes, resolve_sizes
+
         try:
             problem = load_problem(args.name)
-            module = problem.load(small=args.small)
-            cost = compute_cost(module)
-        except ProblemError as exc:
+            overrides = parse_sizes(args.sizes) if args.sizes else None
+            sizes = resolve_sizes(problem, "small" if args.small else "full", "cpu", overrides)
+            cost = compute_cost(problem.load(sizes=sizes))
+        except (ProblemError, ValueError) as exc:
             raise UsageError(f"kernelcraft problems show: {exc}") from None
         info = {"name": problem.name, "path": str(problem.path), "level": problem.level, "sha": problem.sha,
-                **cost.to_dict(), "source": problem.source}
+                **cost.to_dict(), "sizes": sizes.to_dict(), "sizes_text": sizes.describe(), "source": problem.source}
         if args.json:
             print(json.dumps(info))
         else:

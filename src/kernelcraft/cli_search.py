@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -74,7 +75,12 @@ def _search_flags(p) -> None:
     v = p.add_argument_group("verifier")
     v.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     v.add_argument("--policy", default="strict", choices=["strict", "relaxed"])
-    v.add_argument("--size", default="auto", choices=["auto", "full", "small"])
+    v.add_argument("--size", default="auto", choices=["auto", "full", "small"],
+                   help="full, or small (SMALL_SIZES, else sizes derived from the cost to fit a CPU); "
+                        "auto = full on a GPU, small on the CPU")
+    v.add_argument("--sizes", default=None, metavar="NAME=N,…",
+                   help="set module-level size constants on top of --size, e.g. batch_size=16,dim=4096; bench sets "
+                        "each in every problem that defines it (a name no problem defines is an error)")
     v.add_argument("--no-compile-baseline", action="store_true")
     v.add_argument("--timing-budget", type=float, default=6.0, help="seconds of timing per candidate, at most")
     v.add_argument("--cache-dir", type=Path, default=None)
@@ -85,10 +91,19 @@ def _search_flags(p) -> None:
 
 
 # settings ---------------------------------------------------------------------------------------------
-def _settings(args, devices: list[str]) -> dict:
-    """What a resumed run needs besides its RunConfig: how to verify and whom to ask (never the key)."""
+def _parse_sizes(text):
+    from kernelcraft.problems.sizes import parse_sizes
+
+    return parse_sizes(text) if text else None
+
+
+def _settings(args, devices: list[str], sizes=None) -> dict:
+    """What a resumed run needs besides its RunConfig: how to verify and whom to ask (never the key).
+    `small` stays for stores and exports that read it; `sizes` is one problem's resolved sizes (run only)."""
     small = args.size == "small" or (args.size == "auto" and devices[0] == "cpu")
-    return {"verify": {"device": args.device, "policy": args.policy, "small": small,
+    return {"verify": {"device": args.device, "policy": args.policy, "small": small, "size": args.size,
+                       "size_overrides": _parse_sizes(args.sizes),
+                       "sizes": sizes.to_dict() if sizes else None,
                        "compile_baseline": not args.no_compile_baseline, "timing_budget": args.timing_budget},
             "proposer": {"model": _model_name(args), "base_url": args.base_url, "reasoning_effort": args.reasoning_effort,
                          "max_tokens": args.max_output_tokens, "temperature": args.temperature,
@@ -134,7 +149,9 @@ def _verifier(settings: dict, cache_dir: Path | None, on_event=None):
     from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
 
     v = settings["verify"]
-    config = VerifyConfig(policy=v["policy"], small=v["small"], compile_baseline=v["compile_baseline"],
+    size = v.get("size") or ("small" if v["small"] else "full")  # stores from before `size` have `small`
+    config = VerifyConfig(policy=v["policy"], size=size, sizes=v.get("size_overrides"),
+                          compile_baseline=v["compile_baseline"],
                           timing=TimingConfig(budget_s=v["timing_budget"]))
     if cache_dir:
         config.cache_dir = cache_dir
@@ -183,6 +200,7 @@ def _store(path):
 # commands ---------------------------------------------------------------------------------------------
 def cmd_run(args) -> int:
     from kernelcraft.problems import load_problem
+    from kernelcraft.problems.sizes import resolve_sizes
     from kernelcraft.search import resume_run, start_run
     from kernelcraft.store import StoreError
     from kernelcraft.verify import resolve_devices
@@ -201,9 +219,11 @@ def cmd_run(args) -> int:
                 raise ValueError("a PROBLEM (file or suite name) is required, or --resume RUN")
             problem = load_problem(args.problem)
             devices = resolve_devices(args.device)
-            settings = _settings(args, devices)
+            sizes = resolve_sizes(problem, args.size, devices[0].split(":")[0],
+                                  _parse_sizes(args.sizes))
+            problem.load(sizes=sizes)  # a problem that does not import: said now
+            settings = _settings(args, devices, sizes)
             config = _run_config(args, devices)
-            problem.load(small=settings["verify"]["small"])  # a problem that does not import: said now
         proposer = _proposer(settings, args, devices[0])
         if problem is not None and hasattr(proposer, "coverage"):  # the built-in engineer says what it cannot do
             proposer.coverage(problem, config.backend)
@@ -212,6 +232,8 @@ def cmd_run(args) -> int:
         _admit(verifier, problem)
     except (StoreError, *_usage_errors()) as exc:
         raise UsageError(f"kernelcraft run: {exc}") from None
+    if problem is not None:  # on stderr: with --json, stdout holds the summary alone
+        print(f"{problem.name}: {sizes.describe()}", file=sys.stderr)
     try:
         with verifier, progress:
             if args.resume:
@@ -241,6 +263,7 @@ def cmd_bench(args) -> int:
             raise ValueError(f"no problems in {args.suite!r} match")
         devices = resolve_devices(args.device)
         settings = _settings(args, devices)
+        _check_overrides(settings["verify"]["size_overrides"], problems)
         config = _run_config(args, devices)
         store = _store(args.store)
         proposer = _proposer(settings, args, devices[0])
@@ -262,6 +285,18 @@ def cmd_bench(args) -> int:
 
         _console().print(bench_view(summary))
     return EXIT_OK
+
+
+def _check_overrides(overrides: dict | None, problems) -> None:
+    """Bench's --sizes apply to each problem that defines the name; a name that none defines is a typo."""
+    from kernelcraft.problems.sizes import module_constants
+
+    if not overrides:
+        return
+    defined = set().union(*(module_constants(p) for p in problems))
+    unknown = [n for n in overrides if n not in defined]
+    if unknown:
+        raise ValueError(f"--sizes: no problem here has a module-level constant {unknown[0]!r}")
 
 
 def _bench_problems(suite, load_problem, load_problem_dir, load_suite):

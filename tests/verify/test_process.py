@@ -66,7 +66,7 @@ def test_a_request_the_worker_never_answers_times_out_and_kill_takes_the_group(t
         worker.ready()
         request = {"op": "load", "problem_source": load_problem("level1/relu").source,
                    "candidate_source": (FIXTURES / "spawn_child_and_hang.py").read_text(), "device": "cpu",
-                   "init_seed": 1, "small": True, "build_cache": str(tmp_path / "inline"), "arch_list": "9.0"}
+                   "init_seed": 1, "sizes": {"batch_size": 37, "dim": 1000}, "build_cache": str(tmp_path / "inline"), "arch_list": "9.0"}
         start = time.monotonic()
         with pytest.raises(WorkerTimeout, match="no answer within 4 s"):
             worker.ask(request, 4)

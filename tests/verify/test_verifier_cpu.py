@@ -13,9 +13,9 @@ import pytest
 
 from kernelcraft.candidate import Candidate
 from kernelcraft.problems import load_problem
-from kernelcraft.verify import Job, Result, Verifier, VerifyConfig
+from kernelcraft.verify import Job, Result, TimingConfig, Verifier, VerifyConfig
 from kernelcraft.verify.result import STATUSES
-from tests.helpers import FIXTURES, fixture_candidate, small_config
+from tests.helpers import FIXTURES, KERNELBENCH, fixture_candidate, small_config
 
 
 def evaluate(verifier, problem, name: str) -> Result:
@@ -64,6 +64,8 @@ def test_honest_triton_candidate(cpu_verifier, relu_problem):
     assert 0.5 < result.custom_kernel_fraction <= 1.0  # the interpreted launch is most of the call's time
     assert result.kernels[0]["name"] == "relu_kernel" and result.kernels[0]["device_us"] > 0
     assert result.flops == 37 * 1000 and result.bytes == 2 * 37 * 1000 * 4
+    assert result.sizes == {"source": "SMALL_SIZES", "constants": {"batch_size": 37, "dim": 1000},
+                            "full": {"batch_size": 4096, "dim": 16384}}
     # the trials rotate through the distributions; sampled timed calls are judged too, on their inputs as
     # changed in place between calls
     labels = [e["trial"] for e in result.trial_errors]
@@ -255,3 +257,15 @@ def test_a_stale_cached_baseline_is_measured_again(tmp_path, relu_problem):
     assert any(n.startswith("baseline re-measured") for n in second.notes), second.notes
     assert second.speedup_eager == pytest.approx(second.eager.median_ms / second.runtime_ms, rel=1e-3, abs=1e-4)
     assert store.get(key)[0].median_ms == second.eager.median_ms  # the cache holds what was measured
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (KERNELBENCH / "level1" / "19_ReLU.py").exists(), reason="no KernelBench copy")
+def test_default_config_on_the_cpu_derives_sizes_for_an_upstream_file(tmp_path):
+    """VerifyConfig's default size is auto: small on the CPU, derived where a file has no SMALL_SIZES."""
+    config = VerifyConfig(cache_dir=tmp_path, compile_baseline=False, trials=2, timing=TimingConfig(budget_s=0.3))
+    with Verifier("cpu", config) as verifier:
+        result = verifier.evaluate(load_problem(KERNELBENCH / "level1" / "19_ReLU.py"), fixture_candidate("relu_triton"))
+    assert_ok(result, trials=2)
+    assert result.sizes["source"] == "derived" and result.flops == 192 * 256
+    assert result.wall_seconds < 30  # at 4096 x 393216 it took 43.5 s, most of it drawing inputs

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,22 +33,61 @@ class Problem:
     def sha(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()[:16]
 
-    def load(self, small: bool = False) -> types.ModuleType:
-        """Execute the problem file in a fresh module; `small` applies its SMALL_SIZES, if any."""
+    def load(self, small: bool = False, sizes=None) -> types.ModuleType:
+        """Execute the problem file in a fresh module.
+
+        `sizes` (a problems.sizes.Sizes, or a dict of module-level constants) sets those constants as the
+        file runs; `small` asks for the problem's small sizes: its SMALL_SIZES, else sizes derived from its cost.
+        """
+        if small and sizes is None:
+            from kernelcraft.problems.sizes import resolve_sizes  # sizes.py loads problems itself
+
+            sizes = resolve_sizes(self, "small", "cpu")
+        constants = dict(getattr(sizes, "constants", sizes) or {})
         module = types.ModuleType(f"kernelcraft_problem_{self.sha}")
         module.__file__ = str(self.path)
-        try:
-            exec(compile(self.source, str(self.path), "exec"), module.__dict__)
-        except Exception as exc:
-            raise ProblemError(f"{self.path}: importing the problem raised "
-                               f"{type(exc).__name__}: {exc}") from None
+        exec_problem(self.source, str(self.path), module, constants)
         missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, n)]
         if missing:
             raise ProblemError(f"{self.path}: not a KernelBench problem, it has no {', '.join(missing)}")
-        if small:
-            for key, value in (getattr(module, "SMALL_SIZES", None) or {}).items():
-                setattr(module, key, value)
         return module
+
+
+def exec_problem(source: str, filename: str, module: types.ModuleType, constants: Mapping) -> None:
+    """Run a problem's source in `module` with some module-level constants replaced.
+
+    Each constant is set again right after every top-level statement that binds it (`dim = 4096`,
+    `depth, height, width = 16, 32, 32`, `height = width = 128`), not once after the file ran, so a
+    constant computed from it (`bias_shape = (out_channels, 1, 1)`, `groups = in_channels`) follows it.
+    A name no top-level statement binds is set before the file runs and again after it.
+    """
+    tree = ast.parse(source, filename)
+    body = []
+    for node in tree.body:
+        body.append(node)
+        for name in bound_names(node):
+            if name in constants:
+                value = ast.parse(repr(constants[name]), mode="eval").body
+                body.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), node))
+    tree.body = body
+    ast.fix_missing_locations(tree)
+    module.__dict__.update(constants)
+    try:
+        exec(compile(tree, filename, "exec"), module.__dict__)
+    except Exception as exc:
+        raise ProblemError(f"{filename}: importing the problem raised {type(exc).__name__}: {exc}") from None
+    module.__dict__.update(constants)
+
+
+def bound_names(node: ast.stmt) -> list[str]:
+    """The names a top-level assignment binds (`a = b = 1`, `a, b = 1, 2`, `a: int = 1`, `a += 1`)."""
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+        targets = [node.target]
+    else:
+        return []
+    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
 
 
 def read_source(path: Path, what: str) -> str:

@@ -80,6 +80,8 @@ def problem_view(info: dict) -> Group:
     table.add_column(style="dim")
     table.add_column()
     table.add_row("file", info["path"])
+    if info.get("sizes_text"):
+        table.add_row("sizes", info["sizes_text"])
     table.add_row("FLOPs", f"{info['flops']:.4g}  (matmul/conv/attention: {info['matmul_flops']:.4g})")
     table.add_row("bytes (floor)", f"{info['bytes']:.4g}")
     table.add_row("intensity", f"{info['intensity']:.2f} FLOP/byte")

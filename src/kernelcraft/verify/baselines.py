@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from kernelcraft.problems.sizes import Sizes
 from kernelcraft.verify.result import Timing
 
 
@@ -23,8 +24,9 @@ class BaselineStore:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(problem_sha: str, device: str, torch_version: str, policy: str, small: bool) -> str:
-        return "|".join((problem_sha, device, torch_version, policy, "small" if small else "full"))
+    def key(problem_sha: str, device: str, torch_version: str, policy: str, sizes: Sizes) -> str:
+        """Sizes enter as a hash of the constants applied: two runs at different sizes never share a baseline."""
+        return "|".join((problem_sha, device, torch_version, policy, f"sizes-{sizes.key()}"))
 
     def _read(self) -> dict:
         try:

@@ -76,6 +76,7 @@ class Result:
     review_resolved: bool | None = None
     flops: int | None = None
     bytes: int | None = None
+    sizes: dict = field(default_factory=dict)  # Sizes.to_dict(): source, the constants set, their full values
     # kernel attribution (profiler on a GPU; on the CPU, completed Triton launches and their share of the call)
     custom_kernel_fraction: float | None = None
     kernels: list[dict] = field(default_factory=list)

@@ -22,6 +22,7 @@ from kernelcraft import hardware
 from kernelcraft.candidate import Candidate
 from kernelcraft.problems import Problem
 from kernelcraft.problems.cost import Cost, compute_cost
+from kernelcraft.problems.sizes import Sizes, module_constants, resolve_sizes
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildOutcome
 from kernelcraft.verify import judge
@@ -41,7 +42,12 @@ from kernelcraft.verify.timing import TimingConfig
 class VerifyConfig:
     policy: str = "strict"
     trials: int = 6  # one per input distribution
-    small: bool = False  # apply the problems' SMALL_SIZES
+    # Problem sizes: "full"; "small" (a problem's SMALL_SIZES, else sizes derived from its cost); "auto":
+    # small on the CPU, full on a GPU. `sizes` sets module-level constants on top, in every problem that
+    # defines them (a name a problem does not define is noted on its results).
+    size: str = "auto"
+    sizes: dict | None = None
+    small: bool | None = None  # older spelling: True is size="small", False is size="full"
     compile_baseline: bool = True
     timing: TimingConfig = field(default_factory=TimingConfig)
     load_timeout: float = 300.0
@@ -67,12 +73,18 @@ class VerifyConfig:
     cpu_threads: int | None = 1
     limits: Limits = field(default_factory=Limits)
 
+    def __post_init__(self):
+        if self.small is not None:
+            self.size, self.small = ("small" if self.small else "full"), None
+
 
 @dataclass
 class _Reference:
     module: object
     model: torch.nn.Module
     cost: Cost
+    sizes: Sizes
+    ignored: list[str]  # override names this problem does not define
     need: MemoryNeed
 
 
@@ -139,17 +151,20 @@ class Supervisor:
     # -- the reference side ---------------------------------------------------------------------
 
     def reference(self, problem: Problem) -> _Reference:
-        """The problem's module, reference model and cost; raises ProblemTooLarge (once per problem, the
-        same error after) when the device does not have the memory an evaluation of it needs."""
-        key = f"{problem.sha}-{self.config.small}"
+        """The problem at the sizes it runs at here, resolved once (the worker is sent these constants): its
+        module, reference model and cost. Raises ProblemTooLarge (once per problem, the same error after) when
+        the device does not have the memory an evaluation of it needs."""
+        key = problem.sha
         if key in self.too_large:
             raise ProblemTooLarge(self.too_large[key])
         if key not in self.references:
-            module = problem.load(small=self.config.small)
+            overrides = self.config.sizes or {}
+            sizes = resolve_sizes(problem, self.config.size, self.device.type, overrides, strict=False)
+            ignored = [n for n in overrides if n not in module_constants(problem)] if overrides else []
+            module = problem.load(sizes=sizes)
             cost = compute_cost(module)
-            sizes = "SMALL_SIZES" if self.config.small else "full sizes"
             try:
-                need = check_fits(problem.name, sizes, cost, self.device, self.l2_bytes)
+                need = check_fits(problem.name, sizes.describe(), cost, self.device, self.l2_bytes)
             except ProblemTooLarge as exc:
                 self.too_large[key] = str(exc)
                 raise
@@ -157,7 +172,7 @@ class Supervisor:
             with torch.random.fork_rng(devices=devices):
                 torch.manual_seed(self.init_seed)
                 model = module.Model(*module.get_init_inputs())
-            self.references[key] = _Reference(module, model.to(self.device).eval(), cost, need)
+            self.references[key] = _Reference(module, model.to(self.device).eval(), cost, sizes, ignored, need)
         return self.references[key]
 
     def admit(self, problem: Problem) -> MemoryNeed:
@@ -193,6 +208,9 @@ class Supervisor:
             result.fail("verifier_error", "problem_too_large", str(exc))
             return
         result.flops, result.bytes = ref.cost.flops, ref.cost.bytes
+        result.sizes = ref.sizes.to_dict()
+        if ref.ignored:
+            result.notes.append(f"sizes: {', '.join(ref.ignored)} not defined by {problem.name}, not applied")
         result.memory = {"estimate": ref.need.total}
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -279,14 +297,15 @@ class Supervisor:
 
     def _load_request(self, problem: Problem, candidate_source: str | None) -> dict:
         return {"op": "load", "problem_source": problem.source, "candidate_source": candidate_source,
-                "device": self.worker_device, "init_seed": self.init_seed, "small": self.config.small,
+                "device": self.worker_device, "init_seed": self.init_seed,
+                "sizes": self.reference(problem).sizes.constants,
                 "build_cache": str(self.config.cache_dir / "inline"), "arch_list": self.arch_list,
                 "gpu_memory_fraction": self._worker_fraction(problem), "exact_fp32": not self.policy.allow_tf32}
 
     def _worker_fraction(self, problem: Problem) -> float:
         """The worker's share of the GPU: the configured one, or what the problem's timing needs if more."""
         fraction = self.config.gpu_memory_fraction
-        ref = self.references.get(f"{problem.sha}-{self.config.small}")
+        ref = self.references.get(problem.sha)
         if ref is not None and self.device.type == "cuda":
             total = torch.cuda.get_device_properties(self.device).total_memory
             fraction = max(fraction, min(0.95, (ref.need.total - ref.need.contexts) / total + 0.05))
@@ -312,7 +331,8 @@ class Supervisor:
     def _time(self, case: judge.Case, problem: Problem) -> None:
         result = case.result
         key = BaselineStore.key(problem.sha, self.device_name, torch.__version__,
-                                self.policy.name + ("" if self.policy.allow_tf32 else "/exact-fp32"), self.config.small)
+                                self.policy.name + ("" if self.policy.allow_tf32 else "/exact-fp32"),
+                                self.reference(problem).sizes)
         cached = self.baselines.get(key)
         if cached is None or (self.config.compile_baseline and cached[1] is None):
             cached = self._fresh_baselines(problem, key, result)

@@ -25,6 +25,19 @@ def _import_file(path: Path, name: str):
     return module
 
 
+def _import_problem(path: Path, source: str, sizes: dict):
+    """The problem as a module, its size constants set as the supervisor resolved them (never re-derived here)."""
+    import types
+
+    from kernelcraft.problems.problem import exec_problem
+
+    module = types.ModuleType("kernelcraft_problem")
+    module.__file__ = str(path)
+    sys.modules["kernelcraft_problem"] = module
+    exec_problem(source, str(path), module, sizes)
+    return module
+
+
 def _trimmed_traceback(exc: BaseException, limit: int = 25) -> str:
     lines = "".join(traceback.format_exception(exc)).rstrip().splitlines()
     return "\n".join(lines[-limit:])
@@ -99,7 +112,7 @@ class Worker:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def do_load(self, problem_source, candidate_source, device, init_seed, small, build_cache, arch_list,
+    def do_load(self, problem_source, candidate_source, device, init_seed, sizes, build_cache, arch_list,
                 gpu_memory_fraction=1.0, exact_fp32=True):
         torch = self.torch
         from kernelcraft.backends import cuda_inline, nvrtc
@@ -113,10 +126,7 @@ class Worker:
             torch.cuda.set_per_process_memory_fraction(gpu_memory_fraction, self.device)
         here = Path.cwd()
         (here / "problem.py").write_text(problem_source)
-        self.problem = _import_file(here / "problem.py", "kernelcraft_problem")
-        if small:
-            for key, value in (getattr(self.problem, "SMALL_SIZES", None) or {}).items():
-                setattr(self.problem, key, value)
+        self.problem = _import_problem(here / "problem.py", problem_source, sizes)
         init_inputs = self.problem.get_init_inputs()
         self.reference = self._build(self.problem.Model, init_inputs, init_seed)
         self.candidate = self.call = None

@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernelcraft.problems import load_problem, suite_names
+from kernelcraft.problems import Problem, load_problem, suite_names
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import UNARY, WITH_PARAMS
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, KERNELBENCH
 
 SUITE = {
     "relu": ("elementwise", {"steps": [["relu"]]}),
@@ -291,3 +291,16 @@ def test_data_dependent_control_flow_is_an_error_not_a_crash(tmp_path):
 def test_a_failing_constructor_is_an_error(tmp_path):
     analysis = analyze(write(tmp_path, "return x", "raise RuntimeError('no')"))
     assert analysis.error == "RuntimeError: no" and analysis.single is None
+
+
+@pytest.mark.skipif(not (KERNELBENCH / "level1").is_dir(), reason="no KernelBench copy")
+def test_an_upstream_file_is_read_at_its_derived_sizes(monkeypatch):
+    # KernelBench's matrix-vector product has no SMALL_SIZES, and its A is 2048 x 1048576 (8.6 GB): the
+    # analysis (which draws the inputs to read their shapes) must build it at the sizes derived for a CPU.
+    problem = load_problem(KERNELBENCH / "level1" / "4_Matrix_vector_multiplication_.py")
+    loaded = []
+    real_load = Problem.load
+    monkeypatch.setattr(Problem, "load", lambda self, *a, **k: loaded.append(real_load(self, *a, **k)) or loaded[-1])
+    analysis = analyze(problem)
+    assert analysis.error is None and [op.kind for op in analysis.ops] == ["matmul"]
+    assert (loaded[-1].M, loaded[-1].K) == (256, 256)

@@ -51,7 +51,7 @@ def analyze(problem) -> Analysis:
     """What `problem`'s reference computes over its first input, as plan.py's Ops, or why not."""
     model = None
     try:
-        module = problem.load(small=True)
+        module = problem.load(small=True)  # SMALL_SIZES, else sizes derived for a CPU: never full KernelBench sizes
         model = module.Model(*module.get_init_inputs())
         graph = fx.symbolic_trace(model)
     except Exception as exc:  # unimportable, failing constructor, or data-dependent control flow
