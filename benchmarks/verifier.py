@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT.parent / "src"))
 
 from kernelcraft.candidate import Candidate  # noqa: E402
 from kernelcraft.problems import load_problem, suite_names  # noqa: E402
+from kernelcraft.verify import speed  # noqa: E402
 from kernelcraft.verify.result import Result  # noqa: E402
 from kernelcraft.verify import Job, TimingConfig, Verifier, VerifyConfig  # noqa: E402
 
@@ -138,7 +139,7 @@ def part_seeds(verifier: Verifier) -> list[dict]:
     sup = verifier.supervisors[0]
     rows = []
     for name in SEEDS:
-        eager, compiled = sup._measure_baselines(load_problem(name), Result(name, "baseline", ""))
+        eager, compiled = speed.measure_baselines(sup, load_problem(name), Result(name, "baseline", ""))
         design = DESIGN_MS.get(name, (None, None))
         rows.append({"problem": name, "eager_ms": eager.median_ms, "eager_cv": eager.cv,
                      "compile_ms": compiled.median_ms if compiled else None,

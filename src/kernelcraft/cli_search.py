@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 from kernelcraft.cli import EXIT_FAIL, EXIT_OK, UsageError, _console, _usage_errors
+from kernelcraft.cli_progress import Progress
 
 PROPOSER_HELP = ("PROVIDER/NAME: openai/…, anthropic/…, gemini/…, openrouter/…, deepseek/…, vllm/…, sglang/…, "
                  "ollama/…, or any name with --base-url; `builtin` for the built-in kernel engineer "
@@ -227,7 +227,7 @@ def cmd_run(args) -> int:
         proposer = _proposer(settings, args, devices[0])
         if problem is not None and hasattr(proposer, "coverage"):  # the built-in engineer says what it cannot do
             proposer.coverage(problem, config.backend)
-        progress = _Progress(args.json)
+        progress = Progress(args.json)
         verifier = _verifier(settings, args.cache_dir, progress.event)
         _admit(verifier, problem)
     except (StoreError, *_usage_errors()) as exc:
@@ -267,7 +267,7 @@ def cmd_bench(args) -> int:
         config = _run_config(args, devices)
         store = _store(args.store)
         proposer = _proposer(settings, args, devices[0])
-        progress = _Progress(args.json)
+        progress = Progress(args.json)
         verifier = _verifier(settings, args.cache_dir, progress.event)
     except _usage_errors() as exc:
         raise UsageError(f"kernelcraft bench: {exc}") from None
@@ -350,66 +350,3 @@ def _report_run(outcome, as_json: bool) -> None:
     from kernelcraft.report.terminal import run_view
 
     _console().print(run_view(data))
-
-
-class _Progress:
-    """A live line on stderr: round, candidates verified, best speedup, tokens and cost."""
-
-    def __init__(self, quiet: bool):
-        self.quiet = quiet
-        self.state = {"round": 0, "verified": 0, "ok": 0, "best": None, "tokens": 0, "calls": 0, "problem": "",
-                      "errors": 0, "waiting": ""}
-        self.live = None
-        self.console = None
-        self.t0 = time.monotonic()
-
-    def __enter__(self):
-        self.console = _console(stderr=True)
-        if not self.quiet and self.console.is_terminal:
-            from rich.live import Live
-
-            self.live = Live(self._render(), console=self.console, refresh_per_second=4)
-            self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        if self.live:
-            self.live.update(self._render())
-            self.live.__exit__(*exc)
-        elif not self.quiet:
-            self.console.print(self._render())
-
-    def event(self, kind: str, data: dict) -> None:
-        s = self.state
-        if kind == "round":
-            s["round"] = data["round"]
-        elif kind == "call":
-            s["calls"] += 1
-            s["tokens"] += data.get("tokens") or 0
-            s["errors"] += bool(data.get("error"))
-        elif kind == "lock_wait":  # from the verifier's thread: another process is timing on the device
-            s["waiting"] = " · waiting for the device (another evaluation is timing on it)"
-        elif kind == "candidate":
-            s["waiting"] = ""
-            s["verified"] += data["status"] not in ("malformed", "not_evaluated")
-            s["ok"] += data["status"] == "ok"
-            s["best"] = data.get("best_speedup") or s["best"]
-        elif kind == "problem":
-            s.update(problem=f"[{data['index'] + 1}/{data['total']}] {data['problem']}  ", round=0, best=None)
-        if self.quiet:
-            return
-        if kind in ("stop", "error"):
-            self.console.print(f"[yellow]{kind}:[/] {data.get('reason') or data.get('message')}")
-        if self.live:
-            self.live.update(self._render())
-        elif kind in ("round", "problem", "lock_wait"):  # not a terminal (a log file, CI): one line per step
-            self.console.print(self._render())
-
-    def _render(self):
-        from rich.text import Text
-
-        s = self.state
-        best = f"{s['best']:.2f}x eager" if s["best"] else "none yet"
-        return Text(f"{s['problem']}round {s['round']} · verified {s['verified']} ({s['ok']} ok) · best {best} · "
-                    f"{s['calls']} calls ({s['errors']} failed), {s['tokens']:,} tokens · "
-                    f"{time.monotonic() - self.t0:.0f} s{s['waiting']}")

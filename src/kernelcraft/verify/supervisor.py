@@ -25,13 +25,13 @@ from kernelcraft.problems.cost import Cost, compute_cost
 from kernelcraft.problems.sizes import Sizes, module_constants, resolve_sizes
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildOutcome
-from kernelcraft.verify import judge
+from kernelcraft.verify import judge, speed
 from kernelcraft.verify.attribution import declared_kernels
 from kernelcraft.verify.containment import Limits
 from kernelcraft.verify.devicelock import DeviceLock, device_key
 from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.inputs import fresh_seed
-from kernelcraft.verify.memory import GiB, MemoryNeed, ProblemTooLarge, check_fits
+from kernelcraft.verify.memory import MemoryNeed, ProblemTooLarge, check_fits
 from kernelcraft.verify.policy import Policy, get_policy
 from kernelcraft.verify.process import UnsafeReply, WorkerDied, WorkerLimit, WorkerProcess, WorkerTimeout
 from kernelcraft.verify.result import Result
@@ -223,13 +223,13 @@ class Supervisor:
                 worker.ready()
             with clock("load"):
                 ok = self._load(worker, problem, candidate, result)
-            with clock("check"), self._device_phase(result, shared=True):
+            with clock("check"), self.device_phase(result, shared=True):
                 ok = ok and judge.trials(case)
-            with clock("attribution"), self._device_phase(result, shared=True):
+            with clock("attribution"), self.device_phase(result, shared=True):
                 ok = ok and (not self.config.attribution or judge.attribution(case, self.config.allow_library))
             if ok:
                 with clock("time"):
-                    self._time(case, problem)
+                    speed.time_candidate(self, case, problem)
         except WorkerTimeout as exc:
             result.fail("timeout", "timeout", f"{exc} (the worker's process group was killed)")
         except UnsafeReply as exc:
@@ -312,7 +312,7 @@ class Supervisor:
         return fraction
 
     @contextlib.contextmanager
-    def _device_phase(self, result: Result, shared: bool = False):
+    def device_phase(self, result: Result, shared: bool = False):
         """Hold the device's lock (across processes) for the block: exclusively for timing, `shared` for other
         work on the device. The wait is recorded, and each exclusive window."""
         if not self.config.device_lock:
@@ -327,97 +327,6 @@ class Supervisor:
             finally:
                 if not shared:
                     result.device_held.append([round(start, 4), round(time.time(), 4)])
-
-    def _time(self, case: judge.Case, problem: Problem) -> None:
-        result = case.result
-        key = BaselineStore.key(problem.sha, self.device_name, torch.__version__,
-                                self.policy.name + ("" if self.policy.allow_tf32 else "/exact-fp32"),
-                                self.reference(problem).sizes)
-        cached = self.baselines.get(key)
-        if cached is None or (self.config.compile_baseline and cached[1] is None):
-            cached = self._fresh_baselines(problem, key, result)
-        else:
-            result.baseline_cached = True
-        result.eager, result.compiled = cached
-        with self._device_phase(result, shared=True):
-            warm = case.worker.ask({"op": "warm", "seed": fresh_seed(), "names": ["candidate", "eager"]},
-                                   self.config.load_timeout)
-        if "error" in warm:  # first calls (JIT compilation) happen here, outside the device's timing lock
-            case._raised(warm)
-            return
-        with self._device_phase(result):
-            if judge.timing(case, fresh_seed()) is None:
-                return
-            if self.config.clock_check and not judge.clock_cross_check(case):
-                return
-        if result.eager and self._drifted(result):
-            self._baseline_drift(problem, key, result)
-        ms = result.runtime.median_ms
-        if result.eager:
-            result.speedup_eager = round(result.eager.median_ms / ms, 4)
-        if result.compiled:
-            result.speedup_compile = round(result.compiled.median_ms / ms, 4)
-        if self.spec is not None:
-            cost = case.ref.cost
-            math_kind = "fp16" if any(s.dtype in (torch.float16, torch.bfloat16) for s in cost.inputs) \
-                else ("tf32" if self.policy.allow_tf32 and cost.matmul_flops else "fp32")
-            floor_ms = hardware.roofline_seconds(self.spec, cost.flops, cost.bytes, math_kind) * 1e3
-            result.roofline_ms = round(floor_ms, 5)
-            result.roofline_fraction = round(floor_ms / ms, 4)
-        judge.review(case, self.config.sanity_bound)
-
-    def _drifted(self, result: Result) -> bool:
-        return abs(result.eager_control.median_ms / result.eager.median_ms - 1) > self.config.baseline_drift
-
-    def _baseline_drift(self, problem: Problem, key: str, result: Result) -> None:
-        """The eager reference timed beside the candidate disagrees with the baseline (a cached one measured
-        under other load, or the device's conditions changed since). The control runs in the candidate's
-        process, so it never replaces the baseline: the baseline is measured again now, and the speedup is
-        published against what was measured."""
-        control, stale = result.eager_control.median_ms, result.eager.median_ms
-        fresh = self._fresh_baselines(problem, key, result)
-        if fresh[0] is None:
-            result.eager = result.compiled = None  # no speedup is published from a baseline known to be stale
-            return
-        result.eager, result.compiled = fresh
-        result.baseline_cached = False
-        result.notes.append(f"baseline re-measured: eager beside the candidate took {control:.4g} ms, the baseline "
-                            f"said {stale:.4g} ms, measured again {fresh[0].median_ms:.4g} ms")
-        if self._drifted(result):
-            result.notes.append(f"baseline_drift: eager beside the candidate still differs from a clean worker's "
-                                f"({control:.4g} ms against {fresh[0].median_ms:.4g} ms): the candidate's process "
-                                "runs PyTorch at another speed, or the device is shared")
-
-    def _fresh_baselines(self, problem: Problem, key: str, result: Result):
-        try:
-            fresh = self._measure_baselines(problem, result)
-            self.baselines.put(key, *fresh)
-            return fresh
-        except (RuntimeError, WorkerDied, WorkerTimeout) as exc:
-            result.notes.append(f"no baseline: {exc}")
-            return None, None
-
-    def _measure_baselines(self, problem: Problem, result: Result):
-        worker = self._spawn()
-        try:
-            worker.ready()
-            reply = worker.ask(self._load_request(problem, None), self.config.load_timeout)
-            if "error" in reply:
-                raise RuntimeError(f"the reference of {problem.name} failed to load: {reply['error']}")
-            names = ["eager", "compile"] if self.config.compile_baseline else ["eager"]
-            with self._device_phase(result, shared=True):
-                reply = worker.ask({"op": "warm", "seed": fresh_seed(), "names": names}, self.config.baseline_timeout)
-            if "error" in reply:
-                raise RuntimeError(f"compiling the reference of {problem.name} failed: {reply['error']}")
-            with self._device_phase(result):
-                reply = worker.ask({"op": "time", "seed": fresh_seed(), "names": names, "config": self.config.timing,
-                                    "l2_bytes": self.l2_bytes}, self.config.baseline_timeout)
-            if "error" in reply:
-                raise RuntimeError(f"timing the reference of {problem.name} failed: {reply['error']}")
-            return reply["timings"]["eager"], reply["timings"].get("compile")
-        finally:
-            worker.kill()
-
 
 class _PhaseClock:
     """Seconds spent in each phase of an evaluation, recorded into a dict as phases end."""

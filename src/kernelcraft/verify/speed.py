@@ -1,0 +1,114 @@
+"""How fast a candidate is, and against what: its timing beside eager with the device held, the trusted
+clock's cross-check, and baselines (eager, torch.compile) measured in a worker that loaded no candidate
+code. A baseline the eager control disagrees with is measured again before any speedup is published.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernelcraft import hardware
+from kernelcraft.problems import Problem
+from kernelcraft.verify import judge
+from kernelcraft.verify.baselines import BaselineStore
+from kernelcraft.verify.inputs import fresh_seed
+from kernelcraft.verify.process import WorkerDied, WorkerTimeout
+from kernelcraft.verify.result import Result
+
+
+def time_candidate(sup, case: judge.Case, problem: Problem) -> None:
+    """Time the candidate beside eager (the device held), check the clock, publish speedups against a
+    baseline measured under the same conditions, then the roofline and the review. `sup`: the Supervisor."""
+    result = case.result
+    key = BaselineStore.key(problem.sha, sup.device_name, torch.__version__,
+                            sup.policy.name + ("" if sup.policy.allow_tf32 else "/exact-fp32"),
+                            sup.reference(problem).sizes)
+    cached = sup.baselines.get(key)
+    if cached is None or (sup.config.compile_baseline and cached[1] is None):
+        cached = _fresh_baselines(sup, problem, key, result)
+    else:
+        result.baseline_cached = True
+    result.eager, result.compiled = cached
+    with sup.device_phase(result, shared=True):
+        warm = case.worker.ask({"op": "warm", "seed": fresh_seed(), "names": ["candidate", "eager"]},
+                               sup.config.load_timeout)
+    if "error" in warm:  # first calls (JIT compilation) happen here, outside the device's timing lock
+        case._raised(warm)
+        return
+    with sup.device_phase(result):
+        if judge.timing(case, fresh_seed()) is None:
+            return
+        if sup.config.clock_check and not judge.clock_cross_check(case):
+            return
+    if result.eager and _drifted(sup, result):
+        _baseline_drift(sup, problem, key, result)
+    ms = result.runtime.median_ms
+    if result.eager:
+        result.speedup_eager = round(result.eager.median_ms / ms, 4)
+    if result.compiled:
+        result.speedup_compile = round(result.compiled.median_ms / ms, 4)
+    if sup.spec is not None:
+        cost = case.ref.cost
+        math_kind = "fp16" if any(s.dtype in (torch.float16, torch.bfloat16) for s in cost.inputs) \
+            else ("tf32" if sup.policy.allow_tf32 and cost.matmul_flops else "fp32")
+        floor_ms = hardware.roofline_seconds(sup.spec, cost.flops, cost.bytes, math_kind) * 1e3
+        result.roofline_ms = round(floor_ms, 5)
+        result.roofline_fraction = round(floor_ms / ms, 4)
+    judge.review(case, sup.config.sanity_bound)
+
+
+def _drifted(sup, result: Result) -> bool:
+    return abs(result.eager_control.median_ms / result.eager.median_ms - 1) > sup.config.baseline_drift
+
+
+def _baseline_drift(sup, problem: Problem, key: str, result: Result) -> None:
+    """The eager reference timed beside the candidate disagrees with the baseline (a cached one measured
+    under other load, or the device's conditions changed since). The control runs in the candidate's
+    process, so it never replaces the baseline: the baseline is measured again now, and the speedup is
+    published against what was measured."""
+    control, stale = result.eager_control.median_ms, result.eager.median_ms
+    fresh = _fresh_baselines(sup, problem, key, result)
+    if fresh[0] is None:
+        result.eager = result.compiled = None  # no speedup is published from a baseline known to be stale
+        return
+    result.eager, result.compiled = fresh
+    result.baseline_cached = False
+    result.notes.append(f"baseline re-measured: eager beside the candidate took {control:.4g} ms, the baseline "
+                        f"said {stale:.4g} ms, measured again {fresh[0].median_ms:.4g} ms")
+    if _drifted(sup, result):
+        result.notes.append(f"baseline_drift: eager beside the candidate still differs from a clean worker's "
+                            f"({control:.4g} ms against {fresh[0].median_ms:.4g} ms): the candidate's process "
+                            "runs PyTorch at another speed, or the device is shared")
+
+
+def _fresh_baselines(sup, problem: Problem, key: str, result: Result):
+    try:
+        fresh = measure_baselines(sup, problem, result)
+        sup.baselines.put(key, *fresh)
+        return fresh
+    except (RuntimeError, WorkerDied, WorkerTimeout) as exc:
+        result.notes.append(f"no baseline: {exc}")
+        return None, None
+
+
+def measure_baselines(sup, problem: Problem, result: Result):
+    """Eager (and torch.compile) timed in a worker that has loaded no candidate code."""
+    worker = sup._spawn()
+    try:
+        worker.ready()
+        reply = worker.ask(sup._load_request(problem, None), sup.config.load_timeout)
+        if "error" in reply:
+            raise RuntimeError(f"the reference of {problem.name} failed to load: {reply['error']}")
+        names = ["eager", "compile"] if sup.config.compile_baseline else ["eager"]
+        with sup.device_phase(result, shared=True):
+            reply = worker.ask({"op": "warm", "seed": fresh_seed(), "names": names}, sup.config.baseline_timeout)
+        if "error" in reply:
+            raise RuntimeError(f"compiling the reference of {problem.name} failed: {reply['error']}")
+        with sup.device_phase(result):
+            reply = worker.ask({"op": "time", "seed": fresh_seed(), "names": names, "config": sup.config.timing,
+                                "l2_bytes": sup.l2_bytes}, sup.config.baseline_timeout)
+        if "error" in reply:
+            raise RuntimeError(f"timing the reference of {problem.name} failed: {reply['error']}")
+        return reply["timings"]["eager"], reply["timings"].get("compile")
+    finally:
+        worker.kill()
