@@ -272,5 +272,6 @@ class Store:
         return self._all(
             "SELECT c.*, r.status, r.correct, r.runtime_ms, r.speedup_eager, r.speedup_compile,"
             " json_extract(r.result, '$.runtime.iqr_ms') AS runtime_iqr_ms,"
+            " json_extract(r.result, '$.review_resolved') AS review_resolved,"
             " i.text AS idea, i.category FROM candidates c LEFT JOIN results r ON r.candidate_id = c.id"
             " LEFT JOIN ideas i ON i.id = c.idea_id WHERE c.run_id = ? ORDER BY c.id", (run_id,))

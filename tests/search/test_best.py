@@ -53,3 +53,18 @@ def test_evolve_keeps_a_cells_incumbent_unless_clearly_faster():
     assert list(archive.values()) == [first]
     admit(archive, cand("g002/c001", 2, 0.7, 0.01))
     assert list(archive.values())[0].key == "g002/c001"
+
+
+def test_a_speedup_the_verifier_could_not_confirm_is_never_the_best_or_a_parent():
+    unconfirmed = cand("r01/i01/m00", 1, 0.01, 0.0)
+    unconfirmed.result["review_resolved"] = False  # 100x past the sanity bound, no timed call checked
+    confirmed = cand("r01/i02/m00", 1, 0.02, 0.0)
+    confirmed.result["review_resolved"] = True  # as fast, and it held on timed calls with changed inputs
+    engine = engine_with(cand("r01/i00/m00", 1, 1.0, 0.01), unconfirmed, confirmed)
+    try:
+        assert [c.key for c in engine.best(3)] == ["r01/i02/m00", "r01/i00/m00"]
+    finally:
+        engine.close()
+    archive: dict = {}
+    admit(archive, unconfirmed)
+    assert archive == {}

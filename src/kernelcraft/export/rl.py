@@ -86,8 +86,9 @@ def _row(index: int, key: tuple, members: list, render_prompt: RenderPrompt | No
 
 
 def step_spread(step: dict) -> tuple[float, float | None] | None:
-    """(median ms, IQR ms) of a correct step's time (run_steps rows); None without one."""
-    if not step["correct"] or step["runtime_ms"] is None:
+    """(median ms, IQR ms) of a correct step's time (run_steps rows); None without one, or for a speedup
+    flagged for review that the verifier could not confirm."""
+    if not step["correct"] or step["runtime_ms"] is None or step.get("_review_resolved") is False:
         return None
     return step["runtime_ms"], step.get("_runtime_iqr_ms")
 

@@ -64,6 +64,7 @@ def run_steps(store: Store, run: dict) -> list[dict]:
             "_timing_method": (result.get("runtime") or result.get("eager") or {}).get("method"),
             # the spreads "faster" is judged by (verify/ranking.py): IQR of the kernel's and the baselines' times
             "_runtime_iqr_ms": (result.get("runtime") or {}).get("iqr_ms"),
+            "_review_resolved": result.get("review_resolved"),
             "_eager_iqr_ms": (result.get("eager") or {}).get("iqr_ms"),
             "_compile_iqr_ms": (result.get("compiled") or {}).get("iqr_ms"),
             "_problem_source": run["problem_source"],

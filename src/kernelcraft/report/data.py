@@ -51,8 +51,9 @@ def trajectory(rows: list[dict]) -> list[dict]:
 
 
 def row_spread(row: dict) -> tuple[float, float | None] | None:
-    """(median ms, IQR ms) of a correct `Store.candidates` row's time; None when it has none."""
-    if not row["correct"] or not row["runtime_ms"]:
+    """(median ms, IQR ms) of a correct `Store.candidates` row's time; None when it has none, or when it is a
+    speedup flagged for review that the verifier could not confirm (never a best)."""
+    if not row["correct"] or not row["runtime_ms"] or row.get("review_resolved") == 0:
         return None
     return row["runtime_ms"], row.get("runtime_iqr_ms")
 

@@ -26,9 +26,7 @@ class Cand:
 
     @property
     def correct(self) -> bool:
-        """Correct, and not a speedup flagged for review that the verifier could not confirm: such a result
-        is kept and reported, never crowned or used to seed the next round."""
-        return bool(self.result and self.result["correct"] and self.result.get("review_resolved") is not False)
+        return bool(self.result and self.result["correct"])
 
     @property
     def runtime_ms(self) -> float:
@@ -37,8 +35,8 @@ class Cand:
     @property
     def spread(self) -> tuple[float, float | None] | None:
         """(median ms, IQR ms) of a correct candidate's time, what rankings compare; None otherwise."""
-        if not self.correct or not self.result["runtime_ms"]:
-            return None
+        if not self.correct or not self.result["runtime_ms"] or self.result.get("review_resolved") is False:
+            return None  # a speedup flagged for review that the verifier could not confirm is never a best
         return self.result["runtime_ms"], (self.result.get("runtime") or {}).get("iqr_ms")
 
     @property

@@ -21,6 +21,8 @@ def cell(cand) -> tuple[str, int]:
 
 
 def admit(archive: dict, cand) -> None:
+    if cand.spread is None:  # no time to rank by (or a speedup the verifier could not confirm)
+        return
     key = cell(cand)
     if key not in archive or clearly_faster(cand.spread, archive[key].spread):  # within the spread: the incumbent stays
         archive[key] = cand
