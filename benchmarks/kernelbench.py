@@ -74,12 +74,20 @@ def row_for(problem, kind: str, result, wall: float) -> dict:
     memory = result.memory or {}
     gib = lambda v: round(v / GiB, 3) if v else None  # noqa: E731
     return {"problem": problem.name, "candidate": kind, "status": result.status, "reasons": result.reasons,
-            "message": (result.message or "")[:400], "harness_oom": "harness_oom" in result.reasons,
+            "message": _brief(result.message), "harness_oom": "harness_oom" in result.reasons,
             "estimate_gib": gib(memory.get("estimate")), "supervisor_peak_gib": gib(memory.get("supervisor_peak_reserved")),
             "worker_peak_gib": gib(memory.get("worker_peak_reserved")), "trials": result.trials,
             "timed_checks": result.timed_checks, "runtime_ms": result.runtime_ms,
             "eager_ms": result.eager.median_ms if result.eager else None, "speedup_eager": result.speedup_eager,
             "lock_wait_s": result.phases.get("lock_wait"), "phases": result.phases, "wall_s": round(wall, 2)}
+
+
+def _brief(message: str | None, keep: int = 600) -> str:
+    """A message short enough for the record: a traceback's end (where its exception is), else its start."""
+    message = message or ""
+    if len(message) <= keep:
+        return message
+    return "…" + message[-keep:] if message.startswith("Traceback") else message[:keep] + "…"
 
 
 def main() -> None:

@@ -55,6 +55,16 @@ def test_a_kernel_on_another_stream_is_found():
     assert attribution_finding(info(KernelShare("relu_kernel", True, 1, 8.0)), True) is None
 
 
+def test_library_kernels_on_torchs_own_streams_are_not_the_candidates_side_streams():
+    """PyTorch runs a grouped 3D transposed convolution on streams of its own (KernelBench level 1 #72, seen on
+    an H100) and joins them: a candidate calling it beside its own kernel is not hiding work."""
+    ran = info(KernelShare("copy_out_kernel", True, 1, 1.0, [7]),
+               KernelShare("void at::native::vol2col_kernel<float>", False, 4, 8.0, [13, 14, 15, 16]),
+               streams=(7, 13, 14, 15, 16), timing_stream=7)
+    assert attribution_finding(ran, True) is None
+    assert attribution_finding(ran, False)[0] == "library_kernels"
+
+
 def test_a_one_letter_kernel_name_is_declared_and_matched_only_as_the_kernel_itself():
     source = '@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n    pass\n'
     assert declared_kernels(source) == {"k"}

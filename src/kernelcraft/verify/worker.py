@@ -91,6 +91,8 @@ class Worker:
         torch = self.torch
         own = isinstance(exc, CandidateFault)
         cause = exc.__cause__ if own and exc.__cause__ is not None else exc
+        if own and cause.__traceback__ is not None and cause.__traceback__.tb_next is not None:
+            cause = cause.with_traceback(cause.__traceback__.tb_next)  # from the candidate's call, not our wrapper
         reply = {"error": f"{type(cause).__name__}: {cause}", "traceback": _trimmed_traceback(cause),
                  "compile_error": type(cause).__name__ in ("CompileError", "ObjectOnlyBuild")}
         if isinstance(cause, torch.OutOfMemoryError):
