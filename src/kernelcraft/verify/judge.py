@@ -165,6 +165,7 @@ def trials(case: Case) -> bool:
         for trial in range(case.config.trials):
             seed, dist = fresh_seed(), distributions[trial % len(distributions)]
             result.seeds.append(seed)
+            inputs = outputs = expected = None  # the last trial's go before this one's are drawn
             inputs = draw_inputs(case.ref.module, str(case.device), seed, dist)
             key = new_key()
             before = fingerprint(inputs, key)
@@ -188,7 +189,6 @@ def trials(case: Case) -> bool:
                 checked_twice = True
                 if not determinism(case, inputs, outputs):
                     return False
-            inputs = outputs = None  # gone before the next trial's inputs are drawn
     finally:
         case.release()
     if result.trials == 0:
@@ -290,6 +290,7 @@ def _timed_samples(case: Case, seed: int, reply: dict) -> bool:
     changes = any(spec.dtype.is_floating_point for spec in case.ref.cost.inputs)  # something to change
     try:
         for sample in reply["samples"]:
+            inputs = expected = None  # the last sample's go before this one's are drawn
             inputs = draw_inputs(module, str(case.device), seed + sample["round"])
             for mutation in sample["mutations"]:
                 mutate_inputs(inputs, mutation, kind)
