@@ -47,7 +47,6 @@ class Sample:
     round: int
     mutations: list[int]
     outputs: object
-    first_mutations: list[int]  # the changes made before the round's first call of the same callable
     # the call before it returned the very same values although the inputs had changed in between:
     # read after the round's sync (a device-side flag, so the loop never waits on it)
     differs: object = None
@@ -145,11 +144,8 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
                     samples[name].append((time.perf_counter() - t0) * 1e3)
                     event_ms += samples[name][-1]
                 if name == sample:
-                    if call == 0:
-                        first = list(seeds)
                     if call == pick:
-                        taken = Sample(round_index, list(seeds), _copy(out), first,
-                                       _differs(previous, _digests(out, key)))
+                        taken = Sample(round_index, list(seeds), _copy(out), _differs(previous, _digests(out, key)))
                         _reservoir(kept, taken, keep, round_index, chooser)
                         previous = None
                     if call == pick - 1:

@@ -255,7 +255,6 @@ class Worker:
             if any(type(o) is not torch.Tensor for o in outputs):
                 return {"error": "a timed call returned something other than plain tensors", "reason": "output_not_tensor"}
             samples.append({"round": sample.round, "mutations": sample.mutations, "outputs": outputs,
-                            "first_mutations": sample.first_mutations,
                             "unchanged": sample.differs is not None and not bool(sample.differs)})
         self.held = samples
         reply = {"timings": run.timings, "samples": samples, "rounds": run.rounds, "mutations": run.mutations,
