@@ -63,3 +63,15 @@ def test_the_wall_time_counts_the_wait_for_the_build(tmp_path):
 
 def _no_build(candidate, arch):
     raise AssertionError("a candidate no device here can run was sent to the build pool")
+
+
+def test_admitting_a_problem_builds_nothing_and_only_two_reference_models_are_kept(tmp_path):
+    sup = _supervisor(tmp_path)
+    names = ["level1/relu", "level1/softmax", "level1/gelu"]
+    problems = [load_problem(n) for n in names]
+    need = sup.admit(problems[0])
+    assert need.total > 0 and sup.references[problems[0].sha].model is None  # a plan: no model yet
+    for p in problems:
+        assert sup.reference(p).model is not None
+    assert [sup.references[p.sha].model is not None for p in problems] == [False, True, True]
+    assert sup.reference(problems[0]).model is not None  # built again when it is judged again

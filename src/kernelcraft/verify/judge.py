@@ -56,6 +56,7 @@ class Case:
         """The reference in float64 (a copy of the model, the inputs widened), or None, noted, where it
         cannot be had: an op without float64, or not enough free memory for it."""
         if self.device.type == "cuda":
+            torch.cuda.empty_cache()
             free, _ = torch.cuda.mem_get_info(self.device)
             needed = 4 * self.ref.cost.peak_bytes  # float64 of fp32 work is twice as wide; fp16 four times
             if needed > free:

@@ -22,7 +22,7 @@ def time_candidate(sup, case: judge.Case, problem: Problem) -> None:
     result = case.result
     key = BaselineStore.key(problem.sha, sup.device_name, torch.__version__,
                             sup.policy.name + ("" if sup.policy.allow_tf32 else "/exact-fp32"),
-                            sup.reference(problem).sizes)
+                            sup.plan(problem).sizes)
     cached = sup.baselines.get(key)
     if cached is None or (sup.config.compile_baseline and cached[1] is None):
         cached = _fresh_baselines(sup, problem, key, result)

@@ -8,6 +8,7 @@ the current candidate runs, so a crash, a hang or a sticky CUDA error costs only
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import threading
@@ -81,7 +82,7 @@ class VerifyConfig:
 @dataclass
 class _Reference:
     module: object
-    model: torch.nn.Module
+    model: torch.nn.Module | None  # built on the device when a candidate of the problem is judged
     cost: Cost
     sizes: Sizes
     ignored: list[str]  # override names this problem does not define
@@ -101,6 +102,7 @@ class Supervisor:
         self.baselines = baselines
         self.init_seed = fresh_seed()
         self.references: dict[str, _Reference] = {}
+        self._with_model: collections.OrderedDict[str, None] = collections.OrderedDict()  # problems whose model is built
         self.lock = threading.Lock()  # one evaluation at a time on a device
         if self.device.type == "cuda":
             props = torch.cuda.get_device_properties(self.device)
@@ -150,10 +152,10 @@ class Supervisor:
 
     # -- the reference side ---------------------------------------------------------------------
 
-    def reference(self, problem: Problem) -> _Reference:
+    def plan(self, problem: Problem) -> _Reference:
         """The problem at the sizes it runs at here, resolved once (the worker is sent these constants): its
-        module, reference model and cost. Raises ProblemTooLarge (once per problem, the same error after) when
-        the device does not have the memory an evaluation of it needs."""
+        module, cost and memory need, nothing on the device yet. Raises ProblemTooLarge (once per problem, the
+        same error after) when the device does not have the memory an evaluation of it needs."""
         key = problem.sha
         if key in self.too_large:
             raise ProblemTooLarge(self.too_large[key])
@@ -168,18 +170,33 @@ class Supervisor:
             except ProblemTooLarge as exc:
                 self.too_large[key] = str(exc)
                 raise
+            self.references[key] = _Reference(module, None, cost, sizes, ignored, need)
+        return self.references[key]
+
+    def reference(self, problem: Problem) -> _Reference:
+        """The plan with the reference model on the device. Models of the two problems judged last are kept;
+        an older one is dropped (a bench of a hundred problems does not pile their weights up on the GPU)."""
+        ref = self.plan(problem)
+        if ref.model is None:
             devices = [self.device.index or 0] if self.device.type == "cuda" else []
             with torch.random.fork_rng(devices=devices):
                 torch.manual_seed(self.init_seed)
-                model = module.Model(*module.get_init_inputs())
-            self.references[key] = _Reference(module, model.to(self.device).eval(), cost, sizes, ignored, need)
-        return self.references[key]
+                model = ref.module.Model(*ref.module.get_init_inputs())
+            ref.model = model.to(self.device).eval()
+        self._with_model[problem.sha] = None
+        self._with_model.move_to_end(problem.sha)
+        while len(self._with_model) > 2:
+            old, _ = self._with_model.popitem(last=False)
+            self.references[old].model = None
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+        return ref
 
     def admit(self, problem: Problem) -> MemoryNeed:
         """Whether a problem can be evaluated here at all, before any candidate: its memory need, or
         ProblemTooLarge (a problem-level error: report it once, never as each candidate's failure)."""
         with self.lock:
-            return self.reference(problem).need
+            return self.plan(problem).need
 
     # -- one evaluation -------------------------------------------------------------------------
 
@@ -298,7 +315,7 @@ class Supervisor:
     def _load_request(self, problem: Problem, candidate_source: str | None) -> dict:
         return {"op": "load", "problem_source": problem.source, "candidate_source": candidate_source,
                 "device": self.worker_device, "init_seed": self.init_seed,
-                "sizes": self.reference(problem).sizes.constants,
+                "sizes": self.plan(problem).sizes.constants,
                 "build_cache": str(self.config.cache_dir / "inline"), "arch_list": self.arch_list,
                 "gpu_memory_fraction": self._worker_fraction(problem), "exact_fp32": not self.policy.allow_tf32}
 
