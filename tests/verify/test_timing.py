@@ -114,10 +114,10 @@ def test_inputs_change_before_every_call_and_samples_can_be_rebuilt():
     assert 1 <= len(run.samples) <= 3
     for sample in run.samples:  # the recorded seeds rebuild each sampled call's inputs exactly
         assert torch.equal(sample.outputs, _replay(sample)[0] * 2)
-        assert sample.differs is not None and bool(sample.differs)
+        assert len(sample.mutations) >= 2  # never a round's first call: one before it saw these inputs
 
 
-def test_a_memoizing_callable_is_seen_returning_the_same_output():
+def test_a_memoizing_callable_hands_back_a_stale_sample():
     cache = {}
 
     def memo(x):  # keyed on what a cheat can see cheaply: the pointer and the shape
@@ -130,7 +130,6 @@ def test_a_memoizing_callable_is_seen_returning_the_same_output():
     assert run.samples
     for sample in run.samples:
         assert not torch.equal(sample.outputs, _replay(sample)[0] * 2)  # stale
-        assert sample.differs is not None and not bool(sample.differs)
 
 
 def test_the_sampled_output_is_a_copy():

@@ -285,7 +285,7 @@ def _timed_samples(case: Case, seed: int, reply: dict) -> bool:
     """Each sampled timed call against the reference on its inputs: the round's, changed as the worker
     changed them up to that call. A candidate that behaves while checked and cuts corners while timed
     fails here (`timing_output_mismatch`); one that hands back an output it kept while its inputs changed
-    fails as `memoized_output`."""
+    (right when called afresh on the same values) fails as `memoized_output`."""
     result, module = case.result, case.ref.module
     kind = mutation_kind(module)
     changes = any(spec.dtype.is_floating_point for spec in case.ref.cost.inputs)  # something to change
@@ -301,11 +301,11 @@ def _timed_samples(case: Case, seed: int, reply: dict) -> bool:
                 result.notes.append(f"{label}: the reference is not finite there; not checked")
                 continue
             if not case.judge(sample["outputs"], expected, label, inputs):
-                if changes and sample["unchanged"] and _right_when_fresh(case, inputs, expected):
+                if changes and _right_when_fresh(case, inputs, expected):
                     result.reasons[-1:] = ["memoized_output"]
-                    result.message = (f"{label}: the output is the call before's, unchanged although its inputs had "
-                                      f"changed in place, and right when called afresh on them (an output is being "
-                                      f"reused): {result.message}")
+                    result.message = (f"{label}: wrong for the inputs as they were at that call, and right when called "
+                                      f"afresh on them: an output kept from an earlier call was handed back "
+                                      f"(memoization): {result.message}")
                 else:
                     result.reasons[-1:] = ["timing_output_mismatch"]
                 return False

@@ -10,9 +10,8 @@ beside the events for a cross-check. On the CPU: `time.perf_counter` around each
 Before every timed call the inputs change in place (`mutate`, outside the timed region, before the
 flush), with a seed drawn at that moment; one call per round of the `sample` callable is chosen at
 random, and a few of those (a reservoir over the rounds) keep their output and the seeds that led to
-its inputs, for the supervisor to check (and a digest of the call before it: an output that did not
-change although its inputs did is a kept one). Nothing else from the timed calls is kept alive: the
-harness holds one round's inputs, one output, the samples and the flush buffer.
+its inputs, for the supervisor to check. Nothing else from the timed calls is kept alive: the harness
+holds one round's inputs, one output, the samples and the flush buffer.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from typing import Callable
 
 import torch
 
-from kernelcraft.verify.memory import digest, new_key
 from kernelcraft.verify.result import Timing
 
 
@@ -47,9 +45,6 @@ class Sample:
     round: int
     mutations: list[int]
     outputs: object
-    # the call before it returned the very same values although the inputs had changed in between:
-    # read after the round's sync (a device-side flag, so the loop never waits on it)
-    differs: object = None
 
 
 @dataclass
@@ -87,7 +82,6 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
     flush = torch.empty(max(2 * l2_bytes, 256 << 20) // 4, dtype=torch.float32, device=device) if cuda else None
     method = "cuda_events+l2_flush" if cuda else "cpu_perf_counter"
     chooser = random.Random(secrets.randbits(64))  # which calls are sampled: unknown to the callables
-    key = new_key()
 
     inputs = make_inputs(0)
     per_call: dict[str, float] = {}
@@ -106,7 +100,6 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
 
     samples: dict[str, list[float]] = {name: [] for name in fns}
     kept: list[Sample] = []
-    previous = None  # digests of the sampled callable's output of the call before the sampled one
     names = list(fns)
     wall_ms = event_ms = 0.0
     mutations = 0
@@ -117,7 +110,7 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
         inputs = None  # the last round's inputs go before this round's are drawn
         inputs = make_inputs(round_index)
         seeds: list[int] = []
-        # the sampled call: never a round's first, so the call before it saw the same inputs, changed since
+        # the sampled call: never a round's first, so a call before it saw the same inputs, changed since
         pick = chooser.randrange(1, batch[sample]) if sample in fns else -1
         sync()
         wall_start = time.perf_counter()
@@ -143,13 +136,8 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
                     out = fn(*inputs)
                     samples[name].append((time.perf_counter() - t0) * 1e3)
                     event_ms += samples[name][-1]
-                if name == sample:
-                    if call == pick:
-                        taken = Sample(round_index, list(seeds), _copy(out), _differs(previous, _digests(out, key)))
-                        _reservoir(kept, taken, keep, round_index, chooser)
-                        previous = None
-                    if call == pick - 1:
-                        previous = _digests(out, key)
+                if name == sample and call == pick:
+                    _reservoir(kept, Sample(round_index, list(seeds), _copy(out)), keep, round_index, chooser)
                 out = None
         sync()
         wall_ms += (time.perf_counter() - wall_start) * 1e3
@@ -172,21 +160,6 @@ def _copy(out):
     if isinstance(out, (tuple, list)):
         return [o.clone() if isinstance(o, torch.Tensor) else o for o in out]
     return out
-
-
-def _digests(out, key):
-    """Device-side digests of a call's outputs (None for anything that is not a tensor): compared with the
-    next call's without holding a second output, and read once the round has synchronised."""
-    outs = out if isinstance(out, (tuple, list)) else [out]
-    return [digest(o, key) if isinstance(o, torch.Tensor) else None for o in outs]
-
-
-def _differs(before, after):
-    """A flag on the device: do two calls' outputs differ anywhere? None when there was no call before, or
-    nothing to compare."""
-    if before is None or len(before) != len(after) or any(d is None for d in before + after):
-        return None
-    return torch.stack([a != b for a, b in zip(before, after)]).any()
 
 
 def _reservoir(kept: list, item: Sample, size: int, seen: int, chooser: random.Random) -> None:
