@@ -1,9 +1,11 @@
 """The supervisor of one device: the trusted side of every evaluation on it.
 
-It draws the inputs (secret seeds, several distributions), keeps a private copy, lends the inputs to
-a fresh worker, takes the outputs back, and only then computes the reference from the private copy
-and compares. A worker serves one candidate and is killed after it; the next one is spawned while
-the current candidate runs, so a crash, a hang or a sticky CUDA error costs only that candidate.
+It draws the inputs (secret seeds, several distributions), fingerprints them with a secret key, lends
+them to a fresh worker, takes the outputs back, and only then computes the reference from the inputs
+(the fingerprint proves them unchanged) and compares. A worker serves one candidate and is killed after
+it; the next one is spawned while the current candidate runs, so a crash, a hang or a sticky CUDA error
+costs only that candidate. Before any of that, a problem's memory need is checked against the device
+(`admit`), and work on the device holds the device's lock across processes (`device_phase`).
 """
 
 from __future__ import annotations
