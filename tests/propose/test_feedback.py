@@ -174,3 +174,49 @@ def test_rejected_after_timing_renders_without_speedups():
     text = render(d)
     assert text.startswith("Status: rejected (timing_mismatch)")
     assert "the supervisor's clock saw 0.9 ms per call" in text
+
+
+TRACEBACK = '''Traceback (most recent call last):
+  File "/work/main/src/kernelcraft/verify/worker.py", line 54, in call
+    return fn(*args)
+           ^^^^^^^^^
+  File "/opt/venv/lib/python3.12/site-packages/torch/nn/modules/module.py", line 1779, in _wrapped_call_impl
+    return self._call_impl(*args, **kwargs)
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/opt/venv/lib/python3.12/site-packages/torch/nn/modules/module.py", line 1790, in _call_impl
+    return forward_call(*args, **kwargs)
+''' + "".join(f'  File "/opt/venv/lib/python3.12/site-packages/triton/runtime/jit.py", line {n}, in run\n'
+              f"    kernel = self.compile(src, target=target, options=options.__dict__)\n" for n in range(20)) + \
+'''  File "/tmp/kernelcraft-worker-abc123/candidate.py", line 41, in forward
+    softmax_kernel[grid](x, y, n, BLOCK=n)
+  File "/opt/venv/lib/python3.12/site-packages/triton/language/core.py", line 1612, in arange
+    return semantic.arange(start, end, _builder)
+ValueError: arange's range must be a power of 2
+'''
+
+
+def test_a_traceback_reaches_the_model_exception_first_with_the_candidates_frames_only():
+    r = base()
+    r.fail("runtime_error", "candidate_raised", TRACEBACK)
+    text = render(r.to_dict())
+    lines = text.splitlines()
+    assert len(TRACEBACK) > 1500  # a cut from the top, as before, would have lost the exception
+    assert lines[1] == "Message: ValueError: arange's range must be a power of 2"
+    assert lines[2] == "In your file (most recent call last):"
+    assert lines[3] == '  File "candidate.py", line 41, in forward'
+    assert lines[4] == "    softmax_kernel[grid](x, y, n, BLOCK=n)"
+    assert "site-packages" not in text and "kernelcraft" not in text and "worker" not in text
+
+
+def test_a_chained_traceback_shows_the_last_exception_and_a_multi_line_message_whole():
+    chained = ('Traceback (most recent call last):\n  File "/tmp/kernelcraft-worker-x/candidate.py", line 3, in f\n'
+               '    g()\nKeyError: 1\n\nThe above exception was the direct cause of the following exception:\n\n'
+               'Traceback (most recent call last):\n  File "/opt/site-packages/triton/compiler.py", line 9, in c\n'
+               '    raise CompilationError(src)\ntriton.compiler.errors.CompilationError: at 5:12:\n'
+               '    x = tl.load(p)\n            ^\nunsupported pointer type\n')
+    r = base()
+    r.fail("runtime_error", "candidate_raised", chained)
+    text = render(r.to_dict())
+    assert "Message: triton.compiler.errors.CompilationError: at 5:12:\n    x = tl.load(p)\n            ^\n" \
+           "unsupported pointer type" in text
+    assert "(raised outside your file" in text and "KeyError" not in text

@@ -3,7 +3,13 @@ engineer would look (did it build, is it right, how fast, where the time went)."
 
 from __future__ import annotations
 
+import re
+
 LOG_LINES = 30  # compiler output kept (the end of the log, where the first error usually is not)
+MESSAGE_CHARS = 1500  # of a message that is not a traceback
+_TRACEBACK = "Traceback (most recent call last):"
+_FRAME = re.compile(r'^  File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<fn>.+)$')
+CANDIDATE_FILE = "candidate.py"  # the name the worker gives the candidate's source
 
 
 def render(result: dict | None, parse_error: str | None = None) -> str:
@@ -18,7 +24,7 @@ def render(result: dict | None, parse_error: str | None = None) -> str:
                 f"{(result.get('message') or '')[:500]}")
     lines = [f"Status: {result['status']}" + (f" ({', '.join(result['reasons'])})" if result.get("reasons") else "")]
     if result.get("message"):
-        lines.append(f"Message: {result['message'][:1500]}")
+        lines.append(_message(result["message"]))
     if result["status"] == "compile_error" and result.get("compile_log"):
         log = _compile_log(result["compile_log"])
         lines.append("Compiler output:\n" + log)
@@ -52,3 +58,32 @@ def _compile_log(log: str) -> str:
     errors = [l for l in lines if "error" in l.lower()]
     keep = errors[:LOG_LINES // 2] + [l for l in lines[-LOG_LINES // 2:] if l not in errors]
     return "\n".join(keep[:LOG_LINES])
+
+
+def _message(text: str) -> str:
+    """A message as a model should read it. A Python traceback is given as its exception first, then the
+    frames in the candidate's own file: the harness's and the libraries' frames only hide the cause, and a
+    cut from the top would drop the exception at its end."""
+    if _TRACEBACK not in text:
+        return f"Message: {text[:MESSAGE_CHARS]}"
+    lines = text[text.rindex(_TRACEBACK):].splitlines()[1:]  # the last traceback of a chain: the one raised
+    frames: list[list[str]] = []
+    exception_at = len(lines)
+    for i, line in enumerate(lines):
+        if _FRAME.match(line):
+            frames.append([line])
+        elif line.startswith("    ") and frames:
+            frames[-1].append(line)
+        elif frames and line.strip():
+            exception_at = i
+            break
+    exception = "\n".join(lines[exception_at:]).strip() or "(no exception line)"
+    own = [f for f in frames if _FRAME.match(f[0]).group("path").endswith("/" + CANDIDATE_FILE)]
+    shown = []
+    for frame in own[-8:]:
+        m = _FRAME.match(frame[0])
+        shown.append(f'  File "{CANDIDATE_FILE}", line {m.group("line")}, in {m.group("fn")}')
+        shown.extend(frame[1:])
+    where = ("In your file (most recent call last):\n" + "\n".join(shown)) if shown else \
+        "(raised outside your file: in a library your kernel called)"
+    return f"Message: {exception[:MESSAGE_CHARS]}\n{where}"
