@@ -188,7 +188,7 @@ def _proposer(settings: dict, args, device: str):
                        ClientSettings(timeout_s=p["timeout_s"], max_retries=p["max_retries"],
                                       concurrency=p["concurrency"], reasoning_effort=p["reasoning_effort"],
                                       max_tokens=p["max_tokens"], temperature=p["temperature"]),
-                       prices)
+                       prices, precision=policy.allow_tf32)
 
 
 def _store(path):

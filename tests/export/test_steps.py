@@ -145,7 +145,7 @@ def test_builtin_engineer_rows_carry_a_rendered_prompt(runs):
         cand = cands[r["candidate_id"]]
         system, user, answer = r["messages"]
         assert (system["role"], user["role"], answer["role"]) == ("system", "user", "assistant")
-        assert "expert GPU kernel engineer" in system["content"] and "Triton" in system["content"]
+        assert "expert kernel engineer (there is no GPU here" in system["content"] and "Triton" in system["content"]
         assert r["idea"] and r["idea"] in user["content"]  # the idea asked for, in the prompt's words
         assert "torch.relu" in user["content"]  # the reference program
         assert answer["content"] == calls[cand["call_id"]]["response"]  # the engineer's answer as stored

@@ -25,7 +25,7 @@ def render_prompt(problem: str, source: str, backend: str, device: str, policy: 
                     (c.get("result") or {}).get("speedup_eager"), c.get("idea")) for c in parents]
     request = Request("implement", Problem(problem, Path(problem), source), backend, parents=shown,
                       idea=Idea(*idea) if idea else None)
-    return prompt_messages(request, _device_text(device), p.name, p.summary)
+    return prompt_messages(request, _device_text(device), p.name, p.summary, p.allow_tf32, on_gpu=device != "cpu")
 
 
 def _device_text(device: str) -> str:

@@ -48,6 +48,7 @@ class Turn:
 
     answer: str
     feedback: str
+    unusable: bool = False  # the answer held no kernel to judge (a parse error): ask for the format again
 
 
 @dataclass

@@ -16,7 +16,7 @@ from kernelcraft.verify.policy import get_policy
 def proposer():
     relaxed = get_policy("relaxed")
     p = LLMProposer(ModelSpec("vllm", "openai", "m", "http://127.0.0.1:9/v1", "none"), "cpu",
-                    (relaxed.name, relaxed.summary))
+                    (relaxed.name, relaxed.summary), precision=relaxed.allow_tf32)
     yield p
     p.close()
 
@@ -83,3 +83,31 @@ def test_a_failed_endpoint_gives_an_answer_with_an_error_not_an_exception(softma
     p.close()
     assert answer.text is None and answer.error and "scripted" not in answer.error
     assert answer.messages[0]["role"] == "system"
+
+
+def test_strict_prompts_say_lower_precision_fails_and_offer_no_precision_ideas():
+    from kernelcraft.propose.llm.proposer import prompt_messages
+    from kernelcraft.problems import load_problem
+
+    problem = load_problem("level1/softmax")
+    ideas = Request("ideas", problem, "triton", count=3)
+    strict = prompt_messages(ideas, "CPU only", "strict", "fp32 within 1e-4", precision=False, on_gpu=False)
+    relaxed = prompt_messages(ideas, "H100", "relaxed", "1e-2", precision=True, on_gpu=True)
+    assert "fail the check" in strict[0]["content"] and "keep fp32 math" in strict[0]["content"]
+    assert "precision (" not in strict[1]["content"] and "memory (" in strict[1]["content"]
+    assert "precision (" in relaxed[1]["content"] and "are admitted" in relaxed[0]["content"]
+    assert strict[0]["content"].startswith("You are an expert kernel engineer (there is no GPU here")
+    assert relaxed[0]["content"].startswith("You are an expert GPU kernel engineer.")
+
+
+def test_a_fix_after_an_unusable_answer_asks_for_the_format_not_for_speed():
+    from kernelcraft.propose.base import Turn
+    from kernelcraft.propose.llm.proposer import prompt_messages
+    from kernelcraft.problems import load_problem
+
+    request = Request("fix", load_problem("level1/softmax"), "triton",
+                      history=[Turn("no code here", "Your answer could not be used: no code block.", unusable=True),
+                               Turn("```python\nclass ModelNew: ...\n```", "Status: incorrect (mismatch)")])
+    messages = prompt_messages(request, "CPU only", "strict", "fp32 within 1e-4")
+    assert "Answer again: the whole kernel file" in messages[3]["content"]
+    assert "make it faster" not in messages[3]["content"] and "make it faster" in messages[5]["content"]

@@ -23,14 +23,17 @@ def template(name: str) -> Template:
 
 class LLMProposer:
     def __init__(self, spec: ModelSpec, device: str, policy: tuple[str, str],
-                 settings: ClientSettings | None = None, prices: PriceTable | None = None):
-        """`policy`: the tolerance policy's name and its one-line summary, as the prompt states them."""
+                 settings: ClientSettings | None = None, prices: PriceTable | None = None, precision: bool = False):
+        """`policy`: the tolerance policy's name and its one-line summary, as the prompt states them;
+        `precision`: whether it admits lower-precision math (TF32, fp16/bf16) on fp32 data."""
         self.spec = spec
         self.name = spec.label
         self.client = ChatClient(spec, settings)
         self.prices = prices or PriceTable()
         self.device_text = describe_device(device)
         self.policy_name, self.policy_summary = policy
+        self.precision = precision
+        self.on_gpu = device.startswith("cuda")
 
     def close(self) -> None:
         self.client.close()
@@ -51,20 +54,26 @@ class LLMProposer:
 
     # prompts ----------------------------------------------------------------------------------------
     def messages(self, request: Request) -> list[dict]:
-        return prompt_messages(request, self.device_text, self.policy_name, self.policy_summary)
+        return prompt_messages(request, self.device_text, self.policy_name, self.policy_summary, self.precision,
+                               self.on_gpu)
 
 
-def prompt_messages(request: Request, device_text: str, policy_name: str, policy_summary: str) -> list[dict]:
-    """The conversation a request becomes: system prompt (device, backend rules, policy), then the task."""
+def prompt_messages(request: Request, device_text: str, policy_name: str, policy_summary: str,
+                    precision: bool = False, on_gpu: bool = True) -> list[dict]:
+    """The conversation a request becomes: system prompt (device, backend rules, policy), then the task.
+    `precision`: the policy admits TF32/fp16 math on fp32 data; where it does not, the prompt says so and
+    the precision category is not offered."""
     system = template("system").substitute(
+        role="an expert GPU kernel engineer" if on_gpu else
+        "an expert kernel engineer (there is no GPU here: your kernels run on the CPU)",
         device=device_text, backend_rules=template(f"backends/{request.backend}").template.strip(),
-        policy=policy_name, policy_summary=policy_summary)
+        policy=policy_name, policy_summary=policy_summary, precision_rule=_precision_rule(policy_name, precision))
     messages = [{"role": "system", "content": system}]
     if request.kind == "ideas":
         target = "the fastest kernel above" if request.parents else "a first custom kernel for it"
         messages.append({"role": "user", "content": template("ideas").substitute(
             problem_source=request.problem.source.strip(), kernels=_kernels(request.parents),
-            count=request.count, target=target, categories=_category_list(), tried=_tried(request.tried))})
+            count=request.count, target=target, categories=_category_list(precision), tried=_tried(request.tried))})
         return messages
     messages.append({"role": "user", "content": template("implement").substitute(
         problem_source=request.problem.source.strip(), kernels=_kernels(request.parents),
@@ -72,9 +81,10 @@ def prompt_messages(request: Request, device_text: str, policy_name: str, policy
         task=_task(request), output_format=template("output_format").template.strip())})
     for turn in request.history:  # fix: the conversation so far, the verifier speaking as the user
         messages.append({"role": "assistant", "content": turn.answer})
+        task = ("Answer again: the whole kernel file, in the format below." if turn.unusable else
+                "Fix what the verifier found; if the kernel was correct, make it faster.")
         messages.append({"role": "user", "content": template("fix").substitute(
-            feedback=turn.feedback, task="Fix what the verifier found; if the kernel was correct, make it faster.",
-            output_format=template("output_format").template.strip())})
+            feedback=turn.feedback, task=task, output_format=template("output_format").template.strip())})
     return messages
 
 
@@ -84,8 +94,17 @@ def _tried(ideas: list[str]) -> str:
     return "\nIdeas already tried in this run (propose different ones):\n" + "\n".join(f"- {i}" for i in ideas) + "\n"
 
 
-def _category_list() -> str:
-    return ", ".join(f"{tag} ({words})" for tag, words in CATEGORIES.items())
+def _category_list(precision: bool = True) -> str:
+    """The categories an idea may take; the precision one only where the policy admits lower precision."""
+    return ", ".join(f"{tag} ({words})" for tag, words in CATEGORIES.items() if precision or tag != "precision")
+
+
+def _precision_rule(policy: str, precision: bool) -> str:
+    if precision:
+        return (f"- Under `{policy}`, TF32 tensor cores and fp16/bf16 math on fp32 data are admitted where the "
+                "error stays within the tolerance.")
+    return (f"- Under `{policy}`, TF32 tensor cores or fp16/bf16 math on fp32 data fail the check (about 1e-3 off): "
+            "keep fp32 math for fp32 data; the device's TF32 and fp16 rates are for 16-bit inputs only.")
 
 
 def _kernels(kernels: list[Kernel], title: str = "The best kernels so far, fastest first, with the verifier's verdict") -> str:
