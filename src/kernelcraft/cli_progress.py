@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from kernelcraft.cli import _console
+from kernelcraft.propose.feedback import times
 
 
 class Progress:
@@ -54,8 +55,10 @@ class Progress:
             s.update(problem=f"[{data['index'] + 1}/{data['total']}] {data['problem']}  ", round=0, best=None)
         if self.quiet:
             return
-        if kind in ("stop", "error"):
+        if kind in ("stop", "error", "note"):
             self.console.print(f"[yellow]{kind}:[/] {data.get('reason') or data.get('message')}")
+        elif kind == "target":
+            self.console.print(f"target: {data['summary']}")
         if self.live:
             self.live.update(self._render())
         elif kind in ("round", "problem", "lock_wait"):  # not a terminal (a log file, CI): one line per step
@@ -65,7 +68,7 @@ class Progress:
         from rich.text import Text
 
         s = self.state
-        best = f"{s['best']:.2f}x eager" if s["best"] else "none yet"
+        best = f"{times(s['best'])} eager" if s["best"] else "none yet"
         return Text(f"{s['problem']}round {s['round']} · verified {s['verified']} ({s['ok']} ok) · best {best} · "
                     f"{s['calls']} calls ({s['errors']} failed), {s['tokens']:,} tokens · "
                     f"{time.monotonic() - self.t0:.0f} s{s['waiting']}")

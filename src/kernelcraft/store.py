@@ -33,6 +33,10 @@ CREATE TABLE IF NOT EXISTS runs (
     created REAL NOT NULL,
     updated REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS targets (
+    run_id TEXT PRIMARY KEY REFERENCES runs(id),
+    target TEXT NOT NULL           -- JSON: verify/target.py's Target, as the run's prompts stated it
+);
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY,
     run_id TEXT NOT NULL REFERENCES runs(id),
@@ -160,6 +164,14 @@ class Store:
                     " status, created, updated) VALUES (?,?,?,?,?,?,?,?,'running',?,?)",
                     (run_id, bench_id, problem, problem_source, strategy, proposer, device,
                      json.dumps(config), now, now))
+
+    def set_target(self, run_id: str, target: dict) -> None:
+        self._write("INSERT OR REPLACE INTO targets (run_id, target) VALUES (?,?)", (run_id, json.dumps(target)))
+
+    def target(self, run_id: str) -> dict | None:
+        """What the run's first request said was timed, its baselines and floor (None: none was measured)."""
+        row = self._one("SELECT target FROM targets WHERE run_id = ?", (run_id,))
+        return json.loads(row["target"]) if row else None
 
     def run(self, run_id: str) -> dict:
         row = self._one("SELECT * FROM runs WHERE id = ?", (run_id,))

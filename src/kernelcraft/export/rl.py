@@ -28,7 +28,8 @@ def rl_rows(store: Store, runs: list[dict], render_prompt: RenderPrompt | None =
         s = settings(run, steps)
         key = (run["problem"], run["problem_source"], s["backend"], run["device"], s["policy"], s["small"])
         groups.setdefault(key, []).append((run, steps, s))
-    return [_row(i, key, members, render_prompt) for i, (key, members) in enumerate(groups.items())]
+    return [_row(i, key, members, render_prompt, next(filter(None, (store.target(run["id"]) for run, _, _ in members)), None))
+            for i, (key, members) in enumerate(groups.items())]
 
 
 def settings(run: dict, steps: list[dict]) -> dict:
@@ -46,7 +47,7 @@ def settings(run: dict, steps: list[dict]) -> dict:
             "timing_budget_s": verify.get("timing_budget")}
 
 
-def _row(index: int, key: tuple, members: list, render_prompt: RenderPrompt | None) -> dict:
+def _row(index: int, key: tuple, members: list, render_prompt: RenderPrompt | None, target: dict | None) -> dict:
     problem, source, backend, device, policy, small = key
     steps = [s for _, run_steps_, _ in members for s in run_steps_]
     evaluated = [s for s in steps if s["status"] not in ("malformed", "not_evaluated")]
@@ -56,7 +57,7 @@ def _row(index: int, key: tuple, members: list, render_prompt: RenderPrompt | No
     best = champion(sorted(correct, key=lambda s: (s["run_id"], s["round"], s["step_key"])), step_spread)
     prompt, origin = _stored_prompt(steps), "stored"
     if prompt is None and render_prompt is not None and backend and policy:
-        prompt, origin = render_prompt(problem, source, backend, device, policy), "rendered"
+        prompt, origin = render_prompt(problem, source, backend, device, policy, target=target), "rendered"
     if prompt is None:
         prompt, origin = [], "none"
     trials = [s["_trials"] for s in evaluated if s["_trials"]]

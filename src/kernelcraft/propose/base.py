@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kernelcraft.problems import Problem
+from kernelcraft.verify.target import Target
 
 # The six idea categories, by short tag.
 CATEGORIES = {
@@ -38,8 +39,19 @@ class Kernel:
     source: str
     backend: str
     feedback: str  # verifier feedback rendered as text (propose/feedback.py)
-    speedup_eager: float | None = None
+    speedup_eager: float | None = None  # against the baseline measured when it was judged
     idea: str | None = None
+    runtime_ms: float | None = None  # the median the verifier ranks kernels by (None: not correct)
+
+
+@dataclass
+class TriedIdea:
+    """An idea this run has tried, and what it led to, in a few words ("2 implementations: compile_error
+    (SyntaxError …); incorrect (relative error 0.31)" or "best 1.32x eager (0.512 ms), kept as kernel 1")."""
+
+    text: str
+    category: str
+    outcome: str
 
 
 @dataclass
@@ -56,13 +68,16 @@ class Request:
     kind: str  # one of KINDS
     problem: Problem
     backend: str  # the backend asked for
-    parents: list[Kernel] = field(default_factory=list)  # the current best kernels (may be empty)
+    parents: list[Kernel] = field(default_factory=list)  # the current best kernels, fastest first (may be empty)
+    base: int = 0  # implement/fix: the index in `parents` of the kernel to build on
     idea: Idea | None = None  # implement: the idea to realize (None: any improvement)
     count: int = 1  # ideas: how many ideas are wanted
     history: list[Turn] = field(default_factory=list)  # fix: the conversation so far
     inspirations: list[Kernel] = field(default_factory=list)  # evolve: other kernels to borrow from
     ask_idea: bool = False  # implement: the answer should state its idea and category first
-    tried: list[str] = field(default_factory=list)  # ideas: the ideas this run has already tried
+    tried: list[TriedIdea] = field(default_factory=list)  # ideas: the ideas this run has tried, with outcomes
+    failures: list[str] = field(default_factory=list)  # the last round's failed kernels, a line each
+    target: Target | None = None  # what is timed, the baselines and the floor (None: not measured)
 
     def __post_init__(self):
         assert self.kind in KINDS, self.kind

@@ -36,7 +36,7 @@ def render(result: dict | None, parse_error: str | None = None) -> str:
         for label, base in (("PyTorch eager", "eager"), ("torch.compile", "compile")):
             if result.get(f"{base}_ms"):
                 speedup = result.get(f"speedup_{base}")  # absent when a later check failed the kernel
-                parts.append(f"{label} {result[f'{base}_ms']:.4f} ms" + (f" ({speedup:.2f}x)" if speedup else ""))
+                parts.append(f"{label} {result[f'{base}_ms']:.4f} ms" + (f" ({times(speedup)})" if speedup else ""))
         if result.get("roofline_fraction") is not None:
             parts.append(f"{100 * result['roofline_fraction']:.0f}% of the roofline bound")
         lines.append("; ".join(parts))
@@ -50,6 +50,36 @@ def render(result: dict | None, parse_error: str | None = None) -> str:
     for res in (result.get("kernels_resources") or [])[:4]:
         lines.append("ptxas: " + ", ".join(f"{k}={v}" for k, v in res.items()))
     return "\n".join(lines)
+
+
+BRIEF_CHARS = 240  # of a one-line verdict
+
+
+def times(speedup: float) -> str:
+    """A speedup as "1.32x"; a tiny one keeps two significant digits ("0.00055x", not "0.00x")."""
+    return f"{speedup:.2f}x" if speedup >= 0.1 else f"{speedup:.2g}x"
+
+
+def brief(result: dict | None, parse_error: str | None = None, limit: int = BRIEF_CHARS) -> str:
+    """The verdict in one line, for lists of what a run tried: why a kernel failed, or how fast it was."""
+    if parse_error:
+        return f"no usable kernel in the answer ({parse_error.replace('_', ' ')})"
+    if result is None:
+        return "not evaluated"
+    status = result["status"]
+    if result["correct"]:
+        ms, speedup = result.get("runtime_ms"), result.get("speedup_eager")
+        return "correct" + (f", {ms:.4g} ms" if ms else "") + (f" ({times(speedup)} eager)" if speedup else "")
+    head = status + (f" ({', '.join(result['reasons'])})" if result.get("reasons") else "")
+    if status == "compile_error" and result.get("compile_log"):
+        lines = result["compile_log"].strip().splitlines()
+        why = next((l for l in lines if "error" in l.lower()), lines[0] if lines else "")
+    elif result.get("max_rel_error") is not None and status == "incorrect":
+        why = f"largest relative error {result['max_rel_error']:.3g}"
+    else:
+        message = (result.get("message") or "").strip()
+        why = _exception(message) if _TRACEBACK in message else (message.splitlines() or [""])[0]
+    return f"{head}: {' '.join(why.split())}"[:limit] if why else head
 
 
 def _compile_log(log: str) -> str:
@@ -66,7 +96,22 @@ def _message(text: str) -> str:
     cut from the top would drop the exception at its end."""
     if _TRACEBACK not in text:
         return f"Message: {text[:MESSAGE_CHARS]}"
-    lines = text[text.rindex(_TRACEBACK):].splitlines()[1:]  # the last traceback of a chain: the one raised
+    frames, exception = _traceback(text)
+    own = [f for f in frames if _FRAME.match(f[0]).group("path").endswith("/" + CANDIDATE_FILE)]
+    shown = []
+    for frame in own[-8:]:
+        m = _FRAME.match(frame[0])
+        shown.append(f'  File "{CANDIDATE_FILE}", line {m.group("line")}, in {m.group("fn")}')
+        shown.extend(frame[1:])
+    where = ("In your file (most recent call last):\n" + "\n".join(shown)) if shown else \
+        "(raised outside your file: in a library your kernel called)"
+    return f"Message: {exception[:MESSAGE_CHARS]}\n{where}"
+
+
+def _traceback(text: str) -> tuple[list[list[str]], str]:
+    """The frames (each its lines) and the exception of the last traceback in `text` (of a chain, the one
+    raised)."""
+    lines = text[text.rindex(_TRACEBACK):].splitlines()[1:]
     frames: list[list[str]] = []
     exception_at = len(lines)
     for i, line in enumerate(lines):
@@ -77,13 +122,8 @@ def _message(text: str) -> str:
         elif frames and line.strip():
             exception_at = i
             break
-    exception = "\n".join(lines[exception_at:]).strip() or "(no exception line)"
-    own = [f for f in frames if _FRAME.match(f[0]).group("path").endswith("/" + CANDIDATE_FILE)]
-    shown = []
-    for frame in own[-8:]:
-        m = _FRAME.match(frame[0])
-        shown.append(f'  File "{CANDIDATE_FILE}", line {m.group("line")}, in {m.group("fn")}')
-        shown.extend(frame[1:])
-    where = ("In your file (most recent call last):\n" + "\n".join(shown)) if shown else \
-        "(raised outside your file: in a library your kernel called)"
-    return f"Message: {exception[:MESSAGE_CHARS]}\n{where}"
+    return frames, "\n".join(lines[exception_at:]).strip() or "(no exception line)"
+
+
+def _exception(text: str) -> str:
+    return _traceback(text)[1]

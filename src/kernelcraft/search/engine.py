@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 from kernelcraft.candidate import Candidate
 from kernelcraft.problems import Problem
-from kernelcraft.propose.base import Answer, FatalProposerError, Idea, Proposer, Request, Turn, Usage
+from kernelcraft.propose import feedback
+from kernelcraft.propose.base import Answer, FatalProposerError, Idea, Kernel, Proposer, Request, TriedIdea, Turn, Usage
 from kernelcraft.propose.parse import parse_ideas, parse_kernel
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.records import Cand, Counters
 from kernelcraft.store import Store
 from kernelcraft.verify import Job, Verifier
 from kernelcraft.verify.ranking import ranked
+from kernelcraft.verify.target import Target
 
 
 class Engine:
@@ -46,6 +49,9 @@ class Engine:
         self._inflight: set[Future] = set()
         self._started = time.monotonic()
         self._busy0 = verifier.busy_seconds()
+        self._target_lock = threading.Lock()
+        self._target: Target | None = None
+        self._target_done = False
 
     def close(self, cancel: bool = False) -> None:
         self._pool.shutdown(wait=not cancel, cancel_futures=cancel)
@@ -126,10 +132,8 @@ class Engine:
         None when the proposer says it has no idea left (the run is then complete)."""
         if self.stopped():
             return []
-        with self._lock:
-            tried = sorted({c.idea.text for c in self.cands.values() if c.idea}, key=str.lower)
-        request = Request("ideas", self.problem, self.config.backend, [p.kernel() for p in parents], count=count,
-                          tried=tried)
+        request = Request("ideas", self.problem, self.config.backend, self.kernels(parents), count=count,
+                          tried=self.tried(parents), failures=self.failures(round_ - 1), target=self.target())
         call_id, answer = self.ask(key, request)
         if answer.text is None:
             return []
@@ -146,6 +150,76 @@ class Engine:
                for j, idea in enumerate(ideas)]
         self._overhead(t0)
         return out
+
+    # what a proposer is told ------------------------------------------------------------------------
+    def target(self) -> Target | None:
+        """The sizes timed, the baselines and the roofline floor, measured once per run and stored (a resumed
+        run states the same), or None if they could not be measured: the run goes on, its prompts without them."""
+        with self._target_lock:
+            if not self._target_done:
+                self._target_done = True
+                stored = self.store.target(self.run_id)
+                try:
+                    self._target = Target.from_dict(stored) if stored else self.verifier.target(self.problem)
+                    if not stored:
+                        self.store.set_target(self.run_id, self._target.to_dict())
+                    self.on_event("target", {"summary": self._target.summary()})
+                except Exception as exc:  # noqa: BLE001 - a missing target costs the prompts a paragraph only
+                    self.on_event("note", {"message": f"no baselines before round 1: {exc}"})
+            return self._target
+
+    def kernels(self, cands: list[Cand]) -> list[Kernel]:
+        """Candidates as a proposer is shown them, their speedups all against the run's one baseline."""
+        target = self.target()
+        eager_ms = target.eager.median_ms if target and target.eager else None
+        return [c.kernel(eager_ms) for c in cands]
+
+    def tried(self, kept: list[Cand]) -> list[TriedIdea]:
+        """Every idea this run has tried (in the order first tried) and what it led to; `kept` are the
+        kernels the next round builds on (fastest first), named as such."""
+        with self._lock:
+            groups: dict[str, list[Cand]] = {}
+            for c in sorted(self.cands.values(), key=lambda c: (c.round, c.key)):
+                if c.idea:
+                    groups.setdefault(c.idea.text, []).append(c)
+        shown = self.kernels(kept)
+        out = []
+        for text, cands in groups.items():
+            out.append(TriedIdea(text, cands[0].idea.category, self._outcome(cands, kept, shown)))
+        return out
+
+    def _outcome(self, cands: list[Cand], kept: list[Cand], shown: list[Kernel]) -> str:
+        judged = [c for c in cands if c.result or c.parse_error]
+        if not judged:
+            return "not judged yet"
+        verdicts = Counter(feedback.brief(c.result, c.parse_error, limit=140) for c in judged if not c.correct)
+        failures = "; ".join(why + (f" (x{k})" if k > 1 else "") for why, k in verdicts.most_common(3))
+        correct = [c for c in judged if c.correct]
+        if not correct:
+            n = len(judged)
+            which = "its implementation" if n == 1 else "both implementations" if n == 2 else f"all {n} implementations"
+            return f"{which} failed: {failures}"
+        best = min(correct, key=lambda c: (bool(c.result.get("duplicate")), c.runtime_ms))  # the one ranked
+        kernel = shown[kept.index(best)] if best in kept else self.kernels([best])[0]
+        speed = f" ({feedback.times(kernel.speedup_eager)} eager)" if kernel.speedup_eager else ""
+        text = f"correct, {kernel.runtime_ms:.4g} ms{speed}"
+        text += f", kept as kernel {kept.index(best) + 1}" if best in kept else ", not kept (slower than the kernels kept)"
+        return text + (f"; {sum(verdicts.values())} of {len(judged)} failed: {failures}" if verdicts else "")
+
+    def failures(self, round_: int, limit: int = 6) -> list[str]:
+        """The failed kernels of `round_`, one line each (the same verdict once), so the next round's
+        requests carry their siblings' compile and runtime errors."""
+        with self._lock:
+            failed = sorted((c for c in self.cands.values() if c.round == round_ and round_ > 0 and not c.correct
+                             and (c.result or c.parse_error)), key=lambda c: c.key)
+        lines, seen = [], set()
+        for c in failed:
+            why = feedback.brief(c.result, c.parse_error)
+            if why in seen:
+                continue
+            seen.add(why)
+            lines.append((f"idea \"{c.idea.text}\": " if c.idea else "") + why)
+        return lines[:limit]
 
     # candidates -------------------------------------------------------------------------------------
     def implement(self, key: str, round_: int, parent: Cand | None = None, idea: tuple[int, Idea] | None = None,
@@ -168,11 +242,13 @@ class Engine:
 
         def work():
             try:
-                parents = ([parent] if parent else []) + [c for c in context if c is not parent]
+                # the kernels shown stay fastest first; the task names the one to build on by its place
+                parents = list(context) if parent in context else ([parent] if parent else []) + list(context)
                 request = Request("fix" if history else "implement", self.problem, self.config.backend,
-                                  [p.kernel() for p in parents], idea=idea[1] if idea else None,
-                                  history=list(history), inspirations=[c.kernel() for c in inspirations],
-                                  ask_idea=ask_idea)
+                                  self.kernels(parents), base=parents.index(parent) if parent else 0,
+                                  idea=idea[1] if idea else None, history=list(history),
+                                  inspirations=self.kernels(list(inspirations)), ask_idea=ask_idea,
+                                  failures=self.failures(round_ - 1), target=self.target())
                 call_id, answer = self.ask(key, request)
                 if answer.text is None and call_id is None:  # fatal: nothing stored, nothing to show
                     with self._lock:
@@ -283,9 +359,11 @@ class Engine:
     # selection and waiting --------------------------------------------------------------------------
     def best(self, n: int) -> list[Cand]:
         """The `n` fastest correct candidates so far: in (round, key) order, a candidate displaces an
-        earlier one only when faster beyond their spread (verify/ranking.py); never arrival order."""
+        earlier one only when faster beyond their spread (verify/ranking.py); never arrival order. A kernel
+        proposed again (the same source) holds one place, under its first candidate."""
         with self._lock:
-            ok = sorted((c for c in self.cands.values() if c.correct), key=lambda c: (c.round, c.key))
+            ok = sorted((c for c in self.cands.values() if c.correct and not c.result.get("duplicate")),
+                        key=lambda c: (c.round, c.key))
         return ranked(ok, lambda c: c.spread, n)
 
     def wait(self, futures: list[Future]) -> list[Cand]:

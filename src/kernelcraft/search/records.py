@@ -43,9 +43,15 @@ class Cand:
     def feedback(self) -> str:
         return feedback.render(self.result, self.parse_error)
 
-    def kernel(self) -> Kernel:
+    def kernel(self, eager_ms: float | None = None) -> Kernel:
+        """The kernel as a proposer is shown it. `eager_ms`: the run's one eager baseline, so that the
+        speedups of kernels judged at different moments (each against its own baseline) keep their order."""
         speedup = self.result.get("speedup_eager") if self.result else None
-        return Kernel(self.source, self.backend, self.feedback, speedup, self.idea.text if self.idea else None)
+        runtime = self.result.get("runtime_ms") if self.correct else None
+        if eager_ms and runtime:
+            speedup = round(eager_ms / runtime, 4)
+        return Kernel(self.source, self.backend, self.feedback, speedup, self.idea.text if self.idea else None,
+                      runtime)
 
 
 @dataclass

@@ -5,12 +5,8 @@ code. A baseline the eager control disagrees with is measured again before any s
 
 from __future__ import annotations
 
-import torch
-
-from kernelcraft import hardware
 from kernelcraft.problems import Problem
-from kernelcraft.verify import judge
-from kernelcraft.verify.baselines import BaselineStore
+from kernelcraft.verify import judge, target
 from kernelcraft.verify.inputs import fresh_seed
 from kernelcraft.verify.process import WorkerDied, WorkerTimeout
 from kernelcraft.verify.result import Result
@@ -20,12 +16,10 @@ def time_candidate(sup, case: judge.Case, problem: Problem) -> None:
     """Time the candidate beside eager (the device held), check the clock, publish speedups against a
     baseline measured under the same conditions, then the roofline and the review. `sup`: the Supervisor."""
     result = case.result
-    key = BaselineStore.key(problem.sha, sup.device_name, torch.__version__,
-                            sup.policy.name + ("" if sup.policy.allow_tf32 else "/exact-fp32"),
-                            sup.plan(problem).sizes)
+    key = target.baseline_key(sup, problem)
     cached = sup.baselines.get(key)
     if cached is None or (sup.config.compile_baseline and cached[1] is None):
-        cached = _fresh_baselines(sup, problem, key, result)
+        cached = fresh_baselines(sup, problem, key, result)
     else:
         result.baseline_cached = True
     result.eager, result.compiled = cached
@@ -47,13 +41,10 @@ def time_candidate(sup, case: judge.Case, problem: Problem) -> None:
         result.speedup_eager = round(result.eager.median_ms / ms, 4)
     if result.compiled:
         result.speedup_compile = round(result.compiled.median_ms / ms, 4)
-    if sup.spec is not None:
-        cost = case.ref.cost
-        math_kind = "fp16" if any(s.dtype in (torch.float16, torch.bfloat16) for s in cost.inputs) \
-            else ("tf32" if sup.policy.allow_tf32 and cost.matmul_flops else "fp32")
-        floor_ms = hardware.roofline_seconds(sup.spec, cost.flops, cost.bytes, math_kind) * 1e3
-        result.roofline_ms = round(floor_ms, 5)
-        result.roofline_fraction = round(floor_ms / ms, 4)
+    bound = target.floor(sup.spec, case.ref.cost, sup.policy.allow_tf32)
+    if bound is not None:
+        result.roofline_ms = round(bound.ms, 5)
+        result.roofline_fraction = round(bound.ms / ms, 4)
     judge.review(case, sup.config.sanity_bound)
 
 
@@ -67,7 +58,7 @@ def _baseline_drift(sup, problem: Problem, key: str, result: Result) -> None:
     process, so it never replaces the baseline: the baseline is measured again now, and the speedup is
     published against what was measured."""
     control, stale = result.eager_control.median_ms, result.eager.median_ms
-    fresh = _fresh_baselines(sup, problem, key, result)
+    fresh = fresh_baselines(sup, problem, key, result)
     if fresh[0] is None:
         result.eager = result.compiled = None  # no speedup is published from a baseline known to be stale
         return
@@ -81,7 +72,7 @@ def _baseline_drift(sup, problem: Problem, key: str, result: Result) -> None:
                             "runs PyTorch at another speed, or the device is shared")
 
 
-def _fresh_baselines(sup, problem: Problem, key: str, result: Result):
+def fresh_baselines(sup, problem: Problem, key: str, result: Result):
     try:
         fresh = measure_baselines(sup, problem, result)
         sup.baselines.put(key, *fresh)

@@ -29,6 +29,7 @@ from kernelcraft.problems.sizes import Sizes, module_constants, resolve_sizes
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildOutcome
 from kernelcraft.verify import judge, speed
+from kernelcraft.verify import target as target_mod
 from kernelcraft.verify.attribution import declared_kernels
 from kernelcraft.verify.containment import Limits
 from kernelcraft.verify.devicelock import DeviceLock, device_key
@@ -199,6 +200,11 @@ class Supervisor:
         ProblemTooLarge (a problem-level error: report it once, never as each candidate's failure)."""
         with self.lock:
             return self.plan(problem).need
+
+    def target(self, problem: Problem) -> target_mod.Target:
+        """What a candidate of `problem` is measured against here: sizes, baselines, roofline floor."""
+        with self.lock:
+            return target_mod.measure(self, problem)
 
     # -- one evaluation -------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.memory import MemoryNeed
 from kernelcraft.verify.result import Result
 from kernelcraft.verify.supervisor import Supervisor, VerifyConfig
+from kernelcraft.verify.target import Target
 
 
 def resolve_devices(device: str = "auto") -> list[str]:
@@ -94,6 +95,11 @@ class Verifier:
         ProblemTooLarge with a one-line reason (a problem-level error, reported once)."""
         needs = [sup.admit(problem) for sup in self.supervisors]
         return max(needs, key=lambda n: n.total)
+
+    def target(self, problem: Problem) -> Target:
+        """The sizes timed, the baselines and the roofline floor of `problem` on the first device (measured
+        now unless cached; they are the baselines its candidates are compared with). Raises ProblemTooLarge."""
+        return self.supervisors[0].target(problem)
 
     def evaluate(self, problem: Problem, candidate: Candidate) -> Result:
         return self.submit(Job(problem, candidate)).result()

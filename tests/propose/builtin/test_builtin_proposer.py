@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kernelcraft.problems import load_problem
-from kernelcraft.propose.base import Idea, Kernel, Request, Turn
+from kernelcraft.propose.base import Idea, Kernel, Request, TriedIdea, Turn
 from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
 from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed
 from kernelcraft.propose.parse import parse_ideas, parse_kernel
@@ -38,9 +38,9 @@ def test_ideas_are_the_moves_not_yet_tried_then_none(engineer, softmax):
     first = offered(engineer, softmax, count=2)
     assert [i.text for i in first] == [m.text for m in all_moves[:2]]
     assert all(i.category == m.category for i, m in zip(first, all_moves))
-    later = offered(engineer, softmax, count=2, tried=[i.text for i in first])
+    later = offered(engineer, softmax, count=2, tried=[TriedIdea(i.text, i.category, "1.1x") for i in first])
     assert [i.text for i in later] == [m.text for m in all_moves[2:4]]
-    answer = engineer.ask(Request("ideas", softmax, "triton", count=4, tried=[m.text for m in all_moves]))
+    answer = engineer.ask(Request("ideas", softmax, "triton", count=4, tried=[TriedIdea(m.text, m.category, "incorrect") for m in all_moves]))
     assert parse_ideas(answer.text, 4) == ([], "exhausted")
 
 

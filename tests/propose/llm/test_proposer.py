@@ -111,3 +111,53 @@ def test_a_fix_after_an_unusable_answer_asks_for_the_format_not_for_speed():
     messages = prompt_messages(request, "CPU only", "strict", "fp32 within 1e-4")
     assert "Answer again: the whole kernel file" in messages[3]["content"]
     assert "make it faster" not in messages[3]["content"] and "make it faster" in messages[5]["content"]
+
+
+def test_the_target_states_sizes_baselines_and_the_roofline_floor():
+    from kernelcraft import hardware
+    from kernelcraft.problems.cost import Cost, TensorSpec
+    from kernelcraft.propose.llm.proposer import prompt_messages
+    from kernelcraft.verify.result import Timing
+    from kernelcraft.verify.target import Target, floor
+
+    import torch
+
+    # softmax over (4096, 65536) fp32 on an H100: 2 GiB read and written, 3.35 TB/s datasheet peak
+    cost = Cost(flops=5 * 4096 * 65536, bytes=2 * 4 * 4096 * 65536, matmul_flops=0, matmul_dtype=None,
+                inputs=[TensorSpec((4096, 65536), torch.float32)])
+    bound = floor(hardware.KNOWN["H100"], cost, allow_tf32=False)
+    assert bound.bound == "memory" and bound.ms == pytest.approx(2 * 4 * 4096 * 65536 / 3.35e12 * 1e3, rel=1e-4)
+    timing = lambda ms: Timing(ms, 0.01, 0.01, 50, ms, "cuda_events+l2_flush")  # noqa: E731
+    target = Target("level1/softmax", "NVIDIA H100 80GB HBM3", "full sizes",
+                    [{"shape": [4096, 65536], "dtype": "float32"}], timing(1.43), timing(1.10), bound, [])
+    request = Request("ideas", load_problem("level1/softmax"), "triton", count=3, target=target)
+    text = prompt_messages(request, "H100", "strict", "fp32 within 1e-4")[1]["content"]
+    assert "What is timed: one forward call on inputs (4096, 65536) float32 (full sizes), on NVIDIA H100" in text
+    assert "Baselines here: PyTorch eager 1.43 ms, torch.compile 1.1 ms." in text
+    assert "Roofline floor: 0.641 ms (memory-bound: 2.147 GB moved at 3.35 TB/s" in text
+    # a matmul's floor is its arithmetic: compute-bound at the fp32 rate under strict, tf32 where admitted
+    mm = Cost(flops=2 * 8192 ** 3, bytes=3 * 4 * 8192 ** 2, matmul_flops=2 * 8192 ** 3, matmul_dtype="float32",
+              inputs=[TensorSpec((8192, 8192), torch.float32)] * 2)
+    assert floor(hardware.KNOWN["H100"], mm, allow_tf32=False).bound == "compute"
+    assert floor(hardware.KNOWN["H100"], mm, allow_tf32=True).math == "tf32"
+    assert floor(None, mm, allow_tf32=True) is None  # a CPU: no ceilings known, no floor claimed
+    implement = Request("implement", load_problem("level1/softmax"), "triton", target=target,
+                        failures=['idea "Tile it": compile_error (compile_failed): error: bad'])
+    text = prompt_messages(implement, "H100", "strict", "fp32 within 1e-4")[1]["content"]
+    assert "Roofline floor" in text and "Errors in the last round's kernels" in text and "Tile it" in text
+
+
+def test_kernels_are_listed_fastest_first_and_the_task_names_the_one_to_build_on():
+    from kernelcraft.propose.llm.proposer import prompt_messages
+
+    fast = Kernel("class ModelNew: pass  # fast", "triton", "Status: ok", 2.0, "vector loads", runtime_ms=0.5)
+    slow = Kernel("class ModelNew: pass  # slow", "triton", "Status: ok", 1.0, "bigger blocks", runtime_ms=1.0)
+    request = Request("implement", load_problem("level1/softmax"), "triton", parents=[fast, slow], base=1,
+                      idea=Idea("Unroll the row loop", "control"))
+    text = prompt_messages(request, "H100", "strict", "fp32 within 1e-4")[1]["content"]
+    assert text.index("# fast") < text.index("# slow")
+    assert "### Kernel 1 (0.5 ms, 2.00x PyTorch eager); idea: vector loads" in text
+    assert "Write a new version of kernel 2 above that applies this idea: Unroll the row loop" in text
+    evolve = Request("implement", load_problem("level1/softmax"), "triton", parents=[fast], ask_idea=True)
+    strict = prompt_messages(evolve, "H100", "strict", "fp32 within 1e-4", precision=False)[1]["content"]
+    assert "precision" not in strict.split("`Category: …`")[1]

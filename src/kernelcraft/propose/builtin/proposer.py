@@ -103,7 +103,7 @@ class BuiltinProposer:
             return Answer(messages, None, error=str(exc))
         moves = self.moves(op, request.backend)
         if request.kind == "ideas":
-            tried = set(request.tried) | {p.idea for p in request.parents if p.idea}
+            tried = {t.text for t in request.tried} | {p.idea for p in request.parents if p.idea}
             fresh = [m for m in moves if m.text not in tried][:request.count]
             text = "```json\n" + json.dumps([{"idea": m.text, "category": m.category} for m in fresh]) + "\n```\n"
             return Answer(messages, text, Usage(0, 0, 0.0))

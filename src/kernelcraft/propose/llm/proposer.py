@@ -9,9 +9,11 @@ from pathlib import Path
 from string import Template
 
 from kernelcraft.hardware import describe_device
-from kernelcraft.propose.base import CATEGORIES, Answer, Kernel, Request, Usage
+from kernelcraft.propose.base import CATEGORIES, Answer, Kernel, Request, TriedIdea, Usage
+from kernelcraft.propose.feedback import times
 from kernelcraft.propose.llm.client import ChatClient, ClientSettings, FatalLLMError, LLMError
 from kernelcraft.propose.llm.providers import ModelSpec, PriceTable
+from kernelcraft.verify.target import Target
 
 PROMPTS = Path(__file__).parent / "prompts"
 
@@ -70,15 +72,18 @@ def prompt_messages(request: Request, device_text: str, policy_name: str, policy
         policy=policy_name, policy_summary=policy_summary, precision_rule=_precision_rule(policy_name, precision))
     messages = [{"role": "system", "content": system}]
     if request.kind == "ideas":
-        target = "the fastest kernel above" if request.parents else "a first custom kernel for it"
+        target = ("a first custom kernel for it" if not request.parents else "the kernel above" if len(request.parents) == 1
+                  else "the kernels above: the first idea is applied to kernel 1, the second to kernel 2, and so on in "
+                       "turn, so make each idea suit the kernel it goes to")
         messages.append({"role": "user", "content": template("ideas").substitute(
-            problem_source=request.problem.source.strip(), kernels=_kernels(request.parents),
-            count=request.count, target=target, categories=_category_list(precision), tried=_tried(request.tried))})
+            problem_source=request.problem.source.strip(), target_text=_target(request.target, on_gpu),
+            kernels=_kernels(request.parents), count=request.count, target=target,
+            categories=_category_list(precision), tried=_tried(request.tried), failures=_failures(request.failures))})
         return messages
     messages.append({"role": "user", "content": template("implement").substitute(
-        problem_source=request.problem.source.strip(), kernels=_kernels(request.parents),
-        inspirations=_kernels(request.inspirations, "Other kernels you may borrow from"),
-        task=_task(request), output_format=template("output_format").template.strip())})
+        problem_source=request.problem.source.strip(), target_text=_target(request.target, on_gpu),
+        kernels=_kernels(request.parents), inspirations=_kernels(request.inspirations, "Other kernels you may borrow from"),
+        failures=_failures(request.failures), task=_task(request, precision), output_format=template("output_format").template.strip())})
     for turn in request.history:  # fix: the conversation so far, the verifier speaking as the user
         messages.append({"role": "assistant", "content": turn.answer})
         task = ("Answer again: the whole kernel file, in the format below." if turn.unusable else
@@ -88,10 +93,38 @@ def prompt_messages(request: Request, device_text: str, policy_name: str, policy
     return messages
 
 
-def _tried(ideas: list[str]) -> str:
+def _tried(ideas: list[TriedIdea]) -> str:
     if not ideas:
         return ""
-    return "\nIdeas already tried in this run (propose different ones):\n" + "\n".join(f"- {i}" for i in ideas) + "\n"
+    lines = [f"- [{i.category}] {i.text} -> {i.outcome}" for i in ideas]
+    return "\nIdeas already tried in this run, and what they led to (propose different ones):\n" + "\n".join(lines) + "\n"
+
+
+def _failures(lines: list[str]) -> str:
+    if not lines:
+        return ""
+    return "\nErrors in the last round's kernels (don't repeat them):\n" + "\n".join(f"- {l}" for l in lines) + "\n"
+
+
+def _target(target: Target | None, on_gpu: bool = True) -> str:
+    """What is timed, against what, and how low it can go: "timed on inputs (4096, 65536) float32 (full
+    sizes); PyTorch eager 1.43 ms, torch.compile 1.10 ms; roofline floor 0.72 ms (memory-bound) …"."""
+    if target is None:
+        return ""
+    shapes = ", ".join(f"({', '.join(map(str, i['shape']))}) {i['dtype']}" for i in target.inputs) or "no tensors"
+    sizes = target.sizes + ("; on the CPU the small sizes are timed" if not on_gpu and target.sizes != "full sizes" else "")
+    lines = [f"What is timed: one forward call on inputs {shapes} ({sizes}), on {target.device}."]
+    base = [f"PyTorch eager {target.eager.median_ms:.4g} ms"] if target.eager else []
+    base += [f"torch.compile {target.compiled.median_ms:.4g} ms"] if target.compiled else []
+    if base:
+        lines.append("Baselines here: " + ", ".join(base) + ".")
+    f = target.floor
+    if f is not None:
+        work = (f"{f.flops / 1e9:.4g} GFLOP at {f.rate / 1e12:.4g} TFLOP/s {f.math}" if f.bound == "compute" else
+                f"{f.bytes / 1e9:.4g} GB moved at {f.rate / 1e12:.4g} TB/s")
+        lines.append(f"Roofline floor: {f.ms:.4g} ms ({f.bound}-bound: {work}, the device's datasheet peak); "
+                     "no kernel can be faster.")
+    return "\n" + "\n".join(lines) + "\n"
 
 
 def _category_list(precision: bool = True) -> str:
@@ -112,25 +145,24 @@ def _kernels(kernels: list[Kernel], title: str = "The best kernels so far, faste
         return ""
     out = [f"\n{title}:\n"]
     for i, k in enumerate(kernels, 1):
-        head = f"### Kernel {i}"
-        if k.speedup_eager:
-            head += f" ({k.speedup_eager:.2f}x PyTorch eager)"
-        if k.idea:
-            head += f"; idea: {k.idea}"
+        speed = [f"{k.runtime_ms:.4g} ms"] if k.runtime_ms else []
+        speed += [f"{times(k.speedup_eager)} PyTorch eager"] if k.speedup_eager else []
+        head = f"### Kernel {i}" + (f" ({', '.join(speed)})" if speed else "") + (f"; idea: {k.idea}" if k.idea else "")
         out.append(f"{head}\n```python\n{k.source.strip()}\n```\nVerifier:\n{k.feedback.strip()}\n")
     return "\n".join(out)
 
 
-def _task(request: Request) -> str:
-    base = "kernel 1 above" if request.parents else "the reference"
+def _task(request: Request, precision: bool = True) -> str:
+    base = f"kernel {request.base + 1} above" if request.parents else "the reference"
     if request.idea:
         task = (f"Write a new version of {base} that applies this idea: {request.idea.text} "
                 f"(category: {CATEGORIES.get(request.idea.category, request.idea.category)}).")
     elif request.parents:
-        task = "Write a faster version of kernel 1 above, still correct."
+        task = f"Write a faster version of {base}, still correct."
     else:
         task = "Write a custom kernel that computes the reference's result faster than PyTorch does."
     if request.ask_idea:
         task += (" Begin your answer with a line `Idea: …` naming the one optimization you apply and a line "
-                 f"`Category: …` naming its category (one of: {', '.join(CATEGORIES)}).")
+                 f"`Category: …` naming its category (one of: "
+                 f"{', '.join(c for c in CATEGORIES if precision or c != 'precision')}).")
     return task

@@ -21,7 +21,7 @@ def run(engine) -> None:
         futures = []
         if ideas:
             for i, idea in enumerate(ideas):
-                parent = best[i % len(best)] if best else None  # spread the ideas over the beam
+                parent = best[i % len(best)] if best else None  # in turn over the beam, as the ideas prompt says
                 for m in range(cfg.impls):
                     futures.append(engine.implement(f"r{r:02d}/i{i:02d}/m{m:02d}", r, parent, idea, context=best))
         else:  # no usable ideas: ask for plain improvements rather than waste the round
