@@ -95,3 +95,18 @@ def inside(fences: Fences, n_lines: int) -> list[bool]:
         for i in range(b.first, min(b.last, n_lines - 1) + 1):
             mask[i] = True
     return mask
+
+
+def around(text: str, at: int) -> Block | None:
+    """The lines between the fences just before and just after line `at`, read as a block: how a
+    bare fence read as a closer may really have opened the block that holds `at`."""
+    lines = text.split("\n")
+    fence_at = [i for i, line in enumerate(lines) if _opening(line)]
+    before = [i for i in fence_at if i < at]
+    after = [i for i in fence_at if i > at]
+    if not before or not after:
+        return None
+    lo, hi = before[-1], after[0]
+    opened = _opening(lines[lo])
+    info = opened["info"]
+    return Block(info.split()[0].lower() if info else "", _dedent(lines[lo + 1:hi], opened["indent"]), lo, hi, info)

@@ -4,7 +4,7 @@ answers are named, never raised.
 
 A kernel is read from the fenced blocks (fences.py): an answer that ends inside an open block was cut
 off and gives nothing, even when an earlier draft was complete; of several blocks that define
-`ModelNew` the last wins (a model revising itself); a `ModelNew` block that uses names only an earlier
+`ModelNew` the last wins (a model revising itself); a `ModelNew` block that uses names only another
 Python block defines (a kernel, a `load_inline` call) is joined with it. An answer with no fences is
 taken from the first line that starts Python code. Ideas are read from a JSON list (trailing commas
 and // comments forgiven) and only without one from the answer's last markdown list."""
@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from kernelcraft.propose.base import CATEGORIES, Idea
-from kernelcraft.propose.fences import Block, Fences, inside, scan
+from kernelcraft.propose.fences import Block, Fences, around, inside, scan
 from kernelcraft.propose.names import names
 
 _MODELNEW = re.compile(r"^class\s+ModelNew\b", re.M)
@@ -73,7 +73,13 @@ def parse_kernel(text: str) -> KernelAnswer:
     if fences.cut_off:
         return KernelAnswer(None, "unterminated_code_block", idea=idea)
     notes = ["abandoned_code_block"] if fences.abandoned else []
-    with_model = [b for b in fences.closed if _MODELNEW.search(b.body)]
+    closed = fences.closed
+    if fences.open is not None:  # a stray fence at the end: a bare fence read as a closer may have opened a block
+        realigned = _realigned(lines, closed, fences.open.first)
+        if realigned is not None:
+            closed = [b for b in closed if b.last < realigned.first] + [realigned]
+            notes = ["abandoned_code_block"]
+    with_model = [b for b in closed if _MODELNEW.search(b.body)]
     if not with_model:
         return KernelAnswer(None, "no_modelnew", notes, idea)
     final = with_model[-1]
@@ -81,13 +87,25 @@ def parse_kernel(text: str) -> KernelAnswer:
         notes.insert(0, "multiple_code_blocks")
     if len(_MODELNEW.findall(final.body)) > 1:
         return KernelAnswer(None, "two_modelnew", notes, idea)
-    helpers = [b for b in fences.closed if b.first < final.first and b.lang in _PYTHON and b not in with_model]
-    source = _joined(helpers, final)
+    source = _joined([b for b in closed if b.lang in _PYTHON and b not in with_model], final)
     if source is None:
         source = final.body
     else:
         notes.append("joined_code_blocks")
     return KernelAnswer(source.rstrip() + "\n", None, notes, idea)
+
+
+def _realigned(lines: list[str], closed: list[Block], stray: int) -> Block | None:
+    """After an unclosed ```python draft, a final block opened by a bare ``` reads as the draft's
+    closer, the file as prose and the closing fence as a stray one (at line `stray`). The last
+    `class ModelNew` outside every block, fenced by a fence before it and the stray one after it,
+    is that final block when what lies between them parses."""
+    fenced = {i for b in closed for i in range(b.first, b.last + 1)}
+    outside = [i for i, line in enumerate(lines) if i not in fenced and _MODELNEW.match(line.lstrip())]
+    block = around("\n".join(lines), outside[-1]) if outside else None
+    if block is None or block.last != stray or not _parses(block.body.split("\n")):
+        return None
+    return block
 
 
 def _bare(lines: list[str]) -> KernelAnswer:
@@ -103,11 +121,9 @@ def _bare(lines: list[str]) -> KernelAnswer:
 
 
 def _code_span(lines: list[str], model_at: int) -> tuple[int, int]:
-    """The first line that starts Python code and parses through to the end, dropping prose after the
-    code if that is what keeps it from parsing. A file that parses nowhere (a kernel with a syntax
+    """From the first line that starts Python code and parses through to the end, dropping prose after
+    the code if that is what keeps it from parsing. A file that parses nowhere (a kernel with a syntax
     error) is taken from its first code line to the end: the verifier names its error."""
-    if _parses(lines):
-        return 0, len(lines)
     starts = [i for i in range(model_at + 1) if _CODE_START.match(lines[i])] or [model_at]
     prose_after = [j for j in range(len(lines) - 1, model_at, -1)
                    if lines[j].strip() and not lines[j][0].isspace() and not _CODE_START.match(lines[j])]
@@ -115,7 +131,7 @@ def _code_span(lines: list[str], model_at: int) -> tuple[int, int]:
         for end in [len(lines)] + prose_after[:8]:
             if _parses(lines[start:end]):
                 return start, end
-    return starts[0], len(lines)
+    return (0, len(lines)) if _parses(lines) else (starts[0], len(lines))
 
 
 def _parses(lines: list[str]) -> bool:
@@ -126,35 +142,40 @@ def _parses(lines: list[str]) -> bool:
     return True
 
 
-def _joined(helpers: list[Block], final: Block) -> str | None:
-    """The ModelNew block with the earlier Python blocks that define names it uses but does not
-    define, in their order; None when it needs none. The ModelNew block's head (its docstring and
-    imports) goes first when the helpers read what it imports (a kernel block written without imports)."""
+def _joined(blocks: list[Block], final: Block) -> str | None:
+    """The ModelNew block with the other Python blocks that define names it uses but does not define:
+    earlier ones before it, later ones after it (a class first, then "the kernel it calls"), each in
+    its order; None when it needs none. The ModelNew block's head (its docstring and imports) goes
+    first when an earlier block reads what it imports (a kernel block written without imports)."""
     model = names(final.body)
     if model is None or not model.free:
         return None
-    need, chosen, provided = set(model.free), [], set()
-    for block in reversed(helpers):
+    need, before, after, provided = set(model.free), [], [], set()
+
+    def takes(block: Block) -> bool:
+        nonlocal need, provided
         found = names(block.body)
         if found is None or not found.defines & need:
-            continue
-        chosen.insert(0, block)
+            return False
         provided |= found.defines
         need = (need - found.defines) | (found.free - model.defines - provided)
-    if not chosen:
+        return True
+
+    before = [b for b in reversed([b for b in blocks if b.first < final.first]) if takes(b)][::-1]
+    after = [b for b in blocks if b.first > final.first and takes(b)]
+    if not before and not after:
         return None
     model_lines = final.body.split("\n")
     head: list[str] = []
-    helpers_read = set().union(*(names(b.body).free for b in chosen)) - provided
-    if helpers_read & model.imports:  # the file's head (docstring, imports) goes before the helpers
-        end = 0
+    if before and set().union(*(names(b.body).free for b in before)) & model.imports:
+        end = 0  # the file's head: a docstring and the imports after it
         for node in model.tree.body:
             docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and end == 0
             if not (docstring or isinstance(node, (ast.Import, ast.ImportFrom))):
                 break
             end = node.end_lineno
         head, model_lines = ["\n".join(model_lines[:end])], model_lines[end:]
-    parts = head + [b.body for b in chosen] + ["\n".join(model_lines)]
+    parts = head + [b.body for b in before] + ["\n".join(model_lines)] + [b.body for b in after]
     return "\n\n\n".join(part.strip("\n").rstrip() for part in parts if part.strip())
 
 
