@@ -63,6 +63,12 @@ def split_head(src: str) -> tuple[str, str, str]:
     return "\n".join(lines[:end]) + "\n", "\n".join(lines[end:]).strip("\n") + "\n", model
 
 
+def with_usage(src: str) -> str:
+    """The file with a markdown usage example in a docstring of its own, as some models write them."""
+    at = src.index("\nclass ModelNew")
+    return src[:at] + '\n"""Usage:\n' + F + 'python\ny = ModelNew()(x)\n' + F + '\n"""\n' + src[at:]
+
+
 # Kernel shapes: name -> (what it is, builder(src) -> answer text, what is right: "source", "program", "rejected",
 # and for "program" the program expected, when it is not the file's own order).
 KERNEL_SHAPES = {
@@ -105,6 +111,13 @@ KERNEL_SHAPES = {
     "abandoned_fence_bare_final": ("(2) an unclosed ```python draft, then the final block opened by a bare ```",
                                    lambda s: "<think>\n" + F + "python\n" + cut(s, 0.4) + "\nhmm, wait, let me redo "
                                    "this.\n</think>\n\nHere is the kernel:\n\n" + block(s, lang=""), "source"),
+    "fenced_draft_bare_final": ("a closed draft block in thinking, then the final file without fences",
+                                lambda s: "<think>\n" + block("# draft\n" + s) + "That launch is wrong.\n</think>\n\n"
+                                + s, "source"),
+    # a limit, measured so that a change to it shows: a fence inside the file ends its block early
+    "limit_fence_in_docstring": ("(limit) the file's docstring holds a ```python usage example",
+                                 lambda s: "Here it is:\n\n" + block(with_usage(s)) + "\nDone.\n", "source",
+                                 with_usage),
 }
 
 
@@ -126,7 +139,8 @@ def reasoning(problem: str) -> str:
 
 # Ideas shapes: name -> (what it is, builder(problem, ideas) -> answer text).
 IDEAS_SHAPES = {
-    "ideas_json": ("a ```json block, as asked", lambda p, ideas: "Here are my ideas.\n\n" + block(ideas_text(ideas), "json")),
+    "ideas_json": ("a ```json block, as asked",
+                   lambda p, ideas: "Here are my ideas.\n\n" + block(ideas_text(ideas), "json")),
     "ideas_trailing_comma": ("(7) a ```json block with a trailing comma",
                              lambda p, ideas: block(ideas_text(ideas, trailing_comma=True), "json")),
     "ideas_comments": ("(7) // comments and a trailing comma",
@@ -195,6 +209,10 @@ def judge_kernel(parse, answer: str, src: str, expect: str, idea: Idea | None) -
     return same, "same program" if same else "other program"
 
 
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
 def load_parse_at(rev: str) -> types.ModuleType:
     """parse.py as it was at `rev`, as a module of its own (it imports only kernelcraft.propose.base)."""
     source = subprocess.run(["git", "show", f"{rev}:src/kernelcraft/propose/parse.py"], cwd=ROOT,
@@ -217,7 +235,7 @@ def measure(files: list[Path], ideas: dict[str, list[Idea]], parsers: dict[str, 
             wrong = []
             for f in files:
                 src = f.read_text()
-                want = order[0](src) if order else src
+                want = order[0](src) if order else src  # the file, or the program the answer should give
                 ok, why = judge_kernel(parse, build(src), want, expect, IDEA if name == "idea_header" else None)
                 if not ok:
                     wrong.append({"file": str(f.relative_to(ROOT)), "got": why})
@@ -259,9 +277,9 @@ def main() -> None:
     commit = None
     if args.compare:
         parsers[args.compare] = load_parse_at(args.compare)
-        commit = subprocess.run(["git", "rev-parse", args.compare], cwd=ROOT, capture_output=True,
-                                text=True).stdout.strip()
+        commit = git("rev-parse", args.compare)
     ideas = ideas_corpus()
+    changed = " (parse code changed since)" if git("status", "--porcelain", "src/kernelcraft/propose") else ""
     record = {
         "what": "how propose/parse.py reads kernel files and ideas wrapped in the shapes model answers take",
         "date": datetime.date.today().isoformat(),
@@ -269,7 +287,8 @@ def main() -> None:
         "corpus": {"paths": args.paths, "kernel_files": [str(f.relative_to(ROOT)) for f in files],
                    "ideas": "the built-in engineer's Triton moves per level-1 problem it covers as one op",
                    "ideas_answers": len(ideas), "ideas_per_answer": sum(map(len, ideas.values())) / max(1, len(ideas))},
-        "parsers": {"now": "the working tree", **({args.compare: f"git {args.compare} ({commit})"} if commit else {})},
+        "parsers": {"now": f"the working tree at {git('rev-parse', 'HEAD')}" + changed,
+                    **({args.compare: f"git {args.compare} ({commit})"} if commit else {})},
         "shapes": measure(files, ideas, parsers),
     }
     text = json.dumps(record, indent=1)

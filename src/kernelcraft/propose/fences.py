@@ -1,10 +1,11 @@
-"""Fenced code blocks in an answer's markdown, read line by line as CommonMark reads them, with the
-one liberty that model answers need: an opening fence met inside an open block starts a new block
-and abandons the open one (a model that drops a draft mid-block and starts again rarely closes it).
+"""Fenced code blocks in an answer's markdown, read line by line as CommonMark reads them, with two
+liberties that model answers need: an opening fence met inside an open block starts a new block and
+abandons the open one (a model that drops a draft mid-block and starts again rarely closes it), and
+a fence may be indented by any amount (a block under a nested list item).
 
-An opening fence is three or more backticks or tildes, indented by anything (a block under a list
-item), then an optional info string whose first word is the language. A closing fence uses the same
-character, at least as many, with no info string. The body loses the opening fence's indentation."""
+An opening fence is three or more backticks or tildes, then an optional info string whose first word
+is the language. A closing fence uses the same character, at least as many, with no info string. The
+body loses the opening fence's indentation (as far as all its lines have it)."""
 
 from __future__ import annotations
 
@@ -49,14 +50,13 @@ def _opening(line: str) -> re.Match | None:
 
 
 def _dedent(lines: list[str], indent: str) -> str:
-    out = []
+    """The fence's indentation taken off every line, as far as all the lines that hold code have it
+    (a model that indents the fences but not the code keeps its code whole)."""
     for line in lines:
-        if line.startswith(indent):
-            out.append(line[len(indent):])
-        else:  # a shorter indentation (a blank line, a line the model did not indent): take what is there
-            stripped = line.lstrip(" \t")
-            out.append(line[min(len(indent), len(line) - len(stripped)):])
-    return "\n".join(out)
+        if line.strip():
+            while not line.startswith(indent):
+                indent = indent[:-1]
+    return "\n".join(line[len(indent):] if line.startswith(indent) else line.lstrip(" \t") for line in lines)
 
 
 def scan(text: str) -> Fences:
@@ -96,17 +96,3 @@ def inside(fences: Fences, n_lines: int) -> list[bool]:
             mask[i] = True
     return mask
 
-
-def around(text: str, at: int) -> Block | None:
-    """The lines between the fences just before and just after line `at`, read as a block: how a
-    bare fence read as a closer may really have opened the block that holds `at`."""
-    lines = text.split("\n")
-    fence_at = [i for i, line in enumerate(lines) if _opening(line)]
-    before = [i for i in fence_at if i < at]
-    after = [i for i in fence_at if i > at]
-    if not before or not after:
-        return None
-    lo, hi = before[-1], after[0]
-    opened = _opening(lines[lo])
-    info = opened["info"]
-    return Block(info.split()[0].lower() if info else "", _dedent(lines[lo + 1:hi], opened["indent"]), lo, hi, info)

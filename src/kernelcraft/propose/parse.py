@@ -3,11 +3,12 @@ stored answer parses the same on resume: everything here is a pure function of t
 answers are named, never raised.
 
 A kernel is read from the fenced blocks (fences.py): an answer that ends inside an open block was cut
-off and gives nothing, even when an earlier draft was complete; of several blocks that define
-`ModelNew` the last wins (a model revising itself); a `ModelNew` block that uses names only another
-Python block defines (a kernel, a `load_inline` call) is joined with it. An answer with no fences is
-taken from the first line that starts Python code. Ideas are read from a JSON list (trailing commas
-and // comments forgiven) and only without one from the answer's last markdown list."""
+off and gives nothing, even when an earlier draft was complete; of several versions of `ModelNew` the
+last wins (a model revising itself), fenced or written out bare after the blocks; a `ModelNew` block
+that uses names only another Python block defines (a kernel, a `load_inline` call) is joined with it
+(names.py). An answer with no fences is taken from the first line that starts Python code. Ideas are
+read from a JSON list (trailing commas and // comments forgiven), and only when there is none from
+the answer's last markdown list."""
 
 from __future__ import annotations
 
@@ -17,16 +18,18 @@ import re
 from dataclasses import dataclass, field
 
 from kernelcraft.propose.base import CATEGORIES, Idea
-from kernelcraft.propose.fences import Block, Fences, around, inside, scan
+from kernelcraft.propose.fences import Block, Fences, inside, scan
 from kernelcraft.propose.names import names
 
 _MODELNEW = re.compile(r"^class\s+ModelNew\b", re.M)
 _PYTHON = ("python", "py", "python3", "py3", "")  # languages a helper block may be joined from
 _JSON = ("json", "jsonc", "json5")
-# A line that can start a Python file: an import, a def, a decorator, a comment, a docstring, an assignment.
-_CODE_START = re.compile(r"""^(?:import\s+\w|from\s+[\w.]+\s+import\b|class\s+\w|(?:async\s+)?def\s+\w|@\w|\#
-                             |[rRbBuU]?(?:\"\"\"|''')|[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*(?::[^=\n]+)?=[^=])""",
-                         re.X)
+# Lines that start a Python file: those that must be code (an import, a def, a decorator, a docstring) and
+# those that may be (a comment, an assignment; "# Title" and "Idea: a = b" are prose of the same look).
+_SURE_CODE = r"""import\s+\w|from\s+[\w.]+\s+import\b|class\s+\w|(?:async\s+)?def\s+\w|@\w|[rRbBuU]?(?:"{3}|'{3})"""
+_MAYBE_CODE = r"#|[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*(?::[^=\n]+)?=[^=]"
+_CODE_START = re.compile(f"^(?:{_SURE_CODE}|{_MAYBE_CODE})")
+_SURE_CODE_START = re.compile(f"^(?:{_SURE_CODE})")
 _LIST_ITEM = re.compile(r"^(?P<indent>\s*)(?:(?P<number>\d+)[.)]|[-*•])\s+(?P<text>.+)$")
 # A category named by tag or by its words ("memory access", "[memory]", "Category: precision").
 _CATEGORY_WORDS = {
@@ -74,12 +77,10 @@ def parse_kernel(text: str) -> KernelAnswer:
         return KernelAnswer(None, "unterminated_code_block", idea=idea)
     notes = ["abandoned_code_block"] if fences.abandoned else []
     closed = fences.closed
-    if fences.open is not None:  # a stray fence at the end: a bare fence read as a closer may have opened a block
-        realigned = _realigned(lines, closed, fences.open.first)
-        if realigned is not None:
-            closed = [b for b in closed if b.last < realigned.first] + [realigned]
-            notes = ["abandoned_code_block"]
     with_model = [b for b in closed if _MODELNEW.search(b.body)]
+    after = _bare_after(lines[closed[-1].last + 1:])
+    if after is not None:  # the final version given without fences, after the blocks
+        return KernelAnswer(after, None, (["multiple_code_blocks"] if with_model else []) + notes + ["no_fences"], idea)
     if not with_model:
         return KernelAnswer(None, "no_modelnew", notes, idea)
     final = with_model[-1]
@@ -95,17 +96,16 @@ def parse_kernel(text: str) -> KernelAnswer:
     return KernelAnswer(source.rstrip() + "\n", None, notes, idea)
 
 
-def _realigned(lines: list[str], closed: list[Block], stray: int) -> Block | None:
-    """After an unclosed ```python draft, a final block opened by a bare ``` reads as the draft's
-    closer, the file as prose and the closing fence as a stray one (at line `stray`). The last
-    `class ModelNew` outside every block, fenced by a fence before it and the stray one after it,
-    is that final block when what lies between them parses."""
-    fenced = {i for b in closed for i in range(b.first, b.last + 1)}
-    outside = [i for i, line in enumerate(lines) if i not in fenced and _MODELNEW.match(line.lstrip())]
-    block = around("\n".join(lines), outside[-1]) if outside else None
-    if block is None or block.last != stray or not _parses(block.body.split("\n")):
+def _bare_after(lines: list[str]) -> str | None:
+    """A file defining ModelNew once, without fences, in the lines after the last block, when it
+    parses: a final version written out bare after drafts in blocks, or a final block opened by a
+    bare fence after an unclosed draft (that fence read as the draft's closer, the closing one as a
+    stray fence)."""
+    model_at = [i for i, line in enumerate(lines) if _MODELNEW.match(line)]
+    if len(model_at) != 1:
         return None
-    return block
+    start, end = _code_span(lines, model_at[0])
+    return "\n".join(lines[start:end]).strip() + "\n" if _parses(lines[start:end]) else None
 
 
 def _bare(lines: list[str]) -> KernelAnswer:
@@ -122,16 +122,23 @@ def _bare(lines: list[str]) -> KernelAnswer:
 
 def _code_span(lines: list[str], model_at: int) -> tuple[int, int]:
     """From the first line that starts Python code and parses through to the end, dropping prose after
-    the code if that is what keeps it from parsing. A file that parses nowhere (a kernel with a syntax
-    error) is taken from its first code line to the end: the verifier names its error."""
-    starts = [i for i in range(model_at + 1) if _CODE_START.match(lines[i])] or [model_at]
+    the code if that is what keeps it from parsing. Lines that only may be code (a comment, an
+    assignment) are tried up to the first that must be (an import, a def, a docstring). A file that
+    parses from none of them (a kernel with a syntax error) is taken from that line to the end, so
+    the verifier names its error where it is."""
+    starts = []
+    for i in range(model_at + 1):
+        if _CODE_START.match(lines[i]):
+            starts.append(i)
+            if _SURE_CODE_START.match(lines[i]):
+                break
     prose_after = [j for j in range(len(lines) - 1, model_at, -1)
                    if lines[j].strip() and not lines[j][0].isspace() and not _CODE_START.match(lines[j])]
-    for start in starts[:20]:
+    for start in starts:
         for end in [len(lines)] + prose_after[:8]:
             if _parses(lines[start:end]):
                 return start, end
-    return (0, len(lines)) if _parses(lines) else (starts[0], len(lines))
+    return (0, len(lines)) if _parses(lines) else (starts[-1], len(lines))
 
 
 def _parses(lines: list[str]) -> bool:
@@ -150,7 +157,7 @@ def _joined(blocks: list[Block], final: Block) -> str | None:
     model = names(final.body)
     if model is None or not model.free:
         return None
-    need, before, after, provided = set(model.free), [], [], set()
+    need, provided = set(model.free), set()
 
     def takes(block: Block) -> bool:
         nonlocal need, provided
@@ -214,7 +221,8 @@ def parse_ideas(text: str, count: int) -> tuple[list[Idea], str | None]:
 
 
 def _json_ideas(text: str, fences: Fences) -> list[Idea] | None:
-    """The ideas of the last JSON list that holds ideas (or is empty), one in a ```json block first."""
+    """The ideas of the last JSON list that holds ideas, else [] for an empty one; lists in a ```json
+    block first."""
     offsets = [0]
     for line in text.split("\n"):
         offsets.append(offsets[-1] + len(line) + 1)
@@ -223,7 +231,8 @@ def _json_ideas(text: str, fences: Fences) -> list[Idea] | None:
     in_json = [f for f in found if any(lo <= f[0] < hi for lo, hi in spans)]
     if not found:
         return None
-    items = (in_json or found)[-1][1]
+    pool = in_json or found
+    items = ([f for f in pool if f[1]] or pool)[-1][1]  # an empty list only when no list holds ideas
     return _ideas_of(items) if items else []
 
 
