@@ -44,6 +44,12 @@ def cut(src: str, fraction: float = 0.6) -> str:
     return src[:int(len(src) * fraction)]
 
 
+def into_class(src: str, lines: int = 2) -> str:
+    """The file down to `class ModelNew` and a few lines into it: a draft given up mid-class."""
+    at = src.index("\nclass ModelNew") + 1
+    return src[:at] + "\n".join(src[at:].split("\n")[:lines + 1])
+
+
 def split_at_class(src: str) -> tuple[str, str]:
     at = src.index("\nclass ModelNew")
     return src[:at].rstrip() + "\n", src[at + 1:]
@@ -88,7 +94,7 @@ KERNEL_SHAPES = {
                             + cut(s), "rejected"),
     "abandoned_fence": ("(2) thinking with an unclosed draft fence, then the final block",
                         lambda s: "<think>\nThe reference is a row-wise op. Let me write it.\n" + F + "python\n"
-                        + cut(s, 0.4) + "\nhmm, wait, this indexing is wrong, let me redo it from the start.\n"
+                        + into_class(s) + "\n        hmm, wait, this indexing is wrong, let me redo it.\n"
                         "</think>\n\nHere is the kernel:\n\n" + block(s) + "\nDone.\n", "source"),
     "list_indented_3": ("(3) the block under a numbered item, indented 3 spaces",
                         lambda s: "1. The kernel keeps each row in registers.\n2. The full file:\n\n"
@@ -232,24 +238,24 @@ def measure(files: list[Path], ideas: dict[str, list[Idea]], parsers: dict[str, 
                                              "rejected": "rejected as cut off"}[expect],
                "answers": len(files)}
         for label, parse in parsers.items():
-            wrong = []
+            wrong: dict[str, list[str]] = {}  # what came back instead -> the files
             for f in files:
                 src = f.read_text()
                 want = order[0](src) if order else src  # the file, or the program the answer should give
                 ok, why = judge_kernel(parse, build(src), want, expect, IDEA if name == "idea_header" else None)
                 if not ok:
-                    wrong.append({"file": str(f.relative_to(ROOT)), "got": why})
-            row[label] = {"right": len(files) - len(wrong), "wrong": wrong}
+                    wrong.setdefault(why, []).append(str(f.relative_to(ROOT)))
+            row[label] = {"right": len(files) - sum(map(len, wrong.values())), "wrong": wrong}
         shapes[name] = row
     for name, (what, build) in IDEAS_SHAPES.items():
         row = {"what": what, "right_means": "exactly the ideas wrapped", "answers": len(ideas)}
         for label, parse in parsers.items():
-            wrong = []
+            wrong = {}
             for problem, expected in ideas.items():
                 got, error = parse.parse_ideas(build(problem, expected), len(expected))
                 if [(i.text, i.category) for i in got] != [(i.text, i.category) for i in expected]:
-                    wrong.append({"problem": problem, "got": error or f"{len(got)} ideas, other than wrapped"})
-            row[label] = {"right": len(ideas) - len(wrong), "wrong": wrong}
+                    wrong.setdefault(error or "other ideas than wrapped", []).append(problem)
+            row[label] = {"right": len(ideas) - sum(map(len, wrong.values())), "wrong": wrong}
         shapes[name] = row
     return shapes
 
