@@ -13,6 +13,8 @@ included (HTTP/1.1 keep-alive, chunked SSE): OpenAI ``POST /v1/chat/completions`
   ``system`` regex (if set) in the system prompt, answers. It hands out its replies in order; the last repeats.
 * No rule matches and no ``default``: a 400 error (provider-shaped) quoting the prompt's first 200 chars.
 * ``server.requests`` records every request: ``{"path", "api", "body", "headers", "matched", "time"}``.
+* ``Reply.finish``: the finish reason sent (default ``stop`` / ``end_turn``); ``length`` (an answer cut by the output
+  limit) is sent to Anthropic clients as ``max_tokens``, that API's word for it. The text is sent whole either way.
 * ``Reply.cut_after``: a stream is dropped after that many characters of text, inside the chunked body and before
   any finish/stop event, so the client's HTTP layer sees an incomplete body, as with a real dropped connection.
   A non-streaming reply with ``cut_after`` set sends half its JSON body (Content-Length promises all), then drops.
@@ -60,6 +62,7 @@ class Reply:
     cut_after: int | None = None        # drop the connection after this many characters of text (see module doc)
     input_tokens: int | None = None     # usage figures; default: prompt chars / 4 and text chars / 4
     output_tokens: int | None = None
+    finish: str | None = None           # the finish reason; default stop (OpenAI) / end_turn (Anthropic)
 
 
 @dataclass
@@ -202,18 +205,19 @@ class _Handler(BaseHTTPRequestHandler):
         usage_out = reply.output_tokens if reply.output_tokens is not None else max(1, len(reply.text) // 4)
         model = body.get("model") or MODEL
         if api == "openai":
-            self._openai(body, model, text, usage_in, usage_out, cut)
+            self._openai(body, model, text, usage_in, usage_out, cut, reply.finish or "stop")
         else:
-            self._anthropic(body, model, text, usage_in, usage_out, cut)
+            finish = {None: "end_turn", "length": "max_tokens"}.get(reply.finish, reply.finish)
+            self._anthropic(body, model, text, usage_in, usage_out, cut, finish)
 
-    def _openai(self, body, model, text, usage_in, usage_out, cut):
+    def _openai(self, body, model, text, usage_in, usage_out, cut, finish):
         cid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
         usage = {"prompt_tokens": usage_in, "completion_tokens": usage_out, "total_tokens": usage_in + usage_out}
         head = {"id": cid, "created": created, "model": model}
         if not body.get("stream"):
             message = {"role": "assistant", "content": text}
             return self._send_json(200, {**head, "object": "chat.completion", "usage": usage, "choices": [
-                {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}]}, cut=cut)
+                {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}]}, cut=cut)
 
         def chunk(delta, finish=None):
             return {**head, "object": "chat.completion.chunk",
@@ -221,15 +225,15 @@ class _Handler(BaseHTTPRequestHandler):
 
         events = [chunk({"role": "assistant", "content": ""})] + [chunk({"content": p}) for p in _pieces(text)]
         if not cut:
-            events.append(chunk({}, "stop"))
+            events.append(chunk({}, finish))
             if (body.get("stream_options") or {}).get("include_usage"):
                 events.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage})
         frames = [f"data: {json.dumps(e)}\n\n" for e in events] + ([] if cut else ["data: [DONE]\n\n"])
         self._send_sse(frames, cut)
 
-    def _anthropic(self, body, model, text, usage_in, usage_out, cut):
+    def _anthropic(self, body, model, text, usage_in, usage_out, cut, finish):
         message = {"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant", "model": model,
-                   "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+                   "content": [{"type": "text", "text": text}], "stop_reason": finish, "stop_sequence": None,
                    "usage": {"input_tokens": usage_in, "output_tokens": usage_out}}
         if not body.get("stream"):
             return self._send_json(200, message, cut=cut)
@@ -241,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
                    for p in _pieces(text)]
         if not cut:
             events += [("content_block_stop", {"index": 0}),
-                       ("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                       ("message_delta", {"delta": {"stop_reason": finish, "stop_sequence": None},
                                           "usage": {"output_tokens": usage_out}}),
                        ("message_stop", {})]
         self._send_sse([f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n" for name, data in events], cut)

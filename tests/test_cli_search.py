@@ -9,6 +9,7 @@ import pytest
 
 from kernelcraft.cli import main
 from kernelcraft.problems.problem import SUITE_ROOT
+from kernelcraft.store import Store
 from tests.helpers import FIXTURES
 from tests.llm_server import Reply, Rule, ScriptedLLMServer
 from tests.search.conftest import FAST, code
@@ -80,6 +81,8 @@ def test_bench_reports_fast_p_over_a_directory(server, tmp_path, capsys):
     (["run", "level1/relu", "--strategy", "beam", "--model", "vllm/m", "--device", "cpu"], "unknown strategy"),
     (["run", "level1/relu", "--rounds", "0", "--model", "vllm/m", "--device", "cpu"], "--rounds must be at least 1"),
     (["run", "level1/relu", "--max-usd", "1", "--model", "vllm/unpriced", "--device", "cpu"], "no price known"),
+    (["run", "level1/relu", "--stop-after-failures", "0", "--model", "vllm/m", "--device", "cpu"],
+     "--stop-after-failures must be at least 1"),
     (["run", "level1/relu", "--model", "mystery/m", "--device", "cpu"], "unknown provider"),
     (["run", "level1/no_such_problem", "--model", "vllm/m"], "no_such_problem"),
     (["bench", "level9", "--model", "vllm/m", "--device", "cpu"], "level9"),
@@ -96,3 +99,88 @@ def test_usage_errors_are_one_line_and_exit_2(argv, words, tmp_path, capsys, mon
     assert main(argv + store) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1
+
+
+# a model endpoint that refuses or fails: one line naming the model, the status and the provider's words ----------
+def endpoint(server, api: str, tmp_path) -> list[str]:
+    model = ["--model", "anthropic/claude-haiku-4-5", "--base-url", server.url] if api == "anthropic" else \
+        ["--model", "scripted-model", "--base-url", server.url + "/v1"]
+    return [*model, "--api-key", "k", "--device", "cpu", "--store", str(tmp_path / "runs.db"),
+            "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "--no-compile-baseline",
+            "--timing-budget", "0.2", "--llm-retries", "0", "--concurrency", "1"]
+
+
+LABELS = {"openai": "openai-compatible/scripted-model", "anthropic": "anthropic/claude-haiku-4-5"}
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+@pytest.mark.parametrize("api, status", [("openai", 401), ("anthropic", 401), ("openai", 404), ("anthropic", 404)])
+def test_a_refusing_endpoint_stops_the_run_with_exit_3_and_one_line(api, status, as_json, tmp_path, capsys):
+    with ScriptedLLMServer([Rule(".", [Reply("invalid x-api-key", status=status)])]) as server:
+        argv = ["run", "level1/relu", *endpoint(server, api, tmp_path), "--strategy", "sample", "--samples", "4"]
+        rc = main(argv + (["--json"] if as_json else []))
+        asked = len(server.requests)
+    out, err = capsys.readouterr()
+    line = f"{LABELS[api]}: HTTP {status}: invalid x-api-key"
+    assert rc == 3 and asked == 1
+    said = f"{line}; the model endpoint refused the request, so the run stopped"
+    assert err.splitlines()[-1] == f"kernelcraft run: {said}"
+    if as_json:  # stderr says it once; the summary carries it as a field
+        assert err.count("invalid x-api-key") == 1
+        summary = json.loads(out.strip().splitlines()[-1])
+        assert summary["error"] == said
+        assert summary["status"] == "stopped" and summary["stop_reason"] == f"proposer_error: {line}"
+        assert summary["counters"]["calls"] == 0 and summary["counters"]["candidates"] == 0
+        run = Store(tmp_path / "runs.db").run(summary["run_id"])
+        assert run["status"] == "stopped" and run["stop_reason"] == f"proposer_error: {line}"
+    else:
+        assert (out + err).count("invalid x-api-key") == 1 and "stopped (proposer_error)" in out
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_calls_that_keep_failing_stop_the_run_with_exit_4(as_json, tmp_path, capsys):
+    with ScriptedLLMServer([Rule(".", [Reply("the upstream is down", status=500)])]) as server:
+        argv = ["run", "level1/relu", *endpoint(server, "openai", tmp_path), "--strategy", "sample", "--samples", "8"]
+        rc = main(argv + (["--json"] if as_json else []))
+        asked = len(server.requests)
+    out, err = capsys.readouterr()
+    assert rc == 4 and asked == 3  # three failed in a row: the other five samples were never asked
+    assert (err if as_json else out + err).count("the upstream is down") == 1  # as_json: the summary's fields too
+    last = err.splitlines()[-1]
+    assert last.startswith("kernelcraft run: openai-compatible/scripted-model: HTTP 500: the upstream is down")
+    assert "3 calls in a row failed" in last
+    if as_json:
+        summary = json.loads(out.strip().splitlines()[-1])
+        c = summary["counters"]
+        assert (c["calls"], c["failed_calls"], c["malformed"], c["by_status"]) == (3, 3, 0, {"call_failed": 3})
+        assert summary["stop_reason"].startswith("proposer_failing: ") and summary["error"] in last
+    else:
+        assert "calls 3 (3 failed, 0 malformed answers)" in out and "call_failed 3" in out
+
+
+@pytest.mark.slow
+def test_some_failed_calls_are_shown_in_the_summary_and_exit_0(tmp_path, capsys):
+    rules = [Rule("Write a custom kernel", [Reply("overloaded", status=500), Reply(code(FAST))])]
+    with ScriptedLLMServer(rules) as server:
+        rc = main(["run", "level1/relu", *endpoint(server, "openai", tmp_path), "--strategy", "sample",
+                   "--samples", "2"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "done" in out
+    assert "1 call failed; the last: openai-compatible/scripted-model: HTTP 500: overloaded" in out
+    assert (out + err).count("overloaded") == 1
+
+
+def test_bench_stops_at_a_refusal_with_exit_3(tmp_path, capsys):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    shutil.copy(SUITE_ROOT / "level1" / "relu.py", suite / "relu.py")
+    shutil.copy(SUITE_ROOT / "level1" / "sigmoid.py", suite / "sigmoid.py")
+    with ScriptedLLMServer([Rule(".", [Reply("invalid x-api-key", status=401)])]) as server:
+        rc = main(["bench", str(suite), *endpoint(server, "openai", tmp_path), "--strategy", "sample", "--json"])
+        asked = len(server.requests)
+    out, err = capsys.readouterr()
+    assert rc == 3 and asked == 1  # the second problem was not run into the same refusal
+    assert err.count("invalid x-api-key") == 1 and err.splitlines()[-1].startswith(
+        "kernelcraft bench: relu: openai-compatible/scripted-model: HTTP 401: invalid x-api-key")
+    rows = {r["problem"]: r for r in json.loads(out.strip().splitlines()[-1])["rows"]}
+    assert rows["relu"]["status"] == "stopped" and rows["sigmoid"]["status"] == "not_run"

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kernelcraft.store import Store, StoreError, default_path, new_id
+from kernelcraft.store import SCHEMA, Store, StoreError, default_path, new_id, unevaluated_status
 
 CONFIG = {"rounds": 3, "ideas": 4, "model": "openai/o3", "nested": {"seed": 7}}
 
@@ -180,6 +180,50 @@ def test_usage_sums(store):
     assert usage["cost"] == pytest.approx(0.75)
     assert usage["unpriced"] == 1
     assert usage["failed"] == 1
+
+
+def test_usage_names_the_last_failed_call(store):
+    make_run(store)
+    add_call(store, "run-a", "a", error="m: HTTP 500: boom", response=None)
+    add_call(store, "run-a", "b", error="m: HTTP 503: busy", response=None)
+    add_call(store, "run-a", "c")
+    assert store.usage("run-a")["last_error"] == "m: HTTP 503: busy"
+
+
+def test_a_cut_off_answer_is_stored_with_its_finish_and_limit(store):
+    make_run(store)
+    store.add_call("run-a", "k", "implement", "o3", [], "```python\nclass Mod", None, 10, 512, None, 1, time.time(),
+                   1.0, finish="length", output_limit=512)
+    call = store.call("run-a", "k")
+    assert (call["finish"], call["output_limit"]) == ("length", 512)
+
+
+def test_a_store_written_before_finish_was_kept_opens_and_gains_it(tmp_path):
+    path = tmp_path / "old.db"
+    old_schema = "\n".join(line for line in SCHEMA.splitlines()
+                            if not line.lstrip().startswith(("finish", "output_limit")))
+    db = sqlite3.connect(path)
+    db.executescript(old_schema)
+    db.execute("INSERT INTO runs (id, problem, problem_source, strategy, proposer, device, config, status, created,"
+               " updated) VALUES ('old', 'p', 's', 'tree', 'm', 'cpu', '{}', 'done', 0, 0)")
+    db.execute("INSERT INTO calls (run_id, key, kind, model, messages, response, started, seconds)"
+               " VALUES ('old', 'k', 'implement', 'm', '[]', 'answer', 0, 1)")
+    db.commit()
+    db.close()
+    store = Store(path)
+    call = store.call("old", "k")
+    assert call["response"] == "answer" and call["finish"] is None and call["output_limit"] is None
+    store.add_call("old", "k2", "implement", "m", [], "a", None, 1, 1, None, 1, 0.0, 1.0, finish="stop")
+    assert store.call("old", "k2")["finish"] == "stop"
+    store.close()
+    Store(path).close()  # opened again: nothing left to add
+
+
+@pytest.mark.parametrize("parse_error, status", [(None, "not_evaluated"), ("no_code_block", "malformed"),
+                                                 ("output_limit", "malformed"),
+                                                 ("no_answer (m: HTTP 500: boom)", "call_failed")])
+def test_the_status_of_a_candidate_without_a_result(parse_error, status):
+    assert unevaluated_status(parse_error) == status
 
 
 def test_usage_of_a_run_without_calls_is_zero(store):

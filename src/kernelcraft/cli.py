@@ -1,7 +1,10 @@
 """`kernelcraft …`: the command line. The only module that prints.
 
 Exit status: 0 when the command ran (whatever the verdict), 2 on bad usage or an unreadable file
-(one line on stderr), 1 on an internal failure.
+(one line on stderr), 1 on an internal failure; `run` and `bench` exit 3 when the model endpoint refused
+their requests (bad key, unknown model: HTTP 401/403/404/400) and 4 when its calls kept failing after
+their retries (HTTP 5xx, timeouts), each with one line on stderr naming the model, the status and the
+provider's message.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_REFUSED, EXIT_FAILING = 0, 1, 2, 3, 4
 
 
 class UsageError(Exception):

@@ -34,7 +34,7 @@ def add_commands(sub) -> None:
                    help="what --min-speedup (and sft's 'faster') compares against (default eager)")
     f.add_argument("--status", action="append", default=[], metavar="S",
                    help="trajectories: only this status (ok, incorrect, rejected, compile_error, runtime_error, "
-                        "timeout, malformed, not_evaluated); repeat for more")
+                        "timeout, call_failed, malformed, not_evaluated); repeat for more")
     f.add_argument("--category", action="append", default=[], metavar="C",
                    help="only candidates realizing an idea of this category (memory, async, precision, compute, "
                         "parallelism, control); repeat for more")

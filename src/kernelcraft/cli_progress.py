@@ -7,6 +7,7 @@ import time
 
 from kernelcraft.cli import _console
 from kernelcraft.propose.feedback import times
+from kernelcraft.store import UNEVALUATED
 
 
 class Progress:
@@ -48,15 +49,18 @@ class Progress:
             s["waiting"] = " · waiting for the device (another evaluation is timing on it)"
         elif kind == "candidate":
             s["waiting"] = ""
-            s["verified"] += data["status"] not in ("malformed", "not_evaluated")
+            s["verified"] += data["status"] not in UNEVALUATED
             s["ok"] += data["status"] == "ok"
             s["best"] = data.get("best_speedup") or s["best"]
         elif kind == "problem":
             s.update(problem=f"[{data['index'] + 1}/{data['total']}] {data['problem']}  ", round=0, best=None)
         if self.quiet:
             return
-        if kind in ("stop", "error", "note"):
-            self.console.print(f"[yellow]{kind}:[/] {data.get('reason') or data.get('message')}")
+        # A stop because the proposer cannot answer is said once, with its error, when the run ends.
+        if kind == "stop" and not data["reason"].startswith(("proposer_error", "proposer_failing")):
+            self.console.print(f"[yellow]stop:[/] {data['reason']}")
+        elif kind == "note":
+            self.console.print(f"[yellow]note:[/] {data['message']}")
         elif kind == "target":
             self.console.print(f"target: {data['summary']}")
         if self.live:

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from kernelcraft.cli import EXIT_FAIL, EXIT_OK, UsageError, _console, _usage_errors
+from kernelcraft.cli import EXIT_FAIL, EXIT_FAILING, EXIT_OK, EXIT_REFUSED, UsageError, _console, _usage_errors
 from kernelcraft.cli_progress import Progress
 
 PROPOSER_HELP = ("PROVIDER/NAME: openai/…, anthropic/…, gemini/…, openrouter/…, deepseek/…, vllm/…, sglang/…, "
@@ -55,6 +55,8 @@ def _search_flags(p) -> None:
     g.add_argument("--concurrency", type=int, default=8, help="proposer calls in flight (default 8)")
     g.add_argument("--llm-timeout", type=float, default=600.0, help="seconds per HTTP request")
     g.add_argument("--llm-retries", type=int, default=4, help="retries of a failed call (429, 5xx, broken stream)")
+    g.add_argument("--stop-after-failures", type=int, default=3, metavar="N",
+                   help="stop the run when N calls in a row fail after their retries (default 3)")
     s = p.add_argument_group("search")
     s.add_argument("--strategy", default="tree", help="tree (default), refine, sample, evolve")
     s.add_argument("--backend", default=None, help="cuda_nvrtc (GPU default), triton (CPU default), cuda_inline, cpp")
@@ -139,6 +141,7 @@ def _run_config(args, devices: list[str]):
     config = RunConfig(strategy=args.strategy, backend=backend, rounds=args.rounds, ideas=args.ideas,
                        impls=args.impls or (1 if builtin else 2), beam=args.beam, samples=args.samples, islands=args.islands,
                        concurrency=args.concurrency, seed=args.seed, seeds=seeds,
+                       stop_after_failures=args.stop_after_failures,
                        budget=Budget(args.max_candidates, args.max_tokens, args.max_usd,
                                      args.max_minutes * 60 if args.max_minutes else None))
     config.check()
@@ -244,8 +247,21 @@ def cmd_run(args) -> int:
     finally:
         proposer.close()
         store.close()
-    _report_run(outcome, args.json)
-    return EXIT_OK if outcome.status != "failed" else EXIT_FAIL
+    _report_run(outcome, args.json, error_said=True)
+    if outcome.error:  # the run stopped because its proposer could not answer: said once, here
+        print(f"kernelcraft run: {outcome.error}", file=sys.stderr)
+    return _exit_status(outcome.status, outcome.stop_reason)
+
+
+def _exit_status(status: str, stop_reason: str | None) -> int:
+    from kernelcraft.search.run import FAILING, REFUSED
+
+    code = (stop_reason or "").partition(":")[0]
+    if code == REFUSED:
+        return EXIT_REFUSED
+    if code == FAILING:
+        return EXIT_FAILING
+    return EXIT_OK if status != "failed" else EXIT_FAIL
 
 
 def cmd_bench(args) -> int:
@@ -284,6 +300,12 @@ def cmd_bench(args) -> int:
         from kernelcraft.report.terminal import bench_view
 
         _console().print(bench_view(summary))
+    stopped = [r for r in summary["rows"] if r.get("error")]
+    if stopped:  # the bench stops at a refusal (every problem would meet it); a run whose calls kept failing does not
+        worst = max(stopped, key=lambda r: _exit_status(r["status"], r["stop_reason"]))
+        more = f" ({len(stopped)} runs stopped so)" if len(stopped) > 1 else ""
+        print(f"kernelcraft bench: {worst['problem']}: {worst['error']}{more}", file=sys.stderr)
+        return _exit_status(worst["status"], worst["stop_reason"])
     return EXIT_OK
 
 
@@ -342,11 +364,12 @@ def cmd_runs(args) -> int:
     return EXIT_OK
 
 
-def _report_run(outcome, as_json: bool) -> None:
+def _report_run(outcome, as_json: bool, error_said: bool = False) -> None:
+    """The summary; `error_said`: the caller says the run's error on its own line, so the view leaves it out."""
     data = outcome.to_dict()
     if as_json:
         print(json.dumps(data))
         return
     from kernelcraft.report.terminal import run_view
 
-    _console().print(run_view(data))
+    _console().print(run_view(data, show_error=not error_said))

@@ -52,6 +52,8 @@ CREATE TABLE IF NOT EXISTS calls (
     attempts INTEGER NOT NULL DEFAULT 1,
     started REAL NOT NULL,
     seconds REAL NOT NULL,
+    finish TEXT,                   -- why the answer ended, as the provider said (stop, length, max_tokens, …)
+    output_limit INTEGER,          -- tokens: the limit a cut-off answer hit (NULL when it ended on its own)
     UNIQUE (run_id, key)
 );
 CREATE TABLE IF NOT EXISTS ideas (
@@ -99,6 +101,17 @@ CREATE TABLE IF NOT EXISTS benches (
 CREATE INDEX IF NOT EXISTS candidates_run ON candidates(run_id);
 CREATE INDEX IF NOT EXISTS calls_run ON calls(run_id);
 """
+# Columns added since a table was first written: a store made before them gets them (NULL) when opened.
+ADDED_COLUMNS = {"calls": (("finish", "TEXT"), ("output_limit", "INTEGER"))}
+NO_ANSWER = "no_answer"  # a candidate's parse_error when its proposer call failed: `no_answer (HTTP 500: …)`
+UNEVALUATED = ("call_failed", "malformed", "not_evaluated")  # the statuses of a candidate with no result
+
+
+def unevaluated_status(parse_error: str | None) -> str:
+    """The status of a candidate that has no result: its call failed, its answer was unusable, or neither."""
+    if not parse_error:
+        return "not_evaluated"
+    return "call_failed" if parse_error.startswith(NO_ANSWER) else "malformed"
 
 
 def default_path() -> Path:
@@ -136,12 +149,20 @@ class Store:
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self.db.executescript(SCHEMA)
+            self._migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a kernelcraft run store ({exc})") from None
         self._lock = threading.Lock()  # one connection shared by the orchestrator's threads
 
     def close(self) -> None:
         self.db.close()
+
+    def _migrate(self) -> None:
+        for table, columns in ADDED_COLUMNS.items():
+            have = {r["name"] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            for name, kind in columns:
+                if name not in have:
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     def _write(self, sql: str, args: tuple = ()) -> int:
         with self._lock:
@@ -217,12 +238,13 @@ class Store:
 
     def add_call(self, run_id: str, key: str, kind: str, model: str, messages: list, response: str | None,
                  error: str | None, input_tokens: int, output_tokens: int, cost: float | None,
-                 attempts: int, started: float, seconds: float) -> int:
+                 attempts: int, started: float, seconds: float, finish: str | None = None,
+                 output_limit: int | None = None) -> int:
         return self._write(
             "INSERT INTO calls (run_id, key, kind, model, messages, response, error, input_tokens, output_tokens,"
-            " cost, attempts, started, seconds) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " cost, attempts, started, seconds, finish, output_limit) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (run_id, key, kind, model, json.dumps(messages), response, error, input_tokens, output_tokens,
-             cost, attempts, started, seconds))
+             cost, attempts, started, seconds, finish, output_limit))
 
     def calls(self, run_id: str) -> list[dict]:
         return self._all("SELECT * FROM calls WHERE run_id = ? ORDER BY id", (run_id,))
@@ -231,8 +253,9 @@ class Store:
         row = self._one("SELECT COUNT(*) AS calls, COALESCE(SUM(input_tokens),0) AS input_tokens,"
                         " COALESCE(SUM(output_tokens),0) AS output_tokens, SUM(cost) AS cost,"
                         " COALESCE(SUM(cost IS NULL AND error IS NULL),0) AS unpriced,"
-                        " COALESCE(SUM(error IS NOT NULL),0) AS failed"
-                        " FROM calls WHERE run_id = ?", (run_id,))
+                        " COALESCE(SUM(error IS NOT NULL),0) AS failed,"
+                        " (SELECT error FROM calls WHERE run_id = ?1 AND error IS NOT NULL ORDER BY id DESC LIMIT 1)"
+                        " AS last_error FROM calls WHERE run_id = ?1", (run_id,))
         return row
 
     # ideas ------------------------------------------------------------------------------------------

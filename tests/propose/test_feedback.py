@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kernelcraft.propose.feedback import LOG_LINES, render
+from kernelcraft.propose.feedback import LOG_LINES, OUTPUT_LIMIT, render
 from kernelcraft.verify.result import Result, Timing
 
 
@@ -36,6 +36,20 @@ def test_parse_error_wins_over_a_result():
 
 def test_no_result():
     assert render(None) == "This kernel was not evaluated."
+
+
+def test_an_answer_cut_by_the_output_limit_is_asked_again_shorter():
+    text = render(None, OUTPUT_LIMIT, 16000)
+    assert text.startswith("Your answer hit the 16000-token output limit before it ended: answer again, shorter")
+    assert "unterminated" not in text and "```python" in text
+    assert render(None, OUTPUT_LIMIT).startswith("Your answer hit the output limit before it ended")
+
+
+def test_a_cut_off_answer_whose_kernel_was_complete_is_judged_with_a_note():
+    r = base(correct=True, status="ok", runtime=timing(1.0))
+    text = render(r.to_dict(), None, 4096)
+    assert text.startswith("Note: your answer hit the 4096-token output limit; its kernel was complete and was judged")
+    assert "Status: ok" in text and "Runtime: 1.0000 ms" in text
 
 
 def test_compile_error_keeps_error_lines_of_a_long_log_within_limit():

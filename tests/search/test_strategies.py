@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from kernelcraft.search import Budget, RunConfig, start_run
+from kernelcraft.search import Budget, RunConfig, outcome, resume_run, start_run
 from tests.llm_server import Reply, Rule
 from tests.search.conftest import FAST, IDEAS_PROMPT, PROSE, SLOW, WRONG, code, ideas_json
 
@@ -144,6 +144,83 @@ def test_failed_calls_are_counted_and_the_run_goes_on(store, relu, verifier, ser
     assert out.counters.failed_calls == 1 and out.best is not None
     failed = next(c for c in store.candidates(out.run_id) if c["parse_error"])
     assert failed["parse_error"].startswith("no_answer")
+    # a failed call is a failed call, not a malformed answer, live and as stored
+    assert out.counters.malformed == 0 and out.counters.by_status.get("call_failed") == 1
+    assert out.counters.last_error.endswith("HTTP 500: scripted error 500 (after 1 retry)")
+    stored = outcome(store, out.run_id).counters
+    assert stored.malformed == 0 and stored.by_status["call_failed"] == 1 and stored.failed_calls == 1
+    assert stored.last_error == out.counters.last_error
+
+
+def test_a_run_whose_every_call_fails_stops_instead_of_spending_its_rounds(store, relu, verifier, serve, proposer):
+    server = serve([Rule(".", [Reply("upstream connect error", status=503)])])
+    out = start_run(store, relu, proposer(server, max_retries=0), verifier,
+                    config("tree", rounds=5, ideas=2, impls=2, concurrency=1), out_dir=None)
+    # the ideas call and two implementations failed: three in a row stop the run; the rest of round 1 and
+    # rounds 2-5 are never asked
+    assert out.status == "stopped" and out.stop_reason == (
+        "proposer_failing: openai-compatible/scripted-model: HTTP 503: upstream connect error")
+    assert len(server.requests) == 3 and [c["key"] for c in store.calls(out.run_id)] == [
+        "r01/ideas", "r01/any/m00", "r01/any/m01"]
+    assert out.counters.failed_calls == 3 and out.counters.candidates == 2 and out.counters.malformed == 0
+    assert out.counters.by_status == {"call_failed": 2}
+    assert out.error.startswith("openai-compatible/scripted-model: HTTP 503: upstream connect error")
+    assert "3 calls in a row failed" in out.error and f"--resume {out.run_id}" in out.error
+    assert store.run(out.run_id)["status"] == "stopped" and outcome(store, out.run_id).error == out.error
+
+
+def test_failures_among_answers_do_not_stop_a_run(store, relu, verifier, serve, proposer):
+    server = serve([Rule("Write a custom kernel", [Reply(status=500), Reply(code(FAST)), Reply(status=500),
+                                                    Reply(code(SLOW)), Reply(status=500), Reply(code(WRONG))])])
+    out = start_run(store, relu, proposer(server, max_retries=0), verifier,
+                    config("sample", samples=6, concurrency=1, stop_after_failures=2), out_dir=None)
+    assert out.status == "done" and out.stop_reason is None and out.error is None
+    assert out.counters.failed_calls == 3 and out.counters.by_status["call_failed"] == 3
+    assert out.best is not None
+
+
+CUT = "Here is the kernel.\n\n```python\n" + FAST[:300]  # the answer ran out of tokens inside its code block
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_an_answer_cut_by_the_output_limit_is_asked_again_shorter(store, relu, verifier, serve, proposer, api):
+    server = serve([Rule("Write a custom kernel", [Reply(CUT, finish="length", output_tokens=512)]),
+                    Rule("verifier's verdict on your last answer", [Reply(code(FAST))])])
+    out = start_run(store, relu, proposer(server, api=api, max_tokens=512), verifier,
+                    config("refine", rounds=2, samples=1), out_dir=None)
+    call = store.call(out.run_id, "c00/t01")
+    assert call["finish"] == ("length" if api == "openai" else "max_tokens") and call["output_limit"] == 512
+    assert store.candidate(out.run_id, "c00/t01")["parse_error"] == "output_limit"
+    sent = server.requests[1]["body"]["messages"][-1]["content"]  # the second turn, as it went over HTTP
+    assert "Your answer hit the 512-token output limit before it ended: answer again, shorter" in sent
+    assert "unterminated" not in sent
+    assert out.counters.malformed == 1 and out.best["key"] == "c00/t02"
+
+
+def test_a_cut_off_answer_with_a_whole_kernel_is_judged_with_a_note(store, relu, verifier, serve, proposer):
+    server = serve([Rule("Write a custom kernel", [Reply(code(SLOW) + "\nWhy it is fast: the loads", finish="length",
+                                                         output_tokens=300)]),
+                    Rule("verifier's verdict on your last answer", [Reply(code(FAST))])])
+    out = start_run(store, relu, proposer(server), verifier, config("refine", rounds=2, samples=1), out_dir=None)
+    first = store.candidate(out.run_id, "c00/t01")
+    assert first["parse_error"] is None and store.result(first["id"])["status"] == "ok"
+    sent = server.requests[1]["body"]["messages"][-1]["content"]
+    assert "Note: your answer hit the 300-token output limit; its kernel was complete and was judged" in sent
+    assert "Status: ok" in sent
+
+
+def test_a_resumed_run_replays_a_cut_off_answer_as_cut_off(store, relu, verifier, serve, proposer):
+    first = serve([Rule("Write a custom kernel", [Reply(CUT, finish="length")]),
+                   Rule("verifier's verdict on your last answer", [Reply("bad key", status=401)])])
+    out = start_run(store, relu, proposer(first, max_tokens=512), verifier, config("refine", rounds=2, samples=1),
+                    out_dir=None)
+    assert out.stop_reason == "proposer_error: openai-compatible/scripted-model: HTTP 401: bad key"
+    second = serve([Rule("verifier's verdict on your last answer", [Reply(code(FAST))])])
+    again = resume_run(store, out.run_id, proposer(second), verifier, out_dir=None)
+    assert len(second.requests) == 1 and again.counters.replayed_calls == 1  # turn 1 came from the store
+    sent = second.requests[0]["body"]["messages"][-1]["content"]
+    assert "Your answer hit the 512-token output limit before it ended" in sent
+    assert again.status == "done" and again.best["key"] == "c00/t02"
 
 
 def test_a_fatal_endpoint_error_stops_the_run_and_stores_no_call(store, relu, verifier, serve, proposer):

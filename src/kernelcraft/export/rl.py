@@ -9,7 +9,7 @@ from statistics import median
 from typing import Callable
 
 from kernelcraft.export.steps import messages, run_steps
-from kernelcraft.store import Store
+from kernelcraft.store import UNEVALUATED, Store
 from kernelcraft.verify.policy import POLICIES
 from kernelcraft.verify.ranking import champion
 
@@ -37,7 +37,7 @@ def settings(run: dict, steps: list[dict]) -> dict:
     `bench` store them), else read off its results."""
     config = run.get("config") or {}
     verify = config.get("verify") or {}
-    evaluated = [s for s in steps if s["status"] not in ("malformed", "not_evaluated")]
+    evaluated = [s for s in steps if s["status"] not in UNEVALUATED]
     compile_baseline = verify.get("compile_baseline")
     if compile_baseline is None and evaluated and any(s["eager_ms"] for s in evaluated):
         compile_baseline = any(s["compile_ms"] for s in evaluated)
@@ -50,7 +50,7 @@ def settings(run: dict, steps: list[dict]) -> dict:
 def _row(index: int, key: tuple, members: list, render_prompt: RenderPrompt | None, target: dict | None) -> dict:
     problem, source, backend, device, policy, small = key
     steps = [s for _, run_steps_, _ in members for s in run_steps_]
-    evaluated = [s for s in steps if s["status"] not in ("malformed", "not_evaluated")]
+    evaluated = [s for s in steps if s["status"] not in UNEVALUATED]
     correct = [s for s in steps if s["correct"]]
     # the fastest beyond the spread: a later step (by run, round, key) displaces an earlier one only when
     # clearly faster, so timing noise does not pick the row's best

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelcraft.store import Store
+from kernelcraft.store import UNEVALUATED, Store
 from kernelcraft.verify.ranking import clearly_faster
 from kernelcraft.verify.result import STATUSES as RESULT_STATUSES
 
 KINDS = ("sft", "rl", "trajectories")
-# A candidate's status: the verifier's, or why it has none (no evaluable kernel in the answer; not evaluated,
-# e.g. a run stopped on its wall-time budget before the verifier got to it).
-STATUSES = RESULT_STATUSES + ("malformed", "not_evaluated")
+# A candidate's status: the verifier's, or why it has none (its call failed; no evaluable kernel in the answer;
+# not evaluated, e.g. a run stopped on its wall-time budget before the verifier got to it).
+STATUSES = RESULT_STATUSES + UNEVALUATED
 BASELINES = ("eager", "compile")
 
 

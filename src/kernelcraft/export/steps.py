@@ -2,12 +2,13 @@
 are the steps whose candidate is correct and fast, with the conversation that produced it.
 
 `correct` is only ever the stored verifier result's: a candidate with no result is `correct: false`,
-with status `malformed` (its answer held no evaluable kernel) or `not_evaluated`.
+with status `call_failed` (no answer: the proposer call failed), `malformed` (its answer held no evaluable
+kernel) or `not_evaluated`.
 """
 
 from __future__ import annotations
 
-from kernelcraft.store import Store
+from kernelcraft.store import Store, unevaluated_status
 
 
 def messages(raw) -> list[dict]:
@@ -38,7 +39,7 @@ def run_steps(store: Store, run: dict) -> list[dict]:
         if stored:
             status, correct = stored["status"], bool(stored["correct"]) and stored["status"] == "ok"
         else:
-            status, correct = ("malformed" if c["parse_error"] else "not_evaluated"), False
+            status, correct = unevaluated_status(c["parse_error"]), False
         rows.append({
             "run_id": run["id"], "bench_id": run["bench_id"], "problem": run["problem"],
             "strategy": run["strategy"], "model": call.get("model"), "candidate_id": c["id"],
@@ -76,7 +77,7 @@ def run_steps(store: Store, run: dict) -> list[dict]:
 
 
 def _status(row: dict) -> str:
-    return row["status"] or ("malformed" if row["parse_error"] else "not_evaluated")
+    return row["status"] or unevaluated_status(row["parse_error"])
 
 
 def sft_row(step: dict, render_prompt=None) -> dict | None:

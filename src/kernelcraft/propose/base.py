@@ -90,6 +90,10 @@ class Usage:
     cost: float | None = None  # USD; None when the model's price is unknown
 
 
+# Finish reasons of an answer cut by the output limit: OpenAI-style APIs say `length`, Anthropic's `max_tokens`.
+CUT_OFF = ("length", "max_tokens")
+
+
 @dataclass
 class Answer:
     """A proposer's raw answer. `error` is set (and `text` None) when no answer could be had."""
@@ -100,6 +104,13 @@ class Answer:
     error: str | None = None
     attempts: int = 1
     seconds: float = 0.0
+    finish: str | None = None  # why the answer ended, in the provider's words (stop, end_turn, length, …)
+    output_limit: int | None = None  # tokens: the limit a cut-off answer hit (the one asked for, else those used)
+
+    @property
+    def cut_off(self) -> bool:
+        """The answer ended at the output limit, not where the model meant to end it."""
+        return self.finish in CUT_OFF
 
 
 class FatalProposerError(RuntimeError):

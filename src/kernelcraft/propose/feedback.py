@@ -12,13 +12,25 @@ _FRAME = re.compile(r'^  File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<fn>.
 CANDIDATE_FILE = "candidate.py"  # the name the worker gives the candidate's source
 
 
-def render(result: dict | None, parse_error: str | None = None) -> str:
-    """`result` is a Result.to_dict(); `parse_error` says why an answer gave no kernel at all."""
+OUTPUT_LIMIT = "output_limit"  # the parse error of an answer cut off by the output limit before its kernel ended
+
+
+def render(result: dict | None, parse_error: str | None = None, output_limit: int | None = None) -> str:
+    """`result` is a Result.to_dict(); `parse_error` says why an answer gave no kernel at all; `output_limit`
+    (tokens) that the answer was cut off there, its kernel complete (judged) or not (`output_limit` error)."""
+    if parse_error == OUTPUT_LIMIT:
+        limit = f"the {output_limit}-token output limit" if output_limit else "the output limit"
+        return (f"Your answer hit {limit} before it ended: answer again, shorter (exactly one ```python code "
+                "block holding the whole file that defines class ModelNew, with little or no prose around it; "
+                "keep any reasoning brief).")
     if parse_error:
         return (f"Your answer could not be used: {parse_error.replace('_', ' ')}. Answer with exactly one "
                 "```python code block holding the whole file that defines class ModelNew.")
     if result is None:
         return "This kernel was not evaluated."
+    if output_limit:
+        return (f"Note: your answer hit the {output_limit}-token output limit; its kernel was complete and was "
+                "judged, but keep answers shorter.\n" + render(result))
     if result["status"] == "verifier_error":
         return ("This kernel could not be judged: the verifier failed on its own side (not a fault of the kernel): "
                 f"{(result.get('message') or '')[:500]}")

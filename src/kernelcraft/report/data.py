@@ -19,7 +19,7 @@ Definitions the report relies on:
 from __future__ import annotations
 
 from kernelcraft.report.metrics import bench_metrics, fast_p
-from kernelcraft.store import Store, StoreError
+from kernelcraft.store import Store, StoreError, unevaluated_status
 from kernelcraft.verify.ranking import clearly_faster, result_spread
 
 PAYOFF_DEFINITION = ("An idea paid off when at least one candidate implementing it was correct and faster than "
@@ -63,12 +63,14 @@ def stored_counts(store: Store, run_id: str, rows: list[dict]) -> dict:
     usage = store.usage(run_id)
     by_status: dict[str, int] = {}
     for r in rows:
-        status = r["status"] or ("malformed" if r["parse_error"] else "not_evaluated")
+        status = r["status"] or unevaluated_status(r["parse_error"])
         by_status[status] = by_status.get(status, 0) + 1
-    return {"calls": usage["calls"], "failed_calls": usage["failed"] or 0, "input_tokens": usage["input_tokens"],
+    return {"calls": usage["calls"], "failed_calls": usage["failed"] or 0, "last_error": usage["last_error"],
+            "input_tokens": usage["input_tokens"],
             "output_tokens": usage["output_tokens"], "cost": usage["cost"] or 0.0,
             "unpriced_calls": usage["unpriced"] or 0, "candidates": len(rows),
-            "evaluated": sum(1 for r in rows if r["status"]), "malformed": sum(1 for r in rows if r["parse_error"]),
+            "evaluated": sum(1 for r in rows if r["status"]),
+            "malformed": sum(1 for r in rows if unevaluated_status(r["parse_error"]) == "malformed"),
             "by_status": by_status}
 
 
@@ -169,7 +171,7 @@ def _candidate(c: dict, result: dict | None, by_id: dict, results: dict) -> dict
     return {"id": c["id"], "key": c["key"], "round": c["round"], "origin": c["origin"], "backend": c["backend"],
             "idea_id": c["idea_id"], "idea": c["idea"], "category": c["category"],
             "parent": parent["key"] if parent else None,
-            "status": c["status"] or ("malformed" if c["parse_error"] else "not_evaluated"),
+            "status": c["status"] or unevaluated_status(c["parse_error"]),
             "correct": correct, "parse_error": c["parse_error"], "reasons": r.get("reasons") or [],
             "message": _tail(r.get("message")), "compile_log": _tail(r.get("compile_log")),
             "compile_seconds": r.get("compile_seconds"), "max_rel_error": r.get("max_rel_error"),

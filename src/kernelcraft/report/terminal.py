@@ -92,13 +92,15 @@ def problem_view(info: dict) -> Group:
     return Group(Text(info["name"], style="bold cyan"), table, Syntax(info["source"], "python", line_numbers=False))
 
 
-def run_view(run: dict) -> Group:
-    """A search run: its trajectory by round, what its candidates came to, and the best kernel."""
+def run_view(run: dict, show_error: bool = True) -> Group:
+    """A search run: its trajectory by round, what its candidates came to, and the best kernel. `show_error`:
+    the line saying why the proposer stopped the run (the `run` command says it on stderr instead)."""
     c = run["counters"]
     head = Text.assemble((f"run {run['run_id']}", "bold"), f"  {run['problem']} · {run['strategy']} · "
                          f"{run['proposer']} · {run['device']} · {run['status']}")
-    if run.get("stop_reason"):
-        head.append(f" ({run['stop_reason']})", style="yellow")
+    if run.get("stop_reason"):  # the reason's name: its detail, a proposer's error, is the error line's
+        head.append(f" ({run['stop_reason'].partition(': ')[0] if run.get('error') else run['stop_reason']})",
+                    style="yellow")
     rounds = Table(title="best kernel by round", title_justify="left")
     for col in ("round", "tried", "correct", "best", "× eager", "× compile", "idea"):
         rounds.add_column(col, justify="right" if col not in ("idea",) else "left")
@@ -113,6 +115,11 @@ def run_view(run: dict) -> Group:
     if run.get("gpu_idle_fraction") is not None and run["gpu_idle_fraction"] == run["gpu_idle_fraction"]:
         facts.append(f" · device idle {100 * run['gpu_idle_fraction']:.0f}%")
     parts = [head, rounds, facts]
+    if c.get("failed_calls") and c.get("last_error") and not run.get("error"):
+        n = c["failed_calls"]
+        parts.append(Text(f"{n} call{'s' if n > 1 else ''} failed; the last: {c['last_error']}", style="yellow"))
+    if run.get("error") and show_error:
+        parts.append(Text(f"error: {run['error']}", style="bold red"))
     best = run.get("best")
     if best:
         r = best["result"]

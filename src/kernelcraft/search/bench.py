@@ -9,7 +9,7 @@ from kernelcraft.problems import Problem
 from kernelcraft.propose.base import Proposer
 from kernelcraft.report.metrics import bench_metrics
 from kernelcraft.search.config import RunConfig
-from kernelcraft.search.run import RunOutcome, start_run
+from kernelcraft.search.run import REFUSED, RunOutcome, start_run
 from kernelcraft.store import Store, new_id
 from kernelcraft.verify import Verifier
 
@@ -26,11 +26,12 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
     too_large = {p.name: why for p in problems if p.name not in not_covered and (why := _too_large(verifier, p))}
     store.create_bench(bench_id, suite, {"run": config.to_dict(), **(settings or {}), "not_covered": not_covered,
                                          "too_large": too_large})
-    rows = []
+    rows, refused = [], None
     for i, problem in enumerate(problems):
-        if on_event:
+        if on_event and not refused:
             on_event("problem", {"index": i, "total": len(problems), "problem": problem.name})
-        skipped = [(status, why) for status, why in (("not_covered", not_covered.get(problem.name)),
+        skipped = [(status, why) for status, why in (("not_run", refused),
+                                                      ("not_covered", not_covered.get(problem.name)),
                                                       ("too_large", too_large.get(problem.name))) if why]
         if skipped:
             rows.append({"problem": problem.name, "run_id": None, "status": skipped[0][0], "correct": False,
@@ -39,6 +40,8 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
             continue
         rows.append(row(start_run(store, problem, proposer, verifier, RunConfig.from_dict(config.to_dict()),
                                   settings, out_dir, bench_id, on_event)))
+        if (rows[-1]["stop_reason"] or "").startswith(REFUSED):  # every later problem would meet the refusal
+            refused = f"the model endpoint refused the requests of {problem.name}'s run"
     return {"bench_id": bench_id, "suite": suite, "rows": rows, "metrics": bench_metrics(rows)}
 
 
@@ -69,4 +72,5 @@ def row(o: RunOutcome) -> dict:
     r = o.best["result"] if o.best else {}
     return {"problem": o.problem, "run_id": o.run_id, "status": o.status, "correct": bool(o.best),
             "speedup_eager": r.get("speedup_eager"), "speedup_compile": r.get("speedup_compile"),
-            "runtime_ms": r.get("runtime_ms"), "candidates": o.counters.candidates, "best_file": o.best_file}
+            "runtime_ms": r.get("runtime_ms"), "candidates": o.counters.candidates, "best_file": o.best_file,
+            "stop_reason": o.stop_reason, "error": o.error}

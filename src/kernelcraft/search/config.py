@@ -36,12 +36,13 @@ class RunConfig:
     concurrency: int = 8  # proposer calls in flight
     seed: int = 0  # evolve's sampling
     seeds: list[str] = field(default_factory=list)  # the user's starting kernels (sources)
+    stop_after_failures: int = 3  # proposer calls failing in a row (no answer between them) that stop the run
     budget: Budget = field(default_factory=Budget)
 
     def check(self) -> None:
-        for name in ("rounds", "ideas", "impls", "beam", "samples", "islands", "concurrency"):
+        for name in ("rounds", "ideas", "impls", "beam", "samples", "islands", "concurrency", "stop_after_failures"):
             if getattr(self, name) < 1:
-                raise ValueError(f"--{name} must be at least 1, got {getattr(self, name)}")
+                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         self.budget.check()
 
     def to_dict(self) -> dict:

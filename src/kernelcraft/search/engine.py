@@ -23,10 +23,11 @@ from kernelcraft.candidate import Candidate
 from kernelcraft.problems import Problem
 from kernelcraft.propose import feedback
 from kernelcraft.propose.base import Answer, FatalProposerError, Idea, Kernel, Proposer, Request, TriedIdea, Turn, Usage
+from kernelcraft.propose.feedback import OUTPUT_LIMIT
 from kernelcraft.propose.parse import parse_ideas, parse_kernel
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.records import Cand, Counters
-from kernelcraft.store import Store
+from kernelcraft.store import NO_ANSWER, Store, unevaluated_status
 from kernelcraft.verify import Job, Verifier
 from kernelcraft.verify.ranking import ranked
 from kernelcraft.verify.target import Target
@@ -42,7 +43,9 @@ class Engine:
         self.cands: dict[str, Cand] = {}
         self.round = 0
         self.stop_reason: str | None = None
-        self.fatal: str | None = None
+        self.fatal: str | None = None  # the endpoint refused (bad key, unknown model): no call can succeed
+        self.failing: str | None = None  # the last error of `config.stop_after_failures` failed calls in a row
+        self._failed_in_a_row = 0
         self._lock = threading.RLock()
         self._by_source: dict[str, Future] = {}  # source -> its verdict (a dict), so a repeated kernel runs once
         self._pool = ThreadPoolExecutor(max(1, config.concurrency), thread_name_prefix="propose")
@@ -65,6 +68,8 @@ class Engine:
         reason = None
         if self.fatal:
             reason = f"proposer_error: {self.fatal}"
+        elif self.failing:
+            reason = f"proposer_failing: {self.failing}"
         elif b.candidates is not None and c.candidates >= b.candidates:
             reason = "budget_candidates"
         elif b.tokens is not None and c.input_tokens + c.output_tokens >= b.tokens:
@@ -94,20 +99,26 @@ class Engine:
             self._count_call(stored["input_tokens"], stored["output_tokens"], stored["cost"], stored["error"], True)
             return stored["id"], Answer(stored["messages"], stored["response"],
                                         Usage(stored["input_tokens"], stored["output_tokens"], stored["cost"]),
-                                        stored["error"], stored["attempts"], stored["seconds"])
+                                        stored["error"], stored["attempts"], stored["seconds"], stored["finish"],
+                                        stored["output_limit"])
+        with self._lock:
+            hopeless = self.fatal or self.failing
+        if hopeless:  # queued behind calls that showed the proposer cannot answer: not asked, not stored
+            return None, Answer([], None, error=hopeless)
         started = time.time()
         try:
             answer = self.proposer.ask(request)
         except FatalProposerError as exc:  # not stored: a resumed run asks again once the cause is mended
             with self._lock:
-                self.fatal = self.fatal or str(exc)
-            self.on_event("error", {"message": str(exc)})
+                first, self.fatal = self.fatal is None, self.fatal or str(exc)
+            if first:
+                self.on_event("error", {"message": str(exc)})
             return None, Answer([], None, error=str(exc))
         t0 = time.monotonic()
         call_id = self.store.add_call(self.run_id, key, request.kind, self.proposer.name, answer.messages,
                                       answer.text, answer.error, answer.usage.input_tokens,
                                       answer.usage.output_tokens, answer.usage.cost, answer.attempts, started,
-                                      answer.seconds)
+                                      answer.seconds, answer.finish, answer.output_limit)
         self._count_call(answer.usage.input_tokens, answer.usage.output_tokens, answer.usage.cost, answer.error, False)
         self._overhead(t0)
         self.on_event("call", {"key": key, "kind": request.kind, "error": answer.error,
@@ -115,11 +126,19 @@ class Engine:
         return call_id, answer
 
     def _count_call(self, tin, tout, cost, error, replayed) -> None:
+        """Count a call. `config.stop_after_failures` live calls failing in a row, with no answer between
+        them, stop the run (`proposer_failing`): the endpoint is down, and its rounds would all be spent
+        failing. Replayed failures do not count: a resumed run asks the endpoint again."""
         with self._lock:
             c = self.count
             c.calls += 1
             c.replayed_calls += replayed
             c.failed_calls += bool(error)
+            c.last_error = error or c.last_error
+            if not replayed:
+                self._failed_in_a_row = self._failed_in_a_row + 1 if error else 0
+                if error and self._failed_in_a_row >= self.config.stop_after_failures:
+                    self.failing = self.failing or error
             c.input_tokens += tin
             c.output_tokens += tout
             if cost is None:
@@ -266,10 +285,12 @@ class Engine:
     def _record(self, key, round_, call_id, answer: Answer, parent: Cand | None, idea) -> Cand:
         t0 = time.monotonic()
         if answer.text is None:
-            parsed_source, error, stated = "", f"no_answer ({answer.error})", None
+            parsed_source, error, stated = "", f"{NO_ANSWER} ({answer.error})", None
         else:
             parsed = parse_kernel(answer.text)
             parsed_source, error, stated = parsed.source or "", parsed.error, parsed.idea
+            if answer.cut_off and error:  # cut off before its kernel ended: say so, not how the text broke
+                error = OUTPUT_LIMIT
         backend = self.config.backend
         if parsed_source:
             try:
@@ -283,7 +304,8 @@ class Engine:
                                           stated.text, stated.category)
         cid = self.store.add_candidate(self.run_id, key, round_, call_id, idea_id, parent.id if parent else None,
                                        "malformed" if error else "proposer", backend, parsed_source, error)
-        cand = Cand(cid, key, round_, parsed_source, backend, parent, idea_obj, idea_id, answer.text, error)
+        cand = Cand(cid, key, round_, parsed_source, backend, parent, idea_obj, idea_id, answer.text, error,
+                    output_limit=answer.output_limit if answer.cut_off else None)
         with self._lock:
             self.cands[key] = cand
             self.count.malformed += bool(error and answer.text is not None)
@@ -347,7 +369,7 @@ class Engine:
         evaluation.add_done_callback(done)
 
     def _finish(self, cand: Cand, out: Future) -> None:
-        status = cand.result["status"] if cand.result else ("malformed" if cand.parse_error else "not_evaluated")
+        status = cand.result["status"] if cand.result else unevaluated_status(cand.parse_error)
         with self._lock:
             self.count.by_status[status] = self.count.by_status.get(status, 0) + 1
         best = self.best(1)

@@ -23,6 +23,7 @@ class Cand:
     answer: str | None = None  # the proposer's raw answer (for multi-turn conversations)
     parse_error: str | None = None
     result: dict | None = None  # Result.to_dict(), once evaluated
+    output_limit: int | None = None  # tokens: the answer was cut off at this limit (its kernel complete or not)
 
     @property
     def correct(self) -> bool:
@@ -41,7 +42,7 @@ class Cand:
 
     @property
     def feedback(self) -> str:
-        return feedback.render(self.result, self.parse_error)
+        return feedback.render(self.result, self.parse_error, self.output_limit)
 
     def kernel(self, eager_ms: float | None = None) -> Kernel:
         """The kernel as a proposer is shown it. `eager_ms`: the run's one eager baseline, so that the
@@ -57,8 +58,9 @@ class Cand:
 @dataclass
 class Counters:
     calls: int = 0
-    failed_calls: int = 0
-    malformed: int = 0
+    failed_calls: int = 0  # no answer after the retries (HTTP 5xx, timeouts, broken streams)
+    last_error: str | None = None  # the latest failed call's error, one line
+    malformed: int = 0  # answers with no usable kernel or ideas
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0

@@ -14,12 +14,13 @@ from kernelcraft.search.config import RunConfig
 from kernelcraft.search.engine import Engine
 from kernelcraft.search.records import Cand, Counters
 from kernelcraft.search.strategies import get_strategy
-from kernelcraft.store import Store, StoreError, new_id
+from kernelcraft.store import Store, StoreError, new_id, unevaluated_status
 from kernelcraft.verify import Verifier
 from kernelcraft.verify.result import json_safe
 
 
 CLEAN_ENDS = ("budget_", "proposer_exhausted")  # stop reasons of a run that ended as planned
+REFUSED, FAILING = "proposer_error", "proposer_failing"  # stop reasons of a run whose proposer could not answer
 
 
 @dataclass
@@ -39,6 +40,7 @@ class RunOutcome:
     gpu_idle_fraction: float
     overhead_ms_per_candidate: float | None
     candidates: list[dict] = field(default_factory=list)  # one line each: key, round, status, speedup
+    error: str | None = None  # one line, when the run stopped because its proposer could not answer
 
     def to_dict(self) -> dict:
         return json_safe(asdict(self))  # JSON has no NaN (a stored run's idle fraction is unknown)
@@ -145,13 +147,26 @@ def outcome(store: Store, run_id: str, engine: Engine | None = None, best_file: 
         engine.wall_seconds() if engine else row["updated"] - row["created"],
         engine.gpu_idle_fraction() if engine else float("nan"),
         1000 * counters.overhead_s / per if engine else None,
-        [{"key": c["key"], "round": c["round"], "status": c["status"] or (c["parse_error"] and "malformed"),
+        [{"key": c["key"], "round": c["round"], "status": c["status"] or unevaluated_status(c["parse_error"]),
           "speedup_eager": c["speedup_eager"], "runtime_ms": c["runtime_ms"], "category": c["category"]}
-         for c in rows])
+         for c in rows], run_error(row))
+
+
+def run_error(row: dict) -> str | None:
+    """What to tell the user, in one line, of a run stopped because its proposer could not answer (a stored
+    `runs` row: its stop reason holds the proposer's error); None for any other end."""
+    code, _, detail = (row["stop_reason"] or "").partition(": ")
+    if code == REFUSED:
+        return f"{detail}; the model endpoint refused the request, so the run stopped"
+    if code == FAILING:
+        stop_after = RunConfig.from_dict(row["config"].get("run", {})).stop_after_failures
+        return (f"{detail}; {stop_after} calls in a row failed, so the run stopped "
+                f"(`kernelcraft run --resume {row['id']}` goes on once the endpoint answers)")
+    return None
 
 
 def _stored_counters(store: Store, run_id: str, rows: list[dict]) -> Counters:
     return Counters(**stored_counts(store, run_id, rows))
 
 
-__all__ = ["RunOutcome", "start_run", "resume_run", "outcome", "StoreError"]
+__all__ = ["RunOutcome", "start_run", "resume_run", "outcome", "run_error", "StoreError", "REFUSED", "FAILING"]

@@ -142,7 +142,7 @@ def test_500_forever_is_a_plain_llm_error(api):
         with pytest.raises(LLMError) as err:
             make(server, api, max_retries=1).complete(USER)
     assert not isinstance(err.value, FatalLLMError)
-    assert "500" in str(err.value)
+    assert str(err.value).endswith(": HTTP 500: boom (after 1 retry)") and err.value.status == 500
     assert len(server.requests) == 2  # one try and one retry
 
 
@@ -152,9 +152,25 @@ def test_auth_and_not_found_are_fatal_at_once(api, status):
     with ScriptedLLMServer([Rule(".", [Reply(status=status, text="nope")])]) as server:
         with pytest.raises(FatalLLMError) as err:
             make(server, api, max_retries=3).complete(USER)
-    assert str(status) in str(err.value)
-    assert err.value.args[0].startswith("openai/gpt-test" if api == "openai" else "anthropic/claude-test")
+    label = "openai/gpt-test" if api == "openai" else "anthropic/claude-test"
+    # one line: the model, the status and the provider's own message, dug out of either SDK's error body
+    assert str(err.value) == f"{label}: HTTP {status}: nope"
+    assert (err.value.model, err.value.status, err.value.detail) == (label, status, f"HTTP {status}: nope")
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"message": "Incorrect API key provided", "type": "invalid_request_error"}, "Incorrect API key provided"),
+    ({"type": "error", "error": {"type": "not_found_error", "message": "model: x"}}, "model: x"),
+    ({"error": "model 'x' not found, try pulling it first"}, "model 'x' not found, try pulling it first"),
+    ({"object": "error", "message": "The model `x` does not exist.", "code": 404}, "The model `x` does not exist."),
+    ({"detail": "Not Found"}, "Not Found"),
+    ("upstream connect error", "upstream connect error"),
+    ({"unexpected": 1}, None),
+    (None, None),
+])
+def test_the_provider_message_is_found_in_every_body_shape(body, message):
+    assert client_module._provider_message(body) == message
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -195,6 +211,18 @@ def test_slow_answer_times_out(api):
     assert not isinstance(err.value, FatalLLMError)
     assert 0.4 < elapsed < 2.5
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_an_answer_cut_by_the_output_limit_says_so(api):
+    with ScriptedLLMServer([Rule(".", [Reply(LONG, finish="length", output_tokens=64)])]) as server:
+        cut = make(server, api, max_tokens=64).complete(USER)
+    assert cut.finish == ("length" if api == "openai" else "max_tokens") and cut.cut_off
+    assert cut.max_tokens == 64 and cut.text == LONG
+    with ScriptedLLMServer([Rule(".", [Reply(LONG)])]) as server:
+        whole = make(server, api).complete(USER)
+    assert not whole.cut_off
+    assert whole.max_tokens == (None if api == "openai" else DEFAULT_MAX_TOKENS)  # the limit the request set
 
 
 # concurrency ------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ them instead of spending its budget on failures.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import anthropic
 import openai
 
-from kernelcraft.propose.base import FatalProposerError
+from kernelcraft.propose.base import CUT_OFF, FatalProposerError
 from kernelcraft.propose.llm.providers import ModelSpec
 
 # Thinking budgets for Anthropic models, by the OpenAI-style effort name.
@@ -37,7 +38,12 @@ def provider_slots(spec: ModelSpec, concurrency: int) -> threading.BoundedSemaph
 
 
 class LLMError(RuntimeError):
-    """A call that failed after its retries; the run goes on without its answer."""
+    """A call that failed after its retries; the run goes on without its answer. The message is one line:
+    the model, the HTTP status (or the error's kind) and the provider's own words."""
+
+    def __init__(self, model: str, detail: str, status: int | None = None):
+        super().__init__(f"{model}: {detail}")
+        self.model, self.detail, self.status = model, detail, status
 
 
 class FatalLLMError(LLMError, FatalProposerError):
@@ -56,6 +62,12 @@ class Completion:
     finish: str  # the provider's reason: stop / end_turn / length / max_tokens …
     attempts: int
     usage_estimated: bool = False  # the endpoint sent no usage; ~4 characters per token assumed
+    max_tokens: int | None = None  # the output limit the request set (None: the endpoint's own)
+
+    @property
+    def cut_off(self) -> bool:
+        """The answer ended at the output limit, not where the model meant to end it."""
+        return self.finish in CUT_OFF
 
 
 @dataclass
@@ -98,17 +110,19 @@ class ChatClient:
                     openai.BadRequestError, openai.UnprocessableEntityError,
                     anthropic.AuthenticationError, anthropic.PermissionDeniedError, anthropic.NotFoundError,
                     anthropic.BadRequestError, anthropic.UnprocessableEntityError) as exc:
-                raise FatalLLMError(f"{self.spec.label}: {_describe(exc)}") from None
+                raise FatalLLMError(self.spec.label, _describe(exc), exc.status_code) from None
             except (TypeError, AttributeError, NameError) as exc:  # our own mistake: asking again will not mend it
-                raise FatalLLMError(f"{self.spec.label}: {type(exc).__name__}: {exc}") from None
+                raise FatalLLMError(self.spec.label, f"{type(exc).__name__}: {exc}") from None
             except (openai.APIStatusError, anthropic.APIStatusError) as exc:
                 # The SDK has already retried what it retries (429, 5xx): give up on this call.
-                raise LLMError(f"{self.spec.label}: {_describe(exc)} (after {self.settings.max_retries} retries)") from None
+                n = self.settings.max_retries
+                after = f" (after {n} {'retry' if n == 1 else 'retries'})" if n else ""
+                raise LLMError(self.spec.label, _describe(exc) + after, exc.status_code) from None
             except Exception as exc:  # noqa: BLE001
                 # A stream broken mid-answer: the SDKs do not retry these, and Anthropic's raises its
                 # HTTP library's own error, unwrapped. Anything else that went wrong is treated alike.
                 if attempts > self.settings.max_retries:
-                    raise LLMError(f"{self.spec.label}: {_describe(exc)} (after {attempts} attempts)") from None
+                    raise LLMError(self.spec.label, f"{_describe(exc)} (after {attempts} attempts)") from None
                 time.sleep(wait)
                 wait = min(wait * 2, 30.0)
 
@@ -136,8 +150,9 @@ class ChatClient:
         if finish is None:
             raise BrokenStream(f"the answer stopped after {len(text)} characters with no finish reason")
         if usage is None:
-            return Completion(text, _estimate(messages), len(text) // 4 + 1, finish, 1, usage_estimated=True)
-        return Completion(text, usage.prompt_tokens, usage.completion_tokens, finish, 1)
+            return Completion(text, _estimate(messages), len(text) // 4 + 1, finish, 1, usage_estimated=True,
+                              max_tokens=s.max_tokens)
+        return Completion(text, usage.prompt_tokens, usage.completion_tokens, finish, 1, max_tokens=s.max_tokens)
 
     def _anthropic(self, messages: list[dict]) -> Completion:
         s = self.settings
@@ -158,7 +173,8 @@ class ChatClient:
         if message.stop_reason is None:
             raise BrokenStream("the answer stopped with no stop reason")
         text = "".join(block.text for block in message.content if block.type == "text")
-        return Completion(text, message.usage.input_tokens, message.usage.output_tokens, message.stop_reason, 1)
+        return Completion(text, message.usage.input_tokens, message.usage.output_tokens, message.stop_reason, 1,
+                          max_tokens=max_tokens)
 
 
 def _estimate(messages: list[dict]) -> int:
@@ -166,6 +182,32 @@ def _estimate(messages: list[dict]) -> int:
 
 
 def _describe(exc: Exception) -> str:
+    """One line: `HTTP 401: invalid x-api-key`, the provider's own message taken from the error's body."""
     status = getattr(exc, "status_code", None)
-    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    message = _provider_message(getattr(exc, "body", None)) if status else None
+    message = message or getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    message = _ONE_LINE.sub(" ", str(message)).strip()[:MESSAGE_CHARS]
     return f"HTTP {status}: {message}" if status else f"{type(exc).__name__}: {message}"
+
+
+MESSAGE_CHARS = 300
+_ONE_LINE = re.compile(r"\s+")
+
+
+def _provider_message(body: object) -> str | None:
+    """The message in an error body, whatever its shape: OpenAI's SDK hands over `{message, type, …}`,
+    Anthropic's `{type: error, error: {type, message}}`, other servers `{error: "…"}`, `{detail: "…"}` or text."""
+    for _ in range(3):
+        if isinstance(body, str):
+            return body.strip() or None
+        if not isinstance(body, dict):
+            return None
+        inner = body.get("error")
+        if isinstance(inner, (dict, str)) and inner:
+            body = inner
+            continue
+        for key in ("message", "detail"):
+            if isinstance(body.get(key), str) and body[key].strip():
+                return body[key].strip()
+        return None
+    return None

@@ -52,7 +52,8 @@ class LLMProposer:
                           seconds=time.monotonic() - start)
         cost = self.prices.cost(self.spec.model, done.input_tokens, done.output_tokens)
         return Answer(messages, done.text, Usage(done.input_tokens, done.output_tokens, cost),
-                      attempts=done.attempts, seconds=time.monotonic() - start)
+                      attempts=done.attempts, seconds=time.monotonic() - start, finish=done.finish,
+                      output_limit=(done.max_tokens or done.output_tokens) if done.cut_off else None)
 
     # prompts ----------------------------------------------------------------------------------------
     def messages(self, request: Request) -> list[dict]:

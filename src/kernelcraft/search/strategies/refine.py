@@ -23,7 +23,9 @@ def run(engine) -> None:
             cand = engine.implement(f"c{c:02d}/t{t:02d}", t, parent=start, history=history).result()
             if cand is None:
                 return
-            history.append(Turn(cand.answer or "", cand.feedback, unusable=cand.parse_error is not None))
+            if cand.answer is None:  # the call failed: no turn to answer, the next asks the same again
+                continue
+            history.append(Turn(cand.answer, cand.feedback, unusable=cand.parse_error is not None))
 
     with ThreadPoolExecutor(cfg.samples, thread_name_prefix="refine") as pool:
         list(pool.map(chain, range(cfg.samples)))
