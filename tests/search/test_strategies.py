@@ -241,3 +241,16 @@ def test_seed_kernels_are_verified_first_and_seed_the_search(store, relu, verifi
     ideas_prompt = store.call(out.run_id, "r01/ideas")["messages"][-1]["content"]
     assert "BLOCK = 512" in ideas_prompt  # the seed was shown as the kernel to beat
     assert out.best["key"] == "r01/i00/m00"
+
+
+def test_refine_leaves_a_failed_call_out_of_the_conversation(store, relu, verifier, serve, proposer):
+    server = serve([Rule("Write a custom kernel", [Reply(status=500), Reply(code(SLOW))]),
+                    Rule("verifier's verdict on your last answer", [Reply(code(FAST))])])
+    out = start_run(store, relu, proposer(server, concurrency=1, max_retries=0), verifier,
+                    config("refine", rounds=3, samples=1), out_dir=None)
+    calls = store.calls(out.run_id)
+    assert [c["error"] is not None for c in calls] == [True, False, False]
+    # turn 2 asked the first request again (no empty assistant turn); turn 3 answers turn 2's kernel
+    assert [m["role"] for m in calls[1]["messages"]] == ["system", "user"]
+    assert [m["role"] for m in calls[2]["messages"]] == ["system", "user", "assistant", "user"]
+    assert all(m["content"] for c in calls for m in c["messages"])
