@@ -12,8 +12,9 @@ _FRAME = re.compile(r'^  File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<fn>.
 CANDIDATE_FILE = "candidate.py"  # the name the worker gives the candidate's source
 
 
-def render(result: dict | None, parse_error: str | None = None) -> str:
-    """`result` is a Result.to_dict(); `parse_error` says why an answer gave no kernel at all."""
+def render(result: dict | None, parse_error: str | None = None, profile: dict | None = None) -> str:
+    """`result` is a Result.to_dict(); `parse_error` says why an answer gave no kernel at all; `profile` a
+    Profile.to_dict() of the kernel (hardware counters, with --profile), whose summary ends the feedback."""
     if parse_error:
         return (f"Your answer could not be used: {parse_error.replace('_', ' ')}. Answer with exactly one "
                 "```python code block holding the whole file that defines class ModelNew.")
@@ -49,6 +50,8 @@ def render(result: dict | None, parse_error: str | None = None) -> str:
             lines.append(f"  {k['name'][:90]}  {100 * k.get('device_us', 0) / total:.0f}%  x{k.get('calls', 1)}  ({who})")
     for res in (result.get("kernels_resources") or [])[:4]:
         lines.append("ptxas: " + ", ".join(f"{k}={v}" for k, v in res.items()))
+    if profile and profile.get("summary"):
+        lines.append("Hardware counters (times are ncu's: each kernel replayed, caches flushed):\n" + profile["summary"])
     return "\n".join(lines)
 
 

@@ -36,6 +36,7 @@ class RunConfig:
     concurrency: int = 8  # proposer calls in flight
     seed: int = 0  # evolve's sampling
     seeds: list[str] = field(default_factory=list)  # the user's starting kernels (sources)
+    profile: bool = False  # Nsight Compute's counters for each round's best kernels, in their feedback
     budget: Budget = field(default_factory=Budget)
 
     def check(self) -> None:

@@ -23,6 +23,7 @@ class Cand:
     answer: str | None = None  # the proposer's raw answer (for multi-turn conversations)
     parse_error: str | None = None
     result: dict | None = None  # Result.to_dict(), once evaluated
+    profile: dict | None = None  # Profile.to_dict() (verify/profile), once profiled (--profile)
 
     @property
     def correct(self) -> bool:
@@ -41,7 +42,7 @@ class Cand:
 
     @property
     def feedback(self) -> str:
-        return feedback.render(self.result, self.parse_error)
+        return feedback.render(self.result, self.parse_error, self.profile)
 
     def kernel(self) -> Kernel:
         speedup = self.result.get("speedup_eager") if self.result else None

@@ -23,6 +23,7 @@ def run(engine) -> None:
             cand = engine.implement(f"c{c:02d}/t{t:02d}", t, parent=start, history=history).result()
             if cand is None:
                 return
+            engine.profile([cand])  # --profile: the turn's kernel, if correct, answered with its counters too
             history.append(Turn(cand.answer or "", cand.feedback, unusable=cand.parse_error is not None))
 
     with ThreadPoolExecutor(cfg.samples, thread_name_prefix="refine") as pool:
