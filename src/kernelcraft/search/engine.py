@@ -309,6 +309,8 @@ class Engine:
                             self.on_event("profile_off", {"reason": exc.reason, "message": str(exc)})
                             continue
                         stored = {"error": str(exc), "reason": exc.reason}
+                    except Exception as exc:  # noqa: BLE001 - a fault of the profiler must not end the run
+                        stored = {"error": f"{type(exc).__name__}: {exc}", "reason": "profiler_fault"}
                     self.store.add_profile(cand.id, stored)
                     self.on_event("profile", {"key": cand.key, "error": stored.get("error")})
                 if stored is not None and "error" not in stored:

@@ -2,8 +2,8 @@
 
 ncu starts the target (target.py) in a private directory, with the worker's scrubbed environment (no
 keys or tokens), in a process group of its own (a timeout kills ncu, the target and what it started) and
-under the worker's resource limits. It runs without the worker's network namespace: ncu and its target
-talk over a local connection. The device's lock is held exclusively while ncu runs: its replays would
+under the worker's resource limits; not in the worker's network and mount namespaces (ncu and its target
+have not been tried inside them: in a run, only kernels the verifier has passed are profiled). The device's lock is held exclusively while ncu runs: its replays would
 disturb another process's timing, and theirs its counters.
 """
 
