@@ -6,6 +6,9 @@ the device's idle fraction (how long the verifier had nothing to judge), and the
 time per candidate (parsing, store writes). The replayed kernels are in benchmarks/candidates/.
 
     python benchmarks/search_e2e.py --device cuda --delay 2 --out benchmarks/results/search-e2e-h200.json
+
+`--requests FILE` writes what the model was sent (round 1's and round 2's ideas requests, and round 2's
+first implement request) as markdown; `--profile` runs the round's best kernels under Nsight Compute.
 """
 
 from __future__ import annotations
@@ -62,6 +65,18 @@ def rules(delay: float) -> list[Rule]:
     return out
 
 
+def write_requests(store, run_id: str, path: Path) -> None:
+    """The user messages of the requests a model reads to learn from a run: rounds 1 and 2."""
+    calls = {c["key"]: c for c in store.calls(run_id)}
+    keys = ["r01/ideas", "r02/ideas"] + sorted(k for k in calls if k.startswith("r02/i"))[:1]
+    parts = [f"# Requests sent in run {run_id} (system prompt left out)\n"]
+    for key in keys:
+        if key in calls:
+            parts.append(f"## {key}\n\n````text\n{calls[key]['messages'][-1]['content']}\n````\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(parts))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problem", default="level1/softmax")
@@ -69,6 +84,8 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=2.0, help="seconds each scripted answer takes")
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--requests", type=Path, default=None, help="write the requests the model was sent (markdown)")
+    ap.add_argument("--profile", action="store_true", help="hardware counters for each round's best kernels")
     args = ap.parse_args()
 
     problem = load_problem(args.problem)
@@ -83,10 +100,13 @@ def main() -> None:
                                settings=ClientSettings(max_retries=1))
         store = Store(work / "runs.db")
         t0 = time.monotonic()
-        config = RunConfig(strategy="tree", backend="cuda_nvrtc", rounds=len(SCRIPT), ideas=4, impls=1, beam=2)
+        config = RunConfig(strategy="tree", backend="cuda_nvrtc", rounds=len(SCRIPT), ideas=4, impls=1, beam=2,
+                           profile=args.profile)
         outcome = start_run(store, problem, proposer, verifier, config, out_dir=work,
                             on_event=lambda k, d: events.append((round(time.monotonic() - t0, 3), k, d)))
         proposer.close()
+        if args.requests:
+            write_requests(store, outcome.run_id, args.requests)
     o = outcome.to_dict()
     best = o["best"]["result"] if o["best"] else {}
     record = {

@@ -303,3 +303,49 @@ def test_default_path_and_ids(tmp_path, monkeypatch):
     a, b = new_id("bench-"), new_id()
     assert a.startswith("bench-") and a != "bench-" + b
     assert len(b.split("-")) == 3 and len(b.split("-")[2]) == 4
+
+
+# hardware counters (--profile) and the migration that added their table -----------------------------------
+
+def test_profiles_are_kept_per_candidate(store):
+    run_id = make_run(store)
+    a = store.add_candidate(run_id, "r01/a", 1, None, None, None, "proposer", "triton", "src a")
+    b = store.add_candidate(run_id, "r01/b", 1, None, None, None, "proposer", "triton", "src b")
+    other = store.add_candidate(make_run(store, "run-b"), "r01/a", 1, None, None, None, "proposer", "triton", "x")
+    assert store.profile(a) is None and store.profiles(run_id) == {}
+    store.add_profile(a, {"target": "candidate", "kernels": [], "summary": "one line"})
+    store.add_profile(b, {"error": "profiling took longer than 300 s", "reason": "timeout"})
+    store.add_profile(other, {"summary": "another run's"})
+    assert store.profile(a)["summary"] == "one line"
+    assert store.profiles(run_id) == {a: store.profile(a), b: {"error": "profiling took longer than 300 s",
+                                                               "reason": "timeout"}}
+
+
+def test_a_store_from_before_profiles_is_migrated_and_stays_readable(tmp_path):
+    """A store written before the profiles table (schema version 0) opens with its runs intact, gains the
+    table, and records the version; opened again, nothing is migrated twice."""
+    from kernelcraft.store import SCHEMA, SCHEMA_VERSION
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA)  # every table an older kernelcraft made; no profiles
+    db.execute("INSERT INTO runs (id, problem, problem_source, strategy, proposer, device, config, status, created,"
+               " updated) VALUES ('old-run', 'level1/relu', 'src', 'tree', 'builtin', 'cpu', '{}', 'done', 1, 2)")
+    db.commit()
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 0
+    assert not db.execute("SELECT name FROM sqlite_master WHERE name = 'profiles'").fetchall()
+    db.close()
+
+    store = Store(path)
+    assert store.run("old-run")["status"] == "done"
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
+    cid = store.add_candidate("old-run", "k", 1, None, None, None, "seed", "triton", "src")
+    store.add_profile(cid, {"summary": "kept"})
+    store.close()
+    again = Store(path)
+    assert again.profile(cid) == {"summary": "kept"} and again.run("old-run")["problem"] == "level1/relu"
+    again.close()
+    # what an older kernelcraft reads (its own tables) is untouched by the migration
+    plain = sqlite3.connect(path)
+    assert plain.execute("SELECT id, status FROM runs").fetchall() == [("old-run", "done")]
+    plain.close()

@@ -33,18 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     ev = sub.add_parser("eval", help="verify and time one candidate against a problem")
-    ev.add_argument("problem", help="a KernelBench-format file, or a suite name such as level1/softmax")
-    ev.add_argument("candidate", help="a file defining ModelNew, or example:NAME for a bundled one")
-    ev.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: a GPU if there is one)")
-    ev.add_argument("--policy", default="strict", choices=["strict", "relaxed"])
-    ev.add_argument("--backend", default="", help="cuda_nvrtc, cuda_inline, triton, cpp (default: detected)")
+    add_target_args(ev, "auto", "cpu, cuda, cuda:N or auto (default: a GPU if there is one)")
     ev.add_argument("--trials", type=int, default=6, help="correctness trials, each with fresh secret seeds")
-    ev.add_argument("--size", default="auto", choices=["auto", "full", "small"],
-                    help="problem sizes: full, or small (the problem's SMALL_SIZES, else sizes derived from its cost "
-                         "to fit a CPU); auto = full on a GPU, small on the CPU")
-    ev.add_argument("--sizes", default=None, metavar="NAME=N,…",
-                    help="set the problem's module-level size constants, e.g. batch_size=16,dim=4096 or "
-                         "input_shape=(128,4096), on top of --size")
     ev.add_argument("--no-compile-baseline", action="store_true", help="skip timing torch.compile")
     ev.add_argument("--allow-library", action=argparse.BooleanOptionalAction, default=True,
                     help="library (ATen, cuBLAS, cuDNN) kernels may run beside the candidate's own (default: yes; "
@@ -52,8 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--sanity-bound", type=float, default=10.0,
                     help="flag speedups over eager beyond this for review (default 10)")
     ev.add_argument("--budget", type=float, default=6.0, help="seconds of timing per candidate, at most")
-    ev.add_argument("--cache-dir", type=Path, default=None, help="builds and baselines (default ~/.cache/kernelcraft)")
-    ev.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
     pr = sub.add_parser("problems", help="the built-in problem suite")
     prsub = pr.add_subparsers(dest="action", parser_class=_Parser)
@@ -66,12 +54,48 @@ def build_parser() -> argparse.ArgumentParser:
                       help="at its small sizes: SMALL_SIZES, else sizes derived from its cost")
     show.add_argument("--sizes", default=None, metavar="NAME=N,…", help="set module-level size constants")
     show.add_argument("--json", action="store_true")
-    from kernelcraft import cli_export, cli_report, cli_search
+    from kernelcraft import cli_export, cli_profile, cli_report, cli_search
 
+    cli_profile.add_commands(sub)
     cli_search.add_commands(sub)
     cli_report.add_commands(sub)
     cli_export.add_commands(sub)
     return parser
+
+
+def add_target_args(p, device_default: str, device_help: str) -> None:
+    """The arguments naming what to run, shared by `eval` and `profile`: problem, candidate, device, policy,
+    backend, sizes, cache, JSON output."""
+    p.add_argument("problem", help="a KernelBench-format file, or a suite name such as level1/softmax")
+    p.add_argument("candidate", help="a file defining ModelNew, or example:NAME for a bundled one")
+    p.add_argument("--device", default=device_default, help=device_help)
+    p.add_argument("--policy", default="strict", choices=["strict", "relaxed"])
+    p.add_argument("--backend", default="", help="cuda_nvrtc, cuda_inline, triton, cpp (default: detected)")
+    p.add_argument("--size", default="auto", choices=["auto", "full", "small"],
+                   help="problem sizes: full, or small (the problem's SMALL_SIZES, else sizes derived from its cost "
+                        "to fit a CPU); auto = full on a GPU, small on the CPU")
+    p.add_argument("--sizes", default=None, metavar="NAME=N,…",
+                   help="set the problem's module-level size constants, e.g. batch_size=16,dim=4096 or "
+                        "input_shape=(128,4096), on top of --size")
+    p.add_argument("--cache-dir", type=Path, default=None, help="builds and baselines (default ~/.cache/kernelcraft)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+
+def load_target(args, resolve_device):
+    """(problem, candidate, device, sizes) as `args` name them, in that order (the first bad one is the error
+    said), `resolve_device()` giving the device; the problem loaded at the sizes it runs at there, so one that
+    does not import, or a --sizes name it does not define, is said now (ValueError and kin)."""
+    from kernelcraft.candidate import Candidate
+    from kernelcraft.problems import load_problem
+    from kernelcraft.problems.sizes import parse_sizes, resolve_sizes
+
+    problem = load_problem(args.problem)
+    candidate = Candidate.from_file(args.candidate, args.backend)
+    device = resolve_device()
+    overrides = parse_sizes(args.sizes) if args.sizes else None
+    sizes = resolve_sizes(problem, args.size, device.split(":")[0], overrides)
+    problem.load(sizes=sizes)
+    return problem, candidate, device, sizes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_eval(args)
         if args.command == "problems":
             return cmd_problems(args)
+        if args.command == "profile":
+            from kernelcraft.cli_profile import cmd_profile
+
+            return cmd_profile(args)
         if args.command in ("run", "bench", "runs"):
             from kernelcraft import cli_search
 
@@ -99,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             from kernelcraft.cli_export import cmd_export
 
             return cmd_export(args)
-        raise UsageError("kernelcraft: choose a command: run, bench, runs, report, export, eval, problems "
+        raise UsageError("kernelcraft: choose a command: run, bench, runs, report, export, eval, profile, problems "
                          "(kernelcraft --help lists them)")
     except UsageError as exc:
         print(str(exc), file=sys.stderr)
@@ -136,22 +164,16 @@ def _say_waits(kind: str, info: dict) -> None:
 
 
 def cmd_eval(args) -> int:
-    from kernelcraft.candidate import Candidate
-    from kernelcraft.problems import load_problem
-    from kernelcraft.problems.sizes import parse_sizes, resolve_sizes
+    from kernelcraft.problems.sizes import parse_sizes
     from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig, resolve_devices
 
     try:
         if args.trials < 1:
             raise ValueError("--trials must be at least 1")
-        problem = load_problem(args.problem)
-        candidate = Candidate.from_file(args.candidate, args.backend)
-        devices = resolve_devices(args.device)
-        overrides = parse_sizes(args.sizes) if args.sizes else None
-        # Resolved here too (derivation is cached in-process), so a problem that does not import, or a
+        # Sizes resolved here too (derivation is cached in-process), so a problem that does not import, or a
         # --sizes name it does not define, is a usage error said now, and the banner tells the sizes.
-        sizes = resolve_sizes(problem, args.size, devices[0].split(":")[0], overrides)
-        problem.load(sizes=sizes)
+        problem, candidate, _, sizes = load_target(args, lambda: resolve_devices(args.device)[0])
+        overrides = parse_sizes(args.sizes) if args.sizes else None
         config = VerifyConfig(policy=args.policy, trials=args.trials, size=args.size, sizes=overrides,
                               compile_baseline=not args.no_compile_baseline, allow_library=args.allow_library,
                               sanity_bound=args.sanity_bound,

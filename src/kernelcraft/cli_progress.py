@@ -63,6 +63,8 @@ class Progress:
             self.console.print(f"[yellow]note:[/] {data['message']}")
         elif kind == "target":
             self.console.print(f"target: {data['summary']}")
+        if kind == "profile_off":  # --profile, on a machine that cannot: the run goes on without counters
+            self.console.print(f"[yellow]profile:[/] {data['message']}; the run goes on without hardware counters")
         if self.live:
             self.live.update(self._render())
         elif kind in ("round", "problem", "lock_wait"):  # not a terminal (a log file, CI): one line per step

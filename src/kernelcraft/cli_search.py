@@ -86,6 +86,9 @@ def _search_flags(p) -> None:
     v.add_argument("--no-compile-baseline", action="store_true")
     v.add_argument("--timing-budget", type=float, default=6.0, help="seconds of timing per candidate, at most")
     v.add_argument("--cache-dir", type=Path, default=None)
+    v.add_argument("--profile", action="store_true",
+                   help="run each round's best kernels under Nsight Compute (ncu) once each: DRAM and SM throughput, "
+                        "occupancy, stalls, L2 hits, bank conflicts go into their feedback and the report")
     o = p.add_argument_group("output")
     o.add_argument("--store", type=Path, default=None, help="the run store (default ~/.kernelcraft/runs.db)")
     o.add_argument("--out", type=Path, default=Path("."), help="where the best kernel is written (default: here)")
@@ -138,9 +141,17 @@ def _run_config(args, devices: list[str]):
         backend = args.backend or next(iter(FAMILIES))
     else:
         backend = args.backend or ("cuda_nvrtc" if devices[0].startswith("cuda") else "triton")
+    if args.profile:  # said now, not after the first round
+        from kernelcraft.verify.profile import ProfileError, check_device, find_ncu
+
+        try:
+            find_ncu()
+            check_device(devices[0])
+        except ProfileError as exc:
+            raise ValueError(f"--profile: {exc}") from None
     config = RunConfig(strategy=args.strategy, backend=backend, rounds=args.rounds, ideas=args.ideas,
                        impls=args.impls or (1 if builtin else 2), beam=args.beam, samples=args.samples, islands=args.islands,
-                       concurrency=args.concurrency, seed=args.seed, seeds=seeds,
+                       concurrency=args.concurrency, seed=args.seed, seeds=seeds, profile=args.profile,
                        stop_after_failures=args.stop_after_failures,
                        budget=Budget(args.max_candidates, args.max_tokens, args.max_usd,
                                      args.max_minutes * 60 if args.max_minutes else None))

@@ -114,6 +114,19 @@ def unevaluated_status(parse_error: str | None) -> str:
     return "call_failed" if parse_error.startswith(NO_ANSWER) else "malformed"
 
 
+# Changes to a store made by an older kernelcraft, in order: migration i brings a store from schema
+# version i to i + 1 (SQLite's user_version; a store from before versions is 0). Each only adds, so a
+# store migrated here stays readable by the version that made it.
+MIGRATIONS = [
+    """CREATE TABLE IF NOT EXISTS profiles (
+        candidate_id INTEGER PRIMARY KEY REFERENCES candidates(id),
+        profile TEXT NOT NULL,     -- JSON: Nsight Compute's counters summarised (verify/profile), or {error, reason}
+        created REAL NOT NULL
+    );""",
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
 def default_path() -> Path:
     home = os.environ.get("KERNELCRAFT_HOME")
     return Path(home) if home else Path.home() / ".kernelcraft" / "runs.db"
@@ -154,15 +167,20 @@ class Store:
             raise StoreError(f"{self.path}: not a kernelcraft run store ({exc})") from None
         self._lock = threading.Lock()  # one connection shared by the orchestrator's threads
 
-    def close(self) -> None:
-        self.db.close()
-
     def _migrate(self) -> None:
+        """Bring an older store up to SCHEMA_VERSION (a newer one is read as it is: migrations only add),
+        and give its tables the columns added since they were first written."""
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        for i in range(version, SCHEMA_VERSION):
+            self.db.executescript(f"BEGIN; {MIGRATIONS[i]} PRAGMA user_version = {i + 1}; COMMIT;")
         for table, columns in ADDED_COLUMNS.items():
             have = {r["name"] for r in self.db.execute(f"PRAGMA table_info({table})")}
             for name, kind in columns:
                 if name not in have:
                     self.db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+
+    def close(self) -> None:
+        self.db.close()
 
     def _write(self, sql: str, args: tuple = ()) -> int:
         with self._lock:
@@ -300,6 +318,21 @@ class Store:
                     " result, evaluated) VALUES (?,?,?,?,?,?,?,?)",
                     (candidate_id, result["status"], int(bool(result["correct"])), result.get("runtime_ms"),
                      result.get("speedup_eager"), result.get("speedup_compile"), json.dumps(result), time.time()))
+
+    # hardware counters --------------------------------------------------------------------------------
+    def profile(self, candidate_id: int) -> dict | None:
+        row = self._one("SELECT profile FROM profiles WHERE candidate_id = ?", (candidate_id,))
+        return json.loads(row["profile"]) if row else None
+
+    def add_profile(self, candidate_id: int, profile: dict) -> None:
+        self._write("INSERT OR REPLACE INTO profiles (candidate_id, profile, created) VALUES (?,?,?)",
+                    (candidate_id, json.dumps(profile), time.time()))
+
+    def profiles(self, run_id: str) -> dict[int, dict]:
+        """candidate id -> its stored profile, for a run's profiled candidates."""
+        rows = self._all("SELECT p.candidate_id, p.profile FROM profiles p JOIN candidates c ON c.id = p.candidate_id"
+                         " WHERE c.run_id = ?", (run_id,))
+        return {r["candidate_id"]: json.loads(r["profile"]) for r in rows}
 
     def candidates(self, run_id: str) -> list[dict]:
         """Every candidate of a run with its result's headline figures (None where not evaluated); the

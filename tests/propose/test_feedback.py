@@ -39,7 +39,7 @@ def test_no_result():
 
 
 def test_an_answer_cut_by_the_output_limit_is_asked_again_shorter():
-    text = render(None, OUTPUT_LIMIT, 16000)
+    text = render(None, OUTPUT_LIMIT, output_limit=16000)
     assert text.startswith("Your answer hit the 16000-token output limit before it ended: answer again, shorter")
     assert "unterminated" not in text and "```python" in text
     assert render(None, OUTPUT_LIMIT).startswith("Your answer hit the output limit before it ended")
@@ -47,7 +47,7 @@ def test_an_answer_cut_by_the_output_limit_is_asked_again_shorter():
 
 def test_a_cut_off_answer_whose_kernel_was_complete_is_judged_with_a_note():
     r = base(correct=True, status="ok", runtime=timing(1.0))
-    text = render(r.to_dict(), None, 4096)
+    text = render(r.to_dict(), None, output_limit=4096)
     assert text.startswith("Note: your answer hit the 4096-token output limit; its kernel was complete and was judged")
     assert "Status: ok" in text and "Runtime: 1.0000 ms" in text
 
@@ -234,3 +234,29 @@ def test_a_chained_traceback_shows_the_last_exception_and_a_multi_line_message_w
     assert "Message: triton.compiler.errors.CompilationError: at 5:12:\n    x = tl.load(p)\n            ^\n" \
            "unsupported pointer type" in text
     assert "(raised outside your file" in text and "KeyError" not in text
+
+
+def test_hardware_counters_end_the_feedback_of_a_profiled_kernel():
+    """--profile: a stored profile (here summarised from recorded ncu output) closes the feedback."""
+    from kernelcraft.verify.profile import summarize
+    from kernelcraft.verify.profile.ncu import parse_raw
+    from tests.helpers import FIXTURES
+
+    r = base()
+    r.status, r.correct = "ok", True
+    r.runtime, r.eager = timing(0.125), timing(0.5)
+    r.speedup_eager = 4.0
+    profile = summarize(parse_raw((FIXTURES / "ncu" / "raw_h100.csv").read_text()), {"smem_conflict"}).to_dict()
+    profile = json.loads(json.dumps(profile))  # as the store hands it back
+    plain = render(as_json_dict(r))
+    text = render(as_json_dict(r), None, profile=profile)
+    assert text.startswith(plain + "\n")
+    added = text[len(plain) + 1:].splitlines()
+    assert added[0] == "Hardware counters (times are ncu's: each kernel replayed, caches flushed):"
+    assert added[1].startswith("Nsight Compute, one call of the candidate: 2 kernels")
+    assert added[2].startswith("1. smem_conflict (yours) x2") and "bank-conflicted" in added[2]
+    assert added[1:] == profile["summary"].splitlines()
+    # no profile, an error on record, or a parse error: nothing about counters
+    assert "Hardware counters" not in render(as_json_dict(r), None, profile=None)
+    assert "Hardware counters" not in render(as_json_dict(r), None, profile={"error": "timeout", "reason": "timeout"})
+    assert "Hardware counters" not in render(None, "no_code_block", profile=profile)

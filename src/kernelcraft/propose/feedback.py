@@ -10,14 +10,15 @@ MESSAGE_CHARS = 1500  # of a message that is not a traceback
 _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^  File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<fn>.+)$')
 CANDIDATE_FILE = "candidate.py"  # the name the worker gives the candidate's source
-
-
 OUTPUT_LIMIT = "output_limit"  # the parse error of an answer cut off by the output limit before its kernel ended
 
 
-def render(result: dict | None, parse_error: str | None = None, output_limit: int | None = None) -> str:
+def render(result: dict | None, parse_error: str | None = None, *, output_limit: int | None = None,
+           profile: dict | None = None) -> str:
     """`result` is a Result.to_dict(); `parse_error` says why an answer gave no kernel at all; `output_limit`
-    (tokens) that the answer was cut off there, its kernel complete (judged) or not (`output_limit` error)."""
+    (tokens) that the answer was cut off there, its kernel complete (judged) or not (`output_limit` error);
+    `profile` a Profile.to_dict() of the kernel (hardware counters, with --profile), whose summary ends the
+    feedback."""
     if parse_error == OUTPUT_LIMIT:
         limit = f"the {output_limit}-token output limit" if output_limit else "the output limit"
         return (f"Your answer hit {limit} before it ended: answer again, shorter (exactly one ```python code "
@@ -30,7 +31,7 @@ def render(result: dict | None, parse_error: str | None = None, output_limit: in
         return "This kernel was not evaluated."
     if output_limit:
         return (f"Note: your answer hit the {output_limit}-token output limit; its kernel was complete and was "
-                "judged, but keep answers shorter.\n" + render(result))
+                "judged, but keep answers shorter.\n" + render(result, profile=profile))
     if result["status"] == "verifier_error":
         return ("This kernel could not be judged: the verifier failed on its own side (not a fault of the kernel): "
                 f"{(result.get('message') or '')[:500]}")
@@ -61,6 +62,8 @@ def render(result: dict | None, parse_error: str | None = None, output_limit: in
             lines.append(f"  {k['name'][:90]}  {100 * k.get('device_us', 0) / total:.0f}%  x{k.get('calls', 1)}  ({who})")
     for res in (result.get("kernels_resources") or [])[:4]:
         lines.append("ptxas: " + ", ".join(f"{k}={v}" for k, v in res.items()))
+    if profile and profile.get("summary"):
+        lines.append("Hardware counters (times are ncu's: each kernel replayed, caches flushed):\n" + profile["summary"])
     return "\n".join(lines)
 
 

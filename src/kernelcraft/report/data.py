@@ -96,7 +96,8 @@ def run_report(store: Store, run_id: str) -> dict:
     rows = store.candidates(row["id"])
     results = {c["id"]: (store.result(c["id"]) or {}).get("result") for c in rows}
     by_id = {c["id"]: c for c in rows}
-    cands = [_candidate(c, results[c["id"]], by_id, results) for c in rows]
+    profiles = store.profiles(row["id"])  # --profile: Nsight Compute's counters, for the kernels profiled
+    cands = [_candidate(c, results[c["id"]], by_id, results) | {"profile": profiles.get(c["id"])} for c in rows]
     traj = trajectory(rows)
     best = next((c for c in cands if c["id"] == row["best_candidate"]), None)
     counts = stored_counts(store, row["id"], rows)
@@ -200,7 +201,7 @@ def _best(best: dict | None, by_id: dict) -> dict | None:
         return None
     return {k: best[k] for k in ("id", "key", "round", "idea", "category", "backend", "runtime_ms", "eager_ms",
                                  "compile_ms", "speedup_eager", "speedup_compile", "pct_of_eager", "roofline_ms",
-                                 "roofline_fraction", "max_rel_error", "timing", "source")}
+                                 "roofline_fraction", "max_rel_error", "timing", "source", "profile")}
 
 
 def _problem_row(run: dict, best: dict | None, counts: dict) -> dict:

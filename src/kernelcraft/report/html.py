@@ -182,6 +182,23 @@ def _category_table(cats: list[dict], definition: str) -> str:
                   numeric={1, 2, 3, 4, 5, 6}, caption=e(definition))
 
 
+def _counters(profile: dict) -> str:
+    """A stored profile (verify/profile): its top kernels as a table, its summary in words below."""
+    rows = []
+    for k in profile["kernels"][:3]:
+        gbps = f" ({k['dram_gbps']:.0f} GB/s)" if k.get("dram_gbps") is not None else ""
+        ratio = k.get("conflict_ratio")
+        rows.append([f'<span class="mono">{e(k["short"][:70])}</span>' + (" (yours)" if k.get("custom") else ""),
+                     e(f"{pct(100 * k['share'])} · {ms(k['time_us'] / 1e3)}"), e(pct(k.get("dram_pct")) + gbps),
+                     e(pct(k.get("sm_pct"))),
+                     e(f"{pct(k.get('achieved_occupancy_pct'))} / {pct(k.get('theoretical_occupancy_pct'))}"),
+                     e(pct(k.get("l2_hit_pct"))), e("—" if ratio is None else pct(100 * ratio)), e(k.get("verdict"))])
+    head, _, rest = profile["summary"].partition("\n")
+    return (_table(["kernel", "time", "DRAM of peak", "SM of peak", "occupancy (achieved / theoretical)", "L2 hit",
+                    "bank conflicts", "verdict"], rows, numeric={1, 2, 3, 4, 5, 6}, caption=e(head))
+            + f'<pre class="wrap">{e(rest)}</pre>')
+
+
 def _candidate(c: dict) -> str:
     speed = f" · {ms(c['runtime_ms'])} · {x(c['speedup_eager'])} eager" if c["correct"] else ""
     paid = ' · <span class="better">paid off</span>' if c["paid_off"] else ""
@@ -213,6 +230,10 @@ def _candidate(c: dict) -> str:
     for title, text, cls in (("message", c["message"], ' class="wrap"'), ("compile log", c["compile_log"], "")):
         if text:
             body += f"<h4>{title}</h4><pre{cls}>{e(text)}</pre>"
+    profile = c.get("profile")
+    if profile:
+        body += "<h4>hardware counters</h4>" + (_counters(profile) if "kernels" in profile else
+                                               f'<p class="note">not profiled: {e(profile.get("error"))}</p>')
     for note in c["notes"]:
         body += f'<p class="note">{e(note)}</p>'
     if c["source"]:
@@ -242,6 +263,8 @@ def _run_sections(r: dict, label: str = "") -> str:
                   f"<p>{e(ms(best['runtime_ms']))} · {e(x(best['speedup_eager']))} PyTorch eager · "
                   f"{e(x(best['speedup_compile']))} torch.compile · {e(best['backend'])} · round {e(best['round'])}"
                   f"{e(idea)}</p>", _source(best["source"])]
+        if best.get("profile") and "kernels" in best["profile"]:
+            parts += ["<h3>Hardware counters (Nsight Compute, one call)</h3>", _counters(best["profile"])]
     else:
         parts.append('<h2>The best kernel</h2><p class="note">No correct kernel was found.</p>')
     parts += [f"<h2>Candidates ({len(r['candidates'])})</h2>"] + [_candidate(c) for c in r["candidates"]]

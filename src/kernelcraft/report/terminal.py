@@ -66,6 +66,49 @@ def result_view(r: Result) -> Group:
     return Group(*parts)
 
 
+def _share(value) -> str:
+    return "—" if value is None else f"{value:.0f}%"
+
+
+def counters_table(profile: dict, title: str) -> Table:
+    """A stored profile (verify/profile) as a table: the top kernels, their figures and verdicts."""
+    head, _, _ = (profile.get("summary") or "").partition("\n")
+    table = Table(title=title, title_justify="left", caption=head, caption_justify="left")
+    for col in ("kernel", "time", "DRAM", "SM", "occupancy", "L2 hit", "bank conflicts", "verdict"):
+        table.add_column(col, justify="left" if col in ("kernel", "verdict") else "right",
+                         overflow="fold", no_wrap=col in ("time",))
+    for k in profile["kernels"][:3]:
+        dram = _share(k.get("dram_pct")) + (f" ({k['dram_gbps']:.0f} GB/s)" if k.get("dram_gbps") is not None else "")
+        occupancy = f"{_share(k.get('achieved_occupancy_pct'))} / {_share(k.get('theoretical_occupancy_pct'))}"
+        conflicts = "—" if k.get("conflict_ratio") is None else f"{100 * k['conflict_ratio']:.0f}%"
+        table.add_row(k["short"][:60] + (" (yours)" if k.get("custom") else ""),
+                      f"{100 * k['share']:.0f}% · {_ms(k['time_us'] / 1e3)}", dram, _share(k.get("sm_pct")), occupancy,
+                      _share(k.get("l2_hit_pct")), conflicts, k.get("verdict") or "")
+    return table
+
+
+def _stall_lines(profile: dict) -> list[Text]:
+    """What the top kernels' warps wait on (the table has no room for it)."""
+    return [Text(f"{k['short'][:60]} stalls: " + "; ".join(f"{s['words']} {100 * s['share']:.0f}%" for s in k["stalls"]),
+                 style="dim") for k in profile["kernels"][:3] if k.get("stalls")]
+
+
+def profile_view(info: dict) -> Group:
+    """`kernelcraft profile`: the candidate's counters, the reference's beside them."""
+    p, ref = info["profile"], info.get("reference")
+    parts = [Text.assemble(("profile", "bold"), f"  {info['candidate']} ({info['backend']}) on {info['problem']}  "
+                           f"[{p['device'] or info['device']}, ncu {p['ncu']}]"),
+             counters_table(p, "the candidate"), *_stall_lines(p)]
+    if ref:
+        parts += [counters_table(ref, "the reference (PyTorch eager)"), *_stall_lines(ref)]
+        parts.append(Text(f"kernel time under ncu: candidate {_ms(p['total_us'] / 1e3)}, reference "
+                          f"{_ms(ref['total_us'] / 1e3)} (each kernel replayed with caches flushed: not the timed "
+                          "runtime)", style="dim"))
+    elif info.get("reference_error"):
+        parts.append(Text(f"the reference was not profiled: {info['reference_error']}", style="yellow"))
+    return Group(*parts)
+
+
 def problem_list_view(rows: list[dict]) -> Table:
     table = Table(title=f"{len(rows)} problems")
     table.add_column("name", style="cyan")
@@ -128,6 +171,8 @@ def run_view(run: dict, show_error: bool = True) -> Group:
                                    f"{(r.get('runtime') or {}).get('method', '')})"))
         if run.get("best_file"):
             parts.append(Text(f"written to {run['best_file']}"))
+        if best.get("profile") and "kernels" in best["profile"]:
+            parts.append(counters_table(best["profile"], "hardware counters of the best kernel (Nsight Compute)"))
         if r["device"] == "cpu":
             parts.append(Text("These are CPU timings (no GPU here; Triton kernels ran in its interpreter): they "
                               "show the kernels are correct, not how fast they are on a GPU.", style="yellow"))
@@ -234,6 +279,9 @@ def report_view(report: dict) -> Group:
                  f"{run['wall_seconds']:.0f} s")
     parts = [head, problems_table(report["problems"]), trajectory_table(report), categories_table(report["categories"]),
              facts]
+    best = report.get("best") or {}
+    if best.get("profile") and "kernels" in best["profile"]:
+        parts.append(counters_table(best["profile"], "hardware counters of the best kernel (Nsight Compute)"))
     if report["cpu_timings"]:
         parts.append(_cpu_note())
     return Group(*parts)

@@ -37,6 +37,7 @@ class RunConfig:
     seed: int = 0  # evolve's sampling
     seeds: list[str] = field(default_factory=list)  # the user's starting kernels (sources)
     stop_after_failures: int = 3  # proposer calls failing in a row (no answer between them) that stop the run
+    profile: bool = False  # Nsight Compute's counters for each round's best kernels, in their feedback
     budget: Budget = field(default_factory=Budget)
 
     def check(self) -> None:

@@ -32,6 +32,8 @@ from kernelcraft.verify import Job, Verifier
 from kernelcraft.verify.ranking import ranked
 from kernelcraft.verify.target import Target
 
+PROFILE_MAX = 4  # kernels profiled per call of Engine.profile
+
 
 class Engine:
     def __init__(self, store: Store, run_id: str, problem: Problem, proposer: Proposer, verifier: Verifier,
@@ -55,6 +57,8 @@ class Engine:
         self._target_lock = threading.Lock()
         self._target: Target | None = None
         self._target_done = False
+        self._profiling = threading.Lock()  # one profile at a time (refine's chains call in parallel)
+        self.profile_off: str | None = None  # why this machine cannot profile, once it said so
 
     def close(self, cancel: bool = False) -> None:
         self._pool.shutdown(wait=not cancel, cancel_futures=cancel)
@@ -377,6 +381,38 @@ class Engine:
                                     "speedup": cand.result.get("speedup_eager") if cand.result else None,
                                     "best_speedup": best[0].result.get("speedup_eager") if best else None})
         out.set_result(cand)
+
+    # hardware counters ------------------------------------------------------------------------------
+    def profile(self, cands: list[Cand]) -> None:
+        """Nsight Compute's counters for the given kernels (a round's best: the correct ones, at most
+        PROFILE_MAX), once per candidate: from the store when profiled before, else measured now and stored.
+        The summary joins each kernel's feedback (Cand.profile). Only when the run asks for it (--profile); a
+        machine that cannot profile (no ncu, no GPU, counters not permitted) is told once and asked no more."""
+        if not self.config.profile:
+            return
+        from kernelcraft.verify.profile import ENVIRONMENT, ProfileError
+
+        with self._profiling:
+            for cand in [c for c in cands if c.correct][:PROFILE_MAX]:
+                if cand.profile is not None:
+                    continue
+                stored = self.store.profile(cand.id)
+                if stored is None and self.profile_off is None:
+                    try:
+                        job = Candidate(cand.source, f"{self.run_id}:{cand.key}", cand.backend)
+                        stored = self.verifier.profile(self.problem, job).to_dict()
+                    except ProfileError as exc:
+                        if exc.reason in ENVIRONMENT:  # not the kernel's doing: nothing stored, a resume may profile
+                            self.profile_off = str(exc)
+                            self.on_event("profile_off", {"reason": exc.reason, "message": str(exc)})
+                            continue
+                        stored = {"error": str(exc), "reason": exc.reason}
+                    except Exception as exc:  # noqa: BLE001 - a fault of the profiler must not end the run
+                        stored = {"error": f"{type(exc).__name__}: {exc}", "reason": "profiler_fault"}
+                    self.store.add_profile(cand.id, stored)
+                    self.on_event("profile", {"key": cand.key, "error": stored.get("error")})
+                if stored is not None and "error" not in stored:
+                    cand.profile = stored
 
     # selection and waiting --------------------------------------------------------------------------
     def best(self, n: int) -> list[Cand]:

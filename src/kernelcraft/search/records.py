@@ -24,6 +24,7 @@ class Cand:
     parse_error: str | None = None
     result: dict | None = None  # Result.to_dict(), once evaluated
     output_limit: int | None = None  # tokens: the answer was cut off at this limit (its kernel complete or not)
+    profile: dict | None = None  # Profile.to_dict() (verify/profile), once profiled (--profile)
 
     @property
     def correct(self) -> bool:
@@ -42,7 +43,7 @@ class Cand:
 
     @property
     def feedback(self) -> str:
-        return feedback.render(self.result, self.parse_error, self.output_limit)
+        return feedback.render(self.result, self.parse_error, output_limit=self.output_limit, profile=self.profile)
 
     def kernel(self, eager_ms: float | None = None) -> Kernel:
         """The kernel as a proposer is shown it. `eager_ms`: the run's one eager baseline, so that the

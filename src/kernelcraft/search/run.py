@@ -138,7 +138,8 @@ def outcome(store: Store, run_id: str, engine: Engine | None = None, best_file: 
     if best:
         result = store.result(best["id"])["result"]
         best_info = {"candidate": best["id"], "key": best["key"], "round": best["round"], "idea": best["idea"],
-                     "category": best["category"], "backend": best["backend"], "result": result}
+                     "category": best["category"], "backend": best["backend"], "result": result,
+                     "profile": store.profile(best["id"])}
     counters = engine.count if engine else _stored_counters(store, row["id"], rows)
     per = max(counters.candidates, 1)
     return RunOutcome(

@@ -70,6 +70,7 @@ class Verifier:
         self._busy_s = 0.0  # device-seconds spent judging, over all devices
         self._busy_since: dict[int, float] = {}  # driver index -> start of the job it is judging
         self._started = time.monotonic()
+        self._profiler = None
 
     def __enter__(self) -> "Verifier":
         return self
@@ -132,6 +133,19 @@ class Verifier:
                     t.start()
         self._todo.put((job, build, future))
         return future
+
+    def profile(self, problem: Problem, candidate: Candidate | None):
+        """Nsight Compute's counters for one call of `candidate` (None: the reference) on the first device, at the
+        sizes and under the fp32 policy it is judged with (verify/profile). Raises ProfileError: no ncu, no GPU,
+        counters not permitted, a timeout, a candidate that fails under ncu."""
+        from kernelcraft.verify.profile import Profiler
+
+        sup = self.supervisors[0]
+        if self._profiler is None:
+            self._profiler = Profiler(str(sup.device), self.config.cache_dir, device_lock=self.config.device_lock)
+        with sup.lock:  # never beside an evaluation of this process on the device
+            sizes = sup.plan(problem).sizes.constants
+            return self._profiler.run(problem, candidate, sizes, exact_fp32=not sup.policy.allow_tf32)
 
     def busy_seconds(self) -> float:
         """Device-seconds spent judging so far (jobs in progress counted up to now)."""

@@ -56,6 +56,7 @@ def run(engine) -> None:
             child = future.result()
             if child is not None and child.correct:
                 admit(islands[j % cfg.islands], child)
+        engine.profile(engine.best(cfg.beam))  # --profile: counters for the archive's best, shown as parents
         if cfg.islands > 1 and g % MIGRATE == 0:
             best = engine.best(1)
             for archive in islands:

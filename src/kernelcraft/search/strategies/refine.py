@@ -25,6 +25,7 @@ def run(engine) -> None:
                 return
             if cand.answer is None:  # the call failed: no turn to answer, the next asks the same again
                 continue
+            engine.profile([cand])  # --profile: the turn's kernel, if correct, answered with its counters too
             history.append(Turn(cand.answer, cand.feedback, unusable=cand.parse_error is not None))
 
     with ThreadPoolExecutor(cfg.samples, thread_name_prefix="refine") as pool:

@@ -10,3 +10,4 @@ def run(engine) -> None:
     engine.start_round(1)
     parent = (engine.best(1) or [None])[0]
     engine.wait([engine.implement(f"s/{i:03d}", 1, parent=parent) for i in range(engine.config.samples)])
+    engine.profile(engine.best(engine.config.beam))  # --profile: counters of the best, for the report

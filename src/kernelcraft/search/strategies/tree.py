@@ -28,3 +28,4 @@ def run(engine) -> None:
             for m in range(cfg.ideas * cfg.impls):
                 futures.append(engine.implement(f"r{r:02d}/any/m{m:02d}", r, best[0] if best else None, context=best))
         engine.wait(futures)
+        engine.profile(engine.best(cfg.beam))  # --profile: counters for the kernels the next round builds on
