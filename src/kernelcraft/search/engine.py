@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 from kernelcraft.candidate import Candidate
 from kernelcraft.problems import Problem
-from kernelcraft.propose import feedback
 from kernelcraft.propose.base import Answer, FatalProposerError, Idea, Kernel, Proposer, Request, TriedIdea, Turn, Usage
 from kernelcraft.propose.feedback import OUTPUT_LIMIT
 from kernelcraft.propose.parse import parse_ideas, parse_kernel
 from kernelcraft.search.config import RunConfig
+from kernelcraft.search.history import round_failures, tried_ideas
 from kernelcraft.search.records import Cand, Counters
 from kernelcraft.store import NO_ANSWER, Store, unevaluated_status
 from kernelcraft.verify import Job, Verifier
@@ -198,51 +197,16 @@ class Engine:
         return [c.kernel(eager_ms) for c in cands]
 
     def tried(self, kept: list[Cand]) -> list[TriedIdea]:
-        """Every idea this run has tried (in the order first tried) and what it led to; `kept` are the
-        kernels the next round builds on (fastest first), named as such."""
+        """Every idea this run has tried and what it led to; `kept`: the kernels the next round builds on."""
         with self._lock:
-            groups: dict[str, list[Cand]] = {}
-            for c in sorted(self.cands.values(), key=lambda c: (c.round, c.key)):
-                if c.idea:
-                    groups.setdefault(c.idea.text, []).append(c)
-        shown = self.kernels(kept)
-        out = []
-        for text, cands in groups.items():
-            out.append(TriedIdea(text, cands[0].idea.category, self._outcome(cands, kept, shown)))
-        return out
+            cands = list(self.cands.values())
+        return tried_ideas(cands, kept, self.kernels)
 
-    def _outcome(self, cands: list[Cand], kept: list[Cand], shown: list[Kernel]) -> str:
-        judged = [c for c in cands if c.result or c.parse_error]
-        if not judged:
-            return "not judged yet"
-        verdicts = Counter(feedback.brief(c.result, c.parse_error, limit=140) for c in judged if not c.correct)
-        failures = "; ".join(why + (f" (x{k})" if k > 1 else "") for why, k in verdicts.most_common(3))
-        correct = [c for c in judged if c.correct]
-        if not correct:
-            n = len(judged)
-            which = "its implementation" if n == 1 else "both implementations" if n == 2 else f"all {n} implementations"
-            return f"{which} failed: {failures}"
-        best = min(correct, key=lambda c: (bool(c.result.get("duplicate")), c.runtime_ms))  # the one ranked
-        kernel = shown[kept.index(best)] if best in kept else self.kernels([best])[0]
-        speed = f" ({feedback.times(kernel.speedup_eager)} eager)" if kernel.speedup_eager else ""
-        text = f"correct, {kernel.runtime_ms:.4g} ms{speed}"
-        text += f", kept as kernel {kept.index(best) + 1}" if best in kept else ", not kept (slower than the kernels kept)"
-        return text + (f"; {sum(verdicts.values())} of {len(judged)} failed: {failures}" if verdicts else "")
-
-    def failures(self, round_: int, limit: int = 6) -> list[str]:
-        """The failed kernels of `round_`, one line each (the same verdict once), so the next round's
-        requests carry their siblings' compile and runtime errors."""
+    def failures(self, round_: int) -> list[str]:
+        """The failed kernels of `round_`, a line each: what the next round's requests are warned of."""
         with self._lock:
-            failed = sorted((c for c in self.cands.values() if c.round == round_ and round_ > 0 and not c.correct
-                             and (c.result or c.parse_error)), key=lambda c: c.key)
-        lines, seen = [], set()
-        for c in failed:
-            why = feedback.brief(c.result, c.parse_error)
-            if why in seen:
-                continue
-            seen.add(why)
-            lines.append((f"idea \"{c.idea.text}\": " if c.idea else "") + why)
-        return lines[:limit]
+            cands = list(self.cands.values())
+        return round_failures(cands, round_)
 
     # candidates -------------------------------------------------------------------------------------
     def implement(self, key: str, round_: int, parent: Cand | None = None, idea: tuple[int, Idea] | None = None,
