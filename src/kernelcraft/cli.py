@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_REFUSED, EXIT_FAILING = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM (128 + SIGINT, as shells report it)
 
 
 class UsageError(Exception):
@@ -101,7 +102,12 @@ def load_target(args, resolve_device):
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        trailing = getattr(args, "trailing_positionals", None)  # `export A --kind sft B OUT`: B and OUT land here
+        if extra and trailing and not any(e.startswith("-") for e in extra):
+            getattr(args, trailing).extend(extra)
+        elif extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         if args.version:
             from kernelcraft import __version__
 
@@ -137,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         print("kernelcraft: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _console(stderr: bool = False):

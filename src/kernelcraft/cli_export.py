@@ -15,8 +15,10 @@ from kernelcraft.cli import EXIT_OK, UsageError
 
 def add_commands(sub) -> None:
     ex = sub.add_parser("export", help="datasets from the run store: sft chats, rl problems, search trajectories")
-    ex.add_argument("runs", nargs="+", metavar="RUN", help="run ids (a unique prefix will do) or bench ids")
-    ex.add_argument("out", metavar="OUT", help="the file to write (.jsonl or .parquet)")
+    ex.add_argument("paths", nargs="+", metavar="RUN… OUT",
+                    help="run ids (a unique prefix will do) or bench ids, then the file to write (.jsonl or "
+                         ".parquet); options may come before, between or after them")
+    ex.set_defaults(trailing_positionals="paths")  # cli.main adds positionals given after options here
     ex.add_argument("--kind", required=True, choices=["sft", "rl", "trajectories"],
                     help="sft: chats behind correct, faster kernels; rl: one row per problem; "
                          "trajectories: every search step")
@@ -47,10 +49,13 @@ def cmd_export(args) -> int:
     from kernelcraft.propose.base import CATEGORIES
     from kernelcraft.store import Store, StoreError
 
+    if len(args.paths) < 2:
+        raise UsageError("kernelcraft export: give one or more RUNs, then OUT (the file to write)")
+    args.runs, args.out = args.paths[:-1], args.paths[-1]
     filters = Filters(correct_only=args.correct_only, min_speedup=args.min_speedup, baseline=args.baseline,
                       statuses=tuple(args.status), categories=tuple(args.category), model=args.model)
-    fmt = args.format or guess_format(args.out)
     try:
+        fmt = args.format or guess_format(args.out)
         filters.check(args.kind)
         unknown = [c for c in filters.categories if c not in CATEGORIES and c != "uncategorized"]
         if unknown:

@@ -13,7 +13,7 @@ from kernelcraft.store import UNEVALUATED
 class Progress:
     """A live line on stderr: round, candidates verified, best speedup, tokens and cost."""
 
-    def __init__(self, quiet: bool):
+    def __init__(self, quiet: bool = False):
         self.quiet = quiet
         self.state = {"round": 0, "verified": 0, "ok": 0, "best": None, "tokens": 0, "calls": 0, "problem": "",
                       "errors": 0, "waiting": ""}
@@ -53,7 +53,8 @@ class Progress:
             s["ok"] += data["status"] == "ok"
             s["best"] = data.get("best_speedup") or s["best"]
         elif kind == "problem":
-            s.update(problem=f"[{data['index'] + 1}/{data['total']}] {data['problem']}  ", round=0, best=None)
+            s.update(problem=f"[{data['index'] + 1}/{data['total']}] {data['problem']}  ", round=0, best=None,
+                     verified=0, ok=0)  # a problem's counts are its own; calls and tokens add up over the bench
         if self.quiet:
             return
         # A stop because the proposer cannot answer is said once, with its error, when the run ends.

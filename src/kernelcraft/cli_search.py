@@ -6,12 +6,16 @@ JSON object; progress goes to stderr.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
-from kernelcraft.cli import EXIT_FAIL, EXIT_FAILING, EXIT_OK, EXIT_REFUSED, UsageError, _console, _usage_errors
+from kernelcraft.cli import (EXIT_FAIL, EXIT_FAILING, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, UsageError, _console,
+                             _usage_errors)
 from kernelcraft.cli_progress import Progress
 
 PROPOSER_HELP = ("PROVIDER/NAME: openai/…, anthropic/…, gemini/…, openrouter/…, deepseek/…, vllm/…, sglang/…, "
@@ -216,6 +220,7 @@ def cmd_run(args) -> int:
     from kernelcraft.problems import load_problem
     from kernelcraft.problems.sizes import resolve_sizes
     from kernelcraft.search import resume_run, start_run
+    from kernelcraft.search.run import RunInterrupted
     from kernelcraft.store import StoreError
     from kernelcraft.verify import resolve_devices
 
@@ -241,7 +246,7 @@ def cmd_run(args) -> int:
         proposer = _proposer(settings, args, devices[0])
         if problem is not None and hasattr(proposer, "coverage"):  # the built-in engineer says what it cannot do
             proposer.coverage(problem, config.backend)
-        progress = Progress(args.json)
+        progress = Progress()  # on stderr, --json or not: stdout holds the summary alone
         verifier = _verifier(settings, args.cache_dir, progress.event)
         _admit(verifier, problem)
     except (StoreError, *_usage_errors()) as exc:
@@ -249,12 +254,16 @@ def cmd_run(args) -> int:
     if problem is not None:  # on stderr: with --json, stdout holds the summary alone
         print(f"{problem.name}: {sizes.describe()}", file=sys.stderr)
     try:
-        with verifier, progress:
+        with verifier, progress, _terminate_as_interrupt():
             if args.resume:
                 outcome = resume_run(store, args.resume, proposer, verifier, args.out, progress.event)
             else:
                 outcome = start_run(store, problem, proposer, verifier, config, settings, args.out,
                                     on_event=progress.event)
+    except RunInterrupted as stop:
+        print(f"kernelcraft run: interrupted; run {stop.run_id} is stored as stopped, and "
+              f"`kernelcraft run --resume {stop.run_id}` goes on from there", file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
         proposer.close()
         store.close()
@@ -262,6 +271,25 @@ def cmd_run(args) -> int:
     if outcome.error:  # the run stopped because its proposer could not answer: said once, here
         print(f"kernelcraft run: {outcome.error}", file=sys.stderr)
     return _exit_status(outcome.status, outcome.stop_reason)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (a scheduler's or `kill`'s stop) ends a run as Ctrl-C does: stored as stopped, resumable, instead
+    of a process gone with its run left `running`. Only where this is the main thread (signals are delivered
+    there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _exit_status(status: str, stop_reason: str | None) -> int:
@@ -294,7 +322,7 @@ def cmd_bench(args) -> int:
         config = _run_config(args, devices)
         store = _store(args.store)
         proposer = _proposer(settings, args, devices[0])
-        progress = Progress(args.json)
+        progress = Progress()  # on stderr, --json or not: stdout holds the summary alone
         verifier = _verifier(settings, args.cache_dir, progress.event)
     except _usage_errors() as exc:
         raise UsageError(f"kernelcraft bench: {exc}") from None

@@ -81,3 +81,23 @@ def test_unknown_runs_and_stores_are_usage_errors(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "no run 'nope'" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_runs_and_out_may_be_split_by_options_and_a_name_must_say_its_format(runs, tmp_path, capsys):
+    db = str(runs.store.path)
+    out = tmp_path / "sft.parquet"
+    # the usage a user wrote: runs, options, then OUT (argparse alone took OUT as an unknown argument)
+    assert main(["export", runs.tree, runs.refine, "--kind", "sft", "--format", "parquet", str(out), "--store", db,
+                 "--min-speedup", "0", "--json"]) == 0
+    summary = last_json(capsys)
+    assert summary["path"] == str(out) and summary["runs"] == 2 and pq.read_table(out).num_rows == summary["rows"]
+    # a name that says no format we write is refused, not silently written as JSONL
+    assert main(["export", runs.tree, str(tmp_path / "rows.csv"), "--kind", "sft", "--store", db]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot tell the format from .csv" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "rows.csv").exists()
+    assert main(["export", runs.tree, str(tmp_path / "rows.csv"), "--kind", "sft", "--store", db, "--format", "jsonl",
+                 "--min-speedup", "0"]) == 0  # --format says it
+    assert main(["export", runs.tree, "--kind", "sft", "--store", db]) == 2  # no OUT
+    assert "then OUT" in capsys.readouterr().err
+    assert main(["export", runs.tree, str(tmp_path / "x.jsonl"), "--kind", "sft", "--store", db, "--bogus"]) == 2

@@ -117,3 +117,32 @@ def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path):
                                      "WHERE r.correct = 1 ORDER BY r.runtime_ms, c.key LIMIT 1").fetchone()
         assert summary["status"] == "done" and summary["best"]["key"] == fastest
         assert source.strip() in open(summary["best_file"]).read()
+
+
+def test_sigterm_stops_a_run_as_stopped_and_says_how_to_resume(tmp_path):
+    env = dict(os.environ, KERNELCRAFT_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(REPO / "src"))
+    args = ["level1/relu", "--strategy", "tree", "--backend", "triton", "--rounds", "3", "--ideas", "3",
+            "--impls", "1", "--cache-dir", str(tmp_path / "cache")]
+    with ScriptedLLMServer(rules()) as server:
+        store = str(tmp_path / "runs.db")
+        proc = subprocess.Popen(_cli(server.url, store, str(tmp_path), *args), env=env, cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            if os.path.exists(store):
+                db = sqlite3.connect(store)
+                try:
+                    done = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+                except sqlite3.OperationalError:
+                    done = 0
+                db.close()
+                if done >= 1:
+                    break
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        proc.send_signal(signal.SIGTERM)  # what a scheduler or `kill` sends
+        _, err = proc.communicate(timeout=120)
+        run_id, status, reason = sqlite3.connect(store).execute("SELECT id, status, stop_reason FROM runs").fetchone()
+    assert proc.returncode == 130, err[-2000:]
+    assert (status, reason) == ("stopped", "interrupted")
+    assert f"kernelcraft run --resume {run_id}" in err

@@ -18,9 +18,17 @@ from kernelcraft.verify.result import json_safe
 FORMATS = ("jsonl", "parquet")
 
 
+SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
+
+
 def guess_format(path: str | Path) -> str:
-    """The format a file name asks for: .parquet / .pq → parquet, anything else → jsonl."""
-    return "parquet" if Path(path).suffix.lower() in (".parquet", ".pq") else "jsonl"
+    """The format a file name asks for (.parquet/.pq, .jsonl/.json/.ndjson); any other name is an ExportError
+    naming --format, rather than a file of a format its name does not say."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ExportError(f"{path}: cannot tell the format from {suffix or 'a name with no suffix'}; name it "
+                          ".jsonl or .parquet, or pass --format jsonl|parquet")
+    return SUFFIXES[suffix]
 
 
 def to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:

@@ -23,6 +23,14 @@ CLEAN_ENDS = ("budget_", "proposer_exhausted")  # stop reasons of a run that end
 REFUSED, FAILING = "proposer_error", "proposer_failing"  # stop reasons of a run whose proposer could not answer
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C or SIGTERM: stored as `stopped` (`interrupted`); `run_id` names it for --resume."""
+
+    def __init__(self, run_id: str):
+        super().__init__(run_id)
+        self.run_id = run_id
+
+
 @dataclass
 class RunOutcome:
     run_id: str
@@ -95,7 +103,7 @@ def _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event
     except KeyboardInterrupt:  # what is stored stays; `--resume` goes on from there
         engine.close(cancel=True)
         store.finish_run(run_id, "stopped", "interrupted", _best_id(engine))
-        raise
+        raise RunInterrupted(run_id) from None
     except BaseException:
         engine.close(cancel=True)
         store.finish_run(run_id, "failed", engine.stop_reason, _best_id(engine))
@@ -170,4 +178,4 @@ def _stored_counters(store: Store, run_id: str, rows: list[dict]) -> Counters:
     return Counters(**stored_counts(store, run_id, rows))
 
 
-__all__ = ["RunOutcome", "start_run", "resume_run", "outcome", "run_error", "StoreError", "REFUSED", "FAILING"]
+__all__ = ["RunInterrupted", "RunOutcome", "start_run", "resume_run", "outcome", "run_error", "StoreError", "REFUSED", "FAILING"]

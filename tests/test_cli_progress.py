@@ -1,0 +1,23 @@
+"""The progress line on stderr: its counts, per problem in a bench, and speedups too small for two decimals."""
+
+from __future__ import annotations
+
+from kernelcraft.cli_progress import Progress
+
+
+def test_a_bench_line_counts_each_problem_afresh_and_small_speedups_keep_their_digits(capsys):
+    with Progress() as progress:  # stderr is not a terminal here: one line per round or problem
+        progress.event("problem", {"index": 0, "total": 2, "problem": "level1/relu"})
+        progress.event("round", {"round": 1})
+        for status in ("ok", "incorrect", "ok"):
+            progress.event("candidate", {"status": status, "best_speedup": 0.00055})
+        progress.event("round", {"round": 2})
+        progress.event("problem", {"index": 1, "total": 2, "problem": "level1/softmax"})
+        progress.event("target", {"summary": "eager 1.43 ms, torch.compile 1.1 ms (full sizes)"})
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("[1/2] level1/relu  round 0 · verified 0 (0 ok)")
+    assert err[1].startswith("[1/2] level1/relu  round 1")
+    assert err[2].startswith("[1/2] level1/relu  round 2 · verified 3 (2 ok) · best 0.00055x eager")
+    second = [line for line in err if line.startswith("[2/2]")]
+    assert second[0].startswith("[2/2] level1/softmax  round 0 · verified 0 (0 ok) · best none yet")
+    assert "target: eager 1.43 ms, torch.compile 1.1 ms (full sizes)" in err
