@@ -231,6 +231,9 @@ def test_problems_list_by_level(main):
     proc = main("problems", "list", "--level", "3", "--json")
     rows = json.loads(proc.stdout)
     assert proc.returncode == 0 and rows and {r["level"] for r in rows} == {3}
+    empty = main("problems", "list", "--level", "4")  # no empty table: a level with no problems is named
+    assert empty.returncode == 2 and empty.stdout == ""
+    assert empty.stderr.strip() == "kernelcraft problems: no problems at level 4 (levels here: 1, 2, 3)"
 
 
 def test_problems_show_small(main):

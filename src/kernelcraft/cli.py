@@ -214,7 +214,12 @@ def cmd_problems(args) -> int:
 
     if args.action == "list":
         rows = []
-        for p in load_suite(args.level):
+        suite = load_suite(args.level)
+        if not suite:
+            levels = sorted({p.level for p in load_suite()})
+            raise UsageError(f"kernelcraft problems: no problems at level {args.level} (levels here: "
+                             f"{', '.join(map(str, levels))})")
+        for p in suite:
             doc = (p.load().__doc__ or "").strip().splitlines()
             rows.append({"name": p.name, "level": p.level, "summary": doc[0] if doc else ""})
         if args.json:

@@ -269,3 +269,12 @@ def test_default_config_on_the_cpu_derives_sizes_for_an_upstream_file(tmp_path):
     assert_ok(result, trials=2)
     assert result.sizes["source"] == "derived" and result.flops == 192 * 256
     assert result.wall_seconds < 30  # at 4096 x 393216 it took 43.5 s, most of it drawing inputs
+
+
+@pytest.mark.parametrize("device", ["tpu", "mps", "cuda:x", "xpu"])
+def test_a_device_kernelcraft_does_not_run_on_is_named_as_such(device):
+    from kernelcraft.verify import resolve_devices
+
+    with pytest.raises(ValueError, match=f"--device {device}: not a device kernelcraft runs on"):
+        resolve_devices(device)
+    assert resolve_devices("cpu") == ["cpu"]

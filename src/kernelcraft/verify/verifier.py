@@ -7,6 +7,7 @@ device takes the next job in order. `evaluate_many` returns results in the order
 from __future__ import annotations
 
 import queue
+import re
 import threading
 import time
 from concurrent.futures import Future
@@ -34,6 +35,8 @@ def resolve_devices(device: str = "auto") -> list[str]:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         return ["cpu"]
+    if not re.fullmatch(r"cuda(:\d+)?", device):
+        raise ValueError(f"--device {device}: not a device kernelcraft runs on (auto, cpu, cuda or cuda:N)")
     if not torch.cuda.is_available():
         raise ValueError(f"--device {device}: no CUDA GPU is visible here (use --device cpu)")
     if device == "cuda":
