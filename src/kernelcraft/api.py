@@ -9,6 +9,7 @@ candidates as a path, `example:NAME` or source text defining `class ModelNew`.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -17,6 +18,17 @@ from kernelcraft.assemble import SearchSettings
 from kernelcraft.errors import ConfigError, KernelcraftError
 
 OnEvent = Callable[[str, dict], None]
+
+
+@contextmanager
+def _config_errors():
+    """A plain ValueError from below (a size, a policy, a device) is bad input: a ConfigError, message kept."""
+    try:
+        yield
+    except KernelcraftError:
+        raise
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 # evaluate ---------------------------------------------------------------------------------------------
@@ -42,33 +54,34 @@ def prepare_evaluation(problem, candidate, *, device: str = "auto", policy: str 
                        on_event: OnEvent | None = None) -> Evaluation:
     """What `evaluate` runs, made ready: each input checked in turn (problem, candidate, device, sizes), the
     first bad one the error raised; a problem the device cannot hold raises ProblemTooLarge now."""
-    from kernelcraft.assemble import parse_sizes
-    from kernelcraft.inputs import as_candidate, as_problem
-    from kernelcraft.problems.sizes import resolve_sizes
-    from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
+    with _config_errors():
+        from kernelcraft.assemble import parse_sizes
+        from kernelcraft.inputs import as_candidate, as_problem
+        from kernelcraft.problems.sizes import resolve_sizes
+        from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
 
-    if trials < 1:
-        raise ConfigError("--trials must be at least 1")
-    the_problem = as_problem(problem)
-    the_candidate = as_candidate(candidate, backend)
-    resolved = _devices(device)[0]
-    overrides = parse_sizes(sizes)
-    # Sizes resolved here too (derivation is cached in-process), so a problem that does not import, or a
-    # sizes name it does not define, is said now.
-    the_sizes = resolve_sizes(the_problem, size, resolved.split(":")[0], overrides)
-    the_problem.load(sizes=the_sizes)
-    config = VerifyConfig(policy=policy, trials=trials, size=size, sizes=overrides,
-                          compile_baseline=compile_baseline, allow_library=allow_library,
-                          sanity_bound=sanity_bound, timing=TimingConfig(budget_s=timing_budget))
-    if cache_dir:
-        config.cache_dir = Path(cache_dir)
-    verifier = Verifier(device, config, on_event=on_event)
-    try:
-        verifier.admit(the_problem)
-    except Exception:
-        verifier.close()
-        raise
-    return Evaluation(the_problem, the_candidate, the_sizes, verifier)
+        if trials < 1:
+            raise ConfigError("--trials must be at least 1")
+        the_problem = as_problem(problem)
+        the_candidate = as_candidate(candidate, backend)
+        resolved = _devices(device)[0]
+        overrides = parse_sizes(sizes)
+        # Sizes resolved here too (derivation is cached in-process), so a problem that does not import, or a
+        # sizes name it does not define, is said now.
+        the_sizes = resolve_sizes(the_problem, size, resolved.split(":")[0], overrides)
+        the_problem.load(sizes=the_sizes)
+        config = VerifyConfig(policy=policy, trials=trials, size=size, sizes=overrides,
+                              compile_baseline=compile_baseline, allow_library=allow_library,
+                              sanity_bound=sanity_bound, timing=TimingConfig(budget_s=timing_budget))
+        if cache_dir:
+            config.cache_dir = Path(cache_dir)
+        verifier = Verifier(device, config, on_event=on_event)
+        try:
+            verifier.admit(the_problem)
+        except Exception:
+            verifier.close()
+            raise
+        return Evaluation(the_problem, the_candidate, the_sizes, verifier)
 
 
 def evaluate(problem, candidate, *, device: str = "auto", policy: str = "strict", size: str = "auto",
@@ -143,48 +156,49 @@ class PreparedRun:
 def prepare_run(problem=None, *, resume: str | None = None, store=None, out_dir: str | Path | None = None,
                 on_event: OnEvent | None = None, **options) -> PreparedRun:
     """What `optimize` runs, made ready; `on_event` hears the verifier's waits. Raises before anything runs."""
-    from kernelcraft import assemble
-    from kernelcraft.inputs import as_problem
-    from kernelcraft.problems.sizes import resolve_sizes
+    with _config_errors():
+        from kernelcraft import assemble
+        from kernelcraft.inputs import as_problem
+        from kernelcraft.problems.sizes import resolve_sizes
 
-    s = SearchSettings.of(**options)
-    owns_store = not _is_store(store)
-    the_store = open_store(store)
-    try:
-        sizes = config = None
-        if resume:
-            if problem is not None:
-                raise ConfigError("give either PROBLEM or --resume RUN, not both")
-            row = the_store.run(resume)
-            settings = {k: v for k, v in row["config"].items() if k != "run"}
-            devices = _devices(settings["verify"]["device"])
-            the_problem = None
-        else:
-            if problem is None:
-                raise ConfigError("a PROBLEM (file or suite name) is required, or --resume RUN")
-            the_problem = as_problem(problem)
-            devices = _devices(s.device)
-            sizes = resolve_sizes(the_problem, s.size, devices[0].split(":")[0], s.size_overrides)
-            the_problem.load(sizes=sizes)  # a problem that does not import: said now
-            settings = assemble.stored_settings(s, devices, sizes)
-            config = assemble.run_config(s, devices)
-        proposer = assemble.proposer(settings, s, devices[0])
-    except BaseException:
-        if owns_store:
-            the_store.close()
-        raise
-    try:
-        if the_problem is not None and hasattr(proposer, "coverage"):  # the built-in engineer says what it cannot do
-            proposer.coverage(the_problem, config.backend)
-        verifier = assemble.verifier(settings, s.cache_dir, on_event)
-        assemble.admit(verifier, the_problem)
-    except BaseException:
-        proposer.close()
-        if owns_store:
-            the_store.close()
-        raise
-    return PreparedRun(the_store, the_problem, sizes, proposer, verifier, config, settings, resume,
-                       Path(out_dir) if out_dir else None, owns_store)
+        s = SearchSettings.of(**options)
+        owns_store = not _is_store(store)
+        the_store = open_store(store)
+        try:
+            sizes = config = None
+            if resume:
+                if problem is not None:
+                    raise ConfigError("give either PROBLEM or --resume RUN, not both")
+                row = the_store.run(resume)
+                settings = {k: v for k, v in row["config"].items() if k != "run"}
+                devices = _devices(settings["verify"]["device"])
+                the_problem = None
+            else:
+                if problem is None:
+                    raise ConfigError("a PROBLEM (file or suite name) is required, or --resume RUN")
+                the_problem = as_problem(problem)
+                devices = _devices(s.device)
+                sizes = resolve_sizes(the_problem, s.size, devices[0].split(":")[0], s.size_overrides)
+                the_problem.load(sizes=sizes)  # a problem that does not import: said now
+                settings = assemble.stored_settings(s, devices, sizes)
+                config = assemble.run_config(s, devices)
+            proposer = assemble.proposer(settings, s, devices[0])
+        except BaseException:
+            if owns_store:
+                the_store.close()
+            raise
+        try:
+            if the_problem is not None and hasattr(proposer, "coverage"):  # the built-in engineer says what it cannot do
+                proposer.coverage(the_problem, config.backend)
+            verifier = assemble.verifier(settings, s.cache_dir, on_event)
+            assemble.admit(verifier, the_problem)
+        except BaseException:
+            proposer.close()
+            if owns_store:
+                the_store.close()
+            raise
+        return PreparedRun(the_store, the_problem, sizes, proposer, verifier, config, settings, resume,
+                           Path(out_dir) if out_dir else None, owns_store)
 
 
 def optimize(problem=None, *, model: str | None = None, strategy: str = "tree", rounds: int = 5,
@@ -235,39 +249,40 @@ class PreparedBench:
 def prepare_bench(problems, *, only: str | list[str] = "", limit: int | None = None, store=None,
                   out_dir: str | Path | None = None, on_event: OnEvent | None = None, **options) -> PreparedBench:
     """What `bench` runs, made ready. Raises before anything runs."""
-    from kernelcraft import assemble
-    from kernelcraft.inputs import problem_set
+    with _config_errors():
+        from kernelcraft import assemble
+        from kernelcraft.inputs import problem_set
 
-    s = SearchSettings.of(**options)
-    chosen = problem_set(problems)
-    keep = [k.strip() for k in (only.split(",") if isinstance(only, str) else only) if k.strip()]
-    if keep:
-        chosen = [p for p in chosen if any(k in p.name for k in keep)]
-    chosen = chosen[:limit] if limit else chosen
-    name = problems if isinstance(problems, (str, Path)) else ",".join(p.name for p in chosen)
-    if not chosen:
-        raise ConfigError(f"no problems in {str(name)!r} match")
-    devices = _devices(s.device)
-    settings = assemble.stored_settings(s, devices)
-    assemble.check_overrides(settings["verify"]["size_overrides"], chosen)
-    config = assemble.run_config(s, devices)
-    owns_store = not _is_store(store)
-    the_store = open_store(store)
-    try:
-        proposer = assemble.proposer(settings, s, devices[0])
-    except BaseException:
-        if owns_store:
-            the_store.close()
-        raise
-    try:
-        verifier = assemble.verifier(settings, s.cache_dir, on_event)
-    except BaseException:
-        proposer.close()
-        if owns_store:
-            the_store.close()
-        raise
-    return PreparedBench(str(name), chosen, the_store, proposer, verifier, config, settings,
-                         Path(out_dir) if out_dir else None, owns_store)
+        s = SearchSettings.of(**options)
+        chosen = problem_set(problems)
+        keep = [k.strip() for k in (only.split(",") if isinstance(only, str) else only) if k.strip()]
+        if keep:
+            chosen = [p for p in chosen if any(k in p.name for k in keep)]
+        chosen = chosen[:limit] if limit else chosen
+        name = problems if isinstance(problems, (str, Path)) else ",".join(p.name for p in chosen)
+        if not chosen:
+            raise ConfigError(f"no problems in {str(name)!r} match")
+        devices = _devices(s.device)
+        settings = assemble.stored_settings(s, devices)
+        assemble.check_overrides(settings["verify"]["size_overrides"], chosen)
+        config = assemble.run_config(s, devices)
+        owns_store = not _is_store(store)
+        the_store = open_store(store)
+        try:
+            proposer = assemble.proposer(settings, s, devices[0])
+        except BaseException:
+            if owns_store:
+                the_store.close()
+            raise
+        try:
+            verifier = assemble.verifier(settings, s.cache_dir, on_event)
+        except BaseException:
+            proposer.close()
+            if owns_store:
+                the_store.close()
+            raise
+        return PreparedBench(str(name), chosen, the_store, proposer, verifier, config, settings,
+                             Path(out_dir) if out_dir else None, owns_store)
 
 
 def bench(problems, *, model: str | None = None, strategy: str = "tree", device: str = "auto", store=None,
@@ -299,7 +314,7 @@ def problems(level: int | None = None, directory: str | Path | None = None) -> l
 
 def report(*runs: str, store=None) -> dict:
     """The report `kernelcraft report` renders: of a run or a bench (an id, or a unique prefix), or of two
-    side by side. `kind` says which: run, bench or compare."""
+    side by side. `kind` says which: run, bench, compare_runs or compare_benches."""
     from kernelcraft.report import data
     from kernelcraft.store import Store, StoreError, default_path
 
