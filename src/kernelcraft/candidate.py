@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelcraft.backends import detect_backend, get_backend
+from kernelcraft.errors import KernelcraftError
 from kernelcraft.problems.problem import ProblemError, read_source
 
 EXAMPLES = Path(__file__).parent / "examples"
@@ -45,5 +46,5 @@ class Candidate:
         return cls(source, path.stem, backend)
 
 
-class CandidateError(ValueError):
+class CandidateError(KernelcraftError):
     """A candidate file that cannot be evaluated at all (missing, binary, huge, no ModelNew)."""

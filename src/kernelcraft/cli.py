@@ -170,35 +170,22 @@ def _say_waits(kind: str, info: dict) -> None:
 
 
 def cmd_eval(args) -> int:
-    from kernelcraft.problems.sizes import parse_sizes
-    from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig, resolve_devices
+    from kernelcraft import api
 
     try:
-        if args.trials < 1:
-            raise ValueError("--trials must be at least 1")
-        # Sizes resolved here too (derivation is cached in-process), so a problem that does not import, or a
-        # --sizes name it does not define, is a usage error said now, and the banner tells the sizes.
-        problem, candidate, _, sizes = load_target(args, lambda: resolve_devices(args.device)[0])
-        overrides = parse_sizes(args.sizes) if args.sizes else None
-        config = VerifyConfig(policy=args.policy, trials=args.trials, size=args.size, sizes=overrides,
-                              compile_baseline=not args.no_compile_baseline, allow_library=args.allow_library,
-                              sanity_bound=args.sanity_bound,
-                              timing=TimingConfig(budget_s=args.budget))
-        if args.cache_dir:
-            config.cache_dir = args.cache_dir
-        verifier = Verifier(args.device, config, on_event=None if args.json else _say_waits)
-        try:
-            verifier.admit(problem)  # a problem the device cannot hold: the problem's error, said before anything runs
-        except Exception:
-            verifier.close()
-            raise
+        evaluation = api.prepare_evaluation(
+            args.problem, args.candidate, device=args.device, policy=args.policy, size=args.size, sizes=args.sizes,
+            backend=args.backend, trials=args.trials, compile_baseline=not args.no_compile_baseline,
+            allow_library=args.allow_library, sanity_bound=args.sanity_bound, timing_budget=args.budget,
+            cache_dir=args.cache_dir, on_event=None if args.json else _say_waits)
     except _usage_errors() as exc:
         raise UsageError(f"kernelcraft eval: {exc}") from None
+    problem, candidate, sizes, verifier = (evaluation.problem, evaluation.candidate, evaluation.sizes,
+                                           evaluation.verifier)
     if not args.json:
         print(f"evaluating {candidate.name} ({candidate.backend}) on {problem.name} "
               f"[{verifier.devices[0]}, {sizes.describe()}, {args.policy}]…", file=sys.stderr)
-    with verifier:
-        result = verifier.evaluate(problem, candidate)
+    result = evaluation.run()
     if args.json:
         print(json.dumps(result.to_dict()))
     else:
@@ -209,19 +196,17 @@ def cmd_eval(args) -> int:
 
 
 def cmd_problems(args) -> int:
-    from kernelcraft.problems import ProblemError, load_problem, load_suite
+    from kernelcraft.problems import ProblemError, load_problem
     from kernelcraft.problems.cost import compute_cost
 
     if args.action == "list":
-        rows = []
-        suite = load_suite(args.level)
-        if not suite:
-            levels = sorted({p.level for p in load_suite()})
+        from kernelcraft.api import problems
+
+        rows = problems(args.level)
+        if not rows:
+            levels = sorted({r["level"] for r in problems()})
             raise UsageError(f"kernelcraft problems: no problems at level {args.level} (levels here: "
                              f"{', '.join(map(str, levels))})")
-        for p in suite:
-            doc = (p.load().__doc__ or "").strip().splitlines()
-            rows.append({"name": p.name, "level": p.level, "summary": doc[0] if doc else ""})
         if args.json:
             print(json.dumps(rows))
         else:

@@ -44,41 +44,24 @@ def add_commands(sub) -> None:
 
 
 def cmd_export(args) -> int:
-    from kernelcraft.export import SCHEMAS, ExportError, Filters, build_rows, guess_format, resolve_runs, write_rows
-    from kernelcraft.export.prompts import render_prompt
-    from kernelcraft.propose.base import CATEGORIES
-    from kernelcraft.store import Store, StoreError
+    from kernelcraft import api
+    from kernelcraft.store import StoreError
+
+    def say(kind: str, info: dict) -> None:
+        if not args.json:
+            print(f"exporting {info['kind']} from {info['runs']} run(s) in {info['store']}…", file=sys.stderr)
 
     if len(args.paths) < 2:
         raise UsageError("kernelcraft export: give one or more RUNs, then OUT (the file to write)")
     args.runs, args.out = args.paths[:-1], args.paths[-1]
-    filters = Filters(correct_only=args.correct_only, min_speedup=args.min_speedup, baseline=args.baseline,
-                      statuses=tuple(args.status), categories=tuple(args.category), model=args.model)
     try:
-        fmt = args.format or guess_format(args.out)
-        filters.check(args.kind)
-        unknown = [c for c in filters.categories if c not in CATEGORIES and c != "uncategorized"]
-        if unknown:
-            raise ExportError(f"--category {unknown[0]}: unknown; choose from {', '.join(CATEGORIES)}, uncategorized")
-        out = Path(args.out)
-        if out.exists() and not args.force:
-            raise ExportError(f"{out} exists; pass --force to replace it")
-        if args.store is not None and not Path(args.store).exists():
-            raise ExportError(f"no run store at {args.store}")
-        store = Store(args.store)
-        try:
-            runs = resolve_runs(store, args.runs)
-            if not args.json:
-                print(f"exporting {args.kind} from {len(runs)} run(s) in {store.path}…", file=sys.stderr)
-            rows, stats = build_rows(store, runs, args.kind, filters, render_prompt)
-        finally:
-            store.close()
-        path = write_rows(rows, SCHEMAS[args.kind], fmt, out, force=args.force)
-    except (StoreError, ExportError) as exc:
+        exported = api.export(args.runs, args.kind, store=args.store, out=args.out, format=args.format,
+                              force=args.force, correct_only=args.correct_only, min_speedup=args.min_speedup,
+                              baseline=args.baseline, statuses=args.status, categories=args.category,
+                              model=args.model, on_event=say)
+    except (StoreError, api.KernelcraftError) as exc:
         raise UsageError(f"kernelcraft export: {exc}") from None
-    summary = {"kind": args.kind, "format": fmt, "path": str(path), "rows": len(rows), "runs": stats["runs"],
-               "candidates_read": stats["candidates"], "duplicates_dropped": stats["duplicates"],
-               "filters": filters.to_dict()}
+    summary, stats, fmt, path = exported.summary(), exported.stats, exported.format, exported.path
     if args.json:
         print(json.dumps(summary))
         return EXIT_OK

@@ -24,29 +24,22 @@ def add_commands(sub) -> None:
 
 
 def cmd_report(args) -> int:
-    from kernelcraft.report import data
-    from kernelcraft.store import Store, StoreError, default_path
+    from kernelcraft import api
+    from kernelcraft.store import StoreError, default_path
 
     if len(args.runs) > 2:
         raise UsageError("kernelcraft report: give one RUN, or two to compare")
     if args.html is not None and args.html.is_dir():
         raise UsageError(f"kernelcraft report: --html {args.html} is a directory; name a file")
     path = args.store or default_path()
-    if not Path(path).is_file():
-        raise UsageError(f"kernelcraft report: no run store at {path}")
     try:
-        store = Store(path)
-        try:
-            reports = [data.gather(store, ident) for ident in args.runs]
-        finally:
-            store.close()
-        report = data.compare(*reports) if len(reports) == 2 else reports[0]
+        report = api.report(*args.runs, store=path)
     except (StoreError, ValueError) as exc:
         raise UsageError(f"kernelcraft report: {exc}") from None
     if args.html is not None:
         from kernelcraft.report.html import render
 
-        page = render(report, str(store.path))
+        page = render(report, str(path))
         try:
             args.html.parent.mkdir(parents=True, exist_ok=True)
             args.html.write_text(page, encoding="utf-8")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import sys
 import threading
@@ -100,173 +99,38 @@ def _search_flags(p) -> None:
 
 
 # settings ---------------------------------------------------------------------------------------------
-def _parse_sizes(text):
-    from kernelcraft.problems.sizes import parse_sizes
-
-    return parse_sizes(text) if text else None
-
-
-def _settings(args, devices: list[str], sizes=None) -> dict:
-    """What a resumed run needs besides its RunConfig: how to verify and whom to ask (never the key).
-    `small` stays for stores and exports that read it; `sizes` is one problem's resolved sizes (run only)."""
-    small = args.size == "small" or (args.size == "auto" and devices[0] == "cpu")
-    return {"verify": {"device": args.device, "policy": args.policy, "small": small, "size": args.size,
-                       "size_overrides": _parse_sizes(args.sizes),
-                       "sizes": sizes.to_dict() if sizes else None,
-                       "compile_baseline": not args.no_compile_baseline, "timing_budget": args.timing_budget},
-            "proposer": {"model": _model_name(args), "base_url": args.base_url, "reasoning_effort": args.reasoning_effort,
-                         "max_tokens": args.max_output_tokens, "temperature": args.temperature,
-                         "timeout_s": args.llm_timeout, "max_retries": args.llm_retries,
-                         "concurrency": args.concurrency}}
+SETTINGS = ("model", "base_url", "api_key", "reasoning_effort", "max_output_tokens", "temperature", "prices",
+            "concurrency", "llm_timeout", "llm_retries", "stop_after_failures", "strategy", "backend", "rounds",
+            "ideas", "impls", "beam", "samples", "islands", "seed", "max_candidates", "max_tokens", "max_usd",
+            "max_minutes", "device", "policy", "size", "sizes", "timing_budget", "cache_dir", "profile")
 
 
-def _model_name(args) -> str:
-    return args.model or os.environ.get("KERNELCRAFT_MODEL") or "builtin"
-
-
-def _run_config(args, devices: list[str]):
-    from kernelcraft.propose.builtin.proposer import FAMILIES, STRATEGIES
-    from kernelcraft.search import Budget, RunConfig, get_strategy
-
-    get_strategy(args.strategy)
-    builtin = _model_name(args) == "builtin"
-    if builtin and args.strategy not in STRATEGIES:
-        raise ValueError(f"--strategy {args.strategy}: the built-in engineer gives one answer per request; "
-                         f"use {' or '.join(STRATEGIES)}, or a model (--model)")
-    if builtin and args.backend and args.backend not in FAMILIES:
-        raise ValueError(f"--backend {args.backend}: the built-in engineer writes {', '.join(FAMILIES)} kernels")
-
-    seeds = []
-    for path in args.seed_kernel:
-        from kernelcraft.candidate import Candidate
-
-        seeds.append(Candidate.from_file(path).source)
-    if builtin:
-        backend = args.backend or next(iter(FAMILIES))
-    else:
-        backend = args.backend or ("cuda_nvrtc" if devices[0].startswith("cuda") else "triton")
-    if args.profile:  # said now, not after the first round
-        from kernelcraft.verify.profile import ProfileError, check_device, find_ncu
-
-        try:
-            find_ncu()
-            check_device(devices[0])
-        except ProfileError as exc:
-            raise ValueError(f"--profile: {exc}") from None
-    config = RunConfig(strategy=args.strategy, backend=backend, rounds=args.rounds, ideas=args.ideas,
-                       impls=args.impls or (1 if builtin else 2), beam=args.beam, samples=args.samples, islands=args.islands,
-                       concurrency=args.concurrency, seed=args.seed, seeds=seeds, profile=args.profile,
-                       stop_after_failures=args.stop_after_failures,
-                       budget=Budget(args.max_candidates, args.max_tokens, args.max_usd,
-                                     args.max_minutes * 60 if args.max_minutes else None))
-    config.check()
-    return config
-
-
-def _verifier(settings: dict, cache_dir: Path | None, on_event=None):
-    from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
-
-    v = settings["verify"]
-    size = v.get("size") or ("small" if v["small"] else "full")  # stores from before `size` have `small`
-    config = VerifyConfig(policy=v["policy"], size=size, sizes=v.get("size_overrides"),
-                          compile_baseline=v["compile_baseline"],
-                          timing=TimingConfig(budget_s=v["timing_budget"]))
-    if cache_dir:
-        config.cache_dir = cache_dir
-    return Verifier(v["device"], config, on_event=on_event)
-
-
-def _admit(verifier, problem) -> None:
-    """A problem the device cannot hold is the problem's error, said once before any candidate."""
-    if problem is None:
-        return
-    try:
-        verifier.admit(problem)
-    except Exception:
-        verifier.close()
-        raise
-
-
-def _proposer(settings: dict, args, device: str):
-    from kernelcraft.verify.policy import get_policy
-
-    p = settings["proposer"]
-    if p["model"] == "builtin":
-        from kernelcraft.propose.builtin.proposer import BuiltinProposer
-
-        return BuiltinProposer(device, precision_moves=get_policy(settings["verify"]["policy"]).allow_tf32)
-    from kernelcraft.propose.llm import ClientSettings, LLMProposer, PriceTable, resolve_model
-
-    spec = resolve_model(p["model"], args.base_url or p["base_url"], args.api_key)
-    prices = PriceTable(args.prices)
-    if args.max_usd is not None and prices.price(spec.model) is None:
-        raise ValueError(f"--max-usd: no price known for {spec.model}; add it with --prices FILE")
-    policy = get_policy(settings["verify"]["policy"])
-    return LLMProposer(spec, device, (policy.name, policy.summary),
-                       ClientSettings(timeout_s=p["timeout_s"], max_retries=p["max_retries"],
-                                      concurrency=p["concurrency"], reasoning_effort=p["reasoning_effort"],
-                                      max_tokens=p["max_tokens"], temperature=p["temperature"]),
-                       prices, precision=policy.allow_tf32)
-
-
-def _store(path):
-    from kernelcraft.store import Store
-
-    return Store(path)
+def _options(args) -> dict:
+    """The search flags as kernelcraft.api's options (the API holds the policy: defaults, checks)."""
+    return {**{name: getattr(args, name) for name in SETTINGS}, "model": args.model or None,
+            "seeds": list(args.seed_kernel), "compile_baseline": not args.no_compile_baseline}
 
 
 # commands ---------------------------------------------------------------------------------------------
 def cmd_run(args) -> int:
-    from kernelcraft.problems import load_problem
-    from kernelcraft.problems.sizes import resolve_sizes
-    from kernelcraft.search import resume_run, start_run
+    from kernelcraft import api
     from kernelcraft.search.run import RunInterrupted
-    from kernelcraft.store import StoreError
-    from kernelcraft.verify import resolve_devices
 
+    progress = Progress()  # on stderr, --json or not: stdout holds the summary alone
     try:
-        store = _store(args.store)
-        if args.resume:
-            if args.problem:
-                raise ValueError("give either PROBLEM or --resume RUN, not both")
-            row = store.run(args.resume)
-            settings = {k: v for k, v in row["config"].items() if k != "run"}
-            devices = resolve_devices(settings["verify"]["device"])
-            problem = None
-        else:
-            if not args.problem:
-                raise ValueError("a PROBLEM (file or suite name) is required, or --resume RUN")
-            problem = load_problem(args.problem)
-            devices = resolve_devices(args.device)
-            sizes = resolve_sizes(problem, args.size, devices[0].split(":")[0],
-                                  _parse_sizes(args.sizes))
-            problem.load(sizes=sizes)  # a problem that does not import: said now
-            settings = _settings(args, devices, sizes)
-            config = _run_config(args, devices)
-        proposer = _proposer(settings, args, devices[0])
-        if problem is not None and hasattr(proposer, "coverage"):  # the built-in engineer says what it cannot do
-            proposer.coverage(problem, config.backend)
-        progress = Progress()  # on stderr, --json or not: stdout holds the summary alone
-        verifier = _verifier(settings, args.cache_dir, progress.event)
-        _admit(verifier, problem)
-    except (StoreError, *_usage_errors()) as exc:
+        prepared = api.prepare_run(args.problem, resume=args.resume, store=args.store, out_dir=args.out,
+                                   on_event=progress.event, **_options(args))
+    except _usage_errors() as exc:
         raise UsageError(f"kernelcraft run: {exc}") from None
-    if problem is not None:  # on stderr: with --json, stdout holds the summary alone
-        print(f"{problem.name}: {sizes.describe()}", file=sys.stderr)
+    if prepared.problem is not None:  # on stderr: with --json, stdout holds the summary alone
+        print(f"{prepared.problem.name}: {prepared.sizes.describe()}", file=sys.stderr)
     try:
-        with verifier, progress, _terminate_as_interrupt():
-            if args.resume:
-                outcome = resume_run(store, args.resume, proposer, verifier, args.out, progress.event)
-            else:
-                outcome = start_run(store, problem, proposer, verifier, config, settings, args.out,
-                                    on_event=progress.event)
+        with progress, _terminate_as_interrupt():
+            outcome = prepared.run(progress.event)
     except RunInterrupted as stop:
         print(f"kernelcraft run: interrupted; run {stop.run_id} is stored as stopped, and "
               f"`kernelcraft run --resume {stop.run_id}` goes on from there", file=sys.stderr)
         return EXIT_INTERRUPTED
-    finally:
-        proposer.close()
-        store.close()
     _report_run(outcome, args.json, error_said=True)
     if outcome.error:  # the run stopped because its proposer could not answer: said once, here
         print(f"kernelcraft run: {outcome.error}", file=sys.stderr)
@@ -304,35 +168,16 @@ def _exit_status(status: str, stop_reason: str | None) -> int:
 
 
 def cmd_bench(args) -> int:
-    from kernelcraft.problems import load_problem, load_problem_dir, load_suite
-    from kernelcraft.search import run_bench
-    from kernelcraft.verify import resolve_devices
+    from kernelcraft import api
 
+    progress = Progress()  # on stderr, --json or not: stdout holds the summary alone
     try:
-        problems = _bench_problems(args.suite, load_problem, load_problem_dir, load_suite)
-        if args.only:
-            keep = [s.strip() for s in args.only.split(",") if s.strip()]
-            problems = [p for p in problems if any(k in p.name for k in keep)]
-        problems = problems[:args.limit] if args.limit else problems
-        if not problems:
-            raise ValueError(f"no problems in {args.suite!r} match")
-        devices = resolve_devices(args.device)
-        settings = _settings(args, devices)
-        _check_overrides(settings["verify"]["size_overrides"], problems)
-        config = _run_config(args, devices)
-        store = _store(args.store)
-        proposer = _proposer(settings, args, devices[0])
-        progress = Progress()  # on stderr, --json or not: stdout holds the summary alone
-        verifier = _verifier(settings, args.cache_dir, progress.event)
+        prepared = api.prepare_bench(args.suite, only=args.only, limit=args.limit, store=args.store,
+                                     out_dir=args.out, on_event=progress.event, **_options(args))
     except _usage_errors() as exc:
         raise UsageError(f"kernelcraft bench: {exc}") from None
-    try:
-        with verifier, progress:
-            summary = run_bench(store, args.suite, problems, proposer, verifier, config, settings, args.out,
-                                progress.event)
-    finally:
-        proposer.close()
-        store.close()
+    with progress:
+        summary = prepared.run(progress.event)
     if args.json:
         print(json.dumps(summary))
     else:
@@ -348,29 +193,6 @@ def cmd_bench(args) -> int:
     return EXIT_OK
 
 
-def _check_overrides(overrides: dict | None, problems) -> None:
-    """Bench's --sizes apply to each problem that defines the name; a name that none defines is a typo."""
-    from kernelcraft.problems.sizes import module_constants
-
-    if not overrides:
-        return
-    defined = set().union(*(module_constants(p) for p in problems))
-    unknown = [n for n in overrides if n not in defined]
-    if unknown:
-        raise ValueError(f"--sizes: no problem here has a module-level constant {unknown[0]!r}")
-
-
-def _bench_problems(suite, load_problem, load_problem_dir, load_suite):
-    if suite == "all":
-        return load_suite()
-    if suite.startswith("level") and suite[5:].isdigit():
-        return load_suite(int(suite[5:]))
-    path = Path(suite)
-    if path.is_dir():
-        return load_problem_dir(path)
-    return [load_problem(suite)]
-
-
 def cmd_runs(args) -> int:
     from kernelcraft.search import outcome
     from kernelcraft.store import StoreError
@@ -378,7 +200,9 @@ def cmd_runs(args) -> int:
     if args.action not in ("list", "show"):
         raise UsageError("kernelcraft runs: choose list or show")
     try:
-        store = _store(args.store)
+        from kernelcraft.api import open_store
+
+        store = open_store(args.store)
         if args.action == "list":
             rows = []
             for r in store.runs(args.limit):

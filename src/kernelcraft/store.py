@@ -17,6 +17,8 @@ import threading
 import time
 from pathlib import Path
 
+from kernelcraft.errors import KernelcraftError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -136,7 +138,7 @@ def new_id(prefix: str = "") -> str:
     return prefix + time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
 
-class StoreError(ValueError):
+class StoreError(KernelcraftError):
     """A run that does not exist, or a store file that is not ours."""
 
 

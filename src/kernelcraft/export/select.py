@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelcraft.errors import KernelcraftError
 from kernelcraft.store import UNEVALUATED, Store
 from kernelcraft.verify.ranking import clearly_faster
 from kernelcraft.verify.result import STATUSES as RESULT_STATUSES
@@ -15,7 +16,7 @@ STATUSES = RESULT_STATUSES + UNEVALUATED
 BASELINES = ("eager", "compile")
 
 
-class ExportError(ValueError):
+class ExportError(KernelcraftError):
     """An export that cannot be made as asked (a filter that makes no sense for the kind, an existing file)."""
 
 

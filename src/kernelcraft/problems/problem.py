@@ -10,11 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelcraft.errors import KernelcraftError
+
 SUITE_ROOT = Path(__file__).parent
 MAX_SOURCE_BYTES = 1_000_000
 
 
-class ProblemError(ValueError):
+class ProblemError(KernelcraftError):
     """A problem file that cannot be used: unreadable, not Python, or missing the KernelBench names."""
 
 

@@ -15,6 +15,7 @@ import json
 import re
 from functools import lru_cache
 
+from kernelcraft.errors import KernelcraftError
 from kernelcraft.problems import Problem
 from kernelcraft.propose.base import Answer, Request, Usage
 from kernelcraft.propose.builtin import chain, nvrtc_kernels, triton_kernels
@@ -25,7 +26,7 @@ FAMILIES = {"triton": triton_kernels, "cuda_nvrtc": nvrtc_kernels}  # backend ->
 STRATEGIES = ("tree", "refine")  # a deterministic engineer gives the same answer to the same request
 
 
-class CoverageError(ValueError):
+class CoverageError(KernelcraftError):
     """A problem (or backend) the built-in engineer cannot write kernels for; the message says what."""
 
 

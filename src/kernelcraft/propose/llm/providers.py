@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelcraft.errors import ConfigError
+
 PRICES = Path(__file__).parent / "prices.json"
 
 # provider: (api, default base URL, environment variable holding its key)
@@ -25,10 +27,6 @@ PROVIDERS = {
     "vllm": ("openai", "http://localhost:8000/v1", None),
     "sglang": ("openai", "http://localhost:30000/v1", None),
 }
-
-
-class ConfigError(ValueError):
-    """A model, endpoint or price setting that cannot work; the message says what to pass."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,394 @@
+"""kernelcraft from Python: evaluate a candidate, optimize a problem, bench a suite, list problems, a run's
+report, export rows. The CLI is a face over these. Nothing here prints; bad input raises a KernelcraftError
+(ProblemError, CandidateError, ConfigError, StoreError, ExportError; ProblemTooLarge for a problem the device
+cannot hold) with a one-line message.
+
+Problems are given as a path, a suite name (`level1/softmax`) or source text defining `class Model`;
+candidates as a path, `example:NAME` or source text defining `class ModelNew`.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from kernelcraft.assemble import SearchSettings
+from kernelcraft.errors import ConfigError, KernelcraftError
+
+OnEvent = Callable[[str, dict], None]
+
+
+@contextmanager
+def _config_errors():
+    """A plain ValueError from below (a size, a policy, a device) is bad input: a ConfigError, message kept."""
+    try:
+        yield
+    except KernelcraftError:
+        raise
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+# evaluate ---------------------------------------------------------------------------------------------
+@dataclass
+class Evaluation:
+    """One candidate made ready to verify: the problem loaded at its sizes, and a verifier that admits it."""
+
+    problem: object  # Problem
+    candidate: object  # Candidate
+    sizes: object  # problems.sizes.Sizes
+    verifier: object  # Verifier
+
+    def run(self):
+        """The verdict (a verify.Result); closes the verifier."""
+        with self.verifier:
+            return self.verifier.evaluate(self.problem, self.candidate)
+
+
+def prepare_evaluation(problem, candidate, *, device: str = "auto", policy: str = "strict", size: str = "auto",
+                       sizes: dict | str | None = None, backend: str = "", trials: int = 6,
+                       compile_baseline: bool = True, allow_library: bool = True, sanity_bound: float = 10.0,
+                       timing_budget: float = 6.0, cache_dir: str | Path | None = None,
+                       on_event: OnEvent | None = None) -> Evaluation:
+    """What `evaluate` runs, made ready: each input checked in turn (problem, candidate, device, sizes), the
+    first bad one the error raised; a problem the device cannot hold raises ProblemTooLarge now."""
+    with _config_errors():
+        from kernelcraft.assemble import parse_sizes
+        from kernelcraft.inputs import as_candidate, as_problem
+        from kernelcraft.problems.sizes import resolve_sizes
+        from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
+
+        if trials < 1:
+            raise ConfigError("--trials must be at least 1")
+        the_problem = as_problem(problem)
+        the_candidate = as_candidate(candidate, backend)
+        resolved = _devices(device)[0]
+        overrides = parse_sizes(sizes)
+        # Sizes resolved here too (derivation is cached in-process), so a problem that does not import, or a
+        # sizes name it does not define, is said now.
+        the_sizes = resolve_sizes(the_problem, size, resolved.split(":")[0], overrides)
+        the_problem.load(sizes=the_sizes)
+        config = VerifyConfig(policy=policy, trials=trials, size=size, sizes=overrides,
+                              compile_baseline=compile_baseline, allow_library=allow_library,
+                              sanity_bound=sanity_bound, timing=TimingConfig(budget_s=timing_budget))
+        if cache_dir:
+            config.cache_dir = Path(cache_dir)
+        verifier = Verifier(device, config, on_event=on_event)
+        try:
+            verifier.admit(the_problem)
+        except Exception:
+            verifier.close()
+            raise
+        return Evaluation(the_problem, the_candidate, the_sizes, verifier)
+
+
+def evaluate(problem, candidate, *, device: str = "auto", policy: str = "strict", size: str = "auto",
+             sizes: dict | str | None = None, **options):
+    """Verify and time one candidate against a problem; the verdict as a verify.Result (`status`,
+    `correct`, `runtime_ms`, `speedup_eager`, `feedback`…; `to_dict()` is the CLI's JSON). Options:
+    backend, trials, compile_baseline, allow_library, sanity_bound, timing_budget, cache_dir, on_event."""
+    return prepare_evaluation(problem, candidate, device=device, policy=policy, size=size, sizes=sizes,
+                              **options).run()
+
+
+def _devices(device: str) -> list[str]:
+    from kernelcraft.verify import resolve_devices
+
+    try:
+        return resolve_devices(device)
+    except KernelcraftError:
+        raise
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+# optimize ---------------------------------------------------------------------------------------------
+def open_store(store=None):
+    """A Store: the one given, one at a path, or the default (KERNELCRAFT_HOME, else ~/.kernelcraft/runs.db)."""
+    from kernelcraft.store import Store
+
+    return store if isinstance(store, Store) else Store(store)
+
+
+def _is_store(store) -> bool:
+    from kernelcraft.store import Store
+
+    return isinstance(store, Store)
+
+
+@dataclass
+class PreparedRun:
+    """A run made ready (a new one, or one to resume): every setting checked, its proposer and verifier
+    built. `run()` drives it and closes what it opened."""
+
+    store: object
+    problem: object | None  # None when resuming: the store keeps it
+    sizes: object | None
+    proposer: object
+    verifier: object
+    config: object | None
+    settings: dict
+    resume: str | None = None
+    out_dir: Path | None = None
+    owns_store: bool = True
+
+    def run(self, on_event: OnEvent | None = None):
+        """The run's summary (a search.RunOutcome); the verifier, proposer and (if opened here) store closed."""
+        from kernelcraft.search import resume_run, start_run
+
+        try:
+            with self.verifier:
+                if self.resume:
+                    return resume_run(self.store, self.resume, self.proposer, self.verifier, self.out_dir, on_event)
+                return start_run(self.store, self.problem, self.proposer, self.verifier, self.config, self.settings,
+                                 self.out_dir, on_event=on_event)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.proposer.close()
+        if self.owns_store:
+            self.store.close()
+
+
+def prepare_run(problem=None, *, resume: str | None = None, store=None, out_dir: str | Path | None = None,
+                on_event: OnEvent | None = None, **options) -> PreparedRun:
+    """What `optimize` runs, made ready; `on_event` hears the verifier's waits. Raises before anything runs."""
+    with _config_errors():
+        from kernelcraft import assemble
+        from kernelcraft.inputs import as_problem
+        from kernelcraft.problems.sizes import resolve_sizes
+
+        s = SearchSettings.of(**options)
+        owns_store = not _is_store(store)
+        the_store = open_store(store)
+        try:
+            sizes = config = None
+            if resume:
+                if problem is not None:
+                    raise ConfigError("give either PROBLEM or --resume RUN, not both")
+                row = the_store.run(resume)
+                settings = {k: v for k, v in row["config"].items() if k != "run"}
+                devices = _devices(settings["verify"]["device"])
+                the_problem = None
+            else:
+                if problem is None:
+                    raise ConfigError("a PROBLEM (file or suite name) is required, or --resume RUN")
+                the_problem = as_problem(problem)
+                devices = _devices(s.device)
+                sizes = resolve_sizes(the_problem, s.size, devices[0].split(":")[0], s.size_overrides)
+                the_problem.load(sizes=sizes)  # a problem that does not import: said now
+                settings = assemble.stored_settings(s, devices, sizes)
+                config = assemble.run_config(s, devices)
+            proposer = assemble.proposer(settings, s, devices[0])
+        except BaseException:
+            if owns_store:
+                the_store.close()
+            raise
+        try:
+            if the_problem is not None and hasattr(proposer, "coverage"):  # the built-in engineer says what it cannot do
+                proposer.coverage(the_problem, config.backend)
+            verifier = assemble.verifier(settings, s.cache_dir, on_event)
+            assemble.admit(verifier, the_problem)
+        except BaseException:
+            proposer.close()
+            if owns_store:
+                the_store.close()
+            raise
+        return PreparedRun(the_store, the_problem, sizes, proposer, verifier, config, settings, resume,
+                           Path(out_dir) if out_dir else None, owns_store)
+
+
+def optimize(problem=None, *, model: str | None = None, strategy: str = "tree", rounds: int = 5,
+             device: str = "auto", store=None, out_dir: str | Path | None = None, resume: str | None = None,
+             on_event: OnEvent | None = None, **options):
+    """Optimize one problem: a proposer (`model`: PROVIDER/NAME, or None for the built-in engineer, which takes
+    `tree` or `refine`) is asked for kernels, each is verified, the best kept. Returns a search.RunOutcome
+    (`run_id`, `status`, `best` with its `result`, `trajectory`…; `to_dict()` is the CLI's JSON). The run is
+    recorded in `store` (a Store or a path; default KERNELCRAFT_HOME, else ~/.kernelcraft/runs.db); with
+    `out_dir` the best kernel is written there. `resume=RUN` continues a stopped run instead. Options, as the
+    CLI's flags: backend, ideas, impls, beam, samples, islands, seed, seeds (starting kernels), max_candidates,
+    max_tokens, max_usd, max_minutes, policy, size, sizes, compile_baseline, timing_budget, cache_dir,
+    base_url, api_key, … (assemble.SearchSettings lists them). `on_event(kind, data)` hears the progress."""
+    prepared = prepare_run(problem, resume=resume, store=store, out_dir=out_dir, on_event=on_event, model=model,
+                           strategy=strategy, rounds=rounds, device=device, **options)
+    return prepared.run(on_event)
+
+
+# bench ------------------------------------------------------------------------------------------------
+@dataclass
+class PreparedBench:
+    """A bench made ready: its problems chosen, proposer and verifier built. `run()` drives it."""
+
+    name: str
+    problems: list
+    store: object
+    proposer: object
+    verifier: object
+    config: object
+    settings: dict
+    out_dir: Path | None = None
+    owns_store: bool = True
+
+    def run(self, on_event: OnEvent | None = None) -> dict:
+        """The bench summary: `bench_id`, `suite`, one row per problem, `metrics` (fast_p and kin)."""
+        from kernelcraft.search import run_bench
+
+        try:
+            with self.verifier:
+                return run_bench(self.store, self.name, self.problems, self.proposer, self.verifier, self.config,
+                                 self.settings, self.out_dir, on_event)
+        finally:
+            self.proposer.close()
+            if self.owns_store:
+                self.store.close()
+
+
+def prepare_bench(problems, *, only: str | list[str] = "", limit: int | None = None, store=None,
+                  out_dir: str | Path | None = None, on_event: OnEvent | None = None, **options) -> PreparedBench:
+    """What `bench` runs, made ready. Raises before anything runs."""
+    with _config_errors():
+        from kernelcraft import assemble
+        from kernelcraft.inputs import problem_set
+
+        s = SearchSettings.of(**options)
+        chosen = problem_set(problems)
+        keep = [k.strip() for k in (only.split(",") if isinstance(only, str) else only) if k.strip()]
+        if keep:
+            chosen = [p for p in chosen if any(k in p.name for k in keep)]
+        chosen = chosen[:limit] if limit else chosen
+        name = problems if isinstance(problems, (str, Path)) else ",".join(p.name for p in chosen)
+        if not chosen:
+            raise ConfigError(f"no problems in {str(name)!r} match")
+        devices = _devices(s.device)
+        settings = assemble.stored_settings(s, devices)
+        assemble.check_overrides(settings["verify"]["size_overrides"], chosen)
+        config = assemble.run_config(s, devices)
+        owns_store = not _is_store(store)
+        the_store = open_store(store)
+        try:
+            proposer = assemble.proposer(settings, s, devices[0])
+        except BaseException:
+            if owns_store:
+                the_store.close()
+            raise
+        try:
+            verifier = assemble.verifier(settings, s.cache_dir, on_event)
+        except BaseException:
+            proposer.close()
+            if owns_store:
+                the_store.close()
+            raise
+        return PreparedBench(str(name), chosen, the_store, proposer, verifier, config, settings,
+                             Path(out_dir) if out_dir else None, owns_store)
+
+
+def bench(problems, *, model: str | None = None, strategy: str = "tree", device: str = "auto", store=None,
+          only: str | list[str] = "", limit: int | None = None, out_dir: str | Path | None = None,
+          on_event: OnEvent | None = None, **options) -> dict:
+    """One run per problem with the same strategy and proposer, then KernelBench's metrics. `problems`:
+    `level1`…, `all`, a directory, one problem, or a list of problems; `only` keeps names containing a
+    fragment, `limit` the first so many. Options as for `optimize`. Returns the bench summary (a dict)."""
+    prepared = prepare_bench(problems, only=only, limit=limit, store=store, out_dir=out_dir, on_event=on_event,
+                             model=model, strategy=strategy, device=device, **options)
+    return prepared.run(on_event)
+
+
+# problems, report, export -----------------------------------------------------------------------------
+def problems(level: int | None = None, directory: str | Path | None = None) -> list[dict]:
+    """The bundled suite (or one level of it), or the problem files of `directory`: one dict each with
+    `name`, `level` and `summary` (the first line of the problem's docstring)."""
+    from kernelcraft.problems import load_problem_dir, load_suite
+
+    found = load_problem_dir(directory) if directory is not None else load_suite(level)
+    if directory is not None and level is not None:
+        found = [p for p in found if p.level == level]
+    rows = []
+    for p in found:
+        doc = (p.load().__doc__ or "").strip().splitlines()
+        rows.append({"name": p.name, "level": p.level, "summary": doc[0] if doc else ""})
+    return rows
+
+
+def report(*runs: str, store=None) -> dict:
+    """The report `kernelcraft report` renders: of a run or a bench (an id, or a unique prefix), or of two
+    side by side. `kind` says which: run, bench, compare_runs or compare_benches."""
+    from kernelcraft.report import data
+    from kernelcraft.store import Store, StoreError, default_path
+
+    if len(runs) not in (1, 2):
+        raise ConfigError("give one RUN, or two to compare")
+    if isinstance(store, Store):
+        reports = [data.gather(store, ident) for ident in runs]
+    else:
+        path = Path(store) if store else default_path()
+        if not path.is_file():
+            raise StoreError(f"no run store at {path}")
+        the_store = Store(path)
+        try:
+            reports = [data.gather(the_store, ident) for ident in runs]
+        finally:
+            the_store.close()
+    return data.compare(*reports) if len(reports) == 2 else reports[0]
+
+
+@dataclass
+class Exported:
+    """Rows exported from the run store, and what was read to make them."""
+
+    kind: str
+    rows: list[dict]
+    stats: dict  # runs, candidates (read), duplicates (dropped)
+    filters: dict
+    path: Path | None = None  # the file written, if any
+    format: str | None = None
+
+    def summary(self) -> dict:
+        return {"kind": self.kind, "format": self.format, "path": str(self.path) if self.path else None,
+                "rows": len(self.rows), "runs": self.stats["runs"], "candidates_read": self.stats["candidates"],
+                "duplicates_dropped": self.stats["duplicates"], "filters": self.filters}
+
+
+def export(runs: str | list[str], kind: str, *, store=None, out: str | Path | None = None, format: str | None = None,
+           force: bool = False, correct_only: bool = False, min_speedup: float | None = None,
+           baseline: str = "eager", statuses=(), categories=(), model: str | None = None,
+           on_event: OnEvent | None = None) -> Exported:
+    """Dataset rows from the run store (docs/export.md): `kind` sft, rl or trajectories, of runs or benches
+    (ids or unique prefixes). With `out` they are also written (jsonl, or parquet for a .parquet path or
+    format="parquet"; an existing file only with force). `on_event("export", …)` hears the start."""
+    from kernelcraft.export import SCHEMAS, ExportError, Filters, build_rows, guess_format, resolve_runs, write_rows
+    from kernelcraft.export.prompts import render_prompt
+    from kernelcraft.propose.base import CATEGORIES
+    from kernelcraft.store import Store
+
+    refs = [runs] if isinstance(runs, str) else list(runs)
+    filters = Filters(correct_only=correct_only, min_speedup=min_speedup, baseline=baseline,
+                      statuses=tuple(statuses), categories=tuple(categories), model=model)
+    fmt = (format or guess_format(out)) if out is not None else format
+    filters.check(kind)
+    unknown = [c for c in filters.categories if c not in CATEGORIES and c != "uncategorized"]
+    if unknown:
+        raise ExportError(f"--category {unknown[0]}: unknown; choose from {', '.join(CATEGORIES)}, uncategorized")
+    if out is not None and Path(out).exists() and not force:
+        raise ExportError(f"{Path(out)} exists; pass --force to replace it")
+    given = isinstance(store, Store)
+    if store is not None and not given and not Path(store).exists():
+        raise ExportError(f"no run store at {store}")
+    the_store = store if given else Store(store)
+    try:
+        chosen = resolve_runs(the_store, refs)
+        if on_event:
+            on_event("export", {"kind": kind, "runs": len(chosen), "store": str(the_store.path)})
+        rows, stats = build_rows(the_store, chosen, kind, filters, render_prompt)
+    finally:
+        if not given:
+            the_store.close()
+    path = write_rows(rows, SCHEMAS[kind], fmt, Path(out), force=force) if out is not None else None
+    return Exported(kind, rows, stats, filters.to_dict(), path, fmt)
+
+
+__all__ = ["ConfigError", "Evaluation", "Exported", "KernelcraftError", "PreparedBench", "PreparedRun",
+           "SearchSettings", "bench", "evaluate", "export", "open_store", "optimize", "prepare_bench",
+           "prepare_evaluation", "prepare_run", "problems", "report"]

@@ -1,0 +1,198 @@
+"""A search's pieces put together from its settings: the run's config, the proposer (the built-in engineer
+or a model), the verifier. The policy lives here (which strategies and backends the built-in engineer
+takes, the backend a run defaults to, what a resumed run keeps), so every face assembles runs alike."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from kernelcraft.errors import ConfigError
+
+BUILTIN = "builtin"
+
+
+@dataclass
+class SearchSettings:
+    """Everything a run or a bench is asked to do besides its problems, with the CLI's defaults."""
+
+    # proposer
+    model: str | None = None  # PROVIDER/NAME, or builtin; None: $KERNELCRAFT_MODEL, else builtin
+    base_url: str | None = None
+    api_key: str | None = None
+    reasoning_effort: str | None = None
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    prices: Path | None = None
+    concurrency: int = 8
+    llm_timeout: float = 600.0
+    llm_retries: int = 4
+    stop_after_failures: int = 3
+    # search
+    strategy: str = "tree"
+    backend: str | None = None
+    rounds: int = 5
+    ideas: int = 4
+    impls: int | None = None  # 2, or 1 for the built-in engineer
+    beam: int = 2
+    samples: int = 8
+    islands: int = 1
+    seed: int = 0
+    seeds: list = field(default_factory=list)  # starting kernels: paths, or source text defining ModelNew
+    # budget
+    max_candidates: int | None = None
+    max_tokens: int | None = None
+    max_usd: float | None = None
+    max_minutes: float | None = None
+    # verifier
+    device: str = "auto"
+    policy: str = "strict"
+    size: str = "auto"
+    sizes: dict | str | None = None  # module-level constants, or the CLI's NAME=N,… text
+    compile_baseline: bool = True
+    timing_budget: float = 6.0
+    cache_dir: Path | None = None
+    profile: bool = False
+
+    @classmethod
+    def of(cls, **options) -> "SearchSettings":
+        """Settings from keyword options; an unknown one is a ConfigError naming it."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(f"unknown option {unknown[0]!r}; the options are {', '.join(sorted(known))}")
+        return cls(**options)
+
+    @property
+    def model_name(self) -> str:
+        return self.model or os.environ.get("KERNELCRAFT_MODEL") or BUILTIN
+
+    @property
+    def size_overrides(self) -> dict | None:
+        return parse_sizes(self.sizes)
+
+
+def parse_sizes(sizes: dict | str | None) -> dict | None:
+    from kernelcraft.problems.sizes import parse_sizes as parse
+
+    if not sizes:
+        return None
+    return parse(sizes) if isinstance(sizes, str) else dict(sizes)
+
+
+def stored_settings(s: SearchSettings, devices: list[str], sizes=None) -> dict:
+    """What a resumed run needs besides its RunConfig: how to verify and whom to ask (never the key).
+    `small` stays for stores and exports that read it; `sizes` is one problem's resolved sizes (run only)."""
+    small = s.size == "small" or (s.size == "auto" and devices[0] == "cpu")
+    return {"verify": {"device": s.device, "policy": s.policy, "small": small, "size": s.size,
+                       "size_overrides": s.size_overrides,
+                       "sizes": sizes.to_dict() if sizes else None,
+                       "compile_baseline": s.compile_baseline, "timing_budget": s.timing_budget},
+            "proposer": {"model": s.model_name, "base_url": s.base_url, "reasoning_effort": s.reasoning_effort,
+                         "max_tokens": s.max_output_tokens, "temperature": s.temperature,
+                         "timeout_s": s.llm_timeout, "max_retries": s.llm_retries,
+                         "concurrency": s.concurrency}}
+
+
+def run_config(s: SearchSettings, devices: list[str]):
+    """The RunConfig of `s`: the strategy checked against the proposer, the backend defaulted, seeds read."""
+    from kernelcraft.inputs import as_candidate
+    from kernelcraft.propose.builtin.proposer import FAMILIES, STRATEGIES
+    from kernelcraft.search import Budget, RunConfig, get_strategy
+
+    try:
+        get_strategy(s.strategy)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    builtin = s.model_name == BUILTIN
+    if builtin and s.strategy not in STRATEGIES:
+        raise ConfigError(f"--strategy {s.strategy}: the built-in engineer gives one answer per request; "
+                          f"use {' or '.join(STRATEGIES)}, or a model (--model)")
+    if builtin and s.backend and s.backend not in FAMILIES:
+        raise ConfigError(f"--backend {s.backend}: the built-in engineer writes {', '.join(FAMILIES)} kernels")
+
+    seeds = [as_candidate(seed).source for seed in s.seeds]
+    if builtin:
+        backend = s.backend or next(iter(FAMILIES))
+    else:
+        backend = s.backend or ("cuda_nvrtc" if devices[0].startswith("cuda") else "triton")
+    if s.profile:  # said now, not after the first round
+        from kernelcraft.verify.profile import ProfileError, check_device, find_ncu
+
+        try:
+            find_ncu()
+            check_device(devices[0])
+        except ProfileError as exc:
+            raise ConfigError(f"--profile: {exc}") from None
+    config = RunConfig(strategy=s.strategy, backend=backend, rounds=s.rounds, ideas=s.ideas,
+                       impls=s.impls or (1 if builtin else 2), beam=s.beam, samples=s.samples, islands=s.islands,
+                       concurrency=s.concurrency, seed=s.seed, seeds=seeds, profile=s.profile,
+                       stop_after_failures=s.stop_after_failures,
+                       budget=Budget(s.max_candidates, s.max_tokens, s.max_usd,
+                                     s.max_minutes * 60 if s.max_minutes else None))
+    try:
+        config.check()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return config
+
+
+def verifier(settings: dict, cache_dir: Path | None, on_event=None):
+    """The verifier a run's stored settings describe."""
+    from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
+
+    v = settings["verify"]
+    size = v.get("size") or ("small" if v["small"] else "full")  # stores from before `size` have `small`
+    config = VerifyConfig(policy=v["policy"], size=size, sizes=v.get("size_overrides"),
+                          compile_baseline=v["compile_baseline"],
+                          timing=TimingConfig(budget_s=v["timing_budget"]))
+    if cache_dir:
+        config.cache_dir = Path(cache_dir)
+    return Verifier(v["device"], config, on_event=on_event)
+
+
+def admit(verifier, problem) -> None:
+    """A problem the device cannot hold is the problem's error, said once before any candidate."""
+    if problem is None:
+        return
+    try:
+        verifier.admit(problem)
+    except Exception:
+        verifier.close()
+        raise
+
+
+def proposer(settings: dict, s: SearchSettings, device: str):
+    """The proposer a run's stored settings name (the key, the endpoint and the prices from `s`)."""
+    from kernelcraft.verify.policy import get_policy
+
+    p = settings["proposer"]
+    if p["model"] == BUILTIN:
+        from kernelcraft.propose.builtin.proposer import BuiltinProposer
+
+        return BuiltinProposer(device, precision_moves=get_policy(settings["verify"]["policy"]).allow_tf32)
+    from kernelcraft.propose.llm import ClientSettings, LLMProposer, PriceTable, resolve_model
+
+    spec = resolve_model(p["model"], s.base_url or p["base_url"], s.api_key)
+    prices = PriceTable(s.prices)
+    if s.max_usd is not None and prices.price(spec.model) is None:
+        raise ConfigError(f"--max-usd: no price known for {spec.model}; add it with --prices FILE")
+    policy = get_policy(settings["verify"]["policy"])
+    return LLMProposer(spec, device, (policy.name, policy.summary),
+                       ClientSettings(timeout_s=p["timeout_s"], max_retries=p["max_retries"],
+                                      concurrency=p["concurrency"], reasoning_effort=p["reasoning_effort"],
+                                      max_tokens=p["max_tokens"], temperature=p["temperature"]),
+                       prices, precision=policy.allow_tf32)
+
+
+def check_overrides(overrides: dict | None, problems) -> None:
+    """Bench's sizes apply to each problem that defines the name; a name that none defines is a typo."""
+    from kernelcraft.problems.sizes import module_constants
+
+    if not overrides:
+        return
+    defined = set().union(*(module_constants(p) for p in problems))
+    unknown = [n for n in overrides if n not in defined]
+    if unknown:
+        raise ConfigError(f"--sizes: no problem here has a module-level constant {unknown[0]!r}")
