@@ -289,6 +289,7 @@ def main() -> None:
     record = {
         "what": "how propose/parse.py reads kernel files and ideas wrapped in the shapes model answers take",
         "date": datetime.date.today().isoformat(),
+        "device": "cpu (counts, not timings: parsing text needs no accelerator)",
         "measurement": "CPU only, deterministic: parsing text, no model, no device, no timing",
         "corpus": {"paths": args.paths, "kernel_files": [str(f.relative_to(ROOT)) for f in files],
                    "ideas": "the built-in engineer's Triton moves per level-1 problem it covers as one op",

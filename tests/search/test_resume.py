@@ -70,6 +70,22 @@ def _cli(server_url: str, store: str, out: str, *extra: str) -> list[str]:
             "--timing-budget", "0.2", "--json"]
 
 
+def _wait_until(proc, store: str, query: str, timeout: float = 300) -> None:
+    """Poll the run's store until `query` (one boolean) holds, or the run ends, or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        if os.path.exists(store):
+            db = sqlite3.connect(store)
+            try:
+                if db.execute(query).fetchone()[0]:
+                    return
+            except sqlite3.OperationalError:  # the tables are not there yet
+                pass
+            finally:
+                db.close()
+
+
 def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path):
     env = dict(os.environ, KERNELCRAFT_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(REPO / "src"))
     args = ["level1/relu", "--strategy", "tree", "--backend", "triton", "--rounds", "2", "--ideas", "3",
@@ -79,19 +95,8 @@ def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path):
         proc = subprocess.Popen(_cli(server.url, store, str(tmp_path), *args), env=env, cwd=REPO,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         # Kill it once some results are stored and round 2 is under way.
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-            if os.path.exists(store):
-                db = sqlite3.connect(store)
-                try:
-                    done = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-                    round2 = db.execute("SELECT COUNT(*) FROM calls WHERE key LIKE 'r02/%'").fetchone()[0]
-                except sqlite3.OperationalError:
-                    done = round2 = 0
-                db.close()
-                if done >= 2 and round2 >= 1:
-                    break
+        _wait_until(proc, store, "SELECT (SELECT COUNT(*) FROM results) >= 2 AND "
+                                 "(SELECT COUNT(*) FROM calls WHERE key LIKE 'r02/%') >= 1")
         assert proc.poll() is None, "the run ended before it could be killed"
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -127,18 +132,7 @@ def test_sigterm_stops_a_run_as_stopped_and_says_how_to_resume(tmp_path):
         store = str(tmp_path / "runs.db")
         proc = subprocess.Popen(_cli(server.url, store, str(tmp_path), *args), env=env, cwd=REPO,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-            if os.path.exists(store):
-                db = sqlite3.connect(store)
-                try:
-                    done = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-                except sqlite3.OperationalError:
-                    done = 0
-                db.close()
-                if done >= 1:
-                    break
+        _wait_until(proc, store, "SELECT COUNT(*) >= 1 FROM results")
         assert proc.poll() is None, "the run ended before it could be stopped"
         proc.send_signal(signal.SIGTERM)  # what a scheduler or `kill` sends
         _, err = proc.communicate(timeout=120)

@@ -24,14 +24,14 @@ from kernelcraft.propose.base import Answer, FatalProposerError, Idea, Kernel, P
 from kernelcraft.propose.feedback import OUTPUT_LIMIT
 from kernelcraft.propose.parse import parse_ideas, parse_kernel
 from kernelcraft.search.config import RunConfig
-from kernelcraft.search.history import round_failures, tried_ideas
-from kernelcraft.search.records import Cand, Counters
+from kernelcraft.search.history import round_failures, run_target, tried_ideas
+from kernelcraft.search.profiling import RunProfiler
+from kernelcraft.search.records import Cand, Counters, done as _done, result_dict as _as_dict
 from kernelcraft.store import NO_ANSWER, Store, unevaluated_status
 from kernelcraft.verify import Job, Verifier
 from kernelcraft.verify.ranking import ranked
 from kernelcraft.verify.target import Target
 
-PROFILE_MAX = 4  # kernels profiled per call of Engine.profile
 
 
 class Engine:
@@ -56,8 +56,7 @@ class Engine:
         self._target_lock = threading.Lock()
         self._target: Target | None = None
         self._target_done = False
-        self._profiling = threading.Lock()  # one profile at a time (refine's chains call in parallel)
-        self.profile_off: str | None = None  # why this machine cannot profile, once it said so
+        self.profiler = RunProfiler(store, run_id, problem, verifier, self.on_event)
 
     def close(self, cancel: bool = False) -> None:
         self._pool.shutdown(wait=not cancel, cancel_futures=cancel)
@@ -175,19 +174,11 @@ class Engine:
 
     # what a proposer is told ------------------------------------------------------------------------
     def target(self) -> Target | None:
-        """The sizes timed, the baselines and the roofline floor, measured once per run and stored (a resumed
-        run states the same), or None if they could not be measured: the run goes on, its prompts without them."""
+        """The sizes timed, the baselines and the roofline floor: measured once per run and stored."""
         with self._target_lock:
             if not self._target_done:
                 self._target_done = True
-                stored = self.store.target(self.run_id)
-                try:
-                    self._target = Target.from_dict(stored) if stored else self.verifier.target(self.problem)
-                    if not stored:
-                        self.store.set_target(self.run_id, self._target.to_dict())
-                    self.on_event("target", {"summary": self._target.summary()})
-                except Exception as exc:  # noqa: BLE001 - a missing target costs the prompts a paragraph only
-                    self.on_event("note", {"message": f"no baselines before round 1: {exc}"})
+                self._target = run_target(self.store, self.run_id, self.problem, self.verifier, self.on_event)
             return self._target
 
     def kernels(self, cands: list[Cand]) -> list[Kernel]:
@@ -198,15 +189,15 @@ class Engine:
 
     def tried(self, kept: list[Cand]) -> list[TriedIdea]:
         """Every idea this run has tried and what it led to; `kept`: the kernels the next round builds on."""
-        with self._lock:
-            cands = list(self.cands.values())
-        return tried_ideas(cands, kept, self.kernels)
+        return tried_ideas(self._snapshot(), kept, self.kernels)
 
     def failures(self, round_: int) -> list[str]:
         """The failed kernels of `round_`, a line each: what the next round's requests are warned of."""
+        return round_failures(self._snapshot(), round_)
+
+    def _snapshot(self) -> list[Cand]:
         with self._lock:
-            cands = list(self.cands.values())
-        return round_failures(cands, round_)
+            return list(self.cands.values())
 
     # candidates -------------------------------------------------------------------------------------
     def implement(self, key: str, round_: int, parent: Cand | None = None, idea: tuple[int, Idea] | None = None,
@@ -346,37 +337,10 @@ class Engine:
                                     "best_speedup": best[0].result.get("speedup_eager") if best else None})
         out.set_result(cand)
 
-    # hardware counters ------------------------------------------------------------------------------
     def profile(self, cands: list[Cand]) -> None:
-        """Nsight Compute's counters for the given kernels (a round's best: the correct ones, at most
-        PROFILE_MAX), once per candidate: from the store when profiled before, else measured now and stored.
-        The summary joins each kernel's feedback (Cand.profile). Only when the run asks for it (--profile); a
-        machine that cannot profile (no ncu, no GPU, counters not permitted) is told once and asked no more."""
-        if not self.config.profile:
-            return
-        from kernelcraft.verify.profile import ENVIRONMENT, ProfileError
-
-        with self._profiling:
-            for cand in [c for c in cands if c.correct][:PROFILE_MAX]:
-                if cand.profile is not None:
-                    continue
-                stored = self.store.profile(cand.id)
-                if stored is None and self.profile_off is None:
-                    try:
-                        job = Candidate(cand.source, f"{self.run_id}:{cand.key}", cand.backend)
-                        stored = self.verifier.profile(self.problem, job).to_dict()
-                    except ProfileError as exc:
-                        if exc.reason in ENVIRONMENT:  # not the kernel's doing: nothing stored, a resume may profile
-                            self.profile_off = str(exc)
-                            self.on_event("profile_off", {"reason": exc.reason, "message": str(exc)})
-                            continue
-                        stored = {"error": str(exc), "reason": exc.reason}
-                    except Exception as exc:  # noqa: BLE001 - a fault of the profiler must not end the run
-                        stored = {"error": f"{type(exc).__name__}: {exc}", "reason": "profiler_fault"}
-                    self.store.add_profile(cand.id, stored)
-                    self.on_event("profile", {"key": cand.key, "error": stored.get("error")})
-                if stored is not None and "error" not in stored:
-                    cand.profile = stored
+        """--profile: Nsight Compute's counters for a round's best kernels (search/profiling.py)."""
+        if self.config.profile:
+            self.profiler.profile(cands)
 
     # selection and waiting --------------------------------------------------------------------------
     def best(self, n: int) -> list[Cand]:
@@ -434,23 +398,3 @@ class Engine:
 
     def wall_seconds(self) -> float:
         return time.monotonic() - self._started
-
-
-def _as_dict(verdict: Future) -> Future:
-    """A future of the Result's dict, from the verifier's future of the Result."""
-    out: Future = Future()
-
-    def relay(f: Future) -> None:
-        try:
-            out.set_result(f.result().to_dict())
-        except BaseException as exc:  # noqa: BLE001
-            out.set_exception(exc)
-
-    verdict.add_done_callback(relay)
-    return out
-
-
-def _done(value) -> Future:
-    fut: Future = Future()
-    fut.set_result(value)
-    return fut

@@ -1,6 +1,6 @@
-"""What a run has tried, in the words a proposer reads in its next requests: each idea with what it led to
-("correct, 0.51 ms (2.8x eager), kept as kernel 1"; "both implementations failed: rejected (syntax_error): …"),
-and the last round's failed kernels, one line each. Pure functions of the run's candidates."""
+"""What a proposer is told of the run so far: its target (what is timed, the baselines, the floor: stored with
+the run), each idea tried with what it led to ("correct, 0.51 ms (2.8x eager), kept as kernel 1"; "both
+implementations failed: rejected (syntax_error): …"), and the last round's failed kernels, one line each."""
 
 from __future__ import annotations
 
@@ -10,9 +10,25 @@ from typing import Callable
 from kernelcraft.propose import feedback
 from kernelcraft.propose.base import Kernel, TriedIdea
 from kernelcraft.search.records import Cand
+from kernelcraft.verify.target import Target
 
 FAILURES_SHOWN = 6  # lines of a round's failures
 VERDICT_CHARS = 140  # of a failed implementation's verdict in an idea's outcome
+
+
+def run_target(store, run_id: str, problem, verifier, on_event) -> Target | None:
+    """The run's stored target (a resumed run states the same), else measured now and stored; None if it could
+    not be measured: the run goes on, its prompts without it."""
+    stored = store.target(run_id)
+    try:
+        target = Target.from_dict(stored) if stored else verifier.target(problem)
+        if not stored:
+            store.set_target(run_id, target.to_dict())
+        on_event("target", {"summary": target.summary()})
+        return target
+    except Exception as exc:  # noqa: BLE001 - a missing target costs the prompts a paragraph only
+        on_event("note", {"message": f"no baselines before round 1: {exc}"})
+        return None
 
 
 def tried_ideas(cands: list[Cand], kept: list[Cand], shown: Callable[[list[Cand]], list[Kernel]]) -> list[TriedIdea]:

@@ -1,7 +1,8 @@
-"""What the engine keeps about a run while it works: its candidates and its counts."""
+"""What the engine keeps about a run while it works: its candidates, its counts, and futures of them."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from kernelcraft.propose import feedback
@@ -73,3 +74,24 @@ class Counters:
     replayed_calls: int = 0
     replayed_results: int = 0
     by_status: dict = field(default_factory=dict)
+
+
+def result_dict(verdict: Future) -> Future:
+    """A future of the Result's dict, from the verifier's future of the Result."""
+    out: Future = Future()
+
+    def relay(f: Future) -> None:
+        try:
+            out.set_result(f.result().to_dict())
+        except BaseException as exc:  # noqa: BLE001
+            out.set_exception(exc)
+
+    verdict.add_done_callback(relay)
+    return out
+
+
+def done(value) -> Future:
+    """A future that already holds `value` (a step replayed or refused: nothing to wait for)."""
+    fut: Future = Future()
+    fut.set_result(value)
+    return fut
