@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
+from kernelcraft.metrics import bench_metrics
 from kernelcraft.problems import load_problem, suite_names
 from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
-from kernelcraft.report.metrics import bench_metrics
 from kernelcraft.search import Budget, RunConfig, start_run
 from kernelcraft.store import Store
 from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
@@ -72,12 +72,13 @@ def main() -> None:
             out = start_run(store, problem, engineer, verifier,
                             RunConfig(strategy="tree", backend="triton", rounds=args.rounds, ideas=args.ideas,
                                       impls=1, budget=Budget(wall_s=60 * args.minutes)), out_dir=work)
-            best = out.best["result"] if out.best else {}
+            best = out.best.result if out.best else None
             row = {"problem": name, "policy": args.policy, "covered": True, "correct": bool(out.best), "run_id": out.run_id,
-                   "eager_ms": best.get("eager_ms"), "compile_ms": best.get("compile_ms"),
-                   "best_ms": best.get("runtime_ms"), "speedup_eager": best.get("speedup_eager"),
-                   "speedup_compile": best.get("speedup_compile"), "roofline_fraction": best.get("roofline_fraction"),
-                   "best_idea": out.best["idea"] if out.best else None, "stop_reason": out.stop_reason, "rounds": len(out.trajectory),
+                   "eager_ms": best and best.eager_ms, "compile_ms": best and best.compile_ms,
+                   "best_ms": best and best.runtime_ms, "speedup_eager": best and best.speedup_eager,
+                   "speedup_compile": best and best.speedup_compile,
+                   "roofline_fraction": best and best.roofline_fraction,
+                   "best_idea": out.best.idea if out.best else None, "stop_reason": out.stop_reason, "rounds": len(out.trajectory),
                    "candidates": out.counters.candidates, "by_status": out.counters.by_status,
                    "wall_s": round(time.monotonic() - t0, 1), "trajectory": out.trajectory}
             rows.append(row)

@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT.parent / "src"))
 
 from kernelcraft.candidate import Candidate  # noqa: E402
 from kernelcraft.problems import load_problem, suite_names  # noqa: E402
+from kernelcraft.result import Result  # noqa: E402
 from kernelcraft.verify import speed  # noqa: E402
-from kernelcraft.verify.result import Result  # noqa: E402
 from kernelcraft.verify import Job, TimingConfig, Verifier, VerifyConfig  # noqa: E402
 
 SEEDS = ["level1/matmul", "level1/conv2d_alexnet", "level1/softmax", "level1/layernorm",

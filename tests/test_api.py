@@ -90,7 +90,7 @@ def relu_run(tmp_path_factory):
 def test_optimize_with_the_builtin_engineer(relu_run):
     root, outcome, events = relu_run
     assert outcome.status == "done" and outcome.proposer == "builtin" and outcome.strategy == "tree"
-    assert outcome.best["result"]["status"] == "ok" and outcome.best["backend"] == "triton"
+    assert outcome.best.result.status == "ok" and outcome.best.backend == "triton"
     assert outcome.best_file and "class ModelNew" in open(outcome.best_file).read()
     assert "round" in events and "candidate" in events
     store = Store(root / "runs.db")

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from kernelcraft.result import Result, Status, Timing
 from kernelcraft.store import SCHEMA, Store, StoreError, default_path, new_id, unevaluated_status
 
 CONFIG = {"rounds": 3, "ideas": 4, "model": "openai/o3", "nested": {"seed": 7}}
@@ -29,9 +30,11 @@ def add_call(store, run_id, key, *, error=None, cost=0.01, tokens=(100, 50), res
                           tokens[0], tokens[1], cost, 1, time.time(), 1.5)
 
 
-def result_dict(status="ok", correct=True, runtime_ms=0.5, speedup_eager=2.0, speedup_compile=1.2) -> dict:
-    return {"status": status, "correct": correct, "runtime_ms": runtime_ms, "speedup_eager": speedup_eager,
-            "speedup_compile": speedup_compile, "reasons": [], "kernels": [{"name": "k", "device_us": 1.5}]}
+def a_result(status="ok", correct=True, runtime_ms=0.5, speedup_eager=2.0, speedup_compile=1.2) -> Result:
+    runtime = Timing(runtime_ms, 0.01, 0.02, 50, runtime_ms, "cpu_perf_counter") if runtime_ms else None
+    return Result("level1/relu", "c", "cuda_inline", Status(status), correct, runtime=runtime,
+                  speedup_eager=speedup_eager, speedup_compile=speedup_compile,
+                  kernels=[{"name": "k", "device_us": 1.5}])
 
 
 def test_create_and_fetch_run(store):
@@ -133,14 +136,16 @@ def test_add_candidate_is_idempotent_by_key(store):
 def test_add_result_once_per_candidate(store):
     make_run(store)
     cid = store.add_candidate("run-a", "c", 0, None, None, None, "seed", "cuda_inline", "src")
-    store.add_result(cid, result_dict())
+    store.add_result(cid, a_result())
     r = store.result(cid)
-    assert (r["status"], r["correct"], r["runtime_ms"], r["speedup_eager"], r["speedup_compile"]) == \
-        ("ok", 1, 0.5, 2.0, 1.2)
-    assert r["result"] == result_dict()  # whole Result JSON round-trips
+    assert isinstance(r, Result) and r.status is Status.OK
+    assert (r.correct, r.runtime_ms, r.speedup_eager, r.speedup_compile) == (True, 0.5, 2.0, 1.2)
+    assert r == a_result()  # the whole Result round-trips, typed
+    row = store.candidates("run-a")[0]  # the headline columns beside it
+    assert (row["status"], row["correct"], row["runtime_ms"], row["speedup_eager"]) == ("ok", 1, 0.5, 2.0)
     with pytest.raises(sqlite3.IntegrityError):
-        store.add_result(cid, result_dict(status="incorrect", correct=False))
-    assert store.result(cid)["status"] == "ok"  # the first result stands
+        store.add_result(cid, a_result(status="incorrect", correct=False))
+    assert store.result(cid).status == "ok"  # the first result stands
     assert store.result(cid + 1) is None
 
 
@@ -152,8 +157,8 @@ def test_candidates_join_results_and_ideas(store):
     c2 = store.add_candidate("run-a", "r0/impl1", 0, None, None, c1, "malformed", "cuda_inline", "", "no_modelnew")
     c3 = store.add_candidate("run-a", "r1/impl0", 1, None, idea, c1, "proposer", "triton", "s3")
     store.add_candidate("run-b", "r0/impl0", 0, None, None, None, "seed", "triton", "other run")
-    store.add_result(c1, result_dict(runtime_ms=0.25, speedup_eager=3.0, speedup_compile=1.5))
-    store.add_result(c3, result_dict(status="incorrect", correct=False, runtime_ms=None, speedup_eager=None,
+    store.add_result(c1, a_result(runtime_ms=0.25, speedup_eager=3.0, speedup_compile=1.5))
+    store.add_result(c3, a_result(status="incorrect", correct=False, runtime_ms=None, speedup_eager=None,
                                      speedup_compile=None))
     rows = store.candidates("run-a")
     assert [r["id"] for r in rows] == [c1, c2, c3]
@@ -284,15 +289,15 @@ def test_second_store_on_the_same_file_reads_the_first(tmp_path):
     try:
         assert reader.run("run-a")["config"] == CONFIG
         assert reader.candidate("run-a", "c")["id"] == cid
-        writer.add_result(cid, result_dict())  # written after the reader opened
-        assert reader.result(cid)["status"] == "ok"
+        writer.add_result(cid, a_result())  # written after the reader opened
+        assert reader.result(cid).status is Status.OK
         assert reader.candidates("run-a")[0]["speedup_eager"] == 2.0
     finally:
         reader.close()
         writer.close()
     again = Store(path)  # and after both closed, from disk
     try:
-        assert again.result(cid)["result"] == result_dict()
+        assert again.result(cid) == a_result()
     finally:
         again.close()
 
@@ -338,7 +343,7 @@ def test_a_store_from_before_profiles_is_migrated_and_stays_readable(tmp_path):
 
     store = Store(path)
     assert store.run("old-run")["status"] == "done"
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     cid = store.add_candidate("old-run", "k", 1, None, None, None, "seed", "triton", "src")
     store.add_profile(cid, {"summary": "kept"})
     store.close()
@@ -349,3 +354,57 @@ def test_a_store_from_before_profiles_is_migrated_and_stays_readable(tmp_path):
     plain = sqlite3.connect(path)
     assert plain.execute("SELECT id, status FROM runs").fetchall() == [("old-run", "done")]
     plain.close()
+
+
+# schema 2: typed results ------------------------------------------------------------------------------------
+
+# A result as a store of schema 1 holds it (Result.to_dict() of that version: its derived *_ms keys, the search's
+# `duplicate` key, no fields added since), and one from before the verifier_error status, when a fault of the
+# harness was the candidate's runtime_error.
+V1_OK = {"problem": "level1/relu", "candidate": "run:r01/i00/m00", "backend": "triton", "status": "ok", "correct": True,
+         "reasons": [], "message": "", "device": "cpu", "policy": "strict", "trials": 3,
+         "runtime": {"median_ms": 0.5, "iqr_ms": 0.01, "cv": 0.02, "samples": 40, "min_ms": 0.49,
+                     "method": "cpu_perf_counter"},
+         "eager": {"median_ms": 1.0, "iqr_ms": 0.02, "cv": 0.02, "samples": 40, "min_ms": 0.98,
+                   "method": "cpu_perf_counter"},
+         "compiled": None, "speedup_eager": 2.0, "speedup_compile": None, "runtime_ms": 0.5, "eager_ms": 1.0,
+         "compile_ms": None, "notes": [], "duplicate": True}
+OLD_FAULT = {"problem": "level1/relu", "candidate": "run:r01/i01/m00", "backend": "triton", "status": "runtime_error",
+             "correct": False, "reasons": ["verifier_error"], "message": "BrokenPipeError: worker pipe closed"}
+
+
+def test_a_store_of_schema_1_gets_typed_results_and_old_harness_faults_are_not_the_candidates(tmp_path):
+    import json
+
+    path = tmp_path / "v1.db"
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA)
+    db.execute("CREATE TABLE profiles (candidate_id INTEGER PRIMARY KEY, profile TEXT NOT NULL, created REAL NOT NULL)")
+    db.execute("PRAGMA user_version = 1")
+    db.execute("INSERT INTO runs (id, problem, problem_source, strategy, proposer, device, config, status, created,"
+               " updated) VALUES ('r', 'level1/relu', 'src', 'tree', 'builtin', 'cpu', '{}', 'done', 1, 2)")
+    for cid, (key, stored) in enumerate((("r01/i00/m00", V1_OK), ("r01/i01/m00", OLD_FAULT)), start=1):
+        db.execute("INSERT INTO candidates (id, run_id, key, round, origin, backend, source, created)"
+                   " VALUES (?, 'r', ?, 1, 'proposer', 'triton', 'src', 0)", (cid, key))
+        db.execute("INSERT INTO results (candidate_id, status, correct, runtime_ms, speedup_eager, speedup_compile,"
+                   " result, evaluated) VALUES (?,?,?,?,?,?,?,0)",
+                   (cid, stored["status"], int(stored["correct"]), stored.get("runtime_ms"),
+                    stored.get("speedup_eager"), None, json.dumps(stored)))
+    db.commit()
+    db.close()
+
+    store = Store(path)
+    try:
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == 2
+        ok, fault = store.result(1), store.result(2)
+        assert ok.status is Status.OK and ok.duplicate and ok.runtime == Timing(**V1_OK["runtime"])
+        assert (ok.runtime_ms, ok.eager_ms, ok.speedup_eager) == (0.5, 1.0, 2.0)
+        assert ok.timed_checks == 0 and ok.memory == {}  # fields added since: their defaults
+        assert fault.status is Status.VERIFIER_ERROR and fault.reasons == ["verifier_fault"]
+        rows = {r["key"]: r for r in store.candidates("r")}
+        assert rows["r01/i01/m00"]["status"] == "verifier_error"  # the headline column follows
+        stored = json.loads(store.db.execute("SELECT result FROM results WHERE candidate_id = 1").fetchone()[0])
+        assert stored == ok.to_dict()  # rewritten in today's shape, every field present
+    finally:
+        store.close()
+

@@ -206,9 +206,9 @@ def optimize(problem=None, *, model: str | None = None, strategy: str = "tree", 
              on_event: OnEvent | None = None, **options):
     """Optimize one problem: a proposer (`model`: PROVIDER/NAME, or None for the built-in engineer, which takes
     `tree` or `refine`) is asked for kernels, each is verified, the best kept. Returns a search.RunOutcome
-    (`run_id`, `status`, `best` with its `result`, `trajectory`…; `to_dict()` is the CLI's JSON). The run is
-    recorded in `store` (a Store or a path; default KERNELCRAFT_HOME, else ~/.kernelcraft/runs.db); with
-    `out_dir` the best kernel is written there. `resume=RUN` continues a stopped run instead. Options, as the
+    (`run_id`, `status`, `best`: a BestKernel whose `result` is the verifier's Result, `trajectory`…;
+    `to_dict()` is the CLI's JSON). The run is recorded in `store` (a Store or a path; default
+    KERNELCRAFT_HOME, else ~/.kernelcraft/runs.db); with `out_dir` the best kernel is written there. `resume=RUN` continues a stopped run instead. Options, as the
     CLI's flags: backend, ideas, impls, beam, samples, islands, seed, seeds (starting kernels), max_candidates,
     max_tokens, max_usd, max_minutes, policy, size, sizes, compile_baseline, timing_budget, cache_dir,
     base_url, api_key, … (assemble.SearchSettings lists them). `on_event(kind, data)` hears the progress."""

@@ -211,7 +211,7 @@ def cmd_runs(args) -> int:
                 rows.append({"id": r["id"], "problem": r["problem"], "strategy": r["strategy"],
                              "proposer": r["proposer"], "status": r["status"], "stop_reason": r["stop_reason"],
                              "created": r["created"], "candidates": len(store.candidates(r["id"])),
-                             "speedup_eager": best["speedup_eager"] if best else None,
+                             "speedup_eager": best.speedup_eager if best else None,
                              "tokens": usage["input_tokens"] + usage["output_tokens"], "cost": usage["cost"]})
             if args.json:
                 print(json.dumps(rows))
@@ -229,10 +229,9 @@ def cmd_runs(args) -> int:
 
 def _report_run(outcome, as_json: bool, error_said: bool = False) -> None:
     """The summary; `error_said`: the caller says the run's error on its own line, so the view leaves it out."""
-    data = outcome.to_dict()
     if as_json:
-        print(json.dumps(data))
+        print(json.dumps(outcome.to_dict()))
         return
     from kernelcraft.report.terminal import run_view
 
-    _console().print(run_view(data, show_error=not error_said))
+    _console().print(run_view(outcome, show_error=not error_said))

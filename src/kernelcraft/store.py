@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from kernelcraft.errors import KernelcraftError
+from kernelcraft.result import Result
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -116,15 +117,27 @@ def unevaluated_status(parse_error: str | None) -> str:
     return "call_failed" if parse_error.startswith(NO_ANSWER) else "malformed"
 
 
+def _typed_results(db: sqlite3.Connection) -> None:
+    """Schema 2: every stored result rewritten in the shape `Result` reads and writes today, its status column
+    kept in step (a harness fault stored as the candidate's `runtime_error` becomes `verifier_error`)."""
+    rows = db.execute("SELECT candidate_id, result FROM results").fetchall()
+    for candidate_id, text in rows:
+        result = Result.from_dict(json.loads(text))
+        db.execute("UPDATE results SET status = ?, correct = ?, result = ? WHERE candidate_id = ?",
+                   (str(result.status), int(result.correct), json.dumps(result.to_dict()), candidate_id))
+
+
 # Changes to a store made by an older kernelcraft, in order: migration i brings a store from schema
-# version i to i + 1 (SQLite's user_version; a store from before versions is 0). Each only adds, so a
-# store migrated here stays readable by the version that made it.
+# version i to i + 1 (SQLite's user_version; a store from before versions is 0), SQL or a function of the
+# connection, each in one transaction with its version bump. Tables and columns are only ever added, so an
+# older kernelcraft can still open a migrated store (`Result.from_dict` drops fields it does not know).
 MIGRATIONS = [
     """CREATE TABLE IF NOT EXISTS profiles (
         candidate_id INTEGER PRIMARY KEY REFERENCES candidates(id),
         profile TEXT NOT NULL,     -- JSON: Nsight Compute's counters summarised (verify/profile), or {error, reason}
         created REAL NOT NULL
     );""",
+    _typed_results,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -147,7 +160,7 @@ def _decode(row: sqlite3.Row | None) -> dict | None:
     if row is None:
         return None
     d = dict(row)
-    for k in ("config", "messages", "result"):
+    for k in ("config", "messages"):
         if isinstance(d.get(k), str):
             d[k] = json.loads(d[k])
     return d
@@ -172,9 +185,24 @@ class Store:
     def _migrate(self) -> None:
         """Bring an older store up to SCHEMA_VERSION (a newer one is read as it is: migrations only add),
         and give its tables the columns added since they were first written."""
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        for i in range(version, SCHEMA_VERSION):
-            self.db.executescript(f"BEGIN; {MIGRATIONS[i]} PRAGMA user_version = {i + 1}; COMMIT;")
+        while self.db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            self.db.execute("BEGIN IMMEDIATE")  # another process may be migrating the same store: one at a time
+            try:
+                version = self.db.execute("PRAGMA user_version").fetchone()[0]
+                if version >= SCHEMA_VERSION:  # done by the other process meanwhile
+                    self.db.execute("COMMIT")
+                    break
+                step = MIGRATIONS[version]
+                if callable(step):
+                    step(self.db)
+                else:
+                    for statement in filter(str.strip, step.split(";")):
+                        self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version = {version + 1}")
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
         for table, columns in ADDED_COLUMNS.items():
             have = {r["name"] for r in self.db.execute(f"PRAGMA table_info({table})")}
             for name, kind in columns:
@@ -311,15 +339,23 @@ class Store:
             " parse_error, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (run_id, key, round_, call_id, idea_id, parent, origin, backend, source, parse_error, time.time()))
 
-    def result(self, candidate_id: int) -> dict | None:
-        return self._one("SELECT * FROM results WHERE candidate_id = ?", (candidate_id,))
+    def result(self, candidate_id: int) -> Result | None:
+        """The verifier's Result for a candidate (None: not evaluated)."""
+        row = self._one("SELECT result FROM results WHERE candidate_id = ?", (candidate_id,))
+        return Result.from_dict(json.loads(row["result"])) if row else None
 
-    def add_result(self, candidate_id: int, result: dict) -> None:
+    def results(self, run_id: str) -> dict[int, Result]:
+        """candidate id -> its Result, for a run's evaluated candidates."""
+        rows = self._all("SELECT r.candidate_id, r.result FROM results r JOIN candidates c ON c.id = r.candidate_id"
+                         " WHERE c.run_id = ?", (run_id,))
+        return {r["candidate_id"]: Result.from_dict(json.loads(r["result"])) for r in rows}
+
+    def add_result(self, candidate_id: int, result: Result) -> None:
         # INSERT, not REPLACE: a second result for one candidate is a bug, and the key says so.
         self._write("INSERT INTO results (candidate_id, status, correct, runtime_ms, speedup_eager, speedup_compile,"
                     " result, evaluated) VALUES (?,?,?,?,?,?,?,?)",
-                    (candidate_id, result["status"], int(bool(result["correct"])), result.get("runtime_ms"),
-                     result.get("speedup_eager"), result.get("speedup_compile"), json.dumps(result), time.time()))
+                    (candidate_id, str(result.status), int(result.correct), result.runtime_ms,
+                     result.speedup_eager, result.speedup_compile, json.dumps(result.to_dict()), time.time()))
 
     # hardware counters --------------------------------------------------------------------------------
     def profile(self, candidate_id: int) -> dict | None:

@@ -20,8 +20,8 @@ import pytest
 
 from kernelcraft.candidate import Candidate
 from kernelcraft.problems import load_problem
+from kernelcraft.result import STATUSES, Result
 from kernelcraft.verify import Job, TimingConfig, Verifier, VerifyConfig
-from kernelcraft.verify.result import STATUSES, Result
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures"

@@ -16,8 +16,8 @@ import pytest
 
 from kernelcraft.candidate import Candidate
 from kernelcraft.problems import load_problem
+from kernelcraft.result import Result
 from kernelcraft.verify import Job, TimingConfig, Verifier, VerifyConfig
-from kernelcraft.verify.result import Result
 
 pytestmark = pytest.mark.gpu
 

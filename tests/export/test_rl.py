@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kernelcraft.export.prompts import render_prompt
 from kernelcraft.export import build_rows, resolve_runs
+from kernelcraft.export.prompts import render_prompt
 from kernelcraft.problems import load_problem
-from kernelcraft.verify.ranking import champion
+from kernelcraft.ranking import champion
 
 pytestmark = pytest.mark.slow
 

@@ -31,11 +31,11 @@ def test_every_step_is_a_row_and_only_stored_results_say_correct(runs):
     for r in out:
         result = store.result(r["candidate_id"])
         if r["correct"]:
-            assert result["correct"] == 1 and result["status"] == "ok" and r["runtime_ms"] == result["runtime_ms"]
+            assert result.correct and result.status == "ok" and r["runtime_ms"] == result.runtime_ms
         if result is None:
             assert not r["correct"] and r["status"] in ("malformed", "not_evaluated") and r["runtime_ms"] is None
         else:
-            assert r["status"] == result["status"] and r["reasons"] == result["result"]["reasons"]
+            assert r["status"] == result.status and r["reasons"] == result.reasons
     relu = {r["step_key"]: r for r in out if r["run_id"] == runs.bench_runs["level1/relu"]}
     assert [relu[k]["status"] for k in sorted(relu)] == ["ok", "ok", "incorrect", "malformed", "rejected"]
     assert relu["s/001"]["duplicate"] and not relu["s/000"]["duplicate"]  # the same kernel, judged once
@@ -114,7 +114,7 @@ def test_sft_rows_are_the_chats_behind_correct_faster_kernels(runs):
     for r in out:
         cand = store.candidate_by_id(r["candidate_id"])
         call = calls[cand["call_id"]]
-        assert store.result(cand["id"])["correct"] == 1
+        assert store.result(cand["id"]).correct
         assert r["messages"][:-1] == [{"role": m["role"], "content": m["content"]} for m in call["messages"]]
         assert r["messages"][-1] == {"role": "assistant", "content": call["response"]}
         assert r["source"] in r["messages"][-1]["content"] or r["source"].strip() in r["messages"][-1]["content"]

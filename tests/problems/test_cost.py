@@ -112,8 +112,8 @@ def test_an_ambiguous_name_gets_the_larger_figures():
 
 
 def test_review_flags_a_time_below_the_roofline_floor():
+    from kernelcraft.result import Result
     from kernelcraft.verify import judge
-    from kernelcraft.verify.result import Result
 
     result = Result("level1/matmul", "c", "cuda_nvrtc", roofline_fraction=1.08)
     judge.review(judge.Case(None, None, result, None, None, None, 0, None), sanity_bound=10.0)

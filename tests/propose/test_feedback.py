@@ -1,11 +1,12 @@
-"""propose/feedback.py: the verifier's verdict as text for a proposer, from real Result.to_dict() records."""
+"""propose/feedback.py: the verifier's verdict as text for a proposer, from real Results (some read back from JSON,
+as the store hands them back)."""
 
 from __future__ import annotations
 
 import json
 
 from kernelcraft.propose.feedback import LOG_LINES, OUTPUT_LIMIT, render
-from kernelcraft.verify.result import Result, Timing
+from kernelcraft.result import Result, Timing
 
 
 def timing(ms: float) -> Timing:
@@ -16,9 +17,9 @@ def base(**kw) -> Result:
     return Result(problem="level1/relu", candidate="c1", backend="cuda_inline", device="cpu", **kw)
 
 
-def as_json_dict(result: Result) -> dict:
-    """What the store hands back: the dict after a JSON round trip."""
-    return json.loads(json.dumps(result.to_dict()))
+def as_stored(result: Result) -> Result:
+    """What the store hands back: the Result after a JSON round trip."""
+    return Result.from_dict(json.loads(json.dumps(result.to_dict())))
 
 
 def test_parse_error_text():
@@ -30,7 +31,7 @@ def test_parse_error_text():
 def test_parse_error_wins_over_a_result():
     r = base()
     r.fail("incorrect", "mismatch", "values differ")
-    text = render(r.to_dict(), "no_modelnew")
+    text = render(r, "no_modelnew")
     assert "no modelnew" in text and "Status" not in text
 
 
@@ -47,7 +48,7 @@ def test_an_answer_cut_by_the_output_limit_is_asked_again_shorter():
 
 def test_a_cut_off_answer_whose_kernel_was_complete_is_judged_with_a_note():
     r = base(correct=True, status="ok", runtime=timing(1.0))
-    text = render(r.to_dict(), None, output_limit=4096)
+    text = render(r, None, output_limit=4096)
     assert text.startswith("Note: your answer hit the 4096-token output limit; its kernel was complete and was judged")
     assert "Status: ok" in text and "Runtime: 1.0000 ms" in text
 
@@ -61,7 +62,7 @@ def test_compile_error_keeps_error_lines_of_a_long_log_within_limit():
     r = base()
     r.fail("compile_error", "compile_failed", "nvcc exited with status 1")
     r.compile_log = "\n".join(log) + "\n"
-    text = render(r.to_dict())
+    text = render(r)
     lines = text.splitlines()
     assert lines[0] == "Status: compile_error (compile_failed)"
     assert lines[1] == "Message: nvcc exited with status 1"
@@ -80,7 +81,7 @@ def test_compile_error_with_many_error_lines_stays_within_limit():
     r = base()
     r.fail("compile_error", "compile_failed", "build failed")
     r.compile_log = "\n".join(log)
-    shown = render(r.to_dict()).split("Compiler output:\n", 1)[1].splitlines()
+    shown = render(r).split("Compiler output:\n", 1)[1].splitlines()
     assert len(shown) <= LOG_LINES
     assert shown[0] == log[0]  # the first error is the one that matters
 
@@ -90,7 +91,7 @@ def test_short_compile_log_shown_whole():
     r = base()
     r.fail("compile_error", "compile_failed", "x")
     r.compile_log = "\n".join(log)
-    shown = render(r.to_dict()).split("Compiler output:\n", 1)[1].splitlines()
+    shown = render(r).split("Compiler output:\n", 1)[1].splitlines()
     assert sorted(shown) == sorted(log) and shown[0] == "kernel.cu(3): error: bad"
 
 
@@ -98,7 +99,7 @@ def test_compile_log_not_shown_for_other_statuses():
     r = base()
     r.fail("runtime_error", "cuda_error", "illegal memory access")
     r.compile_log = "nvcc: warning: something"
-    text = render(r.to_dict())
+    text = render(r)
     assert "Compiler output" not in text and "nvcc" not in text
     assert text == "Status: runtime_error (cuda_error)\nMessage: illegal memory access"
 
@@ -109,7 +110,7 @@ def test_incorrect_result():
     r.flag("nan_in_output", "the output holds NaN")
     r.max_rel_error = 0.0123456
     r.trials = 3
-    text = render(as_json_dict(r))
+    text = render(as_stored(r))
     lines = text.splitlines()
     assert lines[0] == "Status: incorrect (mismatch, nan_in_output)"
     assert lines[1] == "Message: output differs from the reference in 12 of 4096 elements"
@@ -120,7 +121,7 @@ def test_incorrect_result():
 def test_long_message_is_cut():
     r = base()
     r.fail("runtime_error", "exception", "x" * 5000)
-    line = render(r.to_dict()).splitlines()[1]
+    line = render(r).splitlines()[1]
     assert line == "Message: " + "x" * 1500
 
 
@@ -137,7 +138,7 @@ def test_ok_result_runtime_speedups_roofline_and_kernels():
         {"name": "relu_kernel", "custom": True, "calls": 2, "device_us": 75.0, "streams": [7]},
     ]
     r.kernels_resources = [{"kernel": "relu_kernel", "registers": 32, "spills": 0}]
-    text = render(as_json_dict(r))
+    text = render(as_stored(r))
     lines = text.splitlines()
     assert lines[0] == "Status: ok"
     assert "Message" not in text
@@ -156,7 +157,7 @@ def test_ok_result_without_baselines_shows_runtime_only():
     r = base()
     r.status, r.correct = "ok", True
     r.runtime = timing(2.0)
-    text = render(r.to_dict())
+    text = render(r)
     assert "Runtime: 2.0000 ms" in text.splitlines()
     assert "eager" not in text and "torch.compile" not in text and "roofline" not in text
     assert "Kernels that ran" not in text
@@ -168,7 +169,7 @@ def test_kernel_list_at_most_six_and_names_cut():
     r.runtime = timing(1.0)
     r.kernels = [{"name": f"k{i}_" + "n" * 200, "custom": i == 0, "calls": 1, "device_us": float(i + 1)}
                  for i in range(8)]
-    lines = render(r.to_dict()).splitlines()
+    lines = render(r).splitlines()
     at = lines.index("Kernels that ran (share of device time):")
     shown = lines[at + 1:]
     assert len(shown) == 6
@@ -185,7 +186,7 @@ def test_rejected_after_timing_renders_without_speedups():
     r.fail("rejected", "timing_mismatch", "the supervisor's clock saw 0.9 ms per call, the candidate's events 0.1 ms")
     d = r.to_dict()
     assert d["runtime_ms"] == 0.1 and d["eager_ms"] == 0.5 and d["speedup_eager"] is None
-    text = render(d)
+    text = render(r)
     assert text.startswith("Status: rejected (timing_mismatch)")
     assert "the supervisor's clock saw 0.9 ms per call" in text
 
@@ -212,7 +213,7 @@ ValueError: arange's range must be a power of 2
 def test_a_traceback_reaches_the_model_exception_first_with_the_candidates_frames_only():
     r = base()
     r.fail("runtime_error", "candidate_raised", TRACEBACK)
-    text = render(r.to_dict())
+    text = render(r)
     lines = text.splitlines()
     assert len(TRACEBACK) > 1500  # a cut from the top, as before, would have lost the exception
     assert lines[1] == "Message: ValueError: arange's range must be a power of 2"
@@ -230,7 +231,7 @@ def test_a_chained_traceback_shows_the_last_exception_and_a_multi_line_message_w
                '    x = tl.load(p)\n            ^\nunsupported pointer type\n')
     r = base()
     r.fail("runtime_error", "candidate_raised", chained)
-    text = render(r.to_dict())
+    text = render(r)
     assert "Message: triton.compiler.errors.CompilationError: at 5:12:\n    x = tl.load(p)\n            ^\n" \
            "unsupported pointer type" in text
     assert "(raised outside your file" in text and "KeyError" not in text
@@ -248,8 +249,8 @@ def test_hardware_counters_end_the_feedback_of_a_profiled_kernel():
     r.speedup_eager = 4.0
     profile = summarize(parse_raw((FIXTURES / "ncu" / "raw_h100.csv").read_text()), {"smem_conflict"}).to_dict()
     profile = json.loads(json.dumps(profile))  # as the store hands it back
-    plain = render(as_json_dict(r))
-    text = render(as_json_dict(r), None, profile=profile)
+    plain = render(as_stored(r))
+    text = render(as_stored(r), None, profile=profile)
     assert text.startswith(plain + "\n")
     added = text[len(plain) + 1:].splitlines()
     assert added[0] == "Hardware counters (times are ncu's: each kernel replayed, caches flushed):"
@@ -257,6 +258,6 @@ def test_hardware_counters_end_the_feedback_of_a_profiled_kernel():
     assert added[2].startswith("1. smem_conflict (yours) x2") and "bank-conflicted" in added[2]
     assert added[1:] == profile["summary"].splitlines()
     # no profile, an error on record, or a parse error: nothing about counters
-    assert "Hardware counters" not in render(as_json_dict(r), None, profile=None)
-    assert "Hardware counters" not in render(as_json_dict(r), None, profile={"error": "timeout", "reason": "timeout"})
+    assert "Hardware counters" not in render(as_stored(r), None, profile=None)
+    assert "Hardware counters" not in render(as_stored(r), None, profile={"error": "timeout", "reason": "timeout"})
     assert "Hardware counters" not in render(None, "no_code_block", profile=profile)

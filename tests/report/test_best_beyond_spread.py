@@ -6,17 +6,21 @@ from __future__ import annotations
 import pytest
 
 from kernelcraft.export import Filters, build_rows
-from kernelcraft.report.data import run_report, trajectory
+from kernelcraft.ledger import trajectory
+from kernelcraft.report.data import run_report
+from kernelcraft.result import Result, Status, Timing
 from kernelcraft.store import Store
 
 
-def _result(median: float | None, iqr: float, eager: float = 1.0, eager_iqr: float = 0.1) -> dict:
+def _timing(median: float, iqr: float) -> Timing:
+    return Timing(median, iqr, 0.01, 40, median, "cpu_perf_counter")
+
+
+def _result(median: float | None, iqr: float, eager: float = 1.0, eager_iqr: float = 0.1) -> Result:
     ok = median is not None
-    return {"status": "ok" if ok else "incorrect", "correct": ok, "runtime_ms": median,
-            "runtime": {"median_ms": median, "iqr_ms": iqr, "method": "cpu_perf_counter"} if ok else None,
-            "eager": {"median_ms": eager, "iqr_ms": eager_iqr, "method": "cpu_perf_counter"}, "eager_ms": eager,
-            "compile_ms": None, "speedup_eager": round(eager / median, 4) if ok else None, "speedup_compile": None,
-            "device": "cpu", "policy": "strict", "trials": 3}
+    return Result("level1/relu", "c", "triton", Status.OK if ok else Status.INCORRECT, ok,
+                  runtime=_timing(median, iqr) if ok else None, eager=_timing(eager, eager_iqr),
+                  speedup_eager=round(eager / median, 4) if ok else None, device="cpu", trials=3)
 
 
 @pytest.fixture

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from kernelcraft import ledger
+from kernelcraft.metrics import bench_metrics
 from kernelcraft.report import data
-from kernelcraft.report.metrics import bench_metrics
+from kernelcraft.result import Result
 from kernelcraft.search import outcome
 from kernelcraft.store import StoreError
 from tests.helpers import FIXTURES
@@ -20,21 +22,21 @@ def tree(runs):
     return data.run_report(runs.store, runs.tree)
 
 
-def stored(store, run_id, key) -> dict:
+def stored(store, run_id, key) -> Result:
     cand = store.candidate(run_id, key)
-    return store.result(cand["id"])["result"]
+    return store.result(cand["id"])
 
 
 def test_the_trajectory_is_the_stored_best_of_each_round(runs, tree):
     store = runs.store
     slow, fast = stored(store, runs.tree, "r01/i00/m00"), stored(store, runs.tree, "r02/i00/m00")
-    assert slow["correct"] and fast["correct"] and fast["runtime_ms"] < slow["runtime_ms"]
+    assert slow.correct and fast.correct and fast.runtime_ms < slow.runtime_ms
     rows = tree["improvements"]
     assert [(t["round"], t["key"]) for t in rows] == [(1, "r01/i00/m00"), (2, "r02/i00/m00")]
     for t, r in zip(rows, (slow, fast)):
-        assert t["runtime_ms"] == r["runtime_ms"] and t["eager_ms"] == r["eager_ms"]
-        assert t["pct_of_eager"] == pytest.approx(100 * r["eager_ms"] / r["runtime_ms"])
-        assert t["pct_of_eager"] == pytest.approx(100 * r["speedup_eager"], abs=0.01)  # the verifier rounds to 1e-4
+        assert t["runtime_ms"] == r.runtime_ms and t["eager_ms"] == r.eager_ms
+        assert t["pct_of_eager"] == pytest.approx(100 * r.eager_ms / r.runtime_ms)
+        assert t["pct_of_eager"] == pytest.approx(100 * r.speedup_eager, abs=0.01)  # the verifier rounds to 1e-4
     assert rows[0]["idea"] == "Use blocks of 512 elements" and rows[0]["category"] == "parallelism"
     assert rows[1]["idea"] == "Use blocks of 4096 elements" and rows[1]["category"] == "memory"
     # the last best is the run's best, as the store and `runs show` have it
@@ -87,13 +89,13 @@ def test_bench_report_has_fast_p_over_its_runs(runs):
 
 
 def test_resolve_names_runs_benches_and_prefixes(runs):
-    assert data.resolve(runs.store, runs.bench_a) == ("bench", runs.bench_a)
-    assert data.resolve(runs.store, runs.tree[:15]) == ("run", runs.tree) or runs.tree[:15] == runs.sample[:15]
+    assert ledger.resolve(runs.store, runs.bench_a) == ("bench", runs.bench_a)
+    assert ledger.resolve(runs.store, runs.tree[:15]) == ("run", runs.tree) or runs.tree[:15] == runs.sample[:15]
     assert data.gather(runs.store, runs.sample)["kind"] == "run"
     with pytest.raises(StoreError, match="ambiguous"):
-        data.resolve(runs.store, "bench-")
+        ledger.resolve(runs.store, "bench-")
     with pytest.raises(StoreError, match="no run 'nope'"):
-        data.resolve(runs.store, "nope")
+        ledger.resolve(runs.store, "nope")
 
 
 def test_compare_two_runs_and_two_benches(runs, tree):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kernelcraft.result import Result, Status, Timing
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.engine import Engine
 from kernelcraft.search.records import Cand
@@ -16,8 +17,9 @@ class _Verifier:
 
 
 def cand(key: str, round_: int, median: float | None, iqr: float = 0.0) -> Cand:
-    result = {"correct": median is not None, "status": "ok" if median is not None else "incorrect",
-              "runtime_ms": median, "runtime": {"median_ms": median, "iqr_ms": iqr} if median else None}
+    runtime = Timing(median, iqr, 0.0, 40, median, "cpu_perf_counter") if median is not None else None
+    result = Result("p", key, "triton", Status.OK if median is not None else Status.INCORRECT, median is not None,
+                    runtime=runtime)
     return Cand(0, key, round_, "src", "triton", result=result)
 
 
@@ -57,9 +59,9 @@ def test_evolve_keeps_a_cells_incumbent_unless_clearly_faster():
 
 def test_a_speedup_the_verifier_could_not_confirm_is_never_the_best_or_a_parent():
     unconfirmed = cand("r01/i01/m00", 1, 0.01, 0.0)
-    unconfirmed.result["review_resolved"] = False  # 100x past the sanity bound, no timed call checked
+    unconfirmed.result.review_resolved = False  # 100x past the sanity bound, no timed call checked
     confirmed = cand("r01/i02/m00", 1, 0.02, 0.0)
-    confirmed.result["review_resolved"] = True  # as fast, and it held on timed calls with changed inputs
+    confirmed.result.review_resolved = True  # as fast, and it held on timed calls with changed inputs
     engine = engine_with(cand("r01/i00/m00", 1, 1.0, 0.01), unconfirmed, confirmed)
     try:
         assert [c.key for c in engine.best(3)] == ["r01/i02/m00", "r01/i00/m00"]

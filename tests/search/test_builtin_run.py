@@ -67,7 +67,7 @@ def test_builtin_tree_on_a_level2_chain(store, verifier, tmp_path):
     out = start_run(store, problem, engineer, verifier,
                     RunConfig(strategy="tree", backend="triton", rounds=1, ideas=2, impls=1), out_dir=tmp_path / "out")
     rows = store.candidates(out.run_id)
-    results = [store.result(r["id"])["result"] for r in rows]
+    results = [store.result(r["id"]) for r in rows]
     assert out.status == "done" and rows and all(r["status"] == "ok" for r in rows), \
-        [(r["key"], r["status"], d["reasons"], d["message"][-600:]) for r, d in zip(rows, results)]
+        [(r["key"], r["status"], d.reasons, d.message[-600:]) for r, d in zip(rows, results)]
     assert out.best is not None and "def kc_op0_" in open(out.best_file).read()

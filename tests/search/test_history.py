@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kernelcraft.propose.base import Idea
+from kernelcraft.result import Result, Status, Timing
 from kernelcraft.search.history import round_failures, tried_ideas
 from kernelcraft.search.records import Cand
 
 
-def ok(ms: float, duplicate: bool = False) -> dict:
-    return {"status": "ok", "correct": True, "runtime_ms": ms, "speedup_eager": 1.0 / ms, "runtime": {"iqr_ms": 0.0}} \
-        | ({"duplicate": True} if duplicate else {})
+def ok(ms: float, duplicate: bool = False) -> Result:
+    return Result("p", "c", "triton", Status.OK, True, runtime=Timing(ms, 0.0, 0.0, 40, ms, "cpu_perf_counter"),
+                  speedup_eager=1.0 / ms, duplicate=duplicate)
 
 
-def failed(status: str, reason: str, message: str) -> dict:
-    return {"status": status, "correct": False, "reasons": [reason], "message": message, "runtime_ms": None}
+def failed(status: str, reason: str, message: str) -> Result:
+    return Result("p", "c", "triton").fail(status, reason, message)
 
 
-def cand(key: str, round_: int, idea: str | None, result: dict | None = None, parse_error: str | None = None) -> Cand:
+def cand(key: str, round_: int, idea: str | None, result: Result | None = None, parse_error: str | None = None) -> Cand:
     return Cand(0, key, round_, "src", "triton", idea=Idea(idea, "memory") if idea else None, result=result,
                 parse_error=parse_error)
 
@@ -42,9 +45,9 @@ def test_each_idea_says_what_it_led_to_and_the_kept_kernel_by_its_place():
 
 
 def test_a_round_failures_are_one_line_per_verdict_and_none_before_round_one():
-    same = failed("compile_error", "compile_failed", "")
-    cands = [cand(f"r01/i00/m0{i}", 1, "vectorize", same | {"compile_log": "x.cu(3): error: bad\nmore"}) for i in range(2)]
-    cands += [cand("r02/i00/m00", 2, "other", failed("incorrect", "mismatch", "") | {"max_rel_error": 0.31}),
+    same = replace(failed("compile_error", "compile_failed", ""), compile_log="x.cu(3): error: bad\nmore")
+    cands = [cand(f"r01/i00/m0{i}", 1, "vectorize", same) for i in range(2)]
+    cands += [cand("r02/i00/m00", 2, "other", replace(failed("incorrect", "mismatch", ""), max_rel_error=0.31)),
               cand("r01/i01/m00", 1, "fine", ok(1.0))]
     assert round_failures(cands, 1) == ['idea "vectorize": compile_error (compile_failed): x.cu(3): error: bad']
     assert round_failures(cands, 2) == ['idea "other": incorrect (mismatch): largest relative error 0.31']

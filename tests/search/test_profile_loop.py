@@ -39,7 +39,7 @@ def test_a_machine_that_cannot_profile_says_so_once_and_the_run_goes_on(store, r
     off = [d for k, d in events if k == "profile_off"]
     assert len(off) == 1 and off[0]["reason"] in ENVIRONMENT  # here: no ncu, or (with one) a CPU device
     assert store.profiles(out.run_id) == {}  # nothing stored: a run resumed where it can profile will
-    assert out.best["profile"] is None
+    assert out.best.profile is None
 
 
 def test_a_stored_profile_reaches_the_next_prompt_and_the_report(store, relu, verifier, serve, proposer):
@@ -72,4 +72,4 @@ def test_a_stored_profile_reaches_the_next_prompt_and_the_report(store, relu, ve
     console.print(terminal.report_view(report))
     shown = console.export_text()
     assert "hardware counters of the best kernel" in shown and "smem_conflict" in shown
-    assert out.best["profile"]["summary"] == RECORDED["summary"]
+    assert out.best.profile["summary"] == RECORDED["summary"]

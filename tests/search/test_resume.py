@@ -57,7 +57,7 @@ def test_resume_replays_stored_steps_and_does_only_what_is_missing(tmp_path, rel
         assert len(server.requests) == asked + 1  # only the lost call was asked again
         assert again.counters.replayed_calls == 7 and again.counters.calls == 8
         assert again.counters.replayed_results == 3  # round 1 and nothing else came from the store
-        assert again.status == "done" and again.best["key"] == first.best["key"]
+        assert again.status == "done" and again.best.key == first.best.key
         keys = [c["key"] for c in store.candidates(first.run_id)]
         assert sorted(keys) == sorted(f"r{r:02d}/i{i:02d}/m00" for r in (1, 2) for i in range(3))
         assert all(store.result(c["id"]) for c in store.candidates(first.run_id))

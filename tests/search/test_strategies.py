@@ -51,8 +51,8 @@ def test_tree_asks_ideas_implements_verifies_and_keeps_the_fastest(store, relu, 
     assert statuses["r01/i02/m00"][0] == "incorrect"
     assert statuses["r01/i03/m00"] == (None, "no_code_block")
     # the fastest correct kernel wins, and its idea and category are on record
-    assert out.best["key"] in ("r01/i00/m00", "r02/i00/m00")
-    assert out.best["category"] == "parallelism" and "4096" in out.best["idea"]
+    assert out.best.key in ("r01/i00/m00", "r02/i00/m00")
+    assert out.best.category == "parallelism" and "4096" in out.best.idea
     assert cands["r01/i00/m00"]["runtime_ms"] < cands["r01/i01/m00"]["runtime_ms"]
     # round 2's ideas were asked with round 1's best kernels and the verifier's feedback on them
     calls = store.calls(out.run_id)
@@ -74,7 +74,7 @@ def test_sample_is_best_of_n_and_counts_malformed_answers(store, relu, verifier,
     statuses = sorted(str(c["status"] or c["parse_error"]) for c in store.candidates(out.run_id))
     assert statuses == ["incorrect", "no_code_block", "ok", "two_modelnew"]
     assert out.counters.malformed == 2
-    assert out.best is not None and "BLOCK = 4096" in store.candidate(out.run_id, out.best["key"])["source"]
+    assert out.best is not None and "BLOCK = 4096" in store.candidate(out.run_id, out.best.key)["source"]
 
 
 def test_refine_feeds_the_verdict_back_turn_by_turn(store, relu, verifier, serve, proposer):
@@ -88,7 +88,7 @@ def test_refine_feeds_the_verdict_back_turn_by_turn(store, relu, verifier, serve
     assert "Status: incorrect" in turn2[-1]["content"]  # the wrong kernel's verdict came back
     turn3 = calls[2]["messages"]
     assert len(turn3) == 6 and "Status: ok" in turn3[-1]["content"] and "Runtime:" in turn3[-1]["content"]
-    assert out.best["key"] == "c00/t03"
+    assert out.best.key == "c00/t03"
     assert [t["best_key"] for t in out.trajectory] == [None, "c00/t02", "c00/t03"]
 
 
@@ -104,7 +104,7 @@ def test_evolve_keeps_an_archive_by_category_and_records_stated_ideas(store, rel
     # island 0 had the correct kernel, so its child was asked to improve it; island 1's parent
     # depends on which gen-1 child was correct there
     assert any("Write a faster version of kernel 1" in c["messages"][-1]["content"] for c in gen2)
-    assert out.best is not None and out.best["category"] in ("parallelism", "memory")
+    assert out.best is not None and out.best.category in ("parallelism", "memory")
 
 
 def test_anthropic_endpoint_drives_a_run(store, relu, verifier, serve, proposer):
@@ -194,7 +194,7 @@ def test_an_answer_cut_by_the_output_limit_is_asked_again_shorter(store, relu, v
     sent = server.requests[1]["body"]["messages"][-1]["content"]  # the second turn, as it went over HTTP
     assert "Your answer hit the 512-token output limit before it ended: answer again, shorter" in sent
     assert "unterminated" not in sent
-    assert out.counters.malformed == 1 and out.best["key"] == "c00/t02"
+    assert out.counters.malformed == 1 and out.best.key == "c00/t02"
 
 
 def test_a_cut_off_answer_with_a_whole_kernel_is_judged_with_a_note(store, relu, verifier, serve, proposer):
@@ -203,7 +203,7 @@ def test_a_cut_off_answer_with_a_whole_kernel_is_judged_with_a_note(store, relu,
                     Rule("verifier's verdict on your last answer", [Reply(code(FAST))])])
     out = start_run(store, relu, proposer(server), verifier, config("refine", rounds=2, samples=1), out_dir=None)
     first = store.candidate(out.run_id, "c00/t01")
-    assert first["parse_error"] is None and store.result(first["id"])["status"] == "ok"
+    assert first["parse_error"] is None and store.result(first["id"]).status == "ok"
     sent = server.requests[1]["body"]["messages"][-1]["content"]
     assert "Note: your answer hit the 300-token output limit; its kernel was complete and was judged" in sent
     assert "Status: ok" in sent
@@ -220,7 +220,7 @@ def test_a_resumed_run_replays_a_cut_off_answer_as_cut_off(store, relu, verifier
     assert len(second.requests) == 1 and again.counters.replayed_calls == 1  # turn 1 came from the store
     sent = second.requests[0]["body"]["messages"][-1]["content"]
     assert "Your answer hit the 512-token output limit before it ended" in sent
-    assert again.status == "done" and again.best["key"] == "c00/t02"
+    assert again.status == "done" and again.best.key == "c00/t02"
 
 
 def test_a_fatal_endpoint_error_stops_the_run_and_stores_no_call(store, relu, verifier, serve, proposer):
@@ -237,10 +237,10 @@ def test_seed_kernels_are_verified_first_and_seed_the_search(store, relu, verifi
     out = start_run(store, relu, proposer(server), verifier,
                     config("tree", rounds=1, ideas=1, impls=1, seeds=[SLOW]), out_dir=None)
     seed = store.candidate(out.run_id, "seed/00")
-    assert seed["origin"] == "seed" and store.result(seed["id"])["status"] == "ok"
+    assert seed["origin"] == "seed" and store.result(seed["id"]).status == "ok"
     ideas_prompt = store.call(out.run_id, "r01/ideas")["messages"][-1]["content"]
     assert "BLOCK = 512" in ideas_prompt  # the seed was shown as the kernel to beat
-    assert out.best["key"] == "r01/i00/m00"
+    assert out.best.key == "r01/i00/m00"
 
 
 def test_refine_leaves_a_failed_call_out_of_the_conversation(store, relu, verifier, serve, proposer):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kernelcraft.problems.sizes import Sizes
+from kernelcraft.result import Timing
 from kernelcraft.verify.baselines import BaselineStore
-from kernelcraft.verify.result import Timing
 
 
 def timing(ms: float) -> Timing:

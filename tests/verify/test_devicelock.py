@@ -27,6 +27,7 @@ from kernelcraft.verify.devicelock import DeviceLock
 lock = DeviceLock("test-device", Path(sys.argv[1]))
 with lock.held(shared=sys.argv[2] == "shared"):
     start = time.time()
+    (Path(sys.argv[1]) / f"holding-{sys.argv[2]}-{start}").touch()  # for a test waiting until it holds
     time.sleep(float(sys.argv[3]))
     end = time.time()
 print(json.dumps([start, end]))
@@ -57,8 +58,11 @@ def test_exclusive_holders_take_turns(tmp_path):
 
 
 def test_shared_holders_overlap_but_never_an_exclusive_one(tmp_path):
-    shared = [_hold(tmp_path, "shared", 1.0) for _ in range(2)]
-    time.sleep(0.3)  # both shared holders are in
+    shared = [_hold(tmp_path, "shared", 2.0) for _ in range(2)]
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.glob("holding-shared-*"))) < 2:  # both shared holders are in (however loaded the machine)
+        assert time.monotonic() < deadline, "the shared holders never got the lock"
+        time.sleep(0.01)
     exclusive = _hold(tmp_path, "exclusive", 0.2)
     s1, s2 = _windows(shared)
     (e,) = _windows([exclusive])

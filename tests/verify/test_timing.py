@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from kernelcraft.verify.result import Timing
+from kernelcraft.result import Timing
 from kernelcraft.verify.inputs import mutate_inputs
 from kernelcraft.verify.timing import TimingConfig, _rse, _stats, time_interleaved
 

@@ -13,8 +13,8 @@ import pytest
 
 from kernelcraft.candidate import Candidate
 from kernelcraft.problems import load_problem
+from kernelcraft.result import STATUSES
 from kernelcraft.verify import Job, Result, TimingConfig, Verifier, VerifyConfig
-from kernelcraft.verify.result import STATUSES
 from tests.helpers import FIXTURES, KERNELBENCH, fixture_candidate, small_config
 
 

@@ -11,8 +11,8 @@ def render_prompt(problem: str, source: str, backend: str, device: str, policy: 
                   parents: tuple = (), target: dict | None = None) -> list[dict]:
     """The messages a model gets for an implement request on `problem`, rendered from the proposer's prompt
     files: with no idea, the first request (the reference alone), the rl prompt of problems whose runs stored
-    none; with `idea` ((text, category)) and `parents` (stored candidates: dicts with source, backend, result,
-    parse_error, idea), the request a tree round sends, which stands in for the built-in engineer's one-line
+    none; with `idea` ((text, category)) and `parents` (stored candidates: dicts with source, backend, result
+    (a Result or None), parse_error, idea), the request a tree round sends, which stands in for the built-in engineer's one-line
     descriptions in sft rows. `target`: the run's stored target (sizes timed, baselines, floor), stated as
     the run's own requests stated it."""
     from kernelcraft.problems.problem import Problem
@@ -24,7 +24,7 @@ def render_prompt(problem: str, source: str, backend: str, device: str, policy: 
 
     p = get_policy(policy)
     shown = [Kernel(c["source"], c["backend"], feedback.render(c.get("result"), c.get("parse_error")),
-                    (c.get("result") or {}).get("speedup_eager"), c.get("idea")) for c in parents]
+                    c["result"].speedup_eager if c.get("result") else None, c.get("idea")) for c in parents]
     request = Request("implement", Problem(problem, Path(problem), source), backend, parents=shown,
                       idea=Idea(*idea) if idea else None, target=Target.from_dict(target) if target else None)
     return prompt_messages(request, _device_text(device), p.name, p.summary, p.allow_tf32, on_gpu=device != "cpu")

@@ -9,9 +9,9 @@ from statistics import median
 from typing import Callable
 
 from kernelcraft.export.steps import messages, run_steps
+from kernelcraft.ranking import champion
 from kernelcraft.store import UNEVALUATED, Store
 from kernelcraft.verify.policy import POLICIES
-from kernelcraft.verify.ranking import champion
 
 DATA_SOURCE = "kernelcraft"
 ABILITY = "kernel"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.errors import KernelcraftError
+from kernelcraft.ranking import clearly_faster
+from kernelcraft.result import STATUSES as RESULT_STATUSES
 from kernelcraft.store import UNEVALUATED, Store
-from kernelcraft.verify.ranking import clearly_faster
-from kernelcraft.verify.result import STATUSES as RESULT_STATUSES
 
 KINDS = ("sft", "rl", "trajectories")
 # A candidate's status: the verifier's, or why it has none (its call failed; no evaluable kernel in the answer;
@@ -70,7 +70,7 @@ class Filters:
 
     def keeps(self, row: dict, kind: str) -> bool:
         """Whether a candidate row (sft or trajectories) passes. sft rows are correct and faster than the
-        baseline beyond the spread of the two timings (verify/ranking.py; a speedup of 1.02 inside the
+        baseline beyond the spread of the two timings (ranking.py; a speedup of 1.02 inside the
         noise is not faster), or at least --min-speedup times faster when it is given."""
         if (self.correct_only or kind == "sft" or self.min_speedup is not None) and not row["correct"]:
             return False
@@ -98,7 +98,7 @@ class Filters:
 def resolve_runs(store: Store, refs: list[str]) -> list[dict]:
     """The runs named by `refs`: each a bench id (all its runs) or a run id, or a unique prefix of either
     (as `kernelcraft report` reads them). Raises StoreError for a name that matches nothing, or more than one."""
-    from kernelcraft.report.data import resolve
+    from kernelcraft.ledger import resolve
 
     runs: dict[str, dict] = {}
     for ref in refs:

@@ -8,6 +8,7 @@ kernel) or `not_evaluated`.
 
 from __future__ import annotations
 
+from kernelcraft.result import Result, Status
 from kernelcraft.store import Store, unevaluated_status
 
 
@@ -29,48 +30,44 @@ def run_steps(store: Store, run: dict) -> list[dict]:
     calls = {c["id"]: c for c in store.calls(run["id"])}
     by_id = {c["id"]: c for c in cands}
     run_policy = ((run.get("config") or {}).get("verify") or {}).get("policy")
-    rows, results = [], {}
-    for c in cands:  # a parent is stored before its children, so its result is read first
-        stored = store.result(c["id"]) if c["status"] is not None else None
-        result = stored["result"] if stored else {}
+    results = store.results(run["id"])
+    rows = []
+    for c in cands:
+        result = results.get(c["id"])
         call = calls.get(c["call_id"]) or {}
         parent = by_id.get(c["parent"])
-        results[c["id"]] = result
-        if stored:
-            status, correct = stored["status"], bool(stored["correct"]) and stored["status"] == "ok"
+        r = result or Result(run["problem"], "", c["backend"])  # no result: every figure None
+        if result:
+            status, correct = str(result.status), result.correct and result.status == Status.OK
         else:
             status, correct = unevaluated_status(c["parse_error"]), False
         rows.append({
             "run_id": run["id"], "bench_id": run["bench_id"], "problem": run["problem"],
             "strategy": run["strategy"], "model": call.get("model"), "candidate_id": c["id"],
             "step_key": c["key"], "round": c["round"], "backend": c["backend"],
-            "policy": result.get("policy") or run_policy, "device": result.get("device") or run["device"],
+            "policy": (result.policy if result else None) or run_policy,
+            "device": r.device or run["device"],
             "idea": c["idea"], "category": c["category"], "origin": c["origin"],
             "parent_id": c["parent"], "parent_key": parent["key"] if parent else None,
             "parent_status": _status(parent) if parent else None,
             "parent_runtime_ms": parent["runtime_ms"] if parent and parent["correct"] else None,
             "parent_speedup_eager": parent["speedup_eager"] if parent and parent["correct"] else None,
             "source": c["source"], "status": status, "correct": correct,
-            "duplicate": bool(result.get("duplicate")),
-            "runtime_ms": stored["runtime_ms"] if stored else None,
-            "eager_ms": result.get("eager_ms"), "compile_ms": result.get("compile_ms"),
-            "speedup_eager": stored["speedup_eager"] if stored else None,
-            "speedup_compile": stored["speedup_compile"] if stored else None,
-            "max_rel_error": result.get("max_rel_error"),
-            "reasons": list(result.get("reasons") or []), "message": result.get("message") or None,
+            "duplicate": r.duplicate, "runtime_ms": r.runtime_ms, "eager_ms": r.eager_ms, "compile_ms": r.compile_ms,
+            "speedup_eager": r.speedup_eager, "speedup_compile": r.speedup_compile,
+            "max_rel_error": r.max_rel_error, "reasons": list(r.reasons), "message": r.message or None,
             "parse_error": c["parse_error"], "call_kind": call.get("kind"),
             "input_tokens": call.get("input_tokens"), "output_tokens": call.get("output_tokens"),
             "cost": call.get("cost"), "call_seconds": call.get("seconds"),
-            "_messages": call.get("messages"), "_answer": call.get("response"), "_trials": result.get("trials"),
-            "_timing_method": (result.get("runtime") or result.get("eager") or {}).get("method"),
-            # the spreads "faster" is judged by (verify/ranking.py): IQR of the kernel's and the baselines' times
-            "_runtime_iqr_ms": (result.get("runtime") or {}).get("iqr_ms"),
-            "_review_resolved": result.get("review_resolved"),
-            "_eager_iqr_ms": (result.get("eager") or {}).get("iqr_ms"),
-            "_compile_iqr_ms": (result.get("compiled") or {}).get("iqr_ms"),
+            "_messages": call.get("messages"), "_answer": call.get("response"),
+            "_trials": r.trials if result else None, "_timing_method": r.timing_method,
+            # the spreads "faster" is judged by (ranking.py): IQR of the kernel's and the baselines' times
+            "_runtime_iqr_ms": r.runtime.iqr_ms if r.runtime else None, "_review_resolved": r.review_resolved,
+            "_eager_iqr_ms": r.eager.iqr_ms if r.eager else None,
+            "_compile_iqr_ms": r.compiled.iqr_ms if r.compiled else None,
             "_problem_source": run["problem_source"],
             "_parent": None if parent is None else {"source": parent["source"], "backend": parent["backend"],
-                                                    "result": results.get(parent["id"]) or None,
+                                                    "result": results.get(parent["id"]),
                                                     "parse_error": parent["parse_error"], "idea": parent["idea"]},
         })
     return rows

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kernelcraft.export.select import ExportError
-from kernelcraft.verify.result import json_safe
+from kernelcraft.result import json_safe
 
 FORMATS = ("jsonl", "parquet")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from kernelcraft.result import Result, Status
+
 LOG_LINES = 30  # compiler output kept (the end of the log, where the first error usually is not)
 MESSAGE_CHARS = 1500  # of a message that is not a traceback
 _TRACEBACK = "Traceback (most recent call last):"
@@ -13,9 +15,9 @@ CANDIDATE_FILE = "candidate.py"  # the name the worker gives the candidate's sou
 OUTPUT_LIMIT = "output_limit"  # the parse error of an answer cut off by the output limit before its kernel ended
 
 
-def render(result: dict | None, parse_error: str | None = None, *, output_limit: int | None = None,
+def render(result: Result | None, parse_error: str | None = None, *, output_limit: int | None = None,
            profile: dict | None = None) -> str:
-    """`result` is a Result.to_dict(); `parse_error` says why an answer gave no kernel at all; `output_limit`
+    """`result` is the verifier's; `parse_error` says why an answer gave no kernel at all; `output_limit`
     (tokens) that the answer was cut off there, its kernel complete (judged) or not (`output_limit` error);
     `profile` a Profile.to_dict() of the kernel (hardware counters, with --profile), whose summary ends the
     feedback."""
@@ -32,35 +34,34 @@ def render(result: dict | None, parse_error: str | None = None, *, output_limit:
     if output_limit:
         return (f"Note: your answer hit the {output_limit}-token output limit; its kernel was complete and was "
                 "judged, but keep answers shorter.\n" + render(result, profile=profile))
-    if result["status"] == "verifier_error":
+    if result.status == Status.VERIFIER_ERROR:
         return ("This kernel could not be judged: the verifier failed on its own side (not a fault of the kernel): "
-                f"{(result.get('message') or '')[:500]}")
-    lines = [f"Status: {result['status']}" + (f" ({', '.join(result['reasons'])})" if result.get("reasons") else "")]
-    if result.get("message"):
-        lines.append(_message(result["message"]))
-    if result["status"] == "compile_error" and result.get("compile_log"):
-        log = _compile_log(result["compile_log"])
-        lines.append("Compiler output:\n" + log)
-    if result.get("max_rel_error") is not None:
-        lines.append(f"Largest relative error: {result['max_rel_error']:.3g} (policy {result.get('policy')})")
-    runtime = result.get("runtime_ms")
-    if runtime is not None:
-        parts = [f"Runtime: {runtime:.4f} ms"]
-        for label, base in (("PyTorch eager", "eager"), ("torch.compile", "compile")):
-            if result.get(f"{base}_ms"):
-                speedup = result.get(f"speedup_{base}")  # absent when a later check failed the kernel
-                parts.append(f"{label} {result[f'{base}_ms']:.4f} ms" + (f" ({times(speedup)})" if speedup else ""))
-        if result.get("roofline_fraction") is not None:
-            parts.append(f"{100 * result['roofline_fraction']:.0f}% of the roofline bound")
+                f"{result.message[:500]}")
+    lines = [f"Status: {result.status}" + (f" ({', '.join(result.reasons)})" if result.reasons else "")]
+    if result.message:
+        lines.append(_message(result.message))
+    if result.status == Status.COMPILE_ERROR and result.compile_log:
+        lines.append("Compiler output:\n" + _compile_log(result.compile_log))
+    if result.max_rel_error is not None:
+        lines.append(f"Largest relative error: {result.max_rel_error:.3g} (policy {result.policy})")
+    if result.runtime_ms is not None:
+        parts = [f"Runtime: {result.runtime_ms:.4f} ms"]
+        # a speedup is absent when a later check failed the kernel
+        for label, base_ms, speedup in (("PyTorch eager", result.eager_ms, result.speedup_eager),
+                                        ("torch.compile", result.compile_ms, result.speedup_compile)):
+            if base_ms:
+                parts.append(f"{label} {base_ms:.4f} ms" + (f" ({times(speedup)})" if speedup else ""))
+        if result.roofline_fraction is not None:
+            parts.append(f"{100 * result.roofline_fraction:.0f}% of the roofline bound")
         lines.append("; ".join(parts))
-    kernels = sorted(result.get("kernels") or [], key=lambda k: -k.get("device_us", 0))
+    kernels = sorted(result.kernels, key=lambda k: -k.get("device_us", 0))
     if kernels:
         total = sum(k.get("device_us", 0) for k in kernels) or 1.0
         lines.append("Kernels that ran (share of device time):")
         for k in kernels[:6]:
             who = "yours" if k.get("custom") else "library"
             lines.append(f"  {k['name'][:90]}  {100 * k.get('device_us', 0) / total:.0f}%  x{k.get('calls', 1)}  ({who})")
-    for res in (result.get("kernels_resources") or [])[:4]:
+    for res in result.kernels_resources[:4]:
         lines.append("ptxas: " + ", ".join(f"{k}={v}" for k, v in res.items()))
     if profile and profile.get("summary"):
         lines.append("Hardware counters (times are ncu's: each kernel replayed, caches flushed):\n" + profile["summary"])
@@ -75,24 +76,23 @@ def times(speedup: float) -> str:
     return f"{speedup:.2f}x" if speedup >= 0.1 else f"{speedup:.2g}x"
 
 
-def brief(result: dict | None, parse_error: str | None = None, limit: int = BRIEF_CHARS) -> str:
+def brief(result: Result | None, parse_error: str | None = None, limit: int = BRIEF_CHARS) -> str:
     """The verdict in one line, for lists of what a run tried: why a kernel failed, or how fast it was."""
     if parse_error:
         return f"no usable kernel in the answer ({parse_error.replace('_', ' ')})"
     if result is None:
         return "not evaluated"
-    status = result["status"]
-    if result["correct"]:
-        ms, speedup = result.get("runtime_ms"), result.get("speedup_eager")
+    if result.correct:
+        ms, speedup = result.runtime_ms, result.speedup_eager
         return "correct" + (f", {ms:.4g} ms" if ms else "") + (f" ({times(speedup)} eager)" if speedup else "")
-    head = status + (f" ({', '.join(result['reasons'])})" if result.get("reasons") else "")
-    if status == "compile_error" and result.get("compile_log"):
-        lines = result["compile_log"].strip().splitlines()
+    head = str(result.status) + (f" ({', '.join(result.reasons)})" if result.reasons else "")
+    if result.status == Status.COMPILE_ERROR and result.compile_log:
+        lines = result.compile_log.strip().splitlines()
         why = next((l for l in lines if "error" in l.lower()), lines[0] if lines else "")
-    elif result.get("max_rel_error") is not None and status == "incorrect":
-        why = f"largest relative error {result['max_rel_error']:.3g}"
+    elif result.max_rel_error is not None and result.status == Status.INCORRECT:
+        why = f"largest relative error {result.max_rel_error:.3g}"
     else:
-        message = (result.get("message") or "").strip()
+        message = result.message.strip()
         why = _exception(message) if _TRACEBACK in message else (message.splitlines() or [""])[0]
     return f"{head}: {' '.join(why.split())}"[:limit] if why else head
 

@@ -6,7 +6,7 @@ Definitions the report relies on:
 * A run's *best kernel* at a round is its fastest correct candidate up to and including that round, where
   "faster" means beyond the measured spread: candidates are taken by round, then key, and a later one
   displaces the best only when its median time is below the best's by more than half the sum of their
-  IQRs (verify/ranking.py); a difference inside the spread keeps the earlier kernel. The search itself
+  IQRs (ranking.py); a difference inside the spread keeps the earlier kernel. The search itself
   and `kernelcraft runs show` use the same order.
 * *% of eager* is PyTorch eager's time over the kernel's time, as a percentage (200% = twice as fast),
   both from the kernel's own result.
@@ -18,71 +18,17 @@ Definitions the report relies on:
 
 from __future__ import annotations
 
-from kernelcraft.report.metrics import bench_metrics, fast_p
+from kernelcraft.ledger import resolve, row_spread, stored_counts, trajectory
+from kernelcraft.metrics import bench_metrics, fast_p
+from kernelcraft.ranking import clearly_faster
+from kernelcraft.result import Result
 from kernelcraft.store import Store, StoreError, unevaluated_status
-from kernelcraft.verify.ranking import clearly_faster, result_spread
 
 PAYOFF_DEFINITION = ("An idea paid off when at least one candidate implementing it was correct and faster than "
                      "the kernel it started from, by more than the timings' spread (half the sum of their IQRs): "
                      "its parent candidate when that was correct, else PyTorch eager "
                      "(a candidate written from the reference, or from a parent that was not correct).")
 LOG_TAIL = 20_000  # characters of a compile log or message kept for the drill-down
-
-
-# what `runs show` and the search share ---------------------------------------------------------------
-def trajectory(rows: list[dict]) -> list[dict]:
-    """Per round: candidates tried, how many were correct, and the best kernel so far.
-
-    `rows` are `Store.candidates(run_id)`."""
-    out, best = [], None
-    for r in sorted({c["round"] for c in rows}):
-        this = [c for c in rows if c["round"] == r]
-        correct = [c for c in this if c["correct"]]
-        for c in sorted(correct, key=lambda c: c["key"]):  # a later kernel wins only beyond the spread
-            if best is None or clearly_faster(row_spread(c), row_spread(best)):
-                best = c
-        out.append({"round": r, "candidates": len(this), "correct": len(correct),
-                    "best_runtime_ms": best["runtime_ms"] if best else None,
-                    "best_speedup_eager": best["speedup_eager"] if best else None,
-                    "best_speedup_compile": best["speedup_compile"] if best else None,
-                    "best_key": best["key"] if best else None, "best_idea": best["idea"] if best else None,
-                    "best_category": best["category"] if best else None})
-    return out
-
-
-def row_spread(row: dict) -> tuple[float, float | None] | None:
-    """(median ms, IQR ms) of a correct `Store.candidates` row's time; None when it has none, or when it is a
-    speedup flagged for review that the verifier could not confirm (never a best)."""
-    if not row["correct"] or not row["runtime_ms"] or row.get("review_resolved") == 0:
-        return None
-    return row["runtime_ms"], row.get("runtime_iqr_ms")
-
-
-def stored_counts(store: Store, run_id: str, rows: list[dict]) -> dict:
-    """A finished run's counts, from the store: calls, tokens, cost, candidates by status."""
-    usage = store.usage(run_id)
-    by_status: dict[str, int] = {}
-    for r in rows:
-        status = r["status"] or unevaluated_status(r["parse_error"])
-        by_status[status] = by_status.get(status, 0) + 1
-    return {"calls": usage["calls"], "failed_calls": usage["failed"] or 0, "last_error": usage["last_error"],
-            "input_tokens": usage["input_tokens"],
-            "output_tokens": usage["output_tokens"], "cost": usage["cost"] or 0.0,
-            "unpriced_calls": usage["unpriced"] or 0, "candidates": len(rows),
-            "evaluated": sum(1 for r in rows if r["status"]),
-            "malformed": sum(1 for r in rows if unevaluated_status(r["parse_error"]) == "malformed"),
-            "by_status": by_status}
-
-
-# resolving what the user named ---------------------------------------------------------------------
-def resolve(store: Store, ident: str) -> tuple[str, str]:
-    """("bench", id) or ("run", id) for a bench id, a run id, or a unique prefix of either."""
-    benches = store.benches(ident)
-    if len(benches) == 1 or any(b["id"] == ident for b in benches):
-        return "bench", next((b["id"] for b in benches if b["id"] == ident), benches[0]["id"])
-    if len(benches) > 1:
-        raise StoreError(f"bench {ident!r} is ambiguous: {', '.join(b['id'] for b in benches[:5])}")
-    return "run", store.run(ident)["id"]
 
 
 def gather(store: Store, ident: str) -> dict:
@@ -94,14 +40,14 @@ def gather(store: Store, ident: str) -> dict:
 def run_report(store: Store, run_id: str) -> dict:
     row = store.run(run_id)
     rows = store.candidates(row["id"])
-    results = {c["id"]: (store.result(c["id"]) or {}).get("result") for c in rows}
+    results = store.results(row["id"])
     by_id = {c["id"]: c for c in rows}
     profiles = store.profiles(row["id"])  # --profile: Nsight Compute's counters, for the kernels profiled
-    cands = [_candidate(c, results[c["id"]], by_id, results) | {"profile": profiles.get(c["id"])} for c in rows]
+    cands = [_candidate(c, results.get(c["id"]), by_id) | {"profile": profiles.get(c["id"])} for c in rows]
     traj = trajectory(rows)
     best = next((c for c in cands if c["id"] == row["best_candidate"]), None)
     counts = stored_counts(store, row["id"], rows)
-    timing = {((r.get("runtime") or {}).get("method")) for r in results.values() if r and r.get("runtime")}
+    timing = {r.runtime.method for r in results.values() if r.runtime}
     cpu = row["device"] == "cpu" or any(m and m.startswith("cpu") for m in timing)
     run = {"run_id": row["id"], "bench_id": row["bench_id"], "problem": row["problem"], "strategy": row["strategy"],
            "proposer": row["proposer"], "device": row["device"], "status": row["status"],
@@ -159,29 +105,30 @@ def categories(ideas: list[dict], cands: list[dict]) -> list[dict]:
     return sorted(out.values(), key=lambda r: (-r["ideas"], r["category"]))
 
 
-def _candidate(c: dict, result: dict | None, by_id: dict, results: dict) -> dict:
-    r = result or {}
+def _candidate(c: dict, result: Result | None, by_id: dict) -> dict:
+    r = result or Result(c["key"], "", c["backend"])  # not evaluated: every figure None
     parent = by_id.get(c["parent"]) if c["parent"] is not None else None
     correct = bool(c["correct"])
     if parent is not None and parent["correct"] and parent["runtime_ms"]:
         baseline, against = row_spread(parent), "parent"
     else:
-        baseline, against = result_spread(r, "eager"), "eager"
+        baseline, against = r.spread("eager"), "eager"
     paid = bool(correct and baseline and clearly_faster(row_spread(c), baseline))
-    rt = r.get("runtime") or {}
+    rt = r.runtime
     return {"id": c["id"], "key": c["key"], "round": c["round"], "origin": c["origin"], "backend": c["backend"],
             "idea_id": c["idea_id"], "idea": c["idea"], "category": c["category"],
             "parent": parent["key"] if parent else None,
             "status": c["status"] or unevaluated_status(c["parse_error"]),
-            "correct": correct, "parse_error": c["parse_error"], "reasons": r.get("reasons") or [],
-            "message": _tail(r.get("message")), "compile_log": _tail(r.get("compile_log")),
-            "compile_seconds": r.get("compile_seconds"), "max_rel_error": r.get("max_rel_error"),
-            "runtime_ms": c["runtime_ms"], "eager_ms": r.get("eager_ms"), "compile_ms": r.get("compile_ms"),
+            "correct": correct, "parse_error": c["parse_error"], "reasons": list(r.reasons),
+            "message": _tail(r.message), "compile_log": _tail(r.compile_log),
+            "compile_seconds": r.compile_seconds, "max_rel_error": r.max_rel_error,
+            "runtime_ms": c["runtime_ms"], "eager_ms": r.eager_ms, "compile_ms": r.compile_ms,
             "speedup_eager": c["speedup_eager"], "speedup_compile": c["speedup_compile"],
-            "pct_of_eager": pct_of_eager(r.get("eager_ms"), c["runtime_ms"]),
-            "iqr_ms": rt.get("iqr_ms"), "cv": rt.get("cv"), "samples": rt.get("samples"), "timing": rt.get("method"),
-            "roofline_ms": r.get("roofline_ms"), "roofline_fraction": r.get("roofline_fraction"),
-            "duplicate": bool(r.get("duplicate")), "notes": r.get("notes") or [],
+            "pct_of_eager": pct_of_eager(r.eager_ms, c["runtime_ms"]),
+            "iqr_ms": rt.iqr_ms if rt else None, "cv": rt.cv if rt else None, "samples": rt.samples if rt else None,
+            "timing": rt.method if rt else None,
+            "roofline_ms": r.roofline_ms, "roofline_fraction": r.roofline_fraction,
+            "duplicate": r.duplicate, "notes": list(r.notes),
             "paid_off": paid, "payoff_baseline": against if correct else None, "source": c["source"]}
 
 

@@ -13,8 +13,8 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+from kernelcraft.metrics import P_VALUES
 from kernelcraft.report import plots
-from kernelcraft.report.metrics import P_VALUES
 
 CPU_NOTE = ("These are CPU timings: no GPU was used (Triton kernels ran in its interpreter). They show that the "
             "kernels are correct, not how fast they would be on a GPU.")

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from kernelcraft.verify.result import Result
+from kernelcraft.result import Result
+
+if TYPE_CHECKING:
+    from kernelcraft.search.run import RunOutcome
 
 _STYLE = {"ok": "bold green", "incorrect": "bold red", "rejected": "bold magenta",
           "compile_error": "bold yellow", "runtime_error": "bold red", "timeout": "bold yellow"}
@@ -135,45 +140,43 @@ def problem_view(info: dict) -> Group:
     return Group(Text(info["name"], style="bold cyan"), table, Syntax(info["source"], "python", line_numbers=False))
 
 
-def run_view(run: dict, show_error: bool = True) -> Group:
+def run_view(run: "RunOutcome", show_error: bool = True) -> Group:
     """A search run: its trajectory by round, what its candidates came to, and the best kernel. `show_error`:
     the line saying why the proposer stopped the run (the `run` command says it on stderr instead)."""
-    c = run["counters"]
-    head = Text.assemble((f"run {run['run_id']}", "bold"), f"  {run['problem']} · {run['strategy']} · "
-                         f"{run['proposer']} · {run['device']} · {run['status']}")
-    if run.get("stop_reason"):  # the reason's name: its detail, a proposer's error, is the error line's
-        head.append(f" ({run['stop_reason'].partition(': ')[0] if run.get('error') else run['stop_reason']})",
-                    style="yellow")
+    c = run.counters
+    head = Text.assemble((f"run {run.run_id}", "bold"), f"  {run.problem} · {run.strategy} · "
+                         f"{run.proposer} · {run.device} · {run.status}")
+    if run.stop_reason:  # the reason's name: its detail, a proposer's error, is the error line's
+        head.append(f" ({run.stop_reason.partition(': ')[0] if run.error else run.stop_reason})", style="yellow")
     rounds = Table(title="best kernel by round", title_justify="left")
     for col in ("round", "tried", "correct", "best", "× eager", "× compile", "idea"):
         rounds.add_column(col, justify="right" if col not in ("idea",) else "left")
-    for t in run["trajectory"]:
+    for t in run.trajectory:
         rounds.add_row(str(t["round"]), str(t["candidates"]), str(t["correct"]), _ms(t["best_runtime_ms"]),
                        _x(t["best_speedup_eager"]), _x(t["best_speedup_compile"]), (t["best_idea"] or "")[:70])
-    statuses = ", ".join(f"{k} {v}" for k, v in sorted(c["by_status"].items()))
-    cost = f"${c['cost']:.4f}" + (f" (+{c['unpriced_calls']} calls unpriced)" if c["unpriced_calls"] else "")
-    facts = Text(f"candidates {c['candidates']} ({statuses or 'none'}) · calls {c['calls']} "
-                 f"({c['failed_calls']} failed, {c['malformed']} malformed answers) · tokens "
-                 f"{c['input_tokens']:,} in / {c['output_tokens']:,} out · {cost} · {run['wall_seconds']:.0f} s")
-    if run.get("gpu_idle_fraction") is not None and run["gpu_idle_fraction"] == run["gpu_idle_fraction"]:
-        facts.append(f" · device idle {100 * run['gpu_idle_fraction']:.0f}%")
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(c.by_status.items()))
+    cost = f"${c.cost:.4f}" + (f" (+{c.unpriced_calls} calls unpriced)" if c.unpriced_calls else "")
+    facts = Text(f"candidates {c.candidates} ({statuses or 'none'}) · calls {c.calls} "
+                 f"({c.failed_calls} failed, {c.malformed} malformed answers) · tokens "
+                 f"{c.input_tokens:,} in / {c.output_tokens:,} out · {cost} · {run.wall_seconds:.0f} s")
+    if run.gpu_idle_fraction is not None and run.gpu_idle_fraction == run.gpu_idle_fraction:  # NaN: not known
+        facts.append(f" · device idle {100 * run.gpu_idle_fraction:.0f}%")
     parts = [head, rounds, facts]
-    if c.get("failed_calls") and c.get("last_error") and not run.get("error"):
-        n = c["failed_calls"]
-        parts.append(Text(f"{n} call{'s' if n > 1 else ''} failed; the last: {c['last_error']}", style="yellow"))
-    if run.get("error") and show_error:
-        parts.append(Text(f"error: {run['error']}", style="bold red"))
-    best = run.get("best")
-    if best:
-        r = best["result"]
-        parts.append(Text.assemble(("best: ", "bold green"), f"{_ms(r['runtime_ms'])}, {_x(r.get('speedup_eager'))} eager, "
-                                   f"{_x(r.get('speedup_compile'))} torch.compile ({r['device']}, {r['policy']}; "
-                                   f"{(r.get('runtime') or {}).get('method', '')})"))
-        if run.get("best_file"):
-            parts.append(Text(f"written to {run['best_file']}"))
-        if best.get("profile") and "kernels" in best["profile"]:
-            parts.append(counters_table(best["profile"], "hardware counters of the best kernel (Nsight Compute)"))
-        if r["device"] == "cpu":
+    if c.failed_calls and c.last_error and not run.error:
+        n = c.failed_calls
+        parts.append(Text(f"{n} call{'s' if n > 1 else ''} failed; the last: {c.last_error}", style="yellow"))
+    if run.error and show_error:
+        parts.append(Text(f"error: {run.error}", style="bold red"))
+    if run.best:
+        r = run.best.result
+        parts.append(Text.assemble(("best: ", "bold green"), f"{_ms(r.runtime_ms)}, {_x(r.speedup_eager)} eager, "
+                                   f"{_x(r.speedup_compile)} torch.compile ({r.device}, {r.policy}; "
+                                   f"{r.runtime.method if r.runtime else ''})"))
+        if run.best_file:
+            parts.append(Text(f"written to {run.best_file}"))
+        if run.best.profile and "kernels" in run.best.profile:
+            parts.append(counters_table(run.best.profile, "hardware counters of the best kernel (Nsight Compute)"))
+        if r.device == "cpu":
             parts.append(Text("These are CPU timings (no GPU here; Triton kernels ran in its interpreter): they "
                               "show the kernels are correct, not how fast they are on a GPU.", style="yellow"))
     else:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from kernelcraft.metrics import bench_metrics
 from kernelcraft.problems import Problem
 from kernelcraft.propose.base import Proposer
-from kernelcraft.report.metrics import bench_metrics
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.run import REFUSED, RunOutcome, start_run
 from kernelcraft.store import Store, new_id
@@ -69,8 +69,8 @@ def _too_large(verifier: Verifier, problem: Problem) -> str | None:
 
 
 def row(o: RunOutcome) -> dict:
-    r = o.best["result"] if o.best else {}
+    r = o.best.result if o.best else None
     return {"problem": o.problem, "run_id": o.run_id, "status": o.status, "correct": bool(o.best),
-            "speedup_eager": r.get("speedup_eager"), "speedup_compile": r.get("speedup_compile"),
-            "runtime_ms": r.get("runtime_ms"), "candidates": o.counters.candidates, "best_file": o.best_file,
+            "speedup_eager": r.speedup_eager if r else None, "speedup_compile": r.speedup_compile if r else None,
+            "runtime_ms": r.runtime_ms if r else None, "candidates": o.counters.candidates, "best_file": o.best_file,
             "stop_reason": o.stop_reason, "error": o.error}

@@ -5,7 +5,7 @@ is written to the store under that key as it happens, and a step whose key is st
 from the store instead of being asked or evaluated again. So a run killed at any moment and resumed
 asks nothing twice, evaluates nothing twice, and (given the same answers) ends where an uninterrupted
 run would. Ordering never depends on arrival: selections rank by time, a later candidate (by round,
-then key) passing an earlier one only when faster beyond the measured spread (verify/ranking.py).
+then key) passing an earlier one only when faster beyond the measured spread (ranking.py).
 
 Overlap: proposer calls run in a thread pool; each answer's kernel goes to the verifier the moment it
 is parsed, so the GPU works while other calls are still out.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Callable
 
 from kernelcraft.candidate import Candidate
@@ -23,15 +24,14 @@ from kernelcraft.problems import Problem
 from kernelcraft.propose.base import Answer, FatalProposerError, Idea, Kernel, Proposer, Request, TriedIdea, Turn, Usage
 from kernelcraft.propose.feedback import OUTPUT_LIMIT
 from kernelcraft.propose.parse import parse_ideas, parse_kernel
+from kernelcraft.ranking import ranked
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.history import round_failures, run_target, tried_ideas
 from kernelcraft.search.profiling import RunProfiler
-from kernelcraft.search.records import Cand, Counters, done as _done, result_dict as _as_dict
+from kernelcraft.search.records import Cand, Counters, done as _done
 from kernelcraft.store import NO_ANSWER, Store, unevaluated_status
 from kernelcraft.verify import Job, Verifier
-from kernelcraft.verify.ranking import ranked
 from kernelcraft.verify.target import Target
-
 
 
 class Engine:
@@ -48,7 +48,7 @@ class Engine:
         self.failing: str | None = None  # the last error of `config.stop_after_failures` failed calls in a row
         self._failed_in_a_row = 0
         self._lock = threading.RLock()
-        self._by_source: dict[str, Future] = {}  # source -> its verdict (a dict), so a repeated kernel runs once
+        self._by_source: dict[str, Future] = {}  # source -> its verdict (a Result), so a repeated kernel runs once
         self._pool = ThreadPoolExecutor(max(1, config.concurrency), thread_name_prefix="propose")
         self._inflight: set[Future] = set()
         self._started = time.monotonic()
@@ -288,10 +288,10 @@ class Engine:
     def _evaluate(self, cand: Cand, out: Future) -> None:
         stored = self.store.result(cand.id)
         if stored:
-            cand.result = stored["result"]
+            cand.result = stored
             with self._lock:
                 self.count.replayed_results += 1
-                if cand.source and not cand.result.get("duplicate"):
+                if cand.source and not stored.duplicate:
                     self._by_source.setdefault(cand.source, _done(cand.result))
             self._finish(cand, out)
             return
@@ -308,13 +308,13 @@ class Engine:
                 self.count.duplicates += 1
             else:
                 job = Job(self.problem, Candidate(cand.source, f"{self.run_id}:{cand.key}", cand.backend))
-                evaluation = self._by_source[cand.source] = _as_dict(self.verifier.submit(job))
+                evaluation = self._by_source[cand.source] = self.verifier.submit(job)
 
         def done(fut: Future) -> None:
             try:
                 result = fut.result()
                 if duplicate:  # the same source was evaluated for an earlier candidate: its verdict
-                    result = dict(result, duplicate=True)
+                    result = replace(result, duplicate=True)
                 t0 = time.monotonic()
                 self.store.add_result(cand.id, result)
                 cand.result = result
@@ -328,13 +328,13 @@ class Engine:
         evaluation.add_done_callback(done)
 
     def _finish(self, cand: Cand, out: Future) -> None:
-        status = cand.result["status"] if cand.result else unevaluated_status(cand.parse_error)
+        status = str(cand.result.status) if cand.result else unevaluated_status(cand.parse_error)
         with self._lock:
             self.count.by_status[status] = self.count.by_status.get(status, 0) + 1
         best = self.best(1)
         self.on_event("candidate", {"key": cand.key, "round": cand.round, "status": status,
-                                    "speedup": cand.result.get("speedup_eager") if cand.result else None,
-                                    "best_speedup": best[0].result.get("speedup_eager") if best else None})
+                                    "speedup": cand.result.speedup_eager if cand.result else None,
+                                    "best_speedup": best[0].result.speedup_eager if best else None})
         out.set_result(cand)
 
     def profile(self, cands: list[Cand]) -> None:
@@ -345,10 +345,10 @@ class Engine:
     # selection and waiting --------------------------------------------------------------------------
     def best(self, n: int) -> list[Cand]:
         """The `n` fastest correct candidates so far: in (round, key) order, a candidate displaces an
-        earlier one only when faster beyond their spread (verify/ranking.py); never arrival order. A kernel
+        earlier one only when faster beyond their spread (ranking.py); never arrival order. A kernel
         proposed again (the same source) holds one place, under its first candidate."""
         with self._lock:
-            ok = sorted((c for c in self.cands.values() if c.correct and not c.result.get("duplicate")),
+            ok = sorted((c for c in self.cands.values() if c.correct and not c.duplicate),
                         key=lambda c: (c.round, c.key))
         return ranked(ok, lambda c: c.spread, n)
 

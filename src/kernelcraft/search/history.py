@@ -55,7 +55,7 @@ def _outcome(cands: list[Cand], kept: list[Cand], kernels: list[Kernel], shown) 
         n = len(judged)
         which = "its implementation" if n == 1 else "both implementations" if n == 2 else f"all {n} implementations"
         return f"{which} failed: {failures}"
-    best = min(correct, key=lambda c: (bool(c.result.get("duplicate")), c.runtime_ms))  # the one ranked
+    best = min(correct, key=lambda c: (c.duplicate, c.runtime_ms))  # the one ranked
     kernel = kernels[kept.index(best)] if best in kept else shown([best])[0]
     speed = f" ({feedback.times(kernel.speedup_eager)} eager)" if kernel.speedup_eager else ""
     text = f"correct, {kernel.runtime_ms:.4g} ms{speed}"

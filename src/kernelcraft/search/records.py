@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from kernelcraft.propose import feedback
 from kernelcraft.propose.base import Idea, Kernel
+from kernelcraft.result import Result
 
 
 @dataclass
@@ -23,24 +24,27 @@ class Cand:
     idea_id: int | None = None
     answer: str | None = None  # the proposer's raw answer (for multi-turn conversations)
     parse_error: str | None = None
-    result: dict | None = None  # Result.to_dict(), once evaluated
+    result: Result | None = None  # the verifier's, once evaluated
     output_limit: int | None = None  # tokens: the answer was cut off at this limit (its kernel complete or not)
     profile: dict | None = None  # Profile.to_dict() (verify/profile), once profiled (--profile)
 
     @property
     def correct(self) -> bool:
-        return bool(self.result and self.result["correct"])
+        return bool(self.result and self.result.correct)
+
+    @property
+    def duplicate(self) -> bool:
+        return bool(self.result and self.result.duplicate)
 
     @property
     def runtime_ms(self) -> float:
-        return self.result["runtime_ms"] if self.correct and self.result["runtime_ms"] else float("inf")
+        return self.result.runtime_ms if self.correct and self.result.runtime_ms else float("inf")
 
     @property
     def spread(self) -> tuple[float, float | None] | None:
-        """(median ms, IQR ms) of a correct candidate's time, what rankings compare; None otherwise."""
-        if not self.correct or not self.result["runtime_ms"] or self.result.get("review_resolved") is False:
-            return None  # a speedup flagged for review that the verifier could not confirm is never a best
-        return self.result["runtime_ms"], (self.result.get("runtime") or {}).get("iqr_ms")
+        """(median ms, IQR ms) of a correct candidate's time, what rankings compare; None otherwise (a speedup
+        flagged for review that the verifier could not confirm is never a best)."""
+        return self.result.spread() if self.result and self.result.trusted else None
 
     @property
     def feedback(self) -> str:
@@ -49,8 +53,8 @@ class Cand:
     def kernel(self, eager_ms: float | None = None) -> Kernel:
         """The kernel as a proposer is shown it. `eager_ms`: the run's one eager baseline, so that the
         speedups of kernels judged at different moments (each against its own baseline) keep their order."""
-        speedup = self.result.get("speedup_eager") if self.result else None
-        runtime = self.result.get("runtime_ms") if self.correct else None
+        speedup = self.result.speedup_eager if self.result else None
+        runtime = self.result.runtime_ms if self.correct else None
         if eager_ms and runtime:
             speedup = round(eager_ms / runtime, 4)
         return Kernel(self.source, self.backend, self.feedback, speedup, self.idea.text if self.idea else None,
@@ -74,20 +78,6 @@ class Counters:
     replayed_calls: int = 0
     replayed_results: int = 0
     by_status: dict = field(default_factory=dict)
-
-
-def result_dict(verdict: Future) -> Future:
-    """A future of the Result's dict, from the verifier's future of the Result."""
-    out: Future = Future()
-
-    def relay(f: Future) -> None:
-        try:
-            out.set_result(f.result().to_dict())
-        except BaseException as exc:  # noqa: BLE001
-            out.set_exception(exc)
-
-    verdict.add_done_callback(relay)
-    return out
 
 
 def done(value) -> Future:

@@ -7,16 +7,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from kernelcraft.ledger import stored_counts, trajectory
 from kernelcraft.problems import Problem, load_problem
 from kernelcraft.propose.base import Proposer
-from kernelcraft.report.data import stored_counts, trajectory
+from kernelcraft.result import Result, json_safe
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.engine import Engine
 from kernelcraft.search.records import Cand, Counters
 from kernelcraft.search.strategies import get_strategy
 from kernelcraft.store import Store, StoreError, new_id, unevaluated_status
 from kernelcraft.verify import Verifier
-from kernelcraft.verify.result import json_safe
 
 
 CLEAN_ENDS = ("budget_", "proposer_exhausted")  # stop reasons of a run that ended as planned
@@ -32,6 +32,25 @@ class RunInterrupted(KeyboardInterrupt):
 
 
 @dataclass
+class BestKernel:
+    """A run's fastest correct candidate: where it came from and the verifier's Result."""
+
+    candidate: int  # its id in the store
+    key: str
+    round: int
+    idea: str | None
+    category: str | None
+    backend: str
+    result: Result
+    profile: dict | None = None  # Nsight Compute's counters summarised, when it was profiled (--profile)
+
+    def to_dict(self) -> dict:
+        return {"candidate": self.candidate, "key": self.key, "round": self.round, "idea": self.idea,
+                "category": self.category, "backend": self.backend, "result": self.result.to_dict(),
+                "profile": self.profile}
+
+
+@dataclass
 class RunOutcome:
     run_id: str
     problem: str
@@ -40,7 +59,7 @@ class RunOutcome:
     device: str
     status: str  # done | stopped | failed
     stop_reason: str | None
-    best: dict | None  # {candidate id, key, round, idea, category, result}
+    best: BestKernel | None
     best_file: str | None
     trajectory: list[dict]  # per round: best so far
     counters: Counters
@@ -51,7 +70,9 @@ class RunOutcome:
     error: str | None = None  # one line, when the run stopped because its proposer could not answer
 
     def to_dict(self) -> dict:
-        return json_safe(asdict(self))  # JSON has no NaN (a stored run's idle fraction is unknown)
+        d = asdict(self)
+        d["best"] = self.best.to_dict() if self.best else None
+        return json_safe(d)  # JSON has no NaN (a stored run's idle fraction is unknown)
 
 
 def start_run(store: Store, problem: Problem, proposer: Proposer, verifier: Verifier, config: RunConfig,
@@ -125,12 +146,12 @@ def write_best(cand: Cand, problem: Problem, run_id: str, out_dir: Path) -> str:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{Path(problem.name).stem}_{run_id}.py"
-    speed = f"{r['speedup_eager']:.2f}x eager" if r.get("speedup_eager") else "no eager time"
-    if r.get("speedup_compile"):
-        speed += f", {r['speedup_compile']:.2f}x torch.compile"
+    speed = f"{r.speedup_eager:.2f}x eager" if r.speedup_eager else "no eager time"
+    if r.speedup_compile:
+        speed += f", {r.speedup_compile:.2f}x torch.compile"
     header = (f"# kernelcraft run {run_id}: the fastest correct kernel found for {problem.name}\n"
-              f"# {r['runtime_ms']:.4f} ms ({speed}) on {r['device']}, backend {cand.backend}, "
-              f"policy {r['policy']}, round {cand.round}\n")
+              f"# {r.runtime_ms:.4f} ms ({speed}) on {r.device}, backend {cand.backend}, "
+              f"policy {r.policy}, round {cand.round}\n")
     if cand.idea:
         header += f"# idea ({cand.idea.category}): {cand.idea.text}\n"
     path.write_text(header + cand.source)
@@ -144,10 +165,8 @@ def outcome(store: Store, run_id: str, engine: Engine | None = None, best_file: 
     best = next((c for c in rows if c["id"] == row["best_candidate"]), None)
     best_info = None
     if best:
-        result = store.result(best["id"])["result"]
-        best_info = {"candidate": best["id"], "key": best["key"], "round": best["round"], "idea": best["idea"],
-                     "category": best["category"], "backend": best["backend"], "result": result,
-                     "profile": store.profile(best["id"])}
+        best_info = BestKernel(best["id"], best["key"], best["round"], best["idea"], best["category"],
+                               best["backend"], store.result(best["id"]), store.profile(best["id"]))
     counters = engine.count if engine else _stored_counters(store, row["id"], rows)
     per = max(counters.candidates, 1)
     return RunOutcome(
@@ -178,4 +197,4 @@ def _stored_counters(store: Store, run_id: str, rows: list[dict]) -> Counters:
     return Counters(**stored_counts(store, run_id, rows))
 
 
-__all__ = ["RunInterrupted", "RunOutcome", "start_run", "resume_run", "outcome", "run_error", "StoreError", "REFUSED", "FAILING"]
+__all__ = ["BestKernel", "RunInterrupted", "RunOutcome", "start_run", "resume_run", "outcome", "run_error", "StoreError", "REFUSED", "FAILING"]

@@ -1,6 +1,6 @@
 """The verifier: compile candidates, check them against the reference, time them. Nothing else."""
 
-from kernelcraft.verify.result import Result, Timing
+from kernelcraft.result import Result, Timing
 from kernelcraft.verify.supervisor import VerifyConfig
 from kernelcraft.verify.timing import TimingConfig
 from kernelcraft.verify.verifier import Job, Verifier, resolve_devices

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kernelcraft.problems.sizes import Sizes
-from kernelcraft.verify.result import Timing
+from kernelcraft.result import Timing
 
 
 class BaselineStore:

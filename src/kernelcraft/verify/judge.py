@@ -21,11 +21,11 @@ import psutil
 import torch
 
 from kernelcraft import hardware
+from kernelcraft.result import Result
 from kernelcraft.verify.check import Comparison, check_form, compare, compare_exact
 from kernelcraft.verify.inputs import distributions_for, draw_inputs, fresh_seed, mutate_inputs, mutation_kind
 from kernelcraft.verify.memory import GiB, fingerprint, new_key
 from kernelcraft.verify.policy import Policy, reference_math
-from kernelcraft.verify.result import Result
 
 
 class HarnessFault(Exception):

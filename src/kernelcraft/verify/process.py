@@ -58,7 +58,7 @@ _SAFE_GLOBALS = {
         name for name in dir(__import__("torch")) if isinstance(getattr(__import__("torch"), name, None),
                                                                  __import__("torch").dtype)},
     "collections": {"OrderedDict"},
-    "kernelcraft.verify.result": {"Timing"},
+    "kernelcraft.result": {"Timing"},
 }
 
 

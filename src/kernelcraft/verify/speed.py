@@ -6,10 +6,10 @@ code. A baseline the eager control disagrees with is measured again before any s
 from __future__ import annotations
 
 from kernelcraft.problems import Problem
+from kernelcraft.result import Result
 from kernelcraft.verify import judge, target
 from kernelcraft.verify.inputs import fresh_seed
 from kernelcraft.verify.process import WorkerDied, WorkerTimeout
-from kernelcraft.verify.result import Result
 
 
 def time_candidate(sup, case: judge.Case, problem: Problem) -> None:

@@ -26,11 +26,12 @@ from kernelcraft.candidate import Candidate
 from kernelcraft.problems import Problem
 from kernelcraft.problems.cost import Cost, compute_cost
 from kernelcraft.problems.sizes import Sizes, module_constants, resolve_sizes
-from kernelcraft.verify.baselines import BaselineStore
-from kernelcraft.verify.build import BuildOutcome
+from kernelcraft.result import Result, Status
 from kernelcraft.verify import judge, speed
 from kernelcraft.verify import target as target_mod
 from kernelcraft.verify.attribution import declared_kernels
+from kernelcraft.verify.baselines import BaselineStore
+from kernelcraft.verify.build import BuildOutcome
 from kernelcraft.verify.containment import Limits
 from kernelcraft.verify.devicelock import DeviceLock, device_key
 from kernelcraft.verify.guards import static_findings
@@ -38,7 +39,6 @@ from kernelcraft.verify.inputs import fresh_seed
 from kernelcraft.verify.memory import MemoryNeed, ProblemTooLarge, check_fits
 from kernelcraft.verify.policy import Policy, get_policy
 from kernelcraft.verify.process import UnsafeReply, WorkerDied, WorkerLimit, WorkerProcess, WorkerTimeout
-from kernelcraft.verify.result import Result
 from kernelcraft.verify.timing import TimingConfig
 
 
@@ -274,8 +274,8 @@ class Supervisor:
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
                 result.memory["supervisor_peak_reserved"] = torch.cuda.max_memory_reserved(self.device)
-        if not result.status:
-            result.status, result.correct = "ok", True
+        if result.status is None:
+            result.status, result.correct = Status.OK, True
 
     def _admissible(self, candidate: Candidate, build: BuildOutcome | None, result: Result) -> bool:
         """What can be decided before any candidate code runs: its source, its build, its backend."""

@@ -16,8 +16,8 @@ import torch
 from kernelcraft import hardware
 from kernelcraft.problems import Problem
 from kernelcraft.problems.cost import Cost
+from kernelcraft.result import Result, Timing
 from kernelcraft.verify.baselines import BaselineStore
-from kernelcraft.verify.result import Result, Timing
 
 
 @dataclass

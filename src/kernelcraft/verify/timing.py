@@ -25,7 +25,7 @@ from typing import Callable
 
 import torch
 
-from kernelcraft.verify.result import Timing
+from kernelcraft.result import Timing
 
 
 @dataclass

@@ -20,11 +20,11 @@ import torch
 from kernelcraft.backends import get_backend
 from kernelcraft.candidate import Candidate
 from kernelcraft.problems import Problem
+from kernelcraft.result import Result
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildPool
 from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.memory import MemoryNeed
-from kernelcraft.verify.result import Result
 from kernelcraft.verify.supervisor import Supervisor, VerifyConfig
 from kernelcraft.verify.target import Target
 

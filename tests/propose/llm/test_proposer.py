@@ -86,8 +86,8 @@ def test_a_failed_endpoint_gives_an_answer_with_an_error_not_an_exception(softma
 
 
 def test_strict_prompts_say_lower_precision_fails_and_offer_no_precision_ideas():
-    from kernelcraft.propose.llm.proposer import prompt_messages
     from kernelcraft.problems import load_problem
+    from kernelcraft.propose.llm.proposer import prompt_messages
 
     problem = load_problem("level1/softmax")
     ideas = Request("ideas", problem, "triton", count=3)
@@ -101,9 +101,9 @@ def test_strict_prompts_say_lower_precision_fails_and_offer_no_precision_ideas()
 
 
 def test_a_fix_after_an_unusable_answer_asks_for_the_format_not_for_speed():
+    from kernelcraft.problems import load_problem
     from kernelcraft.propose.base import Turn
     from kernelcraft.propose.llm.proposer import prompt_messages
-    from kernelcraft.problems import load_problem
 
     request = Request("fix", load_problem("level1/softmax"), "triton",
                       history=[Turn("no code here", "Your answer could not be used: no code block.", unusable=True),
@@ -117,7 +117,7 @@ def test_the_target_states_sizes_baselines_and_the_roofline_floor():
     from kernelcraft import hardware
     from kernelcraft.problems.cost import Cost, TensorSpec
     from kernelcraft.propose.llm.proposer import prompt_messages
-    from kernelcraft.verify.result import Timing
+    from kernelcraft.result import Timing
     from kernelcraft.verify.target import Target, floor
 
     import torch

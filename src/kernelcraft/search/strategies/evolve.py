@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 import random
 
+from kernelcraft.ranking import clearly_faster, ranked
 from kernelcraft.search.strategies.seeds import verify_seeds
-from kernelcraft.verify.ranking import clearly_faster, ranked
 
 MIGRATE = 2
 INSPIRATIONS = 2
@@ -17,7 +17,7 @@ INSPIRATIONS = 2
 
 def cell(cand) -> tuple[str, int]:
     category = cand.idea.category if cand.idea else "seed"
-    return category, int(math.floor(2 * math.log2(max(cand.result.get("speedup_eager") or 1e-3, 1e-3))))
+    return category, int(math.floor(2 * math.log2(max(cand.result.speedup_eager or 1e-3, 1e-3))))
 
 
 def admit(archive: dict, cand) -> None:

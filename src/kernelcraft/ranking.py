@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, TypeVar
 
-from kernelcraft.verify.result import faster_beyond_spread
+from kernelcraft.result import faster_beyond_spread
 
 T = TypeVar("T")
 Spread = tuple[float, float | None]  # (median_ms, iqr_ms)
@@ -45,11 +45,3 @@ def ranked(items: Iterable[T], spread: Callable[[T], Spread | None], n: int | No
         out.append(best)
         left = [item for item in left if item is not best]
     return out
-
-
-def result_spread(result: dict | None, timing: str = "runtime") -> Spread | None:
-    """(median_ms, iqr_ms) of one of a stored result's timings (Result.to_dict(): runtime, eager, compiled)."""
-    t = (result or {}).get(timing)
-    if not t or t.get("median_ms") is None:
-        return None
-    return t["median_ms"], t.get("iqr_ms")

@@ -1,4 +1,4 @@
-"""report/metrics.py: fast_p, the geometric mean, and a benchmark's summary, on hand-computed examples."""
+"""metrics.py: fast_p, the geometric mean, and a benchmark's summary, on hand-computed examples."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kernelcraft.report.metrics import P_VALUES, bench_metrics, fast_p, geomean
+from kernelcraft.metrics import P_VALUES, bench_metrics, fast_p, geomean
 
 
 def test_fast_p_counts_none_as_incorrect():

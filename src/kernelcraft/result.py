@@ -1,13 +1,40 @@
-"""The verifier's verdict on one candidate: a plain record, JSON-ready."""
+"""The verifier's verdict on one candidate: a typed record that every floor above the verifier reads as
+it is (the engine, the store, reports, exports), JSON-ready through `to_dict` and back through `from_dict`.
+
+It lives on the package's lowest floor, beside Candidate, because the run store keeps it: the store writes
+`Result.to_dict()` and reads back a `Result`."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 
-# `verifier_error`: the harness failed (out of memory in its own code, a fault of its own, a problem too
-# large for the device): never counted against the candidate.
-STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "incorrect", "rejected", "verifier_error")
+
+class Status(str, Enum):
+    """A verdict. A `str` too, so it compares equal to its value, prints as it and is written to JSON and
+    SQLite as it."""
+
+    OK = "ok"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    INCORRECT = "incorrect"
+    REJECTED = "rejected"
+    # the harness failed (out of memory in its own code, a fault of its own, a problem too large for the
+    # device): never counted against the candidate
+    VERIFIER_ERROR = "verifier_error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STATUSES = tuple(s.value for s in Status)
+# Before schema 2 of the store a fault of the harness itself was `runtime_error` with the reason
+# `verifier_error`, counted against the candidate; it is now the status `verifier_error`, reason `verifier_fault`.
+OLD_HARNESS_FAULT = "verifier_error"
+# Keys `to_dict` adds for readers of the JSON (derived from the timings): `from_dict` drops them.
+DERIVED = ("runtime_ms", "eager_ms", "compile_ms")
 
 
 @dataclass
@@ -23,6 +50,11 @@ class Timing:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Timing":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
 
     def faster_than(self, other: "Timing") -> bool:
         """Faster beyond the measured spread (see `faster_beyond_spread`)."""
@@ -46,7 +78,7 @@ class Result:
     problem: str
     candidate: str
     backend: str
-    status: str = ""  # set by the first failing check, else "ok" once every check has passed
+    status: Status | None = None  # set by the first failing check, else OK once every check has passed
     correct: bool = False
     reasons: list[str] = field(default_factory=list)  # failures and review flags, by name
     message: str = ""  # the error or the first failing check, in one paragraph
@@ -93,15 +125,46 @@ class Result:
     # device memory: the estimate before the evaluation, the supervisor's and the worker's peaks (bytes)
     memory: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # set by a search: the same source as an earlier candidate of the run, whose verdict this one reuses
+    duplicate: bool = False
+
+    def __post_init__(self) -> None:
+        if self.status is not None:
+            self.status = Status(self.status)  # a known status given as its string: the member
 
     @property
     def runtime_ms(self) -> float | None:
         return self.runtime.median_ms if self.runtime else None
 
-    def fail(self, status: str, reason: str, message: str = "") -> "Result":
+    @property
+    def eager_ms(self) -> float | None:
+        return self.eager.median_ms if self.eager else None
+
+    @property
+    def compile_ms(self) -> float | None:
+        return self.compiled.median_ms if self.compiled else None
+
+    @property
+    def timing_method(self) -> str | None:
+        """How the candidate (else the eager baseline) was timed, e.g. cuda_events+l2_flush."""
+        timing = self.runtime or self.eager
+        return timing.method if timing else None
+
+    @property
+    def trusted(self) -> bool:
+        """Correct, timed, and not a speedup flagged for review that the verifier could not confirm: a time a
+        search may rank and a report may crown."""
+        return self.correct and bool(self.runtime_ms) and self.review_resolved is not False
+
+    def spread(self, timing: str = "runtime") -> tuple[float, float | None] | None:
+        """(median ms, IQR ms) of one of the timings (runtime, eager, compiled), what rankings compare."""
+        t = getattr(self, timing)
+        return (t.median_ms, t.iqr_ms) if t is not None and t.median_ms is not None else None
+
+    def fail(self, status: Status | str, reason: str, message: str = "") -> "Result":
         """Record a failure; the first one decides the status."""
-        assert status in STATUSES, status
-        if not self.status or self.status == "ok":
+        status = Status(status)
+        if self.status is None or self.status == Status.OK:
             self.status = status
         self.correct = False
         if reason and reason not in self.reasons:
@@ -119,14 +182,35 @@ class Result:
 
     @property
     def failed(self) -> bool:
-        return bool(self.status) and self.status != "ok"
+        return self.status is not None and self.status != Status.OK
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["status"] = Status(self.status).value if self.status is not None else None
         d["runtime_ms"] = self.runtime_ms
-        d["eager_ms"] = self.eager.median_ms if self.eager else None
-        d["compile_ms"] = self.compiled.median_ms if self.compiled else None
+        d["eager_ms"] = self.eager_ms
+        d["compile_ms"] = self.compile_ms
         return json_safe(d)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Result":
+        """The Result `to_dict` wrote, from this version or an older one: fields added since then take their
+        defaults, an old harness fault its new status, and keys this version does not know are dropped (a newer
+        store read by an older kernelcraft). A status it does not know is an error (ValueError)."""
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        for name in ("runtime", "eager", "compiled", "eager_control"):
+            if kw.get(name) is not None:
+                kw[name] = Timing.from_dict(kw[name])
+        kw["status"] = Status(kw["status"]) if kw.get("status") else None
+        reasons = list(kw.get("reasons") or [])
+        if OLD_HARNESS_FAULT in reasons:
+            reasons[reasons.index(OLD_HARNESS_FAULT)] = "verifier_fault"
+            if kw["status"] == Status.RUNTIME_ERROR:
+                kw["status"] = Status.VERIFIER_ERROR
+        kw["reasons"] = reasons
+        kw["duplicate"] = bool(kw.get("duplicate"))
+        return cls(**kw)
 
 
 def json_safe(value):

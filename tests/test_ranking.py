@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kernelcraft.verify.ranking import champion, clearly_faster, ranked, result_spread
-from kernelcraft.verify.result import Timing, faster_beyond_spread
+from kernelcraft.ranking import champion, clearly_faster, ranked
+from kernelcraft.result import Result, Timing, faster_beyond_spread
 
 
 def timing(median: float, iqr: float) -> Timing:
@@ -32,8 +32,9 @@ def test_ranked_is_a_succession_of_champions_and_skips_the_untimed():
     assert [i[0] for i in ranked(items, lambda i: i[1], 1)] == ["b"]
 
 
-def test_clearly_faster_and_result_spread_read_stored_results():
-    stored = {"runtime": {"median_ms": 2.0, "iqr_ms": 0.4}, "eager": {"median_ms": 2.3, "iqr_ms": 0.4}}
-    assert result_spread(stored) == (2.0, 0.4) and result_spread(stored, "compiled") is None
-    assert not clearly_faster(result_spread(stored), result_spread(stored, "eager"))
+def test_clearly_faster_and_the_spreads_of_a_stored_result():
+    stored = Result.from_dict({"problem": "p", "candidate": "c", "backend": "triton", "status": "ok", "correct": True,
+                               "runtime": timing(2.0, 0.4).to_dict(), "eager": timing(2.3, 0.4).to_dict()})
+    assert stored.spread() == (2.0, 0.4) and stored.spread("compiled") is None
+    assert not clearly_faster(stored.spread(), stored.spread("eager"))
     assert clearly_faster((1.0, 0.0), None) and not clearly_faster(None, (1.0, 0.0))

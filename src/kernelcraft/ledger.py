@@ -1,0 +1,66 @@
+"""A run store read back the way the search, the reports and the exports all read it: which run or bench a
+name means, a run's trajectory (the best kernel so far, round by round) and its counts. It sits on the floor
+of the store itself, so none of the three borrows another's shapes.
+
+The best kernel at a round is the fastest correct candidate up to that round, where faster means beyond the
+measured spread (ranking.py): candidates are taken by round, then key, and a later one displaces the best
+only when its median time is below the best's by more than half the sum of their IQRs."""
+
+from __future__ import annotations
+
+from kernelcraft.ranking import clearly_faster
+from kernelcraft.store import Store, StoreError, unevaluated_status
+
+
+def resolve(store: Store, ident: str) -> tuple[str, str]:
+    """("bench", id) or ("run", id) for a bench id, a run id, or a unique prefix of either."""
+    benches = store.benches(ident)
+    if len(benches) == 1 or any(b["id"] == ident for b in benches):
+        return "bench", next((b["id"] for b in benches if b["id"] == ident), benches[0]["id"])
+    if len(benches) > 1:
+        raise StoreError(f"bench {ident!r} is ambiguous: {', '.join(b['id'] for b in benches[:5])}")
+    return "run", store.run(ident)["id"]
+
+
+def trajectory(rows: list[dict]) -> list[dict]:
+    """Per round: candidates tried, how many were correct, and the best kernel so far.
+
+    `rows` are `Store.candidates(run_id)`."""
+    out, best = [], None
+    for r in sorted({c["round"] for c in rows}):
+        this = [c for c in rows if c["round"] == r]
+        correct = [c for c in this if c["correct"]]
+        for c in sorted(correct, key=lambda c: c["key"]):  # a later kernel wins only beyond the spread
+            if best is None or clearly_faster(row_spread(c), row_spread(best)):
+                best = c
+        out.append({"round": r, "candidates": len(this), "correct": len(correct),
+                    "best_runtime_ms": best["runtime_ms"] if best else None,
+                    "best_speedup_eager": best["speedup_eager"] if best else None,
+                    "best_speedup_compile": best["speedup_compile"] if best else None,
+                    "best_key": best["key"] if best else None, "best_idea": best["idea"] if best else None,
+                    "best_category": best["category"] if best else None})
+    return out
+
+
+def row_spread(row: dict) -> tuple[float, float | None] | None:
+    """(median ms, IQR ms) of a correct `Store.candidates` row's time; None when it has none, or when it is a
+    speedup flagged for review that the verifier could not confirm (never a best)."""
+    if not row["correct"] or not row["runtime_ms"] or row.get("review_resolved") == 0:
+        return None
+    return row["runtime_ms"], row.get("runtime_iqr_ms")
+
+
+def stored_counts(store: Store, run_id: str, rows: list[dict]) -> dict:
+    """A run's counts, from the store: calls, tokens, cost, candidates by status. `rows`: its candidates."""
+    usage = store.usage(run_id)
+    by_status: dict[str, int] = {}
+    for r in rows:
+        status = r["status"] or unevaluated_status(r["parse_error"])
+        by_status[status] = by_status.get(status, 0) + 1
+    return {"calls": usage["calls"], "failed_calls": usage["failed"] or 0, "last_error": usage["last_error"],
+            "input_tokens": usage["input_tokens"],
+            "output_tokens": usage["output_tokens"], "cost": usage["cost"] or 0.0,
+            "unpriced_calls": usage["unpriced"] or 0, "candidates": len(rows),
+            "evaluated": sum(1 for r in rows if r["status"]),
+            "malformed": sum(1 for r in rows if unevaluated_status(r["parse_error"]) == "malformed"),
+            "by_status": by_status}

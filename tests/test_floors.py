@@ -1,0 +1,59 @@
+"""The package's floors (DESIGN.md): a module imports only from floors below its own. Checked on the source
+(every import statement, at module level or inside a function), so a lazy import cannot hide a borrowing."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import kernelcraft
+
+PACKAGE = Path(kernelcraft.__file__).parent
+# the store's floor: what every floor above reads and writes
+BOTTOM = ("kernelcraft.store", "kernelcraft.result", "kernelcraft.ranking", "kernelcraft.metrics",
+          "kernelcraft.ledger", "kernelcraft.errors")
+ABOVE_THE_STORE = ("kernelcraft.search", "kernelcraft.report", "kernelcraft.export", "kernelcraft.verify",
+                   "kernelcraft.propose", "kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp")
+
+
+def imports(module: str) -> set[str]:
+    """The kernelcraft modules `module` imports, anywhere in its source."""
+    path = PACKAGE.joinpath(*module.split(".")[1:])
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m.startswith("kernelcraft")}
+
+
+def modules_under(package: str) -> list[str]:
+    root = PACKAGE.joinpath(*package.split(".")[1:])
+    return [package + "." + ".".join(p.relative_to(root).with_suffix("").parts) for p in root.rglob("*.py")
+            if p.name != "__init__.py"]
+
+
+def borrowed(module: str, floors: tuple[str, ...]) -> set[str]:
+    return {m for m in imports(module) if any(m == f or m.startswith(f + ".") for f in floors)}
+
+
+def test_the_store_floor_imports_nothing_above_it():
+    for module in BOTTOM:
+        assert not borrowed(module, ABOVE_THE_STORE), module
+
+
+def test_search_and_export_do_not_borrow_the_reports_shapes():
+    for package in ("kernelcraft.search", "kernelcraft.export"):
+        for module in modules_under(package):
+            assert not borrowed(module, ("kernelcraft.report",)), module
+
+
+def test_nothing_below_the_faces_imports_them():
+    faces = ("kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp")
+    for package in ("kernelcraft.search", "kernelcraft.export", "kernelcraft.report", "kernelcraft.verify",
+                    "kernelcraft.propose", "kernelcraft.problems", "kernelcraft.backends"):
+        for module in modules_under(package):
+            assert not borrowed(module, faces), module
