@@ -11,7 +11,7 @@ import kernelcraft
 PACKAGE = Path(kernelcraft.__file__).parent
 # the store's floor: what every floor above reads and writes
 BOTTOM = ("kernelcraft.store", "kernelcraft.result", "kernelcraft.ranking", "kernelcraft.metrics",
-          "kernelcraft.ledger", "kernelcraft.errors")
+          "kernelcraft.ledger", "kernelcraft.errors", "kernelcraft.syntax")
 ABOVE_THE_STORE = ("kernelcraft.search", "kernelcraft.report", "kernelcraft.export", "kernelcraft.verify",
                    "kernelcraft.propose", "kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp")
 

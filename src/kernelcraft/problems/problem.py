@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelcraft import syntax
 from kernelcraft.errors import KernelcraftError
 
 SUITE_ROOT = Path(__file__).parent
@@ -63,19 +64,19 @@ def exec_problem(source: str, filename: str, module: types.ModuleType, constants
     constant computed from it (`bias_shape = (out_channels, 1, 1)`, `groups = in_channels`) follows it.
     A name no top-level statement binds is set before the file runs and again after it.
     """
-    tree = ast.parse(source, filename)
+    tree = syntax.parse(source, filename)
     body = []
     for node in tree.body:
         body.append(node)
         for name in bound_names(node):
             if name in constants:
-                value = ast.parse(repr(constants[name]), mode="eval").body
+                value = syntax.parse(repr(constants[name]), mode="eval").body
                 body.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), node))
     tree.body = body
     ast.fix_missing_locations(tree)
     module.__dict__.update(constants)
     try:
-        exec(compile(tree, filename, "exec"), module.__dict__)
+        exec(syntax.compile_tree(tree, filename), module.__dict__)
     except Exception as exc:
         raise ProblemError(f"{filename}: importing the problem raised {type(exc).__name__}: {exc}") from None
     module.__dict__.update(constants)

@@ -16,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from kernelcraft import syntax
 from kernelcraft.problems.problem import Problem, ProblemError, bound_names
 
 # The bundled suite at its SMALL_SIZES (compute_cost over all 67 problems): bytes median 97 KB, 90th
@@ -78,7 +79,7 @@ def parse_sizes(text: str) -> dict:
         if not eq or not name.isidentifier():
             raise ValueError(f"--sizes: {item!r} is not NAME=VALUE (e.g. batch_size=16 or input_shape=(128,4096))")
         try:
-            parsed = ast.literal_eval(value)
+            parsed = syntax.literal_eval(value)
         except (ValueError, SyntaxError):
             parsed = None
         ints = parsed if isinstance(parsed, (tuple, list)) else (parsed,)
@@ -114,7 +115,7 @@ def module_constants(problem: Problem) -> dict[str, bool]:
     follows another)."""
     module = problem.load()
     found: dict[str, bool] = {}
-    for node in ast.parse(problem.source).body:
+    for node in syntax.parse(problem.source).body:
         value = getattr(node, "value", None)
         free = value is not None and not isinstance(node, ast.AugAssign) and \
             not any(isinstance(n, ast.Name) for n in ast.walk(value))

@@ -8,6 +8,8 @@ import ast
 import builtins
 from dataclasses import dataclass
 
+from kernelcraft import syntax
+
 _BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__builtins__"}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -23,7 +25,7 @@ class Names:
 def names(source: str) -> Names | None:
     """None when the source is not Python (a syntax error, a CUDA block without a language tag)."""
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except (SyntaxError, ValueError):
         return None
     bound, read = set(), set()

@@ -17,6 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from kernelcraft import syntax
 from kernelcraft.propose.base import CATEGORIES, Idea
 from kernelcraft.propose.fences import Block, Fences, inside, scan
 from kernelcraft.propose.names import names
@@ -143,7 +144,7 @@ def _code_span(lines: list[str], model_at: int) -> tuple[int, int]:
 
 def _parses(lines: list[str]) -> bool:
     try:
-        ast.parse("\n".join(lines))
+        syntax.parse("\n".join(lines))
     except (SyntaxError, ValueError):
         return False
     return True

@@ -12,6 +12,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from kernelcraft import syntax
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -68,7 +70,7 @@ def _dotted(node: ast.AST) -> str:
 def static_findings(source: str) -> list[Finding]:
     """Every rule the source breaks (empty for an honest candidate)."""
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError as exc:
         return [Finding("syntax_error", f"line {exc.lineno}: {exc.msg}")]
     found: list[Finding] = []

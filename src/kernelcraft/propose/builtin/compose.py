@@ -9,8 +9,8 @@ first len(inputs) inputs under those names as passed, then runs the family's bod
 from __future__ import annotations
 
 import ast
-import threading
 
+from kernelcraft import syntax
 from kernelcraft.propose.builtin import scalars
 from kernelcraft.propose.builtin.triton_families.common import indent
 
@@ -35,13 +35,9 @@ def assemble(reference_source: str, head: str, kernels: list[str], body: str) ->
     return scalars.bind(text)
 
 
-_AST = threading.Lock()  # the search renders in threads, and CPython 3.11's ast.parse is not thread-safe
-
-
 def parse(source: str) -> ast.Module:
-    """ast.parse under the lock that makes it safe across the search's threads."""
-    with _AST:
-        return ast.parse(source)
+    """ast.parse, safe across the search's threads (syntax.py)."""
+    return syntax.parse(source)
 
 
 def forward_signature(source: str) -> tuple[str, list[str]]:

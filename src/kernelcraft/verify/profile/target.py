@@ -10,11 +10,12 @@ process's stdout and stderr go to `target.log`, so nothing the candidate prints 
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import sys
 from pathlib import Path
+
+from kernelcraft import syntax
 
 WARMUP_CALLS = 3
 
@@ -41,7 +42,7 @@ def profile_one_call(spec: dict) -> dict:
     from kernelcraft.verify.worker import Worker
 
     worker = Worker(None)
-    sizes = {name: ast.literal_eval(text) for name, text in spec["sizes"].items()}
+    sizes = {name: syntax.literal_eval(text) for name, text in spec["sizes"].items()}
     try:
         reply = worker.do_load(spec["problem_source"], spec.get("candidate_source"), "cuda:0", spec["init_seed"],
                                sizes, spec["build_cache"], spec["arch_list"], exact_fp32=spec["exact_fp32"])
