@@ -146,6 +146,10 @@ def test_optimize_refuses_bad_settings_before_a_run(tmp_path):
         api.optimize("level1/relu", round=1, device="cpu", store=db)
     with pytest.raises(ConfigError, match="rounds must be at least 1"):
         api.optimize("level1/relu", rounds=0, device="cpu", store=db)
+    with pytest.raises(ConfigError, match="the built-in engineer costs nothing; --max-usd applies to a model"):
+        api.optimize("level1/relu", max_usd=1.0, device="cpu", store=db)  # not a budget silently ignored
+    with pytest.raises(ConfigError, match="the built-in engineer costs nothing"):
+        api.bench("level1", only="relu", max_usd=1.0, device="cpu", store=db)
     with pytest.raises(ConfigError, match="PROBLEM .* is required"):
         api.optimize(device="cpu", store=db)
     with pytest.raises(ProblemError, match="no problem file"):
