@@ -188,3 +188,13 @@ def test_bench_stops_at_a_refusal_with_exit_3(tmp_path, capsys):
         "kernelcraft bench: relu: openai-compatible/scripted-model: HTTP 401: invalid x-api-key")
     rows = {r["problem"]: r for r in json.loads(out.strip().splitlines()[-1])["rows"]}
     assert rows["relu"]["status"] == "stopped" and rows["sigmoid"]["status"] == "not_run"
+
+
+def test_a_problem_the_builtin_engineer_cannot_trace_is_said_in_words(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "level3/lstm_loop", "--device", "cpu", "--store", str(tmp_path / "runs.db")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("kernelcraft run: the built-in engineer cannot trace "
+                                                         "level3/lstm_loop: its forward uses a tensor value")
+    assert err.endswith("torch.fx said: TypeError: 'Proxy' object cannot be interpreted as an integer")
