@@ -121,6 +121,22 @@ def test_report_and_export_of_a_run(relu_run, tmp_path):
         api.export(outcome.run_id, "trajectories", store=root / "runs.db", out=tmp_path / "steps.jsonl")
 
 
+@pytest.mark.slow
+def test_a_stored_run_its_candidates_and_their_sources(relu_run):
+    root, outcome, _ = relu_run
+    db = root / "runs.db"
+    assert [r["id"] for r in api.runs(store=db)] == [outcome.run_id]
+    summary = api.run_summary(outcome.run_id[:17], store=db)
+    assert summary["run_id"] == outcome.run_id and len(summary["candidates"]) == outcome.counters.candidates
+    first = summary["candidates"][0]
+    assert {"key", "round", "status", "runtime_ms", "speedup_eager", "idea", "category", "backend"} <= set(first)
+    assert any(c["idea"] for c in summary["candidates"])  # the built-in engineer's moves, in words
+    cand = api.candidate(outcome.run_id, first["key"], store=db)
+    assert cand["key"] == first["key"] and cand["status"] == first["status"] and "class ModelNew" in cand["source"]
+    with pytest.raises(StoreError, match=f"no candidate 'nope' in run {outcome.run_id} \\(its keys: "):
+        api.candidate(outcome.run_id, "nope", store=db)
+
+
 def test_report_and_export_refuse_what_is_not_there(tmp_path):
     with pytest.raises(StoreError, match="no run store at"):
         api.report("20990101", store=tmp_path / "none.db")

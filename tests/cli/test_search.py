@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from unittest.mock import ANY
 
 import pytest
 
@@ -53,6 +54,21 @@ def test_run_then_runs_list_and_show(server, tmp_path, capsys):
     assert main(["runs", "show", summary["run_id"], "--store", str(tmp_path / "runs.db")]) == 0
     text = capsys.readouterr().out
     assert summary["run_id"] in text and "best kernel by round" in text
+    # its candidates, as its help says: key, round, status, time, speedup, idea; and a candidate's source
+    assert "candidates (1)" in text and any(line.split()[1:6] == ["s/000", "│", "1", "│", "ok"] for line in text.splitlines()
+                                             if line.startswith("│")), text
+    assert shown["candidates"] == [{"key": "s/000", "round": 1, "status": "ok", "speedup_eager": ANY,
+                                    "runtime_ms": ANY, "category": None, "idea": None, "backend": "triton"}]
+    assert main(["runs", "show", summary["run_id"], "--source", "s/000", "--store", str(tmp_path / "runs.db")]) == 0
+    source = capsys.readouterr().out
+    assert "class ModelNew" in source
+    assert main(["runs", "show", summary["run_id"], "--source", "s/000", "--json",
+                 "--store", str(tmp_path / "runs.db")]) == 0
+    candidate = last_json(capsys)
+    assert candidate["key"] == "s/000" and candidate["status"] == "ok" and candidate["source"].rstrip("\n") == source.rstrip("\n")
+    assert main(["runs", "show", summary["run_id"], "--source", "r09/x", "--store", str(tmp_path / "runs.db")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"kernelcraft runs: no candidate 'r09/x' in run {summary['run_id']} (its keys: s/000)"
 
 
 @pytest.mark.slow
