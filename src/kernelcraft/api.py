@@ -1,5 +1,7 @@
-"""kernelcraft from Python: evaluate a candidate, optimize a problem, bench a suite, list problems, a run's
-report, export rows. The CLI is a face over these. Nothing here prints; bad input raises a KernelcraftError
+"""kernelcraft from Python: evaluate a candidate, optimize a problem, bench a suite, profile a candidate, list
+and show problems, read the run store (runs, a run, a candidate's source), a run's report, export rows. The CLI
+is a face over these. (Past ~400 lines for a reason: one module is the whole surface every face calls, a
+section per command; what each does lives below it.) Nothing here prints; bad input raises a KernelcraftError
 (ProblemError, CandidateError, ConfigError, StoreError, ExportError; ProblemTooLarge for a problem the device
 cannot hold) with a one-line message.
 
