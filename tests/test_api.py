@@ -121,6 +121,23 @@ def test_report_and_export_of_a_run(relu_run, tmp_path):
         api.export(outcome.run_id, "trajectories", store=root / "runs.db", out=tmp_path / "steps.jsonl")
 
 
+@pytest.mark.slow
+def test_a_stored_run_its_candidates_and_their_sources(relu_run):
+    root, outcome, _ = relu_run
+    db = root / "runs.db"
+    assert [r["id"] for r in api.runs(store=db)] == [outcome.run_id]
+    summary = api.run_summary(outcome.run_id[:17], store=db)
+    assert summary.run_id == outcome.run_id and len(summary.candidates) == outcome.counters.candidates
+    assert summary.best.result == outcome.best.result  # the stored Result, typed, as the run returned it
+    first = summary.candidates[0]
+    assert {"key", "round", "status", "runtime_ms", "speedup_eager", "idea", "category", "backend"} <= set(first)
+    assert any(c["idea"] for c in summary.candidates)  # the built-in engineer's moves, in words
+    cand = api.candidate(outcome.run_id, first["key"], store=db)
+    assert cand["key"] == first["key"] and cand["status"] == first["status"] and "class ModelNew" in cand["source"]
+    with pytest.raises(StoreError, match=f"no candidate 'nope' in run {outcome.run_id} \\(its keys: "):
+        api.candidate(outcome.run_id, "nope", store=db)
+
+
 def test_report_and_export_refuse_what_is_not_there(tmp_path):
     with pytest.raises(StoreError, match="no run store at"):
         api.report("20990101", store=tmp_path / "none.db")
@@ -146,6 +163,10 @@ def test_optimize_refuses_bad_settings_before_a_run(tmp_path):
         api.optimize("level1/relu", round=1, device="cpu", store=db)
     with pytest.raises(ConfigError, match="rounds must be at least 1"):
         api.optimize("level1/relu", rounds=0, device="cpu", store=db)
+    with pytest.raises(ConfigError, match="the built-in engineer costs nothing; --max-usd applies to a model"):
+        api.optimize("level1/relu", max_usd=1.0, device="cpu", store=db)  # not a budget silently ignored
+    with pytest.raises(ConfigError, match="the built-in engineer costs nothing"):
+        api.bench("level1", only="relu", max_usd=1.0, device="cpu", store=db)
     with pytest.raises(ConfigError, match="PROBLEM .* is required"):
         api.optimize(device="cpu", store=db)
     with pytest.raises(ProblemError, match="no problem file"):

@@ -2,6 +2,6 @@
 
 import sys
 
-from kernelcraft.cli import main
+from kernelcraft.cli.app import main
 
 sys.exit(main())

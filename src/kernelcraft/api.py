@@ -1,5 +1,7 @@
-"""kernelcraft from Python: evaluate a candidate, optimize a problem, bench a suite, list problems, a run's
-report, export rows. The CLI is a face over these. Nothing here prints; bad input raises a KernelcraftError
+"""kernelcraft from Python: evaluate a candidate, optimize a problem, bench a suite, profile a candidate, list
+and show problems, read the run store (runs, a run, a candidate's source), a run's report, export rows. The CLI
+is a face over these. (Past ~400 lines for a reason: one module is the whole surface every face calls, a
+section per command; what each does lives below it.) Nothing here prints; bad input raises a KernelcraftError
 (ProblemError, CandidateError, ConfigError, StoreError, ExportError; ProblemTooLarge for a problem the device
 cannot hold) with a one-line message.
 
@@ -102,6 +104,70 @@ def _devices(device: str) -> list[str]:
         raise
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+# profile ----------------------------------------------------------------------------------------------
+@dataclass
+class PreparedProfile:
+    """A candidate made ready to profile under Nsight Compute: the problem loaded at the sizes it runs at on
+    `device`, and a profiler (`profiler.version` is ncu's)."""
+
+    problem: object  # Problem
+    candidate: object  # Candidate
+    device: str
+    sizes: object  # problems.sizes.Sizes
+    profiler: object  # verify.profile.Profiler
+    exact: bool  # the policy computes fp32 exactly (no TF32)
+
+    def run(self, reference: bool = True) -> dict:
+        """One call of the candidate profiled (a ProfileError when it cannot be), then one of the reference
+        (`reference_error` says why it could not be): what `kernelcraft profile --json` prints."""
+        from kernelcraft.verify.profile import ProfileError
+
+        profile = self.profiler.run(self.problem, self.candidate, self.sizes.constants, self.exact)
+        ref, ref_error = None, None
+        if reference:
+            try:
+                ref = self.profiler.run(self.problem, None, self.sizes.constants, self.exact)
+            except ProfileError as exc:
+                ref_error = str(exc)
+        return {"problem": self.problem.name, "candidate": self.candidate.name, "backend": self.candidate.backend,
+                "device": self.device, "sizes": self.sizes.to_dict(), "profile": profile.to_dict(),
+                "reference": ref.to_dict() if ref else None, "reference_error": ref_error}
+
+
+def prepare_profile(problem, candidate, *, device: str = "cuda", policy: str = "strict", size: str = "auto",
+                    sizes: dict | str | None = None, backend: str = "", cache_dir: str | Path | None = None,
+                    timeout: float = 300.0) -> PreparedProfile:
+    """What `profile` runs, made ready. Checked in turn: Nsight Compute's ncu (on a machine without it nothing
+    else matters), the problem, the candidate, the device (a CUDA GPU: `cuda` and `auto` mean cuda:0), the
+    sizes (the problem loaded at them, as `evaluate` would run it). A missing ncu or GPU raises
+    verify.profile.ProfileError (with its `reason`); bad input a KernelcraftError."""
+    from kernelcraft.verify.profile import Profiler, check_device, find_ncu
+
+    find_ncu()
+    with _config_errors():
+        from kernelcraft.assemble import parse_sizes
+        from kernelcraft.inputs import as_candidate, as_problem
+        from kernelcraft.problems.sizes import resolve_sizes
+        from kernelcraft.verify.policy import get_policy
+
+        the_problem = as_problem(problem)
+        the_candidate = as_candidate(candidate, backend)
+        the_device = "cuda:0" if device in ("cuda", "auto") else device
+        check_device(the_device)
+        the_sizes = resolve_sizes(the_problem, size, the_device.split(":")[0], parse_sizes(sizes))
+        the_problem.load(sizes=the_sizes)
+        exact = not get_policy(policy).allow_tf32
+        profiler = Profiler(the_device, Path(cache_dir) if cache_dir else None, timeout)
+        return PreparedProfile(the_problem, the_candidate, the_device, the_sizes, profiler, exact)
+
+
+def profile(problem, candidate, *, reference: bool = True, **options) -> dict:
+    """One call of a candidate, and of the reference, under Nsight Compute, summarised (verify/profile): a dict
+    with `profile`, `reference` (or `reference_error`), `sizes`, `device`. Options: device, policy, size, sizes,
+    backend, cache_dir, timeout. Raises verify.profile.ProfileError where no profile can be had."""
+    return prepare_profile(problem, candidate, **options).run(reference)
 
 
 # optimize ---------------------------------------------------------------------------------------------
@@ -312,6 +378,81 @@ def problems(level: int | None = None, directory: str | Path | None = None) -> l
     return rows
 
 
+def problem_info(problem, *, small: bool = False, sizes: dict | str | None = None) -> dict:
+    """One problem (a path, a suite name or source text) at its full sizes, or its small ones (`small`: its
+    SMALL_SIZES, else sizes derived from its cost), with `sizes` set on top: `name`, `path`, `level`, `sha`, its
+    cost (`flops`, `bytes`, `inputs`, `outputs`, …), `sizes`, `sizes_text` and `source`."""
+    with _config_errors():
+        from kernelcraft.assemble import parse_sizes
+        from kernelcraft.inputs import as_problem
+        from kernelcraft.problems.cost import compute_cost
+        from kernelcraft.problems.sizes import resolve_sizes
+
+        the_problem = as_problem(problem)
+        the_sizes = resolve_sizes(the_problem, "small" if small else "full", "cpu", parse_sizes(sizes))
+        cost = compute_cost(the_problem.load(sizes=the_sizes))
+    return {"name": the_problem.name, "path": str(the_problem.path), "level": the_problem.level,
+            "sha": the_problem.sha, **cost.to_dict(), "sizes": the_sizes.to_dict(),
+            "sizes_text": the_sizes.describe(), "source": the_problem.source}
+
+
+@contextmanager
+def _opened(store):
+    """The store given, or one opened at a path (or the default) and closed after."""
+    given = _is_store(store)
+    the_store = open_store(store)
+    try:
+        yield the_store
+    finally:
+        if not given:
+            the_store.close()
+
+
+def runs(*, store=None, limit: int = 30) -> list[dict]:
+    """The latest runs of the store, newest first: `id`, `problem`, `strategy`, `proposer`, `status`,
+    `stop_reason`, `created`, `candidates`, the best kernel's `speedup_eager`, `tokens` and `cost`."""
+    with _opened(store) as the_store:
+        rows = []
+        for r in the_store.runs(limit):
+            best = the_store.result(r["best_candidate"]) if r["best_candidate"] else None
+            usage = the_store.usage(r["id"])
+            rows.append({"id": r["id"], "problem": r["problem"], "strategy": r["strategy"],
+                         "proposer": r["proposer"], "status": r["status"], "stop_reason": r["stop_reason"],
+                         "created": r["created"], "candidates": len(the_store.candidates(r["id"])),
+                         "speedup_eager": best.speedup_eager if best else None,
+                         "tokens": usage["input_tokens"] + usage["output_tokens"], "cost": usage["cost"]})
+        return rows
+
+
+def run_summary(run: str, *, store=None):
+    """One stored run (an id or a unique prefix) as `optimize` summarises it (a search.RunOutcome): its best
+    kernel (a BestKernel with its Result), trajectory, counters, and `candidates`, one dict each (`key`, `round`,
+    `status`, `runtime_ms`, `speedup_eager`, `idea`, `category`, `backend`)."""
+    from kernelcraft.search import outcome
+
+    with _opened(store) as the_store:
+        return outcome(the_store, the_store.run(run)["id"])
+
+
+def candidate(run: str, key: str, *, store=None) -> dict:
+    """One candidate of a stored run, by its key (`r01/i00/m00`, as run_summary lists them): `run_id`, `key`,
+    `round`, `status`, `idea`, `category`, `backend`, `origin` and its `source`."""
+    from kernelcraft.store import StoreError, unevaluated_status
+
+    with _opened(store) as the_store:
+        run_id = the_store.run(run)["id"]
+        rows = the_store.candidates(run_id)
+        row = next((c for c in rows if c["key"] == key), None)
+        if row is None:
+            keys = [c["key"] for c in rows]
+            listed = ", ".join(keys[:8]) + (f", … ({len(keys)} in all)" if len(keys) > 8 else "")
+            raise StoreError(f"no candidate {key!r} in run {run_id} (its keys: {listed or 'none'})")
+        return {"run_id": run_id, "key": row["key"], "round": row["round"],
+                "status": row["status"] or unevaluated_status(row["parse_error"]), "idea": row["idea"],
+                "category": row["category"], "backend": row["backend"], "origin": row["origin"],
+                "source": row["source"]}
+
+
 def report(*runs: str, store=None) -> dict:
     """The report `kernelcraft report` renders: of a run or a bench (an id, or a unique prefix), or of two
     side by side. `kind` says which: run, bench, compare_runs or compare_benches."""
@@ -389,6 +530,7 @@ def export(runs: str | list[str], kind: str, *, store=None, out: str | Path | No
     return Exported(kind, rows, stats, filters.to_dict(), path, fmt)
 
 
-__all__ = ["ConfigError", "Evaluation", "Exported", "KernelcraftError", "PreparedBench", "PreparedRun",
-           "SearchSettings", "bench", "evaluate", "export", "open_store", "optimize", "prepare_bench",
-           "prepare_evaluation", "prepare_run", "problems", "report"]
+__all__ = ["ConfigError", "Evaluation", "Exported", "KernelcraftError", "PreparedBench", "PreparedProfile",
+           "PreparedRun", "SearchSettings", "bench", "candidate", "evaluate", "export", "open_store", "optimize",
+           "prepare_bench", "prepare_evaluation", "prepare_profile", "prepare_run", "problem_info", "problems",
+           "profile", "report", "run_summary", "runs"]

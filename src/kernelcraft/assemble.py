@@ -111,6 +111,8 @@ def run_config(s: SearchSettings, devices: list[str]):
                           f"use {' or '.join(STRATEGIES)}, or a model (--model)")
     if builtin and s.backend and s.backend not in FAMILIES:
         raise ConfigError(f"--backend {s.backend}: the built-in engineer writes {', '.join(FAMILIES)} kernels")
+    if builtin and s.max_usd is not None:  # a budget that can never be reached is a mistake, not a limit
+        raise ConfigError("--max-usd: the built-in engineer costs nothing; --max-usd applies to a model (--model)")
 
     seeds = [as_candidate(seed).source for seed in s.seeds]
     if builtin:

@@ -210,6 +210,18 @@ def runs_view(rows: list[dict]) -> Table:
     return table
 
 
+def candidates_view(rows: list[dict]) -> Table:
+    """A run's candidates, one row each: key (what `runs show RUN --source KEY` takes), round, status, time,
+    speedup over eager, and the idea it implements."""
+    table = Table(title=f"candidates ({len(rows)})", title_justify="left")
+    for col in ("key", "round", "status", "time", "× eager", "idea"):
+        table.add_column(col, justify="right" if col in ("round", "time", "× eager") else "left")
+    for c in rows:
+        table.add_row(c["key"], str(c["round"]), c["status"] or "", _ms(c["runtime_ms"]), _x(c["speedup_eager"]),
+                      (c.get("idea") or "")[:70])
+    return table
+
+
 # `kernelcraft report` ------------------------------------------------------------------------------
 def _pct(value) -> str:
     return "—" if value is None else (f"{value:.1f}%" if value >= 1 else f"{value:.2g}%")

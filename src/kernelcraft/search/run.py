@@ -66,7 +66,7 @@ class RunOutcome:
     wall_seconds: float
     gpu_idle_fraction: float
     overhead_ms_per_candidate: float | None
-    candidates: list[dict] = field(default_factory=list)  # one line each: key, round, status, speedup
+    candidates: list[dict] = field(default_factory=list)  # one each: key, round, status, time, speedup, idea
     error: str | None = None  # one line, when the run stopped because its proposer could not answer
 
     def to_dict(self) -> dict:
@@ -176,7 +176,8 @@ def outcome(store: Store, run_id: str, engine: Engine | None = None, best_file: 
         engine.gpu_idle_fraction() if engine else float("nan"),
         1000 * counters.overhead_s / per if engine else None,
         [{"key": c["key"], "round": c["round"], "status": c["status"] or unevaluated_status(c["parse_error"]),
-          "speedup_eager": c["speedup_eager"], "runtime_ms": c["runtime_ms"], "category": c["category"]}
+          "speedup_eager": c["speedup_eager"], "runtime_ms": c["runtime_ms"], "category": c["category"],
+          "idea": c["idea"], "backend": c["backend"]}
          for c in rows], run_error(row))
 
 

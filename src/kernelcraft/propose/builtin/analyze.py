@@ -34,6 +34,7 @@ from kernelcraft.propose.builtin.analyze_families import FamilyOps
 from kernelcraft.propose.builtin.analyze_operands import OperandOps
 from kernelcraft.propose.builtin.compose import parse
 from kernelcraft.propose.builtin.plan import Analysis, Op, needed_ops, operand_refs
+from kernelcraft.propose.builtin.untraceable import untraceable
 from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, Ew, LogSoftmaxIn, MeanSq, Operand, Pair, Probs, Prod,
                                                 ScaledQ, Scores, Shape, SizePow)
 
@@ -56,7 +57,8 @@ def analyze(problem) -> Analysis:
         graph = fx.symbolic_trace(model)
     except Exception as exc:  # unimportable, failing constructor, or data-dependent control flow
         n = len(inspect.signature(model.forward).parameters) if model is not None else 1
-        return Analysis([], n_inputs=n, error=f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
+        return Analysis([], n_inputs=n, error=f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}",
+                        untraceable=untraceable(exc) if model is not None else None)  # model built: fx failed
 
     def input_meta() -> list:  # (shape, dtype) per input; asked only when a matmul or a transpose is met
         try:

@@ -137,6 +137,7 @@ class Analysis:
     unsupported: list[str] = field(default_factory=list)  # what it could not cover, in words ("conv2d", …)
     n_inputs: int = 1
     error: str | None = None  # the reference could not be traced (the reason)
+    untraceable: str | None = None  # what its forward does that torch.fx cannot trace, in words (untraceable.py)
 
     @property
     def single(self) -> Op | None:

@@ -60,6 +60,9 @@ class BuiltinProposer:
         if backend not in FAMILIES:
             raise CoverageError(f"the built-in engineer writes {', '.join(FAMILIES)} kernels, not {backend}")
         analysis = _analysis(problem.source, str(problem.path))
+        if analysis.untraceable:
+            raise CoverageError(f"the built-in engineer cannot trace {problem.name}: {analysis.untraceable}, which "
+                                f"torch.fx cannot trace; try --model with an LLM. torch.fx said: {analysis.error}")
         if analysis.error:
             raise CoverageError(f"the built-in engineer could not read {problem.name}: {analysis.error}")
         if analysis.single is None and analysis.chain is None:

@@ -1,31 +1,29 @@
-"""`kernelcraft export`: training and analysis datasets from the run store (docs/export.md).
-
-Like cli.py, this module prints; nothing it calls does. With --json the last line of stdout is one
-JSON object; progress goes to stderr.
-"""
+"""`kernelcraft export`: training and analysis datasets from the run store (docs/export.md). With --json the
+last line of stdout is one JSON object; progress goes to stderr."""
 
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
-from kernelcraft.cli import EXIT_OK, UsageError
+from kernelcraft.cli.common import EXIT_OK, UsageError, add_store_arg, usage_errors
+
+NAME = "export"
 
 
-def add_commands(sub) -> None:
-    ex = sub.add_parser("export", help="datasets from the run store: sft chats, rl problems, search trajectories")
+def add_parser(sub) -> None:
+    ex = sub.add_parser(NAME, help="datasets from the run store: sft chats, rl problems, search trajectories")
     ex.add_argument("paths", nargs="+", metavar="RUN… OUT",
                     help="run ids (a unique prefix will do) or bench ids, then the file to write (.jsonl or "
                          ".parquet); options may come before, between or after them")
-    ex.set_defaults(trailing_positionals="paths")  # cli.main adds positionals given after options here
+    ex.set_defaults(trailing_positionals="paths")  # app.main adds positionals given after options here
     ex.add_argument("--kind", required=True, choices=["sft", "rl", "trajectories"],
                     help="sft: chats behind correct, faster kernels; rl: one row per problem; "
                          "trajectories: every search step")
     ex.add_argument("--format", choices=["jsonl", "parquet"], default=None,
                     help="default: parquet for a .parquet OUT, else jsonl")
     ex.add_argument("--force", action="store_true", help="replace OUT if it exists")
-    ex.add_argument("--store", type=Path, default=None, help="the run store (default ~/.kernelcraft/runs.db)")
+    add_store_arg(ex)
     ex.add_argument("--json", action="store_true", help="the summary as JSON, on the last line of stdout")
     f = ex.add_argument_group("filters (sft and trajectories; rl takes --model only)")
     f.add_argument("--correct-only", action="store_true", help="only candidates the verifier found correct")
@@ -43,9 +41,8 @@ def add_commands(sub) -> None:
     f.add_argument("--model", default=None, help="only runs of this proposer (openai/o3, o3, builtin, …)")
 
 
-def cmd_export(args) -> int:
+def run(args) -> int:
     from kernelcraft import api
-    from kernelcraft.store import StoreError
 
     def say(kind: str, info: dict) -> None:
         if not args.json:
@@ -54,13 +51,11 @@ def cmd_export(args) -> int:
     if len(args.paths) < 2:
         raise UsageError("kernelcraft export: give one or more RUNs, then OUT (the file to write)")
     args.runs, args.out = args.paths[:-1], args.paths[-1]
-    try:
+    with usage_errors(NAME):
         exported = api.export(args.runs, args.kind, store=args.store, out=args.out, format=args.format,
                               force=args.force, correct_only=args.correct_only, min_speedup=args.min_speedup,
                               baseline=args.baseline, statuses=args.status, categories=args.category,
                               model=args.model, on_event=say)
-    except (StoreError, api.KernelcraftError) as exc:
-        raise UsageError(f"kernelcraft export: {exc}") from None
     summary, stats, fmt, path = exported.summary(), exported.stats, exported.format, exported.path
     if args.json:
         print(json.dumps(summary))

@@ -1,9 +1,5 @@
-"""`kernelcraft report`: what a run (or a bench) found, in the terminal, as JSON, or as one HTML page;
-two of them side by side.
-
-Like cli.py, this module prints; nothing it calls does. With --json the last line of stdout is one
-JSON object; progress goes to stderr.
-"""
+"""`kernelcraft report`: what a run (or a bench) found, in the terminal, as JSON, or as one HTML page; two of them
+side by side. With --json the last line of stdout is one JSON object; progress goes to stderr."""
 
 from __future__ import annotations
 
@@ -11,31 +7,31 @@ import json
 import sys
 from pathlib import Path
 
-from kernelcraft.cli import EXIT_OK, UsageError, _console
+from kernelcraft.cli.common import EXIT_OK, UsageError, add_store_arg, show, usage_errors
+
+NAME = "report"
 
 
-def add_commands(sub) -> None:
-    rep = sub.add_parser("report", help="a run's or a bench's report: tables, trajectory, fast_p; --html for a page")
+def add_parser(sub) -> None:
+    rep = sub.add_parser(NAME, help="a run's or a bench's report: tables, trajectory, fast_p; --html for a page")
     rep.add_argument("runs", nargs="+", metavar="RUN",
                      help="a run id or a bench id (a unique prefix will do); give two to compare them")
     rep.add_argument("--html", type=Path, default=None, metavar="FILE", help="also write a self-contained HTML page")
-    rep.add_argument("--store", type=Path, default=None, help="the run store (default ~/.kernelcraft/runs.db)")
+    add_store_arg(rep)
     rep.add_argument("--json", action="store_true", help="the report as JSON, on the last line of stdout")
 
 
-def cmd_report(args) -> int:
+def run(args) -> int:
     from kernelcraft import api
-    from kernelcraft.store import StoreError, default_path
+    from kernelcraft.store import default_path
 
     if len(args.runs) > 2:
         raise UsageError("kernelcraft report: give one RUN, or two to compare")
     if args.html is not None and args.html.is_dir():
         raise UsageError(f"kernelcraft report: --html {args.html} is a directory; name a file")
     path = args.store or default_path()
-    try:
+    with usage_errors(NAME):
         report = api.report(*args.runs, store=path)
-    except (StoreError, ValueError) as exc:
-        raise UsageError(f"kernelcraft report: {exc}") from None
     if args.html is not None:
         from kernelcraft.report.html import render
 
@@ -52,5 +48,5 @@ def cmd_report(args) -> int:
     from kernelcraft.report import terminal
 
     view = {"run": terminal.report_view, "bench": terminal.bench_report_view}.get(report["kind"], terminal.compare_view)
-    _console().print(view(report))
+    show(view(report))
     return EXIT_OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from kernelcraft.cli import _console
+from kernelcraft.cli.common import console
 from kernelcraft.propose.feedback import times
 from kernelcraft.store import UNEVALUATED
 
@@ -22,7 +22,7 @@ class Progress:
         self.t0 = time.monotonic()
 
     def __enter__(self):
-        self.console = _console(stderr=True)
+        self.console = console(stderr=True)
         if not self.quiet and self.console.is_terminal:
             from rich.live import Live
 

@@ -274,3 +274,18 @@ def test_piped_tables_are_laid_out_wide():
                           timeout=120, cwd=REPO, env={**env, "PYTHONPATH": str(REPO / "src")})
     widths = [len(line) for line in proc.stdout.splitlines()]
     assert proc.returncode == 0 and 80 < max(widths) <= 160, max(widths)
+
+
+@pytest.mark.parametrize("argv", [("problems", "list"), ("problems", "show", "level1/relu")])
+def test_piped_output_carries_no_trailing_padding(argv):
+    """Piped, a table keeps its columns (each problem and its whole summary on one row) but no line is padded
+    with spaces to the layout's width: each ends where its text does."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = subprocess.run([sys.executable, "-m", "kernelcraft", *argv], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env={**env, "PYTHONPATH": str(REPO / "src")})
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and len(lines) > 5
+    assert [line for line in lines if line != line.rstrip()] == []
+    if argv[1] == "list":
+        assert any("level1/softmax" in line and "Softmax over dim=1 of a (4096, 65536) matrix." in line
+                   for line in lines)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from unittest.mock import ANY
 
 import pytest
 
@@ -53,6 +54,21 @@ def test_run_then_runs_list_and_show(server, tmp_path, capsys):
     assert main(["runs", "show", summary["run_id"], "--store", str(tmp_path / "runs.db")]) == 0
     text = capsys.readouterr().out
     assert summary["run_id"] in text and "best kernel by round" in text
+    # its candidates, as its help says: key, round, status, time, speedup, idea; and a candidate's source
+    assert "candidates (1)" in text and any(line.split()[1:6] == ["s/000", "│", "1", "│", "ok"] for line in text.splitlines()
+                                             if line.startswith("│")), text
+    assert shown["candidates"] == [{"key": "s/000", "round": 1, "status": "ok", "speedup_eager": ANY,
+                                    "runtime_ms": ANY, "category": None, "idea": None, "backend": "triton"}]
+    assert main(["runs", "show", summary["run_id"], "--source", "s/000", "--store", str(tmp_path / "runs.db")]) == 0
+    source = capsys.readouterr().out
+    assert "class ModelNew" in source
+    assert main(["runs", "show", summary["run_id"], "--source", "s/000", "--json",
+                 "--store", str(tmp_path / "runs.db")]) == 0
+    candidate = last_json(capsys)
+    assert candidate["key"] == "s/000" and candidate["status"] == "ok" and candidate["source"].rstrip("\n") == source.rstrip("\n")
+    assert main(["runs", "show", summary["run_id"], "--source", "r09/x", "--store", str(tmp_path / "runs.db")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"kernelcraft runs: no candidate 'r09/x' in run {summary['run_id']} (its keys: s/000)"
 
 
 @pytest.mark.slow
@@ -81,6 +97,10 @@ def test_bench_reports_fast_p_over_a_directory(server, tmp_path, capsys):
     (["run", "level1/relu", "--strategy", "beam", "--model", "vllm/m", "--device", "cpu"], "unknown strategy"),
     (["run", "level1/relu", "--rounds", "0", "--model", "vllm/m", "--device", "cpu"], "--rounds must be at least 1"),
     (["run", "level1/relu", "--max-usd", "1", "--model", "vllm/unpriced", "--device", "cpu"], "no price known"),
+    (["run", "level1/relu", "--max-usd", "1", "--device", "cpu"],
+     "--max-usd: the built-in engineer costs nothing; --max-usd applies to a model (--model)"),
+    (["bench", "level1", "--only", "relu", "--max-usd", "0.5", "--device", "cpu"],
+     "kernelcraft bench: --max-usd: the built-in engineer costs nothing"),
     (["run", "level1/relu", "--stop-after-failures", "0", "--model", "vllm/m", "--device", "cpu"],
      "--stop-after-failures must be at least 1"),
     (["run", "level1/relu", "--model", "mystery/m", "--device", "cpu"], "unknown provider"),
@@ -184,3 +204,13 @@ def test_bench_stops_at_a_refusal_with_exit_3(tmp_path, capsys):
         "kernelcraft bench: relu: openai-compatible/scripted-model: HTTP 401: invalid x-api-key")
     rows = {r["problem"]: r for r in json.loads(out.strip().splitlines()[-1])["rows"]}
     assert rows["relu"]["status"] == "stopped" and rows["sigmoid"]["status"] == "not_run"
+
+
+def test_a_problem_the_builtin_engineer_cannot_trace_is_said_in_words(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "level3/lstm_loop", "--device", "cpu", "--store", str(tmp_path / "runs.db")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("kernelcraft run: the built-in engineer cannot trace "
+                                                         "level3/lstm_loop: its forward uses a tensor value")
+    assert err.endswith("torch.fx said: TypeError: 'Proxy' object cannot be interpreted as an integer")

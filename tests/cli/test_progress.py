@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelcraft.cli_progress import Progress
+from kernelcraft.cli.progress import Progress
 
 
 def test_a_bench_line_counts_each_problem_afresh_and_small_speedups_keep_their_digits(capsys):

@@ -1,0 +1,201 @@
+"""What every command of the CLI shares: exit statuses, the usage error and its one-line report, the argument
+parser that raises it, the options several commands take (sizes, a target to run, a search's flags), the
+mapping of the library's errors to usage errors, and the console the views are printed on."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_REFUSED, EXIT_FAILING = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM (128 + SIGINT, as shells report it)
+
+PIPED_WIDTH = 160  # piped or redirected output: rich's 80 would elide table columns
+
+
+class UsageError(Exception):
+    """Bad usage or bad input: `main` prints the message, one line on stderr, and exits 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit status 2, as for every other usage error
+        raise UsageError(f"{self.prog}: {message}")
+
+
+# errors -----------------------------------------------------------------------------------------------
+def bad_input() -> tuple[type[Exception], ...]:
+    """The library's errors for bad input (a problem, candidate, setting, run or store it cannot use): every
+    KernelcraftError, and the plain ValueErrors of the layers below it."""
+    from kernelcraft.errors import KernelcraftError
+
+    return (KernelcraftError, ValueError)
+
+
+@contextlib.contextmanager
+def usage_errors(command: str):
+    """Bad input raised inside is a usage error of `kernelcraft COMMAND`, its message kept (one line)."""
+    try:
+        yield
+    except bad_input() as exc:
+        raise UsageError(f"kernelcraft {command}: {exc}") from None
+
+
+# options ----------------------------------------------------------------------------------------------
+SIZE_HELP = ("problem sizes: full, or small (the problem's SMALL_SIZES, else sizes derived from its cost to fit a "
+             "CPU); auto = full on a GPU, small on the CPU")
+SIZES_HELP = ("set the problem's module-level size constants, e.g. batch_size=16,dim=4096 or input_shape=(128,4096), "
+              "on top of --size")
+
+
+def add_size_args(p, size: bool = True, sizes_note: str = "") -> None:
+    """--size auto|full|small (unless `size` is false) and --sizes NAME=N,… (`sizes_note` added to its help)."""
+    if size:
+        p.add_argument("--size", default="auto", choices=["auto", "full", "small"], help=SIZE_HELP)
+    p.add_argument("--sizes", default=None, metavar="NAME=N,…", help=SIZES_HELP + sizes_note)
+
+
+def add_target_args(p, device_default: str, device_help: str) -> None:
+    """What to run, shared by `eval` and `profile`: problem, candidate, device, policy, backend, sizes, cache,
+    JSON output."""
+    p.add_argument("problem", help="a KernelBench-format file, or a suite name such as level1/softmax")
+    p.add_argument("candidate", help="a file defining ModelNew, or example:NAME for a bundled one")
+    p.add_argument("--device", default=device_default, help=device_help)
+    p.add_argument("--policy", default="strict", choices=["strict", "relaxed"])
+    p.add_argument("--backend", default="", help="cuda_nvrtc, cuda_inline, triton, cpp (default: detected)")
+    add_size_args(p)
+    p.add_argument("--cache-dir", type=Path, default=None, help="builds and baselines (default ~/.cache/kernelcraft)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+
+def add_store_arg(p) -> None:
+    p.add_argument("--store", type=Path, default=None, help="the run store (default ~/.kernelcraft/runs.db)")
+
+
+PROPOSER_HELP = ("PROVIDER/NAME: openai/…, anthropic/…, gemini/…, openrouter/…, deepseek/…, vllm/…, sglang/…, "
+                 "ollama/…, or any name with --base-url; `builtin` for the built-in kernel engineer "
+                 "(default: $KERNELCRAFT_MODEL, else builtin)")
+
+
+def add_search_args(p) -> None:
+    """The flags of `run` and `bench`: proposer, search, budget, verifier, output."""
+    g = p.add_argument_group("proposer")
+    g.add_argument("--model", default="", help=PROPOSER_HELP)
+    g.add_argument("--base-url", default=None,
+                   help="an OpenAI-compatible endpoint (or Anthropic's), e.g. http://localhost:8000/v1")
+    g.add_argument("--api-key", default=None,
+                   help="default: the provider's variable (OPENAI_API_KEY, …) or KERNELCRAFT_API_KEY")
+    g.add_argument("--reasoning-effort", choices=["low", "medium", "high"], default=None)
+    g.add_argument("--max-output-tokens", type=int, default=None, help="per answer")
+    g.add_argument("--temperature", type=float, default=None)
+    g.add_argument("--prices", type=Path, default=None, help="a JSON price table extending the bundled one")
+    g.add_argument("--concurrency", type=int, default=8, help="proposer calls in flight (default 8)")
+    g.add_argument("--llm-timeout", type=float, default=600.0, help="seconds per HTTP request")
+    g.add_argument("--llm-retries", type=int, default=4, help="retries of a failed call (429, 5xx, broken stream)")
+    g.add_argument("--stop-after-failures", type=int, default=3, metavar="N",
+                   help="stop the run when N calls in a row fail after their retries (default 3)")
+    s = p.add_argument_group("search")
+    s.add_argument("--strategy", default="tree", help="tree (default), refine, sample, evolve")
+    s.add_argument("--backend", default=None, help="cuda_nvrtc (GPU default), triton (CPU default), cuda_inline, cpp")
+    s.add_argument("--rounds", type=int, default=5, help="tree rounds, refine turns, evolve generations (default 5)")
+    s.add_argument("--ideas", type=int, default=4, help="tree: ideas per round (K)")
+    s.add_argument("--impls", type=int, default=None, help="tree: implementations per idea (M; default 2, 1 for builtin)")
+    s.add_argument("--beam", type=int, default=2, help="tree: kernels seeding the next round (B)")
+    s.add_argument("--samples", type=int, default=8,
+                   help="sample: N; refine: conversations; evolve: children per generation")
+    s.add_argument("--islands", type=int, default=1, help="evolve: separate archives")
+    s.add_argument("--seed", type=int, default=0, help="evolve's random draws")
+    s.add_argument("--seed-kernel", action="append", default=[], type=Path, metavar="FILE",
+                   help="a starting kernel (ModelNew file); repeat for more")
+    b = p.add_argument_group("budget (the run stops cleanly at the first reached)")
+    b.add_argument("--max-candidates", type=int, default=None)
+    b.add_argument("--max-tokens", type=int, default=None, help="input + output tokens over the run")
+    b.add_argument("--max-usd", type=float, default=None,
+                   help="money, from the price table (a model's; the built-in engineer costs nothing)")
+    b.add_argument("--max-minutes", type=float, default=None, help="wall time")
+    v = p.add_argument_group("verifier")
+    v.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+    v.add_argument("--policy", default="strict", choices=["strict", "relaxed"])
+    add_size_args(v, sizes_note="; bench sets each in every problem that defines it (a name no problem defines "
+                                "is an error)")
+    v.add_argument("--no-compile-baseline", action="store_true")
+    v.add_argument("--timing-budget", type=float, default=6.0, help="seconds of timing per candidate, at most")
+    v.add_argument("--cache-dir", type=Path, default=None)
+    v.add_argument("--profile", action="store_true",
+                   help="run each round's best kernels under Nsight Compute (ncu) once each: DRAM and SM throughput, "
+                        "occupancy, stalls, L2 hits, bank conflicts go into their feedback and the report")
+    o = p.add_argument_group("output")
+    add_store_arg(o)
+    o.add_argument("--out", type=Path, default=Path("."), help="where the best kernel is written (default: here)")
+    o.add_argument("--json", action="store_true", help="the summary as JSON, on the last line of stdout")
+
+
+SEARCH_SETTINGS = ("model", "base_url", "api_key", "reasoning_effort", "max_output_tokens", "temperature", "prices",
+                   "concurrency", "llm_timeout", "llm_retries", "stop_after_failures", "strategy", "backend",
+                   "rounds", "ideas", "impls", "beam", "samples", "islands", "seed", "max_candidates", "max_tokens",
+                   "max_usd", "max_minutes", "device", "policy", "size", "sizes", "timing_budget", "cache_dir",
+                   "profile")
+
+
+def search_options(args) -> dict:
+    """The search flags as kernelcraft.api's options (the API holds the policy: defaults, checks)."""
+    return {**{name: getattr(args, name) for name in SEARCH_SETTINGS}, "model": args.model or None,
+            "seeds": list(args.seed_kernel), "compile_baseline": not args.no_compile_baseline}
+
+
+def exit_status(status: str, stop_reason: str | None) -> int:
+    """A run's exit status: 3 when its model endpoint refused, 4 when its calls kept failing, 1 when it failed."""
+    from kernelcraft.search.run import FAILING, REFUSED
+
+    code = (stop_reason or "").partition(":")[0]
+    if code == REFUSED:
+        return EXIT_REFUSED
+    if code == FAILING:
+        return EXIT_FAILING
+    return EXIT_OK if status != "failed" else EXIT_FAIL
+
+
+# output -----------------------------------------------------------------------------------------------
+def console(stderr: bool = False):
+    """Rich's console (on stderr for progress); piped or redirected output (no terminal to measure, no COLUMNS)
+    is laid out PIPED_WIDTH wide rather than rich's 80, so tables keep their columns and lines are not broken."""
+    from rich.console import Console
+
+    the_console = Console(stderr=stderr)
+    if not the_console.is_terminal and "COLUMNS" not in os.environ:
+        the_console = Console(stderr=stderr, width=PIPED_WIDTH)
+    return the_console
+
+
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")  # spaces at a line's end, before any closing style codes
+
+
+def show(renderable, stderr: bool = False) -> None:
+    """Print a rich view. On a terminal as rich lays it out; piped or redirected, without the spaces rich pads
+    lines with to the layout's width (a centred title, a borderless table's last column), so each line ends
+    where its text does."""
+    out = console(stderr)
+    if out.is_terminal:
+        out.print(renderable)
+        return
+    with out.capture() as captured:
+        out.print(renderable)
+    stream = sys.stderr if stderr else sys.stdout
+    stream.write("".join(_TRAILING.sub(r"\1", line) + "\n" for line in captured.get().splitlines()))
+    stream.flush()
+
+
+def print_run(outcome, as_json: bool, error_said: bool = False) -> None:
+    """A run's summary (a search.RunOutcome); `error_said`: the caller says the run's error on its own line, so
+    the view leaves it out."""
+    import json
+
+    if as_json:
+        print(json.dumps(outcome.to_dict()))
+        return
+    from kernelcraft.report.terminal import run_view
+
+    show(run_view(outcome, show_error=not error_said))
