@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     cli_search.add_commands(sub)
     cli_report.add_commands(sub)
     cli_export.add_commands(sub)
+    from kernelcraft.mcp import add_arguments as mcp_arguments  # the server lives in kernelcraft.mcp
+
+    mcp_arguments(sub.add_parser("mcp", help="serve kernelcraft's tools to coding agents (MCP; stdio, or --http)"))
     return parser
 
 
@@ -133,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
             from kernelcraft.cli_export import cmd_export
 
             return cmd_export(args)
+        if args.command == "mcp":
+            from kernelcraft.mcp import serve
+
+            return serve(args.store, args.device, args.http, args.cache_dir)
         raise UsageError("kernelcraft: choose a command: run, bench, runs, report, export, eval, profile, problems "
                          "(kernelcraft --help lists them)")
     except UsageError as exc:
