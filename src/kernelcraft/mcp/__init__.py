@@ -15,11 +15,11 @@ EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def sdk_missing() -> bool:
-    try:
-        import mcp.server.mcpserver  # noqa: F401
+    try:  # the SDK's 2.x API (1.x called its server FastMCP)
+        from mcp.server.mcpserver import MCPServer
     except ImportError:
         return True
-    return False
+    return MCPServer is None
 
 
 def parse_http(text: str) -> tuple[str, int]:

@@ -94,6 +94,11 @@ class Runs:
             live["thread_error"] = message
             if not store.created.done():  # it failed before its row was written: start() raises this
                 store.created.set_exception(KernelcraftError(f"the run could not start: {message}"))
+            elif store.created.exception() is None:  # a run the search could not close is closed here
+                run_id = store.created.result()
+                row = store.run(run_id)
+                if row["status"] == "running":
+                    store.finish_run(run_id, "failed", f"server_error: {message}", row["best_candidate"])
         finally:  # prepared.run closed its verifier and proposer; the store was given, so it is ours to close
             store.close()
 
