@@ -158,7 +158,7 @@ def build_server(defaults: Defaults) -> tuple[MCPServer, Runs]:
                              "wait until the run ends (or timeout_s), sending progress notifications when the "
                              "call carries a progress token"))] = False,
                          timeout_s: Annotated[float, Field(description="longest wait, in seconds", gt=0,
-                                                           le=MAX_WAIT_S)] = 120.0):
+                                                           le=MAX_WAIT_S)] = 50.0):
         """A run's state from the run store: status (running, done, stopped, failed), stop_reason, round,
         candidates and candidates_evaluated, counts by verdict, the best kernel so far (runtime and speedups;
         final once the run has ended) and an error line if it failed. Instant; with wait=true it returns when
