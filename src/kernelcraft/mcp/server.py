@@ -182,6 +182,8 @@ def build_server(defaults: Defaults) -> tuple[MCPServer, Runs]:
             return _result(status)
         except KernelcraftError as exc:
             raise ToolError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - as _answer says it
+            raise _internal(exc) from None
 
     @server.tool(annotations=READ_ONLY)
     def best_kernel(run_id: RunId):
@@ -225,11 +227,16 @@ def _answer(fn, *args, text: str | None = None, **kwargs) -> CallToolResult:
     except KernelcraftError as exc:
         raise ToolError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - said to the agent; the traceback goes to the server's log
-        log.error("tool failed:\n%s", traceback.format_exc())
-        first = (str(exc).splitlines() or [""])[0][:500]
-        raise ToolError(f"kernelcraft failed on its side ({type(exc).__name__}: {first}); the server's stderr has "
-                        "the traceback, and the server goes on serving") from None
+        raise _internal(exc) from None
     return _result(data, text)
+
+
+def _internal(exc: Exception) -> ToolError:
+    """A failure on kernelcraft's side, said in one line (its traceback on the server's stderr)."""
+    log.error("tool failed:\n%s", "".join(traceback.format_exception(exc)))
+    first = (str(exc).splitlines() or [""])[0][:500]
+    return ToolError(f"kernelcraft failed on its side ({type(exc).__name__}: {first}); the server's stderr has "
+                     "the traceback, and the server goes on serving")
 
 
 def _result(data: dict, text: str | None = None) -> CallToolResult:
