@@ -21,13 +21,15 @@ def test_a_run_that_fails_in_its_thread_is_stored_as_failed(tmp_path, monkeypatc
     monkeypatch.setattr(search_run, "Engine", broken_engine)
     runs = Runs(tmp_path / "runs.db", tmp_path / "cache")
     try:
-        run_id = runs.start("level1/relu", device="cpu", rounds=1, sizes={"batch_size": 5}, compile_baseline=False)
+        run_id = runs.start("level1/relu", device="cpu", rounds=1, sizes={"batch_size": 5}, compile_baseline=False,
+                            max_candidates=3)
         deadline = time.monotonic() + 60
         while runs.active() and time.monotonic() < deadline:
             time.sleep(0.1)
         status = tools.run_status(runs.reader(), run_id, runs.live(run_id))
         assert status["status"] == "failed" and status["stop_reason"] == "server_error: RuntimeError: the engine broke"
         assert status["thread_error"] == "RuntimeError: the engine broke" and not status["thread_alive"]
+        assert status["max_candidates"] == 3 and status["rounds"] == 1 and status["candidates"] == 0
         with pytest.raises(Exception, match="ended \\(failed\\) with no correct kernel"):
             tools.best_kernel(runs.reader(), run_id)
         with pytest.raises(ConfigError, match="unknown strategy"):  # bad settings: the caller's error, no run

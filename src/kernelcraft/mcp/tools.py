@@ -145,7 +145,7 @@ def run_status(store, run_id: str, live: dict | None = None) -> dict:
            "strategy": row["strategy"], "proposer": row["proposer"], "device": row["device"],
            "round": max((c["round"] for c in rows), default=0), "rounds": config.get("rounds"),
            "candidates": len(rows), "candidates_evaluated": evaluated, "by_status": by_status,
-           "max_candidates": (config.get("budget") or {}).get("max_candidates"),
+           "max_candidates": (config.get("budget") or {}).get("candidates"),
            "seconds": round(row["updated"] - row["created"], 1) if row["status"] != "running" else None,
            "best": _best_summary(store, row, rows), "error": run_error(row)}
     if live:
