@@ -53,9 +53,10 @@ def prepare_evaluation(problem, candidate, *, device: str = "auto", policy: str 
                        sizes: dict | str | None = None, backend: str = "", trials: int = 6,
                        compile_baseline: bool = True, allow_library: bool = True, sanity_bound: float = 10.0,
                        timing_budget: float = 6.0, cache_dir: str | Path | None = None,
-                       on_event: OnEvent | None = None) -> Evaluation:
+                       run_timeout: float | None = None, on_event: OnEvent | None = None) -> Evaluation:
     """What `evaluate` runs, made ready: each input checked in turn (problem, candidate, device, sizes), the
-    first bad one the error raised; a problem the device cannot hold raises ProblemTooLarge now."""
+    first bad one the error raised; a problem the device cannot hold raises ProblemTooLarge now. `run_timeout`:
+    seconds a call of the candidate may take before it is judged `timeout` (default the verifier's, 60)."""
     with _config_errors():
         from kernelcraft.assemble import parse_sizes
         from kernelcraft.inputs import as_candidate, as_problem
@@ -77,6 +78,10 @@ def prepare_evaluation(problem, candidate, *, device: str = "auto", policy: str 
                               sanity_bound=sanity_bound, timing=TimingConfig(budget_s=timing_budget))
         if cache_dir:
             config.cache_dir = Path(cache_dir)
+        if run_timeout is not None:
+            if run_timeout <= 0:
+                raise ConfigError("run_timeout must be a positive number of seconds")
+            config.run_timeout = float(run_timeout)
         verifier = Verifier(device, config, on_event=on_event)
         try:
             verifier.admit(the_problem)
@@ -90,7 +95,8 @@ def evaluate(problem, candidate, *, device: str = "auto", policy: str = "strict"
              sizes: dict | str | None = None, **options):
     """Verify and time one candidate against a problem; the verdict as a verify.Result (`status`,
     `correct`, `runtime_ms`, `speedup_eager`, `feedback`…; `to_dict()` is the CLI's JSON). Options:
-    backend, trials, compile_baseline, allow_library, sanity_bound, timing_budget, cache_dir, on_event."""
+    backend, trials, compile_baseline, allow_library, sanity_bound, timing_budget, cache_dir, run_timeout,
+    on_event."""
     return prepare_evaluation(problem, candidate, device=device, policy=policy, size=size, sizes=sizes,
                               **options).run()
 

@@ -64,3 +64,13 @@ def stored_counts(store: Store, run_id: str, rows: list[dict]) -> dict:
             "evaluated": sum(1 for r in rows if r["status"]),
             "malformed": sum(1 for r in rows if unevaluated_status(r["parse_error"]) == "malformed"),
             "by_status": by_status}
+
+
+def best_row(run: dict, rows: list[dict]) -> tuple[dict | None, bool]:
+    """A run's best candidate (a `rows` entry, None if none is correct) and whether it is final: the one stored
+    when the run ended, or, while it goes on, the best so far by the same rule (the trajectory's last best)."""
+    if run["best_candidate"] is not None:
+        return next((c for c in rows if c["id"] == run["best_candidate"]), None), True
+    traj = trajectory(rows)
+    key = traj[-1]["best_key"] if traj else None
+    return next((c for c in rows if c["key"] == key), None), run["status"] != "running"

@@ -1,0 +1,193 @@
+"""What the MCP tools do, as plain functions over kernelcraft.api: each takes the tool's arguments, returns a
+JSON-able dict, and raises a KernelcraftError whose one-line message says what to pass instead. The SDK
+wiring (server.py) only turns these into tool results; nothing here knows of MCP or prints."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelcraft import api
+from kernelcraft.candidate import CandidateError
+from kernelcraft.errors import ConfigError, KernelcraftError
+from kernelcraft.ledger import best_row
+from kernelcraft.problems import ProblemError
+
+SUMMARY_KEYS = ("status", "correct", "reasons", "runtime_ms", "eager_ms", "compile_ms", "speedup_eager",
+                "speedup_compile", "max_rel_error", "roofline_fraction", "backend", "device", "policy",
+                "problem", "candidate", "wall_seconds")
+MAX_TIMEOUT_S = 600.0  # the longest a candidate's call may run before it is judged `timeout`
+
+
+@dataclass
+class Defaults:
+    """What the server was started with: the run store, the device, the build cache."""
+
+    store: Path | None = None  # None: the CLI's default (KERNELCRAFT_HOME, else ~/.kernelcraft/runs.db)
+    device: str = "auto"
+    cache_dir: Path | None = None
+
+    def store_path(self) -> Path:
+        from kernelcraft.store import default_path
+
+        return Path(self.store) if self.store else default_path()
+
+
+# problems ---------------------------------------------------------------------------------------------
+def list_problems(level: int | None = None) -> dict:
+    rows = api.problems(level)
+    if not rows:
+        levels = sorted({r["level"] for r in api.problems()})
+        raise ConfigError(f"no problems at level {level}; the levels are {', '.join(map(str, levels))}")
+    return {"problems": rows, "count": len(rows)}
+
+
+def show_problem(problem: str, small: bool = False, sizes: str | dict | None = None) -> dict:
+    """A problem's source, sizes, FLOPs and bytes, as `kernelcraft problems show` computes them."""
+    with problem_hint(problem):
+        return api.problem_info(problem, small=small, sizes=sizes)
+
+
+# evaluate ---------------------------------------------------------------------------------------------
+def evaluate(defaults: Defaults, problem: str, candidate: str, *, device: str | None = None,
+             policy: str = "strict", size: str = "auto", sizes: str | dict | None = None, backend: str = "",
+             trials: int = 6, compile_baseline: bool = True, timing_budget: float = 6.0,
+             timeout_s: float = 60.0) -> dict:
+    """The verdict on one candidate (source text) and the feedback a proposer gets for it."""
+    from kernelcraft.propose.feedback import render
+
+    check_candidate_text(candidate)
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:
+        raise ConfigError(f"timeout_s must be above 0 and at most {MAX_TIMEOUT_S:g} seconds")
+    with problem_hint(problem):
+        try:
+            result = api.evaluate(problem, candidate, device=device or defaults.device, policy=policy, size=size,
+                                  sizes=sizes, backend=backend, trials=trials, compile_baseline=compile_baseline,
+                                  timing_budget=timing_budget, cache_dir=defaults.cache_dir, run_timeout=timeout_s)
+        except CandidateError as exc:
+            raise CandidateError(f"the candidate is not usable: {exc}") from None
+    data = result.to_dict()  # the JSON the CLI's eval --json prints, cut to what an agent reads
+    verdict = {k: data[k] for k in SUMMARY_KEYS}
+    verdict["message"] = result.message[:2000]
+    verdict["sizes"] = result.sizes.get("constants")
+    verdict["feedback"] = render(result)
+    return verdict
+
+
+def check_candidate_text(candidate: str) -> None:
+    """Candidates arrive as source text (or `example:NAME`); a path would have the server read files."""
+    from kernelcraft.inputs import is_source
+
+    if not isinstance(candidate, str) or not candidate.strip():
+        raise CandidateError("candidate is empty: pass the full source text of a Python file defining "
+                             "class ModelNew(nn.Module)")
+    if candidate.startswith("example:") or is_source(candidate, "ModelNew"):
+        return
+    if "\n" not in candidate.strip():
+        raise CandidateError("candidate must be source text, not a path or a name: pass the whole file's contents "
+                             "(Python defining class ModelNew), or example:NAME for a bundled example")
+    raise CandidateError("candidate is not a Python file defining class ModelNew: a kernel in CUDA, C++ or "
+                         "Triton goes inside a Python file whose class ModelNew(nn.Module) builds and calls it")
+
+
+class problem_hint:
+    """An unknown problem name said with the names that come close and how to list them all."""
+
+    def __init__(self, problem):
+        self.problem = problem
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if kind is None or not issubclass(kind, ProblemError) or not isinstance(self.problem, str):
+            return False
+        if "no problem file or suite problem named" not in str(exc):
+            return False
+        names = [p["name"] for p in api.problems()]
+        close = difflib.get_close_matches(self.problem, names, n=4, cutoff=0.5)
+        hint = f"; close names: {', '.join(close)}" if close else ""
+        raise ProblemError(f"{exc}{hint} (list_problems lists the suite's {len(names)} problems; a problem may "
+                           "also be given as KernelBench-format source text defining class Model)") from None
+
+
+# runs -------------------------------------------------------------------------------------------------
+def run_status(store, run_id: str, live: dict | None = None) -> dict:
+    """A run's state from the store: status, round, candidates evaluated, the best so far."""
+    from kernelcraft.search.run import run_error
+    from kernelcraft.store import unevaluated_status
+
+    row = store.run(run_id)
+    rows = store.candidates(row["id"])
+    by_status: dict[str, int] = {}
+    for c in rows:
+        status = c["status"] or unevaluated_status(c["parse_error"])
+        by_status[status] = by_status.get(status, 0) + 1
+    evaluated = sum(1 for c in rows if c["status"])
+    config = row["config"].get("run", {})
+    out = {"run_id": row["id"], "problem": row["problem"], "status": row["status"], "stop_reason": row["stop_reason"],
+           "strategy": row["strategy"], "proposer": row["proposer"], "device": row["device"],
+           "round": max((c["round"] for c in rows), default=0), "rounds": config.get("rounds"),
+           "candidates": len(rows), "candidates_evaluated": evaluated, "by_status": by_status,
+           "max_candidates": (config.get("budget") or {}).get("candidates"),
+           "seconds": round(row["updated"] - row["created"], 1) if row["status"] != "running" else None,
+           "best": _best_summary(row, rows), "error": run_error(row)}
+    if live:
+        out.update({k: v for k, v in live.items() if v is not None})
+    return out
+
+
+def _best_summary(row: dict, rows: list[dict]) -> dict | None:
+    best, final = best_row(row, rows)
+    if best is None:
+        return None
+    return {"candidate": best["id"], "key": best["key"], "round": best["round"], "backend": best["backend"],
+            "runtime_ms": best["runtime_ms"], "speedup_eager": best["speedup_eager"],
+            "speedup_compile": best["speedup_compile"], "final": final}
+
+
+def best_kernel(store, run_id: str) -> dict:
+    """The best verified kernel of a run: its source, figures and feedback."""
+    from kernelcraft.propose.feedback import render
+
+    row = store.run(run_id)
+    rows = store.candidates(row["id"])
+    best, final = best_row(row, rows)
+    if best is None:
+        state = "is still running and has" if row["status"] == "running" else f"ended ({row['status']}) with"
+        raise KernelcraftError(f"run {row['id']} {state} no correct kernel yet; run_status shows what was tried"
+                               + ("; call again later" if row["status"] == "running" else ""))
+    result = store.result(best["id"])
+    profile = store.profile(best["id"])
+    return {"run_id": row["id"], "problem": row["problem"], "run_status": row["status"], "final": final,
+            "candidate": best["id"], "key": best["key"], "round": best["round"], "backend": best["backend"],
+            "idea": best["idea"], "category": best["category"], "runtime_ms": result.runtime_ms,
+            "eager_ms": result.eager_ms, "compile_ms": result.compile_ms, "speedup_eager": result.speedup_eager,
+            "speedup_compile": result.speedup_compile, "max_rel_error": result.max_rel_error,
+            "device": result.device, "policy": result.policy,
+            "source": best["source"], "feedback": render(result, profile=profile)}
+
+
+COMPACT_CANDIDATE = ("id", "key", "round", "backend", "status", "correct", "runtime_ms", "speedup_eager",
+                     "speedup_compile", "idea", "category", "paid_off")
+
+
+def run_report(store, run_id: str, full: bool = False) -> dict:
+    """`kernelcraft report`'s data; compact unless `full`: one short line per candidate, no sources."""
+    from kernelcraft.propose.feedback import brief
+
+    report = api.report(run_id, store=store)
+    if full or report.get("kind") != "run":
+        return report
+    results = store.results(report["run"]["run_id"])
+    cands = []
+    for c in report["candidates"]:
+        line = {k: c.get(k) for k in COMPACT_CANDIDATE}
+        line["verdict"] = brief(results.get(c["id"]), c["parse_error"])
+        cands.append(line)
+    best = dict(report["best"] or {})
+    best.pop("source", None)
+    return {**{k: v for k, v in report.items() if k not in ("candidates", "best", "payoff_definition")},
+            "best": best or None, "candidates": cands}
+
