@@ -61,3 +61,13 @@ def test_a_failure_on_kernelcrafts_side_is_a_tool_error(tmp_path, monkeypatch):
     failed, = call(tmp_path, ("list_problems", {}))
     assert failed.is_error
     assert "kernelcraft failed on its side (RuntimeError: disk on fire); the server" in failed.content[0].text
+
+
+def test_the_progress_line_says_tiny_speedups_and_counts_in_words():
+    from kernelcraft.mcp.server import _progress_line
+
+    status = {"status": "running", "round": 1, "rounds": 3, "candidates_evaluated": 1,
+              "best": {"speedup_eager": 0.00055}}
+    assert _progress_line(status) == "running: round 1/3, 1 candidate evaluated, best 0.00055x eager"
+    status.update(candidates_evaluated=4, best=None)
+    assert _progress_line(status) == "running: round 1/3, 4 candidates evaluated"

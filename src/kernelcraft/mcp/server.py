@@ -211,11 +211,13 @@ def _status(runs: Runs, run_id: str) -> dict:
 
 
 def _progress_line(status: dict) -> str:
+    from kernelcraft.propose.feedback import times
+
     best = status.get("best") or {}
-    speed = f", best {best['speedup_eager']:.2f}x eager" if best.get("speedup_eager") else ""
+    speed = f", best {times(best['speedup_eager'])} eager" if best.get("speedup_eager") else ""
     rounds = f"/{status['rounds']}" if status.get("rounds") else ""
-    return (f"{status['status']}: round {status['round']}{rounds}, {status['candidates_evaluated']} candidates "
-            f"evaluated{speed}")
+    n = status["candidates_evaluated"]
+    return f"{status['status']}: round {status['round']}{rounds}, {n} candidate{'' if n == 1 else 's'} evaluated{speed}"
 
 
 def _answer(fn, *args, text: str | None = None, **kwargs) -> CallToolResult:
