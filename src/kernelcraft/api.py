@@ -371,12 +371,15 @@ def bench(problems, *, model: str | None = None, strategy: str = "tree", device:
 # problems, report, export -----------------------------------------------------------------------------
 def problems(level: int | None = None, directory: str | Path | None = None) -> list[dict]:
     """The bundled suite (or one level of it), or the problem files of `directory`: one dict each with
-    `name`, `level` and `summary` (the first line of the problem's docstring)."""
+    `name`, `level` and `summary` (the first line of the problem's docstring). A level with no problems is a
+    ConfigError naming the levels there are."""
     from kernelcraft.problems import load_problem_dir, load_suite
 
-    found = load_problem_dir(directory) if directory is not None else load_suite(level)
-    if directory is not None and level is not None:
-        found = [p for p in found if p.level == level]
+    every = load_problem_dir(directory) if directory is not None else load_suite()
+    found = [p for p in every if level is None or p.level == level]
+    if not found and level is not None:
+        levels = sorted({p.level for p in every})
+        raise ConfigError(f"no problems at level {level} (levels here: {', '.join(map(str, levels))})")
     rows = []
     for p in found:
         doc = (p.load().__doc__ or "").strip().splitlines()

@@ -47,7 +47,8 @@ def test_bad_arguments_are_tool_errors(tmp_path):
         ("show_problem", {"problem": "level1/relu", "sizes": "batch_sise=3"}),
         ("evaluate", {"problem": "level1/relu", "candidate": "x", "trials": 0}),
         ("best_kernel", {"run_id": "nope"}))
-    assert unknown.is_error and "close names: level1/softmax" in unknown.content[0].text
+    said = unknown.content[0].text
+    assert unknown.is_error and "did you mean level1/softmax" in said and "list_problems lists" in said
     assert bad_size.is_error and "batch_sise" in bad_size.content[0].text
     assert schema.is_error and "trials" in schema.content[0].text  # the input schema's bounds
     assert no_run.is_error and "no run store at" in no_run.content[0].text

@@ -98,6 +98,8 @@ def test_unknown_suite_name_suggests_close_names():
         load_problem("level1/softmaxx")
     with pytest.raises(ProblemError, match=r"did you mean .*level1/softmax"):
         load_problem("level9/softmax")
+    with pytest.raises(ProblemError, match=r"did you mean level1/softmax"):  # misspelt: the closest by spelling
+        load_problem("level1/softmx")
 
 
 def test_directory_is_not_a_problem(tmp_path):

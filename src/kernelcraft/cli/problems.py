@@ -27,11 +27,8 @@ def run(args) -> int:
     from kernelcraft import api
 
     if args.action == "list":
-        rows = api.problems(args.level)
-        if not rows:
-            levels = sorted({r["level"] for r in api.problems()})
-            raise UsageError(f"kernelcraft problems: no problems at level {args.level} (levels here: "
-                             f"{', '.join(map(str, levels))})")
+        with usage_errors("problems"):
+            rows = api.problems(args.level)
         if args.json:
             print(json.dumps(rows))
         else:

@@ -4,7 +4,6 @@ wiring (server.py) only turns these into tool results; nothing here knows of MCP
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,9 +36,6 @@ class Defaults:
 # problems ---------------------------------------------------------------------------------------------
 def list_problems(level: int | None = None) -> dict:
     rows = api.problems(level)
-    if not rows:
-        levels = sorted({r["level"] for r in api.problems()})
-        raise ConfigError(f"no problems at level {level}; the levels are {', '.join(map(str, levels))}")
     return {"problems": rows, "count": len(rows)}
 
 
@@ -92,24 +88,23 @@ def check_candidate_text(candidate: str) -> None:
 
 
 class problem_hint:
-    """An unknown problem name said with the names that come close and how to list them all."""
+    """An unknown problem said as the library says it (with the suite names that come close), then how an agent
+    lists them all."""
 
     def __init__(self, problem):
         self.problem = problem
-
-    def __enter__(self):
-        return self
 
     def __exit__(self, kind, exc, tb):
         if kind is None or not issubclass(kind, ProblemError) or not isinstance(self.problem, str):
             return False
         if "no problem file or suite problem named" not in str(exc):
             return False
-        names = [p["name"] for p in api.problems()]
-        close = difflib.get_close_matches(self.problem, names, n=4, cutoff=0.5)
-        hint = f"; close names: {', '.join(close)}" if close else ""
-        raise ProblemError(f"{exc}{hint} (list_problems lists the suite's {len(names)} problems; a problem may "
+        said = str(exc).replace("; `kernelcraft problems list` shows the suite", "")
+        raise ProblemError(f"{said} (list_problems lists the suite's {len(api.problems())} problems; a problem may "
                            "also be given as KernelBench-format source text defining class Model)") from None
+
+    def __enter__(self):
+        return self
 
 
 # runs -------------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import difflib
 import hashlib
 import re
 import types
@@ -128,7 +129,9 @@ def load_problem(spec: str | Path) -> Problem:
     suite_path = SUITE_ROOT / f"{spec}.py"
     if re.fullmatch(r"level\d+/\w+", str(spec)) and suite_path.exists():
         return Problem(str(spec), suite_path, read_source(suite_path, "problem"))
-    close = [n for n in suite_names() if str(spec).split("/")[-1] in n]
+    names = suite_names()
+    close = [n for n in names if str(spec).split("/")[-1] in n]  # the name's last part inside a suite name
+    close += [n for n in difflib.get_close_matches(str(spec), names, n=4, cutoff=0.5) if n not in close]  # misspelt
     hint = f"; did you mean {', '.join(close[:4])}?" if close else "; `kernelcraft problems list` shows the suite"
     raise ProblemError(f"no problem file or suite problem named {spec!r}{hint}")
 
