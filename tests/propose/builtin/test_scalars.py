@@ -1,7 +1,6 @@
 """Numbers forward reads from its module are read at run time, not baked in at the traced sizes (scalars.py)."""
 
 import math
-import textwrap
 
 import pytest
 import torch
@@ -10,51 +9,23 @@ from kernelcraft.problems import load_problem
 from kernelcraft.propose.builtin import chain, scalars, triton_kernels
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
+from kernelcraft.propose.builtin.scalars import Scalar, Scalars
 from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, load
 
-_KERNELS = '''
-@triton.jit
-def kc_inner(x, kc_s_a):
-    return x * kc_s_a
+
+def test_the_spec_keeps_each_path_as_forward_reads_it():
+    s = Scalars.of_refs(["self.scale", "self.a__b", "self.scale"])
+    assert s.items == (Scalar("a__b"), Scalar("scale"))  # each once, in order of their names
+    assert s.params == "kc_s_a__b, kc_s_scale, "
+    assert s.reads() == "kc_s_a__b = float(self.a__b)\nkc_s_scale = float(self.scale)\n"  # a__b stays a__b
+    assert s.fill("def k(${scalars}x_ptr):") == "def k(kc_s_a__b, kc_s_scale, x_ptr):"
+    assert Scalars().fill("def k(${scalars}x_ptr):") == "def k(x_ptr):" and Scalars().reads() == ""
+    assert (Scalars.of_refs(["self.b"]) + s).params == "kc_s_a__b, kc_s_b, kc_s_scale, "
 
 
-@triton.jit
-def kc_outer_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    x = kc_inner(tl.load(x_ptr), kc_s_a) + kc_s_b
-    tl.store(x_ptr, x)
-
-
-def kc_host(self, x):
-    kc_outer_kernel[(triton.cdiv(x.numel(), 8), 1)](x, x.numel(), BLOCK=8)
-'''
-
-
-def test_bind_makes_the_numbers_parameters_and_passes_them_at_launch():
-    out = scalars.bind(_KERNELS)
-    assert "def kc_outer_kernel(kc_s_a, kc_s_b, x_ptr, n, BLOCK: tl.constexpr):" in out
-    assert "def kc_inner(x, kc_s_a):" in out  # already a parameter: unchanged
-    assert "kc_outer_kernel[(triton.cdiv(x.numel(), 8), 1)](float(self.a), float(self.b), x, x.numel()" in out
-    assert scalars.bind(out) == out  # bound once
-
-
-def test_bind_passes_them_on_from_a_kernel_to_the_function_it_calls():
-    text = textwrap.dedent('''
-        @triton.jit
-        def kc_step(x):
-            return x + kc_s_shift
-
-
-        @triton.jit
-        def kc_k(p):
-            tl.store(p, kc_step(tl.load(p)))
-
-
-        def kc_host(self, p):
-            kc_k[(1,)](p)
-        ''')
-    out = scalars.bind(text)
-    assert "def kc_step(kc_s_shift, x):" in out and "kc_step(kc_s_shift, tl.load(p))" in out
-    assert "def kc_k(kc_s_shift, p):" in out and "kc_k[(1,)](float(self.shift), p)" in out
+def test_paths_that_would_share_a_name_are_refused():
+    with pytest.raises(ValueError, match="share a kernel parameter name"):
+        Scalars.of_refs(["self.a__b", "self.a.b"])
 
 
 def test_attach_keeps_tensor_operands_and_pow_exponents():
@@ -132,28 +103,14 @@ def test_a_number_derived_from_an_attribute_is_not_covered(tmp_path):
         BuiltinProposer("cpu").coverage(load_problem(path), "triton")
 
 
-def test_bind_through_two_levels_of_calls_passes_each_name_once():
-    text = textwrap.dedent('''
-        @triton.jit
-        def kc_a(x):
-            return x * kc_s_k
-
-
-        @triton.jit
-        def kc_b(x):
-            return kc_a(x) + kc_s_j
-
-
-        @triton.jit
-        def kc_c(p):
-            tl.store(p, kc_b(tl.load(p)) + kc_a(1.0))
-
-
-        def kc_host(self, p):
-            kc_c[(1,)](p)
-        ''')
-    out = scalars.bind(text)
-    assert "def kc_a(kc_s_k, x):" in out and "def kc_b(kc_s_j, kc_s_k, x):" in out and "def kc_c(kc_s_j, kc_s_k, p):" in out
-    assert "kc_b(kc_s_j, kc_s_k, tl.load(p)) + kc_a(kc_s_k, 1.0)" in out and "kc_a(kc_s_k, x) + kc_s_j" in out
-    assert "kc_c[(1,)](float(self.j), float(self.k), p)" in out
-    assert out.count("float(self.") == 2
+def test_an_attribute_with_a_double_underscore_is_read_as_it_is_named(tmp_path):
+    """`self.fac__tor` is read as self.fac__tor (a name is never turned back into a path)."""
+    path = tmp_path / "dunder.py"
+    path.write_text(PROBLEM.replace("self.factor", "self.fac__tor"))
+    problem = load_problem(path)
+    op = analyze(problem).single
+    assert op is not None and ["mul", "self.fac__tor"] in op.detail["steps"], op
+    source = triton_kernels.render(op, problem.source, triton_kernels.moves(op)[0].params)
+    assert "kc_s_fac__tor = float(self.fac__tor)" in source
+    for size in (8, 30):
+        _run(tmp_path, source, [0.01 * size, 1.0 / size, -0.5 / size], [torch.randn(4, size)])

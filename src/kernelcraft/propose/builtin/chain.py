@@ -3,7 +3,9 @@ reads), rendered as one Triton candidate whose ModelNew runs each op's kernels i
 
 Each op is rendered by its own family (triton_kernels.parts) into kernel sources and a forward body; the body
 becomes a module-level helper `kc_op<i>_<kind>(self, x[, o0, o1, ...])` (matmul and losses: `(self, a, b)`,
-the forward's first two inputs as passed), and ModelNew's forward calls the helpers in order (results kc_v<i>),
+the forward's first two inputs as passed; the numbers forward reads from the module for the op's kernels,
+scalars.Scalars.of(op), come first after `self`: the forward reads them all once and passes them as values, so no
+helper reads a scalar from `self`), and ModelNew's forward calls the helpers in order (results kc_v<i>),
 each on the value it reads: a forward input (made contiguous) or an earlier op's result (fresh and contiguous);
 an elementwise op's tensor operands (o0, ...) are inputs, results or parameters as they are (read through their
 strides), while other families read the parameters of their epilogue themselves. A view op (flatten, reshape)
@@ -26,6 +28,7 @@ import re
 from kernelcraft.propose.builtin import triton_kernels
 from kernelcraft.propose.builtin.compose import assemble, forward_signature
 from kernelcraft.propose.builtin.plan import Op, operand_refs
+from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.triton_families.common import attr, indent
 from kernelcraft.propose.builtin.triton_kernels import Move, needs_relaxed
 
@@ -84,7 +87,8 @@ def render(ops: list[Op], reference_source: str, params: dict) -> str:
         return names[index] if operand else f"{names[index]}.contiguous()"
 
     kernels = _Kernels()
-    lines = []
+    every = sum((Scalars.of(op) for op in ops), Scalars())
+    lines = [every.reads().rstrip("\n")] if every.items else []
     for j, op in enumerate(ops):
         if op.kind == "view":
             lines.append(f"kc_v{j} = {_view(op, value(op.src))}")
@@ -100,9 +104,10 @@ def render(ops: list[Op], reference_source: str, params: dict) -> str:
             refs = operand_refs(op.detail.get("steps") or []) if op.kind == "elementwise" else []
             signature = ", ".join(["x", *(f"o{k}" for k in range(len(refs)))])
             args = ", ".join([value(op.src), *(value(r, operand=True) for r in refs)])
-        helper = f"kc_op{j}_{op.kind}"
-        kernels.blocks.append(f"def {helper}(self, {signature}):  # op {j}: {op.kind}\n" + indent(body.strip("\n"), 4))
-        lines.append(f"kc_v{j} = {helper}(self, {args})")
+        helper, s = f"kc_op{j}_{op.kind}", Scalars.of(op)
+        kernels.blocks.append(f"def {helper}(self, {s.params}{signature}):  # op {j}: {op.kind}\n"
+                              + indent(body.strip("\n"), 4))
+        lines.append(f"kc_v{j} = {helper}(self, {s.params}{args})")
     lines.append(f"return kc_v{len(ops) - 1}")
     if any(op.kind == "view" and "flatten" in op.detail for op in ops):
         kernels.blocks.append(_FLATTEN)

@@ -3,7 +3,9 @@
 Shared by the kernel registries (triton_kernels.py, nvrtc_kernels.py): `ModelNew` keeps the reference's
 forward signature; its body reads the first input as `x` (made contiguous), or, for a kind whose family
 declares the inputs it reads (`inputs`: their names in the body, e.g. ("a", "b") or ("q", "k", "v")), the
-first len(inputs) inputs under those names as passed, then runs the family's body.
+first len(inputs) inputs under those names as passed, then runs the family's body. The numbers forward reads
+from the module for the op's kernels (`scalars`, the op's scalars.Scalars) are read first, into the names the
+body passes at its launches.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ from __future__ import annotations
 import ast
 
 from kernelcraft import syntax
-from kernelcraft.propose.builtin import scalars
+from kernelcraft.propose.builtin.scalars import SLOT, Scalars
 from kernelcraft.propose.builtin.triton_families.common import indent
 
 
 def compose(reference_source: str, head: str, kernels: list[str], body: str, inputs: tuple[str, ...] | None,
-            kind: str) -> str:
+            kind: str, scalars: Scalars = Scalars()) -> str:
     signature, names = forward_signature(reference_source)
     if inputs:
         if len(names) < len(inputs):
@@ -24,7 +26,7 @@ def compose(reference_source: str, head: str, kernels: list[str], body: str, inp
         first = f"{', '.join(inputs)} = {', '.join(names[:len(inputs)])}\n"
     else:
         first = f"x = {names[0]}.contiguous()\n"
-    return assemble(reference_source, head, kernels, first + body.strip("\n"))
+    return assemble(reference_source, head, kernels, scalars.reads() + first + body.strip("\n"))
 
 
 def assemble(reference_source: str, head: str, kernels: list[str], body: str) -> str:
@@ -32,7 +34,9 @@ def assemble(reference_source: str, head: str, kernels: list[str], body: str) ->
     signature, _ = forward_signature(reference_source)
     forward = f"class ModelNew(Model):\n    {signature}\n" + indent(body.strip("\n"), 8)
     text = "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
-    return scalars.bind(text)
+    if SLOT in text:  # a renderer left a kernel template's scalar slot unfilled
+        raise ValueError(f"a kernel template's {SLOT} was not filled (scalars.Scalars.fill)")
+    return text
 
 
 def parse(source: str) -> ast.Module:

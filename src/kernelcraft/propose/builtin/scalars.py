@@ -2,21 +2,28 @@
 
 torch.fx bakes such a number into the graph as a constant, and analyze.py traces the model built from the
 problem's small sizes: a scale of 1/sqrt(K) traced there is wrong at any other K. So a step parameter that
-forward reads from an attribute is kept as the reference "self.<path>" (`attach`); the kernel text names it
-`kc_s_<path>` (`name`); and `bind` makes each such name a parameter of every @triton.jit function that uses it
-and passes float(self.<path>) at each launch, where the generated host code has `self` (ModelNew's forward and
-the chain's per-op helpers).
+forward reads from an attribute is kept as the reference "self.<path>" (`attach`), and the code generated for
+it comes from a spec, `Scalars.of(op)`: the op's numbers, each by its attribute path as forward reads it
+(`Scalar`, the path kept, never re-derived from a name) and the identifier generated code gives it,
+`kc_s_<path>` (`name`). The renderers emit from it, in their templates (the SLOT `${scalars}` before a kernel's
+first parameter, `Scalars.params` in f-strings):
+  - every @triton.jit kernel that applies the op's steps takes the op's scalars as its first parameters;
+  - every launch of such a kernel, and every call of a module-level host helper that launches one (gemm's
+    kc_linear_tma, kc_matmul_tma; a chain's per-op helpers), passes them first, by the same names: such a helper
+    takes them as its first parameters (a chain's after `self`), and only ModelNew.forward reads the attributes,
+    binding each name once (`Scalars.reads`) before its body runs.
+So module-level code never reads `self.<path>` and nothing rewrites generated text afterwards.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.plan import TENSOR_STEPS
 
 PREFIX = "kc_s_"
-_NAME = re.compile(rf"\b{PREFIX}\w+")
-_JIT = re.compile(r"^@triton\.jit\n(?:@.*\n)*def (\w+)\(", re.M)
+SLOT = "${scalars}"  # in a kernel template, before its first parameter: the op's scalars (Scalars.fill)
 # parameters whose value shapes the code (pow's exponent picks the expansion): always the traced number
 STRUCTURAL = {"pow"}
 
@@ -76,66 +83,59 @@ def refs(steps: list) -> set[str]:
     return {v for step in steps for v in step[1:] if is_ref(v)}
 
 
-def bind(source: str) -> str:
-    """The candidate file with every kc_s_<path> a kernel uses made its parameter, and passed at each launch (a
-    jit function calling another passes them on)."""
-    if PREFIX not in source:
-        return source
-    changed = True
-    while changed:
-        changed = False
-        for fn, body in _jit_functions(source):
-            needed = sorted(set(_NAME.findall(body)))
-            header = re.search(rf"def {fn}\(([^)]*)", body)
-            have = {p.strip().split(":")[0] for p in header.group(1).split(",")}
-            missing = [n for n in needed if n not in have]
-            if not missing:
-                continue
-            changed = True
-            new_body = body.replace(f"def {fn}(", f"def {fn}({', '.join(missing)}, ", 1)
-            source = _pass_at_calls(source.replace(body, new_body, 1), fn, missing)
-            break  # the functions' texts have changed: read them again
-    return source
+@dataclass(frozen=True)
+class Scalar:
+    """One number forward reads from the module: its attribute path as forward reads it ("scale_factor")."""
+
+    path: str
+
+    @property
+    def name(self) -> str:
+        """Its identifier in generated code: a kernel's parameter, a host helper's, and ModelNew.forward's local."""
+        return name("self." + self.path)
+
+    @property
+    def read(self) -> str:
+        """The expression that reads it, where there is `self` (ModelNew.forward)."""
+        from kernelcraft.propose.builtin.triton_families.common import attr  # (common.num names scalars: no cycle)
+
+        return f"float({attr(self.path)})"
 
 
-def _jit_functions(source: str) -> list[tuple[str, str]]:
-    """(name, text) of each @triton.jit function: its decorators to the next line at column 0."""
-    out = []
-    for m in _JIT.finditer(source):
-        end = re.compile(r"^\S", re.M).search(source, source.index("\n", m.end()) + 1)
-        text = source[m.start():end.start() if end else len(source)]
-        out.append((m.group(1), text))
-    return out
+@dataclass(frozen=True)
+class Scalars:
+    """The spec of an op's run-time scalars: the kernels that apply its steps take them, in this order, as their
+    first parameters; the host code launching those kernels passes them first, by name (module docstring)."""
 
+    items: tuple[Scalar, ...] = ()
 
-def _pass_at_calls(source: str, fn: str, names: list[str]) -> str:
-    """Each launch fn[grid](...) gets float(self.<path>), ...; each call fn(...) from a jit function gets the
-    names themselves, which makes them that function's parameters on the next pass."""
-    out, i = [], 0
-    for m in re.finditer(rf"(?<![\w.]){fn}\b(?=[\[(])", source):
-        if source[max(0, m.start() - 4):m.start()] == "def ":
-            continue
-        j = m.end()
-        if source[j] == "[":
-            j = _close(source, j) + 1
-            if j >= len(source) or source[j] != "(":
-                continue
-            args = "".join(f"float(self.{n[len(PREFIX):].replace('__', '.')}), " for n in names)
-        else:
-            args = "".join(f"{n}, " for n in names)
-        out.append(source[i:j + 1] + args)
-        i = j + 1
-    return "".join(out) + source[i:]
+    @classmethod
+    def of(cls, op) -> Scalars:
+        """The scalars of `op` (a plan.Op): the "self.<path>" parameters of its steps, by path."""
+        return cls.of_refs(refs(op.detail.get("steps") or []))
 
+    @classmethod
+    def of_refs(cls, found) -> Scalars:
+        items = tuple(Scalar(r[len("self."):]) for r in sorted(set(found)))
+        names = [s.name for s in items]
+        if len(set(names)) != len(names):
+            raise ValueError(f"attribute paths {[s.path for s in items]} would share a kernel parameter name")
+        return cls(items)
 
-def _close(text: str, start: int) -> int:
-    """The index of the bracket closing the one at `start`."""
-    depth = 0
-    for k in range(start, len(text)):
-        if text[k] in "([{":
-            depth += 1
-        elif text[k] in ")]}":
-            depth -= 1
-            if depth == 0:
-                return k
-    raise ValueError("unbalanced brackets in a generated launch")
+    def __add__(self, other: Scalars) -> Scalars:
+        """Both ops' scalars, each once (a chain's forward reads them all)."""
+        return Scalars.of_refs([f"self.{s.path}" for s in self.items + other.items])
+
+    @property
+    def params(self) -> str:
+        """ "kc_s_a, kc_s_b, " (or ""): the leading parameters of a kernel or helper, and the leading arguments that
+        pass them on at a launch or a helper call."""
+        return "".join(f"{s.name}, " for s in self.items)
+
+    def fill(self, template: str) -> str:
+        """A kernel template with its SLOT filled: its first parameters the scalars (none: nothing)."""
+        return template.replace(SLOT, self.params)
+
+    def reads(self) -> str:
+        """ModelNew.forward's lines binding each name to the number the module holds now."""
+        return "".join(f"{s.name} = {s.read}\n" for s in self.items)

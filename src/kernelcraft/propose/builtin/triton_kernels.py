@@ -7,7 +7,9 @@ the module (weights, eps, the reduced dim) from `self`, so every move is right o
 Each family lives in triton_families/ and lists the op kinds it serves in `KINDS`: kind -> (moves(op),
 render(op, params) -> (kernel sources, forward body)). A forward body reads the first input as `x` (made
 contiguous), or, for the kinds whose family declares the inputs it reads (`INPUTS`: kind -> their names, e.g.
-("a", "b") for a matmul, ("q", "k", "v") for attention), the first inputs under those names as passed.
+("a", "b") for a matmul, ("q", "k", "v") for attention), the first inputs under those names as passed. The
+numbers forward reads from the module (scalars.py) are the op's `Scalars.of(op)`: a family's kernels that apply
+the op's steps take them first, and its launches pass them first.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.compose import compose
 from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.triton_families import (argreduce, attention, channel_norm, conv, conv3d,
                                                          conv_transpose, gemm, loss, norm, pointwise, pool, rows, scan)
 
@@ -63,4 +66,4 @@ def render(op: Op, reference_source: str, params: dict) -> str:
     p, kernels, body = parts(op, params)
     head = (f"# ---- Triton kernels by kernelcraft's built-in engineer: {op.kind} {json.dumps(p, sort_keys=True)}\n"
             "import math\n\nimport torch\nimport triton\nimport triton.language as tl")
-    return compose(reference_source, head, kernels, body, INPUTS.get(op.kind), op.kind)
+    return compose(reference_source, head, kernels, body, INPUTS.get(op.kind), op.kind, Scalars.of(op))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 
 from kernelcraft.propose.builtin.plan import Op, operand_refs
+from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.triton_families.common import indent
 from kernelcraft.propose.builtin.triton_families.pointwise import epilogue_lines
 
@@ -77,6 +78,7 @@ def render(op: Op, p: dict) -> tuple[list[str], str]:
     operands in plan.operand_refs order)."""
     steps = op.detail["steps"]
     refs = operand_refs(steps)
+    s = Scalars.of(op)  # the numbers the steps read from the module: the kernel's first parameters
     names = ["x"] + [f"o{k}" for k in range(len(refs))]
     hint = ', eviction_policy="evict_first"' if p.get("evict_first") else ""
     lines = epilogue_lines(steps, lambda k: f"tl.load(o{k}_ptr + o{k}_off, mask=mask{hint}).to(tl.float32)")
@@ -84,7 +86,7 @@ def render(op: Op, p: dict) -> tuple[list[str], str]:
     sizes = ", ".join(f"D{d}" for d in range(MAX_DIMS))
     kernel = f'''
 @triton.jit
-def kc_bcast_kernel({", ".join(t + "_ptr" for t in names)}, y_ptr, n, n_tiles, {sizes},
+def kc_bcast_kernel({s.params}{", ".join(t + "_ptr" for t in names)}, y_ptr, n, n_tiles, {sizes},
                     {strides}, NDIM: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr):
     # y (contiguous, the broadcast shape) at flat offsets offs; every tensor read at its own offset from the
     # output coordinates over the last NDIM (coalesced) dims D0..D{MAX_DIMS - 1}, stride 0 where it is broadcast.
@@ -115,7 +117,7 @@ if n == 0:
     return y
 n_tiles = triton.cdiv(n, {int(p["BLOCK"])})
 programs = {programs}
-kc_bcast_kernel[(programs,)]({args}, y, n, n_tiles, *sizes, {stride_args}, NDIM=nd, WIDE=wide,
+kc_bcast_kernel[(programs,)]({s.params}{args}, y, n, n_tiles, *sizes, {stride_args}, NDIM=nd, WIDE=wide,
                              BLOCK={int(p["BLOCK"])}, num_warps={int(p["num_warps"])})
 return y'''
     return [inspect.getsource(kc_bcast_layout), kernel], body

@@ -11,6 +11,7 @@ the fp32 result before its store."""
 from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.triton_families.common import attr, indent, num
 from kernelcraft.propose.builtin.triton_families.norm import STATS
 from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
@@ -49,7 +50,7 @@ def _group_moves(op: Op) -> list[tuple]:
 
 _BATCHNORM = '''
 @triton.jit
-def kc_batchnorm_kernel(x_ptr, y_ptr, mean_ptr, var_ptr, w_ptr, b_ptr, n, C, inner, eps, BLOCK: tl.constexpr,
+def kc_batchnorm_kernel(${scalars}x_ptr, y_ptr, mean_ptr, var_ptr, w_ptr, b_ptr, n, C, inner, eps, BLOCK: tl.constexpr,
                         PLANES: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
     if PLANES:  # program (plane, j): plane n * C + c, its tiles j, j + programs(1), ...
         plane = tl.program_id(0).to(tl.int64)
@@ -84,7 +85,7 @@ def kc_batchnorm_kernel(x_ptr, y_ptr, mean_ptr, var_ptr, w_ptr, b_ptr, n, C, inn
 
 _GROUP = '''
 @triton.jit
-def kc_group_row_kernel(x_ptr, y_ptr, w_ptr, b_ptr, M, L, G, CPG, inner, eps, BLOCK_M: tl.constexpr,
+def kc_group_row_kernel(${scalars}x_ptr, y_ptr, w_ptr, b_ptr, M, L, G, CPG, inner, eps, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
     # BLOCK_M whole slabs (rows of L) per program
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -103,7 +104,7 @@ def kc_group_row_kernel(x_ptr, y_ptr, w_ptr, b_ptr, M, L, G, CPG, inner, eps, BL
 
 
 @triton.jit
-def kc_group_apply_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, m2_ptr, L, G, CPG, inner, chunk, splits, eps,
+def kc_group_apply_kernel(${scalars}x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, m2_ptr, L, G, CPG, inner, chunk, splits, eps,
                           BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
     # program (row, split): merge the slab's chunk statistics (Chan et al.), then normalize this chunk
     row = tl.program_id(0).to(tl.int64)
@@ -154,6 +155,7 @@ def _render_batchnorm(op: Op, p: dict) -> tuple[list[str], str]:
     block, warps = int(p["BLOCK"]), int(p["num_warps"])
     hint = ', eviction_policy="evict_first"' if p.get("evict_first") else ""
     planes = f"inner >= {block // 4}" if p.get("planes") else "False"
+    s = Scalars.of(op)  # the numbers the steps read from the module: the kernel's first parameters
     body = f'''
 y = torch.empty_like(x)
 if x.numel() == 0:
@@ -164,10 +166,10 @@ w_arg = x if w is None else w
 b_arg = x if b is None else b
 planes = {planes}  # a program per (n, c) plane, a few of them sharing a long plane; else flat tiles
 grid = (x.numel() // inner, min(triton.cdiv(inner, {block}), 1024)) if planes else (triton.cdiv(x.numel(), {block}),)
-kc_batchnorm_kernel[grid](x, y, mean, var, w_arg, b_arg, x.numel(), C, inner, float({eps}), BLOCK={block},
+kc_batchnorm_kernel[grid]({s.params}x, y, mean, var, w_arg, b_arg, x.numel(), C, inner, float({eps}), BLOCK={block},
                           PLANES=planes, HAS_W=w is not None, HAS_B=b is not None, num_warps={warps})
 return y'''
-    return [_with_steps(_BATCHNORM.replace("$hint", hint), d.get("steps"))], body
+    return [s.fill(_with_steps(_BATCHNORM.replace("$hint", hint), d.get("steps")))], body
 
 
 def _render_group(op: Op, p: dict) -> tuple[list[str], str]:
@@ -180,6 +182,7 @@ def _render_group(op: Op, p: dict) -> tuple[list[str], str]:
         cdim, groups = (f"0 if x.dim() == {int(spatial) + 1} else 1" if spatial is not None else "1"), "C"
     row_max, tile, block_n, warps = int(p["ROW_MAX"]), int(p["TILE"]), int(p["BLOCK_N"]), int(p["num_warps"])
     flags = "HAS_W=w is not None, HAS_B=b is not None"
+    s = Scalars.of(op)  # the numbers the steps read from the module: the row and apply kernels' first parameters
     body = f'''
 y = torch.empty_like(x)
 if x.numel() == 0:
@@ -197,7 +200,7 @@ if np2(L) <= {row_max}:  # whole slabs in registers
     bn = np2(L)
     bm = min(np2(M), max(1, {tile} // bn))
     warps = min(16, {warps} * max(1, bm * bn // {tile}))
-    kc_group_row_kernel[(triton.cdiv(M, bm),)](x, y, w_arg, b_arg, M, L, G, CPG, inner, eps, BLOCK_M=bm, BLOCK_N=bn,
+    kc_group_row_kernel[(triton.cdiv(M, bm),)]({s.params}x, y, w_arg, b_arg, M, L, G, CPG, inner, eps, BLOCK_M=bm, BLOCK_N=bn,
                                                {flags}, num_warps=warps)
     return y
 splits = max(1, min(triton.cdiv({int(p["split_target"])}, M), triton.cdiv(L, {block_n}), 1024))
@@ -207,10 +210,10 @@ mean = torch.empty((M, splits), dtype=torch.float32, device=x.device)
 m2 = torch.empty((M, splits), dtype=torch.float32, device=x.device)
 kc_norm_stats_kernel[(M, splits)](x, mean, m2, L, chunk, splits, BLOCK_N={block_n}, RMS=False,
                                   WELFORD={bool(p.get("welford", True))}, num_warps={warps})
-kc_group_apply_kernel[(M, splits)](x, y, w_arg, b_arg, mean, m2, L, G, CPG, inner, chunk, splits, eps,
+kc_group_apply_kernel[(M, splits)]({s.params}x, y, w_arg, b_arg, mean, m2, L, G, CPG, inner, chunk, splits, eps,
                                    BLOCK_N={block_n}, BLOCK_S=np2(splits), {flags}, num_warps={warps})
 return y'''
-    return [_with_steps(_GROUP, d.get("steps")), STATS], body  # chunk statistics: the norm family's (RMS=False)
+    return [s.fill(_with_steps(_GROUP, d.get("steps"))), STATS], body  # chunk statistics: the norm family's (RMS=False)
 
 
 KINDS = {"batchnorm": (_batchnorm_moves, _render_batchnorm), "groupnorm": (_group_moves, _render_group),

@@ -20,7 +20,7 @@ def indent(text: str, n: int) -> str:
 
 
 def num(value) -> str:
-    if scalars.is_ref(value):  # a number forward reads from the module: a kernel parameter (scalars.bind)
+    if scalars.is_ref(value):  # a number forward reads from the module: a kernel parameter (scalars.Scalars)
         return scalars.name(value)
     value = float(value)
     if math.isnan(value):

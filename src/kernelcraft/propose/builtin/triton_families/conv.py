@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 
 from kernelcraft.propose.builtin.plan import Op, operand_refs
+from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.triton_families import pool
 from kernelcraft.propose.builtin.triton_families.common import attr, indent, num
 from kernelcraft.propose.builtin.triton_families.pointwise import epilogue_lines
@@ -109,7 +110,7 @@ def hyper_lines(d: dict, names: tuple, spatial: tuple, padding_strings: bool = T
 
 _CONV = '''
 @triton.jit
-def kc_conv2d_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, C, H, W, CO, OH, OW, K, CPG, COPG, SH, SW, PH, PW, DH, DW,
+def kc_conv2d_kernel(${scalars}x_ptr, w_ptr, b_ptr, y_ptr, M, C, H, W, CO, OH, OW, K, CPG, COPG, SH, SW, PH, PW, DH, DW,
                      KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr):
     # program (tile, group): output pixels rm (n, oh, ow) x out-channels co of one group
@@ -146,7 +147,7 @@ $steps
 
 _DEPTHWISE = '''
 @triton.jit
-def kc_dwconv2d_kernel(x_ptr, w_ptr, b_ptr, y_ptr, C, H, W, OH, OW, SH, SW, PH, PW, DH, DW, KH: tl.constexpr,
+def kc_dwconv2d_kernel(${scalars}x_ptr, w_ptr, b_ptr, y_ptr, C, H, W, OH, OW, SH, SW, PH, PW, DH, DW, KH: tl.constexpr,
                        KW: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
     # program (plane n*C + c, output tile): a direct stencil over one channel, taps unrolled, read from L1/L2
     plane = tl.program_id(0).to(tl.int64)
@@ -186,6 +187,8 @@ def _render_conv(op: Op, p: dict) -> tuple[list[str], str]:
                            + indent("\n".join(epilogue_lines(epilogue, lambda k: gemm_load.format(k=k))), 4))
     depthwise = _DEPTHWISE.replace("$steps", _bn_lines(d.get("bn"), "c", None)
                                    + indent("\n".join(epilogue_lines(epilogue, lambda k: dw_load.format(k=k))), 4))
+    s = Scalars.of(op)  # the numbers the epilogue reads from the module: both kernels' first parameters
+    kernel, depthwise = s.fill(kernel), s.fill(depthwise)
     bias = attr(d["bias"]) if d.get("bias") else "None"
     one_d = op.kind == "conv1d"  # run as a 2-D conv over a one-row image: x (N, C, 1, L), w (CO, CPG, 1, K)
     if d.get("module") and one_d:  # hyper-parameters as the module holds them at run time
@@ -216,7 +219,7 @@ y = torch.empty((N, CO, max(OH, 0), max(OW, 0)), dtype=x.dtype, device=x.device)
 if y.numel() > 0 and groups == C and CO == C:  # depthwise: a direct stencil per channel plane
     bh, bw = min(16, triton.next_power_of_2(OH)), min(64, triton.next_power_of_2(OW))
     grid = (N * C, triton.cdiv(OH, bh) * triton.cdiv(OW, bw))
-    kc_dwconv2d_kernel[grid](x, w.contiguous(), x if bias is None else bias, y, C, H, W, OH, OW, sh, sw, ph, pw, dh,
+    kc_dwconv2d_kernel[grid]({s.params}x, w.contiguous(), x if bias is None else bias, y, C, H, W, OH, OW, sh, sw, ph, pw, dh,
                              dw, KH=KH, KW=KW, HAS_BIAS=bias is not None, BLOCK_H=bh, BLOCK_W=bw, num_warps=4)
 elif y.numel() > 0:
     w = w.contiguous()
@@ -224,7 +227,7 @@ elif y.numel() > 0:
     bn = min({bn}, max(16, triton.next_power_of_2(COPG)))
     prec = "{prec}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
     grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
-    kc_conv2d_kernel[grid](x, w, x if bias is None else bias, y, M, C, H, W, CO, OH, OW, K, CPG, COPG, sh, sw, ph, pw,
+    kc_conv2d_kernel[grid]({s.params}x, w, x if bias is None else bias, y, M, C, H, W, CO, OH, OW, K, CPG, COPG, sh, sw, ph, pw,
                            dh, dw, KH=KH, KW=KW, HAS_BIAS=bias is not None, BLOCK_M={bm}, BLOCK_N=bn,
                            BLOCK_K={bk}, GROUP_M={group}, PREC=prec, num_warps={int(p["num_warps"])},
                            num_stages={int(p["num_stages"])})

@@ -12,6 +12,7 @@ the same grouped GEMM (no stencil kernel of their own: correct, though most of a
 from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.triton_families.common import attr, indent
 from kernelcraft.propose.builtin.triton_families.conv import GATHER, TILE, _OUT_SIZE, conv_moves, hyper_lines, \
     precision
@@ -24,7 +25,7 @@ def _conv3d_moves(op: Op) -> list[tuple]:
 
 _CONV3D = '''
 @triton.jit
-def kc_conv3d_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, C, D, H, W, CO, OD, OH, OW, K, CPG, COPG, SD, SH, SW, PD, PH, PW,
+def kc_conv3d_kernel(${scalars}x_ptr, w_ptr, b_ptr, y_ptr, M, C, D, H, W, CO, OD, OH, OW, K, CPG, COPG, SD, SH, SW, PD, PH, PW,
                      DD, DH, DW, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                      PREC: tl.constexpr):
@@ -70,7 +71,8 @@ def _render_conv3d(op: Op, p: dict) -> tuple[list[str], str]:
     bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
     prec = precision(p)
     steps = indent("\n".join(step_lines(d.get("steps", []))), 4)
-    kernel = _CONV3D.replace("$tile", TILE).replace("$steps", steps)
+    s = Scalars.of(op)  # the numbers the steps read from the module: the kernel's first parameters
+    kernel = s.fill(_CONV3D.replace("$tile", TILE).replace("$steps", steps))
     bias = attr(d["bias"]) if d.get("bias") else "None"
     body = f'''
 w, bias = {attr(d["weight"])}, {bias}
@@ -91,7 +93,7 @@ if y.numel() > 0:
     prec = "{prec}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
     grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
     kc_conv3d_kernel[grid](
-        x, w, x if bias is None else bias, y, M, C, D, H, W, CO, OD, OH, OW, K, CPG, COPG, sd, sh, sw, pd, ph, pw,
+        {s.params}x, w, x if bias is None else bias, y, M, C, D, H, W, CO, OD, OH, OW, K, CPG, COPG, sd, sh, sw, pd, ph, pw,
         dd, dh, dw, KD=KD, KH=KH, KW=KW, HAS_BIAS=bias is not None, BLOCK_M={bm}, BLOCK_N=bn, BLOCK_K={bk},
         GROUP_M={group}, PREC=prec, num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
 return y.reshape(y.shape[1:]) if unbatched else y'''

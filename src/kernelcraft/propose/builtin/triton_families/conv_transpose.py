@@ -22,6 +22,7 @@ strided by KH*KW), served from L2. Outputs of a phase are stored s apart along W
 from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.triton_families.common import attr, indent
 from kernelcraft.propose.builtin.triton_families.conv import TILE, conv_moves, hyper_lines, precision
 from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
@@ -61,7 +62,7 @@ def kc_phase_taps(r, s, p, d, k):
 
 _PER_PHASE = '''
 @triton.jit
-def kc_conv_transpose2d_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, C, H, W, CO, OH, OW, OHR, OWR, K, CPG, COPG, KH, KW,
+def kc_conv_transpose2d_kernel(${scalars}x_ptr, w_ptr, b_ptr, y_ptr, M, C, H, W, CO, OH, OW, OHR, OWR, K, CPG, COPG, KH, KW,
                                RH, RW, SH, SW, FH, FW, TH, TW, BH, BW, EH, EW, NH: tl.constexpr, NW: tl.constexpr,
                                HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr):
@@ -81,7 +82,7 @@ def kc_first_tap(r, s, p, d):
 
 
 @triton.jit
-def kc_conv_transpose2d_phases_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, C, H, W, CO, OH, OW, CPG, COPG, KH, KW, SH, SW,
+def kc_conv_transpose2d_phases_kernel(${scalars}x_ptr, w_ptr, b_ptr, y_ptr, N, C, H, W, CO, OH, OW, CPG, COPG, KH, KW, SH, SW,
                                       PH, PW, DH, DW, TH, TW, EH, EW, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
                                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                                       PREC: tl.constexpr):
@@ -149,6 +150,7 @@ def _render(op: Op, p: dict) -> tuple[list[str], str]:
     bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
     prec = precision(p)
     steps = indent("\n".join(step_lines(d.get("steps", []))), 4)
+    s = Scalars.of(op)  # the numbers the steps read from the module: the kernel's first parameters
     one_launch = bool(p.get("one_launch"))
     bias = attr(d["bias"]) if d.get("bias") else "None"
     body = f'''
@@ -178,7 +180,7 @@ return y.reshape(y.shape[1:]) if unbatched else y'''
             M, K = N * OHR * OWR, CPG * nh * nw  # K == 0: no tap reaches this phase, bias only
             grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
             kc_conv_transpose2d_kernel[grid](
-                x, w, x if bias is None else bias, y, M, C, H, W, CO, OH, OW, OHR, OWR, K, CPG, COPG, KH, KW,
+                {s.params}x, w, x if bias is None else bias, y, M, C, H, W, CO, OH, OW, OHR, OWR, K, CPG, COPG, KH, KW,
                 rh, rw, sh, sw, fh, fw, th, tw, bh, bw, eh, ew, NH=max(nh, 1), NW=max(nw, 1),
                 HAS_BIAS=bias is not None, BLOCK_M={bm}, BLOCK_N=bn, BLOCK_K={bk}, GROUP_M={group},
                 PREC=prec, num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})'''
@@ -188,11 +190,11 @@ return y.reshape(y.shape[1:]) if unbatched else y'''
     M0 = N * triton.cdiv(OH, sh) * triton.cdiv(OW, sw)  # phase (0, 0) has the most outputs
     grid = (triton.cdiv(M0, {bm}) * triton.cdiv(COPG, bn), groups, sh * sw)
     kc_conv_transpose2d_phases_kernel[grid](
-        x, w, x if bias is None else bias, y, N, C, H, W, CO, OH, OW, CPG, COPG, KH, KW, sh, sw, ph, pw, dh,
+        {s.params}x, w, x if bias is None else bias, y, N, C, H, W, CO, OH, OW, CPG, COPG, KH, KW, sh, sw, ph, pw, dh,
         dw, th, tw, eh, ew, HAS_BIAS=bias is not None, BLOCK_M={bm}, BLOCK_N=bn, BLOCK_K={bk}, GROUP_M={group},
         PREC=prec, num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})'''
     body = body.replace("$launch", (all_phases if one_launch else per_phase).strip("\n"))
-    kernel = _kernel(_ALL_PHASES if one_launch else _PER_PHASE, steps)
+    kernel = s.fill(_kernel(_ALL_PHASES if one_launch else _PER_PHASE, steps))
     return [_PHASE_TAPS, kernel], body
 
 

@@ -12,6 +12,7 @@ accumulation, TMA tiles of B read as it lies (params["b_kmajor"] False), no TF32
 from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op, operand_refs
+from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.triton_families.common import attr, indent
 from kernelcraft.propose.builtin.triton_families.pointwise import epilogue_lines, step_lines
 
@@ -91,7 +92,7 @@ def _half_moves(dt: str) -> list[tuple]:
 
 _GEMM = '''
 @triton.jit
-def kc_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn,
+def kc_matmul_kernel(${scalars}a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                      PREC: tl.constexpr):
     # program (tile, batch): a BLOCK_M x BLOCK_N tile of C[batch]; tiles are walked GROUP_M rows of tiles at a
@@ -128,7 +129,7 @@ def kc_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk,
 GEMV_COLUMNS = 4
 _GEMV = '''
 @triton.jit
-def kc_gemv_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn,
+def kc_gemv_kernel(${scalars}a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn,
                    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     # program (row block, column, batch): BLOCK_M entries of one column of C. The rows of A are walked once in
     # BLOCK_K-wide tiles against that column of B, products accumulated in fp32 lanes and summed at the end
@@ -150,7 +151,7 @@ def kc_gemv_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s
 
 _GEMM_TMA = '''
 @triton.jit
-def kc_matmul_tma_kernel(a_desc, b_desc, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+def kc_matmul_tma_kernel(${scalars}a_desc, b_desc, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr, PROGRAMS: tl.constexpr,
                          B_KMAJOR: tl.constexpr = True):
     # persistent: program p takes output tiles p, p + PROGRAMS, ... (GROUP_M swizzle). TMA brings A tiles and
@@ -228,7 +229,8 @@ def _render_linear(op: Op, p: dict) -> tuple[list[str], str]:
     d = op.detail
     bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
     prec = str(p.get("precision", "ieee"))
-    kernel = _with_epilogue(_GEMM, _STORE, d.get("steps", []))
+    s = Scalars.of(op)  # the numbers the epilogue reads from the module: the kernels' and helper's first parameters
+    kernel = s.fill(_with_epilogue(_GEMM, _STORE, d.get("steps", [])))
     refs = operand_refs(d.get("steps", []))
     epi = f"[a for o in [{', '.join(attr(r[1]) for r in refs)}] for a in kc_column_args(o, N)]" if refs else "[]"
     flags = f"PREC=prec, HAS_BIAS=bias is not None, num_warps={int(p['num_warps'])}, num_stages={int(p['num_stages'])}"
@@ -245,31 +247,31 @@ bias_arg = x if bias is None else bias
 epi_args = {epi}  # the epilogue's parameter operands, each with its stride along the columns
 prec = "{prec}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
 grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}), 1)
-kc_linear_kernel[grid](a, w, c2, bias_arg, *epi_args, M, N, K, 0, a.stride(0), a.stride(1), 0, w.stride(1),
+kc_linear_kernel[grid]({s.params}a, w, c2, bias_arg, *epi_args, M, N, K, 0, a.stride(0), a.stride(1), 0, w.stride(1),
                        w.stride(0), 0, c2.stride(0), c2.stride(1), BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, {flags})
 return c'''
     helpers = [_COLUMN_ARGS] if refs else []
     if not p.get("tma"):
         return [*helpers, kernel], body
     tma = _TMA_OK + f'''
-def kc_linear_tma(a, w, bias, c, prec, has_bias, epi_args):
+def kc_linear_tma({s.params}a, w, bias, c, prec, has_bias, epi_args):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     (M, K), N = a.shape, w.shape[0]
     programs = min(triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}),
                    torch.cuda.get_device_properties(a.device).multi_processor_count)
-    kc_linear_tma_kernel[(programs,)](TensorDescriptor.from_tensor(a, [{bm}, {bk}]),
+    kc_linear_tma_kernel[(programs,)]({s.params}TensorDescriptor.from_tensor(a, [{bm}, {bk}]),
                                       TensorDescriptor.from_tensor(w, [{bn}, {bk}]), c, bias, *epi_args, M, N, K,
                                       BLOCK_M={bm},
                                       BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec, HAS_BIAS=has_bias,
                                       PROGRAMS=programs, num_warps={int(p["num_warps"])},
                                       num_stages={int(p["num_stages"])})
 '''
-    body = body.replace("grid = (", """if K > 0 and kc_tma_ok(a, w, c2):  # w (N, K) row-major is K-major already: no copy
-    kc_linear_tma(a, w, bias_arg, c2, prec, bias is not None, epi_args)
+    body = body.replace("grid = (", f"""if K > 0 and kc_tma_ok(a, w, c2):  # w (N, K) row-major is K-major already: no copy
+    kc_linear_tma({s.params}a, w, bias_arg, c2, prec, bias is not None, epi_args)
     return c
 grid = (""", 1)
-    return [*helpers, kernel, _with_epilogue(_GEMM_TMA, _STORE_TMA, d.get("steps", [])), tma], body
+    return [*helpers, kernel, s.fill(_with_epilogue(_GEMM_TMA, _STORE_TMA, d.get("steps", []))), tma], body
 
 
 _COLUMN_ARGS = '''
@@ -285,13 +287,14 @@ def _render_matmul(op: Op, p: dict) -> tuple[list[str], str]:
     ta, tb = bool(op.detail.get("trans_a")), bool(op.detail.get("trans_b"))
     bm, bn, bk, group = int(p["BLOCK_M"]), int(p["BLOCK_N"]), int(p["BLOCK_K"]), int(p["GROUP_M"])
     prec = str(p.get("precision", "ieee"))
+    s = Scalars.of(op)  # the numbers the steps read from the module: the kernels' and helper's first parameters
     if prec not in ("ieee", "tf32", "tf32x3"):
         raise ValueError(f"unknown matmul precision {prec!r}")
     # op(A)[m, k] is A[k, m] when transposed: swap the last two dims' sizes and strides, no copy
     am, ak = (-1, -2) if ta else (-2, -1)
     bk_, bn_ = (-1, -2) if tb else (-2, -1)
     gemv = f'''if N <= {GEMV_COLUMNS}:  # matrix-vector: each column of C from one pass over A
-    kc_gemv_kernel[(triton.cdiv(M, 8), N, batch)](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{bk_}],
+    kc_gemv_kernel[(triton.cdiv(M, 8), N, batch)]({s.params}a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{bk_}],
                                                   s_b[{bn_}], s_cb, s_c[-2], s_c[-1], BLOCK_M=8, BLOCK_K=512,
                                                   num_warps=4)
     return c
@@ -308,12 +311,12 @@ s_bb = s_b[0] if b.dim() == 3 and b.shape[0] > 1 else 0
 s_cb = s_c[0] if c.dim() == 3 else 0
 {gemv}prec = "{prec}" if a.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
 grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}), batch)
-kc_matmul_kernel[grid](a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{bk_}], s_b[{bn_}], s_cb, s_c[-2],
+kc_matmul_kernel[grid]({s.params}a, b, c, M, N, K, s_ab, s_a[{am}], s_a[{ak}], s_bb, s_b[{bk_}], s_b[{bn_}], s_cb, s_c[-2],
                        s_c[-1], BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec,
                        num_warps={int(p["num_warps"])}, num_stages={int(p["num_stages"])})
 return c'''
     steps = op.detail.get("steps") or []  # pointwise ops after the product, on the fp32 tile before its store
-    gemm, gemv_kernel, gemm_tma = (_with_steps(k, steps) for k in (_GEMM, _GEMV, _GEMM_TMA))
+    gemm, gemv_kernel, gemm_tma = (s.fill(_with_steps(k, steps)) for k in (_GEMM, _GEMV, _GEMM_TMA))
     if not p.get("tma") or ta or tb:  # TMA reads A and B as the row-major matrices they are, untransposed
         return [gemm] + ([gemv_kernel] if gemv else []), body
     # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
@@ -326,20 +329,20 @@ return c'''
 """ if kmajor else f"""    b_desc = TensorDescriptor.from_tensor(b, [{bk}, {bn}])  # (K, N) tiles as B lies: no copy
 """
     tma = _TMA_OK + f'''
-def kc_matmul_tma(a, b, c, prec):
+def kc_matmul_tma({s.params}a, b, c, prec):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     M, K = a.shape
     N = b.shape[1]
 {b_desc}    programs = min(triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}),
                    torch.cuda.get_device_properties(a.device).multi_processor_count)
-    kc_matmul_tma_kernel[(programs,)](TensorDescriptor.from_tensor(a, [{bm}, {bk}]), b_desc, c, M, N, K,
+    kc_matmul_tma_kernel[(programs,)]({s.params}TensorDescriptor.from_tensor(a, [{bm}, {bk}]), b_desc, c, M, N, K,
                                       BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={group}, PREC=prec,
                                       PROGRAMS=programs, B_KMAJOR={kmajor}, num_warps={int(p["num_warps"])},
                                       num_stages={int(p["num_stages"])})
     return True
 '''
-    body = body.replace("grid = (", """if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and kc_matmul_tma(a, b, c, prec):
+    body = body.replace("grid = (", f"""if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and kc_matmul_tma({s.params}a, b, c, prec):
     return c
 grid = (""", 1)
     return [gemm] + ([gemv_kernel] if gemv else []) + [gemm_tma, tma], body

@@ -5,6 +5,7 @@ writer (benchmarks/moves_probe.py times each move and kernel)."""
 from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.triton_families.common import attr, indent, num
 from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
 
@@ -32,7 +33,7 @@ def _norm_moves(op: Op) -> list[tuple]:
 
 _NORM = '''
 @triton.jit
-def kc_norm_row_kernel(x_ptr, y_ptr, w_ptr, b_ptr, M, N, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+def kc_norm_row_kernel(${scalars}x_ptr, y_ptr, w_ptr, b_ptr, M, N, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
@@ -103,7 +104,7 @@ def kc_norm_stats_kernel(x_ptr, mean_ptr, m2_ptr, N, chunk, splits, BLOCK_N: tl.
 
 _APPLY = '''
 @triton.jit
-def kc_norm_apply_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, m2_ptr, N, chunk, splits, eps,
+def kc_norm_apply_kernel(${scalars}x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, m2_ptr, N, chunk, splits, eps,
                          BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr, RMS: tl.constexpr, HAS_W: tl.constexpr,
                          HAS_B: tl.constexpr):
     # program (row, split): merge the row's chunk statistics (Chan et al.), then normalize this chunk
@@ -152,6 +153,7 @@ def _render_norm(op: Op, p: dict) -> tuple[list[str], str]:
     bias = attr(d["bias"]) if d.get("bias") and not rms else "None"
     row_max, tile, block_n, warps = int(p["ROW_MAX"]), int(p["TILE"]), int(p["BLOCK_N"]), int(p["num_warps"])
     flags = f"RMS={rms}, HAS_W=w is not None, HAS_B=b is not None"
+    s = Scalars.of(op)  # the numbers the steps read from the module: the row and apply kernels' first parameters
     body = f'''
 y = torch.empty_like(x)
 N = math.prod(x.shape[max(x.dim() - {ndim}, 0):])
@@ -166,7 +168,7 @@ if np2(N) <= {row_max}:  # whole rows in registers
     bn = np2(N)
     bm = min(np2(M), max(1, {tile} // bn))
     warps = min(16, {warps} * max(1, bm * bn // {tile}))
-    kc_norm_row_kernel[(triton.cdiv(M, bm),)](x, y, w_arg, b_arg, M, N, eps, BLOCK_M=bm, BLOCK_N=bn, {flags},
+    kc_norm_row_kernel[(triton.cdiv(M, bm),)]({s.params}x, y, w_arg, b_arg, M, N, eps, BLOCK_M=bm, BLOCK_N=bn, {flags},
                                               num_warps=warps)
     return y
 group = M
@@ -184,10 +186,10 @@ for r0 in range(0, M, group):
     rows = xs.shape[0]
     kc_norm_stats_kernel[(rows, splits)](xs, mean, m2, N, chunk, splits, BLOCK_N={block_n}, RMS={rms},
                                          WELFORD={bool(p.get("welford", True))}, num_warps={warps})
-    kc_norm_apply_kernel[(rows, splits)](xs, ys, w_arg, b_arg, mean, m2, N, chunk, splits, eps, BLOCK_N={block_n},
+    kc_norm_apply_kernel[(rows, splits)]({s.params}xs, ys, w_arg, b_arg, mean, m2, N, chunk, splits, eps, BLOCK_N={block_n},
                                          BLOCK_S=np2(splits), {flags}, num_warps={warps})
 return y'''
-    kernels = _NORM + STATS + _APPLY
+    kernels = s.fill(_NORM + STATS + _APPLY)
     steps = step_lines(d.get("steps") or [])
     for store in ("    tl.store(y_ptr + offs, y.to(", "        if i < full:\n            tl.store(y_ptr + row"):
         pad = store[:len(store) - len(store.lstrip())]  # the pointwise ops after the norm, on its fp32 output

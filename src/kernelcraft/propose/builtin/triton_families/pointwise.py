@@ -7,6 +7,7 @@ from __future__ import annotations
 from string import Template
 
 from kernelcraft.propose.builtin.plan import Op, operand_refs
+from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.triton_families.common import indent, num
 
 
@@ -81,7 +82,7 @@ def _step(name: str, args: list) -> list[str]:
 
 _POINTWISE = Template('''
 @triton.jit
-def kc_pointwise_kernel(x_ptr, y_ptr, n, n_tiles, BLOCK: tl.constexpr):
+def kc_pointwise_kernel(${scalars}x_ptr, y_ptr, n, n_tiles, BLOCK: tl.constexpr):
     for tile in range(tl.program_id(0).to(tl.int64), n_tiles, tl.num_programs(0)):  # int64: no offset overflow
         offs = tile * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
@@ -120,7 +121,8 @@ def _render_pointwise(op: Op, p: dict) -> tuple[list[str], str]:
         return broadcast.render(op, p)
     steps = step_lines(op.detail["steps"])
     hint = ', eviction_policy="evict_first"' if p.get("evict_first") else ""
-    kernel = _POINTWISE.substitute(steps=indent("\n".join(steps), 8), hint=hint)
+    s = Scalars.of(op)  # the numbers the steps read from the module: the kernel's first parameters
+    kernel = _POINTWISE.substitute(steps=indent("\n".join(steps), 8), hint=hint, scalars=s.params)
     programs = "n_tiles"
     if p.get("per_sm"):  # persistent: a few programs per SM loop over the tiles
         programs = (f"min(n_tiles, {int(p['per_sm'])} * (torch.cuda.get_device_properties(x.device)"
@@ -132,7 +134,7 @@ if n == 0:
     return y
 n_tiles = triton.cdiv(n, {int(p["BLOCK"])})
 programs = {programs}
-kc_pointwise_kernel[(programs,)](x, y, n, n_tiles, BLOCK={int(p["BLOCK"])}, num_warps={int(p["num_warps"])})
+kc_pointwise_kernel[(programs,)]({s.params}x, y, n, n_tiles, BLOCK={int(p["BLOCK"])}, num_warps={int(p["num_warps"])})
 return y'''
     return [kernel], body
 
