@@ -113,3 +113,11 @@ def test_precision_moves_only_where_the_policy_admits_them():
 
 def offered_texts(engineer, problem, count):
     return [i.text for i in offered(engineer, problem, count=count)]
+
+
+def test_an_idea_it_never_offered_is_said_not_swapped_for_another(engineer, softmax):
+    """Asked to implement words none of its moves has (an older version's, or a seeded run's), it says so: a kernel
+    of some other move stored under that idea would mislabel the run's record."""
+    answer = engineer.ask(Request("implement", softmax, "triton", idea=Idea("Unroll by eight and pray", "control")))
+    assert answer.text is None and "has no move 'Unroll by eight and pray' for level1/softmax" in answer.error
+    assert "its moves here: " in answer.error

@@ -112,6 +112,10 @@ class BuiltinProposer:
             text = "```json\n" + json.dumps([{"idea": m.text, "category": m.category} for m in fresh]) + "\n```\n"
             return Answer(messages, text, Usage(0, 0, 0.0))
         move = _choose(moves, request)
+        if move is None:  # an idea it never offered (an older version's words, a seeded run's): said, not swapped
+            return Answer(messages, None, error=f"the built-in engineer has no move {request.idea.text[:120]!r} for "
+                                                f"{request.problem.name}; its moves here: "
+                                                + "; ".join(m.text[:60] for m in moves[:6]))
         if isinstance(op, list):
             source = chain.render(op, request.problem.source, move.params)
         else:
@@ -132,11 +136,10 @@ def _clusters(device: str) -> bool:
 
 
 def _choose(moves: list, request: Request):
-    """The move an implement or fix request asks for: the named idea, else the first not yet shown."""
+    """The move an implement or fix request asks for: the named idea (None when no move has its words), else the
+    first not yet shown."""
     if request.idea:
-        for m in moves:
-            if m.text == request.idea.text:
-                return m
+        return next((m for m in moves if m.text == request.idea.text), None)
     used = {p.idea for p in request.parents if p.idea}
     used |= {m.group(1).strip() for t in request.history for m in [re.search(r"^Idea: (.+)$", t.answer, re.M)] if m}
     return next((m for m in moves if m.text not in used), moves[0])
