@@ -304,11 +304,9 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
         return self.emit("layernorm", self.emit_chain(chain).base, ndim=ndim, eps=float(eps), weight=weight, bias=bias)
 
     def reduce(self, kind: str, name: str, a, p: dict, node: fx.Node):
-        dim = p["dim"]
-        if isinstance(dim, (tuple, list)) and len(dim) <= 1:
-            dim = dim[0] if dim else None  # one dim as a list; () or [] means all of them
-        if isinstance(dim, fx.Node) or (dim is not None and not isinstance(dim, int)):
-            return self.refuse(f"{name} over several dims" if isinstance(dim, (tuple, list)) else name, node)
+        dim = sp.dim_list(p["dim"])  # one dim as a list: that dim; () or []: all of them (None); several: sorted
+        if isinstance(dim, fx.Node) or not sp.reducible_dims(kind, dim):
+            return self.refuse(f"{name} over several dims" if isinstance(dim, list) else name, node)
         if kind == "mean" and dim == -1 and p["keepdim"] is True and isinstance(a, Ew) \
                 and a.steps[-1:] == (("square",),):
             return MeanSq(replace(a, steps=a.steps[:-1]))  # maybe an rmsnorm: decided by its consumers
