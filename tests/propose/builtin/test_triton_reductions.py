@@ -1,4 +1,4 @@
-"""The reduce family's logsumexp and its reductions over several adjacent dims: every move, at shapes that take the
+"""The reduce family's logsumexp, 2-norm (torch.norm) and its reductions over several adjacent dims: every move, at shapes that take the
 plain, tiled and split paths, compared with torch; what analyze() reads of each spelling and what it refuses; chains
 such as KernelBench's (a global average pool as a mean over (2, 3), a logsumexp after a linear). Without a GPU in
 Triton's interpreter (conftest.py)."""
@@ -57,6 +57,9 @@ SEVERAL = [  # (torch expression, detail op, dims, keepdim, shapes)
     ("torch.sum(x, dim=[1, 2, 3])", "sum", [1, 2, 3], False, [(2, 4, 3, 5), (5, 1, 1, 1)]),
     ("torch.amax(x, dim=(-2, -1))", "max", [-2, -1], False, [(3, 17, 9), (2, 3, 4, 5)]),
     ("torch.logsumexp(x, dim=(0, 1), keepdim=True)", "logsumexp", [0, 1], True, [(30, 40, 3), (5, 7)]),
+    ("torch.norm(x, dim=(1, 2))", "norm2", [1, 2], False, [(3, 40, 50), (2, 5, 7, 3)]),
+    ("torch.norm(x, p=2, dim=1, keepdim=True)", "norm2", 1, True, [(4, 3000), (3, 17, 5)]),
+    ("x.norm(p='fro', dim=-1)", "norm2", -1, False, [(5, 33), (2, 2, 4100)]),
 ]
 
 
@@ -78,6 +81,12 @@ def test_dims_that_are_not_adjacent_at_every_rank_are_refused(expr, tmp_path):
     assert any("over several dims" in u for u in analysis.unsupported), analysis
 
 
+def test_norms_other_than_the_2_norm_are_refused(tmp_path):
+    for expr in ("torch.norm(x, p=1, dim=1)", "torch.norm(x, p=float('inf'))", "torch.norm(x, p='nuc')"):
+        analysis = analyze(write(tmp_path, f"return {expr}"))
+        assert analysis.single is None and "norm" in analysis.unsupported, (expr, analysis)
+
+
 def test_logsumexp_spellings(tmp_path):
     for expr in ("torch.logsumexp(x, 1)", "x.logsumexp(dim=1)", "torch.logsumexp(x, dim=[1])"):
         analysis = analyze(write(tmp_path, f"return {expr}"))
@@ -92,7 +101,11 @@ def test_logsumexp_spellings(tmp_path):
      "self.conv = nn.Conv2d(3, 6, 3)", [[(2, 3, 9, 10)], [(1, 3, 5, 5)]]),
     ("x = self.conv(x)\nreturn x.mean(dim=[2, 3, 4]) * 2.0", "self.conv = nn.Conv3d(2, 4, 3)",
      [[(2, 2, 5, 6, 7)], [(1, 2, 4, 4, 4)]]),
-], ids=["linear-logsumexp-relu", "conv-globalavg-logsumexp", "conv3d-mean-dhw"])
+    ("return x / torch.norm(x, p='fro')", "", [[(3, 5, 40, 7)], [(2, 9)]]),
+    ("return x / torch.norm(x, p=2, dim=1, keepdim=True)", "", [[(6, 3000)], [(3, 7)]]),
+    ("x = self.fc(x)\ny = x.clone().detach()\nreturn x * 0.5 + y", "self.fc = nn.Linear(12, 9)", [[(4, 12)], [(1, 12)]]),
+], ids=["linear-logsumexp-relu", "conv-globalavg-logsumexp", "conv3d-mean-dhw", "frobenius", "l2-rows",
+        "clone-detach-residual"])
 def test_in_chains(forward, init, cases, tmp_path):
     ops, _ = check_chain(tmp_path, forward, init, cases)
-    assert any(op.kind == "reduce" for op in ops)
+    assert len(ops) >= 2 and ops[-1].kind in ("reduce", "elementwise")

@@ -35,8 +35,8 @@ from kernelcraft.propose.builtin.analyze_operands import OperandOps
 from kernelcraft.propose.builtin.compose import parse
 from kernelcraft.propose.builtin.plan import Analysis, Op, needed_ops, operand_refs
 from kernelcraft.propose.builtin.untraceable import untraceable
-from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, Ew, LogSoftmaxIn, MeanSq, Operand, Pair, Probs, Prod,
-                                                ScaledQ, Scores, Shape, SizePow)
+from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, Ew, Flipped, LogSoftmaxIn, MeanSq, Operand, Pair,
+                                                Probs, Prod, ScaledQ, Scores, Shape, SizePow)
 
 def _forward_source(source: str) -> str:
     try:
@@ -159,6 +159,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
             self.note("scale by a size")
         if isinstance(v, Operand):
             self.note("transpose")
+        if isinstance(v, Flipped):  # read by something other than a scan along its dim or a flip back
+            self.note("flip")
         return None
 
     def note(self, name: str) -> None:
@@ -289,7 +291,7 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
             return self.channel_norm(kind, node, p)
         if kind in sp.REDUCE:
             return self.reduce(kind, name, a, p, node)
-        if kind in ("argmax", "argmin", "cumsum", "cumprod"):
+        if kind in ("argmax", "argmin", "cumsum", "cumprod", "flip"):
             return self.arg_or_scan(kind, name, a, p, node)
         if "pool" in kind:
             return self.pool(kind, name, a, p, node)

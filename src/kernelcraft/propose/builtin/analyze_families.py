@@ -13,7 +13,7 @@ from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
 from kernelcraft.propose.builtin.plan import TENSOR_STEPS
-from kernelcraft.propose.builtin.values import Attr, Ew, LogSoftmaxIn, Prod, chains_in, mentions
+from kernelcraft.propose.builtin.values import Attr, Ew, Flipped, LogSoftmaxIn, Prod, chains_in, mentions
 
 
 # the kinds whose kernels apply pointwise steps that follow them ("steps") before their store
@@ -267,8 +267,21 @@ class FamilyOps:
         return f"{p['module']}.{name}" if p.get("module") else self.attr_name(value, typ)
 
     def arg_or_scan(self, kind: str, name: str, a, p: dict, node: fx.Node):
-        """argmax / argmin over one dim or all (an argreduce Op); cumsum / cumprod along one dim (a scan Op)."""
+        """argmax / argmin over one dim or all (an argreduce Op); cumsum / cumprod along one dim (a scan Op), reverse
+        when it reads a flip along that dim (cumsum(flip(x)) is flip(reverse cumsum(x))); flip: pending (Flipped)."""
+        if kind == "flip":
+            dims = p["dims"]
+            dim = dims[0] if isinstance(dims, (tuple, list)) and len(dims) == 1 else dims
+            if type(dim) is not int:
+                return self.refuse(name, node)
+            if isinstance(a, Flipped):  # flipped back: the value as it was, if along the same dim
+                return a.src if a.dim == dim else self.refuse(name, node)
+            return Flipped(chain, dim) if isinstance(chain := self.realize(a), Ew) else self.refuse(name, node)
         dim, scan = p["dim"], kind in ("cumsum", "cumprod")
+        if scan and isinstance(a, Flipped) and type(dim) is int and dim == a.dim:
+            src = self.emit_chain(a.src).base
+            return Flipped(self.emit("scan", src, op=kind, dim=dim, dim_attr=self.attr_name(dim, int), reverse=True),
+                           dim)
         if isinstance(dim, bool) or not (isinstance(dim, int) or (dim is None and not scan)):
             return self.refuse(f"{name} over several dims" if isinstance(dim, (tuple, list)) else name, node)
         if not isinstance(chain := self.realize(a), Ew):

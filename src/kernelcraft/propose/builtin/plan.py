@@ -39,10 +39,11 @@ class Op:
                    (with TENSOR_STEPS: the shape broadcast with their operands')
       softmax      {"dim": int}                                   torch.softmax(x, dim)
       log_softmax  {"dim": int}
-      reduce       {"op": "sum"|"mean"|"max"|"min"|"logsumexp", "dim": int | [int, ...] | None, "dim_attr": str | None,
-                    "keepdim": bool}
+      reduce       {"op": "sum"|"mean"|"max"|"min"|"logsumexp"|"norm2", "dim": int | [int, ...] | None,
+                    "dim_attr": str | None, "keepdim": bool}
                    (dim_attr: the module attribute holding dim, e.g. "dim", when the reference reads self.dim;
-                    max/min are the values only, as torch.amax/amin; a list of dims: several adjacent ones, sorted,
+                    max/min are the values only, as torch.amax/amin; norm2 sqrt(sum(x^2)), torch.norm's p 2 or
+                    "fro"; a list of dims: several adjacent ones, sorted,
                     all counted from the front or all from the back, reduced as one)
       layernorm    {"ndim": int, "eps": float, "weight": str | None, "bias": str | None}
                    (over the trailing `ndim` dims; weight/bias: attribute paths such as "ln.weight")
@@ -58,7 +59,8 @@ class Op:
       argreduce    {"op": "argmax"|"argmin", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
                    int64 indices (dim None: into the flattened input); ties give the first index, NaN counts as
                    the extreme (torch's rules); also the indices of torch.max/min(x, dim)
-      scan         {"op": "cumsum"|"cumprod", "dim": int, "dim_attr": str | None}   inclusive, along dim
+      scan         {"op": "cumsum"|"cumprod", "dim": int, "dim_attr": str | None[, "reverse": True]}   inclusive, along
+                   dim; reverse: from the end (flip(scan(flip(x, dim)), dim), as torch spells it)
       pool2d       {"pool": "max"|"avg"|"adaptive_avg", "dims": 2|1, "kernel": [kh, kw], "stride": [sh, sw],
                     "padding": [ph, pw], "dilation": [dh, dw], "ceil_mode": bool, "count_include_pad": bool,
                     "output_size": [oh | None, ow | None] | None}

@@ -26,11 +26,12 @@ SPECS = {**{k: [] for k in ("sigmoid", "tanh", "exp", "log", "abs", "neg", "sqrt
           "softmax": [("dim", None), ("dtype", None)], "log_softmax": [("dim", None), ("dtype", None)],
           "sum": [("dim", None), ("keepdim", False), ("dtype", None)],
           "mean": [("dim", None), ("keepdim", False), ("dtype", None)],
-          "amax": [("dim", ()), ("keepdim", False)], "logsumexp": [("dim", None), ("keepdim", False)], "amin": [("dim", ()), ("keepdim", False)],
+          "amax": [("dim", ()), ("keepdim", False)], "logsumexp": [("dim", None), ("keepdim", False)],
+          "norm": [("p", "fro"), ("dim", None), ("keepdim", False), ("out", None), ("dtype", None)], "amin": [("dim", ()), ("keepdim", False)],
           "max": [("dim", None), ("keepdim", False)], "min": [("dim", None), ("keepdim", False)],
           "layer_norm": [("normalized_shape", None), ("weight", None), ("bias", None), ("eps", 1e-5)],
           "argmax": [("dim", None), ("keepdim", False)], "argmin": [("dim", None), ("keepdim", False)],
-          "cumsum": [("dim", None), ("dtype", None)], "cumprod": [("dim", None), ("dtype", None)],
+          "cumsum": [("dim", None), ("dtype", None)], "cumprod": [("dim", None), ("dtype", None)], "flip": [("dims", None)],
           **{f"max_pool{n}d": [("kernel_size", None), ("stride", None), ("padding", 0), ("dilation", 1),
                                ("ceil_mode", False), ("return_indices", False)] for n in (1, 2)},
           **{f"avg_pool{n}d": [("kernel_size", None), ("stride", None), ("padding", 0), ("ceil_mode", False),
@@ -46,19 +47,19 @@ FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid
           operator.mul: "mul", torch.div: "div", torch.true_divide: "div", operator.truediv: "div",
           torch.softmax: "softmax", F.softmax: "softmax", torch.log_softmax: "log_softmax",
           F.log_softmax: "log_softmax", torch.sum: "sum", torch.mean: "mean", torch.amax: "amax",
-          torch.amin: "amin", torch.logsumexp: "logsumexp", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm",
-          torch.argmax: "argmax", torch.argmin: "argmin", torch.cumsum: "cumsum", torch.cumprod: "cumprod",
+          torch.amin: "amin", torch.logsumexp: "logsumexp", torch.norm: "norm", torch.clone: "identity", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm",
+          torch.argmax: "argmax", torch.argmin: "argmin", torch.cumsum: "cumsum", torch.cumprod: "cumprod", torch.flip: "flip",
           F.max_pool2d: "max_pool2d", F.max_pool2d_with_indices: "max_pool2d", torch.max_pool2d: "max_pool2d",
           F.max_pool1d: "max_pool1d", F.max_pool1d_with_indices: "max_pool1d", torch.max_pool1d: "max_pool1d",
           F.avg_pool2d: "avg_pool2d", F.avg_pool1d: "avg_pool1d", F.adaptive_avg_pool2d: "adaptive_avg_pool2d",
           F.adaptive_avg_pool1d: "adaptive_avg_pool1d", F.mish: "mish", torch.selu: "selu", F.selu: "selu",
           F.hardsigmoid: "hardsigmoid", F.hardswish: "hardswish", F.softsign: "softsign"}
 METHODS = {**{k: k for k in SPECS if k in dir(torch.Tensor)}, "clip": "clamp", "true_divide": "div",
-            "contiguous": "identity"}
+            "contiguous": "identity", "clone": "identity", "detach": "identity"}  # a copy: the kernels never alias
 MATMUL_FUNCS = {operator.matmul, torch.matmul, torch.mm, torch.bmm}
 MATMUL_METHODS = {"matmul", "mm", "bmm", "__matmul__"}
 REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "max", "min": "min",
-          "logsumexp": "logsumexp"}
+          "logsumexp": "logsumexp", "norm": "norm2"}  # norm: the 2-norm (p 2 or "fro"; bind refuses others)
 
 # Losses (over the forward's first two inputs: prediction, target) and norms over channels, F.* and nn.* spellings.
 LOSSES = {"cross_entropy": "cross_entropy", "mse_loss": "mse", "l1_loss": "l1", "smooth_l1_loss": "smooth_l1",
@@ -185,5 +186,6 @@ def bind(kind: str, args: tuple, kwargs: dict) -> dict | None:
     if len(args) > len(spec) or set(kwargs) - {n for n, _ in spec} - {"_stacklevel"}:
         return None
     p = {n: args[i] if i < len(args) else kwargs.get(n, d) for i, (n, d) in enumerate(spec)}
-    flags_ok = p.get("dtype") is None and p.get("rounding_mode") is None and p.get("alpha", 1) == 1
+    flags_ok = p.get("dtype") is None and p.get("rounding_mode") is None and p.get("alpha", 1) == 1 \
+        and p.get("out") is None and p.get("p", 2) in ("fro", 2)
     return p if flags_ok else None

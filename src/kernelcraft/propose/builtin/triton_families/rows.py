@@ -1,4 +1,4 @@
-"""Reduction family (softmax, log_softmax, sum/mean/max/min/logsumexp over a dim, or over adjacent dims taken as
+"""Reduction family (softmax, log_softmax, sum/mean/max/min/logsumexp/2-norm over a dim, or over adjacent dims taken as
 one) over a contiguous x seen as
 [outer, R, inner]: a program takes a tile of BLOCK_C "columns" (outer*inner of them, R elements each, `inner`
 apart) and BLOCK_R of R at a time. inner == 1 is the plain row case (several short rows per program);
@@ -170,6 +170,9 @@ def _render_reduce(op: Op, p: dict) -> tuple[list[str], str]:
         fn = "maximum" if kind == "max" else "minimum"
         init, combine = acc.format(ident), f"tl.{fn}(acc, x.to(tl.float32), propagate_nan=tl.PropagateNan.ALL)"
         final = f'tl.where(tl.max((acc != acc).to(tl.int32), 0) > 0, float("nan"), tl.{kind}(acc, 0))'  # NaN wins
+    elif kind == "norm2":  # sqrt of the sum of squares; split partials are norms, whose 2-norm is the whole's
+        ident, init = "0.0", acc.format("0.0")
+        combine, final = "acc + x.to(tl.float32) * x.to(tl.float32)", "tl.sqrt(tl.sum(acc, 0))"
     elif kind == "logsumexp":
         ident, init, combine, final = '-float("inf")', _LSE_INIT, _LSE_COMBINE, _LSE_FINAL
     else:
