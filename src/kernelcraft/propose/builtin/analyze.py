@@ -206,13 +206,12 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
                 return self.conv2d(node, mod.weight.shape, mod.stride, mod.padding, mod.dilation, mod.groups,
                                    f"{node.target}.weight", f"{node.target}.bias" if mod.bias is not None else None,
                                    mod.padding_mode, module=node.target)
-            if type(mod) is nn.ConvTranspose2d:
+            if type(mod) in (nn.ConvTranspose1d, nn.ConvTranspose2d):  # 1-D: lifted to a one-row 2-D one
                 if len(node.args) != 1 or node.kwargs:  # forward(x, output_size): sizes chosen per call
-                    return self.refuse("conv_transpose2d (output_size)", node)
+                    return self.refuse(f"conv_transpose{mod.weight.dim() - 2}d (output_size)", node)
                 return self.conv_transpose2d(node, mod.stride, mod.padding, mod.output_padding, mod.dilation,
-                                             mod.groups, f"{node.target}.weight",
-                                             f"{node.target}.bias" if mod.bias is not None else None,
-                                             mod.padding_mode, module=node.target)
+                                             mod.groups, f"{node.target}.weight", f"{node.target}.bias" if mod.bias
+                                             is not None else None, mod.padding_mode, node.target, mod.weight.dim() - 2)
             if isinstance(mod, nn.LayerNorm) and len(node.args) == 1 and not node.kwargs:
                 weight = f"{node.target}.weight" if mod.weight is not None else None
                 bias = f"{node.target}.bias" if mod.bias is not None else None

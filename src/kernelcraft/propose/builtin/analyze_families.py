@@ -17,8 +17,8 @@ from kernelcraft.propose.builtin.values import Attr, Ew, Flipped, LogSoftmaxIn, 
 
 
 # the kinds whose kernels apply pointwise steps that follow them ("steps") before their store
-EPILOGUE_KINDS = ("conv1d", "conv2d", "conv3d", "conv_transpose2d", "linear", "matmul", "layernorm", "rmsnorm",
-                  "batchnorm", "groupnorm", "instancenorm")
+EPILOGUE_KINDS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "linear", "matmul", "layernorm",
+                  "rmsnorm", "batchnorm", "groupnorm", "instancenorm")
 
 # the kinds whose epilogue also takes tensor steps over a parameter (x + self.bias): see FamilyOps.operand_folds
 OPERAND_EPILOGUES = ("conv1d", "conv2d", "linear")
@@ -72,14 +72,17 @@ class FamilyOps:
                            given.get("groups", 1), w.path, b.path if b is not None else None)
 
     def conv_transpose2d(self, node: fx.Node, stride, padding, output_padding, dilation, groups, weight: str, bias,
-                         mode="zeros", module=None):
-        """A transposed 2-D conv of the raw input (nn.ConvTranspose2d: module, read at run time; else the values)."""
+                         mode="zeros", module=None, dims=2):
+        """A transposed 2-D conv of the raw input (nn.ConvTranspose2d: module, read at run time; else the values), or
+        a 1-D one (nn.ConvTranspose1d, dims 1: kind conv_transpose1d, its hyper-parameters lifted to a one-row 2-D
+        one's: stride and dilation [1, v], padding and output_padding [0, v])."""
         def pair(v, least):
-            vals = [v, v] if isinstance(v, int) else list(v) if isinstance(v, (tuple, list)) else []
+            vals = [v] * dims if isinstance(v, int) else list(v) if isinstance(v, (tuple, list)) else []
+            vals = [least, *vals] if dims == 1 else vals
             return [int(u) for u in vals] if len(vals) == 2 and all(type(u) is int and u >= least for u in vals) \
                 else None
 
-        kind = "conv_transpose2d"
+        kind = f"conv_transpose{dims}d"
         if mode != "zeros":
             return self.refuse(f"{kind} (padding_mode={mode})", node)
         hyper = {"stride": pair(stride, 1), "padding": pair(padding, 0), "output_padding": pair(output_padding, 0),
