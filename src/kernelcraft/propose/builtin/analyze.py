@@ -35,8 +35,8 @@ from kernelcraft.propose.builtin.analyze_operands import OperandOps
 from kernelcraft.propose.builtin.compose import parse
 from kernelcraft.propose.builtin.plan import Analysis, Op, needed_ops, operand_refs
 from kernelcraft.propose.builtin.untraceable import untraceable
-from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, Ew, LogSoftmaxIn, MeanSq, Operand, Pair, Probs, Prod,
-                                                ScaledQ, Scores, Shape, SizePow)
+from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, Ew, Flipped, LogSoftmaxIn, MeanSq, Operand, Pair,
+                                                Probs, Prod, ScaledQ, Scores, Shape, SizePow)
 
 def _forward_source(source: str) -> str:
     try:
@@ -159,6 +159,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
             self.note("scale by a size")
         if isinstance(v, Operand):
             self.note("transpose")
+        if isinstance(v, Flipped):  # read by something other than a scan along its dim or a flip back
+            self.note("flip")
         return None
 
     def note(self, name: str) -> None:
@@ -204,13 +206,12 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
                 return self.conv2d(node, mod.weight.shape, mod.stride, mod.padding, mod.dilation, mod.groups,
                                    f"{node.target}.weight", f"{node.target}.bias" if mod.bias is not None else None,
                                    mod.padding_mode, module=node.target)
-            if type(mod) is nn.ConvTranspose2d:
+            if type(mod) in (nn.ConvTranspose1d, nn.ConvTranspose2d):  # 1-D: lifted to a one-row 2-D one
                 if len(node.args) != 1 or node.kwargs:  # forward(x, output_size): sizes chosen per call
-                    return self.refuse("conv_transpose2d (output_size)", node)
+                    return self.refuse(f"conv_transpose{mod.weight.dim() - 2}d (output_size)", node)
                 return self.conv_transpose2d(node, mod.stride, mod.padding, mod.output_padding, mod.dilation,
-                                             mod.groups, f"{node.target}.weight",
-                                             f"{node.target}.bias" if mod.bias is not None else None,
-                                             mod.padding_mode, module=node.target)
+                                             mod.groups, f"{node.target}.weight", f"{node.target}.bias" if mod.bias
+                                             is not None else None, mod.padding_mode, node.target, mod.weight.dim() - 2)
             if isinstance(mod, nn.LayerNorm) and len(node.args) == 1 and not node.kwargs:
                 weight = f"{node.target}.weight" if mod.weight is not None else None
                 bias = f"{node.target}.bias" if mod.bias is not None else None
@@ -289,7 +290,7 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
             return self.channel_norm(kind, node, p)
         if kind in sp.REDUCE:
             return self.reduce(kind, name, a, p, node)
-        if kind in ("argmax", "argmin", "cumsum", "cumprod"):
+        if kind in ("argmax", "argmin", "cumsum", "cumprod", "flip"):
             return self.arg_or_scan(kind, name, a, p, node)
         if "pool" in kind:
             return self.pool(kind, name, a, p, node)
@@ -304,11 +305,9 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
         return self.emit("layernorm", self.emit_chain(chain).base, ndim=ndim, eps=float(eps), weight=weight, bias=bias)
 
     def reduce(self, kind: str, name: str, a, p: dict, node: fx.Node):
-        dim = p["dim"]
-        if isinstance(dim, (tuple, list)) and len(dim) <= 1:
-            dim = dim[0] if dim else None  # one dim as a list; () or [] means all of them
-        if isinstance(dim, fx.Node) or (dim is not None and not isinstance(dim, int)):
-            return self.refuse(f"{name} over several dims" if isinstance(dim, (tuple, list)) else name, node)
+        dim = sp.dim_list(p["dim"])  # one dim as a list: that dim; () or []: all of them (None); several: sorted
+        if isinstance(dim, fx.Node) or not sp.reducible_dims(kind, dim):
+            return self.refuse(f"{name} over several dims" if isinstance(dim, list) else name, node)
         if kind == "mean" and dim == -1 and p["keepdim"] is True and isinstance(a, Ew) \
                 and a.steps[-1:] == (("square",),):
             return MeanSq(replace(a, steps=a.steps[:-1]))  # maybe an rmsnorm: decided by its consumers

@@ -13,12 +13,12 @@ from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
 from kernelcraft.propose.builtin.plan import TENSOR_STEPS
-from kernelcraft.propose.builtin.values import Attr, Ew, LogSoftmaxIn, Prod, chains_in, mentions
+from kernelcraft.propose.builtin.values import Attr, Ew, Flipped, LogSoftmaxIn, Prod, chains_in, mentions
 
 
 # the kinds whose kernels apply pointwise steps that follow them ("steps") before their store
-EPILOGUE_KINDS = ("conv1d", "conv2d", "conv3d", "conv_transpose2d", "linear", "matmul", "layernorm", "rmsnorm",
-                  "batchnorm", "groupnorm", "instancenorm")
+EPILOGUE_KINDS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "linear", "matmul", "layernorm",
+                  "rmsnorm", "batchnorm", "groupnorm", "instancenorm")
 
 # the kinds whose epilogue also takes tensor steps over a parameter (x + self.bias): see FamilyOps.operand_folds
 OPERAND_EPILOGUES = ("conv1d", "conv2d", "linear")
@@ -72,14 +72,17 @@ class FamilyOps:
                            given.get("groups", 1), w.path, b.path if b is not None else None)
 
     def conv_transpose2d(self, node: fx.Node, stride, padding, output_padding, dilation, groups, weight: str, bias,
-                         mode="zeros", module=None):
-        """A transposed 2-D conv of the raw input (nn.ConvTranspose2d: module, read at run time; else the values)."""
+                         mode="zeros", module=None, dims=2):
+        """A transposed 2-D conv of the raw input (nn.ConvTranspose2d: module, read at run time; else the values), or
+        a 1-D one (nn.ConvTranspose1d, dims 1: kind conv_transpose1d, its hyper-parameters lifted to a one-row 2-D
+        one's: stride and dilation [1, v], padding and output_padding [0, v])."""
         def pair(v, least):
-            vals = [v, v] if isinstance(v, int) else list(v) if isinstance(v, (tuple, list)) else []
+            vals = [v] * dims if isinstance(v, int) else list(v) if isinstance(v, (tuple, list)) else []
+            vals = [least, *vals] if dims == 1 else vals
             return [int(u) for u in vals] if len(vals) == 2 and all(type(u) is int and u >= least for u in vals) \
                 else None
 
-        kind = "conv_transpose2d"
+        kind = f"conv_transpose{dims}d"
         if mode != "zeros":
             return self.refuse(f"{kind} (padding_mode={mode})", node)
         hyper = {"stride": pair(stride, 1), "padding": pair(padding, 0), "output_padding": pair(output_padding, 0),
@@ -267,8 +270,21 @@ class FamilyOps:
         return f"{p['module']}.{name}" if p.get("module") else self.attr_name(value, typ)
 
     def arg_or_scan(self, kind: str, name: str, a, p: dict, node: fx.Node):
-        """argmax / argmin over one dim or all (an argreduce Op); cumsum / cumprod along one dim (a scan Op)."""
+        """argmax / argmin over one dim or all (an argreduce Op); cumsum / cumprod along one dim (a scan Op), reverse
+        when it reads a flip along that dim (cumsum(flip(x)) is flip(reverse cumsum(x))); flip: pending (Flipped)."""
+        if kind == "flip":
+            dims = p["dims"]
+            dim = dims[0] if isinstance(dims, (tuple, list)) and len(dims) == 1 else dims
+            if type(dim) is not int:
+                return self.refuse(name, node)
+            if isinstance(a, Flipped):  # flipped back: the value as it was, if along the same dim
+                return a.src if a.dim == dim else self.refuse(name, node)
+            return Flipped(chain, dim) if isinstance(chain := self.realize(a), Ew) else self.refuse(name, node)
         dim, scan = p["dim"], kind in ("cumsum", "cumprod")
+        if scan and isinstance(a, Flipped) and type(dim) is int and dim == a.dim:
+            src = self.emit_chain(a.src).base
+            return Flipped(self.emit("scan", src, op=kind, dim=dim, dim_attr=self.attr_name(dim, int), reverse=True),
+                           dim)
         if isinstance(dim, bool) or not (isinstance(dim, int) or (dim is None and not scan)):
             return self.refuse(f"{name} over several dims" if isinstance(dim, (tuple, list)) else name, node)
         if not isinstance(chain := self.realize(a), Ew):

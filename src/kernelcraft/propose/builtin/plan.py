@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 # Pointwise steps an `elementwise` op may chain, with their parameters (Python floats, or "self.<attr>" for one forward
 # reads from the module, read again at run time: scalars.py):
 #   ["relu"], ["sigmoid"], ["tanh"], ["silu"], ["gelu"] (erf), ["gelu_tanh"], ["exp"], ["log"], ["abs"],
-#   ["neg"], ["sqrt"], ["rsqrt"], ["square"], ["elu", alpha], ["leaky_relu", slope],
+#   ["neg"], ["sqrt"], ["rsqrt"], ["square"], ["mish"], ["selu"], ["hardsigmoid"], ["hardswish"], ["softsign"],
+#   ["elu", alpha], ["leaky_relu", slope],
 #   ["hardtanh", lo, hi], ["clamp", lo_or_None, hi_or_None], ["softplus", beta, threshold],
 #   ["add", c], ["sub", c], ["rsub", c] (c - x), ["mul", c], ["div", c], ["rdiv", c] (c / x), ["pow", c]
 # Steps with a tensor operand: ["tadd", ref], ["tsub", ref], ["trsub", ref] (ref - x), ["tmul", ref], ["tdiv", ref],
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 # module). Any in an elementwise op; in an epilogue only parameters (a conv's, a linear's 1-D ones)
 TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv"}
 UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
-         "square"}
+         "square", "mish", "selu", "hardsigmoid", "hardswish", "softsign"}
 WITH_PARAMS = {"elu": 1, "leaky_relu": 1, "hardtanh": 2, "clamp": 2, "softplus": 2, "add": 1, "sub": 1, "rsub": 1,
                "mul": 1, "div": 1, "rdiv": 1, "pow": 1}
 
@@ -38,9 +39,12 @@ class Op:
                    (with TENSOR_STEPS: the shape broadcast with their operands')
       softmax      {"dim": int}                                   torch.softmax(x, dim)
       log_softmax  {"dim": int}
-      reduce       {"op": "sum"|"mean"|"max"|"min", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
+      reduce       {"op": "sum"|"mean"|"max"|"min"|"logsumexp"|"norm2", "dim": int | [int, ...] | None,
+                    "dim_attr": str | None, "keepdim": bool}
                    (dim_attr: the module attribute holding dim, e.g. "dim", when the reference reads self.dim;
-                    max/min are the values only, as torch.amax/amin)
+                    max/min are the values only, as torch.amax/amin; norm2 sqrt(sum(x^2)), torch.norm's p 2 or
+                    "fro"; a list of dims: several adjacent ones, sorted,
+                    all counted from the front or all from the back, reduced as one)
       layernorm    {"ndim": int, "eps": float, "weight": str | None, "bias": str | None}
                    (over the trailing `ndim` dims; weight/bias: attribute paths such as "ln.weight")
       rmsnorm      {"eps": float, "eps_attr": str | None, "weight": str | None}   over the last dim:
@@ -55,7 +59,8 @@ class Op:
       argreduce    {"op": "argmax"|"argmin", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
                    int64 indices (dim None: into the flattened input); ties give the first index, NaN counts as
                    the extreme (torch's rules); also the indices of torch.max/min(x, dim)
-      scan         {"op": "cumsum"|"cumprod", "dim": int, "dim_attr": str | None}   inclusive, along dim
+      scan         {"op": "cumsum"|"cumprod", "dim": int, "dim_attr": str | None[, "reverse": True]}   inclusive, along
+                   dim; reverse: from the end (flip(scan(flip(x, dim)), dim), as torch spells it)
       pool2d       {"pool": "max"|"avg"|"adaptive_avg", "dims": 2|1, "kernel": [kh, kw], "stride": [sh, sw],
                     "padding": [ph, pw], "dilation": [dh, dw], "ceil_mode": bool, "count_include_pad": bool,
                     "output_size": [oh | None, ow | None] | None}

@@ -15,6 +15,7 @@ from kernelcraft.propose.builtin.values import Attr
 SPECS = {**{k: [] for k in ("sigmoid", "tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt", "square",
                              "identity")},
           "relu": [("inplace", False)], "silu": [("inplace", False)], "relu6": [("inplace", False)],
+          **{k: [("inplace", False)] for k in ("mish", "selu", "hardsigmoid", "hardswish")}, "softsign": [],
           "gelu": [("approximate", "none")], "elu": [("alpha", 1.0), ("inplace", False)],
           "leaky_relu": [("negative_slope", 0.01), ("inplace", False)],
           "hardtanh": [("min_val", -1.0), ("max_val", 1.0), ("inplace", False)],
@@ -25,11 +26,12 @@ SPECS = {**{k: [] for k in ("sigmoid", "tanh", "exp", "log", "abs", "neg", "sqrt
           "softmax": [("dim", None), ("dtype", None)], "log_softmax": [("dim", None), ("dtype", None)],
           "sum": [("dim", None), ("keepdim", False), ("dtype", None)],
           "mean": [("dim", None), ("keepdim", False), ("dtype", None)],
-          "amax": [("dim", ()), ("keepdim", False)], "amin": [("dim", ()), ("keepdim", False)],
+          "amax": [("dim", ()), ("keepdim", False)], "logsumexp": [("dim", None), ("keepdim", False)],
+          "norm": [("p", "fro"), ("dim", None), ("keepdim", False), ("out", None), ("dtype", None)], "amin": [("dim", ()), ("keepdim", False)],
           "max": [("dim", None), ("keepdim", False)], "min": [("dim", None), ("keepdim", False)],
           "layer_norm": [("normalized_shape", None), ("weight", None), ("bias", None), ("eps", 1e-5)],
           "argmax": [("dim", None), ("keepdim", False)], "argmin": [("dim", None), ("keepdim", False)],
-          "cumsum": [("dim", None), ("dtype", None)], "cumprod": [("dim", None), ("dtype", None)],
+          "cumsum": [("dim", None), ("dtype", None)], "cumprod": [("dim", None), ("dtype", None)], "flip": [("dims", None)],
           **{f"max_pool{n}d": [("kernel_size", None), ("stride", None), ("padding", 0), ("dilation", 1),
                                ("ceil_mode", False), ("return_indices", False)] for n in (1, 2)},
           **{f"avg_pool{n}d": [("kernel_size", None), ("stride", None), ("padding", 0), ("ceil_mode", False),
@@ -45,17 +47,19 @@ FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid
           operator.mul: "mul", torch.div: "div", torch.true_divide: "div", operator.truediv: "div",
           torch.softmax: "softmax", F.softmax: "softmax", torch.log_softmax: "log_softmax",
           F.log_softmax: "log_softmax", torch.sum: "sum", torch.mean: "mean", torch.amax: "amax",
-          torch.amin: "amin", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm",
-          torch.argmax: "argmax", torch.argmin: "argmin", torch.cumsum: "cumsum", torch.cumprod: "cumprod",
+          torch.amin: "amin", torch.logsumexp: "logsumexp", torch.norm: "norm", torch.clone: "identity", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm",
+          torch.argmax: "argmax", torch.argmin: "argmin", torch.cumsum: "cumsum", torch.cumprod: "cumprod", torch.flip: "flip",
           F.max_pool2d: "max_pool2d", F.max_pool2d_with_indices: "max_pool2d", torch.max_pool2d: "max_pool2d",
           F.max_pool1d: "max_pool1d", F.max_pool1d_with_indices: "max_pool1d", torch.max_pool1d: "max_pool1d",
           F.avg_pool2d: "avg_pool2d", F.avg_pool1d: "avg_pool1d", F.adaptive_avg_pool2d: "adaptive_avg_pool2d",
-          F.adaptive_avg_pool1d: "adaptive_avg_pool1d"}
+          F.adaptive_avg_pool1d: "adaptive_avg_pool1d", F.mish: "mish", torch.selu: "selu", F.selu: "selu",
+          F.hardsigmoid: "hardsigmoid", F.hardswish: "hardswish", F.softsign: "softsign"}
 METHODS = {**{k: k for k in SPECS if k in dir(torch.Tensor)}, "clip": "clamp", "true_divide": "div",
-            "contiguous": "identity"}
+            "contiguous": "identity", "clone": "identity", "detach": "identity"}  # a copy: the kernels never alias
 MATMUL_FUNCS = {operator.matmul, torch.matmul, torch.mm, torch.bmm}
 MATMUL_METHODS = {"matmul", "mm", "bmm", "__matmul__"}
-REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "max", "min": "min"}
+REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "max", "min": "min",
+          "logsumexp": "logsumexp", "norm": "norm2"}  # norm: the 2-norm (p 2 or "fro"; bind refuses others)
 
 # Losses (over the forward's first two inputs: prediction, target) and norms over channels, F.* and nn.* spellings.
 LOSSES = {"cross_entropy": "cross_entropy", "mse_loss": "mse", "l1_loss": "l1", "smooth_l1_loss": "smooth_l1",
@@ -82,7 +86,10 @@ LOSS_MODULES = {nn.CrossEntropyLoss: "cross_entropy", nn.MSELoss: "mse_loss", nn
 def module_op(mod: nn.Module) -> tuple[str, dict] | None:
     """A torch.nn module's canonical op and hyper-parameters, read from the instance."""
     attrs = [(nn.ReLU, "relu", []), (nn.Sigmoid, "sigmoid", []), (nn.Tanh, "tanh", []), (nn.SiLU, "silu", []),
-             (nn.Identity, "identity", []), (nn.GELU, "gelu", ["approximate"]), (nn.ELU, "elu", ["alpha"]),
+             (nn.Identity, "identity", []), (nn.Mish, "mish", []), (nn.SELU, "selu", []),
+             (nn.Hardsigmoid, "hardsigmoid", []), (nn.Hardswish, "hardswish", []), (nn.Softsign, "softsign", []),
+             # dropout is the identity in eval mode, where the verifier runs the reference (and the candidate)
+             (nn.modules.dropout._DropoutNd, "identity", []), (nn.GELU, "gelu", ["approximate"]), (nn.ELU, "elu", ["alpha"]),
              (nn.LeakyReLU, "leaky_relu", ["negative_slope"]), (nn.Hardtanh, "hardtanh", ["min_val", "max_val"]),
              (nn.Softplus, "softplus", ["beta", "threshold"]), (nn.Softmax, "softmax", ["dim"]),
              (nn.LogSoftmax, "log_softmax", ["dim"]),
@@ -127,7 +134,8 @@ def num(v) -> float | None:
 
 def step(kind: str, p: dict) -> tuple | None:
     """The pointwise step of a one-operand op, or None when its parameters are not plain numbers."""
-    if kind in ("relu", "sigmoid", "tanh", "silu", "exp", "log", "abs", "neg", "sqrt", "rsqrt", "square"):
+    if kind in ("relu", "sigmoid", "tanh", "silu", "exp", "log", "abs", "neg", "sqrt", "rsqrt", "square", "mish",
+                "selu", "hardsigmoid", "hardswish", "softsign"):
         return (kind,)
     if kind == "gelu":
         return {"none": ("gelu",), "tanh": ("gelu_tanh",)}.get(p["approximate"])
@@ -145,11 +153,39 @@ def step(kind: str, p: dict) -> tuple | None:
     return ("square",) if kind == "pow" and values[0] == 2.0 else (kind, *values)
 
 
+def dim_list(dim):
+    """A reduction's dim: one dim in a list -> that dim; () or [] -> None (all of them); several -> a list, sorted
+    when all are ints."""
+    if not isinstance(dim, (tuple, list)):
+        return dim
+    if len(dim) <= 1:
+        return dim[0] if dim else None
+    return sorted(dim) if all(type(d) is int for d in dim) else list(dim)
+
+
+def reducible_dims(kind: str, dim) -> bool:
+    """Whether the reduce family takes `dim` (dim_list's): one int, None (all), or adjacent ints (not for torch.max
+    and torch.min, which take one dim)."""
+    if isinstance(dim, list):
+        return kind not in ("max", "min") and adjacent_dims(dim)
+    return dim is None or type(dim) is int
+
+
+def adjacent_dims(dims) -> bool:
+    """Several distinct int dims, all counted from the front or all from the back, that sit side by side (so they
+    are adjacent at any rank, and a contiguous tensor reduces them as one dim)."""
+    if len(dims) < 2 or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        return False
+    ds = sorted(dims)
+    return (ds[0] >= 0 or ds[-1] < 0) and ds == list(range(ds[0], ds[0] + len(ds)))
+
+
 def bind(kind: str, args: tuple, kwargs: dict) -> dict | None:
     """Positional and keyword arguments (after the first operand) by name; None for anything unexpected."""
     spec = SPECS[kind]
     if len(args) > len(spec) or set(kwargs) - {n for n, _ in spec} - {"_stacklevel"}:
         return None
     p = {n: args[i] if i < len(args) else kwargs.get(n, d) for i, (n, d) in enumerate(spec)}
-    flags_ok = p.get("dtype") is None and p.get("rounding_mode") is None and p.get("alpha", 1) == 1
+    flags_ok = p.get("dtype") is None and p.get("rounding_mode") is None and p.get("alpha", 1) == 1 \
+        and p.get("out") is None and p.get("p", 2) in ("fro", 2)
     return p if flags_ok else None

@@ -30,6 +30,12 @@ class Prod:  # a product of rmsnorm factors: the input (src), 1/rms (eps, over i
 
 
 @dataclass(frozen=True)
+class Flipped:  # src.flip(dim), kept pending: read only by a cumsum/cumprod along dim (a reverse scan) or a flip back
+    src: Ew
+    dim: int
+
+
+@dataclass(frozen=True)
 class Pair:  # torch.max/min(x, dim): (values, indices), resolved by the getitem/.values that follows
     src: Ew
     op: str

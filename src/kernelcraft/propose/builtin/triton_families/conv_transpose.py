@@ -1,5 +1,5 @@
 """Transposed 2-D convolution family (nn.ConvTranspose2d / F.conv_transpose2d, any stride, padding,
-output_padding, dilation and groups, with a pointwise epilogue): a sub-pixel (phase) decomposition into implicit
+output_padding, dilation and groups, with a pointwise epilogue; nn.ConvTranspose1d as a one-row 2-D one): a sub-pixel (phase) decomposition into implicit
 GEMMs that gather.
 
 Input pixel ih feeds output oh = ih*s - p + kh*d, so an output gathers the inputs ih = (oh + p - kh*d) / s for
@@ -153,14 +153,24 @@ def _render(op: Op, p: dict) -> tuple[list[str], str]:
     s = Scalars.of(op)  # the numbers the steps read from the module: the kernel's first parameters
     one_launch = bool(p.get("one_launch"))
     bias = attr(d["bias"]) if d.get("bias") else "None"
+    one_d = op.kind == "conv_transpose1d"  # a one-row 2-D one: x (N, C, 1, L), w (C_in, C_out/groups, 1, K)
+    names = ("stride", "padding", "output_padding", "dilation")
+    if one_d and d.get("module"):  # the 1-D module's hyper-parameters at run time, lifted
+        m = attr(d["module"])
+        hyper = (f"(sh, sw), (ph, pw), (oph, opw), (dh, dw), groups = (1, *{m}.stride), (0, *{m}.padding), "
+                 f"(0, *{m}.output_padding), (1, *{m}.dilation), {m}.groups")
+    else:
+        hyper = hyper_lines(d, names, "hw", padding_strings=False)
+    one_row = ("\nx = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2])  # (N, C, L) as one-row images"
+               "\nw = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])") if one_d else ""
     body = f'''
 w, bias = {attr(d["weight"])}, {bias}
-unbatched = x.dim() == 3
+unbatched = x.dim() == {3 - one_d}
 if unbatched:
-    x = x.reshape(1, *x.shape)
+    x = x.reshape(1, *x.shape){one_row}
 N, C, H, W = x.shape
 CI, COPG, KH, KW = w.shape
-{hyper_lines(d, ("stride", "padding", "output_padding", "dilation"), "hw", padding_strings=False)}
+{hyper}
 OH = (H - 1) * sh - 2 * ph + dh * (KH - 1) + oph + 1
 OW = (W - 1) * sw - 2 * pw + dw * (KW - 1) + opw + 1
 CO, CPG = COPG * groups, C // groups
@@ -170,7 +180,7 @@ if y.numel() > 0:
     bn = min({bn}, max(16, triton.next_power_of_2(COPG)))
     prec = "{prec}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
 $launch
-return y.reshape(y.shape[1:]) if unbatched else y'''
+{"y = y.reshape(y.shape[0], y.shape[1], y.shape[3])" + chr(10) if one_d else ""}return y.reshape(y.shape[1:]) if unbatched else y'''
     per_phase = f'''
     for rh in range(min(sh, OH)):  # one launch per output phase (rh, rw)
         fh, th, nh, bh, eh = kc_phase_taps(rh, sh, ph, dh, KH)
@@ -198,4 +208,4 @@ return y.reshape(y.shape[1:]) if unbatched else y'''
     return [_PHASE_TAPS, kernel], body
 
 
-KINDS = {"conv_transpose2d": (_moves, _render)}
+KINDS = {"conv_transpose2d": (_moves, _render), "conv_transpose1d": (_moves, _render)}

@@ -61,6 +61,8 @@ def _step(name: str, args: list) -> list[str]:
               "rsqrt": "tl.rsqrt(x)", "square": "x * x"}
     if name in simple:
         return [f"x = {simple[name]}"]
+    if name in _ACTIVATIONS:
+        return _ACTIVATIONS[name]()
     if name == "elu":
         return [f"x = tl.where(x > 0.0, x, {a[0]} * {_expm1('x')})"]
     if name == "leaky_relu":
@@ -78,6 +80,27 @@ def _step(name: str, args: list) -> list[str]:
     if name == "pow":
         return _pow(float(args[0]))
     raise ValueError(f"unknown elementwise step {name!r}")
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+
+
+def _softplus1() -> list[str]:  # sp = softplus(x) (beta 1, threshold 20, torch's defaults), computed stably
+    return ["u = tl.exp(-tl.abs(x))", "w = 1.0 + u", "lp = tl.where(w == 1.0, u, tl.log(w) * (u / (w - 1.0)))",
+            "sp = tl.where(x > 20.0, x, tl.maximum(x, 0.0) + lp)"]
+
+
+def _relu6_3(u: str) -> str:  # relu6(u + 3) / 6 by comparisons, so NaN passes through like torch
+    return f"tl.where({u} < -3.0, 0.0, tl.where({u} > 3.0, 1.0, ({u} + 3.0) * 0.16666666666666666))"
+
+
+_ACTIVATIONS = {  # steps of several statements (torch's definitions; small results keep their digits)
+    "mish": lambda: _softplus1() + [f"x = x * {_tanh('sp')}"],  # x * tanh(softplus(x))
+    "selu": lambda: [f"x = tl.where(x > 0.0, {_SELU_SCALE} * x, {_SELU_SCALE * _SELU_ALPHA} * {_expm1('x')})"],
+    "hardsigmoid": lambda: [f"x = {_relu6_3('x')}"],
+    "hardswish": lambda: [f"x = x * {_relu6_3('x')}"],
+    "softsign": lambda: ["x = x / (1.0 + tl.abs(x))"],
+}
 
 
 _POINTWISE = Template('''

@@ -1,4 +1,5 @@
-"""Reduction family (softmax, log_softmax, sum/mean/max/min over a dim) over a contiguous x seen as
+"""Reduction family (softmax, log_softmax, sum/mean/max/min/logsumexp/2-norm over a dim, or over adjacent dims taken as
+one) over a contiguous x seen as
 [outer, R, inner]: a program takes a tile of BLOCK_C "columns" (outer*inner of them, R elements each, `inner`
 apart) and BLOCK_R of R at a time. inner == 1 is the plain row case (several short rows per program);
 inner > 1 takes columns that sit side by side so loads coalesce. Softmax keeps all of R in one tile when it
@@ -108,13 +109,13 @@ def kc_${name}_kernel(x_ptr, y_ptr, R, inner, C, chunk, div, BLOCK_R: tl.constex
 $columns
     lo = tl.program_id(1) * chunk
     hi = tl.minimum(lo + chunk, R)
-    acc = tl.full([BLOCK_R, BLOCK_C], $ident, tl.float32)
+$init
     for start in range(lo, hi, BLOCK_R):
         rr = start + r
         mask = (rr < hi)[:, None] & cmask[None, :]
         x = tl.load(x_ptr + base[None, :] + rr.to(tl.int64)[:, None] * inner, mask=mask, other=$ident)
-        acc = $combine
-    out = $final
+$combine
+$final
     tl.store(y_ptr + tl.program_id(1).to(tl.int64) * C + c, out.to(y_ptr.dtype.element_ty), mask=cmask)
 ''')
 
@@ -143,21 +144,52 @@ return y'''
     return [TILES, kernel], body
 
 
+# logsumexp: per element of the tile a running max m and a sum s of exp(x - m), rescaled when m grows; the column's
+# result max(m) + log(sum(s * exp(m - max(m)))). Split partials are logsumexps, combined by the same kernel.
+_LSE_INIT = '''    m = tl.full([BLOCK_R, BLOCK_C], -float("inf"), tl.float32)
+    s = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)'''
+_LSE_COMBINE = '''        x = x.to(tl.float32)
+        m_new = tl.maximum(m, x, propagate_nan=tl.PropagateNan.ALL)
+        m_safe = tl.where((m_new == -float("inf")) | (m_new == float("inf")), 0.0, m_new)  # no inf - inf
+        s = s * tl.exp(m - m_safe) + tl.exp(x - m_safe)
+        m = m_new'''
+_LSE_FINAL = '''    mc = tl.max(m, 0)
+    mc_safe = tl.where((mc == -float("inf")) | (mc == float("inf")), 0.0, mc)
+    sc = tl.sum(s * tl.exp(m - mc_safe[None, :]), 0)
+    nan = tl.max((m != m).to(tl.int32), 0) > 0
+    out = tl.where(nan, float("nan"), tl.where(mc == float("inf"), float("inf"), mc_safe + tl.log(sc)))'''
+
+
 def _render_reduce(op: Op, p: dict) -> tuple[list[str], str]:
     kind = op.detail["op"]
+    acc = "    acc = tl.full([BLOCK_R, BLOCK_C], {}, tl.float32)"
     if kind in ("sum", "mean"):
-        ident, combine, final = "0.0", "acc + x.to(tl.float32)", "tl.sum(acc, 0) / div"
+        ident, init, combine, final = "0.0", acc.format("0.0"), "acc + x.to(tl.float32)", "tl.sum(acc, 0) / div"
     elif kind in ("max", "min"):
         ident = '-float("inf")' if kind == "max" else 'float("inf")'
         fn = "maximum" if kind == "max" else "minimum"
-        combine = f"tl.{fn}(acc, x.to(tl.float32), propagate_nan=tl.PropagateNan.ALL)"
+        init, combine = acc.format(ident), f"tl.{fn}(acc, x.to(tl.float32), propagate_nan=tl.PropagateNan.ALL)"
         final = f'tl.where(tl.max((acc != acc).to(tl.int32), 0) > 0, float("nan"), tl.{kind}(acc, 0))'  # NaN wins
+    elif kind == "norm2":  # sqrt of the sum of squares; split partials are norms, whose 2-norm is the whole's
+        ident, init = "0.0", acc.format("0.0")
+        combine, final = "acc + x.to(tl.float32) * x.to(tl.float32)", "tl.sqrt(tl.sum(acc, 0))"
+    elif kind == "logsumexp":
+        ident, init, combine, final = '-float("inf")', _LSE_INIT, _LSE_COMBINE, _LSE_FINAL
     else:
         raise ValueError(f"unknown reduction {kind!r}")
+    if kind != "logsumexp":
+        combine, final = f"        acc = {combine}", f"    out = {final}"
     name = f"{kind}_reduce"
-    kernel = _REDUCE.substitute(name=name, columns=COLUMNS, ident=ident, combine=combine, final=final)
-    dim = attr(op.detail["dim_attr"]) if op.detail.get("dim_attr") else repr(op.detail.get("dim"))
+    kernel = _REDUCE.substitute(name=name, columns=COLUMNS, ident=ident, init=init, combine=combine, final=final)
     keep = bool(op.detail.get("keepdim"))
+    if isinstance(op.detail.get("dim"), (list, tuple)):  # adjacent dims (analyze.py checks): reduced as one
+        dims = [int(d) for d in op.detail["dim"]]
+        span = (f"d_lo = min(d % max(x.dim(), 1) for d in {dims!r})\n    "
+                f"d_hi = max(d % max(x.dim(), 1) for d in {dims!r}) + 1")
+        dim = repr(dims)
+    else:
+        dim = attr(op.detail["dim_attr"]) if op.detail.get("dim_attr") else repr(op.detail.get("dim"))
+        span = "d_lo = dim % max(x.dim(), 1)\n    d_hi = d_lo + 1"
     div = "float(R)" if kind == "mean" else "1.0"
     block_r, tile, warps, target = int(p["BLOCK_R"]), int(p["TILE"]), int(p["num_warps"]), int(p["split_target"])
     body = f'''
@@ -165,10 +197,10 @@ dim = {dim}
 if dim is None:  # all elements
     R, inner, shape = x.numel(), 1, {"[1] * x.dim()" if keep else "[]"}
 else:
-    d = dim % max(x.dim(), 1)
-    R, inner, shape = (x.shape[d] if x.dim() else 1), math.prod(x.shape[d + 1:]), list(x.shape)
+    {span}
+    R, inner, shape = math.prod(x.shape[d_lo:d_hi]), math.prod(x.shape[d_hi:]), list(x.shape)
     if x.dim():
-        {"shape[d] = 1" if keep else "del shape[d]"}
+        {"shape[d_lo:d_hi] = [1] * (d_hi - d_lo)" if keep else "del shape[d_lo:d_hi]"}
 y = torch.empty(shape, dtype=x.dtype, device=x.device)
 C = y.numel()
 if C == 0:

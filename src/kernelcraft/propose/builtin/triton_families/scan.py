@@ -1,4 +1,4 @@
-"""Scan family (inclusive cumsum, cumprod along any dim) over a contiguous x seen as [outer, R, inner], like
+"""Scan family (inclusive cumsum, cumprod along any dim, forward or reverse: flip(scan(flip(x)))) over a contiguous x seen as [outer, R, inner], like
 rows.py: a program takes BLOCK_C columns and walks R in BLOCK_R tiles; each tile is scanned in fp32 registers
 (tl.cumsum / tl.cumprod) and offset by the running carry of the tiles before it, so rows of any length take one
 read and one write. With few columns R is split in chunks over programs: a first launch writes each chunk's
@@ -55,12 +55,12 @@ $columns
     for start in range(lo, hi, BLOCK_R):
         rr = start + r
         mask = (rr < hi)[:, None] & cmask[None, :]
-        offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
+        offs = base[None, :] + $row[:, None] * inner
         x = tl.load(x_ptr + offs, mask=mask, other=$ident).to(tl.float32)
         if PASS == 1:
             carry = carry $op kc_${name}_total(x, BLOCK_R)
         else:
-            y = carry[None, :] $op tl.$name(x, 0)  # masked rows hold the identity: the last row is the total
+            y = carry[None, :] $op tl.$fn(x, 0)  # masked rows hold the identity: the last row is the total
             tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
             carry = tl.sum(tl.where((r == BLOCK_R - 1)[:, None], y, 0.0), 0)
     if PASS == 1:
@@ -76,10 +76,13 @@ def _render_scan(op: Op, p: dict) -> tuple[list[str], str]:
     if kind not in _OPS:
         raise ValueError(f"unknown scan {kind!r}")
     ident, sym = _OPS[kind]
-    kernel = _SCAN.substitute(name=kind, columns=COLUMNS, ident=ident, op=sym, total=_TOTALS[kind])
+    reverse = bool(op.detail.get("reverse"))  # row r of the scan is row R - 1 - r of x and y
+    row = "(R - 1 - rr).to(tl.int64)" if reverse else "rr.to(tl.int64)"
+    tag = f"{kind}_rev" if reverse else kind
+    kernel = _SCAN.substitute(name=tag, fn=kind, columns=COLUMNS, ident=ident, op=sym, total=_TOTALS[kind], row=row)
     dim = attr(op.detail["dim_attr"]) if op.detail.get("dim_attr") else repr(int(op.detail["dim"]))
     block_r, tile, warps, target = int(p["BLOCK_R"]), int(p["TILE"]), int(p["num_warps"]), int(p["split_target"])
-    name = f"kc_{kind}_kernel"
+    name = f"kc_{tag}_kernel"
     body = f'''
 y = torch.empty_like(x)
 if x.numel() == 0:
