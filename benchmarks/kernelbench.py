@@ -73,7 +73,7 @@ def candidate_for(problem, engineer: BuiltinProposer) -> tuple[Candidate, str]:
 def row_for(problem, kind: str, result, wall: float) -> dict:
     memory = result.memory or {}
     gib = lambda v: round(v / GiB, 3) if v else None  # noqa: E731
-    return {"problem": problem.name, "candidate": kind, "status": result.status, "reasons": result.reasons,
+    return {"problem": problem.name, "candidate": kind, "status": str(result.status), "reasons": result.reasons,
             "message": _brief(result.message), "harness_oom": "harness_oom" in result.reasons,
             "estimate_gib": gib(memory.get("estimate")), "supervisor_peak_gib": gib(memory.get("supervisor_peak_reserved")),
             "worker_peak_gib": gib(memory.get("worker_peak_reserved")), "trials": result.trials,

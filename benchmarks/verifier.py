@@ -181,7 +181,7 @@ def part_throughput(verifier: Verifier, size: int, backends=("cuda_nvrtc", "trit
         results = verifier.evaluate_many(jobs)
         wall = time.perf_counter() - start
         out[kind] = {"candidates": size, "wall_s": wall, "per_gpu_minute": size / (wall / 60),
-                     "statuses": {s: sum(r.status == s for r in results) for s in {r.status for r in results}},
+                     "statuses": {str(s): sum(r.status == s for r in results) for s in {r.status for r in results}},
                      "mean_candidate_wall_s": statistics.fmean(r.wall_seconds for r in results)}
         print(f"  {kind}: {size} candidates in {wall:.1f} s = {out[kind]['per_gpu_minute']:.1f}/GPU-min "
               f"{out[kind]['statuses']}", flush=True)
