@@ -10,7 +10,7 @@ from pathlib import Path
 from kernelcraft import api
 from kernelcraft.candidate import CandidateError
 from kernelcraft.errors import ConfigError, KernelcraftError
-from kernelcraft.ledger import best_row
+from kernelcraft.ledger import best_row, stored_counts
 from kernelcraft.problems import ProblemError
 
 SUMMARY_KEYS = ("status", "correct", "reasons", "runtime_ms", "eager_ms", "compile_ms", "speedup_eager",
@@ -111,15 +111,11 @@ class problem_hint:
 def run_status(store, run_id: str, live: dict | None = None) -> dict:
     """A run's state from the store: status, round, candidates evaluated, the best so far."""
     from kernelcraft.search.run import run_error
-    from kernelcraft.store import unevaluated_status
 
     row = store.run(run_id)
     rows = store.candidates(row["id"])
-    by_status: dict[str, int] = {}
-    for c in rows:
-        status = c["status"] or unevaluated_status(c["parse_error"])
-        by_status[status] = by_status.get(status, 0) + 1
-    evaluated = sum(1 for c in rows if c["status"])
+    counts = stored_counts(store, row["id"], rows)
+    by_status, evaluated = counts["by_status"], counts["evaluated"]
     config = row["config"].get("run", {})
     out = {"run_id": row["id"], "problem": row["problem"], "status": row["status"], "stop_reason": row["stop_reason"],
            "strategy": row["strategy"], "proposer": row["proposer"], "device": row["device"],
