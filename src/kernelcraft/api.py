@@ -104,12 +104,8 @@ def evaluate(problem, candidate, *, device: str = "auto", policy: str = "strict"
 def _devices(device: str) -> list[str]:
     from kernelcraft.verify import resolve_devices
 
-    try:
+    with _config_errors():
         return resolve_devices(device)
-    except KernelcraftError:
-        raise
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 # profile ----------------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ receiving their values as arguments; and every launch or call of a generated fun
 import ast
 import builtins
 
+from tests.propose.builtin.kernel_check import _dotted
+
 _BUILTINS = set(dir(builtins))
 PREFIX = "kc_s_"  # scalars.PREFIX: the parameters that carry the numbers forward reads from the module
 
@@ -46,14 +48,6 @@ def generated_functions(tree: ast.Module) -> list[ast.FunctionDef]:
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"):
         out += [n for n in cls.body if isinstance(n, ast.FunctionDef)]
     return out
-
-
-def _dotted(node) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return ".".join(reversed(parts + [node.id])) if isinstance(node, ast.Name) else ""
 
 
 def _is_jit(fn: ast.FunctionDef) -> bool:

@@ -13,6 +13,7 @@ conv into the conv, but only while no value still to be read needs the op's resu
 Mixins of the interpreter here read the later families (analyze_families.py), attention (analyze_attention.py),
 and matmul operands and free reshapes (analyze_operands.py); values.py holds the abstract values, spellings.py
 torch's spellings of each op, and scalars.py makes the numbers forward reads from the module run-time reads.
+(At ~400 lines: the graph walk and its dispatch stay in one file; new recognizers go to the mixins.)
 """
 
 from __future__ import annotations
