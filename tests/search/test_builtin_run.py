@@ -7,7 +7,7 @@ import pytest
 
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
-from kernelcraft.propose.builtin.triton_kernels import moves
+from tests.propose.builtin.kernel_check import moves
 from kernelcraft.search import RunConfig, start_run
 
 pytestmark = pytest.mark.slow

@@ -94,7 +94,7 @@ def test_exact_convolution_passes_strict(gpu_verifier):
     """PyTorch runs cuDNN convolutions in TF32 by default (about 1e-3 off); under strict the reference must
     compute fp32 exactly, or no exact kernel could pass. The built-in engineer's exact conv, rendered now."""
     from kernelcraft.propose.builtin.analyze import analyze
-    from kernelcraft.propose.builtin.triton_kernels import moves, render
+    from tests.propose.builtin.kernel_check import moves, render
 
     problem = load_problem("level1/conv2d_alexnet")
     op = analyze(problem).single

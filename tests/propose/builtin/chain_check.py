@@ -3,7 +3,8 @@ several input shapes (shared by the chain and broadcast tests)."""
 
 import torch
 
-from kernelcraft.propose.builtin import chain, triton_kernels
+from kernelcraft.propose.builtin import chain
+from tests.propose.builtin import kernel_check
 from kernelcraft.propose.builtin.analyze import analyze
 from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, load
 from tests.propose.builtin.test_analyze import write
@@ -20,7 +21,7 @@ def check_chain(tmp_path, forward: str, init: str, cases: list, args: str = "x",
     if single:
         assert analysis.single is not None, analysis
         ops = [analysis.single]
-        source = triton_kernels.render(ops[0], problem.source, triton_kernels.moves(ops[0])[move].params)
+        source = kernel_check.render(ops[0], problem.source, kernel_check.moves(ops[0])[move].params)
     else:
         assert analysis.chain is not None, analysis
         ops = analysis.chain

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import torch
 
+from kernelcraft.propose.builtin import registry
+from kernelcraft.propose.builtin.family import Move, Params
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import render
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 _counter = itertools.count()
@@ -32,6 +33,33 @@ def load(source: str, tmp_path: Path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def moves(op: Op, backend: str = "triton") -> list[Move]:
+    return registry.moves(op, backend)
+
+
+def needs_relaxed(move: Move) -> bool:
+    return move.relaxed
+
+
+def as_params(op: Op, params: Params | dict | None, backend: str = "triton") -> Params:
+    """`params` as a family's parameters: given, or the first move's with the fields of a dict changed."""
+    if isinstance(params, Params):
+        return params
+    return registry.moves(op, backend)[0].params.but(**(params or {}))
+
+
+def render(op: Op, ref_src: str, params: Params | dict | None = None, backend: str = "triton") -> str:
+    """The candidate file for one op: registry.render on `params` (as_params)."""
+    return registry.render(op, ref_src, as_params(op, params, backend))
+
+
+def parts(op: Op, params: Params | dict | None = None):
+    """(the parameters as JSON, the module-level sources, the forward body) of one op."""
+    p = as_params(op, params)
+    rendered = registry.parts(op, p)
+    return p.to_json(), rendered.sources(), rendered.body
 
 
 ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_properties",
@@ -83,7 +111,8 @@ def assert_no_torch_compute(source: str) -> None:
 def move_tolerance(params) -> dict:
     """fp32 moves: 1e-4 (3xTF32 is fp32-grade); the TF32 move, compiled on a GPU, 2e-2 (the interpreter computes
     its products in fp32)."""
-    tf32 = DEVICE == "cuda" and params["precision"] == "tf32"
+    values = params.to_json() if isinstance(params, Params) else params
+    tf32 = DEVICE == "cuda" and values.get("precision") == "tf32"
     return {"rtol": 2e-2, "atol": 2e-2} if tf32 else {"rtol": 1e-4, "atol": 1e-4}
 
 
@@ -127,3 +156,10 @@ def check_small_problem(op: Op, problem, params: dict, tmp_path: Path, rtol=1e-4
         got = new(*inputs)
         torch.testing.assert_close(got, want(ref, *inputs) if want else ref(*inputs), rtol=rtol, atol=atol)
     return got
+
+
+def ident(params) -> str:
+    """A test id for parameters (a family's, or a dict of changes)."""
+    import json
+
+    return json.dumps(params.to_json() if isinstance(params, Params) else params, sort_keys=True)

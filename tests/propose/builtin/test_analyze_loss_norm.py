@@ -10,7 +10,7 @@ from kernelcraft.problems import load_problem
 from kernelcraft.problems.problem import Problem
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
-from kernelcraft.propose.builtin.triton_kernels import moves, render
+from tests.propose.builtin.kernel_check import moves, render
 from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute
 from tests.propose.builtin.test_analyze import write
 

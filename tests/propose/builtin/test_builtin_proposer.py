@@ -9,7 +9,7 @@ import pytest
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.base import Idea, Kernel, Request, TriedIdea, Turn
 from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
-from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed
+from tests.propose.builtin.kernel_check import moves, needs_relaxed
 from kernelcraft.propose.parse import parse_ideas, parse_kernel
 from tests.helpers import FIXTURES
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from kernelcraft.problems import load_problem
-from kernelcraft.propose.builtin import chain, triton_kernels
+from kernelcraft.propose.builtin import chain
+from tests.propose.builtin import kernel_check
 from kernelcraft.propose.builtin.analyze import analyze
 from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, load
 
@@ -83,9 +84,9 @@ def test_random_forwards(tmp_path, world, seed):
     path.write_text(source)
     analysis = analyze(load_problem(path))
     if analysis.single is not None:
-        candidate = triton_kernels.render(analysis.single, source, {})
+        candidate = kernel_check.render(analysis.single, source)
     elif analysis.chain is not None:
-        candidate = chain.render(analysis.chain, source, {})
+        candidate = chain.render(analysis.chain, source)
     else:
         pytest.skip(f"not covered: {analysis.unsupported}")
     assert_no_torch_compute(candidate)

@@ -9,7 +9,8 @@ import torch
 
 from kernelcraft.backends.nvrtc import load_kernels
 from kernelcraft.propose.base import CATEGORIES
-from kernelcraft.propose.builtin import nvrtc_kernels
+from kernelcraft.propose.builtin import registry
+from tests.propose.builtin import kernel_check
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.kernel_check import assert_no_torch_compute, load, reference
 
@@ -25,11 +26,11 @@ def source(shape: tuple, params: dict, weight=True, bias=True) -> str:
     body = f"self.ln = nn.LayerNorm({shape}, elementwise_affine={affine}{extra})"
     if weight:  # weights and bias that are not ones and zeros
         body += "\ntorch.nn.init.normal_(self.ln.weight)" + ("\ntorch.nn.init.normal_(self.ln.bias)" if bias else "")
-    return nvrtc_kernels.render(op(len(shape), weight, bias), reference("self.ln(x)", "self", body), params)
+    return kernel_check.render(op(len(shape), weight, bias), reference("self.ln(x)", "self", body), params, "cuda_nvrtc")
 
 
 def test_moves_and_the_source_compiles_for_hopper():
-    ms = nvrtc_kernels.moves(op(3))
+    ms = kernel_check.moves(op(3), "cuda_nvrtc")
     assert len({m.text for m in ms}) == len(ms) >= 3 and all(m.category in CATEGORIES for m in ms)
     assert all(m.backend == "cuda_nvrtc" for m in ms)
     text = source((4, 5, 6), ms[0].params)
@@ -43,8 +44,8 @@ def test_moves_and_the_source_compiles_for_hopper():
 
 
 def test_an_epilogue_is_left_to_triton():
-    assert nvrtc_kernels.moves(Op("layernorm", {"ndim": 1, "eps": 1e-5, "weight": None, "bias": None,
-                                                "steps": [["gelu"]]})) == []
+    assert kernel_check.moves(Op("layernorm", {"ndim": 1, "eps": 1e-5, "weight": None, "bias": None,
+                                               "steps": [["gelu"]]}), "cuda_nvrtc") == []
 
 
 # (input shape, normalized dims): one block per row; odd rows; rows over a group of blocks (float4 and not); a
@@ -54,7 +55,7 @@ SHAPES = [((64, 1024), 1), ((3, 5, 7), 2), ((6, 40000), 1), ((4, 300001), 1), ((
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("params", [m.params for m in nvrtc_kernels.moves(op(1))],
+@pytest.mark.parametrize("params", [m.params for m in kernel_check.moves(op(1), "cuda_nvrtc")],
                          ids=lambda p: f"t{p['threads']}{'s' if p['stream'] else ''}p{p['prefetch']}{'a' if p['affine_smem'] else ''}")
 def test_moves_match_torch_on_the_gpu(params, tmp_path):
     for shape, ndim in SHAPES:
@@ -67,7 +68,7 @@ def test_moves_match_torch_on_the_gpu(params, tmp_path):
 
 @pytest.mark.gpu
 def test_no_affine_weight_only_offset_storage_and_special_rows(tmp_path):
-    params = nvrtc_kernels.moves(op(1))[0].params
+    params = kernel_check.moves(op(1), "cuda_nvrtc")[0].params
     for weight, bias in ((False, False), (True, False)):
         model = load(source((50000,), params, weight, bias), tmp_path).ModelNew().cuda()
         x = torch.randn(3, 50000, device="cuda")
@@ -89,14 +90,14 @@ def test_no_affine_weight_only_offset_storage_and_special_rows(tmp_path):
 
 
 def test_every_move_states_every_parameter():  # render fills left-out keys from the first move
-    assert len({frozenset(m.params) for m in nvrtc_kernels.moves(op(3))}) == 1
+    assert len({frozenset(m.params.to_json()) for m in kernel_check.moves(op(3), "cuda_nvrtc")}) == 1
 
 
 @pytest.mark.gpu
 def test_calls_reuse_the_exchange_buffer_without_clearing_it(tmp_path):
     """Each call's flags count on from the last call's: the buffer is never cleared, on any shape order, on another
     stream, and when the count is about to wrap (a fresh buffer then)."""
-    params = nvrtc_kernels.moves(op(1))[0].params
+    params = kernel_check.moves(op(1), "cuda_nvrtc")[0].params
     module = load(source((300001,), params), tmp_path)
     model = module.ModelNew().cuda()
     xs = [torch.randn(rows, 300001, device="cuda") for rows in (4, 7, 1)]

@@ -9,7 +9,8 @@ import torch
 
 from kernelcraft.backends.nvrtc import load_kernels
 from kernelcraft.propose.base import CATEGORIES
-from kernelcraft.propose.builtin import nvrtc_kernels
+from kernelcraft.propose.builtin import registry
+from tests.propose.builtin import kernel_check
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.kernel_check import load, reference
 
@@ -17,12 +18,12 @@ KINDS = [("softmax", torch.softmax), ("log_softmax", torch.log_softmax)]
 
 
 def source(kind: str, dim: int, params: dict) -> str:
-    return nvrtc_kernels.render(Op(kind, {"dim": dim}), reference(f"torch.{kind}(x, dim={dim})"), params)
+    return kernel_check.render(Op(kind, {"dim": dim}), reference(f"torch.{kind}(x, dim={dim})"), params, "cuda_nvrtc")
 
 
 @pytest.mark.parametrize("kind", [k for k, _ in KINDS])
 def test_moves_and_the_source_compiles_for_hopper(kind):
-    ms = nvrtc_kernels.moves(Op(kind, {"dim": -1}))
+    ms = kernel_check.moves(Op(kind, {"dim": -1}), "cuda_nvrtc")
     assert len({m.text for m in ms}) == len(ms) >= 3 and all(m.category in CATEGORIES for m in ms)
     assert all(m.backend == "cuda_nvrtc" for m in ms)
     text = source(kind, -1, ms[0].params)
@@ -35,8 +36,8 @@ def test_moves_and_the_source_compiles_for_hopper(kind):
 
 
 def test_kinds_without_a_cuda_family_have_no_moves():
-    assert nvrtc_kernels.moves(Op("rmsnorm", {})) == []
-    assert nvrtc_kernels.kinds() == {"softmax", "log_softmax", "layernorm"}
+    assert kernel_check.moves(Op("rmsnorm", {}), "cuda_nvrtc") == []
+    assert registry.kinds("cuda_nvrtc") == {"softmax", "log_softmax", "layernorm"}
 
 
 SHAPES = [((64, 65536), -1), ((5, 1000), 1), ((3, 7), -1), ((2, 300001), -1), ((4, 9, 6), 1), ((33, 4100), 0),
@@ -45,7 +46,7 @@ SHAPES = [((64, 65536), -1), ((5, 1000), 1), ((3, 7), -1), ((2, 300001), -1), ((
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind, fn", KINDS)
-@pytest.mark.parametrize("params", [m.params for m in nvrtc_kernels.moves(Op("softmax", {"dim": -1}))],
+@pytest.mark.parametrize("params", [m.params for m in kernel_check.moves(Op("softmax", {"dim": -1}), "cuda_nvrtc")],
                          ids=lambda p: f"c{p['cluster']}t{p['threads']}{'s' if p['stream'] else ''}"
                          + (f"k{p['staged']}" if p.get("staged") else ""))
 def test_moves_match_torch_on_the_gpu(kind, fn, params, tmp_path):
@@ -72,5 +73,5 @@ def test_offset_storage_and_special_rows(kind, fn, staged, tmp_path):
 
 
 def test_every_move_states_every_parameter():  # render fills left-out keys from the first move
-    ms = nvrtc_kernels.moves(Op("softmax", {"dim": -1}))
-    assert len({frozenset(m.params) for m in ms}) == 1
+    ms = kernel_check.moves(Op("softmax", {"dim": -1}), "cuda_nvrtc")
+    assert len({frozenset(m.params.to_json()) for m in ms}) == 1

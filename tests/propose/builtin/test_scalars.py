@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from kernelcraft.problems import load_problem
-from kernelcraft.propose.builtin import chain, scalars, triton_kernels
+from kernelcraft.propose.builtin import chain, scalars
+from tests.propose.builtin import kernel_check
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
 from kernelcraft.propose.builtin.scalars import Scalar, Scalars
@@ -90,8 +91,8 @@ def test_an_elementwise_chain_of_attribute_numbers_follows_the_model(tmp_path):
     op = analyze(problem).single
     assert op is not None and op.detail["steps"] == [["leaky_relu", "self.slope"], ["mul", "self.factor"],
                                                      ["clamp", "self.low", None]], op
-    for move in triton_kernels.moves(op)[:2]:
-        source = triton_kernels.render(op, problem.source, move.params)
+    for move in kernel_check.moves(op)[:2]:
+        source = kernel_check.render(op, problem.source, move.params)
         for size in (8, 64, 30):
             _run(tmp_path, source, [0.01 * size, 1.0 / size, -0.5 / size], [torch.randn(4, size)])
 
@@ -110,7 +111,7 @@ def test_an_attribute_with_a_double_underscore_is_read_as_it_is_named(tmp_path):
     problem = load_problem(path)
     op = analyze(problem).single
     assert op is not None and ["mul", "self.fac__tor"] in op.detail["steps"], op
-    source = triton_kernels.render(op, problem.source, triton_kernels.moves(op)[0].params)
+    source = kernel_check.render(op, problem.source, kernel_check.moves(op)[0].params)
     assert "kc_s_fac__tor = float(self.fac__tor)" in source
     for size in (8, 30):
         _run(tmp_path, source, [0.01 * size, 1.0 / size, -0.5 / size], [torch.randn(4, size)])

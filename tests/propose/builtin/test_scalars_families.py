@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from kernelcraft.problems import load_problem
-from kernelcraft.propose.builtin import chain, triton_kernels
+from kernelcraft.propose.builtin import chain
+from tests.propose.builtin import kernel_check
 from kernelcraft.propose.builtin.analyze import analyze
 from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, load, move_tolerance
 from tests.propose.builtin.names_check import check_names
@@ -65,8 +66,8 @@ def test_every_move_takes_the_number_at_run_time(kind, layer, forward, shape, tm
     analysis = analyze(problem)
     op = analysis.single or analysis.chain[0]  # an elementwise op with a tensor operand is a chain of one
     assert op.kind == kind and ["mul", "self.scale"] in op.detail["steps"], op
-    for move in triton_kernels.moves(op) if analysis.single else chain.moves(analysis.chain):
-        source = triton_kernels.render(op, problem.source, move.params) if analysis.single else \
+    for move in kernel_check.moves(op) if analysis.single else chain.moves(analysis.chain):
+        source = kernel_check.render(op, problem.source, move.params) if analysis.single else \
             chain.render(analysis.chain, problem.source, move.params)
         assert_no_torch_compute(source)
         check_names(source, {"scale"})
@@ -78,5 +79,5 @@ def test_every_move_takes_the_number_at_run_time(kind, layer, forward, shape, tm
             new.load_state_dict(ref.state_dict())
             xs = [torch.randn(s, device=DEVICE) for s in shapes]
             with torch.no_grad():
-                torch.testing.assert_close(new(*xs), ref(*xs), **move_tolerance({"precision": "ieee", **move.params}),
+                torch.testing.assert_close(new(*xs), ref(*xs), **move_tolerance(move.params),
                                            msg=lambda m: f"{move.text[:60]!r} scale {scale}: {m}")

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from kernelcraft.problems import Problem, load_problem, suite_names
-from kernelcraft.propose.builtin import chain, scalars
+from kernelcraft.propose.builtin import chain, registry, scalars
 from kernelcraft.propose.builtin.analyze import analyze
-from kernelcraft.propose.builtin.proposer import FAMILIES, BuiltinProposer, CoverageError
+from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
 from kernelcraft.verify.policy import get_policy
 from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, move_tolerance
 from tests.propose.builtin.names_check import check_names
@@ -63,8 +63,8 @@ def render(name: str, move) -> str:
     ops, _ = _ops(name)
     source = load_problem(name).source
     if isinstance(ops, list):
-        return chain.render(ops, source, move.params)
-    return FAMILIES[move.backend].render(ops, source, move.params)
+        return chain.render(ops, source, move.params, move.lead)
+    return registry.render(ops, source, move.params)
 
 
 def test_the_scalar_problems_are_found():
@@ -105,7 +105,7 @@ def run_move(name: str, move, constants: dict, tmp_path) -> None:
     inputs = [t.to(DEVICE) if isinstance(t, torch.Tensor) else t for t in module.get_inputs()]
     with torch.no_grad():
         got, want = new(*inputs), ref(*inputs)
-    tol = move_tolerance({"precision": "ieee", **move.params})
+    tol = move_tolerance(move.params)
     if want.dtype in (torch.float16, torch.bfloat16):  # a half-precision output: the strict policy's half tolerance
         half = get_policy("strict").tolerance(want.dtype)
         tol = {"rtol": max(tol["rtol"], half), "atol": max(tol["atol"], half)}

@@ -13,7 +13,7 @@ from kernelcraft.problems import load_problem
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
-from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render
+from tests.propose.builtin.kernel_check import ident, moves, needs_relaxed, render
 from tests.propose.builtin.kernel_check import DEVICE, HEAD, assert_no_torch_compute, load
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -65,9 +65,9 @@ def test_moves_are_distinct_categorized_json_and_exact_first():
         ms = moves(attn_op(causal))
         assert 3 <= len(ms) <= 8
         assert len({m.text for m in ms}) == len(ms)
-        assert len({json.dumps(m.params, sort_keys=True) for m in ms}) == len(ms)
+        assert len({json.dumps(m.params.to_json(), sort_keys=True) for m in ms}) == len(ms)
         assert all(m.category in CATEGORIES for m in ms)
-        assert json.loads(json.dumps([m.params for m in ms])) == [m.params for m in ms]
+        assert [json.loads(json.dumps(m.params.to_json())) for m in ms] == [m.params.to_json() for m in ms]
         relaxed = [needs_relaxed(m) for m in ms]
         assert relaxed == sorted(relaxed) and relaxed.count(True) == 1  # the one TF32 move, last
         for m in ms:
@@ -78,7 +78,7 @@ def test_moves_are_distinct_categorized_json_and_exact_first():
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("params", [m.params for m in moves(attn_op())], ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", [m.params for m in moves(attn_op())], ids=ident)
 def test_attention_moves(params, causal, tmp_path):
     check_attention(attn_op(causal), params, SHAPES, tmp_path, init=(causal,))
     check_attention(attn_op(causal), params, SHAPES, tmp_path, dtype=torch.float16, init=(causal,))

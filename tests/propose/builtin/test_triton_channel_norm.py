@@ -11,7 +11,7 @@ import torch
 
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import moves
+from tests.propose.builtin.kernel_check import ident, moves
 from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import check, reference
 
@@ -28,7 +28,7 @@ def test_moves_are_distinct_categorized_and_json(op):
     ms = moves(op)
     assert 3 <= len(ms) <= 6
     assert len({m.text for m in ms}) == len(ms)
-    assert len({json.dumps(m.params, sort_keys=True) for m in ms}) == len(ms)
+    assert len({json.dumps(m.params.to_json(), sort_keys=True) for m in ms}) == len(ms)
     assert all(m.category in CATEGORIES for m in ms)
 
 
@@ -43,7 +43,7 @@ BN_CASES = [((5, 1e-5), (3, 5)), ((5, 1e-3), (2, 5, 7)), ((3, 1e-5), (2, 3, 33, 
             ((4, 0.1), (2, 4, 3, 5, 7)), ((2, 1e-5), (1, 2, 2100))]
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(BN)], ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", [m.params for m in moves(BN)], ids=ident)
 def test_batchnorm_moves(params, tmp_path):
     check(BN, BN_REF, params, BN_CASES, tmp_path)
 
@@ -74,7 +74,7 @@ GN_CASES = [((3, 6, 1e-5), (2, 6, 7)), ((2, 6, 1e-3), (2, 6, 5, 3)), ((4, 4, 1e-
             ((3, 6, 1e-5), (3, 6)), ((2, 2, 1e-5), (2, 2, 1)), ((1, 2, 1e-5), (1, 2, 130, 131), 3.0)]
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(GN)], ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", [m.params for m in moves(GN)], ids=ident)
 def test_groupnorm_moves(params, tmp_path):
     check(GN, gn_ref(True), params, GN_CASES, tmp_path, atol=2e-5)
 
@@ -104,7 +104,7 @@ INSTANCE = {1: [(2, 3, 17), (3, 40)], 2: [(2, 3, 5, 7), (1, 1, 3, 1)], 3: [(1, 2
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(Op("instancenorm", {}))] + [SPLIT],
-                         ids=lambda p: json.dumps(p))
+                         ids=ident)
 def test_instancenorm_moves_and_unbatched_inputs(params, tmp_path):
     for spatial, shapes in INSTANCE.items():  # the second shape of 1-D and 3-D is unbatched (C, *spatial)
         for affine in (False, True):

@@ -7,7 +7,7 @@ import torch
 
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render
+from tests.propose.builtin.kernel_check import moves, needs_relaxed, render
 from tests.propose.builtin.kernel_check import assert_no_torch_compute, check, reference, move_tolerance as tolerance
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -38,7 +38,7 @@ def test_moves_are_distinct_and_tf32_is_marked():
     assert not needs_relaxed(ms[0])  # an exact-grade move comes first
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(conv_op())], ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p))
+@pytest.mark.parametrize("params", [m.params for m in moves(conv_op())], ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p.to_json()))
 def test_conv_moves(params, tmp_path):
     check(conv_op(), reference("self.conv(x)", INIT, CONV), params, CASES, tmp_path, **tolerance(params))
 
@@ -108,7 +108,7 @@ def conv1d_op(steps=()) -> Op:
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(conv1d_op())][::2],
-                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p))
+                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p.to_json()))
 def test_conv1d_moves(params, tmp_path):
     check(conv1d_op(), reference("self.conv(x)", INIT1, CONV1), params, CASES1, tmp_path, **tolerance(params))
 

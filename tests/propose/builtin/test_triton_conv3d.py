@@ -11,7 +11,7 @@ from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
-from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed
+from tests.propose.builtin.kernel_check import moves, needs_relaxed
 from tests.propose.builtin.kernel_check import check, check_small_problem, reference, move_tolerance as tolerance
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -44,7 +44,7 @@ def test_moves_are_distinct_and_tf32_is_marked():
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(conv3d_op())],
-                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p))
+                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p.to_json()))
 def test_conv3d_moves(params, tmp_path):
     check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, CASES, tmp_path, **tolerance(params))
 

@@ -6,7 +6,7 @@ reference on odd shapes; and where they must not fold."""
 import pytest
 import torch
 
-from kernelcraft.propose.builtin import triton_kernels
+from tests.propose.builtin import kernel_check
 from kernelcraft.propose.builtin.analyze import analyze
 from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import DEVICE, load
@@ -85,7 +85,7 @@ def test_an_operand_that_would_grow_the_output_is_refused_at_run_time(tmp_path):
     problem = write(tmp_path, "return self.conv(x) + self.b", "self.conv = nn.Conv2d(3, 4, 3)\n"
                     "self.b = nn.Parameter(torch.randn(1, 4, 1, 1))", "[torch.randn(2, 3, 5, 5)]")
     op = analyze(problem).single
-    module = load(triton_kernels.render(op, problem.source, {}), tmp_path)
+    module = load(kernel_check.render(op, problem.source, {}), tmp_path)
     model = module.ModelNew().to(DEVICE)
     assert model(torch.randn(2, 3, 5, 5, device=DEVICE)).shape == (2, 4, 3, 3)
     with pytest.raises(ValueError, match="broadcasts beyond the output"):
@@ -108,10 +108,10 @@ def test_every_conv_move_at_the_problems_full_size(tmp_path, name):
     with torch.no_grad():
         want = ref_model.double()(*[t.double() for t in inputs]).float()
         ref_model.float()
-    for move in triton_kernels.moves(op):
+    for move in kernel_check.moves(op):
         if move.params.get("precision") == "tf32":
             continue  # a relaxed move, checked at its own tolerance elsewhere
-        model = load(triton_kernels.render(op, problem.source, move.params), tmp_path).ModelNew(
+        model = load(kernel_check.render(op, problem.source, move.params), tmp_path).ModelNew(
             *module.get_init_inputs()).cuda().eval()
         model.load_state_dict(ref_model.state_dict())
         with torch.no_grad():

@@ -11,7 +11,7 @@ from kernelcraft.problems import load_problem
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
-from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render
+from tests.propose.builtin.kernel_check import moves, needs_relaxed, render
 from tests.propose.builtin.kernel_check import check, check_small_problem, reference, move_tolerance as tolerance
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -46,8 +46,8 @@ def test_moves_are_distinct_and_tf32_is_marked():
     assert strict and not any(m.params["precision"] == "tf32" for m in strict)
 
 
-def _id(p: dict) -> str:
-    return "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p) + ("-one" if p.get("one_launch") else "")
+def _id(p) -> str:
+    return "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p.to_json()) + ("-one" if p.get("one_launch") else "")
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(convt_op())], ids=_id)

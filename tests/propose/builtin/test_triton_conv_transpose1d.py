@@ -4,7 +4,7 @@ per-phase and the one-launch moves, compared with torch. Without a GPU in Triton
 
 import pytest
 
-from kernelcraft.propose.builtin import triton_kernels
+from tests.propose.builtin import kernel_check
 from kernelcraft.propose.builtin.analyze import analyze
 from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.test_analyze import write
@@ -23,7 +23,7 @@ def _moves(args: str, tmp_path) -> list[int]:
     """The first move (a launch per output phase) and the first one-launch move."""
     problem = write(tmp_path, "return self.conv(x)", f"self.conv = nn.ConvTranspose1d({args})",
                     inputs="[torch.randn(2, 8, 9)]")
-    ms = triton_kernels.moves(analyze(problem).single)
+    ms = kernel_check.moves(analyze(problem).single)
     return [0, next(i for i, m in enumerate(ms) if m.params.get("one_launch"))]
 
 

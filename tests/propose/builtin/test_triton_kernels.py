@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from kernelcraft.propose.base import CATEGORIES
+from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import moves, needs_relaxed, render
+from tests.propose.builtin.kernel_check import ident, moves, needs_relaxed, render
 from tests.propose.builtin.kernel_check import DEVICE, HEAD, assert_no_torch_compute, check, load, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's NaN/inf notes from the interpreter
@@ -35,14 +36,15 @@ def test_moves_are_distinct_categorized_and_json(op):
     ms = moves(op)
     assert 3 <= len(ms) <= 8
     assert len({m.text for m in ms}) == len(ms)
-    assert len({json.dumps(m.params, sort_keys=True) for m in ms}) == len(ms)
+    assert len({json.dumps(m.params.to_json(), sort_keys=True) for m in ms}) == len(ms)
     assert all(m.category in CATEGORIES for m in ms)
-    assert json.loads(json.dumps([m.params for m in ms])) == [m.params for m in ms]
+    assert [json.loads(json.dumps(m.params.to_json())) for m in ms] == [m.params.to_json() for m in ms]
 
 
 def test_unknown_kind_and_step_are_refused():
+    assert moves(Op("conv_transpose3d_", {})) == []
     with pytest.raises(ValueError):
-        moves(Op("conv_transpose3d", {}))
+        registry.family_for("conv_transpose3d_")
     with pytest.raises(ValueError):
         render(Op("elementwise", {"steps": [["cosh"]]}), reference("torch.cosh(x)"), {})
 
@@ -62,7 +64,7 @@ CHAIN_REF = reference("torch.clamp(F.gelu(x) * 1.5 - 0.25, min=-0.1)")
 POINTWISE_SHAPES = [(3, 17), (5, 1000), (2, 3, 130), (1, 1), (150001,)]
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(CHAIN)], ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", [m.params for m in moves(CHAIN)], ids=ident)
 def test_elementwise_moves(params, tmp_path):
     check(CHAIN, CHAIN_REF, params, [((), s) for s in POINTWISE_SHAPES], tmp_path)
 
@@ -102,7 +104,7 @@ SOFTMAX_CASES = {-1: [(3, 17), (1, 1), (2, 20000)], 1: [(5, 1000), (2, 3, 130)],
 SOFTMAX_MOVES = [(kind, m.params) for kind in ("softmax", "log_softmax") for m in moves(Op(kind, {"dim": 1}))]
 
 
-@pytest.mark.parametrize("kind,params", SOFTMAX_MOVES, ids=lambda v: v if isinstance(v, str) else json.dumps(v))
+@pytest.mark.parametrize("kind,params", SOFTMAX_MOVES, ids=lambda v: v if isinstance(v, str) else ident(v))
 def test_softmax_moves(kind, params, tmp_path):
     for dim, shapes in SOFTMAX_CASES.items():
         check(Op(kind, {"dim": dim}), reference(f"torch.{kind}(x, dim={dim})"), params, [((), s) for s in shapes],
@@ -127,7 +129,7 @@ REDUCE_CASES = [  # (op, keepdim, dim, shapes)
 ]
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(ALL_OPS[3])], ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", [m.params for m in moves(ALL_OPS[3])], ids=ident)
 def test_reduce_moves(params, tmp_path):
     for name, keep, dim, shapes in REDUCE_CASES:
         ref = reference(f"{TORCH_REDUCE[name]}(x, dim=self.dim, keepdim={keep})", "self, dim", "self.dim = dim")
@@ -150,7 +152,7 @@ LN_CASES = [(1, True, [((17,), (3, 17)), ((1,), (1, 1)), ((20000,), (2, 20000))]
             (1, False, [((130,), (4, 130))]), (2, False, [((3, 7000), (2, 3, 7000), 3.0)])]
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(ALL_OPS[4])], ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", [m.params for m in moves(ALL_OPS[4])], ids=ident)
 def test_layernorm_moves(params, tmp_path):
     for ndim, affine, cases in LN_CASES:
         detail = {"ndim": ndim, "eps": 1e-5, "weight": "ln.weight" if affine else None,
@@ -184,7 +186,7 @@ def test_norm_row_groups_sized_for_l2(kind, tmp_path):
         torch.testing.assert_close(got_model.to(DEVICE)(x), want_model.to(DEVICE)(x), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(ALL_OPS[5])], ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", [m.params for m in moves(ALL_OPS[5])], ids=ident)
 def test_rmsnorm_moves(params, tmp_path):
     check(Op("rmsnorm", {"eps": 1e-6, "eps_attr": "eps", "weight": "weight"}), RMS_W, params,
           [((130, 1e-6), (2, 37, 130)), ((1, 1e-6), (1, 1)), ((20000, 1e-6), (2, 20000))], tmp_path, rtol=1e-4,
@@ -267,14 +269,14 @@ def test_matmul_moves_exact_first_then_tf32():
     assert not any(needs_relaxed(m) for op in ALL_OPS[:-1] for m in moves(op))
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(MM)], ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", [m.params for m in moves(MM)], ids=ident)
 def test_matmul_moves(params, tmp_path):
     for (ta, tb), cases in MM_CASES.items():
         tf32 = params["precision"] == "tf32"  # inputs rounded to a 10-bit mantissa (on a GPU; exact in the interpreter)
         check_mm(ta, tb, params, cases, tmp_path, rtol=2e-2 if tf32 else 1e-4, atol=2e-2 if tf32 else 1e-4)
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(MM)][::3], ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", [m.params for m in moves(MM)][::3], ids=ident)
 def test_matmul_half(params, tmp_path):
     source = render(MM, mm_reference(False, False), params)
     assert 'prec = "ieee"' in source or 'else "ieee"' in source  # half inputs never ask for tf32
@@ -299,7 +301,7 @@ def test_half_matmul_moves_name_what_runs():
     assert moves(Op("matmul", {"trans_a": False, "trans_b": False, "dtype": "float32"})) == moves(MM)
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(MM16)], ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", [m.params for m in moves(MM16)], ids=ident)
 def test_half_matmul_moves(params, tmp_path):
     """Every 16-bit move on every operand layout (TMA where a GPU and the operands allow, else the strided kernel),
     fp16 everywhere and bf16 on a GPU, against torch's matmul of the same inputs."""
@@ -341,7 +343,7 @@ def test_tma_only_where_the_move_asks_and_the_operands_are_untransposed():
             assert ("kc_matmul_tma(" in src) == (bool(m.params["tma"]) and not trans_a), (trans_a, m.params)
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(ALL_OPS[4])][:4:3], ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", [m.params for m in moves(ALL_OPS[4])][:4:3], ids=ident)
 def test_norm_epilogue_steps(params, tmp_path):
     """Pointwise ops after a norm run on its fp32 output before the one store, on the row and split paths."""
     op = Op("layernorm", {"ndim": 1, "eps": 1e-5, "weight": "ln.weight", "bias": "ln.bias",

@@ -7,7 +7,7 @@ import pytest
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import moves, parts, render
+from tests.propose.builtin.kernel_check import moves, parts, render
 from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import assert_no_torch_compute, check, reference, move_tolerance as tolerance
 from tests.propose.builtin.test_analyze import single, write
@@ -22,7 +22,7 @@ def linear_op(bias=True, steps=()) -> Op:
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(linear_op())],
-                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_N}{tma}".format(**p))
+                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_N}{tma}".format(**p.to_json()))
 @pytest.mark.parametrize("bias", [True, False])
 def test_linear_moves(params, bias, tmp_path):
     ref = reference("self.fc(x)", "self, k, n", f"self.fc = nn.Linear(k, n, bias={bias})")
@@ -59,7 +59,7 @@ def test_analysis_of_linear_spellings(tmp_path):
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(linear_op())][:3] + [moves(linear_op())[-1].params],
-                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_N}{tma}".format(**p))
+                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_N}{tma}".format(**p.to_json()))
 def test_one_dimensional_parameter_operands_fold_into_the_epilogue(params, tmp_path):
     move = [m.params for m in moves(linear_op())].index(params)
     ops, source = check_chain(tmp_path, "return (torch.relu(self.fc(x)) + self.b) * self.s - self.b",

@@ -10,7 +10,7 @@ import torch
 
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import moves, render
+from tests.propose.builtin.kernel_check import ident, moves, render
 from tests.propose.builtin.kernel_check import DEVICE, HEAD, assert_no_torch_compute, load
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's NaN/inf notes from the interpreter
@@ -54,7 +54,7 @@ def test_moves_are_distinct_categorized_and_json(op):
     ms = moves(op)
     assert 3 <= len(ms) <= 6
     assert len({m.text for m in ms}) == len(ms)
-    assert len({json.dumps(m.params, sort_keys=True) for m in ms}) == len(ms)
+    assert len({json.dumps(m.params.to_json(), sort_keys=True) for m in ms}) == len(ms)
     assert all(m.category in CATEGORIES for m in ms)
 
 
@@ -69,7 +69,7 @@ def loss_cases(shapes, init=()):
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(Op("loss", {"fn": "mse", "reduction": "mean"}))],
-                         ids=lambda p: json.dumps(p))
+                         ids=ident)
 def test_loss_moves(params, tmp_path):
     for fn, reduction in (("mse", "mean"), ("l1", "sum"), ("mse", "none")):
         op = Op("loss", {"fn": fn, "reduction": reduction, "param": None, "param_attr": None})
@@ -125,7 +125,7 @@ def ce_cases(ignore, init=(), scale=3.0):
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(Op("cross_entropy", {"reduction": "mean"}))],
-                         ids=lambda p: json.dumps(p))
+                         ids=ident)
 def test_cross_entropy_moves(params, tmp_path):
     for reduction in ("mean", "sum", "none"):
         op = Op("cross_entropy", {"reduction": reduction, "ignore_index": -100, "ignore_index_attr": None})
@@ -163,7 +163,7 @@ def kl_ref(dim: int, reduction: str) -> str:
 
 @pytest.mark.filterwarnings("ignore:reduction. 'mean' divides:UserWarning")
 @pytest.mark.parametrize("params", [m.params for m in moves(Op("kl_div_logits", {"dim": -1}))],
-                         ids=lambda p: json.dumps(p))
+                         ids=ident)
 def test_kl_div_logits_moves(params, tmp_path):
     for reduction in ("batchmean", "sum", "mean"):
         for dim, shapes in KL_CASES.items():

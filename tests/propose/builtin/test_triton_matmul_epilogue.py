@@ -5,7 +5,7 @@ products of odd sizes."""
 import pytest
 
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import moves
+from tests.propose.builtin.kernel_check import moves
 from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import DEVICE
 

@@ -15,7 +15,7 @@ import torch.nn as nn
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_families.pool import kc_pool_out
-from kernelcraft.propose.builtin.triton_kernels import moves, render
+from tests.propose.builtin.kernel_check import moves, render
 from tests.propose.builtin.kernel_check import DEVICE, check, load, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -76,7 +76,7 @@ def test_moves_are_distinct_and_adaptive_packs_planes_first():
     for op in (CASES["max_3s2p1"][0], CASES["adaptive_7"][0]):
         ms = moves(op)
         assert 3 <= len(ms) <= 6 and len({m.text for m in ms}) == len(ms)
-        assert len({json.dumps(m.params, sort_keys=True) for m in ms}) == len(ms)
+        assert len({json.dumps(m.params.to_json(), sort_keys=True) for m in ms}) == len(ms)
         assert all(m.category in CATEGORIES for m in ms)
     assert moves(CASES["adaptive_7"][0])[0].params["BLOCK_P"] > 1
 

@@ -10,7 +10,7 @@ import torch
 
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import moves, render
+from tests.propose.builtin.kernel_check import ident, moves, render
 from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import DEVICE, check, load, reference
 from tests.propose.builtin.test_analyze import write
@@ -24,7 +24,7 @@ LSE_CASES = [  # (dim, keepdim, shapes, input scale)
 ]
 
 
-@pytest.mark.parametrize("params", LSE_MOVES, ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", LSE_MOVES, ids=ident)
 def test_logsumexp_moves(params, tmp_path):
     for dim, keep, shapes, scale in LSE_CASES:
         if dim is None:

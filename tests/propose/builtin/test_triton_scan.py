@@ -12,7 +12,7 @@ import torch
 
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import moves, render
+from tests.propose.builtin.kernel_check import moves, render
 from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, check, load, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -36,7 +36,7 @@ CASES = [  # (op, forward expression, input shapes)
 
 def test_moves_are_distinct():
     assert 3 <= len(MOVES) <= 6 and len({m.text for m in MOVES}) == len(MOVES)
-    assert len({json.dumps(m.params, sort_keys=True) for m in MOVES}) == len(MOVES)
+    assert len({json.dumps(m.params.to_json(), sort_keys=True) for m in MOVES}) == len(MOVES)
     assert all(m.category in CATEGORIES for m in MOVES)
 
 

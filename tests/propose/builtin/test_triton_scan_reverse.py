@@ -8,7 +8,7 @@ import pytest
 
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import moves
+from tests.propose.builtin.kernel_check import ident, moves
 from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import check, reference
 from tests.propose.builtin.test_analyze import write
@@ -28,7 +28,7 @@ CASES = [  # (op, forward expression, input shapes)
 ]
 
 
-@pytest.mark.parametrize("params", [m.params for m in moves(rev())], ids=lambda p: json.dumps(p))
+@pytest.mark.parametrize("params", [m.params for m in moves(rev())], ids=ident)
 def test_reverse_scan_moves(params, tmp_path):
     for op, expr, shapes in CASES:
         scale = 0.1 if op.detail["op"] == "cumprod" else 1.0  # products of 2500 small factors: no overflow

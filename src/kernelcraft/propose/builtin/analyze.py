@@ -29,7 +29,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import fx
 
-from kernelcraft.propose.builtin import scalars, spellings as sp
+from kernelcraft.propose.builtin import recognize, registry, scalars, spellings as sp
 from kernelcraft.propose.builtin.analyze_attention import AttentionOps
 from kernelcraft.propose.builtin.analyze_families import FamilyOps
 from kernelcraft.propose.builtin.analyze_operands import OperandOps
@@ -189,6 +189,13 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
 
     # -- interpreting one node --------------------------------------------------------------------------
     def call(self, node: fx.Node):
+        recognizers = registry.recognizers()  # the families' own ops first (recognize.py)
+        if node.op == "call_module":
+            mod = self.gm.get_submodule(node.target)
+            if (claimed := recognize.module_handler(recognizers, mod)) is not None:
+                return claimed(self, node, mod)
+        elif (claimed := recognize.handler(recognizers, node)) is not None:
+            return claimed(self, node)
         if self.is_matmul(node):
             return self.matmul(node)
         if (found := self.size_of(node)) is not None:

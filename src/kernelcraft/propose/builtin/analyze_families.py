@@ -11,17 +11,11 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
-from kernelcraft.propose.builtin import spellings as sp
+from kernelcraft.propose.builtin import registry, spellings as sp
 from kernelcraft.propose.builtin.plan import TENSOR_STEPS
 from kernelcraft.propose.builtin.values import Attr, Ew, Flipped, LogSoftmaxIn, Prod, chains_in, mentions
 
 
-# the kinds whose kernels apply pointwise steps that follow them ("steps") before their store
-EPILOGUE_KINDS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "linear", "matmul", "layernorm",
-                  "rmsnorm", "batchnorm", "groupnorm", "instancenorm")
-
-# the kinds whose epilogue also takes tensor steps over a parameter (x + self.bias): see FamilyOps.operand_folds
-OPERAND_EPILOGUES = ("conv1d", "conv2d", "linear")
 
 
 class FamilyOps:
@@ -119,12 +113,12 @@ class FamilyOps:
     def fold_epilogue(self, chain: Ew) -> int:
         """How many leading steps of `chain` the op it reads applies itself (the epilogue of a conv (before any
         pooling), a linear, a matmul or a norm; tensor steps only where the op reads their operand, see
-        OPERAND_EPILOGUES): folded into it (0: none). Only the last op takes them, and only when no other value
-        still to be read needs its result without them (see foldable)."""
+        operand_folds): folded into it (0: none). Only the last op takes them, and only when no other value still to
+        be read needs its result without them (see foldable)."""
         if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1) or self.no_fold:
             return 0
         op = self.ops[chain.base]
-        if op.kind not in EPILOGUE_KINDS or op.detail.get("steps") \
+        if op.kind not in registry.epilogue_kinds() or op.detail.get("steps") \
                 or op.detail.get("pool"):  # steps after a pool are an op of their own
             return 0
         n = next((i for i, s in enumerate(chain.steps) if s[0] in TENSOR_STEPS and not self.operand_folds(op, s[1])),
@@ -137,7 +131,7 @@ class FamilyOps:
     def operand_folds(self, op, ref) -> bool:
         """Whether `op`'s epilogue reads tensor operand `ref` itself: a parameter, any for a conv (read at the
         output's coordinates), a 1-D one for a linear (along its columns)."""
-        if not (isinstance(ref, tuple) and ref[0] == "attr") or op.kind not in OPERAND_EPILOGUES:
+        if not (isinstance(ref, tuple) and ref[0] == "attr") or op.kind not in registry.operand_epilogue_kinds():
             return False
         if op.kind != "linear":
             return True

@@ -1,7 +1,7 @@
 """Chains: a forward that is a sequence of recognized ops (plan.py's Analysis.chain, each op naming the value it
 reads), rendered as one Triton candidate whose ModelNew runs each op's kernels in turn.
 
-Each op is rendered by its own family (triton_kernels.parts) into kernel sources and a forward body; the body
+Each op is rendered by its own family (registry.parts) into kernel sources and a forward body; the body
 becomes a module-level helper `kc_op<i>_<kind>(self, x[, o0, o1, ...])` (matmul and losses: `(self, a, b)`,
 the forward's first two inputs as passed; the numbers forward reads from the module for the op's kernels,
 scalars.Scalars.of(op), come first after `self`: the forward reads them all once and passes them as values, so no
@@ -17,20 +17,22 @@ Moves: a chain is searched through its lead op, the most expensive one (the firs
 the first op that is not pointwise or a view; else the first op). Each of the lead's moves is a chain move, the
 other ops on their first strict move (the first that needs no TF32 tolerance): the search explores tiles and
 precision where most of the time goes, and the cheaper ops ride along on their family's best default. A chain
-move's params are the lead's params plus "lead" (its index), so needs_relaxed reads them as the lead's.
+move (`ChainMove`) is the lead's index and the lead's move, whose parameters say whether it needs a relaxed
+tolerance.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
-from kernelcraft.propose.builtin import triton_kernels
+from kernelcraft.propose.builtin import registry
+from kernelcraft.propose.builtin.codegen import attr, indent
 from kernelcraft.propose.builtin.compose import assemble, forward_signature
+from kernelcraft.propose.builtin.family import Move, Names, Params
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.scalars import Scalars
-from kernelcraft.propose.builtin.triton_families.common import attr, indent
-from kernelcraft.propose.builtin.triton_kernels import Move, needs_relaxed
 
 LEAD_KINDS = ("matmul", "linear", "conv2d", "conv1d")  # the most expensive kinds: a chain's lead is one of them
 FREE_KINDS = {"view"}  # no kernel: a reshape in the forward
@@ -42,7 +44,7 @@ def describe(ops: list[Op]) -> str:
 
 def missing_kinds(ops: list[Op]) -> list[str]:
     """The kinds of `ops` that have no Triton family."""
-    return sorted({op.kind for op in ops if op.kind not in FREE_KINDS} - triton_kernels.kinds())
+    return sorted({op.kind for op in ops if op.kind not in FREE_KINDS} - registry.kinds("triton"))
 
 
 def lead(ops: list[Op]) -> int:
@@ -55,26 +57,48 @@ def lead(ops: list[Op]) -> int:
     return next(i for i, op in enumerate(ops) if op.kind not in FREE_KINDS)
 
 
-def moves(ops: list[Op]) -> list[Move]:
+@dataclass(frozen=True, eq=False)
+class ChainMove:
+    """A chain's move: its lead op (index `lead` in `ops`) on `move`, the other ops on their first strict moves."""
+
+    ops: tuple[Op, ...]
+    lead: int
+    move: Move
+
+    @property
+    def text(self) -> str:
+        others = [op.kind for j, op in enumerate(self.ops) if j != self.lead and op.kind not in FREE_KINDS]
+        tail = f"; then {', '.join(others)} on their first moves" if others else ""
+        text = self.move.text
+        return f"{describe(list(self.ops))}: the {self.ops[self.lead].kind} as {text[0].lower() + text[1:]}{tail}"
+
+    @property
+    def category(self) -> str:
+        return self.move.category
+
+    @property
+    def params(self) -> Params:
+        return self.move.params
+
+    @property
+    def relaxed(self) -> bool:
+        return self.move.relaxed
+
+    backend = "triton"
+
+
+def moves(ops: list[Op]) -> list[ChainMove]:
     """The chain's moves: its lead op's, the other ops on their first strict moves."""
     i = lead(ops)
-    others = [op.kind for j, op in enumerate(ops) if j != i and op.kind not in FREE_KINDS]
-    tail = f"; then {', '.join(others)} on their first moves" if others else ""
-    return [Move(f"{describe(ops)}: the {ops[i].kind} as {m.text[0].lower() + m.text[1:]}{tail}", m.category,
-                 {**m.params, "lead": i}) for m in triton_kernels.moves(ops[i])]
+    return [ChainMove(tuple(ops), i, m) for m in registry.moves(ops[i])]
 
 
-def _first_strict(op: Op) -> dict:
-    all_moves = triton_kernels.moves(op)
-    return next((m for m in all_moves if not needs_relaxed(m)), all_moves[0]).params
-
-
-def render(ops: list[Op], reference_source: str, params: dict) -> str:
-    """The whole candidate file for the chain `ops`, its lead op on `params` (moves(ops)'s), the others on their
-    first strict moves."""
+def render(ops: list[Op], reference_source: str, params: Params | None = None, lead_index: int | None = None) -> str:
+    """The whole candidate file for the chain `ops`: its lead op (`lead_index`, else lead(ops)) on `params` (a
+    ChainMove's; None: its first strict move), the others on their first strict moves."""
     _, names = forward_signature(reference_source)
-    i_lead = int(params.get("lead", lead(ops)))
-    lead_params = {k: v for k, v in params.items() if k != "lead"}
+    i_lead = lead(ops) if lead_index is None else lead_index
+    lead_move = registry.first_strict(ops[i_lead]) if params is None else registry.move_for(ops[i_lead], params)
 
     def value(ref, operand=False) -> str:
         if isinstance(ref, int):
@@ -93,10 +117,10 @@ def render(ops: list[Op], reference_source: str, params: dict) -> str:
         if op.kind == "view":
             lines.append(f"kc_v{j} = {_view(op, value(op.src))}")
             continue
-        _, blocks, body = triton_kernels.parts(op, lead_params if j == i_lead else _first_strict(op))
-        body = kernels.add(blocks, body, j)
-        if op.kind in triton_kernels.INPUTS:  # reads the forward's first inputs as passed (matmul, losses, attention)
-            inputs = triton_kernels.INPUTS[op.kind]
+        move = lead_move if j == i_lead else registry.first_strict(op)
+        rendered = move.family.render(op, move.params, Names(f"_op{j}"))
+        body = kernels.add(rendered.sources(), rendered.body, j)
+        if inputs := registry.inputs(op.kind):  # reads the forward's first inputs as passed (matmul, losses, attention)
             if len(names) < len(inputs):
                 raise ValueError(f"a {op.kind} reference needs a forward(self, {', '.join(n.upper() for n in inputs)}, ...)")
             signature, args = ", ".join(inputs), ", ".join(names[:len(inputs)])
@@ -111,9 +135,9 @@ def render(ops: list[Op], reference_source: str, params: dict) -> str:
     lines.append(f"return kc_v{len(ops) - 1}")
     if any(op.kind == "view" and "flatten" in op.detail for op in ops):
         kernels.blocks.append(_FLATTEN)
+    chosen = {"lead": i_lead, "family": lead_move.family.name, **lead_move.params.to_json()}
     head = (f"# ---- Triton kernels by kernelcraft's built-in engineer: chain {describe(ops)} "
-            f"{json.dumps(params, sort_keys=True)}\n"
-            "import math\n\nimport torch\nimport triton\nimport triton.language as tl")
+            f"{json.dumps(chosen, sort_keys=True)}\n" + lead_move.family.head)
     return assemble(reference_source, head, kernels.blocks, "\n".join(lines))
 
 

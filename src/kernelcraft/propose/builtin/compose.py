@@ -14,7 +14,7 @@ import ast
 
 from kernelcraft import syntax
 from kernelcraft.propose.builtin.scalars import SLOT, Scalars
-from kernelcraft.propose.builtin.triton_families.common import indent
+from kernelcraft.propose.builtin.codegen import indent
 
 
 def compose(reference_source: str, head: str, kernels: list[str], body: str, inputs: tuple[str, ...] | None,

@@ -1,10 +1,10 @@
 """The built-in kernel engineer as a proposer: no model, no key, no tokens.
 
 It reads the reference (analyze.py), and for the op it recognized offers *moves*: optimization ideas in plain
-words (for a chain of ops, the moves of its lead op: chain.py), each tagged with a category and bound to the
-parameters of a kernel family that realizes it (triton_kernels.py; on a GPU also nvrtc_kernels.py, whose CUDA
-moves come first for the kinds it serves: the candidate's backend is read from its source, so one run mixes
-both). Asked for ideas, it offers moves not yet tried; asked to implement an idea, it renders that move's
+words derived from the typed parameters of a kernel family that realizes it (registry.py lists the families;
+for a chain of ops, the moves of its lead op: chain.py), each tagged with a category. On a GPU that runs them the
+CUDA (NVRTC) families' moves come first for the kinds they serve: the candidate's backend is read from its source,
+so one run mixes both. Asked for ideas, it offers moves not yet tried; asked to implement an idea, it renders that move's
 kernel. Its answers are text in the same format a model would write, so they are stored, replayed and parsed
 like any other.
 """
@@ -18,11 +18,11 @@ from functools import lru_cache
 from kernelcraft.errors import KernelcraftError
 from kernelcraft.problems import Problem
 from kernelcraft.propose.base import Answer, Request, Usage
-from kernelcraft.propose.builtin import chain, nvrtc_kernels, triton_kernels
+from kernelcraft.propose.builtin import chain, registry
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import Analysis, Op
 
-FAMILIES = {"triton": triton_kernels, "cuda_nvrtc": nvrtc_kernels}  # backend -> kernel registry (moves, render)
+BACKENDS = ("triton", "cuda_nvrtc")  # the backends the families write (registry.py's families say which is whose)
 STRATEGIES = ("tree", "refine")  # a deterministic engineer gives the same answer to the same request
 
 
@@ -53,12 +53,12 @@ class BuiltinProposer:
 
     @staticmethod
     def backends() -> list[str]:
-        return list(FAMILIES)
+        return list(BACKENDS)
 
     def coverage(self, problem: Problem, backend: str) -> Analysis:
         """The analysis of `problem`; raises CoverageError saying what is not covered."""
-        if backend not in FAMILIES:
-            raise CoverageError(f"the built-in engineer writes {', '.join(FAMILIES)} kernels, not {backend}")
+        if backend not in BACKENDS:
+            raise CoverageError(f"the built-in engineer writes {', '.join(BACKENDS)} kernels, not {backend}")
         analysis = _analysis(problem.source, str(problem.path))
         if analysis.untraceable:
             raise CoverageError(f"the built-in engineer cannot trace {problem.name}: {analysis.untraceable}, which "
@@ -79,10 +79,10 @@ class BuiltinProposer:
                 raise CoverageError(f"the built-in engineer has no {backend} kernels for {', '.join(missing)} "
                                     f"({problem.name})")
             return analysis
-        if analysis.single.kind not in FAMILIES[backend].kinds():
+        if analysis.single.kind not in registry.kinds(backend):
             raise CoverageError(f"the built-in engineer has no {backend} kernels for {analysis.single.kind} "
                                 f"({problem.name}); its {backend} kernels cover: "
-                                + ", ".join(sorted(FAMILIES[backend].kinds())))
+                                + ", ".join(sorted(registry.kinds(backend))))
         if backend == "cuda_nvrtc" and not (self.device.startswith("cuda") and _clusters(self.device)):
             raise CoverageError("the built-in engineer's cuda_nvrtc kernels need an NVIDIA GPU with thread-block "
                                 "clusters (sm_90 or newer)")
@@ -92,11 +92,11 @@ class BuiltinProposer:
         """The moves for `op` (or a chain, a list of ops: chain.py's): CUDA ones first where a CUDA family serves
         the kind and there is a GPU, then the run's backend's; less the precision moves the policy does not admit."""
         if isinstance(op, list):
-            return [m for m in chain.moves(op) if self.precision_moves or not triton_kernels.needs_relaxed(m)]
-        moves = FAMILIES[backend].moves(op)
+            return [m for m in chain.moves(op) if self.precision_moves or not m.relaxed]
+        moves = registry.moves(op, backend)
         if backend != "cuda_nvrtc" and self.device.startswith("cuda") and _clusters(self.device):
-            moves = nvrtc_kernels.moves(op) + moves
-        return [m for m in moves if self.precision_moves or not triton_kernels.needs_relaxed(m)]
+            moves = registry.moves(op, "cuda_nvrtc") + moves
+        return [m for m in moves if self.precision_moves or not m.relaxed]
 
     def ask(self, request: Request) -> Answer:
         messages = [{"role": "user", "content": _describe(request)}]
@@ -117,9 +117,9 @@ class BuiltinProposer:
                                                 f"{request.problem.name}; its moves here: "
                                                 + "; ".join(m.text[:60] for m in moves[:6]))
         if isinstance(op, list):
-            source = chain.render(op, request.problem.source, move.params)
+            source = chain.render(op, request.problem.source, move.params, move.lead)
         else:
-            source = FAMILIES[move.backend].render(op, request.problem.source, move.params)
+            source = registry.render(op, request.problem.source, move.params)
         text = f"Idea: {move.text}\nCategory: {move.category}\n\n```python\n{source.rstrip()}\n```\n"
         return Answer(messages, text, Usage(0, 0, 0.0))
 

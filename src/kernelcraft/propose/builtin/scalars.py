@@ -97,7 +97,7 @@ class Scalar:
     @property
     def read(self) -> str:
         """The expression that reads it, where there is `self` (ModelNew.forward)."""
-        from kernelcraft.propose.builtin.triton_families.common import attr  # (common.num names scalars: no cycle)
+        from kernelcraft.propose.builtin.codegen import attr  # (codegen.num names scalars: no cycle)
 
         return f"float({attr(self.path)})"
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from kernelcraft.propose.builtin.nvrtc_families.exchange import EXCHANGE
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families.common import attr, num
+from kernelcraft.propose.builtin.codegen import attr, num
 
 VS = (1, 2, 4, 8)  # float4 (or float) units per thread; 8 float4 = 32 registers of data
 VS_SCALAR = (1, 2, 4, 8, 16, 32)

@@ -19,7 +19,7 @@ triton_kernels.needs_relaxed).
 from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families.common import attr, num
+from kernelcraft.propose.builtin.codegen import attr, num
 
 
 def _moves(op: Op) -> list[tuple]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
-from kernelcraft.propose.builtin.triton_families.common import attr, indent, num
+from kernelcraft.propose.builtin.codegen import attr, indent, num
 from kernelcraft.propose.builtin.triton_families.norm import STATS
-from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
+from kernelcraft.propose.builtin.steps import step_lines
 
 
 def _batchnorm_moves(op: Op) -> list[tuple]:

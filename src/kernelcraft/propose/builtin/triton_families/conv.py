@@ -28,8 +28,8 @@ import inspect
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.triton_families import pool
-from kernelcraft.propose.builtin.triton_families.common import attr, indent, num
-from kernelcraft.propose.builtin.triton_families.pointwise import epilogue_lines
+from kernelcraft.propose.builtin.codegen import attr, indent, num
+from kernelcraft.propose.builtin.steps import epilogue_lines
 
 
 GATHER = "gather input patches straight from x (padding as a mask, no im2col buffer)"

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
-from kernelcraft.propose.builtin.triton_families.common import attr, indent
+from kernelcraft.propose.builtin.codegen import attr, indent
 from kernelcraft.propose.builtin.triton_families.conv import GATHER, TILE, _OUT_SIZE, conv_moves, hyper_lines, \
     precision
-from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
+from kernelcraft.propose.builtin.steps import step_lines
 
 
 def _conv3d_moves(op: Op) -> list[tuple]:

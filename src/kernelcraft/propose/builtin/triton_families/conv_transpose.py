@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
-from kernelcraft.propose.builtin.triton_families.common import attr, indent
+from kernelcraft.propose.builtin.codegen import attr, indent
 from kernelcraft.propose.builtin.triton_families.conv import TILE, conv_moves, hyper_lines, precision
-from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
+from kernelcraft.propose.builtin.steps import step_lines
 
 
 def _moves(op: Op) -> list[tuple]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.scalars import Scalars
-from kernelcraft.propose.builtin.triton_families.common import attr, indent
-from kernelcraft.propose.builtin.triton_families.pointwise import epilogue_lines, step_lines
+from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.steps import epilogue_lines, step_lines
 
 
 def _tile(m: int, n: int, k: int, w: int, s: int, prec: str, tma: bool = False, **more) -> dict:

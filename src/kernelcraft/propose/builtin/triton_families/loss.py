@@ -10,7 +10,7 @@ from __future__ import annotations
 from string import Template
 
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families.common import attr, num
+from kernelcraft.propose.builtin.codegen import attr, num
 from kernelcraft.propose.builtin.triton_families.rows import COLUMNS, TILES
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
-from kernelcraft.propose.builtin.triton_families.common import attr, indent, num
-from kernelcraft.propose.builtin.triton_families.pointwise import step_lines
+from kernelcraft.propose.builtin.codegen import attr, indent, num
+from kernelcraft.propose.builtin.steps import step_lines
 
 
 def _norm_moves(op: Op) -> list[tuple]:

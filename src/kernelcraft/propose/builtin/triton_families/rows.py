@@ -11,7 +11,7 @@ from __future__ import annotations
 from string import Template
 
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families.common import attr
+from kernelcraft.propose.builtin.codegen import attr
 
 
 def _softmax_moves(op: Op) -> list[tuple]:

@@ -1,28 +1,12 @@
-"""Pointwise family (elementwise chains): flat 1-D tiles with a masked tail, the op's steps chained in fp32
-registers; the grid is one program per tile, or capped at a few programs per SM that loop (persistent). Chains
-with tensor operands (x + self.bias, x * y) take broadcast.py's kernel under the same moves."""
+"""Triton statements for plan.py's pointwise steps (relu, gelu, x * c, x + self.bias, ...), shared by every family that
+applies steps: the pointwise family's kernels and the epilogues of GEMMs, convs and norms. Each statement updates the
+fp32 tensor `x`; torch's definitions, with small results keeping their digits and NaN passing through as torch's."""
 
 from __future__ import annotations
 
-from string import Template
+from kernelcraft.propose.builtin.codegen import num
+from kernelcraft.propose.builtin.plan import operand_refs
 
-from kernelcraft.propose.builtin.plan import Op, operand_refs
-from kernelcraft.propose.builtin.scalars import Scalars
-from kernelcraft.propose.builtin.triton_families.common import indent, num
-
-
-def _pointwise_moves(op: Op) -> list[tuple]:
-    flat = "Flat 1-D grid, one program per {b}-element tile ({w} warps), masked tail, steps fused in fp32 registers"
-    return [
-        (flat.format(b=4096, w=8), "parallelism", {"BLOCK": 4096, "num_warps": 8}),
-        (flat.format(b=1024, w=4), "parallelism", {"BLOCK": 1024, "num_warps": 4}),
-        (flat.format(b=2048, w=4), "parallelism", {"BLOCK": 2048, "num_warps": 4}),
-        (flat.format(b=8192, w=8), "parallelism", {"BLOCK": 8192, "num_warps": 8}),
-        ("Persistent grid: 8 programs per SM loop over 4096-element tiles, so launch and tail costs are paid once",
-         "control", {"BLOCK": 4096, "num_warps": 8, "per_sm": 8}),
-        ("Streaming cache hints: 4096-element tiles loaded and stored with evict_first, the data is touched once",
-         "memory", {"BLOCK": 4096, "num_warps": 8, "evict_first": True}),
-    ]
 
 # Below |u| = 1/16 the closed forms of tanh and of exp(u) - 1 lose a small result's digits to cancellation (a
 # relative error of 1e-3 at u = 1e-4); there they take their Taylor polynomials, exact to about 1e-9 relative.
@@ -103,18 +87,6 @@ _ACTIVATIONS = {  # steps of several statements (torch's definitions; small resu
 }
 
 
-_POINTWISE = Template('''
-@triton.jit
-def kc_pointwise_kernel(${scalars}x_ptr, y_ptr, n, n_tiles, BLOCK: tl.constexpr):
-    for tile in range(tl.program_id(0).to(tl.int64), n_tiles, tl.num_programs(0)):  # int64: no offset overflow
-        offs = tile * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        x = tl.load(x_ptr + offs, mask=mask$hint).to(tl.float32)
-$steps
-        tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty), mask=mask$hint)
-''')
-
-
 def step_lines(steps: list) -> list[str]:
     """Triton statements applying `steps` ([name, *params] each) to the fp32 tensor `x`, in order."""
     return [line for step in steps for line in _step(step[0], list(step[1:]))]
@@ -135,31 +107,3 @@ def epilogue_lines(steps: list, load) -> list[str]:
         else:
             lines += _step(step[0], list(step[1:]))
     return lines
-
-
-def _render_pointwise(op: Op, p: dict) -> tuple[list[str], str]:
-    if operand_refs(op.detail["steps"]):  # tensor operands: broadcast.py's kernel, its body reads x, o0, o1, ...
-        from kernelcraft.propose.builtin.triton_families import broadcast
-
-        return broadcast.render(op, p)
-    steps = step_lines(op.detail["steps"])
-    hint = ', eviction_policy="evict_first"' if p.get("evict_first") else ""
-    s = Scalars.of(op)  # the numbers the steps read from the module: the kernel's first parameters
-    kernel = _POINTWISE.substitute(steps=indent("\n".join(steps), 8), hint=hint, scalars=s.params)
-    programs = "n_tiles"
-    if p.get("per_sm"):  # persistent: a few programs per SM loop over the tiles
-        programs = (f"min(n_tiles, {int(p['per_sm'])} * (torch.cuda.get_device_properties(x.device)"
-                    ".multi_processor_count if x.is_cuda else 4))")
-    body = f'''
-y = torch.empty_like(x)
-n = x.numel()
-if n == 0:
-    return y
-n_tiles = triton.cdiv(n, {int(p["BLOCK"])})
-programs = {programs}
-kc_pointwise_kernel[(programs,)]({s.params}x, y, n, n_tiles, BLOCK={int(p["BLOCK"])}, num_warps={int(p["num_warps"])})
-return y'''
-    return [kernel], body
-
-
-KINDS = {"elementwise": (_pointwise_moves, _render_pointwise)}

@@ -5,7 +5,7 @@ coalescing of dims, and every pointwise move."""
 import pytest
 import torch
 
-from kernelcraft.propose.builtin.triton_families.broadcast import MAX_DIMS, kc_bcast_layout
+from kernelcraft.propose.builtin.families.pointwise.kernels import MAX_DIMS, kc_bcast_layout
 from tests.propose.builtin.chain_check import check_chain
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

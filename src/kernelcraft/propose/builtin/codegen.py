@@ -1,4 +1,4 @@
-"""Shared by the Triton families: how generated code names module attributes, numbers and indented blocks."""
+"""Shared by every family: how generated code names module attributes, numbers and indented blocks."""
 
 from __future__ import annotations
 

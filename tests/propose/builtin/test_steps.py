@@ -7,7 +7,7 @@ import torch
 
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import render
+from tests.propose.builtin.kernel_check import render
 from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import DEVICE, check, load, reference
 from tests.propose.builtin.test_analyze import write

@@ -1,0 +1,46 @@
+"""Pointwise family: elementwise chains (plan.py's `elementwise` op) as flat 1-D tiles with a masked tail, the op's
+steps chained in fp32 registers; the grid is one program per tile, or capped at a few programs per SM that loop
+(persistent). Chains with tensor operands (x + self.bias, x * y) take the broadcast kernel under the same moves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelcraft.propose.builtin.families.pointwise import kernels
+from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
+from kernelcraft.propose.builtin.plan import Op, operand_refs
+
+
+@dataclass(frozen=True)
+class Tiles(Params):
+    BLOCK: int = 4096  # elements per tile
+    num_warps: int = 8
+    per_sm: int | None = None  # persistent grid: this many programs per SM loop over the tiles
+    evict_first: bool = False  # loads and stores with evict_first: the data is touched once
+
+    def idea(self) -> str:
+        if self.per_sm:
+            return (f"Persistent grid: {self.per_sm} programs per SM loop over {self.BLOCK}-element tiles "
+                    f"({self.num_warps} warps), so launch and tail costs are paid once")
+        if self.evict_first:
+            return (f"Streaming cache hints: {self.BLOCK}-element tiles ({self.num_warps} warps) loaded and stored "
+                    "with evict_first, the data is touched once")
+        return (f"Flat 1-D grid, one program per {self.BLOCK}-element tile ({self.num_warps} warps), masked tail, "
+                "steps fused in fp32 registers")
+
+    def category(self) -> str:
+        return "control" if self.per_sm else "memory" if self.evict_first else "parallelism"
+
+
+def moves(op: Op) -> list[Tiles]:
+    return [Tiles(4096, 8), Tiles(1024, 4), Tiles(2048, 4), Tiles(8192, 8), Tiles(4096, 8, per_sm=8),
+            Tiles(4096, 8, evict_first=True)]
+
+
+def render(op: Op, p: Tiles, names: Names) -> Rendered:
+    if operand_refs(op.detail["steps"]):  # tensor operands: the body reads x and o0, o1, ... (broadcast)
+        return kernels.broadcast(op, p, names)
+    return kernels.flat(op, p, names)
+
+
+FAMILY = Family("pointwise", "triton", ("elementwise",), Tiles, moves, render)

@@ -1,0 +1,161 @@
+"""The pointwise family's kernels: `flat` for steps over one tensor, `broadcast` for steps with tensor operands.
+
+broadcast: operands broadcast by torch's rules on any shapes. The output is contiguous, of the broadcast shape;
+every tensor (x and each operand) is read through its own strides over that shape, 0 along the dims where it is
+broadcast, so no operand is expanded or copied. The shape's dims are coalesced first wherever every tensor allows (a
+per-channel (C, 1, 1) operand against (N, C, H, W) leaves three dims: N, C, H*W; same-shaped contiguous tensors
+leave one, a flat index), so each element decodes only the coordinates it needs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from string import Template
+
+from kernelcraft.propose.builtin.codegen import indent
+from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.plan import Op, operand_refs
+from kernelcraft.propose.builtin.scalars import Scalars
+from kernelcraft.propose.builtin.steps import epilogue_lines, step_lines
+
+MAX_DIMS = 6  # dims left after coalescing that the broadcast kernel decodes (more raises at run time)
+
+_FLAT = Template('''
+for tile in range(tl.program_id(0).to(tl.int64), n_tiles, tl.num_programs(0)):  # int64: no offset overflow
+    offs = tile * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask$hint).to(tl.float32)
+$steps
+    tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty), mask=mask$hint)
+''')
+
+
+def _hint(p) -> str:
+    return ', eviction_policy="evict_first"' if p.evict_first else ""
+
+
+def _programs(p) -> str:
+    if not p.per_sm:
+        return "n_tiles"
+    return (f"min(n_tiles, {int(p.per_sm)} * (torch.cuda.get_device_properties(x.device).multi_processor_count "
+            "if x.is_cuda else 4))")
+
+
+def flat(op: Op, p, names: Names) -> Rendered:
+    body = _FLAT.substitute(steps=indent("\n".join(step_lines(op.detail["steps"])), 4), hint=_hint(p))
+    kernel = TritonKernel(names("kc_pointwise_kernel"), ("x_ptr", "y_ptr", "n", "n_tiles"), ("BLOCK",), body,
+                          Scalars.of(op))
+    launch = kernel.launch("(programs,)", ["x", "y", "n", "n_tiles"], {"BLOCK": int(p.BLOCK)},
+                           num_warps=int(p.num_warps))
+    return Rendered((kernel,), f'''
+y = torch.empty_like(x)
+n = x.numel()
+if n == 0:
+    return y
+n_tiles = triton.cdiv(n, {int(p.BLOCK)})
+programs = {_programs(p)}
+{launch}
+return y''')
+
+
+def kc_bcast_layout(ts, max_dims):
+    """The broadcast shape of tensors ts (torch's rules), and that shape's dims of size > 1 coalesced where every
+    tensor allows, padded to max_dims with leading 1s: (shape, sizes, strides of each tensor over the sizes (0
+    where it is broadcast), number of dims used, whether an element count or offset needs 64 bits)."""
+    nd = max([t.dim() for t in ts])
+    shape = []
+    for d in range(nd):
+        sizes = [t.shape[t.dim() - nd + d] for t in ts if t.dim() - nd + d >= 0]
+        big = [s for s in sizes if s != 1]
+        if any(s != big[0] for s in big):
+            raise ValueError(f"shapes {[tuple(t.shape) for t in ts]} do not broadcast")
+        shape = shape + [big[0] if big else 1]
+
+    # each tensor's stride along each output dim; 0 where it is broadcast (or lacks the dim)
+    full = [[0 if k < 0 or t.shape[k] == 1 else t.stride(k) for k in range(t.dim() - nd, t.dim())] for t in ts]
+    sizes, strides = [], [[] for t in ts]
+    for d in range(nd):
+        if shape[d] == 1:
+            continue
+        if sizes and all(st[-1] == f[d] * shape[d] for st, f in zip(strides, full)):
+            sizes[-1] = sizes[-1] * shape[d]  # d merges into the dim before it: one index walks both
+            strides = [st[:-1] + [f[d]] for st, f in zip(strides, full)]
+        else:
+            sizes = sizes + [shape[d]]
+            strides = [st + [f[d]] for st, f in zip(strides, full)]
+    if not sizes:
+        sizes, strides = [1], [[0] for t in ts]
+    if len(sizes) > max_dims:
+        raise ValueError(f"broadcast over {len(sizes)} dims that do not coalesce; the kernel decodes {max_dims}")
+    far = 1  # the element count, then the largest offset into any tensor
+    for s in sizes:
+        far = far * s
+    for st in strides:
+        span = 0
+        for s, d in zip(st, sizes):
+            span = span + (d - 1) * s
+        far = max(far, span)
+    pad = max_dims - len(sizes)
+    return shape, [1] * pad + sizes, [[0] * pad + st for st in strides], len(sizes), far >= 2**31
+
+
+def _index(tensors: list[str]) -> list[str]:
+    """Kernel lines giving each tensor's element offset (`<name>_off`) for the flat output offsets `offs`."""
+    last = MAX_DIMS - 1
+    lines = ["c = offs", "if NDIM > 1:", f"    c = offs % D{last}"]
+    lines += [f"{t}_off = c * {t}_s{last}" for t in tensors]
+    lines.append("rem = offs")
+    for k in range(1, MAX_DIMS):  # dim last - k, used when NDIM > k
+        d = last - k
+        lines += [f"if NDIM > {k}:", f"    rem = rem // D{d + 1}", "    c = rem", f"    if NDIM > {k + 1}:",
+                  f"        c = rem % D{d}"]
+        lines += [f"    {t}_off += c * {t}_s{d}" for t in tensors]
+    return lines
+
+
+_BROADCAST = Template('''
+# y (contiguous, the broadcast shape) at flat offsets offs; every tensor read at its own offset from the output
+# coordinates over the last NDIM (coalesced) dims D0..D$last, stride 0 where it is broadcast. Offsets are decoded
+# in int32 unless some offset needs 64 bits (WIDE)
+for tile in range(tl.program_id(0).to(tl.int64), n_tiles, tl.num_programs(0)):
+    offs = tile * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if not WIDE:
+        offs = offs.to(tl.int32)
+$index
+    x = tl.load(x_ptr + x_off, mask=mask$hint).to(tl.float32)
+$steps
+    tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty), mask=mask$hint)
+''')
+
+
+def broadcast(op: Op, p, names: Names) -> Rendered:
+    """Steps with tensor operands: the body reads x and o0, o1, ... (the operands in plan.operand_refs order)."""
+    steps = op.detail["steps"]
+    tensors = ["x"] + [f"o{k}" for k in range(len(operand_refs(steps)))]
+    hint = _hint(p)
+    lines = epilogue_lines(steps, lambda k: f"tl.load(o{k}_ptr + o{k}_off, mask=mask{hint}).to(tl.float32)")
+    body = _BROADCAST.substitute(last=MAX_DIMS - 1, index=indent("\n".join(_index(tensors)), 4), hint=hint,
+                                 steps=indent("\n".join(lines), 4))
+    dims = range(MAX_DIMS)
+    kernel = TritonKernel(names("kc_bcast_kernel"),
+                          (*(f"{t}_ptr" for t in tensors), "y_ptr", "n", "n_tiles", *(f"D{d}" for d in dims),
+                           *(f"{t}_s{d}" for t in tensors for d in dims)),
+                          ("NDIM", "WIDE", "BLOCK"), body, Scalars.of(op))
+    args = [*tensors, "y", "n", "n_tiles", *(f"sizes[{d}]" for d in dims),
+            *(f"strides[{k}][{d}]" for k in range(len(tensors)) for d in dims)]
+    launch = kernel.launch("(programs,)", args, {"NDIM": "nd", "WIDE": "wide", "BLOCK": int(p.BLOCK)},
+                           num_warps=int(p.num_warps))
+    listed = ", ".join(tensors)
+    return Rendered((inspect.getsource(kc_bcast_layout), kernel), f'''
+if any(t.dtype != x.dtype for t in [{listed}]):
+    raise ValueError("tensor operands of another dtype: torch's type promotion is not followed")
+shape, sizes, strides, nd, wide = kc_bcast_layout([{listed}], {MAX_DIMS})
+y = torch.empty(shape, dtype=x.dtype, device=x.device)
+n = y.numel()
+if n == 0:
+    return y
+n_tiles = triton.cdiv(n, {int(p.BLOCK)})
+programs = {_programs(p)}
+{launch}
+return y''')
