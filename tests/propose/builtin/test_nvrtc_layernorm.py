@@ -9,7 +9,6 @@ import torch
 
 from kernelcraft.backends.nvrtc import load_kernels
 from kernelcraft.propose.base import CATEGORIES
-from kernelcraft.propose.builtin import registry
 from tests.propose.builtin import kernel_check
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.kernel_check import assert_no_torch_compute, load, reference

@@ -3,7 +3,6 @@ plain, tiled and split paths, compared with torch; what analyze() reads of each 
 such as KernelBench's (a global average pool as a mean over (2, 3), a logsumexp after a linear). Without a GPU in
 Triton's interpreter (conftest.py)."""
 
-import json
 
 import pytest
 import torch

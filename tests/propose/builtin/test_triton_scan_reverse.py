@@ -2,7 +2,6 @@
 and refuses a flip read by anything else. Every move of the scan family, at shapes that take the multi-tile carry and
 the split path, compared with torch. Without a GPU in Triton's interpreter (conftest.py)."""
 
-import json
 
 import pytest
 
