@@ -3,8 +3,10 @@ shard that runs out of time still leaves what it did.
 
     OUT=/tmp/out python benchmarks/gpu_tests.py --shards 3 --limit 540 tests/propose/builtin -- -m "not slow"
     OUT=/tmp/out python benchmarks/gpu_tests.py --name gpu-marked --shards 1 tests -- -m gpu
+    OUT=/tmp/out python benchmarks/gpu_tests.py --by-test --shards 8 tests/propose/builtin/test_every_move_gpu.py
 
-Files are dealt to the shards by their collected test counts (largest first, each to the lightest shard).
+Files are dealt to the shards by their collected test counts (largest first, each to the lightest shard), or,
+with --by-test, single tests in collection order.
 Each log opens with the device, torch and Triton versions and the date; a summary of every shard's last
 line is printed and written to `<name>-summary.txt`.
 """
@@ -22,14 +24,15 @@ import time
 from pathlib import Path
 
 
-def collect(paths: list[str], extra: list[str]) -> dict[str, int]:
-    """Test counts per file, as pytest collects them under the same options."""
+def collect(paths: list[str], extra: list[str], by_test: bool = False) -> dict[str, int]:
+    """Test counts per file, as pytest collects them under the same options (by_test: each test id alone, so the
+    tests of one long file are dealt to several shards)."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *extra, *paths],
                           capture_output=True, text=True)
     counts: collections.Counter[str] = collections.Counter()
     for line in proc.stdout.splitlines():
         if "::" in line:
-            counts[line.split("::", 1)[0]] += 1
+            counts[line.strip() if by_test else line.split("::", 1)[0]] += 1
     if not counts:
         sys.exit(f"nothing collected from {paths}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     return dict(counts)
@@ -63,13 +66,14 @@ def main() -> None:
     ap.add_argument("--limit", type=float, default=540.0, help="seconds before every shard still running is stopped")
     ap.add_argument("--name", default="gpu-tests")
     ap.add_argument("--per-test-timeout", type=int, default=240)
+    ap.add_argument("--by-test", action="store_true", help="deal single tests, not files, to the shards")
     args, extra = ap.parse_known_args()
     extra = [e for e in extra if e != "--"]
     out = Path(os.environ.get("OUT", "/tmp/kc-out"))
     out.mkdir(parents=True, exist_ok=True)
     if importlib.util.find_spec("pytest_timeout"):
         extra += [f"--timeout={args.per_test_timeout}"]
-    shards = deal(collect(args.paths, extra), args.shards)
+    shards = deal(collect(args.paths, extra, args.by_test), args.shards)
     head = header()
     procs = []
     for k, files in enumerate(shards):

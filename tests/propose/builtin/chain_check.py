@@ -11,10 +11,10 @@ from tests.propose.builtin.test_analyze import write
 
 
 def check_chain(tmp_path, forward: str, init: str, cases: list, args: str = "x", move: int = 0, rtol=1e-4,
-                atol=1e-4, single: bool = False):
+                atol=1e-4, single: bool = False, equal_nan: bool = False):
     """The chain read from the reference (forward body, __init__ body, forward's args), or its single op when
     `single`; rendered with its `move`-th move; for each case (a list of input shapes, or of tensors) ModelNew must
-    match Model. Returns the ops and the candidate's source."""
+    match Model (NaN where Model's is, with `equal_nan`). Returns the ops and the candidate's source."""
     first = [tuple(t.shape) if isinstance(t, torch.Tensor) else tuple(t) for t in cases[0]]
     problem = write(tmp_path, forward, init, inputs=f"[{', '.join(f'torch.randn{s}' for s in first)}]", args=args)
     analysis = analyze(problem)
@@ -37,5 +37,5 @@ def check_chain(tmp_path, forward: str, init: str, cases: list, args: str = "x",
         with torch.no_grad():
             want, got = ref(*inputs), new(*inputs)
         assert got.shape == want.shape and got.dtype == want.dtype, (case, got.shape, want.shape)
-        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m: f"{forward} {case}: {m}")
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=equal_nan, msg=lambda m: f"{forward} {case}: {m}")
     return ops, source

@@ -36,8 +36,8 @@ from kernelcraft.propose.builtin.analyze_operands import OperandOps
 from kernelcraft.propose.builtin.compose import parse
 from kernelcraft.propose.builtin.plan import Analysis, Op, needed_ops, operand_refs
 from kernelcraft.propose.builtin.untraceable import untraceable
-from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, Ew, Flipped, LogSoftmaxIn, MeanSq, Operand, Pair,
-                                                Probs, Prod, ScaledQ, Scores, Shape, SizePow)
+from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, AttrT, Device, Ew, Flipped, LogSoftmaxIn, MeanSq,
+                                                Operand, Pair, Probs, Prod, ScaledQ, Scores, Shape, SizePow)
 
 def _forward_source(source: str) -> str:
     try:
@@ -97,7 +97,7 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
                 self.inputs[node] = n_inputs
                 n_inputs += 1
             elif node.op == "get_attr":
-                self.env[node] = Attr(node.target)
+                self.env[node] = self.get_attr(node)
             elif node.op == "output":
                 out = node.args[0]
                 if not isinstance(out, fx.Node):
@@ -160,9 +160,30 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
             self.note("scale by a size")
         if isinstance(v, Operand):
             self.note("transpose")
+        if isinstance(v, AttrT):
+            self.note("transpose of a parameter")
+        if isinstance(v, Device):
+            self.note("device")
         if isinstance(v, Flipped):  # read by something other than a scan along its dim or a flip back
             self.note("flip")
         return None
+
+    def get_attr(self, node: fx.Node):
+        """A parameter or buffer of the model (Attr), or a one-element tensor forward made from a number while it was
+        traced (torch.tensor(self.c): fx keeps it as a constant of the GraphModule, which ModelNew does not have): that
+        number, so the steps that read it take it as a number (read from self.c at run time when forward reads it
+        there, scalars.py)."""
+        try:
+            self.model.get_parameter(node.target) if node.target in dict(self.model.named_parameters()) \
+                else self.model.get_buffer(node.target)
+            return Attr(node.target)
+        except AttributeError:
+            pass
+        value = getattr(self.gm, node.target, None)
+        if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype.is_floating_point:
+            return float(value.item())
+        self.note("a tensor made in forward")
+        return UNKNOWN
 
     def note(self, name: str) -> None:
         if name not in self.unsupported:
@@ -198,6 +219,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
             return claimed(self, node)
         if self.is_matmul(node):
             return self.matmul(node)
+        if (found := self.number_tensor(node)) is not None:
+            return found
         if (found := self.size_of(node)) is not None:
             return found
         if (found := self.transposed(node)) is not None:
@@ -264,10 +287,26 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
                 return self.refuse(name, node)
         return self.apply(kind, name, node, params)
 
+    def number_tensor(self, node: fx.Node):
+        """x.device (a Device, read by what follows), and torch.tensor(number[, device=x.device]) as the number;
+        else None."""
+        args = node.args
+        if node.op == "call_function" and node.target is getattr and len(args) == 2 and args[1] == "device":
+            return Device()
+        if node.op == "call_function" and node.target is torch.tensor and len(args) == 1 \
+                and sp.num(args[0]) is not None and set(node.kwargs) <= {"device"} \
+                and isinstance(self.value(node.kwargs.get("device", Device())), Device):
+            return float(args[0])
+        return None
+
     def apply(self, kind: str, name: str, node: fx.Node, p: dict):
         a = self.value(node.args[0])
         if kind == "identity":
             return a
+        if kind in ("min", "max") and self.is_operand(p["dim"]):  # torch.min(x, other): elementwise
+            kind, p = {"min": "minimum", "max": "maximum"}[kind], {"other": p["dim"]}
+        if kind in ("minimum", "maximum"):
+            return self.binary(kind, a, self.value(p["other"]), node)
         if kind in ("add", "sub", "mul", "div"):
             return self.binary(kind, a, self.value(p["other"]), node)
         if kind == "log_softmax" and isinstance(p["dim"], int) and isinstance(node.args[0], fx.Node) \
@@ -307,6 +346,11 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
     def value(self, arg):
         return self.env[arg] if isinstance(arg, fx.Node) else arg
 
+    def is_operand(self, arg) -> bool:
+        """Whether a call's argument is a tensor or a number made a tensor (not a dim, a size or None)."""
+        v = self.value(arg)
+        return isinstance(v, float) or (isinstance(arg, fx.Node) and not isinstance(v, (int, tuple, list)))
+
     def layernorm(self, node: fx.Node, ndim: int, eps: float, weight, bias):
         if not isinstance(chain := self.realize(self.value(node.args[0])), Ew):
             return self.refuse("layernorm", node)
@@ -331,6 +375,10 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
         if any(isinstance(v, (Scores, ScaledQ, SizePow)) for v in (a, b)):
             return self.scale_binary(kind, a, b, node)  # a scale being built, or applied to q or to the scores
         ca, cb = sp.num(a), sp.num(b)
+        if kind in ("minimum", "maximum") and (ca is None) != (cb is None):  # with a number: a clamp
+            c = ca if cb is None else cb
+            step = ("clamp", None, c) if kind == "minimum" else ("clamp", c, None)
+            return self.apply_step(a if ca is None else b, step, kind, node)
         if cb is not None and ca is None:  # tensor (op) number
             return self.apply_step(a, (kind, cb), kind, node)
         if ca is not None and cb is None:  # number (op) tensor
@@ -381,7 +429,7 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
             finally:
                 self.no_fold = was
         step = {"add": "tadd", "mul": "tmul", "sub": "trsub" if swap else "tsub",
-                "div": "trdiv" if swap else "tdiv"}[kind]
+                "div": "trdiv" if swap else "tdiv", "minimum": "tmin", "maximum": "tmax"}[kind]
         return replace(main, steps=main.steps + ((step, ref),))
 
     def apply_step(self, a, step: tuple | None, name: str, node: fx.Node):

@@ -1,6 +1,7 @@
 """The forward's inputs as matmul operands (A, A.T, A.mT, A.transpose(-2, -1), ...), the matmul of two of them
 (or the products of an attention, handed to analyze_attention.py), and free reshapes (flatten / view / reshape
-of literal sizes). A mixin of analyze.py's interpreter: the methods use its own (inputs, env, value, emit,
+of literal sizes, squeeze / unsqueeze of one dim), and a parameter's transpose read by a matmul (x @ W.T, a
+linear). A mixin of analyze.py's interpreter: the methods use its own (inputs, env, value, emit,
 refuse, ...)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import torch.nn as nn
 from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
-from kernelcraft.propose.builtin.values import Operand, Probs
+from kernelcraft.propose.builtin.values import Attr, AttrT, Ew, Operand, Probs
 
 
 class OperandOps:
@@ -54,6 +55,9 @@ class OperandOps:
         if name not in ("getattr", "t", "transpose", "contiguous") or (
                 name == "contiguous" and node.args[0] in self.inputs):  # x.contiguous() stays the identity
             return None
+        if name in ("getattr", "t") and isinstance(attr := self.value(node.args[0]), Attr) and not node.kwargs \
+                and node.args[1:] in ((("T",),) if name == "getattr" else ((),)) and self.param_dims(attr.path) == 2:
+            return AttrT(attr.path)  # W.T: a linear's weight, if a matmul reads it
         src = self.operand(node.args[0])
         if src is None:
             return None
@@ -70,6 +74,12 @@ class OperandOps:
             return src
         return Operand(src.index, not src.trans) if flip else None
 
+    def param_dims(self, path: str) -> int | None:
+        """The number of dims of the model's parameter or buffer at `path` (None: none there)."""
+        found = dict(self.model.named_parameters()).get(path)
+        found = found if found is not None else dict(self.model.named_buffers()).get(path)
+        return found.dim() if found is not None else None
+
     def reshape(self, node: fx.Node) -> dict | None:
         """A flatten / view / reshape as a view op's detail ({} when its sizes are not literal ints); None if the
         node is none of them."""
@@ -80,11 +90,16 @@ class OperandOps:
         if node.op == "call_module" and type(mod := self.gm.get_submodule(node.target)) is nn.Flatten:
             return {"flatten": [mod.start_dim, mod.end_dim]} if len(node.args) == 1 and not node.kwargs else {}
         name = node.target if node.op == "call_method" else \
-            {torch.flatten: "flatten", torch.reshape: "reshape"}.get(node.target) \
-            if node.op == "call_function" else None
-        if name not in ("flatten", "view", "reshape") or not node.args:
+            {torch.flatten: "flatten", torch.reshape: "reshape", torch.squeeze: "squeeze",
+             torch.unsqueeze: "unsqueeze"}.get(node.target) if node.op == "call_function" else None
+        if name not in ("flatten", "view", "reshape", "squeeze", "unsqueeze") or not node.args:
             return None
         rest = node.args[1:]
+        if name in ("squeeze", "unsqueeze"):  # one dim (squeeze: or every dim of size 1)
+            given = dict(zip(("dim",), rest), **node.kwargs)
+            dim = given.get("dim")
+            ok = len(rest) <= 1 and not set(given) - {"dim"} and (type(dim) is int or (dim is None and name == "squeeze"))
+            return {name: dim} if ok else {}
         if name == "flatten":
             given = dict(zip(("start_dim", "end_dim"), rest), **node.kwargs)
             dims = [given.get("start_dim", 0), given.get("end_dim", -1)]
@@ -99,6 +114,10 @@ class OperandOps:
     def matmul(self, node: fx.Node):
         if isinstance(probs := self.value(node.args[0]), Probs):
             return self.attention_product(node, probs)
+        if isinstance(w := self.value(node.args[1]), AttrT):  # x @ W.T: a linear without bias
+            if not isinstance(chain := self.realize(self.value(node.args[0])), Ew):
+                return self.refuse("matmul", node)
+            return self.emit("linear", self.emit_chain(chain).base, weight=w.path, bias=None, steps=[])
         a, b = (self.operand(arg) for arg in node.args)
         if (scores := self.scores(node, a, b)) is not None:
             return scores  # q @ k^T: an attention's scores, or a matmul, decided by what consumes them

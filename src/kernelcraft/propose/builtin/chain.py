@@ -154,6 +154,11 @@ def _view(op: Op, src: str) -> str:
     if "flatten" in op.detail:
         start, end = (int(v) for v in op.detail["flatten"])
         return f"kc_flatten({src}, {start}, {end})"
+    if "squeeze" in op.detail:
+        dim = op.detail["squeeze"]
+        return f"{src}.squeeze()" if dim is None else f"{src}.squeeze({int(dim)})"
+    if "unsqueeze" in op.detail:
+        return f"{src}.unsqueeze({int(op.detail['unsqueeze'])})"
     return f"{src}.reshape({tuple(int(v) for v in op.detail['shape'])!r})"
 
 

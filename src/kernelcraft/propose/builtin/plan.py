@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 #   ["hardtanh", lo, hi], ["clamp", lo_or_None, hi_or_None], ["softplus", beta, threshold],
 #   ["add", c], ["sub", c], ["rsub", c] (c - x), ["mul", c], ["div", c], ["rdiv", c] (c / x), ["pow", c]
 # Steps with a tensor operand: ["tadd", ref], ["tsub", ref], ["trsub", ref] (ref - x), ["tmul", ref], ["tdiv", ref],
-# ["trdiv", ref] (ref / x), broadcast by torch's rules; ref is a value ref: "x" (the forward's first input),
+# ["trdiv", ref] (ref / x), ["tmin", ref], ["tmax", ref] (torch.minimum/maximum: NaN wins), broadcast by torch's rules; ref is a value ref: "x" (the forward's first input),
 # ("input", i) (its input i >= 1), an int i (the result of ops[i]), or ("attr", path) (a parameter or buffer of the
 # module). Any in an elementwise op; in an epilogue only parameters (a conv's, a linear's 1-D ones)
-TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv"}
+TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv", "tmin", "tmax"}
 UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
          "square", "mish", "selu", "hardsigmoid", "hardswish", "softsign"}
 WITH_PARAMS = {"elu": 1, "leaky_relu": 1, "hardtanh": 2, "clamp": 2, "softplus": 2, "add": 1, "sub": 1, "rsub": 1,
@@ -112,8 +112,9 @@ class Op:
                    (n, group) over C/groups channels and the spatial dims, affine per channel
                    (*_attr, for all of them: where forward reads the value at run time, e.g. "eps" or "norm.eps";
                     all three may carry "steps", the pointwise ops after the norm, as an epilogue)
-      view         {"flatten": [start, end]} | {"shape": [int, ...]}   a free reshape (x.flatten(start, end), or
-                   x.reshape/view of literal sizes, -1 allowed): no kernel, only within a chain
+      view         {"flatten": [start, end]} | {"shape": [int, ...]} | {"squeeze": int | None} | {"unsqueeze": int}
+                   a free reshape (x.flatten(start, end), x.reshape/view of literal sizes, -1 allowed, x.squeeze(d)
+                   (None: every dim of size 1), x.unsqueeze(d)): no kernel, only within a chain
       attention    {"causal": bool, "scale": float | None, "scale_attr": str | None}   of the first three inputs as
                    passed, q (..., L, E), k (..., S, E), v (..., S, Ev) with equal leading dims:
                    softmax(q @ k^T * scale, dim=-1) @ v, output (..., L, Ev) in q's dtype; scale None: 1/sqrt(E), read

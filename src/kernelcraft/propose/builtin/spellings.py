@@ -22,7 +22,7 @@ SPECS = {**{k: [] for k in ("sigmoid", "tanh", "exp", "log", "abs", "neg", "sqrt
           "softplus": [("beta", 1.0), ("threshold", 20.0)], "clamp": [("min", None), ("max", None)],
           "clamp_min": [("min", None)], "clamp_max": [("max", None)], "pow": [("exponent", None)],
           "add": [("other", None), ("alpha", 1)], "sub": [("other", None), ("alpha", 1)],
-          "mul": [("other", None)], "div": [("other", None), ("rounding_mode", None)],
+          "mul": [("other", None)], "minimum": [("other", None)], "maximum": [("other", None)], "div": [("other", None), ("rounding_mode", None)],
           "softmax": [("dim", None), ("dtype", None)], "log_softmax": [("dim", None), ("dtype", None)],
           "sum": [("dim", None), ("keepdim", False), ("dtype", None)],
           "mean": [("dim", None), ("keepdim", False), ("dtype", None)],
@@ -53,9 +53,12 @@ FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid
           F.max_pool1d: "max_pool1d", F.max_pool1d_with_indices: "max_pool1d", torch.max_pool1d: "max_pool1d",
           F.avg_pool2d: "avg_pool2d", F.avg_pool1d: "avg_pool1d", F.adaptive_avg_pool2d: "adaptive_avg_pool2d",
           F.adaptive_avg_pool1d: "adaptive_avg_pool1d", F.mish: "mish", torch.selu: "selu", F.selu: "selu",
-          F.hardsigmoid: "hardsigmoid", F.hardswish: "hardswish", F.softsign: "softsign"}
+          F.hardsigmoid: "hardsigmoid", F.hardswish: "hardswish", F.softsign: "softsign",
+          torch.multiply: "mul", torch.subtract: "sub", torch.divide: "div", torch.minimum: "minimum",
+          torch.maximum: "maximum"}
 METHODS = {**{k: k for k in SPECS if k in dir(torch.Tensor)}, "clip": "clamp", "true_divide": "div",
-            "contiguous": "identity", "clone": "identity", "detach": "identity"}  # a copy: the kernels never alias
+            "contiguous": "identity", "clone": "identity", "detach": "identity", "multiply": "mul", "subtract": "sub",
+            "divide": "div"}  # a copy: the kernels never alias
 MATMUL_FUNCS = {operator.matmul, torch.matmul, torch.mm, torch.bmm}
 MATMUL_METHODS = {"matmul", "mm", "bmm", "__matmul__"}
 REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "max", "min": "min",

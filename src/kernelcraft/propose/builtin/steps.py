@@ -92,8 +92,10 @@ def step_lines(steps: list) -> list[str]:
     return [line for step in steps for line in _step(step[0], list(step[1:]))]
 
 
-TENSOR_OPS = {"tadd": "x + {}", "tsub": "x - {}", "trsub": "{} - x", "tmul": "x * {}", "tdiv": "x / {}",
-              "trdiv": "{} / x"}
+TENSOR_OPS = {"tadd": "x + {0}", "tsub": "x - {0}", "trsub": "{0} - x", "tmul": "x * {0}", "tdiv": "x / {0}",
+              "trdiv": "{0} / x",  # torch.minimum / maximum: a NaN on either side gives NaN
+              "tmin": "tl.where((x != x) | ({0} != {0}), x + {0}, tl.where({0} < x, {0}, x))",
+              "tmax": "tl.where((x != x) | ({0} != {0}), x + {0}, tl.where({0} > x, {0}, x))"}
 
 
 def epilogue_lines(steps: list, load) -> list[str]:

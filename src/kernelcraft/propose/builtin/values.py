@@ -90,6 +90,16 @@ class Attr:  # a parameter or buffer, by attribute path
     path: str
 
 
+@dataclass(frozen=True)
+class AttrT:  # the transpose (.T, .t()) of a 2-D parameter, pending the matmul that reads it as a linear's weight
+    path: str
+
+
+@dataclass(frozen=True)
+class Device:  # a tensor's .device, read only by torch.tensor(number, device=...): a number
+    pass
+
+
 UNKNOWN = object()  # a tensor the IR cannot describe (results of unsupported ops)
 
 

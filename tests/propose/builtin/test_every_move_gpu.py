@@ -1,0 +1,79 @@
+"""Every move of every family, rendered as a Hopper GPU is offered them (CUDA moves first, TMA and TF32 moves in),
+compiled and run on the GPU against the reference: each covered problem of the suite at its SMALL_SIZES and, where
+the problem states one, at another shape. Together the suite's problems reach every family (test_registry.py
+checks that for the Triton ones; here for all)."""
+
+import pytest
+import torch
+
+from kernelcraft.problems import Problem, load_problem, suite_names
+from kernelcraft.propose.builtin import registry
+from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
+from kernelcraft.verify.policy import get_policy
+from tests.propose.builtin.test_scalars_suite import OTHER_SIZES, render
+from tests.propose.builtin.kernel_check import DEVICE, move_tolerance
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def offered(name: str) -> list:
+    """The moves a Hopper GPU is offered for `name` on each backend (none when not covered)."""
+    proposer = BuiltinProposer("cuda", precision_moves=True)
+    problem = load_problem(name)
+    out = []
+    for backend in proposer.backends():
+        try:
+            analysis = proposer.coverage(problem, backend)
+        except CoverageError:
+            continue
+        out += [m for m in proposer.moves(analysis.single or analysis.chain, backend) if m.backend == backend]
+    return out
+
+
+COVERED = [n for n in suite_names() if offered(n)]
+
+
+def _families(move) -> set[str]:
+    return {getattr(move, "move", move).family.name}
+
+
+def test_the_suite_reaches_every_family():
+    reached = {f for name in COVERED for move in offered(name) for f in _families(move)}
+    assert reached >= {f.name for f in registry.all_families()}, {f.name for f in registry.all_families()} - reached
+
+
+def _run(name: str, move, sizes: dict, tmp_path) -> None:
+    problem = load_problem(name)
+    source = render(name, move)
+    path = tmp_path / f"{name.replace('/', '_')}_{abs(hash(move.text))}.py"
+    path.write_text(source)
+    small = dict(getattr(problem.load(small=True), "SMALL_SIZES", {}) or {})
+    module = Problem(name, path, source).load(sizes={**small, **sizes})
+    init = module.get_init_inputs()
+    torch.manual_seed(0)
+    ref = module.Model(*init).to(DEVICE).eval()
+    new = module.ModelNew(*init).to(DEVICE).eval()
+    new.load_state_dict(ref.state_dict())
+    torch.manual_seed(1)
+    inputs = [t.to(DEVICE) if isinstance(t, torch.Tensor) else t for t in module.get_inputs()]
+    with torch.no_grad():
+        got, want = new(*inputs), ref(*inputs)
+    tol = move_tolerance(move.params)
+    if want.dtype in (torch.float16, torch.bfloat16):  # the strict policy's half tolerance
+        half = get_policy("strict").tolerance(want.dtype)
+        tol = {"rtol": max(tol["rtol"], half), "atol": max(tol["atol"], half)}
+    torch.testing.assert_close(got, want, **tol, msg=lambda m: f"{name} {sizes} {move.text[:70]!r}: {m}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", COVERED)
+def test_gpu_every_move(name, tmp_path):
+    failures = []
+    for move in offered(name):
+        for sizes in ({}, *([OTHER_SIZES[name]] if name in OTHER_SIZES else [])):
+            try:
+                _run(name, move, sizes, tmp_path)
+            except Exception as exc:  # every move is tried; the failures are listed together
+                failures.append(f"{move.backend} {move.text[:80]!r} {sizes}: {type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0] if str(exc) else ''}")
+    assert not failures, "\n".join(failures)
