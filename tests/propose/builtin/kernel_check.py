@@ -68,7 +68,7 @@ ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_prope
                  "ValueError", "TypeError", "next", "all", "range", "len", "TensorDescriptor.from_tensor", "kc_tiles",
                  "kc_conv_out_size", "kc_conv_padding", "kc_phase_taps", "kc_pool_out", "kc_tma_ok", "kc_matmul_tma",
                  "kc_linear_tma", "torch.zeros", "torch.cuda.current_stream"}
-ALLOWED_METHODS = {"contiguous", "reshape", "squeeze", "unsqueeze", "numel", "dim", "stride", "element_size", "data_ptr", "t",
+ALLOWED_METHODS = {"contiguous", "reshape", "squeeze", "unsqueeze", "size", "numel", "dim", "stride", "element_size", "data_ptr", "t",
                    "blocks_per_sm"}  # the last: an NVRTC kernel's occupancy query
 
 

@@ -106,8 +106,10 @@ def test_broadcast_batch_dims_are_declined(tmp_path):
 def test_a_size_used_for_anything_else_is_still_declined(tmp_path):
     analysis = analyze(write(tmp_path, "return x.sum(-1) / x.shape[-1]"))
     assert analysis.single is None and "div" in analysis.unsupported
-    analysis = analyze(write(tmp_path, "return x.view(x.size(0), -1)"))
+    analysis = analyze(write(tmp_path, "return x.view(x.size(0) // 2, -1)"))
     assert analysis.single is None and "view" in analysis.unsupported
+    analysis = analyze(write(tmp_path, "return x.view(x.size(0), -1)"))  # a size read at run time: a view
+    assert [(op.kind, op.detail) for op in analysis.chain] == [("view", {"shape": [["size", "x", 0], -1]})]
 
 
 def test_torch_aligns_causal_masks_top_left():

@@ -108,7 +108,7 @@ def test_views(tmp_path, forward, detail):
 
 
 @pytest.mark.parametrize("forward, missing", [
-    ("return x.view(x.size(0), -1) * 2.0", "view"),  # sizes read at run time: not a literal view
+    ("return x.view(x.size(0) * 2, -1) * 2.0", "view"),  # a size computed from a size
     ("return x.view(torch.float16)", "view"),
     ("v, i = torch.max(x, 1)\nreturn v * i", "elementwise of argmax indices"),
     ("return torch.argmax(x, 1) * 2.0", "elementwise of argmax indices"),

@@ -37,7 +37,8 @@ from kernelcraft.propose.builtin.compose import parse
 from kernelcraft.propose.builtin.plan import Analysis, Op, needed_ops, operand_refs
 from kernelcraft.propose.builtin.untraceable import untraceable
 from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, AttrT, Device, Ew, Flipped, LogSoftmaxIn, MeanSq,
-                                                Operand, Pair, Probs, Prod, ScaledQ, Scores, Shape, SizePow)
+                                                Operand, Pair, Probs, Prod, ScaledQ, Scores, Shape, SizePow,
+                                                TensorShape, TensorSize)
 
 def _forward_source(source: str) -> str:
     try:
@@ -164,6 +165,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
             self.note("transpose of a parameter")
         if isinstance(v, Device):
             self.note("device")
+        if isinstance(v, (TensorSize, TensorShape)):
+            self.note("size")
         if isinstance(v, Flipped):  # read by something other than a scan along its dim or a flip back
             self.note("flip")
         return None
@@ -221,6 +224,10 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
             return self.matmul(node)
         if (found := self.number_tensor(node)) is not None:
             return found
+        if (found := self.tensor_size(node)) is not None:
+            return found
+        if node.op == "call_function" and node.target is torch.cat:
+            return self.cat(node)
         if (found := self.size_of(node)) is not None:
             return found
         if (found := self.transposed(node)) is not None:
@@ -297,6 +304,45 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
                 and sp.num(args[0]) is not None and set(node.kwargs) <= {"device"} \
                 and isinstance(self.value(node.kwargs.get("device", Device())), Device):
             return float(args[0])
+        return None
+
+    def tensor_size(self, node: fx.Node):
+        """t.size(d), t.size(), t.shape and t.shape[d] of a value that is not a forward input (inputs: size_of); a
+        size is read at run time where a view takes it (TensorSize); else None."""
+        args = node.args
+        if not args or not isinstance(args[0], fx.Node) or args[0] in self.inputs:
+            return None
+        if node.op == "call_method" and node.target == "size" and not node.kwargs and len(args) <= 2:
+            return TensorSize(args[0], args[1]) if len(args) == 2 and type(args[1]) is int else \
+                TensorShape(args[0]) if len(args) == 1 else None
+        if node.op == "call_function" and node.target is getattr and args[1:] == ("shape",):
+            return TensorShape(args[0])
+        if node.op == "call_function" and node.target is operator.getitem and len(args) == 2 \
+                and isinstance(shape := self.value(args[0]), TensorShape) and type(args[1]) is int:
+            return TensorSize(shape.node, args[1])
+        return None
+
+    def cat(self, node: fx.Node):
+        """torch.cat(tensors, dim) of values it can read: a cat op (its parts emitted first)."""
+        given = dict(zip(("tensors", "dim"), node.args), **node.kwargs)
+        parts, dim = given.get("tensors"), given.get("dim", 0)
+        if set(given) - {"tensors", "dim"} or not isinstance(parts, (list, tuple)) or not parts or type(dim) is not int:
+            return self.refuse("cat", node)
+        chains = [self.realize(self.value(p)) for p in parts]
+        if not all(isinstance(c, Ew) for c in chains):
+            return self.refuse("cat", node)
+        refs = [self.emit_chain(c).base for c in chains]
+        return self.emit("cat", refs[0], dim=dim, parts=refs)
+
+    def size_entry(self, v):
+        """A view's size argument as its detail's entry: an int, or ["size", ref, dim] for a size read at run time
+        (of a value, or of a forward input); None when it is neither."""
+        if type(v) is int:
+            return v
+        if isinstance(v, SizePow) and v.power == 1.0 and v.coef == 1.0:
+            return ["size", X if v.index == 0 else ("input", v.index), v.dim]
+        if isinstance(v, TensorSize) and isinstance(chain := self.realize(self.value(v.node)), Ew):
+            return ["size", self.emit_chain(chain).base, v.dim]
         return None
 
     def apply(self, kind: str, name: str, node: fx.Node, p: dict):

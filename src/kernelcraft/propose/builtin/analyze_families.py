@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import fx
 
 from kernelcraft.propose.builtin import registry, spellings as sp
-from kernelcraft.propose.builtin.plan import TENSOR_STEPS
+from kernelcraft.propose.builtin.plan import TENSOR_STEPS, reads
 from kernelcraft.propose.builtin.values import Attr, Ew, Flipped, LogSoftmaxIn, Prod, chains_in, mentions
 
 
@@ -113,9 +113,11 @@ class FamilyOps:
     def fold_epilogue(self, chain: Ew) -> int:
         """How many leading steps of `chain` the op it reads applies itself (the epilogue of a conv (before any
         pooling), a linear, a matmul or a norm; tensor steps only where the op reads their operand, see
-        operand_folds): folded into it (0: none). Only the last op takes them, and only when no other value still to
-        be read needs its result without them (see foldable)."""
-        if not (isinstance(chain.base, int) and chain.base == len(self.ops) - 1) or self.no_fold:
+        operand_folds): folded into it (0: none). Only an op no later op reads takes them (the branches of an
+        inception or fire module each end in their own epilogue), and only when no other value still to be read needs
+        its result without them (see foldable)."""
+        if not isinstance(chain.base, int) or self.no_fold \
+                or any(chain.base in reads(later) for later in self.ops[chain.base + 1:]):
             return 0
         op = self.ops[chain.base]
         if op.kind not in registry.epilogue_kinds() or op.detail.get("steps") \

@@ -105,11 +105,12 @@ class OperandOps:
             dims = [given.get("start_dim", 0), given.get("end_dim", -1)]
             ok = len(rest) <= 2 and not set(given) - {"start_dim", "end_dim"} and ints(dims) is not None
             return {"flatten": dims} if ok else {}
-        shape = ints(rest[0]) if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else ints(rest)
         if node.kwargs.keys() - {"shape"} or (node.kwargs and rest):
             return {}
-        shape = ints(node.kwargs["shape"]) if "shape" in node.kwargs else shape
-        return {"shape": shape} if shape is not None and sum(i == -1 for i in shape) <= 1 else {}
+        given = node.kwargs["shape"] if "shape" in node.kwargs else \
+            rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
+        shape = [self.size_entry(self.value(v)) for v in given] if isinstance(given, (tuple, list)) else [None]
+        return {"shape": shape} if None not in shape and sum(i == -1 for i in shape) <= 1 else {}
 
     def matmul(self, node: fx.Node):
         if isinstance(probs := self.value(node.args[0]), Probs):

@@ -115,7 +115,7 @@ def render(ops: list[Op], reference_source: str, params: Params | None = None, l
     lines = [every.reads().rstrip("\n")] if every.items else []
     for j, op in enumerate(ops):
         if op.kind == "view":
-            lines.append(f"kc_v{j} = {_view(op, value(op.src))}")
+            lines.append(f"kc_v{j} = {_view(op, value(op.src), value)}")
             continue
         move = lead_move if j == i_lead else registry.first_strict(op)
         rendered = move.family.render(op, move.params, Names(f"_op{j}"))
@@ -124,6 +124,8 @@ def render(ops: list[Op], reference_source: str, params: Params | None = None, l
             if len(names) < len(inputs):
                 raise ValueError(f"a {op.kind} reference needs a forward(self, {', '.join(n.upper() for n in inputs)}, ...)")
             signature, args = ", ".join(inputs), ", ".join(names[:len(inputs)])
+        elif op.kind == "cat":  # its parts, each as it reads (an input made contiguous, a result)
+            signature, args = "*parts", ", ".join(value(r) for r in op.detail["parts"])
         else:  # an elementwise op's tensor operands are arguments; other families read their parameters themselves
             refs = operand_refs(op.detail.get("steps") or []) if op.kind == "elementwise" else []
             signature = ", ".join(["x", *(f"o{k}" for k in range(len(refs)))])
@@ -150,7 +152,8 @@ def kc_flatten(t, start, end):  # torch.flatten's result as a reshape
 '''
 
 
-def _view(op: Op, src: str) -> str:
+def _view(op: Op, src: str, value) -> str:
+    """The reshape a view op stands for, on `src`; `value(ref)` names a value a size is read from."""
     if "flatten" in op.detail:
         start, end = (int(v) for v in op.detail["flatten"])
         return f"kc_flatten({src}, {start}, {end})"
@@ -159,7 +162,9 @@ def _view(op: Op, src: str) -> str:
         return f"{src}.squeeze()" if dim is None else f"{src}.squeeze({int(dim)})"
     if "unsqueeze" in op.detail:
         return f"{src}.unsqueeze({int(op.detail['unsqueeze'])})"
-    return f"{src}.reshape({tuple(int(v) for v in op.detail['shape'])!r})"
+    sizes = [f"{value(s[1], True)}.size({int(s[2])})" if isinstance(s, list) else str(int(s))
+             for s in op.detail["shape"]]
+    return f"{src}.reshape(({', '.join(sizes)}{',' if len(sizes) == 1 else ''}))"
 
 
 class _Kernels:

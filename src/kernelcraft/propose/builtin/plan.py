@@ -112,9 +112,13 @@ class Op:
                    (n, group) over C/groups channels and the spatial dims, affine per channel
                    (*_attr, for all of them: where forward reads the value at run time, e.g. "eps" or "norm.eps";
                     all three may carry "steps", the pointwise ops after the norm, as an epilogue)
-      view         {"flatten": [start, end]} | {"shape": [int, ...]} | {"squeeze": int | None} | {"unsqueeze": int}
-                   a free reshape (x.flatten(start, end), x.reshape/view of literal sizes, -1 allowed, x.squeeze(d)
-                   (None: every dim of size 1), x.unsqueeze(d)): no kernel, only within a chain
+      view         {"flatten": [start, end]} | {"shape": [int | ["size", ref, dim], ...]} | {"squeeze": int | None}
+                   | {"unsqueeze": int}
+                   a free reshape (x.flatten(start, end), x.reshape/view of literal sizes, -1 allowed, or of a size
+                   read at run time from a value ref, as x.view(x.size(0), -1); x.squeeze(d) (None: every dim of size
+                   1), x.unsqueeze(d)): no kernel, only within a chain
+      cat          {"dim": int, "parts": [ref, ...]}   torch.cat of the values `parts` (src: the first) along dim, all
+                   of one dtype and equal sizes elsewhere
       attention    {"causal": bool, "scale": float | None, "scale_attr": str | None}   of the first three inputs as
                    passed, q (..., L, E), k (..., S, E), v (..., S, Ev) with equal leading dims:
                    softmax(q @ k^T * scale, dim=-1) @ v, output (..., L, Ev) in q's dtype; scale None: 1/sqrt(E), read
@@ -152,7 +156,7 @@ class Analysis:
             return None
         op = self.ops[0]
         refs = operand_refs(op.detail.get("steps") or [])  # an epilogue's parameters are read by its family
-        plain = op.src == "x" and op.kind != "view" and not (op.kind == "elementwise" and refs) \
+        plain = op.src == "x" and op.kind not in ("view", "cat") and not (op.kind == "elementwise" and refs) \
             and all(isinstance(r, tuple) and r[0] == "attr" for r in refs)
         return op if plain else None
 
@@ -164,6 +168,17 @@ class Analysis:
         return self.ops
 
 
+def size_refs(op: Op) -> list:
+    """The values a view's sizes are read from (its "shape" entries ["size", ref, dim])."""
+    return [s[1] for s in op.detail.get("shape") or [] if isinstance(s, list)] if op.kind == "view" else []
+
+
+def reads(op: Op) -> list:
+    """Every value ref `op` reads: its src, its steps' tensor operands, a view's size sources, a cat's parts."""
+    return [op.src, *operand_refs(op.detail.get("steps") or []), *size_refs(op),
+            *(op.detail.get("parts") or [] if op.kind == "cat" else [])]
+
+
 def needed_ops(ops: list[Op], out) -> list[Op]:
     """The ops the forward's result `out` (a value ref) reads, directly or not, in order and renumbered: the others
     compute what the reference throws away. The result is then the last op (or no op, when it is an input)."""
@@ -171,7 +186,7 @@ def needed_ops(ops: list[Op], out) -> list[Op]:
     while todo:
         if isinstance(ref := todo.pop(), int) and ref not in keep:
             keep.add(ref)
-            todo += [ops[ref].src, *operand_refs(ops[ref].detail.get("steps") or [])]
+            todo += reads(ops[ref])
     new = {old: i for i, old in enumerate(sorted(keep))}
 
     def renumber(ref):
@@ -182,4 +197,9 @@ def needed_ops(ops: list[Op], out) -> list[Op]:
         op.src = renumber(op.src)
         if "steps" in op.detail:
             op.detail["steps"] = [[s[0], renumber(s[1])] if s[0] in TENSOR_STEPS else s for s in op.detail["steps"]]
+        if op.kind == "view" and "shape" in op.detail:
+            op.detail["shape"] = [["size", renumber(s[1]), s[2]] if isinstance(s, list) else s
+                                  for s in op.detail["shape"]]
+        if op.kind == "cat":
+            op.detail["parts"] = [renumber(r) for r in op.detail["parts"]]
     return [ops[i] for i in sorted(keep)]

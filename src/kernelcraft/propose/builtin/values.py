@@ -96,6 +96,17 @@ class AttrT:  # the transpose (.T, .t()) of a 2-D parameter, pending the matmul 
 
 
 @dataclass(frozen=True)
+class TensorSize:  # t.size(dim) / t.shape[dim] of a value that is not a forward input (node: t's fx node)
+    node: object
+    dim: int
+
+
+@dataclass(frozen=True)
+class TensorShape:  # t.shape / t.size() of such a value, pending the subscript that takes one size
+    node: object
+
+
+@dataclass(frozen=True)
 class Device:  # a tensor's .device, read only by torch.tensor(number, device=...): a number
     pass
 
