@@ -2,7 +2,6 @@
 views whose sizes are read at run time (x.view(x.size(0), -1)): right against torch on several shapes and dims."""
 
 import pytest
-import torch
 
 from kernelcraft.propose.builtin.analyze import analyze
 from tests.propose.builtin.chain_check import check_chain
