@@ -17,7 +17,7 @@ from tests.propose.builtin.kernel_check import DEVICE, check, load, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-LEVEL1 = Path(__file__).resolve().parents[3] / "src" / "kernelcraft" / "problems" / "level1"
+LEVEL1 = Path(__file__).resolve().parents[5] / "src" / "kernelcraft" / "problems" / "level1"
 
 
 def arg(kind="argmax", dim=-1, keepdim=False, dim_attr=None) -> Op:

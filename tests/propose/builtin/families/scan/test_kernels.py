@@ -17,7 +17,7 @@ from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, 
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-LEVEL1 = Path(__file__).resolve().parents[3] / "src" / "kernelcraft" / "problems" / "level1"
+LEVEL1 = Path(__file__).resolve().parents[5] / "src" / "kernelcraft" / "problems" / "level1"
 
 
 def scan(kind="cumsum", dim=-1, dim_attr=None) -> Op:
