@@ -193,7 +193,7 @@ def test_reduction_spellings(tmp_path, forward, detail):
     assert single(tmp_path, forward).detail == detail
 
 
-def test_max_indices_are_an_argmax(tmp_path):  # more spellings: test_analyze_pool_scan.py
+def test_max_indices_are_an_argmax(tmp_path):  # more spellings: families/argreduce/test_analyze.py
     op = single(tmp_path, "return torch.max(x, dim=1).indices")
     assert (op.kind, op.detail) == ("argreduce", {"op": "argmax", "dim": 1, "dim_attr": None, "keepdim": False})
 

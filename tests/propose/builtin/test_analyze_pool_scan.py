@@ -1,5 +1,5 @@
-"""What analyze() reads out of pooling, arg-reductions and scans: every spelling (module, F., torch., method),
-the suite's problems (one Op each), and what it must refuse, by name."""
+"""What analyze() reads out of pooling: every spelling (module, F., torch., method), the suite's problems (one Op
+each), and what it must refuse, by name."""
 
 from __future__ import annotations
 
@@ -41,8 +41,6 @@ SUITE = {
     "maxpool2d": ("pool2d", window("max", (3, 3), (2, 2), (1, 1))),
     "avgpool2d": ("pool2d", window("avg", (3, 3), (2, 2), (1, 1))),
     "adaptive_avgpool2d": ("pool2d", adaptive((7, 7))),
-    "argmax": ("argreduce", {"op": "argmax", "dim": -1, "dim_attr": "dim", "keepdim": False}),
-    "cumsum": ("scan", {"op": "cumsum", "dim": 1, "dim_attr": None}),
 }
 
 
@@ -99,51 +97,6 @@ def test_pooling_refusals(tmp_path, forward, init, missing):
     assert missing in refused(tmp_path, forward, init)
 
 
-@pytest.mark.parametrize("forward, init, detail", [
-    ("return torch.argmax(x, dim=1)", "", {"op": "argmax", "dim": 1, "dim_attr": None, "keepdim": False}),
-    ("return x.argmin(0, keepdim=True)", "", {"op": "argmin", "dim": 0, "dim_attr": None, "keepdim": True}),
-    ("return torch.argmax(x)", "", {"op": "argmax", "dim": None, "dim_attr": None, "keepdim": False}),
-    ("return torch.argmin(x, keepdim=True)", "", {"op": "argmin", "dim": None, "dim_attr": None, "keepdim": True}),
-    ("return torch.max(x, 1)[1]", "", {"op": "argmax", "dim": 1, "dim_attr": None, "keepdim": False}),
-    ("return torch.max(x, dim=1).indices", "", {"op": "argmax", "dim": 1, "dim_attr": None, "keepdim": False}),
-    ("return x.min(dim=0, keepdim=True)[1]", "", {"op": "argmin", "dim": 0, "dim_attr": None, "keepdim": True}),
-    ("return torch.argmax(x, self.dim)", "self.dim = -2", {"op": "argmax", "dim": -2, "dim_attr": "dim",
-                                                           "keepdim": False}),
-])
-def test_argreduce_spellings(tmp_path, forward, init, detail):
-    assert one_op(tmp_path, forward, init) == ("argreduce", detail)
-
-
-@pytest.mark.parametrize("forward, init, detail", [
-    ("return torch.cumsum(x, dim=1)", "", {"op": "cumsum", "dim": 1, "dim_attr": None}),
-    ("return x.cumsum(-1)", "", {"op": "cumsum", "dim": -1, "dim_attr": None}),
-    ("return torch.cumprod(x, 0)", "", {"op": "cumprod", "dim": 0, "dim_attr": None}),
-    ("return x.cumprod(dim=self.dim)", "self.dim = 1", {"op": "cumprod", "dim": 1, "dim_attr": "dim"}),
-])
-def test_scan_spellings(tmp_path, forward, init, detail):
-    assert one_op(tmp_path, forward, init) == ("scan", detail)
-
-
-@pytest.mark.parametrize("forward, missing", [
-    ("return torch.cumsum(x, 1, dtype=torch.float64)", "cumsum"),
-    ("return x.cumsum(dim=0, dtype=torch.float16)", "cumsum"),
-    ("return x.cumsum(dim=(0, 1))", "cumsum over several dims"),  # the method: fx records it unchecked
-    ("return x.argmax((0, 1))", "argmax over several dims"),
-    ("return x.cummax(1)[0]", "cummax"),
-    ("return torch.logcumsumexp(x, 1)", "logcumsumexp"),
-    ("return torch.max(x, 1)", "max with indices"),
-])
-def test_arg_and_scan_refusals(tmp_path, forward, missing):
-    assert missing in refused(tmp_path, forward)
-
-
 def test_chains_feed_them_and_follow_them_as_fusions(tmp_path):
-    analysis = analyze(write(tmp_path, "return torch.cumsum(torch.relu(x) * 2.0, 1)"))
-    assert [op.kind for op in analysis.ops] == ["elementwise", "scan"]
-    assert analysis.ops[0].detail == {"steps": [["relu"], ["mul", 2.0]]} and analysis.ops[1].src == 0
-    assert analysis.single is None and analysis.chain == analysis.ops
     analysis = analyze(write(tmp_path, "return torch.relu(self.pool(x))", "self.pool = nn.MaxPool2d(2)"))
     assert [op.kind for op in analysis.ops] == ["pool2d", "elementwise"] and analysis.single is None
-    analysis = analyze(write(tmp_path, "v, i = torch.max(x, 1)\nreturn v + i"))
-    assert [op.kind for op in analysis.ops][:2] == ["reduce", "argreduce"] and analysis.chain is None
-    assert "elementwise of argmax indices" in analysis.unsupported  # int64 + float: not followed

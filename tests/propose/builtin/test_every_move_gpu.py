@@ -8,6 +8,7 @@ import torch
 
 from kernelcraft.problems import Problem, load_problem, suite_names
 from kernelcraft.propose.builtin import registry
+from kernelcraft.propose.builtin.chain import FREE_KINDS, ChainMove
 from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
 from kernelcraft.verify.policy import get_policy
 from tests.propose.builtin.test_scalars_suite import OTHER_SIZES, render
@@ -34,7 +35,10 @@ COVERED = [n for n in suite_names() if offered(n)]
 
 
 def _families(move) -> set[str]:
-    return {getattr(move, "move", move).family.name}
+    """The families a move runs: a chain move's lead on its move, the chain's other ops on their first ones."""
+    if isinstance(move, ChainMove):
+        return {registry.family_for(op.kind).name for op in move.ops if op.kind not in FREE_KINDS}
+    return {move.family.name}
 
 
 def test_the_suite_reaches_every_family():

@@ -254,8 +254,6 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
                 weight = f"{node.target}.weight" if mod.weight is not None else None
                 bias = f"{node.target}.bias" if mod.bias is not None else None
                 return self.layernorm(node, len(mod.normalized_shape), mod.eps, weight, bias)
-            if (spec := sp.module_spec(mod, node.target, node.args)) is not None and not node.kwargs:
-                return self.apply(spec[0], name, node, spec[1])
             found = sp.module_op(mod)
             if found is None or len(node.args) != 1 or node.kwargs:
                 return self.refuse(name, node)
@@ -359,8 +357,6 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
                 and self.inputs.get(node.args[0]) in (0, 1) \
                 and node.users and all(u.target is F.kl_div for u in node.users):
             return LogSoftmaxIn(self.inputs[node.args[0]], p["dim"])  # maybe a kl_div of logits: its consumer decides
-        if kind == "kl_div":
-            return self.kl_div(node, p)
         if kind == "softmax" and isinstance(a, Scores) and (probs := self.softmax_of_scores(a, p)) is not None:
             return probs  # maybe an attention's: decided by the product that follows
         if kind == "pow" and isinstance(a, SizePow) and sp.num(p["exponent"]) is not None:
@@ -377,14 +373,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
                     or not all(v is None or isinstance(v, Attr) for v in (w, b))):
                 return self.refuse(name, node)
             return self.layernorm(node, len(shape), float(p["eps"]), w and w.path, b and b.path)
-        if kind in sp.LOSSES:
-            return self.loss(kind, node, p)
-        if kind in sp.CHANNEL_NORMS:
-            return self.channel_norm(kind, node, p)
         if kind in sp.REDUCE:
             return self.reduce(kind, name, a, p, node)
-        if kind in ("argmax", "argmin", "cumsum", "cumprod", "flip"):
-            return self.arg_or_scan(kind, name, a, p, node)
         if "pool" in kind:
             return self.pool(kind, name, a, p, node)
         return self.apply_step(a, sp.step(kind, p), name, node)

@@ -1,7 +1,7 @@
 """The op families analyze.py's interpreter reads beyond its core (elementwise, softmax, reductions, norms,
-matmul): convolutions 1-D to 3-D and transposed 2-D ones (with their pointwise epilogue and pooling folded in),
-pooling, argmax/argmin and scans, losses and channel norms. A mixin: the methods use the interpreter's own
-(value, realize, emit, refuse, attr_name, ...)."""
+matmul): convolutions 1-D to 3-D and transposed 2-D ones (with their pointwise epilogue, and the pooling or eval
+batchnorm after them folded in), and pooling. A mixin: the methods use the interpreter's own (value, realize,
+emit, refuse, attr_name, ...)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
-from kernelcraft.propose.builtin import registry, spellings as sp
+from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.plan import TENSOR_STEPS, reads
-from kernelcraft.propose.builtin.values import Attr, Ew, Flipped, LogSoftmaxIn, Prod, chains_in, mentions
+from kernelcraft.propose.builtin.values import Attr, Ew, Prod, chains_in, mentions
 
 
 
@@ -175,79 +175,6 @@ class FamilyOps:
             return self.refuse("view", node)
         return self.emit("view", self.emit_chain(chain).base, **detail)
 
-    def loss(self, kind: str, node: fx.Node, p: dict):
-        """A loss of the forward's first two inputs as they are (prediction, target)."""
-        args = [node.args[0], p["target"]]
-        shapes = self.shapes()
-        if [self.inputs.get(v) if isinstance(v, fx.Node) else None for v in args] != [0, 1] or len(shapes) < 2 \
-                or None in shapes[:2]:
-            return self.refuse(kind, node)
-        for flag in ("weight", "size_average", "reduce"):
-            if p.get(flag) is not None:
-                return self.refuse(f"{kind} ({flag})", node)
-        if p["reduction"] not in ("mean", "sum", "none"):
-            return self.refuse(f"{kind} (reduction={p['reduction']})", node)
-        if kind == "cross_entropy":
-            ignore = p["ignore_index"]
-            if sp.num(p["label_smoothing"]) != 0.0:
-                return self.refuse("cross_entropy (label_smoothing)", node)
-            if len(shapes[0]) != len(shapes[1]) + 1 or type(ignore) is not int:  # targets are class indices
-                return self.refuse("cross_entropy (probability targets)", node)
-            return self.emit("cross_entropy", "x", reduction=p["reduction"], ignore_index=ignore,
-                             ignore_index_attr=self.hyper(p, "ignore_index", ignore, int))
-        if shapes[0] != shapes[1]:
-            return self.refuse(f"{kind} (broadcast)", node)
-        name = "beta" if "beta" in p else "delta" if "delta" in p else None
-        if name and sp.num(p[name]) is None:
-            return self.refuse(kind, node)
-        return self.emit("loss", "x", fn=sp.LOSSES[kind], reduction=p["reduction"], param=name and sp.num(p[name]),
-                         param_attr=name and self.hyper(p, name, p[name], float))
-
-    def kl_div(self, node: fx.Node, p: dict):
-        """kl_div(log_softmax(a, d), log_softmax(b, d), log_target=True) of the first two inputs, fused."""
-        lp, lq = self.value(node.args[0]), self.value(p["target"])
-        shapes = self.shapes()
-        if isinstance(lp, LogSoftmaxIn) and isinstance(lq, LogSoftmaxIn) and (lp.index, lq.index) == (0, 1) \
-                and lp.dim == lq.dim and p["log_target"] is True and p["size_average"] is None \
-                and p["reduce"] is None and p["reduction"] in ("batchmean", "sum", "mean") and len(shapes) >= 2 \
-                and shapes[0] is not None and shapes[0] == shapes[1]:
-            return self.emit("kl_div_logits", "x", dim=lp.dim, reduction=p["reduction"])
-        for v in (lp, lq):  # the pending log_softmaxes, as they would have been without the fusion
-            if isinstance(v, LogSoftmaxIn) and v.index == 0:
-                self.emit("log_softmax", "x", dim=v.dim)
-            elif isinstance(v, LogSoftmaxIn):
-                self.note("log_softmax")
-        return self.refuse("kl_div", node)
-
-    def channel_norm(self, kind: str, node: fx.Node, p: dict):
-        """batch_norm (eval: running statistics), instance_norm or group_norm over (N, C, *spatial)."""
-        chain = self.realize(self.value(node.args[0]))
-        w, b = self.value(p["weight"]), self.value(p["bias"])
-        stats = [self.value(p.get(k)) for k in ("running_mean", "running_var")]
-        if not isinstance(chain, Ew) or sp.num(p["eps"]) is None \
-                or not all(v is None or isinstance(v, Attr) for v in (w, b, *stats)):
-            return self.refuse(kind, node)
-        if kind == "batch_norm" and (p["training"] is not False or None in stats):
-            return self.refuse("batch_norm (training)", node)  # batch statistics, running buffers updated
-        if kind == "instance_norm" and (stats != [None, None] or p["use_input_stats"] is not True):
-            return self.refuse("instance_norm (running stats)", node)
-        if kind == "group_norm" and type(p["num_groups"]) is not int:
-            return self.refuse(kind, node)
-        eps = float(p["eps"])
-        common = {"eps": eps, "eps_attr": self.hyper(p, "eps", p["eps"], float), "weight": w and w.path,
-                  "bias": b and b.path}
-        if kind == "batch_norm":
-            bn = {**common, "running_mean": stats[0].path, "running_var": stats[1].path}
-            if self.fold_batchnorm(chain, bn):
-                return chain
-            return self.emit("batchnorm", self.emit_chain(chain).base, **bn)
-        src = self.emit_chain(chain).base
-        if kind == "instance_norm":
-            return self.emit("instancenorm", src, **common, spatial=p.get("spatial"))
-        groups = p["num_groups"]
-        return self.emit("groupnorm", src, groups=groups, groups_attr=self.hyper(p, "num_groups", groups, int),
-                         **common)
-
     def fold_batchnorm(self, chain: Ew, bn: dict) -> bool:
         """An eval batchnorm right after a conv (no epilogue yet, not read otherwise): a per-channel scale and shift
         the conv applies before its epilogue (its detail's "bn")."""
@@ -260,36 +187,6 @@ class FamilyOps:
             return False
         op.detail["bn"] = bn
         return True
-
-    def hyper(self, p: dict, name: str, value, typ) -> str | None:
-        """Where forward reads a hyper-parameter: its module's attribute (nn.* spelling), or self.<attr>."""
-        return f"{p['module']}.{name}" if p.get("module") else self.attr_name(value, typ)
-
-    def arg_or_scan(self, kind: str, name: str, a, p: dict, node: fx.Node):
-        """argmax / argmin over one dim or all (an argreduce Op); cumsum / cumprod along one dim (a scan Op), reverse
-        when it reads a flip along that dim (cumsum(flip(x)) is flip(reverse cumsum(x))); flip: pending (Flipped)."""
-        if kind == "flip":
-            dims = p["dims"]
-            dim = dims[0] if isinstance(dims, (tuple, list)) and len(dims) == 1 else dims
-            if type(dim) is not int:
-                return self.refuse(name, node)
-            if isinstance(a, Flipped):  # flipped back: the value as it was, if along the same dim
-                return a.src if a.dim == dim else self.refuse(name, node)
-            return Flipped(chain, dim) if isinstance(chain := self.realize(a), Ew) else self.refuse(name, node)
-        dim, scan = p["dim"], kind in ("cumsum", "cumprod")
-        if scan and isinstance(a, Flipped) and type(dim) is int and dim == a.dim:
-            src = self.emit_chain(a.src).base
-            return Flipped(self.emit("scan", src, op=kind, dim=dim, dim_attr=self.attr_name(dim, int), reverse=True),
-                           dim)
-        if isinstance(dim, bool) or not (isinstance(dim, int) or (dim is None and not scan)):
-            return self.refuse(f"{name} over several dims" if isinstance(dim, (tuple, list)) else name, node)
-        if not isinstance(chain := self.realize(a), Ew):
-            return self.refuse(name, node)
-        src = self.emit_chain(chain).base
-        dim_attr = self.attr_name(dim, int) if dim is not None else None
-        if scan:
-            return self.emit("scan", src, op=kind, dim=dim, dim_attr=dim_attr)
-        return self.emit("argreduce", src, op=kind, dim=dim, dim_attr=dim_attr, keepdim=bool(p["keepdim"]))
 
     def pool(self, kind: str, name: str, a, p: dict, node: fx.Node):
         """Max / avg / adaptive-avg pooling, 2-D or 1-D (as H = 1), as one pool2d Op with [H, W] pairs."""

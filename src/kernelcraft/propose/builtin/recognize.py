@@ -19,12 +19,17 @@ What a handler may ask of the interpreter `ix` (analyze._Interpreter):
   ix.gm, ix.model, ix.inputs    the traced GraphModule, the model, placeholder -> input index
   ix.shapes()                   (shape, dtype) of each forward input at the traced sizes
   ix.ops                        the ops emitted so far
+  ix.fold_batchnorm(chain, bn)  whether an eval batchnorm (its detail `bn`) of `chain` folded into the conv before it
+Helpers below: `call` (a call's name and its arguments bound by a spec), `hyper` (where forward reads a
+hyper-parameter).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from kernelcraft.propose.builtin import spellings
 
 
 @dataclass(frozen=True)
@@ -49,3 +54,17 @@ def module_handler(recognizers: list[Recognizer], module) -> Callable | None:
         if type(module) in r.modules:
             return r.modules[type(module)]
     return None
+
+
+def call(node, spec: list) -> tuple[str, dict | None]:
+    """A call_function or call_method node's name as torch spells it, and its arguments after the first operand by
+    name (`spec`: [(name, default), ...] in torch's order, spellings.bind); None for anything unexpected, or when
+    the operand is not passed positionally."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", str(node.target))
+    return name, (spellings.bind(spec, node.args[1:], node.kwargs) if node.args else None)
+
+
+def hyper(ix, p: dict, name: str, value, typ) -> str | None:
+    """Where forward reads hyper-parameter `name` of value `value`: its module's attribute when the op is an nn
+    module's (p["module"], its path), else the self.<attr> holding it (or None: a literal)."""
+    return f"{p['module']}.{name}" if p.get("module") else ix.attr_name(value, typ)

@@ -1,5 +1,6 @@
-"""How torch spells the ops analyze.py knows: functions, tensor methods and nn modules, each mapped to a
-canonical op with its parameters in torch's order and with torch's defaults."""
+"""How torch spells the ops analyze.py's core knows: functions, tensor methods and nn modules, each mapped to a
+canonical op with its parameters in torch's order and with torch's defaults. (A family's own ops are spelled in
+its recognize.py, bound by `bind` here.)"""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import operator
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-from kernelcraft.propose.builtin.values import Attr
 
 # Canonical op -> its parameters after the first operand, in torch's order, with torch's defaults.
 SPECS = {**{k: [] for k in ("sigmoid", "tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt", "square",
@@ -30,8 +29,6 @@ SPECS = {**{k: [] for k in ("sigmoid", "tanh", "exp", "log", "abs", "neg", "sqrt
           "norm": [("p", "fro"), ("dim", None), ("keepdim", False), ("out", None), ("dtype", None)], "amin": [("dim", ()), ("keepdim", False)],
           "max": [("dim", None), ("keepdim", False)], "min": [("dim", None), ("keepdim", False)],
           "layer_norm": [("normalized_shape", None), ("weight", None), ("bias", None), ("eps", 1e-5)],
-          "argmax": [("dim", None), ("keepdim", False)], "argmin": [("dim", None), ("keepdim", False)],
-          "cumsum": [("dim", None), ("dtype", None)], "cumprod": [("dim", None), ("dtype", None)], "flip": [("dims", None)],
           **{f"max_pool{n}d": [("kernel_size", None), ("stride", None), ("padding", 0), ("dilation", 1),
                                ("ceil_mode", False), ("return_indices", False)] for n in (1, 2)},
           **{f"avg_pool{n}d": [("kernel_size", None), ("stride", None), ("padding", 0), ("ceil_mode", False),
@@ -48,7 +45,6 @@ FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid
           torch.softmax: "softmax", F.softmax: "softmax", torch.log_softmax: "log_softmax",
           F.log_softmax: "log_softmax", torch.sum: "sum", torch.mean: "mean", torch.amax: "amax",
           torch.amin: "amin", torch.logsumexp: "logsumexp", torch.norm: "norm", torch.clone: "identity", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm",
-          torch.argmax: "argmax", torch.argmin: "argmin", torch.cumsum: "cumsum", torch.cumprod: "cumprod", torch.flip: "flip",
           F.max_pool2d: "max_pool2d", F.max_pool2d_with_indices: "max_pool2d", torch.max_pool2d: "max_pool2d",
           F.max_pool1d: "max_pool1d", F.max_pool1d_with_indices: "max_pool1d", torch.max_pool1d: "max_pool1d",
           F.avg_pool2d: "avg_pool2d", F.avg_pool1d: "avg_pool1d", F.adaptive_avg_pool2d: "adaptive_avg_pool2d",
@@ -63,27 +59,6 @@ MATMUL_FUNCS = {operator.matmul, torch.matmul, torch.mm, torch.bmm}
 MATMUL_METHODS = {"matmul", "mm", "bmm", "__matmul__"}
 REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "max", "min": "min",
           "logsumexp": "logsumexp", "norm": "norm2"}  # norm: the 2-norm (p 2 or "fro"; bind refuses others)
-
-# Losses (over the forward's first two inputs: prediction, target) and norms over channels, F.* and nn.* spellings.
-LOSSES = {"cross_entropy": "cross_entropy", "mse_loss": "mse", "l1_loss": "l1", "smooth_l1_loss": "smooth_l1",
-           "huber_loss": "huber"}
-CHANNEL_NORMS = ("batch_norm", "instance_norm", "group_norm")
-LEGACY = [("size_average", None), ("reduce", None), ("reduction", "mean")]
-SPECS.update({"cross_entropy": [("target", None), ("weight", None), ("size_average", None), ("ignore_index", -100),
-                                 ("reduce", None), ("reduction", "mean"), ("label_smoothing", 0.0)],
-               "mse_loss": [("target", None), *LEGACY, ("weight", None)],
-               "l1_loss": [("target", None), *LEGACY, ("weight", None)],
-               "smooth_l1_loss": [("target", None), *LEGACY, ("beta", 1.0)],
-               "huber_loss": [("target", None), ("reduction", "mean"), ("delta", 1.0), ("weight", None)],
-               "batch_norm": [("running_mean", None), ("running_var", None), ("weight", None), ("bias", None),
-                              ("training", False), ("momentum", 0.1), ("eps", 1e-5)],
-               "instance_norm": [("running_mean", None), ("running_var", None), ("weight", None), ("bias", None),
-                                 ("use_input_stats", True), ("momentum", 0.1), ("eps", 1e-5)],
-               "group_norm": [("num_groups", None), ("weight", None), ("bias", None), ("eps", 1e-5)],
-               "kl_div": [("target", None), *LEGACY, ("log_target", False)]})
-FUNCS.update({getattr(F, k): k for k in (*LOSSES, *CHANNEL_NORMS, "kl_div")})
-LOSS_MODULES = {nn.CrossEntropyLoss: "cross_entropy", nn.MSELoss: "mse_loss", nn.L1Loss: "l1_loss",
-                 nn.SmoothL1Loss: "smooth_l1_loss", nn.HuberLoss: "huber_loss"}
 
 
 def module_op(mod: nn.Module) -> tuple[str, dict] | None:
@@ -106,28 +81,6 @@ def module_op(mod: nn.Module) -> tuple[str, dict] | None:
     for cls, kind, names in attrs:
         if isinstance(mod, cls):
             return kind, {n: getattr(mod, n) for n in names}
-    return None
-
-
-def module_spec(mod: nn.Module, target: str, args: tuple) -> tuple[str, dict] | None:
-    """A loss or channel-norm module as its functional form's parameters (tensors by attribute path; "module":
-    where the generated code reads its hyper-parameters at run time)."""
-    def path(name: str) -> Attr | None:
-        return Attr(f"{target}.{name}") if getattr(mod, name, None) is not None else None
-    if type(mod) in LOSS_MODULES and len(args) == 2:
-        kind = LOSS_MODULES[type(mod)]
-        return kind, {**{n: getattr(mod, n, d) for n, d in SPECS[kind]}, "target": args[1], "weight": path("weight"),
-                      "module": target}
-    norm = {"module": target, "weight": path("weight"), "bias": path("bias"), "eps": getattr(mod, "eps", None),
-            "running_mean": path("running_mean"), "running_var": path("running_var")}
-    if len(args) != 1:
-        return None
-    if isinstance(mod, nn.modules.batchnorm._BatchNorm):  # eval mode: the verifier runs models .eval()
-        return "batch_norm", {**norm, "training": not mod.track_running_stats}  # no running stats: batch stats
-    if isinstance(mod, nn.modules.instancenorm._InstanceNorm):  # spatial: its dims, to tell an unbatched input
-        return "instance_norm", {**norm, "use_input_stats": True, "spatial": mod._get_no_batch_dim() - 1}
-    if isinstance(mod, nn.GroupNorm):
-        return "group_norm", {**norm, "num_groups": mod.num_groups}
     return None
 
 
@@ -183,9 +136,10 @@ def adjacent_dims(dims) -> bool:
     return (ds[0] >= 0 or ds[-1] < 0) and ds == list(range(ds[0], ds[0] + len(ds)))
 
 
-def bind(kind: str, args: tuple, kwargs: dict) -> dict | None:
-    """Positional and keyword arguments (after the first operand) by name; None for anything unexpected."""
-    spec = SPECS[kind]
+def bind(kind: str | list, args: tuple, kwargs: dict) -> dict | None:
+    """Positional and keyword arguments (after the first operand) by name; None for anything unexpected. `kind`: a
+    canonical op of SPECS, or a spec of a family's own ([(name, default), ...], recognize.call)."""
+    spec = SPECS[kind] if isinstance(kind, str) else kind
     if len(args) > len(spec) or set(kwargs) - {n for n, _ in spec} - {"_stacklevel"}:
         return None
     p = {n: args[i] if i < len(args) else kwargs.get(n, d) for i, (n, d) in enumerate(spec)}

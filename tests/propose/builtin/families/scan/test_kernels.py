@@ -12,12 +12,13 @@ import torch
 
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
+from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import moves, render
 from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, check, load, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-LEVEL1 = Path(__file__).resolve().parents[3] / "src" / "kernelcraft" / "problems" / "level1"
+LEVEL1 = Path(__file__).resolve().parents[5] / "src" / "kernelcraft" / "problems" / "level1"
 
 
 def scan(kind="cumsum", dim=-1, dim_attr=None) -> Op:
@@ -73,3 +74,12 @@ def test_suite_problem(tmp_path):
     op = scan("cumsum", 1)
     check(op, (LEVEL1 / "cumsum.py").read_text(), MOVES[0].params, [((), (37, 1000))], tmp_path, rtol=1e-4,
           atol=1e-4)
+
+
+def test_scans_in_a_chain_each_launch_their_own_kernels(tmp_path):
+    """Two scans of one forward: each op's kernels under its own names, the shared tile helper defined once."""
+    ops, source = check_chain(tmp_path, "return torch.cumprod(torch.cumsum(x, 1) * 0.01 + 1.0, 0)", "",
+                              [[(3, 40)], [(5, 300)], [(2100, 2)]])
+    assert [op.kind for op in ops] == ["scan", "elementwise", "scan"]
+    assert "def kc_cumsum_kernel_op0(" in source and "def kc_cumprod_kernel_op2(" in source
+    assert "kc_cumprod_total_op2(t, BLOCK_S)" in source and source.count("def kc_tiles(") == 1

@@ -12,12 +12,13 @@ import torch
 
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
+from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import moves, render
 from tests.propose.builtin.kernel_check import DEVICE, check, load, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-LEVEL1 = Path(__file__).resolve().parents[3] / "src" / "kernelcraft" / "problems" / "level1"
+LEVEL1 = Path(__file__).resolve().parents[5] / "src" / "kernelcraft" / "problems" / "level1"
 
 
 def arg(kind="argmax", dim=-1, keepdim=False, dim_attr=None) -> Op:
@@ -72,3 +73,10 @@ def test_suite_problem(tmp_path):
     op = arg("argmax", -1, dim_attr="dim")
     check(op, (LEVEL1 / "argmax.py").read_text(), MOVES[0].params, [((-1,), (3, 37, 130)), ((1,), (3, 37, 130))],
           tmp_path, rtol=0, atol=0)
+
+
+def test_an_argmax_after_a_scan_in_a_chain(tmp_path):
+    ops, source = check_chain(tmp_path, "return torch.argmax(torch.cumsum(x, 1), 0)", "",
+                              [[(3, 40)], [(2500, 3)]], rtol=0, atol=0)
+    assert [op.kind for op in ops] == ["scan", "argreduce"]
+    assert "def kc_argmax_kernel_op1(" in source and source.count("def kc_tiles(") == 1

@@ -137,3 +137,14 @@ def test_channel_norms_take_the_steps_after_them(tmp_path, forward, init, move):
     ops, _ = check_chain(tmp_path, forward, init, [[(2, 6, 5, 7)], [(1, 6, 3, 1)], [(1, 6, 47, 93)]], move=move,
                          single=True)
     assert ops[0].detail["steps"]
+
+
+def test_two_norms_in_a_chain_each_apply_their_own_steps(tmp_path):
+    """Each norm's kernels under its op's names, each with the steps after it and the scalars they read."""
+    ops, source = check_chain(
+        tmp_path, "x = torch.relu(self.n1(x))\nreturn self.n2(x * 2.0) * self.scale",
+        "self.n1 = nn.GroupNorm(2, 6)\nself.n2 = nn.InstanceNorm2d(6)\nself.scale = 0.5",
+        [[(2, 6, 5, 7)], [(1, 6, 47, 93)]])
+    assert [op.kind for op in ops] == ["groupnorm", "instancenorm"]
+    assert ops[0].detail["steps"] == [["relu"], ["mul", 2.0]] and ops[1].detail["steps"] == [["mul", "self.scale"]]
+    assert "def kc_group_row_kernel_op0(x_ptr," in source and "def kc_group_row_kernel_op1(kc_s_scale, x_ptr," in source

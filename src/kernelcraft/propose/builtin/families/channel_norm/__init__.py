@@ -1,0 +1,102 @@
+"""Channel-norm family over (N, C, *spatial) inputs (inner = the spatial size).
+
+batchnorm (eval): a per-channel affine map; flat tiles find each element's channel as (offset // inner) % C, or
+a program takes one (n, c) plane and loads its channel's coefficients once.
+groupnorm / instancenorm: a "row" is one (n, group) slab of (C / G) * inner contiguous elements (instance: G = C),
+normalized like the layer norm's rows: in registers when it fits (one read, one write), else split over programs
+whose chunk statistics (Welford or two-pass, chunk_stats.py) are merged per row by the writing pass; the affine is
+per channel, channel = group * (C / G) + col // inner. All three take the pointwise steps after them ("steps") as an
+epilogue on the fp32 result before its store.
+
+Two families, since their parameters differ: `BatchnormTiles` (batchnorm) and `GroupRows` (groupnorm and
+instancenorm)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelcraft.propose.builtin.families.channel_norm import kernels
+from kernelcraft.propose.builtin.families.channel_norm.recognize import RECOGNIZER
+from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
+from kernelcraft.propose.builtin.plan import Op
+
+
+@dataclass(frozen=True)
+class BatchnormTiles(Params):
+    BLOCK: int = 4096  # elements per tile
+    num_warps: int = 8
+    planes: bool = False  # a program per (n, c) plane (flat tiles when planes are shorter than a quarter tile)
+    evict_first: bool = False  # flat tiles with x loaded and y stored evict_first
+
+    def idea(self) -> str:
+        if self.evict_first:
+            return (f"Streaming cache hints: flat {self.BLOCK}-element tiles with x loaded and y stored evict_first, "
+                    "touched once")
+        if self.planes:
+            return (f"One program per (n, c) plane and {self.BLOCK}-element tile stride ({self.num_warps} warps): the "
+                    "channel's scale and shift loaded once as scalars, no per-element channel division (flat tiles "
+                    "when planes are shorter than a quarter tile)")
+        return (f"Flat grid, one program per {self.BLOCK}-element tile ({self.num_warps} warps): each element's "
+                "channel from its offset, running mean/var, weight and bias gathered per element (cache-resident), "
+                "fp32 math")
+
+    def category(self) -> str:  # (planes of large tiles: the grid's shape is the idea; of small ones, more programs)
+        return "memory" if self.evict_first else "control" if self.planes and self.BLOCK >= 4096 else "parallelism"
+
+
+_SPLIT = 2048  # the programs a split of long slabs aims at by default
+
+
+@dataclass(frozen=True)
+class GroupRows(Params):
+    ROW_MAX: int = 16384  # slabs up to this many elements held in registers
+    TILE: int = 4096  # elements per program when short slabs are packed
+    BLOCK_N: int = 2048  # tile of a long slab's chunk loop
+    num_warps: int = 8
+    split_target: int = _SPLIT  # long slabs split so that about this many programs run (0: one program per slab)
+    welford: bool = True  # chunk statistics in one Welford pass (else two passes)
+
+    def idea(self) -> str:
+        if not self.welford:
+            return ("Two-pass statistics per chunk of a long slab: the sum for the mean, then the squared deviations "
+                    "(exact, the chunk re-read from L2) instead of one-pass Welford")
+        if not self.split_target:
+            return (f"Long slabs handled by one program each, looping over {self.BLOCK_N}-element tiles (no split, no "
+                    "partials)")
+        if self.split_target > _SPLIT:
+            return (f"Long slabs split finer (aim: {self.split_target} programs, {self.BLOCK_N}-element tiles) so few "
+                    "slabs still fill the GPU; per-chunk statistics merged per slab by the writing pass")
+        return (f"(n, group) slabs up to {self.ROW_MAX} elements held in registers: statistics and normalization from "
+                f"one read, one write (short slabs packed {self.TILE} elements per program, {self.num_warps} warps); "
+                "longer slabs split over programs with Welford chunk statistics merged by the writing pass")
+
+    def category(self) -> str:
+        if not self.welford:
+            return "precision"
+        return "control" if not self.split_target else "parallelism" if self.split_target > _SPLIT else "memory"
+
+
+def _batchnorm_moves(op: Op) -> list[BatchnormTiles]:
+    return [BatchnormTiles(), BatchnormTiles(planes=True), BatchnormTiles(1024, 4), BatchnormTiles(1024, 4, True),
+            BatchnormTiles(evict_first=True)]
+
+
+def _group_moves(op: Op) -> list[GroupRows]:
+    return [GroupRows(), GroupRows(num_warps=4), GroupRows(split_target=4096, BLOCK_N=1024),
+            GroupRows(split_target=0), GroupRows(welford=False)]
+
+
+def _render_batchnorm(op: Op, p: BatchnormTiles, names: Names) -> Rendered:
+    return kernels.batchnorm(op, p, names)
+
+
+def _render_group(op: Op, p: GroupRows, names: Names) -> Rendered:
+    return kernels.group(op, p, names)
+
+
+FAMILIES = (
+    Family("batchnorm", "triton", ("batchnorm",), BatchnormTiles, _batchnorm_moves, _render_batchnorm,
+           epilogue=("batchnorm",), recognize=RECOGNIZER),
+    Family("groupnorm", "triton", ("groupnorm", "instancenorm"), GroupRows, _group_moves, _render_group,
+           epilogue=("groupnorm", "instancenorm")),
+)

@@ -1,0 +1,188 @@
+"""The channel norms' kernels and launches. The pointwise steps after a norm (its epilogue, steps.py) apply to the
+fp32 result y before each store: each kernel has an `$epilogue` slot there, filled from the op's steps (empty when
+it has none). The kernels take the op's scalars first (the numbers the steps read from the module)."""
+
+from __future__ import annotations
+
+from string import Template
+
+from kernelcraft.propose.builtin.chunk_stats import stats_kernel
+from kernelcraft.propose.builtin.codegen import attr, indent, num
+from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.scalars import Scalars
+from kernelcraft.propose.builtin.steps import step_lines
+
+
+def _epilogue(op: Op, depth: int) -> str:
+    """The op's steps on the fp32 result y (x = y, the steps on x, y = x), indented `depth`; "" without steps."""
+    lines = step_lines(op.detail.get("steps") or [])
+    return indent("\n".join(["x = y", *lines, "y = x"]), depth) if lines else ""
+
+
+_BATCHNORM = Template('''
+if PLANES:  # program (plane, j): plane n * C + c, its tiles j, j + programs(1), ...
+    plane = tl.program_id(0).to(tl.int64)
+    ch = plane % C
+    mu = tl.load(mean_ptr + ch).to(tl.float32)
+    scale = tl.rsqrt(tl.load(var_ptr + ch).to(tl.float32) + eps)
+    if HAS_W:
+        scale = scale * tl.load(w_ptr + ch).to(tl.float32)
+    shift = 0.0
+    if HAS_B:
+        shift = tl.load(b_ptr + ch).to(tl.float32)
+    for tile in range(tl.program_id(1).to(tl.int64), tl.cdiv(inner, BLOCK), tl.num_programs(1)):
+        o = tile * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + plane * inner + o, mask=o < inner, other=0.0).to(tl.float32)
+        y = (x - mu) * scale + shift
+$plane_epilogue
+        tl.store(y_ptr + plane * inner + o, y.to(y_ptr.dtype.element_ty), mask=o < inner)
+else:  # flat tiles: the channel of each element from its offset
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    ch = (offs // inner) % C
+    mu = tl.load(mean_ptr + ch, mask=mask, other=0.0).to(tl.float32)
+    scale = tl.rsqrt(tl.load(var_ptr + ch, mask=mask, other=1.0).to(tl.float32) + eps)
+    if HAS_W:
+        scale = scale * tl.load(w_ptr + ch, mask=mask, other=0.0).to(tl.float32)
+    shift = 0.0
+    if HAS_B:
+        shift = tl.load(b_ptr + ch, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0$hint).to(tl.float32)
+    y = (x - mu) * scale + shift
+$flat_epilogue
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask$hint)
+''')
+
+_GROUP_ROW = Template('''
+# BLOCK_M whole slabs (rows of L) per program
+rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+cols = tl.arange(0, BLOCK_N)
+mask = (rows < M)[:, None] & (cols < L)[None, :]
+offs = rows[:, None] * L + cols[None, :]
+x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+x = tl.where(mask, x - (tl.sum(x, 1) / L)[:, None], 0.0)
+y = x * tl.rsqrt(tl.sum(x * x, 1) / L + eps)[:, None]
+ch = (rows % G)[:, None] * CPG + (cols // inner)[None, :]
+if HAS_W:
+    y = y * tl.load(w_ptr + ch, mask=mask, other=0.0).to(tl.float32)
+if HAS_B:
+    y = y + tl.load(b_ptr + ch, mask=mask, other=0.0).to(tl.float32)
+$epilogue
+tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+''')
+
+_GROUP_APPLY = Template('''
+# program (row, split): merge the slab's chunk statistics (Chan et al.), then normalize this chunk
+row = tl.program_id(0).to(tl.int64)
+s = tl.arange(0, BLOCK_S)
+cnt = tl.where(s < splits, tl.minimum(chunk, L - s.to(tl.int64) * chunk).to(tl.float32), 0.0)
+means = tl.load(mean_ptr + row * splits + s, mask=s < splits, other=0.0)
+mu = tl.sum(cnt * means, 0) / L
+m2 = tl.load(m2_ptr + row * splits + s, mask=s < splits, other=0.0)
+rstd = tl.rsqrt((tl.sum(m2, 0) + tl.sum(cnt * (means - mu) * (means - mu), 0)) / L + eps)
+lo = tl.program_id(1).to(tl.int64) * chunk
+hi = tl.minimum(lo + chunk, L)
+cols = tl.arange(0, BLOCK_N)
+for start in range(lo, hi, BLOCK_N):
+    o = start + cols
+    x = tl.load(x_ptr + row * L + o, mask=o < hi, other=0.0).to(tl.float32)
+    y = (x - mu) * rstd
+    ch = (row % G) * CPG + o // inner
+    if HAS_W:
+        y = y * tl.load(w_ptr + ch, mask=o < hi, other=0.0).to(tl.float32)
+    if HAS_B:
+        y = y + tl.load(b_ptr + ch, mask=o < hi, other=0.0).to(tl.float32)
+$epilogue
+    tl.store(y_ptr + row * L + o, y.to(y_ptr.dtype.element_ty), mask=o < hi)
+''')
+
+
+def _affine(d: dict) -> tuple[str, str, str]:
+    eps = attr(d["eps_attr"]) if d.get("eps_attr") else num(d["eps"])
+    return (eps, attr(d["weight"]) if d.get("weight") else "None", attr(d["bias"]) if d.get("bias") else "None")
+
+
+_FLAGS = {"HAS_W": "w is not None", "HAS_B": "b is not None"}
+
+
+def batchnorm(op: Op, p, names: Names) -> Rendered:
+    d = op.detail
+    eps, weight, bias = _affine(d)
+    block, warps = int(p.BLOCK), int(p.num_warps)
+    hint = ', eviction_policy="evict_first"' if p.evict_first else ""
+    body = _BATCHNORM.substitute(hint=hint, plane_epilogue=_epilogue(op, 8), flat_epilogue=_epilogue(op, 4))
+    kernel = TritonKernel(names("kc_batchnorm_kernel"),
+                          ("x_ptr", "y_ptr", "mean_ptr", "var_ptr", "w_ptr", "b_ptr", "n", "C", "inner", "eps"),
+                          ("BLOCK", "PLANES", "HAS_W", "HAS_B"), body, Scalars.of(op))
+    launch = kernel.launch("grid", ["x", "y", "mean", "var", "w_arg", "b_arg", "x.numel()", "C", "inner",
+                                    f"float({eps})"], {"BLOCK": block, "PLANES": "planes", **_FLAGS},
+                           num_warps=warps)
+    planes = f"inner >= {block // 4}" if p.planes else "False"
+    return Rendered((kernel,), f'''
+y = torch.empty_like(x)
+if x.numel() == 0:
+    return y
+C, inner = x.shape[1], math.prod(x.shape[2:])
+w, b, mean, var = {weight}, {bias}, {attr(d["running_mean"])}, {attr(d["running_var"])}
+w_arg = x if w is None else w
+b_arg = x if b is None else b
+planes = {planes}  # a program per (n, c) plane, a few of them sharing a long plane; else flat tiles
+grid = (x.numel() // inner, min(triton.cdiv(inner, {block}), 1024)) if planes else (triton.cdiv(x.numel(), {block}),)
+{launch}
+return y''')
+
+
+def group(op: Op, p, names: Names) -> Rendered:
+    """groupnorm, or instancenorm as a group per channel."""
+    d = op.detail
+    eps, weight, bias = _affine(d)
+    if op.kind == "groupnorm":
+        cdim, groups = "1", f"int({attr(d['groups_attr']) if d.get('groups_attr') else int(d['groups'])})"
+    else:  # instance norm: a group per channel; an input of spatial + 1 dims is unbatched
+        spatial = d.get("spatial")
+        cdim, groups = (f"0 if x.dim() == {int(spatial) + 1} else 1" if spatial is not None else "1"), "C"
+    row_max, tile, block_n, warps = int(p.ROW_MAX), int(p.TILE), int(p.BLOCK_N), int(p.num_warps)
+    scalars = Scalars.of(op)
+    row = TritonKernel(names("kc_group_row_kernel"),
+                       ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "M", "L", "G", "CPG", "inner", "eps"),
+                       ("BLOCK_M", "BLOCK_N", "HAS_W", "HAS_B"), _GROUP_ROW.substitute(epilogue=_epilogue(op, 0)),
+                       scalars)
+    apply = TritonKernel(names("kc_group_apply_kernel"),
+                         ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "mean_ptr", "m2_ptr", "L", "G", "CPG", "inner", "chunk",
+                          "splits", "eps"),
+                         ("BLOCK_N", "BLOCK_S", "HAS_W", "HAS_B"), _GROUP_APPLY.substitute(epilogue=_epilogue(op, 4)),
+                         scalars)
+    stats = stats_kernel(names)  # chunk statistics as the layer norm's (RMS=False)
+    args = ["x", "y", "w_arg", "b_arg"]
+    body = f'''
+y = torch.empty_like(x)
+if x.numel() == 0:
+    return y
+cd = {cdim}  # the channel dim
+C, inner = x.shape[cd], math.prod(x.shape[cd + 1:])
+G = {groups}
+CPG = C // G
+M, L = math.prod(x.shape[:cd]) * G, CPG * inner  # slabs (n, group) of L contiguous elements
+w, b, eps = {weight}, {bias}, float({eps})
+w_arg = x if w is None else w
+b_arg = x if b is None else b
+np2 = triton.next_power_of_2
+if np2(L) <= {row_max}:  # whole slabs in registers
+    bn = np2(L)
+    bm = min(np2(M), max(1, {tile} // bn))
+    warps = min(16, {warps} * max(1, bm * bn // {tile}))
+    {row.launch("(triton.cdiv(M, bm),)", [*args, "M", "L", "G", "CPG", "inner", "eps"],
+                {"BLOCK_M": "bm", "BLOCK_N": "bn", **_FLAGS}, num_warps="warps")}
+    return y
+splits = max(1, min(triton.cdiv({int(p.split_target)}, M), triton.cdiv(L, {block_n}), 1024))
+chunk = triton.cdiv(triton.cdiv(L, splits), {block_n}) * {block_n}
+splits = triton.cdiv(L, chunk)
+mean = torch.empty((M, splits), dtype=torch.float32, device=x.device)
+m2 = torch.empty((M, splits), dtype=torch.float32, device=x.device)
+{stats.launch("(M, splits)", ["x", "mean", "m2", "L", "chunk", "splits"],
+              {"BLOCK_N": block_n, "RMS": False, "WELFORD": bool(p.welford)}, num_warps=warps)}
+{apply.launch("(M, splits)", [*args, "mean", "m2", "L", "G", "CPG", "inner", "chunk", "splits", "eps"],
+              {"BLOCK_N": block_n, "BLOCK_S": "np2(splits)", **_FLAGS}, num_warps=warps)}
+return y'''
+    return Rendered((row, apply, stats), body)
