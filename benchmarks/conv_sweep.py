@@ -1,8 +1,9 @@
 """Tile and precision sweep for the built-in engineer's implicit-GEMM convolution, on level1/conv2d_alexnet
 (100x3x224x224, 96 filters 11x11, stride 4, padding 2). Each config is rendered through the real family
-(triton_kernels.render), compared with an fp64 reference by the verifier's own metric (verify.check.compare,
-both policies), and timed with triton.testing.do_bench (CUDA events). The same is recorded for eager PyTorch
-with its default conv precision and with cuDNN's TF32 turned off, so the baseline's own precision is known.
+(registry.render on the conv family's ConvTiles), compared with an fp64 reference by the verifier's own metric
+(verify.check.compare, both policies), and timed with triton.testing.do_bench (CUDA events). The same is recorded
+for eager PyTorch with its default conv precision and with cuDNN's TF32 turned off, so the baseline's own precision
+is known.
 
     python benchmarks/conv_sweep.py --out benchmarks/results/conv-sweep-h100.json
 """
@@ -19,8 +20,9 @@ import triton.testing
 
 from benchmarks.matmul_sweep import load
 from kernelcraft.problems import load_problem
+from kernelcraft.propose.builtin import registry
+from kernelcraft.propose.builtin.families.conv import ConvTiles
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_kernels import render
 from kernelcraft.verify.check import compare
 from kernelcraft.verify.policy import POLICIES
 
@@ -72,12 +74,12 @@ def main() -> None:
         rows = []
         for prec in args.precisions.split(","):
             for m, n, k, w, s in CONFIGS:
-                params = {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": s,
-                          "precision": prec}
+                params = ConvTiles(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, GROUP_M=8, num_warps=w, num_stages=s,
+                                   precision=prec)
                 row = {"precision": prec, "tile": [m, n, k], "warps": w, "stages": s}
                 try:
                     torch.manual_seed(0)
-                    new = load(render(op, problem.source, params)).ModelNew(*module.get_init_inputs()).cuda()
+                    new = load(registry.render(op, problem.source, params)).ModelNew(*module.get_init_inputs()).cuda()
                     new.load_state_dict(model.state_dict())
                     row.update(errors(new(x), ref))
                     row["ms"] = triton.testing.do_bench(lambda: new(x), warmup=50, rep=300)

@@ -240,16 +240,6 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
             if type(mod) is nn.Linear and len(node.args) == 1 and not node.kwargs:
                 return self.linear(node, f"{node.target}.weight", f"{node.target}.bias" if mod.bias is not None
                                    else None)
-            if type(mod) in (nn.Conv1d, nn.Conv2d, nn.Conv3d) and len(node.args) == 1 and not node.kwargs:
-                return self.conv2d(node, mod.weight.shape, mod.stride, mod.padding, mod.dilation, mod.groups,
-                                   f"{node.target}.weight", f"{node.target}.bias" if mod.bias is not None else None,
-                                   mod.padding_mode, module=node.target)
-            if type(mod) in (nn.ConvTranspose1d, nn.ConvTranspose2d):  # 1-D: lifted to a one-row 2-D one
-                if len(node.args) != 1 or node.kwargs:  # forward(x, output_size): sizes chosen per call
-                    return self.refuse(f"conv_transpose{mod.weight.dim() - 2}d (output_size)", node)
-                return self.conv_transpose2d(node, mod.stride, mod.padding, mod.output_padding, mod.dilation,
-                                             mod.groups, f"{node.target}.weight", f"{node.target}.bias" if mod.bias
-                                             is not None else None, mod.padding_mode, node.target, mod.weight.dim() - 2)
             if isinstance(mod, nn.LayerNorm) and len(node.args) == 1 and not node.kwargs:
                 weight = f"{node.target}.weight" if mod.weight is not None else None
                 bias = f"{node.target}.bias" if mod.bias is not None else None
@@ -265,13 +255,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
                     or not (b is None or isinstance(b, Attr)):
                 return self.refuse("linear", node)
             return self.linear(node, w.path, b.path if b is not None else None)
-        elif node.op == "call_function" and node.target in (F.conv1d, torch.conv1d, F.conv2d, torch.conv2d, F.conv3d,
-                                                            torch.conv3d):
-            return self.conv2d_call(node)
         elif self.is_sdpa(node):
             return self.sdpa(node)
-        elif node.op == "call_function" and node.target in (F.conv_transpose2d, torch.conv_transpose2d):
-            return self.conv_transpose2d_call(node)
         elif node.target in (operator.getitem, getattr) and isinstance(self.value(node.args[0]), Pair):
             pair, which = self.env[node.args[0]], node.args[1]
             if which in (0, "values"):

@@ -1,109 +1,23 @@
 """The op families analyze.py's interpreter reads beyond its core (elementwise, softmax, reductions, norms,
-matmul): convolutions 1-D to 3-D and transposed 2-D ones (with their pointwise epilogue, and the pooling or eval
-batchnorm after them folded in), and pooling. A mixin: the methods use the interpreter's own (value, realize,
-emit, refuse, attr_name, ...)."""
+matmul): the linear layer, and the folding of what follows an op into it (pointwise epilogues, an eval batchnorm
+into a conv); the families' own recognizers (families/*/recognize.py) read the rest. A mixin: the methods use the
+interpreter's own (value, realize, emit, refuse, attr_name, ...)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 import torch
-import torch.nn.functional as F
 from torch import fx
 
 from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.plan import TENSOR_STEPS, reads
-from kernelcraft.propose.builtin.values import Attr, Ew, Prod, chains_in, mentions
+from kernelcraft.propose.builtin.values import Ew, Prod, chains_in, mentions
 
 
 
 
 class FamilyOps:
-    def conv2d(self, node: fx.Node, wshape, stride, padding, dilation, groups, weight: str, bias, mode="zeros",
-               module=None):
-        """A 2-D or 3-D conv, or a 1-D one (a 3-D weight: kind conv1d, its hyper-parameters lifted to a one-row 2-D
-        conv's). module: the nn.Conv*d's path, whose hyper-parameters the kernel then reads at run time (they may
-        depend on sizes, as groups does in a depthwise conv); else the values, groups by attribute if read so."""
-        dims = len(wshape) - 2
-
-        def pair(v, lift):  # as [h, w] ([d, h, w]); a 1-D conv's h is `lift` (stride and dilation 1, padding 0)
-            vals = [int(v)] * dims if isinstance(v, int) else [int(u) for u in v]
-            return None if len(vals) != dims else [lift, *vals] if dims == 1 else vals
-
-        if dims not in (1, 2, 3):
-            return self.refuse(f"conv{dims}d", node)
-        kind = f"conv{dims}d"
-        stride, dilation = pair(stride, 1), pair(dilation, 1)
-        if padding == "valid":
-            padding = 0
-        elif padding == "same" and dilation and all(d * (k - 1) % 2 == 0 for d, k in zip(dilation[-dims:], wshape[2:])):
-            padding = [d * (k - 1) // 2 for d, k in zip(dilation[-dims:], wshape[2:])]
-        padding = pair(padding, 0) if not isinstance(padding, str) else None
-        if mode != "zeros":
-            return self.refuse(f"{kind} (padding_mode={mode})", node)
-        chain = self.realize(self.value(node.args[0]))
-        if None in (stride, padding, dilation) or not isinstance(chain, Ew) or not isinstance(groups, int):
-            return self.refuse(kind, node)
-        extra = {"pool": None} if dims < 3 else {}
-        return self.emit(kind, self.emit_chain(chain).base, stride=stride, padding=padding, dilation=dilation,
-                         groups=groups, module=module, groups_attr=self.attr_name(groups, int), weight=weight,
-                         bias=bias, steps=[], **extra)
-
-    def conv2d_call(self, node: fx.Node):
-        """F.conv1d / F.conv2d / F.conv3d (and torch.*) with a weight (and bias) read from the module."""
-        kind = {F.conv1d: "conv1d", torch.conv1d: "conv1d", F.conv3d: "conv3d", torch.conv3d: "conv3d"}.get(
-            node.target, "conv2d")
-        names = ("weight", "bias", "stride", "padding", "dilation", "groups")
-        given = dict(zip(names, node.args[1:]), **node.kwargs)
-        w, b = self.value(given.get("weight")), self.value(given.get("bias"))
-        if len(node.args) > 7 or set(given) - set(names) or not isinstance(w, Attr) or \
-                not (b is None or isinstance(b, Attr)):
-            return self.refuse(kind, node)
-        shape = tuple(self.gm.get_parameter(w.path).shape) if w.path in dict(self.gm.named_parameters()) else ()
-        if len(shape) != int(kind[4]) + 2:
-            return self.refuse(kind, node)
-        return self.conv2d(node, shape, given.get("stride", 1), given.get("padding", 0), given.get("dilation", 1),
-                           given.get("groups", 1), w.path, b.path if b is not None else None)
-
-    def conv_transpose2d(self, node: fx.Node, stride, padding, output_padding, dilation, groups, weight: str, bias,
-                         mode="zeros", module=None, dims=2):
-        """A transposed 2-D conv of the raw input (nn.ConvTranspose2d: module, read at run time; else the values), or
-        a 1-D one (nn.ConvTranspose1d, dims 1: kind conv_transpose1d, its hyper-parameters lifted to a one-row 2-D
-        one's: stride and dilation [1, v], padding and output_padding [0, v])."""
-        def pair(v, least):
-            vals = [v] * dims if isinstance(v, int) else list(v) if isinstance(v, (tuple, list)) else []
-            vals = [least, *vals] if dims == 1 else vals
-            return [int(u) for u in vals] if len(vals) == 2 and all(type(u) is int and u >= least for u in vals) \
-                else None
-
-        kind = f"conv_transpose{dims}d"
-        if mode != "zeros":
-            return self.refuse(f"{kind} (padding_mode={mode})", node)
-        hyper = {"stride": pair(stride, 1), "padding": pair(padding, 0), "output_padding": pair(output_padding, 0),
-                 "dilation": pair(dilation, 1)}
-        chain = self.realize(self.value(node.args[0]))
-        if None in hyper.values() or not isinstance(chain, Ew) or type(groups) is not int:
-            return self.refuse(kind, node)
-        if any(o >= max(s, d) for o, s, d in zip(hyper["output_padding"], hyper["stride"], hyper["dilation"])):
-            return self.refuse(f"{kind} (output_padding not below stride or dilation)", node)
-        return self.emit(kind, self.emit_chain(chain).base, **hyper, groups=groups, module=module,
-                         groups_attr=self.attr_name(groups, int), weight=weight, bias=bias, steps=[])
-
-    def conv_transpose2d_call(self, node: fx.Node):
-        """F.conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation) (torch's order)."""
-        names = ("weight", "bias", "stride", "padding", "output_padding", "groups", "dilation")
-        given = dict(zip(names, node.args[1:]), **node.kwargs)
-        w, b = self.value(given.get("weight")), self.value(given.get("bias"))
-        if len(node.args) > 8 or set(given) - set(names) or not isinstance(w, Attr) or \
-                not (b is None or isinstance(b, Attr)):
-            return self.refuse("conv_transpose2d", node)
-        shape = tuple(self.gm.get_parameter(w.path).shape) if w.path in dict(self.gm.named_parameters()) else ()
-        if len(shape) != 4:
-            return self.refuse("conv_transpose2d", node)
-        return self.conv_transpose2d(node, given.get("stride", 1), given.get("padding", 0),
-                                     given.get("output_padding", 0), given.get("dilation", 1), given.get("groups", 1),
-                                     w.path, b.path if b is not None else None)
-
     def linear(self, node: fx.Node, weight: str, bias: str | None):
         """y = x @ weight.T + bias over the last dim of x (pointwise ops after it fold in)."""
         if not isinstance(chain := self.realize(self.value(node.args[0])), Ew):
@@ -188,39 +102,3 @@ class FamilyOps:
         op.detail["bn"] = bn
         return True
 
-    def pool(self, kind: str, name: str, a, p: dict, node: fx.Node):
-        """Max / avg / adaptive-avg pooling, 2-D or 1-D (as H = 1), as one pool2d Op with [H, W] pairs."""
-        nd = 1 if kind.endswith("1d") else 2
-
-        def hw(v, fill, none_ok=False):  # an int or nd ints -> [H, W] (1-D: [fill, v]); None if not plain ints
-            v = list(v) if isinstance(v, (tuple, list)) else [v] * nd
-            least = 0 if fill == 0 else 1  # padding may be 0, sizes not
-            ok = len(v) == nd and all((type(i) is int and i >= least) or (none_ok and i is None) for i in v)
-            return ([fill] * (2 - nd) + v) if ok else None
-
-        if p.get("return_indices") or p.get("divisor_override") is not None:
-            flag = "return_indices" if p.get("return_indices") else "divisor_override"
-            return self.refuse(f"{kind} with {flag}", node)
-        if kind.startswith("adaptive"):
-            geometry = {"kernel": None, "stride": None, "padding": None, "dilation": None}
-            out = hw(p["output_size"], 1, none_ok=nd == 2)
-            ok = out is not None
-        else:
-            kernel = hw(p["kernel_size"], 1)
-            stride = kernel if p["stride"] in (None, [], ()) else hw(p["stride"], 1)
-            geometry = {"kernel": kernel, "stride": stride, "padding": hw(p["padding"], 0),
-                        "dilation": hw(p.get("dilation", 1), 1)}
-            out = None
-            ok = None not in geometry.values() and isinstance(p["ceil_mode"], bool)
-        if not ok or not isinstance(chain := self.realize(a), Ew):
-            return self.refuse(name, node)
-        src = self.emit_chain(chain).base
-        detail = dict(pool="adaptive_avg" if out else kind[:3], dims=nd, **geometry,
-                      ceil_mode=p.get("ceil_mode", False), count_include_pad=bool(p.get("count_include_pad")),
-                      output_size=out)
-        last = self.ops[src] if isinstance(src, int) and src == len(self.ops) - 1 else None
-        if last is not None and last.kind == "conv2d" and last.detail["pool"] is None and nd == 2 \
-                and self.foldable(src, None, Ew(src)):
-            last.detail["pool"] = detail  # pooled inside the conv's op: conv (+ epilogue), then the pool kernel
-            return Ew(src)
-        return self.emit("pool2d", src, **detail)

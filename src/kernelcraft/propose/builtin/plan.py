@@ -68,7 +68,7 @@ class Op:
                    [1, k], [1, s], [0, p], [1, d], output_size [1, o]). max/avg: kernel..dilation are ints
                    (avg: dilation [1, 1]; count_include_pad is avg's, False for max), output_size None;
                    adaptive_avg: output_size (None keeps the input's size), the four geometry keys None, bins
-                   [floor(i*H/OH), ceil((i+1)*H/OH)). Output sizes: triton_families/pool.py kc_pool_out.
+                   [floor(i*H/OH), ceil((i+1)*H/OH)). Output sizes: families/pool/kernels.py kc_pool_out.
       linear       {"weight": str, "bias": str | None, "steps": [[name, *params], ...]}   y = steps(x @ weight.T + bias)
                    over the last dim of x (nn.Linear or F.linear), the pointwise ops after it folded into `steps`
                    like a conv's epilogue (tensor steps too, over 1-D parameters: along the columns; a conv's take

@@ -16,6 +16,9 @@ What a handler may ask of the interpreter `ix` (analyze._Interpreter):
   ix.refuse(name, node)         an op not covered: emit what feeds it, note `name`, lose track of the result
   ix.note(name)                 note something not covered
   ix.attr_name(value, typ)      the module attribute forward reads `value` from (self.<name>), or None
+  ix.foldable(i, prefix, v)     whether op i may take on what follows it (prefix: its first steps; None: an op such
+                                as a pooling) without changing what a value still to be read sees; v, the value
+                                folded, is exempt
   ix.gm, ix.model, ix.inputs    the traced GraphModule, the model, placeholder -> input index
   ix.shapes()                   (shape, dtype) of each forward input at the traced sizes
   ix.ops                        the ops emitted so far

@@ -22,6 +22,10 @@ FAMILIES = (  # families/<name>: one line per family, in the order their moves a
     "argreduce",
     "scan",
     "loss",
+    "conv",
+    "conv3d",
+    "conv_transpose",
+    "pool",
     "legacy",  # the families not yet in their own folder (families/legacy.py adapts them), until each moves
 )
 

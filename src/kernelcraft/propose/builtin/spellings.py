@@ -28,12 +28,7 @@ SPECS = {**{k: [] for k in ("sigmoid", "tanh", "exp", "log", "abs", "neg", "sqrt
           "amax": [("dim", ()), ("keepdim", False)], "logsumexp": [("dim", None), ("keepdim", False)],
           "norm": [("p", "fro"), ("dim", None), ("keepdim", False), ("out", None), ("dtype", None)], "amin": [("dim", ()), ("keepdim", False)],
           "max": [("dim", None), ("keepdim", False)], "min": [("dim", None), ("keepdim", False)],
-          "layer_norm": [("normalized_shape", None), ("weight", None), ("bias", None), ("eps", 1e-5)],
-          **{f"max_pool{n}d": [("kernel_size", None), ("stride", None), ("padding", 0), ("dilation", 1),
-                               ("ceil_mode", False), ("return_indices", False)] for n in (1, 2)},
-          **{f"avg_pool{n}d": [("kernel_size", None), ("stride", None), ("padding", 0), ("ceil_mode", False),
-                               ("count_include_pad", True), ("divisor_override", None)] for n in (1, 2)},
-          "adaptive_avg_pool1d": [("output_size", None)], "adaptive_avg_pool2d": [("output_size", None)]}
+          "layer_norm": [("normalized_shape", None), ("weight", None), ("bias", None), ("eps", 1e-5)]}
 FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
           F.tanh: "tanh", F.silu: "silu", F.gelu: "gelu", torch.exp: "exp", torch.log: "log", torch.abs: "abs",
           operator.abs: "abs", torch.neg: "neg", operator.neg: "neg", torch.sqrt: "sqrt", torch.rsqrt: "rsqrt",
@@ -45,10 +40,7 @@ FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid
           torch.softmax: "softmax", F.softmax: "softmax", torch.log_softmax: "log_softmax",
           F.log_softmax: "log_softmax", torch.sum: "sum", torch.mean: "mean", torch.amax: "amax",
           torch.amin: "amin", torch.logsumexp: "logsumexp", torch.norm: "norm", torch.clone: "identity", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm",
-          F.max_pool2d: "max_pool2d", F.max_pool2d_with_indices: "max_pool2d", torch.max_pool2d: "max_pool2d",
-          F.max_pool1d: "max_pool1d", F.max_pool1d_with_indices: "max_pool1d", torch.max_pool1d: "max_pool1d",
-          F.avg_pool2d: "avg_pool2d", F.avg_pool1d: "avg_pool1d", F.adaptive_avg_pool2d: "adaptive_avg_pool2d",
-          F.adaptive_avg_pool1d: "adaptive_avg_pool1d", F.mish: "mish", torch.selu: "selu", F.selu: "selu",
+          F.mish: "mish", torch.selu: "selu", F.selu: "selu",
           F.hardsigmoid: "hardsigmoid", F.hardswish: "hardswish", F.softsign: "softsign",
           torch.multiply: "mul", torch.subtract: "sub", torch.divide: "div", torch.minimum: "minimum",
           torch.maximum: "maximum"}
@@ -70,14 +62,7 @@ def module_op(mod: nn.Module) -> tuple[str, dict] | None:
              (nn.modules.dropout._DropoutNd, "identity", []), (nn.GELU, "gelu", ["approximate"]), (nn.ELU, "elu", ["alpha"]),
              (nn.LeakyReLU, "leaky_relu", ["negative_slope"]), (nn.Hardtanh, "hardtanh", ["min_val", "max_val"]),
              (nn.Softplus, "softplus", ["beta", "threshold"]), (nn.Softmax, "softmax", ["dim"]),
-             (nn.LogSoftmax, "log_softmax", ["dim"]),
-             *[(cls, f"max_pool{n}d", ["kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"])
-               for n, cls in ((1, nn.MaxPool1d), (2, nn.MaxPool2d))],
-             (nn.AvgPool1d, "avg_pool1d", ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"]),
-             (nn.AvgPool2d, "avg_pool2d", ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
-                                           "divisor_override"]),
-             (nn.AdaptiveAvgPool1d, "adaptive_avg_pool1d", ["output_size"]),
-             (nn.AdaptiveAvgPool2d, "adaptive_avg_pool2d", ["output_size"])]
+             (nn.LogSoftmax, "log_softmax", ["dim"])]
     for cls, kind, names in attrs:
         if isinstance(mod, cls):
             return kind, {n: getattr(mod, n) for n in names}

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.nvrtc_families import layernorm as nv_layernorm, softmax as nv_softmax
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families import (attention, conv, conv3d, conv_transpose, gemm, norm, pool,
-                                                         rows)
+from kernelcraft.propose.builtin.triton_families import attention, gemm, norm, rows
 
 
 @dataclass(frozen=True)
@@ -53,9 +52,8 @@ class LegacyNvrtcParams(LegacyParams):
 
 
 # the kinds whose kernels apply the pointwise steps after them, and of those the ones that read parameter operands
-_EPILOGUE = {"norm": ("layernorm", "rmsnorm"), "gemm": ("linear", "matmul"), "conv": ("conv1d", "conv2d"),
-             "conv3d": ("conv3d",), "conv_transpose": ("conv_transpose1d", "conv_transpose2d")}
-_OPERAND_EPILOGUE = {"gemm": ("linear",), "conv": ("conv1d", "conv2d")}
+_EPILOGUE = {"norm": ("layernorm", "rmsnorm"), "gemm": ("linear", "matmul")}
+_OPERAND_EPILOGUE = {"gemm": ("linear",)}
 
 
 def _family(module, backend: str, params: type[LegacyParams]) -> Family:
@@ -78,6 +76,6 @@ def _family(module, backend: str, params: type[LegacyParams]) -> Family:
                   operand_epilogue=_OPERAND_EPILOGUE.get(name, ()) if triton else (), head=head)
 
 
-_TRITON = (rows, norm, gemm, conv, conv3d, conv_transpose, pool, attention)
+_TRITON = (rows, norm, gemm, attention)
 FAMILIES = ([_family(m, "cuda_nvrtc", LegacyNvrtcParams) for m in (nv_softmax, nv_layernorm)]
             + [_family(m, "triton", LegacyTritonParams) for m in _TRITON])

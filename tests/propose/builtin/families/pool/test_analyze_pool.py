@@ -1,5 +1,5 @@
-"""What analyze() reads out of pooling: every spelling (module, F., torch., method), the suite's problems (one Op
-each), and what it must refuse, by name."""
+"""What analyze() reads out of pooling: every spelling (module, F., torch.), the suite's pooling problems (one Op
+each), what it must refuse, by name, and steps after a pooling."""
 
 from __future__ import annotations
 
@@ -97,6 +97,6 @@ def test_pooling_refusals(tmp_path, forward, init, missing):
     assert missing in refused(tmp_path, forward, init)
 
 
-def test_chains_feed_them_and_follow_them_as_fusions(tmp_path):
+def test_steps_after_a_pooling_are_an_op_of_their_own(tmp_path):
     analysis = analyze(write(tmp_path, "return torch.relu(self.pool(x))", "self.pool = nn.MaxPool2d(2)"))
     assert [op.kind for op in analysis.ops] == ["pool2d", "elementwise"] and analysis.single is None

@@ -39,20 +39,20 @@ def test_moves_are_distinct_and_tf32_is_marked():
     ms = moves(convt_op())
     assert len({m.text for m in ms}) == len(ms) >= 5
     assert all(m.category in CATEGORIES for m in ms)
-    assert {m.params["precision"] for m in ms} == {"ieee", "tf32x3", "tf32"}
-    assert all(m.params["precision"] == "tf32" for m in ms if needs_relaxed(m)) and not needs_relaxed(ms[0])
+    assert {m.params.precision for m in ms} == {"ieee", "tf32x3", "tf32"}
+    assert all(m.params.precision == "tf32" for m in ms if needs_relaxed(m)) and not needs_relaxed(ms[0])
     assert "phase" in ms[1].text
     strict = BuiltinProposer("cpu").moves(convt_op(), "triton")
-    assert strict and not any(m.params["precision"] == "tf32" for m in strict)
+    assert strict and not any(m.params.precision == "tf32" for m in strict)
 
 
 def _id(p) -> str:
-    return "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p.to_json()) + ("-one" if p.get("one_launch") else "")
+    return "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p.to_json()) + ("-one" if p.one_launch else "")
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(convt_op())], ids=_id)
 def test_conv_transpose2d_moves(params, tmp_path):
-    cases = CASES[::2] if params["precision"] == "tf32" else CASES  # the relaxed moves repeat the exact ones' tiles
+    cases = CASES[::2] if params.precision == "tf32" else CASES  # the relaxed moves repeat the exact ones' tiles
     check(convt_op(), reference("self.conv(x)", INIT, CONV), params, cases, tmp_path, **tolerance(params))
 
 
@@ -84,8 +84,8 @@ def test_suite_transposed_convs_are_covered_and_match_on_their_small_sizes(name,
 
 
 def test_one_launch_moves_take_every_phase_in_one_grid(tmp_path):
-    one = [m for m in moves(convt_op()) if m.params.get("one_launch")]
-    assert [m.params["precision"] for m in one] == ["tf32x3", "ieee"]
+    one = [m for m in moves(convt_op()) if m.params.one_launch]
+    assert [m.params.precision for m in one] == ["tf32x3", "ieee"]
     source = render(convt_op(), reference("self.conv(x)", INIT, CONV), one[0].params)
     assert source.count("kc_conv_transpose2d_phases_kernel[grid](") == 1 and "for rh in" not in source
     check(convt_op([["tanh"]]), reference("torch.tanh(self.conv(x))", INIT, CONV), one[1].params, CASES[2:5],

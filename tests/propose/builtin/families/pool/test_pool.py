@@ -6,21 +6,19 @@ Without a GPU the kernels run in Triton's interpreter (conftest.py)."""
 
 import itertools
 import json
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn as nn
 
+from kernelcraft.problems import load_problem
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families.pool import kc_pool_out
+from kernelcraft.propose.builtin.families.pool.kernels import kc_pool_out
 from tests.propose.builtin.kernel_check import moves, render
 from tests.propose.builtin.kernel_check import DEVICE, check, load, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-LEVEL1 = Path(__file__).resolve().parents[3] / "src" / "kernelcraft" / "problems" / "level1"
 
 
 def pool(kind, kernel=None, stride=None, padding=(0, 0), dilation=(1, 1), ceil_mode=False, count_include_pad=True,
@@ -78,7 +76,7 @@ def test_moves_are_distinct_and_adaptive_packs_planes_first():
         assert 3 <= len(ms) <= 6 and len({m.text for m in ms}) == len(ms)
         assert len({json.dumps(m.params.to_json(), sort_keys=True) for m in ms}) == len(ms)
         assert all(m.category in CATEGORIES for m in ms)
-    assert moves(CASES["adaptive_7"][0])[0].params["BLOCK_P"] > 1
+    assert moves(CASES["adaptive_7"][0])[0].params.BLOCK_P > 1
 
 
 def test_nan_and_half(tmp_path):
@@ -112,4 +110,4 @@ SUITE = {"maxpool2d": (pool("max", [3, 3], [2, 2], (1, 1)), ()),
 @pytest.mark.parametrize("name", sorted(SUITE))
 def test_suite_problems(name, tmp_path):
     op, init = SUITE[name]
-    check(op, (LEVEL1 / f"{name}.py").read_text(), moves(op)[0].params, [(init, (2, 5, 37, 29))], tmp_path)
+    check(op, load_problem(f"level1/{name}").source, moves(op)[0].params, [(init, (2, 5, 37, 29))], tmp_path)

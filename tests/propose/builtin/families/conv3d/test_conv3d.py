@@ -37,10 +37,10 @@ def test_moves_are_distinct_and_tf32_is_marked():
     ms = moves(conv3d_op())
     assert len({m.text for m in ms}) == len(ms) >= 5
     assert all(m.category in CATEGORIES for m in ms)
-    assert {m.params["precision"] for m in ms} == {"ieee", "tf32x3", "tf32"}
-    assert all(m.params["precision"] == "tf32" for m in ms if needs_relaxed(m)) and not needs_relaxed(ms[0])
+    assert {m.params.precision for m in ms} == {"ieee", "tf32x3", "tf32"}
+    assert all(m.params.precision == "tf32" for m in ms if needs_relaxed(m)) and not needs_relaxed(ms[0])
     strict = BuiltinProposer("cpu").moves(conv3d_op(), "triton")
-    assert strict and not any(m.params["precision"] == "tf32" for m in strict)
+    assert strict and not any(m.params.precision == "tf32" for m in strict)
 
 
 @pytest.mark.parametrize("params", [m.params for m in moves(conv3d_op())],

@@ -34,7 +34,7 @@ def test_moves_are_distinct_and_tf32_is_marked():
     ms = moves(conv_op())
     assert len({m.text for m in ms}) == len(ms) >= 5
     assert all(m.category in CATEGORIES for m in ms)
-    assert [m.params["precision"] for m in ms if needs_relaxed(m)] == ["tf32"] * sum(needs_relaxed(m) for m in ms)
+    assert [m.params.precision for m in ms if needs_relaxed(m)] == ["tf32"] * sum(needs_relaxed(m) for m in ms)
     assert not needs_relaxed(ms[0])  # an exact-grade move comes first
 
 

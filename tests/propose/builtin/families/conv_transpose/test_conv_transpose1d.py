@@ -24,7 +24,7 @@ def _moves(args: str, tmp_path) -> list[int]:
     problem = write(tmp_path, "return self.conv(x)", f"self.conv = nn.ConvTranspose1d({args})",
                     inputs="[torch.randn(2, 8, 9)]")
     ms = kernel_check.moves(analyze(problem).single)
-    return [0, next(i for i, m in enumerate(ms) if m.params.get("one_launch"))]
+    return [0, next(i for i, m in enumerate(ms) if m.params.one_launch)]
 
 
 @pytest.mark.parametrize("args,shapes", CASES, ids=[c[0] for c in CASES])

@@ -1,0 +1,48 @@
+"""Convolution family (conv2d and conv1d, any stride/padding/dilation/groups, with a pointwise epilogue): implicit
+GEMM. A 1-D convolution runs as a 2-D one over one-row images (views of x and the weight, no copy).
+
+The convolution is a GEMM that is never materialized: M = N*OH*OW output pixels, N = the out-channels of a
+group, K = (in-channels of a group)*KH*KW. A program owns a BLOCK_M x BLOCK_N tile of outputs (GROUP_M
+swizzle over tiles so neighbouring programs share input rows and weights in L2); each K step gathers the
+BLOCK_M x BLOCK_K patch of the input it needs straight from x (padding is a mask, no im2col buffer) and the
+matching weights, and accumulates tl.dot in fp32. Bias, an eval batchnorm that follows (folded in: a
+per-channel scale and shift from its running statistics) and the pointwise steps after them in the reference
+(relu, gelu, scaling, x + self.bias, ...) are applied to the fp32 tile before its only store. A pooling
+that follows (conv -> relu -> max-pool) is the pool family's kernel over the conv's output, launched next.
+
+A depthwise convolution (groups == in == out channels) is no GEMM: it takes a direct stencil kernel instead,
+a program per (image, channel) plane tile with the taps unrolled, in fp32.
+
+implicit_gemm.py holds what the implicit-GEMM families share (tiles, moves, the tile prologue, hyper-parameter
+lines, size helpers; conv3d and conv_transpose build on it), kernels.py this family's kernels and forward,
+recognize.py how nn.Conv1d/Conv2d and F.conv1d/conv2d are read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelcraft.propose.builtin.families.conv import kernels
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import GemmTiles, gemm_moves
+from kernelcraft.propose.builtin.families.conv.recognize import RECOGNIZER
+from kernelcraft.propose.builtin.family import Family, Names, Rendered
+from kernelcraft.propose.builtin.plan import Op
+
+KINDS = ("conv2d", "conv1d")
+
+
+@dataclass(frozen=True)
+class ConvTiles(GemmTiles):
+    """conv2d / conv1d tiles (implicit_gemm.GemmTiles); a depthwise conv takes its stencil kernel on any of them."""
+
+
+def moves(op: Op) -> list[ConvTiles]:
+    return gemm_moves(ConvTiles)
+
+
+def render(op: Op, p: ConvTiles, names: Names) -> Rendered:
+    return kernels.render(op, p, names)
+
+
+FAMILY = Family("conv", "triton", KINDS, ConvTiles, moves, render, epilogue=KINDS, operand_epilogue=KINDS,
+                recognize=RECOGNIZER)

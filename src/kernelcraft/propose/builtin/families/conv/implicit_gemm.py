@@ -1,0 +1,135 @@
+"""What the implicit-GEMM convolution families share (conv, conv3d, conv_transpose): their tile parameters and
+moves, the swizzled tile prologue of their kernels, the lines binding a conv's hyper-parameters in the forward, and
+the output-size helpers the forward calls.
+
+Precision: "ieee" is exact fp32 on the FMA units; "tf32x3" splits each fp32 operand into a TF32 part and a TF32
+remainder and sums three tensor-core products, which keeps fp32-grade accuracy (about 1e-6 relative); "tf32"
+rounds inputs to TF32 (10-bit mantissa) and is offered only under a policy that admits TF32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kernelcraft.propose.builtin.codegen import attr
+from kernelcraft.propose.builtin.family import Params
+
+GATHER = "gather input patches straight from x (padding as a mask, no im2col buffer)"
+PRECISIONS = ("ieee", "tf32x3", "tf32")
+
+
+@dataclass(frozen=True)
+class GemmTiles(Params):
+    """An implicit GEMM's tiles: BLOCK_M output positions x BLOCK_N out-channels per program, BLOCK_K-wide K steps,
+    GROUP_M tile rows swizzled together, and the tl.dot input precision. A family subclasses it to name its
+    formulation in the idea text."""
+
+    BLOCK_M: int = 128
+    BLOCK_N: int = 128
+    BLOCK_K: int = 16
+    GROUP_M: int = 8
+    num_warps: int = 8
+    num_stages: int = 3
+    precision: str = "ieee"  # one of PRECISIONS
+
+    FORMULATION: ClassVar[str] = "Implicit GEMM: " + GATHER  # opens the exact moves' text
+    OUTPUTS: ClassVar[str] = "pixels"  # the GEMM's rows
+    GEMM: ClassVar[str] = "implicit GEMM"  # names the formulation in the tensor-core moves' text
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"unknown conv precision {self.precision!r}")
+
+    def tile(self) -> str:
+        return (f"{self.BLOCK_M}x{self.BLOCK_N} output tiles ({self.OUTPUTS} x out-channels), {self.BLOCK_K}-wide K "
+                f"steps, {self.num_warps} warps, {self.num_stages} stages")
+
+    def idea(self) -> str:
+        if self.precision == "tf32x3":
+            return ("3xTF32 tensor cores at fp32 accuracy: each operand split into a TF32 part and a TF32 remainder, "
+                    f"three products per step (error ~1e-6 relative); {self.GEMM}, {self.tile()}")
+        if self.precision == "tf32":
+            return ("TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32): "
+                    f"{self.GEMM}, {self.tile()}")
+        return (f"{self.FORMULATION}, {self.tile()}, exact fp32 products on the FMA units, bias and epilogue fused "
+                "before the one store")
+
+    def category(self) -> str:
+        if self.precision == "tf32":
+            return "precision"
+        if self.precision == "tf32x3":
+            return "compute"
+        return "memory" if self.BLOCK_M < 128 else "parallelism"  # small tiles: less of x and w per program
+
+    @property
+    def relaxed(self) -> bool:
+        return self.precision == "tf32"
+
+
+def gemm_moves(cls: type[GemmTiles]) -> list:
+    """The implicit-GEMM families' moves: tiles, exact fp32, 3xTF32 and (relaxed only) TF32.
+
+    Order and tiles from benchmarks/conv_sweep.py on an H100 (AlexNet's first layer): K steps of 16 win. The 64x128
+    tile takes 3 stages: with 4, Triton 3.6 built it wrong on the H100 (level2/conv2d_add_sigmoid off by 8e-2)."""
+    def p(m, n, k, w, s, precision):
+        return cls(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, GROUP_M=8, num_warps=w, num_stages=s, precision=precision)
+
+    out = [p(128, 128, 16, 8, 3, "tf32x3"), p(256, 128, 16, 8, 3, "ieee"), p(256, 128, 16, 8, 3, "tf32x3"),
+           p(64, 128, 16, 4, 3, "ieee"), p(128, 128, 32, 8, 3, "ieee")]
+    return out + [p(m, n, k, w, s, "tf32") for m, n, k, w, s in ((128, 128, 16, 8, 3), (256, 128, 16, 8, 3),
+                                                                 (64, 128, 16, 4, 3))]
+
+
+# The prologue of the implicit-GEMM kernels: program (tile, group) -> rows rm x out-channels rn of one group, the
+# tiles swizzled GROUP_M rows at a time so neighbouring programs share input rows and weights in L2.
+TILE = '''pid = tl.program_id(0)
+g = tl.program_id(1)
+tiles_m = tl.cdiv(M, BLOCK_M)
+tiles_n = tl.cdiv(COPG, BLOCK_N)
+in_group = GROUP_M * tiles_n
+first_m = (pid // in_group) * GROUP_M
+group_m = tl.minimum(tiles_m - first_m, GROUP_M)
+pid_m = first_m + (pid % in_group) % group_m
+pid_n = (pid % in_group) // group_m
+rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+co = g * COPG + rn'''
+
+
+def hyper_lines(d: dict, names: tuple, spatial: str, padding_strings: bool = True) -> str:
+    """Generated lines binding a conv's hyper-parameters: `names` (e.g. ("stride", "dilation")) as tuples of the
+    `spatial` axis letters ("(sd, sh, sw,) = ..."), and `groups`; read from the module at run time when the op
+    names one (padding through kc_conv_padding, which resolves "same"/"valid", unless not `padding_strings`), else
+    the op's values."""
+    def var(name):  # ("stride", "hw") -> "(sh, sw,)"; output_padding's letters are "op"
+        return "(" + ", ".join({"output_padding": "op"}.get(name, name[0]) + a for a in spatial) + ",)"
+    if d.get("module"):
+        conv = attr(d["module"])
+        resolve = padding_strings and "padding" in names
+        lines = [f"{var(n)} = {conv}.{n}" for n in names if n != "padding" or not resolve]
+        lines.append(f"groups = {conv}.groups")
+        if resolve:  # after the dilation, which "same" padding needs
+            kernel = "(" + ", ".join("K" + a.upper() for a in spatial) + ",)"
+            lines.append(f"{var('padding')} = kc_conv_padding({conv}.padding, {var('dilation')}, {kernel})")
+        return "\n".join(lines)
+    groups = attr(d["groups_attr"]) if d.get("groups_attr") else int(d["groups"])
+    return "\n".join([f"{var(n)} = {tuple(int(v) for v in d[n])}" for n in names] + [f"groups = {groups}"])
+
+
+def kc_conv_out_size(size, kernel, stride, padding, dilation):
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def kc_conv_padding(padding, dilation, kernel):
+    """A module's padding as two ints ("valid": none; "same": half the dilated kernel, odd extents only)."""
+    if padding == "valid":
+        return 0, 0
+    if padding == "same":
+        if any(d * (k - 1) % 2 for d, k in zip(dilation, kernel)):
+            raise ValueError("padding='same' with an even dilated kernel pads unevenly; not supported")
+        return tuple(d * (k - 1) // 2 for d, k in zip(dilation, kernel))
+    return tuple(padding)
+
+
+SIZE_HELPERS = (kc_conv_out_size, kc_conv_padding)  # the forward's output-size helpers, emitted as they are here

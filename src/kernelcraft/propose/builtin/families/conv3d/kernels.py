@@ -1,0 +1,91 @@
+"""The conv3d family's kernel (an implicit GEMM over output voxels, the pointwise steps applied before its one
+store) and the forward that launches it."""
+
+from __future__ import annotations
+
+import inspect
+from string import Template
+
+from kernelcraft.propose.builtin.codegen import attr
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import SIZE_HELPERS, TILE, hyper_lines
+from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.scalars import Scalars
+from kernelcraft.propose.builtin.steps import step_lines
+
+_CONV3D = Template('''
+# program (tile, group): output voxels rm (n, od, oh, ow) x out-channels co of one group
+$tile
+n = rm // (OD * OH * OW)
+vox = rm % (OD * OH * OW)
+od = vox // (OH * OW)
+oh = vox // OW % OH
+ow = vox % OW
+id0 = od * SD - PD
+ih0 = oh * SH - PH
+iw0 = ow * SW - PW
+x_row = (n.to(tl.int64) * C + g * CPG) * D * H * W  # start of volume n, first channel of the group
+mmask = rm < M
+nmask = rn < COPG
+acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+for k0 in range(0, K, BLOCK_K):
+    kk = k0 + tl.arange(0, BLOCK_K)
+    c = kk // (KD * KH * KW)
+    r = kk % (KD * KH * KW)
+    id_ = id0[:, None] + (r // (KH * KW) * DD)[None, :]
+    ih = ih0[:, None] + (r // KW % KH * DH)[None, :]
+    iw = iw0[:, None] + (r % KW * DW)[None, :]
+    amask = (mmask[:, None] & (kk < K)[None, :] & (id_ >= 0) & (id_ < D) & (ih >= 0) & (ih < H) & (iw >= 0)
+             & (iw < W))
+    a = tl.load(x_ptr + x_row[:, None] + (c.to(tl.int64) * D * H * W)[None, :] + (id_ * H + ih) * W + iw,
+                mask=amask, other=0.0)
+    b = tl.load(w_ptr + co.to(tl.int64)[None, :] * K + kk[:, None], mask=(kk < K)[:, None] & nmask[None, :],
+                other=0.0)
+    acc = tl.dot(a, b, acc, input_precision=PREC)
+x = acc
+if HAS_BIAS:
+    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
+$steps
+out = (n.to(tl.int64) * CO * OD * OH * OW + vox)[:, None] + (co.to(tl.int64) * OD * OH * OW)[None, :]
+tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+''')
+
+
+def render(op: Op, p, names: Names) -> Rendered:
+    """conv3d on tiles `p` (the family's Conv3dTiles)."""
+    d = op.detail
+    bm, bn, bk, group = int(p.BLOCK_M), int(p.BLOCK_N), int(p.BLOCK_K), int(p.GROUP_M)
+    kernel = TritonKernel(
+        names("kc_conv3d_kernel"),
+        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG",
+         "SD", "SH", "SW", "PD", "PH", "PW", "DD", "DH", "DW"),
+        ("KD", "KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC"),
+        _CONV3D.substitute(tile=TILE, steps="\n".join(step_lines(d.get("steps", [])))),
+        Scalars.of(op))  # the numbers the steps read from the module: the kernel's first parameters
+    launch = kernel.launch(
+        "grid", ["x", "w", "x if bias is None else bias", "y", "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K",
+                 "CPG", "COPG", "sd", "sh", "sw", "pd", "ph", "pw", "dd", "dh", "dw"],
+        {"KD": "KD", "KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn",
+         "BLOCK_K": bk, "GROUP_M": group, "PREC": "prec"}, num_warps=int(p.num_warps), num_stages=int(p.num_stages))
+    bias = attr(d["bias"]) if d.get("bias") else "None"
+    body = f'''
+w, bias = {attr(d["weight"])}, {bias}
+unbatched = x.dim() == 4
+if unbatched:
+    x = x.reshape(1, *x.shape)
+N, C, D, H, W = x.shape
+CO, CPG, KD, KH, KW = w.shape
+{hyper_lines(d, ("stride", "dilation", "padding"), "dhw")}
+OD = kc_conv_out_size(D, KD, sd, pd, dd)
+OH = kc_conv_out_size(H, KH, sh, ph, dh)
+OW = kc_conv_out_size(W, KW, sw, pw, dw)
+y = torch.empty((N, CO, max(OD, 0), max(OH, 0), max(OW, 0)), dtype=x.dtype, device=x.device)
+if y.numel() > 0:
+    w = w.contiguous()
+    M, K, COPG = N * OD * OH * OW, CPG * KD * KH * KW, CO // groups
+    bn = min({bn}, max(16, triton.next_power_of_2(COPG)))
+    prec = "{p.precision}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
+    grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
+    {launch}
+return y.reshape(y.shape[1:]) if unbatched else y'''
+    return Rendered((*(inspect.getsource(f) for f in SIZE_HELPERS), kernel), body)

@@ -1,0 +1,74 @@
+"""Transposed 2-D convolution family (nn.ConvTranspose2d / F.conv_transpose2d, any stride, padding,
+output_padding, dilation and groups, with a pointwise epilogue; nn.ConvTranspose1d as a one-row 2-D one): a
+sub-pixel (phase) decomposition into implicit GEMMs that gather.
+
+Input pixel ih feeds output oh = ih*s - p + kh*d, so an output gathers the inputs ih = (oh + p - kh*d) / s for
+the taps kh where that division is exact. Which taps those are depends only on the output's phase oh mod s: for
+phase r they are kh = f, f + t, f + 2t, ... (t = s / gcd(s, d), f the first solution of kh*d = r + p mod s, none
+for some phases when gcd(s, d) > 1), and along the phase's outputs oh = r + s*j the input is ih = j + base - tap*e
+(base = (r + p - f*d) / s, e = d*t / s): a dense, stride-1 convolution over only the taps that contribute. So
+each phase (rh, rw) is one launch of an implicit GEMM with M = N * (outputs of the phase), N = the out-channels of
+a group, K = (in-channels of a group) * (its taps): no zero-inserted input, no MAC on a tap that cannot reach,
+and stride 1 is the plain gather formulation (one phase, every tap). A phase no tap reaches gets bias and the
+epilogue only (K = 0). The host works out each phase's taps with kc_phase_taps, in plain integers, and the tap
+counts are constants of the kernel. The one-launch moves put the phase on a grid axis instead and work its taps
+out in the kernel: one launch (and one tail wave) for all stride_h*stride_w phases, at the price of run-time tap
+counts in the K decoding.
+
+Weights stay as the module holds them, (C_in, C_out/groups, KH, KW): the B tile is gathered (out-channels
+strided by KH*KW), served from L2. Outputs of a phase are stored s apart along W.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import GemmTiles, gemm_moves
+from kernelcraft.propose.builtin.families.conv_transpose import kernels
+from kernelcraft.propose.builtin.families.conv_transpose.recognize import RECOGNIZER
+from kernelcraft.propose.builtin.family import Family, Names, Rendered
+from kernelcraft.propose.builtin.plan import Op
+
+KINDS = ("conv_transpose2d", "conv_transpose1d")
+
+
+@dataclass(frozen=True)
+class ConvTransposeTiles(GemmTiles):
+    """Transposed-conv tiles (implicit_gemm.GemmTiles) of a launch per output phase, or of one launch for all
+    phases (`one_launch`: the phase a grid axis, its taps worked out in the kernel)."""
+
+    one_launch: bool = False
+
+    FORMULATION: ClassVar[str] = ("Sub-pixel decomposition: one implicit GEMM per output phase (oh, ow mod stride) "
+                                  "over only the taps that reach it, inputs gathered straight from x (no "
+                                  "zero-inserted buffer)")
+    GEMM: ClassVar[str] = "implicit GEMM per output phase"
+
+    def idea(self) -> str:
+        if not self.one_launch:
+            return super().idea()
+        products = {"tf32x3": "3xTF32 tensor cores at fp32 accuracy", "ieee": "exact fp32 on the FMA units",
+                    "tf32": "TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32)"}
+        return ("All output phases in one launch (the phase a grid axis, its taps worked out in the kernel): no launch "
+                f"and tail wave per phase; {self.BLOCK_M}x{self.BLOCK_N} tiles, {self.BLOCK_K}-wide K steps, "
+                f"{self.num_warps} warps, {self.num_stages} stages, {products[self.precision]}")
+
+    def category(self) -> str:
+        return "parallelism" if self.one_launch and not self.relaxed else super().category()
+
+
+def moves(op: Op) -> list[ConvTransposeTiles]:
+    out = gemm_moves(ConvTransposeTiles)
+    at = next(i for i, p in enumerate(out) if p.precision == "tf32")  # before the relaxed-only moves
+    one = ConvTransposeTiles(BLOCK_M=128, BLOCK_N=128, BLOCK_K=16, GROUP_M=8, num_warps=8, num_stages=3,
+                             one_launch=True)
+    return out[:at] + [one.but(precision="tf32x3"), one.but(precision="ieee")] + out[at:]
+
+
+def render(op: Op, p: ConvTransposeTiles, names: Names) -> Rendered:
+    return kernels.render(op, p, names)
+
+
+FAMILY = Family("conv_transpose", "triton", KINDS, ConvTransposeTiles, moves, render, epilogue=KINDS,
+                recognize=RECOGNIZER)

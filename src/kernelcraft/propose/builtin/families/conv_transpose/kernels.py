@@ -1,0 +1,192 @@
+"""The transposed-conv family's kernels and forward: a launch per output phase (`per_phase`, the phase's taps
+worked out on the host by kc_phase_taps, its tap counts constants of the kernel), or one launch for all phases
+(`all_phases`, the phase a grid axis, its taps worked out in the kernel by kc_first_tap). Both kernels are one
+template: the swizzled tile prologue and the phase's implicit GEMM (`_GEMM`) after their own phase set-up."""
+
+from __future__ import annotations
+
+import inspect
+from string import Template
+
+from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE, hyper_lines
+from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.scalars import Scalars
+from kernelcraft.propose.builtin.steps import step_lines
+
+
+def kc_phase_taps(r, s, p, d, k):
+    """The taps of a transposed conv axis (stride s, padding p, dilation d, k taps) that reach the outputs
+    o = r + s*j: (first tap, tap step, number of taps, base, shift), the input of output j and tap number i being
+    j + base - i*shift. Step and shift are the same for every phase."""
+    first = -1
+    for t in range(s):
+        if first < 0 and (t * d - r - p) % s == 0:
+            first = t
+    step = 1
+    while step * d % s != 0:
+        step += 1
+    if first < 0 or first >= k:  # no tap reaches these outputs (step and shift hold for every phase)
+        return 0, step, 0, 0, step * d // s
+    return first, step, (k - first + step - 1) // step, (r + p - first * d) // s, step * d // s
+
+
+# The phase's implicit GEMM: outputs rm (n, jh, jw) of phase (RH, RW) x out-channels co, K = (channel, tap th, tap tw)
+_GEMM = Template('''n = rm // (OHR * OWR)
+pix = rm % (OHR * OWR)
+jh = pix // OWR
+jw = pix % OWR
+ih0 = jh + BH
+iw0 = jw + BW
+x_row = (n.to(tl.int64) * C + g * CPG) * H * W  # start of image n, first channel of the group
+mmask = rm < M
+nmask = rn < COPG
+acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+for k0 in range(0, K, BLOCK_K):
+    kk = k0 + tl.arange(0, BLOCK_K)  # (channel c, tap th, tap tw)
+    c = kk // (NH * NW)
+    th = kk // NW % NH
+    tw = kk % NW
+    ih = ih0[:, None] - (th * EH)[None, :]
+    iw = iw0[:, None] - (tw * EW)[None, :]
+    amask = mmask[:, None] & (kk < K)[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    a = tl.load(x_ptr + x_row[:, None] + (c * H * W)[None, :] + ih * W + iw, mask=amask, other=0.0)
+    tap = (FH + th * TH) * KW + FW + tw * TW
+    wk = (g * CPG + c).to(tl.int64) * COPG * KH * KW + tap  # weight (C_in, C_out/groups, KH, KW)
+    b = tl.load(w_ptr + wk[:, None] + (rn * KH * KW)[None, :], mask=(kk < K)[:, None] & nmask[None, :],
+                other=0.0)
+    acc = tl.dot(a, b, acc, input_precision=PREC)
+x = acc
+if HAS_BIAS:
+    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
+$steps
+pixel = (RH + jh * SH) * OW + RW + jw * SW
+out = (n.to(tl.int64) * CO * OH * OW + pixel)[:, None] + (co.to(tl.int64) * OH * OW)[None, :]
+tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])''')
+
+_KERNEL = Template('''
+$phase
+$tile
+$gemm''')
+
+_PER_PHASE = ("# program (tile, group) of phase (RH, RW): outputs rm (n, jh, jw) at (RH + jh*SH, RW + jw*SW) x "
+              "out-channels co")
+
+_ALL_PHASES = '''# program (tile, group, phase): the phase's taps worked out here (TH, TW, EH, EW are the same for all phases)
+RH = tl.program_id(2) // SW
+RW = tl.program_id(2) % SW
+FH = kc_first_tap(RH, SH, PH, DH)
+FW = kc_first_tap(RW, SW, PW, DW)
+NH = tl.where((FH >= 0) & (FH < KH), (KH - FH + TH - 1) // TH, 0)
+NW = tl.where((FW >= 0) & (FW < KW), (KW - FW + TW - 1) // TW, 0)
+BH = (RH + PH - FH * DH) // SH  # exact where the phase has taps
+BW = (RW + PW - FW * DW) // SW
+OHR = (OH - RH + SH - 1) // SH
+OWR = (OW - RW + SW - 1) // SW
+M = N * OHR * OWR
+K = CPG * NH * NW
+NH = tl.maximum(NH, 1)  # K == 0 already says no tap; keeps the index math below defined
+NW = tl.maximum(NW, 1)
+if tl.program_id(0) >= tl.cdiv(M, BLOCK_M) * tl.cdiv(COPG, BLOCK_N):  # the grid is sized for the largest phase
+    return'''
+
+# A device function of the one-launch kernel, the same for every op (one name, emitted once in a chain)
+FIRST_TAP = TritonKernel("kc_first_tap", ("r", "s", "p", "d"), (), '''
+# the first tap t in [0, s) with t*d = r + p (mod s), or -1: where a phase's taps start
+first = tl.full([], -1, tl.int32)  # a tensor from the start: it is carried through the loop
+for t in range(0, s):
+    first = tl.where((first < 0) & ((t * d - r - p) % s == 0), t, first)
+return first''')
+
+_COMMON = ("HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC")
+
+
+def per_phase(op: Op, names: Names) -> TritonKernel:
+    return TritonKernel(
+        names("kc_conv_transpose2d_kernel"),
+        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", "M", "C", "H", "W", "CO", "OH", "OW", "OHR", "OWR", "K", "CPG", "COPG",
+         "KH", "KW", "RH", "RW", "SH", "SW", "FH", "FW", "TH", "TW", "BH", "BW", "EH", "EW"),
+        ("NH", "NW", *_COMMON), _body(op, _PER_PHASE), Scalars.of(op))
+
+
+def all_phases(op: Op, names: Names) -> TritonKernel:
+    return TritonKernel(
+        names("kc_conv_transpose2d_phases_kernel"),
+        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", "N", "C", "H", "W", "CO", "OH", "OW", "CPG", "COPG", "KH", "KW", "SH",
+         "SW", "PH", "PW", "DH", "DW", "TH", "TW", "EH", "EW"),
+        _COMMON, _body(op, _ALL_PHASES), Scalars.of(op))
+
+
+def _body(op: Op, phase: str) -> str:
+    steps = "\n".join(step_lines(op.detail.get("steps", [])))
+    return _KERNEL.substitute(phase=phase, tile=TILE, gemm=_GEMM.substitute(steps=steps))
+
+
+def _hyper(op: Op) -> str:
+    """The forward's lines binding stride, padding, output_padding, dilation (h, w) and groups; a 1-D module's read
+    at run time and lifted to a one-row 2-D conv's."""
+    d = op.detail
+    if op.kind == "conv_transpose1d" and d.get("module"):
+        m = attr(d["module"])
+        return (f"(sh, sw), (ph, pw), (oph, opw), (dh, dw), groups = (1, *{m}.stride), (0, *{m}.padding), "
+                f"(0, *{m}.output_padding), (1, *{m}.dilation), {m}.groups")
+    return hyper_lines(d, ("stride", "padding", "output_padding", "dilation"), "hw", padding_strings=False)
+
+
+def render(op: Op, p, names: Names) -> Rendered:
+    """conv_transpose2d / conv_transpose1d on tiles `p` (the family's ConvTransposeTiles)."""
+    d = op.detail
+    bm, bn, bk, group = int(p.BLOCK_M), int(p.BLOCK_N), int(p.BLOCK_K), int(p.GROUP_M)
+    consts = {"HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn", "BLOCK_K": bk, "GROUP_M": group,
+              "PREC": "prec"}
+    options = {"num_warps": int(p.num_warps), "num_stages": int(p.num_stages)}
+    if p.one_launch:
+        kernel = all_phases(op, names)
+        launch = f'''
+_, th, _, _, eh = kc_phase_taps(0, sh, ph, dh, KH)  # tap step and input shift: the same for every phase
+_, tw, _, _, ew = kc_phase_taps(0, sw, pw, dw, KW)
+M0 = N * triton.cdiv(OH, sh) * triton.cdiv(OW, sw)  # phase (0, 0) has the most outputs
+grid = (triton.cdiv(M0, {bm}) * triton.cdiv(COPG, bn), groups, sh * sw)
+''' + kernel.launch("grid", ["x", "w", "x if bias is None else bias", "y", "N", "C", "H", "W", "CO", "OH", "OW", "CPG",
+                             "COPG", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "th", "tw", "eh", "ew"],
+                    consts, **options)
+        blocks = (inspect.getsource(kc_phase_taps), FIRST_TAP, kernel)
+    else:
+        kernel = per_phase(op, names)
+        launch = f'''
+for rh in range(min(sh, OH)):  # one launch per output phase (rh, rw)
+    fh, th, nh, bh, eh = kc_phase_taps(rh, sh, ph, dh, KH)
+    for rw in range(min(sw, OW)):
+        fw, tw, nw, bw, ew = kc_phase_taps(rw, sw, pw, dw, KW)
+        OHR, OWR = (OH - rh + sh - 1) // sh, (OW - rw + sw - 1) // sw
+        M, K = N * OHR * OWR, CPG * nh * nw  # K == 0: no tap reaches this phase, bias only
+        grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
+        ''' + kernel.launch("grid", ["x", "w", "x if bias is None else bias", "y", "M", "C", "H", "W", "CO", "OH",
+                                     "OW", "OHR", "OWR", "K", "CPG", "COPG", "KH", "KW", "rh", "rw", "sh", "sw", "fh",
+                                     "fw", "th", "tw", "bh", "bw", "eh", "ew"],
+                            {"NH": "max(nh, 1)", "NW": "max(nw, 1)", **consts}, **options)
+        blocks = (inspect.getsource(kc_phase_taps), kernel)
+    one_d = op.kind == "conv_transpose1d"  # a one-row 2-D one: x (N, C, 1, L), w (C_in, C_out/groups, 1, K)
+    one_row = ("\nx = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2])  # (N, C, L) as one-row images"
+               "\nw = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])") if one_d else ""
+    bias = attr(d["bias"]) if d.get("bias") else "None"
+    body = f'''
+w, bias = {attr(d["weight"])}, {bias}
+unbatched = x.dim() == {3 - one_d}
+if unbatched:
+    x = x.reshape(1, *x.shape){one_row}
+N, C, H, W = x.shape
+CI, COPG, KH, KW = w.shape
+{_hyper(op)}
+OH = (H - 1) * sh - 2 * ph + dh * (KH - 1) + oph + 1
+OW = (W - 1) * sw - 2 * pw + dw * (KW - 1) + opw + 1
+CO, CPG = COPG * groups, C // groups
+y = torch.empty((N, CO, max(OH, 0), max(OW, 0)), dtype=x.dtype, device=x.device)
+if y.numel() > 0:
+    w = w.contiguous()
+    bn = min({bn}, max(16, triton.next_power_of_2(COPG)))
+    prec = "{p.precision}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
+{indent(launch.strip(chr(10)), 4)}
+{"y = y.reshape(y.shape[0], y.shape[1], y.shape[3])" + chr(10) if one_d else ""}return y.reshape(y.shape[1:]) if unbatched else y'''
+    return Rendered(blocks, body)

@@ -1,0 +1,72 @@
+"""Pooling family (max, avg, adaptive avg; 2-D, and 1-D as H = 1) over a contiguous x seen as [planes, H, W]:
+each output walks its window tap by tap, masked loads standing for the padding. Programs take a tile of
+outputs, [BLOCK_P planes, BLOCK_H rows, BLOCK_W cols] (overlapping windows of neighbouring outputs meet in
+L1/L2), or a flat run of BLOCK outputs that decode their (plane, row, col). Window sizes, strides and padding
+are the op's own constants (taps unrolled); adaptive bins are computed per output from the run-time sizes.
+
+The conv family launches this family's kernel after a conv whose pooling folded into it (its first move).
+kernels.py holds the kernel and forward, recognize.py how nn.MaxPool*/AvgPool*/AdaptiveAvgPool* and their F.*
+spellings are read (and a pooling folded into the conv it follows)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelcraft.propose.builtin.families.pool import kernels
+from kernelcraft.propose.builtin.families.pool.recognize import RECOGNIZER
+from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
+from kernelcraft.propose.builtin.plan import Op
+
+
+@dataclass(frozen=True)
+class PoolTiles(Params):
+    """A "tile" of BLOCK_P planes x BLOCK_H x BLOCK_W outputs per program, or a "flat" run of BLOCK outputs."""
+
+    variant: str = "tile"  # "tile" | "flat"
+    num_warps: int = 4
+    BLOCK_P: int | None = 1  # tile: planes per program
+    BLOCK_H: int | None = 8  # tile: output rows (at most the output's height, rounded up to a power of 2)
+    BLOCK_W: int | None = 64  # tile: output cols (likewise)
+    BLOCK: int | None = None  # flat: outputs per program
+    evict_last: bool = False  # tile loads with evict_last: input rows shared with the next tile stay in L2
+
+    def __post_init__(self):
+        need = ("BLOCK",) if self.variant == "flat" else ("BLOCK_P", "BLOCK_H", "BLOCK_W")
+        if self.variant not in ("tile", "flat") or any(getattr(self, k) is None for k in need):
+            raise ValueError(f"a {self.variant!r} pooling variant needs {', '.join(need)}")
+
+    def idea(self) -> str:
+        if self.variant == "flat":
+            return (f"Flat grid over all outputs, {self.BLOCK} per program: each output decodes its (plane, row, "
+                    f"col) once and walks its window; no lane wasted on tile edges; {self.num_warps} warps")
+        if self.evict_last:
+            return (f"Output tiles of {self.BLOCK_H} x {self.BLOCK_W} loading with evict_last, so the input rows "
+                    "shared with the next tile's windows stay in L2")
+        if self.BLOCK_P > 1:
+            return (f"Several planes per program: {self.BLOCK_P} planes x {self.BLOCK_H} x {self.BLOCK_W} outputs, "
+                    "so small output planes (7x7, 14x14) do not leave most lanes of a one-plane tile idle")
+        return (f"Output tiles of {self.BLOCK_H} x {self.BLOCK_W} in one (n, c) plane per program; the window taps "
+                "are unrolled, each one strided tile load, so the input rows that overlapping windows share are "
+                f"served from L1/L2; {self.num_warps} warps")
+
+    def category(self) -> str:
+        return "parallelism" if self.variant == "flat" or self.BLOCK_P > 1 else "memory"
+
+
+def _flat(block: int, warps: int) -> PoolTiles:
+    return PoolTiles("flat", warps, BLOCK_P=None, BLOCK_H=None, BLOCK_W=None, BLOCK=block)
+
+
+def moves(op: Op) -> list[PoolTiles]:
+    tile, tall = PoolTiles("tile", 4, 1, 8, 64), PoolTiles("tile", 4, 1, 16, 32)
+    planes, evict = PoolTiles("tile", 4, 16, 8, 8), PoolTiles("tile", 4, 1, 8, 64, evict_last=True)
+    if op.detail["pool"] == "adaptive_avg":  # few outputs per plane (e.g. 7x7): the plane-packing moves first
+        return [planes, _flat(1024, 4), _flat(256, 2), tile, tall]
+    return [tile, tall, _flat(1024, 4), planes, evict, _flat(256, 2)]
+
+
+def render(op: Op, p: PoolTiles, names: Names) -> Rendered:
+    return kernels.render(op, p, names)
+
+
+FAMILY = Family("pool", "triton", ("pool2d",), PoolTiles, moves, render, recognize=RECOGNIZER)

@@ -1,0 +1,125 @@
+"""The pool family's kernel (one template: the output index of a tile or of a flat run, then the window walk of
+max / avg / adaptive avg) and the forward that launches it. The op's geometry is a module-level constant of the
+candidate (KC_POOL, through `names`) that kc_pool_out reads for the output sizes."""
+
+from __future__ import annotations
+
+import inspect
+from string import Template
+
+from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.scalars import Scalars
+
+
+def kc_pool_out(size, axis, pool):
+    """Output length along spatial axis `axis` (0: H, 1: W) of an input `size` long, for the pooling `pool` (a
+    pool2d Op detail), by torch's rules. Used by the generated forward and by the tests."""
+    if pool["pool"] == "adaptive_avg":
+        want = pool["output_size"][axis]
+        return size if want is None else want
+    k, s, p, d = pool["kernel"][axis], pool["stride"][axis], pool["padding"][axis], pool["dilation"][axis]
+    n = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if pool["ceil_mode"] else 0)) // s + 1
+    if pool["ceil_mode"] and (n - 1) * s >= size + p:
+        n -= 1  # with ceil_mode the last window must still start inside the input or its left padding
+    return n
+
+
+_TILE_INDEX = '''pid = tl.program_id(0)
+tw = pid % n_tw
+th = (pid // n_tw) % n_th
+pg = pid // (n_tw * n_th)
+p = (pg * BLOCK_P + tl.arange(0, BLOCK_P)).to(tl.int64)[:, None, None]
+oh = (th * BLOCK_H + tl.arange(0, BLOCK_H))[None, :, None]
+ow = (tw * BLOCK_W + tl.arange(0, BLOCK_W))[None, None, :]
+valid = (p < P) & (oh < OH) & (ow < OW)'''
+
+_FLAT_INDEX = '''o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+valid = o < P * OH * OW
+ow = o % OW
+oh = (o // OW) % OH
+p = o // (OW * OH)'''
+
+_POOL = Template('''
+$index
+plane = x_ptr + p * H * W
+$bounds
+acc = tl.full(valid.shape, $init, tl.float32)
+for kh in $loop_h:
+    h = hs + kh$dil_h
+    hok = valid & (h >= 0) & (h < $h_end)
+    for kw in $loop_w:
+        w = ws + kw$dil_w
+        ok = hok & (w >= 0) & (w < $w_end)
+        v = tl.load(plane + h * W + w, mask=ok, other=$init$hint).to(tl.float32)
+        acc = $combine
+tl.store(y_ptr + (p * OH + oh) * OW + ow, ($final).to(y_ptr.dtype.element_ty), mask=valid)
+''')
+
+
+def _body(op: Op, p) -> str:
+    d = op.detail
+    if d["pool"] == "adaptive_avg":  # bin i: [floor(i * H / OH), ceil((i + 1) * H / OH))
+        bounds = ["hs = (oh * H) // OH", "he = ((oh + 1) * H + OH - 1) // OH",
+                  "ws = (ow * W) // OW", "we = ((ow + 1) * W + OW - 1) // OW",
+                  "div = ((he - hs) * (we - ws)).to(tl.float32)"]
+        sub = {"loop_h": "range(0, KH_MAX)", "loop_w": "range(0, KW_MAX)", "dil_h": "", "dil_w": "",
+               "h_end": "he", "w_end": "we", "final": "acc / div"}
+    else:
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = d["kernel"], d["stride"], d["padding"], d["dilation"]
+        bounds = [f"hs = oh * {int(sh)} - {int(ph)}", f"ws = ow * {int(sw)} - {int(pw)}"]
+        sub = {"loop_h": f"tl.static_range({int(kh)})", "loop_w": f"tl.static_range({int(kw)})",
+               "dil_h": f" * {int(dh)}" if dh != 1 else "", "dil_w": f" * {int(dw)}" if dw != 1 else "",
+               "h_end": "H", "w_end": "W", "final": "acc"}
+        if d["pool"] == "avg":  # torch: the window clipped to the padded input, or to the input itself
+            bounds += [f"he = tl.minimum(hs + {int(kh)}, H + {int(ph)})",
+                       f"we = tl.minimum(ws + {int(kw)}, W + {int(pw)})"]
+            if d["count_include_pad"]:
+                bounds.append("div = ((he - hs) * (we - ws)).to(tl.float32)")
+            else:
+                bounds.append("div = ((tl.minimum(he, H) - tl.maximum(hs, 0)) "
+                              "* (tl.minimum(we, W) - tl.maximum(ws, 0))).to(tl.float32)")
+            sub["final"] = "acc / div"
+    if d["pool"] == "max":  # NaN wins, as in torch (a NaN tap replaces the max and is never replaced by a number)
+        sub.update(init='-float("inf")', combine="tl.where((v > acc) | (v != v), v, acc)")
+    else:
+        sub.update(init="0.0", combine="acc + v")
+    index = _TILE_INDEX if p.variant == "tile" else _FLAT_INDEX
+    hint = ', eviction_policy="evict_last"' if p.evict_last else ""
+    return _POOL.substitute(index=index, bounds="\n".join(bounds), hint=hint, **sub)
+
+
+def render(op: Op, p, names: Names) -> Rendered:
+    """pool2d on `p` (the family's PoolTiles); the body reads x (N, C, H, W) / (C, H, W), or (N, C, L) / (C, L)."""
+    d = op.detail
+    dims = int(d.get("dims", 2))
+    geometry = names("KC_POOL")
+    kernel = TritonKernel(names("kc_pool2d_kernel"),
+                          ("x_ptr", "y_ptr", "P", "H", "W", "OH", "OW", "n_th", "n_tw", "KH_MAX", "KW_MAX"),
+                          ("BLOCK_P", "BLOCK_H", "BLOCK_W", "BLOCK"), _body(op, p), Scalars.of(op))
+    warps = int(p.num_warps)
+    if p.variant == "tile":
+        launch = f'''bp, bh, bw = {int(p.BLOCK_P)}, min({int(p.BLOCK_H)}, np2(OH)), min({int(p.BLOCK_W)}, np2(OW))
+n_th, n_tw = triton.cdiv(OH, bh), triton.cdiv(OW, bw)
+grid = (triton.cdiv(P, bp) * n_th * n_tw,)
+''' + kernel.launch("grid", ["x", "y", "P", "H", "W", "OH", "OW", "n_th", "n_tw", "kh_max", "kw_max"],
+                    {"BLOCK_P": "bp", "BLOCK_H": "bh", "BLOCK_W": "bw", "BLOCK": 1}, num_warps=warps)
+    else:
+        launch = f'''grid = (triton.cdiv(y.numel(), {int(p.BLOCK)}),)
+''' + kernel.launch("grid", ["x", "y", "P", "H", "W", "OH", "OW", "1", "1", "kh_max", "kw_max"],
+                    {"BLOCK_P": 1, "BLOCK_H": 1, "BLOCK_W": 1, "BLOCK": int(p.BLOCK)}, num_warps=warps)
+    body = f'''
+np2 = triton.next_power_of_2
+H, W = ({"x.shape[-2]" if dims == 2 else "1"}), x.shape[-1]
+OH, OW = kc_pool_out(H, 0, {geometry}), kc_pool_out(W, 1, {geometry})
+lead = x.shape[:-{dims}]
+y = torch.empty({"(*lead, OH, OW)" if dims == 2 else "(*lead, OW)"}, dtype=x.dtype, device=x.device)
+P = math.prod(lead)
+if y.numel() == 0:
+    return y
+# adaptive bins: at most ceil(size / out) + 1 long, exactly size / out when it divides (unused otherwise)
+kh_max = triton.cdiv(H, OH) + (1 if H % OH else 0)
+kw_max = triton.cdiv(W, OW) + (1 if W % OW else 0)
+{launch}
+return y'''
+    return Rendered((inspect.getsource(kc_pool_out), f"{geometry} = {d!r}", kernel), body)
