@@ -207,9 +207,6 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
         if node.op == "call_module":
             mod = self.gm.get_submodule(node.target)
             name = type(mod).__name__.lower()
-            if type(mod) is nn.Linear and len(node.args) == 1 and not node.kwargs:
-                return self.linear(node, f"{node.target}.weight", f"{node.target}.bias" if mod.bias is not None
-                                   else None)
             if type(mod) in (nn.Conv1d, nn.Conv2d, nn.Conv3d) and len(node.args) == 1 and not node.kwargs:
                 return self.conv2d(node, mod.weight.shape, mod.stride, mod.padding, mod.dilation, mod.groups,
                                    f"{node.target}.weight", f"{node.target}.bias" if mod.bias is not None else None,
@@ -230,13 +227,6 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
             if found is None or len(node.args) != 1 or node.kwargs:
                 return self.refuse(name, node)
             kind, params = found
-        elif node.op == "call_function" and node.target is F.linear:
-            given = dict(zip(("weight", "bias"), node.args[1:]), **node.kwargs)
-            w, b = self.value(given.get("weight")), self.value(given.get("bias"))
-            if len(node.args) > 3 or set(given) - {"weight", "bias"} or not isinstance(w, Attr) \
-                    or not (b is None or isinstance(b, Attr)):
-                return self.refuse("linear", node)
-            return self.linear(node, w.path, b.path if b is not None else None)
         elif node.op == "call_function" and node.target in (F.conv1d, torch.conv1d, F.conv2d, torch.conv2d, F.conv3d,
                                                             torch.conv3d):
             return self.conv2d_call(node)

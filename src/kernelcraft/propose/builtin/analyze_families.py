@@ -104,12 +104,6 @@ class FamilyOps:
                                      given.get("output_padding", 0), given.get("dilation", 1), given.get("groups", 1),
                                      w.path, b.path if b is not None else None)
 
-    def linear(self, node: fx.Node, weight: str, bias: str | None):
-        """y = x @ weight.T + bias over the last dim of x (pointwise ops after it fold in)."""
-        if not isinstance(chain := self.realize(self.value(node.args[0])), Ew):
-            return self.refuse("linear", node)
-        return self.emit("linear", self.emit_chain(chain).base, weight=weight, bias=bias, steps=[])
-
     def fold_epilogue(self, chain: Ew) -> int:
         """How many leading steps of `chain` the op it reads applies itself (the epilogue of a conv (before any
         pooling), a linear, a matmul or a norm; tensor steps only where the op reads their operand, see

@@ -10,7 +10,7 @@ from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.nvrtc_families import layernorm as nv_layernorm, softmax as nv_softmax
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_families import (argreduce, attention, channel_norm, conv, conv3d,
-                                                         conv_transpose, gemm, loss, norm, pool, rows, scan)
+                                                         conv_transpose, loss, norm, pool, rows, scan)
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,10 @@ class LegacyNvrtcParams(LegacyParams):
 
 
 # the kinds whose kernels apply the pointwise steps after them, and of those the ones that read parameter operands
-_EPILOGUE = {"norm": ("layernorm", "rmsnorm"), "gemm": ("linear", "matmul"), "conv": ("conv1d", "conv2d"),
+_EPILOGUE = {"norm": ("layernorm", "rmsnorm"), "conv": ("conv1d", "conv2d"),
              "conv3d": ("conv3d",), "conv_transpose": ("conv_transpose1d", "conv_transpose2d"),
              "channel_norm": ("batchnorm", "groupnorm", "instancenorm")}
-_OPERAND_EPILOGUE = {"gemm": ("linear",), "conv": ("conv1d", "conv2d")}
+_OPERAND_EPILOGUE = {"conv": ("conv1d", "conv2d")}
 
 
 def _family(module, backend: str, params: type[LegacyParams]) -> Family:
@@ -79,6 +79,6 @@ def _family(module, backend: str, params: type[LegacyParams]) -> Family:
                   operand_epilogue=_OPERAND_EPILOGUE.get(name, ()) if triton else (), head=head)
 
 
-_TRITON = (rows, norm, gemm, conv, conv3d, conv_transpose, pool, argreduce, scan, loss, channel_norm, attention)
+_TRITON = (rows, norm, conv, conv3d, conv_transpose, pool, argreduce, scan, loss, channel_norm, attention)
 FAMILIES = ([_family(m, "cuda_nvrtc", LegacyNvrtcParams) for m in (nv_softmax, nv_layernorm)]
             + [_family(m, "triton", LegacyTritonParams) for m in _TRITON])
