@@ -230,8 +230,6 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
         elif node.op == "call_function" and node.target in (F.conv1d, torch.conv1d, F.conv2d, torch.conv2d, F.conv3d,
                                                             torch.conv3d):
             return self.conv2d_call(node)
-        elif self.is_sdpa(node):
-            return self.sdpa(node)
         elif node.op == "call_function" and node.target in (F.conv_transpose2d, torch.conv_transpose2d):
             return self.conv_transpose2d_call(node)
         elif node.target in (operator.getitem, getattr) and isinstance(self.value(node.args[0]), Pair):

@@ -18,6 +18,7 @@ What a handler may ask of the interpreter `ix` (analyze._Interpreter):
   ix.attr_name(value, typ)      the module attribute forward reads `value` from (self.<name>), or None
   ix.gm, ix.model, ix.inputs    the traced GraphModule, the model, placeholder -> input index
   ix.shapes()                   (shape, dtype) of each forward input at the traced sizes
+  ix.qkv_shapes_ok()            the first three inputs are attention's q (..., L, E), k (..., S, E), v (..., S, Ev)
   ix.ops                        the ops emitted so far
 """
 

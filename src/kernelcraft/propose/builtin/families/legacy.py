@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.nvrtc_families import layernorm as nv_layernorm, softmax as nv_softmax
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families import (argreduce, attention, channel_norm, conv, conv3d,
-                                                         conv_transpose, loss, norm, pool, rows, scan)
+from kernelcraft.propose.builtin.triton_families import (argreduce, channel_norm, conv, conv3d, conv_transpose,
+                                                         loss, norm, pool, rows, scan)
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,6 @@ def _family(module, backend: str, params: type[LegacyParams]) -> Family:
                   operand_epilogue=_OPERAND_EPILOGUE.get(name, ()) if triton else (), head=head)
 
 
-_TRITON = (rows, norm, conv, conv3d, conv_transpose, pool, argreduce, scan, loss, channel_norm, attention)
+_TRITON = (rows, norm, conv, conv3d, conv_transpose, pool, argreduce, scan, loss, channel_norm)
 FAMILIES = ([_family(m, "cuda_nvrtc", LegacyNvrtcParams) for m in (nv_softmax, nv_layernorm)]
             + [_family(m, "triton", LegacyTritonParams) for m in _TRITON])
