@@ -2,7 +2,7 @@
 are worth offering as moves: exact fp32 and TF32 on level1/matmul (4096², fp32); with --problem
 level1/matmul_fp16, 16-bit tiles through the TMA-fed persistent kernel (B read as it lies, or transposed
 once to K-major) and through the strided kernel. Each config is rendered through the real family
-(triton_kernels.render), checked against torch.matmul, and timed with triton.testing.do_bench (CUDA
+(registry.render), checked against torch.matmul, and timed with triton.testing.do_bench (CUDA
 events, L2 flushed between calls by do_bench's cache clearing).
 
     python benchmarks/matmul_sweep.py --out benchmarks/results/matmul-sweep-h100.json
@@ -22,8 +22,8 @@ import torch
 import triton.testing
 
 from kernelcraft.problems import load_problem
+from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.analyze import analyze
-from kernelcraft.propose.builtin.triton_kernels import render
 
 CONFIGS = [  # (M, N, K, warps, stages)
     (128, 128, 32, 8, 3), (128, 128, 32, 4, 4), (128, 128, 64, 8, 3), (128, 128, 64, 4, 3),
@@ -63,12 +63,13 @@ def main() -> None:
     sweep = [(None, *c) for c in HALF_CONFIGS] if half else [(prec, *c, "plain") for prec in ("ieee", "tf32")
                                                             for c in CONFIGS]
     for prec, m, n, k, w, s, kernel in sweep:
-        params = {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": s,
-                  "precision": prec or "ieee", "tma": kernel != "plain", "b_kmajor": kernel == "tma-kmajor"}
+        params = registry.moves(op)[0].params.but(
+            BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, GROUP_M=8, num_warps=w, num_stages=s, precision=prec or "ieee",
+            tma=kernel != "plain", gemv=False, b_kmajor=kernel == "tma-kmajor")
         row = {"precision": prec or str(a.dtype).removeprefix("torch."), "kernel": kernel, "tile": [m, n, k],
                "warps": w, "stages": s}
         try:
-            model = load(render(op, problem.source, params)).ModelNew().cuda()
+            model = load(registry.render(op, problem.source, params)).ModelNew().cuda()
             out = model(a, b)
             row["max_rel_error"] = float(((out - ref).abs().max() / ref.abs().max()).item())
             row["ms"] = triton.testing.do_bench(lambda: model(a, b), warmup=50, rep=300)

@@ -14,16 +14,16 @@ import triton.testing
 from benchmarks.matmul_sweep import load
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.builtin.analyze import analyze
-from kernelcraft.propose.builtin.triton_kernels import moves, render
+from kernelcraft.propose.builtin.registry import moves, render
 p = load_problem("level1/matmul"); op = analyze(p).single
 a, b = (t.cuda() for t in p.load().get_inputs())  # noqa: E501
 ref = a.double() @ b.double()
 print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
 for m in moves(op):
-    if not m.params.get("tma") or m.params["precision"] != "tf32":
+    if not m.params.tma or m.params.precision != "tf32":
         continue
     for bm, bn, bk, st in ((128, 256, 32, 3), (128, 128, 32, 4), (128, 256, 64, 3), (128, 128, 64, 3), (256, 128, 32, 3)):
-        params = {**m.params, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_stages": st}
+        params = m.params.but(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_stages=st)
         try:
             model = load(render(op, p.source, params)).ModelNew().cuda()
             out = model(a, b)

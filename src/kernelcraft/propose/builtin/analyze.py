@@ -237,9 +237,6 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
         if node.op == "call_module":
             mod = self.gm.get_submodule(node.target)
             name = type(mod).__name__.lower()
-            if type(mod) is nn.Linear and len(node.args) == 1 and not node.kwargs:
-                return self.linear(node, f"{node.target}.weight", f"{node.target}.bias" if mod.bias is not None
-                                   else None)
             if isinstance(mod, nn.LayerNorm) and len(node.args) == 1 and not node.kwargs:
                 weight = f"{node.target}.weight" if mod.weight is not None else None
                 bias = f"{node.target}.bias" if mod.bias is not None else None
@@ -248,15 +245,6 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
             if found is None or len(node.args) != 1 or node.kwargs:
                 return self.refuse(name, node)
             kind, params = found
-        elif node.op == "call_function" and node.target is F.linear:
-            given = dict(zip(("weight", "bias"), node.args[1:]), **node.kwargs)
-            w, b = self.value(given.get("weight")), self.value(given.get("bias"))
-            if len(node.args) > 3 or set(given) - {"weight", "bias"} or not isinstance(w, Attr) \
-                    or not (b is None or isinstance(b, Attr)):
-                return self.refuse("linear", node)
-            return self.linear(node, w.path, b.path if b is not None else None)
-        elif self.is_sdpa(node):
-            return self.sdpa(node)
         elif node.target in (operator.getitem, getattr) and isinstance(self.value(node.args[0]), Pair):
             pair, which = self.env[node.args[0]], node.args[1]
             if which in (0, "values"):

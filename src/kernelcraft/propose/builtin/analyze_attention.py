@@ -1,6 +1,6 @@
-"""How analyze.py's interpreter reads attention over the forward's first three inputs q, k, v: a call of
-F.scaled_dot_product_attention, or softmax(q @ k^T * scale, dim=-1) @ v written by hand. A mixin of the
-interpreter, as analyze_families.py is.
+"""How analyze.py's interpreter reads attention written by hand over the forward's first three inputs q, k, v:
+softmax(q @ k^T * scale, dim=-1) @ v. A mixin of the interpreter, as analyze_families.py is. (A call of
+F.scaled_dot_product_attention is the attention family's to read: families/attention/recognize.py.)
 
 The hand-written form is read piece by piece, each piece a pending value (values.py) that its consumer decides:
 q @ k^T (k's last two dims swapped) is Scores; a scale on the scores, or on q before the product, multiplies them
@@ -16,16 +16,10 @@ import math
 import operator
 from dataclasses import replace
 
-import torch.nn.functional as F
 from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
 from kernelcraft.propose.builtin.values import X, Ew, Operand, Probs, ScaledQ, Scores, Shape, SizePow
-
-SDPA = "scaled_dot_product_attention"
-# F.scaled_dot_product_attention's parameters after query, key, value, with their defaults
-SDPA_SPEC = [("attn_mask", None), ("dropout_p", 0.0), ("is_causal", False), ("scale", None), ("enable_gqa", False)]
-
 
 class AttentionOps:
     # -- sizes read from the inputs, for a scale --------------------------------------------------------
@@ -137,6 +131,7 @@ class AttentionOps:
         return self.emit("attention", "x", causal=False, scale=scale, scale_attr=scale_attr)
 
     def qkv_shapes_ok(self) -> bool:
+        """q (..., L, E), k (..., S, E), v (..., S, Ev) of the first three inputs, with the same leading dims."""
         shapes = self.shapes()
         if not self.qk_shapes_ok() or len(shapes) < 3 or shapes[2] is None:
             return False
@@ -160,28 +155,3 @@ class AttentionOps:
             self.note("softmax")
             return None
         return self.emit("softmax", self.emit_chain(chain).base, dim=-1)
-
-    # -- F.scaled_dot_product_attention ---------------------------------------------------------------------
-    def sdpa(self, node: fx.Node):
-        names = [n for n, _ in SDPA_SPEC]
-        given = dict(zip(names, node.args[3:]), **node.kwargs)
-        if len(node.args) < 3 or len(node.args) > 3 + len(names) or set(given) - set(names):
-            return self.refuse(f"{SDPA} (arguments)", node)
-        p = {n: given.get(n, d) for n, d in SDPA_SPEC}
-        if [self.inputs.get(a) if isinstance(a, fx.Node) else None for a in node.args[:3]] != [0, 1, 2]:
-            return self.refuse(f"{SDPA} (q, k, v other than the first three inputs as passed)", node)
-        scale = p["scale"]
-        for flag, bad in (("attn_mask", p["attn_mask"] is not None), ("dropout_p", sp.num(p["dropout_p"]) != 0.0),
-                          ("is_causal", not isinstance(p["is_causal"], bool)),
-                          ("enable_gqa", p["enable_gqa"] is not False),
-                          ("scale", scale is not None and sp.num(scale) is None),
-                          ("shapes: broadcast or mismatched q, k, v", not self.qkv_shapes_ok())):
-            if bad:
-                return self.refuse(f"{SDPA} ({flag})", node)
-        scale = sp.num(scale)
-        return self.emit("attention", "x", causal=p["is_causal"], scale=scale,
-                         scale_attr=self.attr_name(p["scale"], float) if scale is not None else None)
-
-    @staticmethod
-    def is_sdpa(node: fx.Node) -> bool:
-        return node.op == "call_function" and node.target is F.scaled_dot_product_attention

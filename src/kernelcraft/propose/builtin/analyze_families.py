@@ -18,11 +18,6 @@ from kernelcraft.propose.builtin.values import Ew, Prod, chains_in, mentions
 
 
 class FamilyOps:
-    def linear(self, node: fx.Node, weight: str, bias: str | None):
-        """y = x @ weight.T + bias over the last dim of x (pointwise ops after it fold in)."""
-        if not isinstance(chain := self.realize(self.value(node.args[0])), Ew):
-            return self.refuse("linear", node)
-        return self.emit("linear", self.emit_chain(chain).base, weight=weight, bias=bias, steps=[])
 
     def fold_epilogue(self, chain: Ew) -> int:
         """How many leading steps of `chain` the op it reads applies itself (the epilogue of a conv (before any

@@ -21,6 +21,7 @@ What a handler may ask of the interpreter `ix` (analyze._Interpreter):
                                 folded, is exempt
   ix.gm, ix.model, ix.inputs    the traced GraphModule, the model, placeholder -> input index
   ix.shapes()                   (shape, dtype) of each forward input at the traced sizes
+  ix.qkv_shapes_ok()            the first three inputs are attention's q (..., L, E), k (..., S, E), v (..., S, Ev)
   ix.ops                        the ops emitted so far
   ix.fold_batchnorm(chain, bn)  whether an eval batchnorm (its detail `bn`) of `chain` folded into the conv before it
 Helpers below: `call` (a call's name and its arguments bound by a spec), `hyper` (where forward reads a

@@ -26,6 +26,8 @@ FAMILIES = (  # families/<name>: one line per family, in the order their moves a
     "conv3d",
     "conv_transpose",
     "pool",
+    "gemm",
+    "attention",
     "legacy",  # the families not yet in their own folder (families/legacy.py adapts them), until each moves
 )
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.nvrtc_families import layernorm as nv_layernorm, softmax as nv_softmax
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.triton_families import attention, gemm, norm, rows
+from kernelcraft.propose.builtin.triton_families import norm, rows
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,8 @@ class LegacyNvrtcParams(LegacyParams):
 
 
 # the kinds whose kernels apply the pointwise steps after them, and of those the ones that read parameter operands
-_EPILOGUE = {"norm": ("layernorm", "rmsnorm"), "gemm": ("linear", "matmul")}
-_OPERAND_EPILOGUE = {"gemm": ("linear",)}
+_EPILOGUE = {"norm": ("layernorm", "rmsnorm")}
+_OPERAND_EPILOGUE: dict = {}
 
 
 def _family(module, backend: str, params: type[LegacyParams]) -> Family:
@@ -76,6 +76,6 @@ def _family(module, backend: str, params: type[LegacyParams]) -> Family:
                   operand_epilogue=_OPERAND_EPILOGUE.get(name, ()) if triton else (), head=head)
 
 
-_TRITON = (rows, norm, gemm, attention)
+_TRITON = (rows, norm)
 FAMILIES = ([_family(m, "cuda_nvrtc", LegacyNvrtcParams) for m in (nv_softmax, nv_layernorm)]
             + [_family(m, "triton", LegacyTritonParams) for m in _TRITON])

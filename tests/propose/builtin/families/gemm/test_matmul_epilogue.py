@@ -17,7 +17,7 @@ CASES = [[(5, 7), (7, 9)], [(6, 5), (5, 3)], [(1, 1), (1, 1)]]  # (6, 5) @ (5, 3
 @pytest.mark.parametrize("move", range(len(moves(Op("matmul", {"trans_a": False, "trans_b": False})))))
 def test_every_move_applies_the_steps(tmp_path, move):
     params = moves(Op("matmul", {"trans_a": False, "trans_b": False}))[move].params
-    tol = 2e-2 if DEVICE == "cuda" and params["precision"] == "tf32" else 1e-4
+    tol = 2e-2 if DEVICE == "cuda" and params.precision == "tf32" else 1e-4
     ops, _ = check_chain(tmp_path, "return torch.relu(a @ b) * 0.5 - 1.0", "", CASES, args="a, b", move=move,
                          single=True, rtol=tol, atol=tol)
     assert ops[0].detail["steps"] == [["relu"], ["mul", 0.5], ["sub", 1.0]]

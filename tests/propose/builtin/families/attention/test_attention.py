@@ -3,7 +3,6 @@
 its moves."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,8 +16,6 @@ from tests.propose.builtin.kernel_check import ident, moves, needs_relaxed, rend
 from tests.propose.builtin.kernel_check import DEVICE, HEAD, assert_no_torch_compute, load
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-LEVEL1 = Path(__file__).resolve().parents[3] / "src" / "kernelcraft" / "problems" / "level1"
 
 # (q, k, v) shapes: L != S both ways, E and Ev odd and unequal, one key tile and several, 2-D to 4-D
 SHAPES = [((2, 37, 24), (2, 45, 24), (2, 45, 13)), ((1, 2, 70, 33), (1, 2, 19, 33), (1, 2, 19, 8)),
@@ -41,7 +38,7 @@ def tolerance(dtype) -> dict:
     return {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 2e-3}
 
 
-def check_attention(op: Op, params: dict, shapes: list, tmp_path, dtype=torch.float32, init=(), ref_src=None):
+def check_attention(op: Op, params, shapes: list, tmp_path, dtype=torch.float32, init=(), ref_src=None):
     """Render op's candidate; on each (q, k, v) shape compare ModelNew with sdpa computed in fp32."""
     source = render(op, ref_src or sdpa_reference(), params)
     assert_no_torch_compute(source)
@@ -55,7 +52,7 @@ def check_attention(op: Op, params: dict, shapes: list, tmp_path, dtype=torch.fl
                                               scale=scale).to(dtype)
         assert got.shape == want.shape and got.dtype == dtype, (qs, ks, vs, got.shape)
         tol = tolerance(dtype)
-        if params.get("precision") == "tf32" and dtype == torch.float32 and DEVICE == "cuda":
+        if params.precision == "tf32" and dtype == torch.float32 and DEVICE == "cuda":
             tol = {"rtol": 1e-2, "atol": 5e-3}  # TF32 products (the interpreter computes them in fp32)
         torch.testing.assert_close(got, want, **tol, msg=lambda m: f"{params} {qs} {ks} {vs}: {m}")
 
@@ -72,8 +69,8 @@ def test_moves_are_distinct_categorized_json_and_exact_first():
         assert relaxed == sorted(relaxed) and relaxed.count(True) == 1  # the one TF32 move, last
         for m in ms:
             assert ("tolerance policy that admits TF32" in m.text) == needs_relaxed(m)
-            assert m.params["BLOCK_M"] % m.params["BLOCK_N"] == 0
-        assert any(m.params["precision"] == "tf32x3" for m in ms) and any(m.params["fold_q"] for m in ms)
+            assert m.params.BLOCK_M % m.params.BLOCK_N == 0
+        assert any(m.params.precision == "tf32x3" for m in ms) and any(m.params.fold_q for m in ms)
         assert all(("causal" in m.text) == causal for m in ms)
 
 
@@ -121,7 +118,7 @@ def test_fp32_precision_per_move():
     """fp32 inputs: exact (ieee) or 3xTF32 unless the move is the relaxed TF32 one; half inputs always "ieee"."""
     for m in moves(attn_op()):
         source = render(attn_op(), sdpa_reference(), m.params)
-        assert f'prec = "{m.params["precision"]}" if q.dtype == torch.float32 else "ieee"' in source
+        assert f'prec = "{m.params.precision}" if q.dtype == torch.float32 else "ieee"' in source
     strict, relaxed = BuiltinProposer("cpu"), BuiltinProposer("cpu", precision_moves=True)
     assert not any(needs_relaxed(m) for m in strict.moves(attn_op(), "triton"))
     assert any(needs_relaxed(m) for m in relaxed.moves(attn_op(), "triton"))
@@ -162,7 +159,7 @@ def test_large_scores_keep_the_folded_scale_exact_enough(dtype, tmp_path):
     100x, the verifier's mixed-scale trial): scores reach the thousands, and a 16-bit tile rounded after scaling
     put 1e-3 relative on every score, so the softmax picked other keys (sdpa_causal_fp16 on the H100: 51.25
     against 2.54). 16-bit inputs scale the scores instead."""
-    params = next(m.params for m in moves(attn_op()) if m.params["fold_q"])
+    params = next(m.params for m in moves(attn_op()) if m.params.fold_q)
     module = load(render(attn_op(True), sdpa_reference(), params), tmp_path)
     g = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(s, generator=g) * 10 ** (torch.rand(s, generator=g) * 4 - 2)

@@ -1,0 +1,135 @@
+"""The attention family's kernels (the package docstring says what they compute): `kc_attention_keys`, a
+@triton.jit function the kernel calls for the key tiles below a query tile's diagonal (unmasked) and on it
+(masked), and `kc_attention_kernel`, one program per (batch·head, query tile); and ModelNew.forward's body."""
+
+from __future__ import annotations
+
+from string import Template
+
+from kernelcraft.propose.builtin.codegen import attr, num
+from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.plan import Op
+
+LOG2E = 1.4426950408889634
+
+_KEYS = '''
+# key tiles [lo, hi): scores in base 2, the running max m_i and sum l_i updated, acc rescaled and += p @ v.
+# MASKED tiles drop keys past S and, when CAUSAL, keys past each query (top-left: key j is seen by query i iff
+# j <= i); the others lie wholly inside both bounds and take no mask on the scores
+re = tl.arange(0, E_PAD)
+rv = tl.arange(0, EV_PAD)
+for n0 in range(lo, hi, BLOCK_N):
+    rn = n0 + tl.arange(0, BLOCK_N)
+    kt = tl.load(k_base + rn.to(tl.int64)[None, :] * s_kn + re[:, None] * s_ke,
+                 mask=(rn < S)[None, :] & (re < E)[:, None], other=0.0)
+    s = tl.dot(q, kt, input_precision=PREC)
+    if not SCALED_Q:
+        s = s * qk_scale
+    if MASKED:
+        keep = (rn < S)[None, :]
+        if CAUSAL:
+            keep = keep & (rn[None, :] <= rm[:, None])
+        s = tl.where(keep, s, -float("inf"))
+    # every row sees key 0 in the first tile it visits, so m_new is finite and no -inf - -inf arises
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.exp2(s - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    v = tl.load(v_base + rn.to(tl.int64)[:, None] * s_vn + rv[None, :] * s_ve,
+                mask=(rn < S)[:, None] & (rv < EV)[None, :], other=0.0)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PREC)
+    m_i = m_new
+return acc, l_i, m_i
+'''
+
+_ATTENTION = Template('''
+# program -> (batch·head, query tile), the tiles of one batch·head side by side so that they share its keys and
+# values in L2 (a 1-D grid: no limit on the batch). Causal: the costliest tiles (most keys) are launched first
+tiles_m = tl.cdiv(L, BLOCK_M)
+pid = tl.program_id(0)
+bid = (pid // tiles_m).to(tl.int64)
+if CAUSAL:
+    pid_m = tiles_m - 1 - pid % tiles_m
+else:
+    pid_m = pid % tiles_m
+rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+re = tl.arange(0, E_PAD)
+rv = tl.arange(0, EV_PAD)
+q = tl.load(q_ptr + bid * s_qb + rm.to(tl.int64)[:, None] * s_qm + re[None, :] * s_qe,
+            mask=(rm < L)[:, None] & (re < E)[None, :], other=0.0)
+if SCALED_Q:  # scale * log2 e applied once to the tile, not to every score
+    q = (q.to(tl.float32) * qk_scale).to(q.dtype)
+m_i = tl.full([BLOCK_M], -float("inf"), tl.float32)
+l_i = tl.zeros([BLOCK_M], tl.float32)
+acc = tl.zeros([BLOCK_M, EV_PAD], tl.float32)
+full = S - S % BLOCK_N  # key tiles below `full` lie wholly inside S
+if CAUSAL:  # tiles below the first one that meets this query tile's diagonal need no mask; none past it is read
+    mid = tl.minimum((pid_m * BLOCK_M) // BLOCK_N * BLOCK_N, full)
+    hi = tl.minimum((pid_m + 1) * BLOCK_M, S)
+else:
+    mid = full
+    hi = S
+k_base = k_ptr + bid * s_kb
+v_base = v_ptr + bid * s_vb
+acc, l_i, m_i = $keys(acc, l_i, m_i, q, k_base, v_base, rm, 0, mid, S, E, EV, s_kn, s_ke, s_vn,
+                                  s_ve, qk_scale, BLOCK_N, E_PAD, EV_PAD, False, CAUSAL, SCALED_Q, PREC)
+acc, l_i, m_i = $keys(acc, l_i, m_i, q, k_base, v_base, rm, mid, hi, S, E, EV, s_kn, s_ke, s_vn,
+                                  s_ve, qk_scale, BLOCK_N, E_PAD, EV_PAD, True, CAUSAL, SCALED_Q, PREC)
+out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]  # S == 0: no keys, zeros (softmax of nothing @ v)
+tl.store(o_ptr + bid * s_ob + rm.to(tl.int64)[:, None] * s_om + rv[None, :] * s_oe, out.to(o_ptr.dtype.element_ty),
+         mask=(rm < L)[:, None] & (rv < EV)[None, :])
+''')
+
+_BODY = Template('''
+L, E, S, EV = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
+if k.shape[:-2] != q.shape[:-2] or v.shape[:-2] != q.shape[:-2] or k.shape[-1] != E or v.shape[-2] != S:
+    raise ValueError("attention kernel: q (..., L, E), k (..., S, E), v (..., S, Ev) with equal leading dims")
+o = torch.empty((*q.shape[:-2], L, EV), dtype=q.dtype, device=q.device)
+if o.numel() == 0:
+    return o
+batch = math.prod(q.shape[:-2])  # the leading dims as one
+q3, k3, v3, o3 = (t.reshape(batch, t.shape[-2], t.shape[-1]) for t in (q, k, v, o))
+# Ev padded to at least 32 (16-bit inputs, E padded to 32 and Ev to 16, came out wrong on an H100 with Triton 3.6)
+e_pad, ev_pad = max(16, triton.next_power_of_2(E)), max(32, triton.next_power_of_2(EV))
+bm, bn, warps = $bm, $bn, $warps
+if max(e_pad, ev_pad) * q.element_size() > 256:  # wide rows: smaller tiles keep the stages in shared memory
+    bm, bn = min(bm, 64), min(bn, 32)
+if q.dtype != torch.float32:  # 16-bit inputs: 128-query tiles came out wrong on an H100 (Triton 3.6) for some
+    bm, bn, warps = min(bm, 64), min(bn, 32), 4  # ragged head sizes; 64 x 32 tiles, 4 warps were right on all
+prec = "$prec" if q.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
+qk_scale = $scale * $log2e  # softmax in base 2
+grid = (triton.cdiv(L, bm) * batch,)
+$launch
+return o''')
+
+# each tensor's strides: the leading dims as one (b), then its rows (queries m, keys n) and its last dim (e)
+STRIDES = ("s_qb", "s_qm", "s_qe", "s_kb", "s_kn", "s_ke", "s_vb", "s_vn", "s_ve", "s_ob", "s_om", "s_oe")
+
+
+def flash(op: Op, p, names: Names) -> Rendered:
+    d = op.detail
+    if p.precision not in ("ieee", "tf32x3", "tf32"):
+        raise ValueError(f"unknown attention precision {p.precision!r}")
+    if d.get("scale_attr"):
+        scale = f"float({attr(d['scale_attr'])})"
+    elif d.get("scale") is not None:
+        scale = num(d["scale"])
+    else:
+        scale = "1.0 / E ** 0.5"
+    keys = TritonKernel(names("kc_attention_keys"),
+                        ("acc", "l_i", "m_i", "q", "k_base", "v_base", "rm", "lo", "hi", "S", "E", "EV", "s_kn",
+                         "s_ke", "s_vn", "s_ve", "qk_scale"),
+                        ("BLOCK_N", "E_PAD", "EV_PAD", "MASKED", "CAUSAL", "SCALED_Q", "PREC"), _KEYS)
+    kernel = TritonKernel(names("kc_attention_kernel"),
+                          ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "L", "S", "E", "EV", "qk_scale", *STRIDES),
+                          ("BLOCK_M", "BLOCK_N", "E_PAD", "EV_PAD", "CAUSAL", "SCALED_Q", "PREC"),
+                          _ATTENTION.substitute(keys=keys.name))
+    fold = "q.dtype == torch.float32" if p.fold_q else "False"  # 16-bit tiles scale the scores instead
+    launch = kernel.launch("grid", ["q3", "k3", "v3", "o3", "L", "S", "E", "EV", "qk_scale",
+                                    *(f"{t}3.stride({i})" for t in "qkvo" for i in range(3))],
+                           {"BLOCK_M": "bm", "BLOCK_N": "bn", "E_PAD": "e_pad", "EV_PAD": "ev_pad",
+                            "CAUSAL": bool(d.get("causal")), "SCALED_Q": fold, "PREC": "prec"},
+                           num_warps="warps", num_stages=int(p.num_stages))
+    body = _BODY.substitute(bm=int(p.BLOCK_M), bn=int(p.BLOCK_N), warps=int(p.num_warps), prec=p.precision,
+                            scale=scale, log2e=repr(LOG2E), launch=launch)
+    return Rendered((keys, kernel), body)

@@ -1,0 +1,194 @@
+"""The GEMM family's host code: ModelNew.forward's body for a matmul and for a linear layer, and the module-level
+helpers they call. The TMA moves add `kc_tma_ok` (whether operands can be read through tensor descriptors: the
+same for every op) and a per-op helper (`kc_matmul_tma`, `kc_linear_tma`, named through `names`) that builds the
+descriptors and launches the persistent kernel; like every kernel of the op it takes the op's scalars first."""
+
+from __future__ import annotations
+
+from string import Template
+
+from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.family import Names, Rendered
+from kernelcraft.propose.builtin.families.gemm import kernels
+from kernelcraft.propose.builtin.families.gemm.tiles import GEMV_COLUMNS, PRECISIONS, Tiles
+from kernelcraft.propose.builtin.plan import Op, operand_refs
+from kernelcraft.propose.builtin.scalars import Scalars
+
+TMA_OK = '''
+def kc_tma_ok(*ts):  # Hopper or newer; 2-D, unit last stride, 16-byte aligned rows and base
+    return all(t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9 and t.dim() == 2
+               and t.stride(-1) == 1 and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0
+               for t in ts)
+'''
+
+COLUMN_ARGS = '''
+def kc_column_args(o, n):
+    """A linear epilogue's 1-D parameter operand and its stride along the output's n columns (0: one value)."""
+    if o.dim() != 1 or o.shape[0] not in (1, n):
+        raise ValueError(f"an operand of shape {tuple(o.shape)} does not broadcast along {n} columns")
+    return [o, 0 if o.shape[0] == 1 else o.stride(0)]
+'''
+
+
+def _tiles(p: Tiles) -> dict:
+    """The launch constants every GEMM kernel takes from the move."""
+    return {"BLOCK_M": int(p.BLOCK_M), "BLOCK_N": int(p.BLOCK_N), "BLOCK_K": int(p.BLOCK_K), "GROUP_M": int(p.GROUP_M)}
+
+
+def _options(p: Tiles) -> dict:
+    return {"num_warps": int(p.num_warps), "num_stages": int(p.num_stages)}
+
+
+def _precision(p: Tiles) -> str:
+    if p.precision not in PRECISIONS:
+        raise ValueError(f"unknown matmul precision {p.precision!r}")
+    return p.precision
+
+
+def _programs(p: Tiles) -> str:
+    """A persistent kernel's grid: one program per SM, fewer when there are fewer tiles."""
+    return (f"programs = min(triton.cdiv(M, {int(p.BLOCK_M)}) * triton.cdiv(N, {int(p.BLOCK_N)}),\n"
+            "               torch.cuda.get_device_properties(a.device).multi_processor_count)")
+
+
+_MATMUL = Template('''
+M, K, N = a.shape[$am], a.shape[$ak], b.shape[$bn]
+batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+c = torch.empty((batch, M, N) if max(a.dim(), b.dim()) == 3 else (M, N), dtype=a.dtype, device=a.device)
+if c.numel() == 0:
+    return c  # K == 0 needs no case: the K loop runs no step and the zero accumulator is stored
+s_a, s_b, s_c = a.stride(), b.stride(), c.stride()
+s_ab = s_a[0] if a.dim() == 3 and a.shape[0] > 1 else 0  # a 2-D operand is shared by every batch
+s_bb = s_b[0] if b.dim() == 3 and b.shape[0] > 1 else 0
+s_cb = s_c[0] if c.dim() == 3 else 0
+${gemv}prec = "$prec" if a.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
+${tma}grid = (triton.cdiv(M, $bm) * triton.cdiv(N, $bn_tile), batch)
+$launch
+return c''')
+
+_MATMUL_TMA = Template('''
+def $name(${scalars}a, b, c, prec):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    M, K = a.shape
+    N = b.shape[1]
+$b_desc$programs
+    $launch
+    return True
+''')
+
+_B_DESC = {  # b_kmajor -> the TMA helper's descriptor of B
+    True: Template('''bt = b.t().contiguous()  # (N, K): K-major tiles for the tensor cores; a copy of B, small beside the GEMM
+if not kc_tma_ok(bt):
+    return False
+b_desc = TensorDescriptor.from_tensor(bt, [$bn, $bk])
+'''),
+    False: Template('''b_desc = TensorDescriptor.from_tensor(b, [$bk, $bn])  # (K, N) tiles as B lies: no copy
+'''),
+}
+
+
+def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
+    """C = op(A) @ op(B) (2-D, or batched 3-D with a 2-D operand shared): the strided kernel, the GEMV kernel for
+    few columns under the GEMV move, the TMA kernel for untransposed 2-D row-major operands on a Hopper GPU under
+    a TMA move."""
+    ta, tb = bool(op.detail.get("trans_a")), bool(op.detail.get("trans_b"))
+    s = Scalars.of(op)  # the numbers the steps read from the module: the kernels' and helper's first parameters
+    prec = _precision(p)
+    # op(A)[m, k] is A[k, m] when transposed: swap the last two dims' sizes and strides, no copy
+    am, ak = (-1, -2) if ta else (-2, -1)
+    bk, bn = (-1, -2) if tb else (-2, -1)
+    strides = ["s_ab", f"s_a[{am}]", f"s_a[{ak}]", "s_bb", f"s_b[{bk}]", f"s_b[{bn}]", "s_cb", "s_c[-2]", "s_c[-1]"]
+    tiled = kernels.tiled(op, names)
+    launch = tiled.launch("grid", ["a", "b", "c", "M", "N", "K", *strides], {**_tiles(p), "PREC": "prec"},
+                          **_options(p))
+    blocks: list = [tiled]
+    gemv = ""
+    if p.gemv:
+        kernel = kernels.gemv(op, names)
+        blocks.append(kernel)
+        gemv_launch = kernel.launch("(triton.cdiv(M, 8), N, batch)", ["a", "b", "c", "M", "N", "K", *strides],
+                                    {"BLOCK_M": 8, "BLOCK_K": 512}, num_warps=4)
+        gemv = (f"if N <= {GEMV_COLUMNS}:  # matrix-vector: each column of C from one pass over A\n"
+                f"    {gemv_launch}\n    return c\n")
+    tma = ""
+    if p.tma and not (ta or tb):  # TMA reads A and B as the row-major matrices they are, untransposed
+        # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
+        # strided kernel
+        helper, kernel = names("kc_matmul_tma"), kernels.tma(op, names)
+        tiles = _tiles(p)
+        b_desc = _B_DESC[bool(p.b_kmajor)].substitute(bn=tiles["BLOCK_N"], bk=tiles["BLOCK_K"])
+        tma_launch = kernel.launch(
+            "(programs,)", [f"TensorDescriptor.from_tensor(a, [{tiles['BLOCK_M']}, {tiles['BLOCK_K']}])", "b_desc",
+                            "c", "M", "N", "K"],
+            {**tiles, "PREC": "prec", "PROGRAMS": "programs", "B_KMAJOR": bool(p.b_kmajor)}, **_options(p))
+        blocks += [kernel, TMA_OK, _MATMUL_TMA.substitute(name=helper, scalars=s.params,
+                                                          b_desc=indent(b_desc, 4), programs=indent(_programs(p), 4),
+                                                          launch=tma_launch)]
+        tma = f"if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and {helper}({s.params}a, b, c, prec):\n    return c\n"
+    body = _MATMUL.substitute(am=am, ak=ak, bn=bn, gemv=gemv, prec=prec, tma=tma, bm=int(p.BLOCK_M),
+                              bn_tile=int(p.BLOCK_N), launch=launch)
+    return Rendered(tuple(blocks), body)
+
+
+_LINEAR = Template('''
+w, bias = $weight, $bias
+K, N = x.shape[-1], w.shape[0]
+a = x.reshape(-1, K)
+M = a.shape[0]
+c = torch.empty((*x.shape[:-1], N), dtype=x.dtype, device=x.device)
+if c.numel() == 0:
+    return c
+c2 = c.reshape(M, N)
+bias_arg = x if bias is None else bias
+${operands}prec = "$prec" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
+${tma}grid = (triton.cdiv(M, $bm) * triton.cdiv(N, $bn), 1)
+$launch
+return c''')
+
+_LINEAR_TMA = Template('''
+def $name(${scalars}a, w, bias, c, prec, has_bias${operands}):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    (M, K), N = a.shape, w.shape[0]
+$programs
+    $launch
+''')
+
+
+def linear(op: Op, p: Tiles, names: Names) -> Rendered:
+    """x (..., K) @ weight.T (weight (N, K): already the K-major B the tensor cores want) + bias, then the steps
+    (their 1-D parameter operands read along the columns)."""
+    d = op.detail
+    s = Scalars.of(op)  # the numbers the epilogue reads from the module: the kernels' and helper's first parameters
+    prec = _precision(p)
+    refs = operand_refs(d.get("steps") or [])
+    epi = [v for k in range(len(refs)) for v in (f"o{k}", f"o{k}_s")]  # the epilogue's operands and their strides
+    operands = "".join(f"o{k}, o{k}_s = kc_column_args({attr(r[1])}, N)  # an epilogue operand, its column stride\n"
+                       for k, r in enumerate(refs))
+    tiled = kernels.tiled(op, names)
+    launch = tiled.launch("grid", ["a", "w", "c2", "bias_arg", *epi, "M", "N", "K", "0", "a.stride(0)", "a.stride(1)",
+                                   "0", "w.stride(1)", "w.stride(0)", "0", "c2.stride(0)", "c2.stride(1)"],
+                          {**_tiles(p), "PREC": "prec", "HAS_BIAS": "bias is not None"}, **_options(p))
+    blocks: list = [COLUMN_ARGS] if refs else []
+    blocks.append(tiled)
+    tma = ""
+    if p.tma:
+        helper, kernel = names("kc_linear_tma"), kernels.tma(op, names)
+        tiles = _tiles(p)
+        tma_launch = kernel.launch(
+            "(programs,)", [f"TensorDescriptor.from_tensor(a, [{tiles['BLOCK_M']}, {tiles['BLOCK_K']}])",
+                            f"TensorDescriptor.from_tensor(w, [{tiles['BLOCK_N']}, {tiles['BLOCK_K']}])", "c", "bias",
+                            *epi, "M", "N", "K"],
+            {**tiles, "PREC": "prec", "HAS_BIAS": "has_bias", "PROGRAMS": "programs", "B_KMAJOR": True},
+            **_options(p))
+        blocks += [kernel, TMA_OK, _LINEAR_TMA.substitute(name=helper, scalars=s.params,
+                                                          operands="".join(f", {v}" for v in epi),
+                                                          programs=indent(_programs(p), 4), launch=tma_launch)]
+        tma = (f"if K > 0 and kc_tma_ok(a, w, c2):  # w (N, K) row-major is K-major already: no copy\n"
+               f"    {helper}({s.params}a, w, bias_arg, c2, prec, bias is not None{''.join(f', {v}' for v in epi)})\n"
+               "    return c\n")
+    body = _LINEAR.substitute(weight=attr(d["weight"]), bias=attr(d["bias"]) if d.get("bias") else "None",
+                              operands=operands, prec=prec, tma=tma, bm=int(p.BLOCK_M), bn=int(p.BLOCK_N),
+                              launch=launch)
+    return Rendered(tuple(blocks), body)

@@ -1,0 +1,147 @@
+"""The GEMM family's Triton kernels as specs: the strided tiled kernel, the matrix-vector (GEMV) kernel and the
+persistent TMA-fed kernel, each one template whose `$epilogue` slot takes what runs on the fp32 result before its
+store. A matmul's epilogue is its pointwise steps; a linear's kernels are the same templates with a bias pointer,
+HAS_BIAS and the steps' 1-D parameter operands (o<k>_ptr, o<k>_s: read along the output's columns) among their
+parameters, and the bias added before the steps."""
+
+from __future__ import annotations
+
+from string import Template
+
+from kernelcraft.propose.builtin.codegen import indent
+from kernelcraft.propose.builtin.family import Names, TritonKernel
+from kernelcraft.propose.builtin.plan import Op, operand_refs
+from kernelcraft.propose.builtin.scalars import Scalars
+from kernelcraft.propose.builtin.steps import epilogue_lines, step_lines
+
+SIZES = ("M", "N", "K")
+STRIDES = ("s_ab", "s_am", "s_ak", "s_bb", "s_bk", "s_bn", "s_cb", "s_cm", "s_cn")  # per operand: batch, rows, cols
+
+_TILED = Template('''
+# program (tile, batch): a BLOCK_M x BLOCK_N tile of C[batch]; tiles are walked GROUP_M rows of tiles at a
+# time (swizzle) so that neighbouring programs share A rows and B columns in L2
+pid = tl.program_id(0)
+bid = tl.program_id(1).to(tl.int64)
+tiles_m = tl.cdiv(M, BLOCK_M)
+tiles_n = tl.cdiv(N, BLOCK_N)
+in_group = GROUP_M * tiles_n
+first_m = (pid // in_group) * GROUP_M
+group_m = tl.minimum(tiles_m - first_m, GROUP_M)
+pid_m = first_m + (pid % in_group) % group_m
+pid_n = (pid % in_group) // group_m
+rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+rk = tl.arange(0, BLOCK_K).to(tl.int64)
+a_ptrs = a_ptr + bid * s_ab + rm[:, None] * s_am + rk[None, :] * s_ak
+b_ptrs = b_ptr + bid * s_bb + rk[:, None] * s_bk + rn[None, :] * s_bn
+acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+for k0 in range(0, K, BLOCK_K):
+    kk = k0 + rk
+    a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+    b = tl.load(b_ptrs, mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+    acc = tl.dot(a, b, acc, input_precision=PREC)
+    a_ptrs += BLOCK_K * s_ak
+    b_ptrs += BLOCK_K * s_bk
+${epilogue}c_ptrs = c_ptr + bid * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
+tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+''')
+
+_GEMV = Template('''
+# program (row block, column, batch): BLOCK_M entries of one column of C. The rows of A are walked once in
+# BLOCK_K-wide tiles against that column of B, products accumulated in fp32 lanes and summed at the end
+# (exact fp32 math: a vector gives tensor cores nothing to do)
+rm = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+n = tl.program_id(1).to(tl.int64)
+bid = tl.program_id(2).to(tl.int64)
+rk = tl.arange(0, BLOCK_K).to(tl.int64)
+acc = tl.zeros([BLOCK_M, BLOCK_K], dtype=tl.float32)
+for k0 in range(0, K, BLOCK_K):
+    kk = k0 + rk
+    a = tl.load(a_ptr + bid * s_ab + rm[:, None] * s_am + kk[None, :] * s_ak,
+                mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+    b = tl.load(b_ptr + bid * s_bb + kk * s_bk + n * s_bn, mask=kk < K, other=0.0)
+    acc += a.to(tl.float32) * b.to(tl.float32)[None, :]
+${epilogue}tl.store(c_ptr + bid * s_cb + rm * s_cm + n * s_cn, ${result}.to(c_ptr.dtype.element_ty), mask=rm < M)
+''')
+
+_TMA = Template('''
+# persistent: program p takes output tiles p, p + PROGRAMS, ... (GROUP_M swizzle). TMA brings A tiles and
+# B tiles, zero-filled past the edges: of B transposed (N, K) when B_KMAJOR (K-major, the layout Hopper's
+# TF32 tensor-core instructions read), else of B (K, N) as it lies (16-bit instructions read either); C is
+# stored through plain masked pointers (no shared-memory staging)
+tiles_m = tl.cdiv(M, BLOCK_M)
+tiles_n = tl.cdiv(N, BLOCK_N)
+in_group = GROUP_M * tiles_n
+for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS):
+    first_m = (tile // in_group) * GROUP_M
+    group_m = tl.minimum(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % in_group) % group_m
+    pid_n = (tile % in_group) // group_m
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        a = a_desc.load([pid_m * BLOCK_M, k0])
+        if B_KMAJOR:
+            acc = tl.dot(a, b_desc.load([pid_n * BLOCK_N, k0]).T, acc, input_precision=PREC)
+        else:
+            acc = tl.dot(a, b_desc.load([k0, pid_n * BLOCK_N]), acc, input_precision=PREC)
+    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+${epilogue}    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(rm < M)[:, None] & (rn < N)[None, :])
+''')
+
+# a linear's epilogue operand k along the output's columns rn: one value per column, or one for all (stride 0)
+_COLUMN_LOAD = "tl.load(o{k}_ptr + rn * o{k}_s, mask=rn < N, other=0.0).to(tl.float32)[None, :]"
+_BIAS = ["if HAS_BIAS:", "    x += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]"]
+
+
+def _lines(lines: list[str], pad: int) -> str:
+    """Statements for an `$epilogue` slot at indentation `pad` ("" for none)."""
+    return indent("\n".join(lines), pad) + "\n" if lines else ""
+
+
+def _epilogue(op: Op, pad: int) -> str:
+    """What runs on the fp32 tile `acc` before its store: a linear's bias and steps (with their parameter
+    operands), a matmul's steps (none: nothing)."""
+    steps = op.detail.get("steps") or []
+    if op.kind == "linear":
+        lines = epilogue_lines(steps, lambda k: _COLUMN_LOAD.format(k=k))
+        return _lines(["x = acc", *_BIAS, *lines, "acc = x"], pad)
+    lines = step_lines(steps)
+    return _lines(["x = acc", *lines, "acc = x"] if lines else [], pad)
+
+
+def operands(op: Op) -> tuple[str, ...]:
+    """A linear's epilogue parameters after c_ptr: the bias pointer, then each 1-D operand with its column stride."""
+    if op.kind != "linear":
+        return ()
+    refs = operand_refs(op.detail.get("steps") or [])
+    return ("bias_ptr", *(p for k in range(len(refs)) for p in (f"o{k}_ptr", f"o{k}_s")))
+
+
+def _flags(op: Op) -> tuple[str, ...]:
+    return ("HAS_BIAS",) if op.kind == "linear" else ()
+
+
+def tiled(op: Op, names: Names) -> TritonKernel:
+    """The strided tiled kernel (any layout, batched): a program per (output tile, batch)."""
+    body = _TILED.substitute(epilogue=_epilogue(op, 0))
+    return TritonKernel(names(f"kc_{op.kind}_kernel"), ("a_ptr", "b_ptr", "c_ptr", *operands(op), *SIZES, *STRIDES),
+                        ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *_flags(op)), body, Scalars.of(op))
+
+
+def gemv(op: Op, names: Names) -> TritonKernel:
+    """The matrix-vector kernel (a matmul's): a program per (row block, column, batch)."""
+    lines = step_lines(op.detail.get("steps") or [])
+    body = _GEMV.substitute(epilogue=_lines(["x = tl.sum(acc, 1)", *lines] if lines else [], 0),
+                            result="x" if lines else "tl.sum(acc, 1)")
+    return TritonKernel(names("kc_gemv_kernel"), ("a_ptr", "b_ptr", "c_ptr", *SIZES, *STRIDES),
+                        ("BLOCK_M", "BLOCK_K"), body, Scalars.of(op))
+
+
+def tma(op: Op, names: Names) -> TritonKernel:
+    """The persistent kernel whose operand tiles come through tensor descriptors (2-D row-major operands)."""
+    body = _TMA.substitute(epilogue=_epilogue(op, 4))
+    return TritonKernel(names(f"kc_{op.kind}_tma_kernel"), ("a_desc", "b_desc", "c_ptr", *operands(op), *SIZES),
+                        ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *_flags(op), "PROGRAMS", "B_KMAJOR"),
+                        body, Scalars.of(op))

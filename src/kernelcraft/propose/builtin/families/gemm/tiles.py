@@ -1,0 +1,137 @@
+"""The GEMM family's move parameters (`Tiles`: one output tile shape and how its products are made and fed) and the
+moves worth trying for a matmul or a linear layer; the idea text of each is derived from its fields.
+
+fp32 inputs: exact (ieee) tiled kernels, 3xTF32 (fp32-grade accuracy on the tensor cores) and TF32 fed by TMA,
+TF32 on the strided kernel; a matmul also gets the matrix-vector (GEMV) move first. TF32 rounds the inputs, so
+those moves are `relaxed` (a strict tolerance policy skips them). 16-bit inputs get 16-bit moves instead: the
+tensor cores with fp32 accumulation are exact enough for any policy (the products of two 16-bit numbers are
+exact in fp32), so precision is not the question; feeding them is (TMA tiles of B read as it lies)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kernelcraft.propose.builtin.family import Params
+from kernelcraft.propose.builtin.plan import Op
+
+GEMV_COLUMNS = 4  # the GEMV move's kernel takes products with at most this many columns of C (matrix-vector)
+HALF = {"float16": "fp16", "bfloat16": "bf16"}  # a matmul's 16-bit input dtypes, as the moves name them
+PRECISIONS = ("ieee", "tf32", "tf32x3")  # tl.dot's input_precision for fp32 inputs (16-bit ones always "ieee")
+# 16-bit tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): TMA-fed persistent ones, then strided ones; the best
+# of benchmarks/matmul_sweep.py --problem level1/matmul_fp16 on the H100 (matmul-fp16-sweep-h100-2026-11-22.json)
+HALF_TMA = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 4))
+HALF_PLAIN = ((128, 256, 64, 8, 3),)
+# fp32 TMA tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the H100 probe, 2026-11-22
+TMA_TILES = ((128, 256, 32, 8, 3), (256, 128, 32, 8, 3))
+
+
+@dataclass(frozen=True)
+class Tiles(Params):
+    """A GEMM move: BLOCK_M x BLOCK_N output tiles (GROUP_M swizzle), BLOCK_K-wide K steps, `precision` the fp32
+    products' input_precision; `tma`: a persistent kernel fed by tensor descriptors where a Hopper GPU and the
+    operands allow it; `gemv`: products of at most GEMV_COLUMNS columns take the matrix-vector kernel; `b_kmajor`:
+    the TMA kernel reads B K-major (a matmul's B transposed once; a linear's weight is so already), else as it
+    lies; `half`: the 16-bit inputs the move is made for ("fp16", "bf16"), None for fp32 ones."""
+
+    BLOCK_M: int = 128
+    BLOCK_N: int = 128
+    BLOCK_K: int = 32
+    GROUP_M: int = 8
+    num_warps: int = 8
+    num_stages: int = 3
+    precision: str = "ieee"
+    tma: bool = False
+    gemv: bool = False
+    b_kmajor: bool = True
+    half: str | None = None
+
+    K_MAJOR: ClassVar[str] = ""  # how the operand B becomes the K-major one TF32 tensor cores read
+
+    def idea(self) -> str:
+        m, n, k, w, s = self.BLOCK_M, self.BLOCK_N, self.BLOCK_K, self.num_warps, self.num_stages
+        if self.gemv:
+            wider = (f"the {self.half} {m}x{n} tiled kernel" if self.half else
+                     f"the exact {m}x{n} tiled kernel" if self.precision == "ieee" else
+                     f"the {self.precision} {m}x{n} tiled kernel")
+            return (f"Matrix-vector kernel for products with at most {GEMV_COLUMNS} columns of C: the rows of A walked "
+                    "once in 512-wide tiles against each column of B, products summed in fp32 lanes, so A streams at "
+                    "full bandwidth instead of filling 128-wide output tiles with one live column; wider products "
+                    f"take {wider}")
+        if self.half and self.tma:
+            lie = ("as they lie (B read (K, N) as it is: the 16-bit instructions take either layout, so no transposed "
+                   "copy)") if not self.b_kmajor else f"({self.K_MAJOR})"
+            return (f"{self.half} tensor cores fed by TMA, fp32 accumulation: a persistent grid (one program per SM) "
+                    f"walks {m}x{n} output tiles, operand tiles ({k}-wide K steps, {s} stages, {w} warps) copied by "
+                    f"the tensor memory accelerator {lie}, zero-filled edges, no masks in the K loop (strided or "
+                    "batched operands take the plain kernel)")
+        if self.half:
+            return (f"{self.half} tensor cores, {m}x{n} output tiles ({k}-wide K steps, {w} warps, {s} stages), "
+                    f"GROUP_M={self.GROUP_M} swizzle for L2 reuse, strided masked loads (transposes and batches cost "
+                    "no copy), fp32 accumulation")
+        if self.tma and self.precision == "tf32x3":
+            return ("3xTF32 at fp32 accuracy, fed by TMA: each fp32 operand split into a TF32 part and a TF32 "
+                    "remainder, three tensor-core products per step (error ~1e-6 relative); " + self.K_MAJOR +
+                    f", a persistent grid walks {m}x{n} output tiles, {k}-wide K steps in {s} stages")
+        if self.tma and self.precision == "tf32":
+            return (f"TF32 tensor cores fed by TMA: {self.K_MAJOR} (the layout Hopper's TF32 tensor-core "
+                    f"instructions read), a persistent grid (one program per SM) walks {m}x{n} output tiles, operand "
+                    f"tiles ({k}-wide K steps, {s} stages) copied by the tensor memory accelerator with zero-filled "
+                    "edges, no masks in the K loop; needs a tolerance policy that admits TF32 (strided or batched "
+                    "operands take the plain kernel)")
+        if self.precision == "tf32":
+            return (f"TF32 tensor cores for fp32 inputs: {m}x{n} tiles ({k}-wide K steps, {w} warps, {s} stages), "
+                    "fp32 accumulation; inputs rounded to TF32 (10-bit mantissa), so it needs a tolerance policy "
+                    "that admits TF32; fp16/bf16 inputs are unaffected")
+        products = "exact fp32 products (ieee)" if self.precision == "ieee" else f"{self.precision} products"
+        fed = ", TMA-fed where the operands allow" if self.tma else ""
+        return (f"Tiled GEMM, {m}x{n} output tiles ({k}-wide K steps, {w} warps, {s} stages), GROUP_M={self.GROUP_M} "
+                f"swizzle for L2 reuse, strided loads (transposes cost no copy){fed}, {products} accumulated in fp32")
+
+    def category(self) -> str:
+        if self.gemv:
+            return "memory"
+        if self.tma:
+            return "compute" if self.precision == "tf32x3" and not self.half else "async"
+        if self.precision == "tf32":
+            return "precision"
+        return "memory" if self.num_stages >= 4 else "parallelism"  # a deeper pipeline, else more tiles
+
+    @property
+    def relaxed(self) -> bool:
+        return self.precision == "tf32"
+
+
+@dataclass(frozen=True)
+class MatmulTiles(Tiles):
+    """A matmul's moves: B (K, N) is transposed once to be K-major for the TF32 tensor cores."""
+
+    K_MAJOR: ClassVar[str] = "B transposed once so both operands are K-major"
+
+
+@dataclass(frozen=True)
+class LinearTiles(Tiles):
+    """A linear layer's moves: its weight (N, K) is the K-major operand B as it lies; no GEMV move."""
+
+    K_MAJOR: ClassVar[str] = "the weight (N, K) is the K-major operand as it is"
+
+
+def moves(op: Op) -> list[Tiles]:
+    if op.kind == "matmul" and op.detail.get("dtype") in HALF:
+        return _half_moves(HALF[op.detail["dtype"]])
+    tiles = MatmulTiles if op.kind == "matmul" else LinearTiles
+    out = [tiles(m, n, k, 8, w, s, "tf32x3", tma=True) for m, n, k, w, s in TMA_TILES]
+    out += [tiles(m, n, k, 8, w, s, "ieee") for m, n, k, w, s in ((128, 128, 32, 8, 3), (64, 128, 32, 4, 4))]
+    out += [tiles(m, n, k, 8, w, s, "tf32", tma=True) for m, n, k, w, s in TMA_TILES]
+    out.append(tiles(128, 128, 32, 8, 8, 3, "tf32"))
+    if op.kind == "matmul":
+        out.insert(0, tiles(128, 128, 32, 8, 8, 3, "ieee", gemv=True))
+    return out
+
+
+def _half_moves(dt: str) -> list[Tiles]:
+    """A 16-bit matmul's moves (module docstring): TMA tiles of B as it lies, the strided kernel, the GEMV move."""
+    out = [MatmulTiles(m, n, k, 8, w, s, "ieee", tma=True, b_kmajor=False, half=dt) for m, n, k, w, s in HALF_TMA]
+    out += [MatmulTiles(m, n, k, 8, w, s, "ieee", b_kmajor=False, half=dt) for m, n, k, w, s in HALF_PLAIN]
+    out.append(MatmulTiles(128, 128, 64, 8, 8, 3, "ieee", gemv=True, b_kmajor=False, half=dt))
+    return out
