@@ -69,6 +69,15 @@ class Op:
                    (avg: dilation [1, 1]; count_include_pad is avg's, False for max), output_size None;
                    adaptive_avg: output_size (None keeps the input's size), the four geometry keys None, bins
                    [floor(i*H/OH), ceil((i+1)*H/OH)). Output sizes: families/pool/kernels.py kc_pool_out.
+      pool3d       {"pool": "max"|"avg"|"adaptive_avg"|"adaptive_max", "kernel": [kd, kh, kw], "stride": [sd, sh, sw],
+                    "padding": [pd, ph, pw], "dilation": [dd, dh, dw], "ceil_mode": bool, "count_include_pad": bool,
+                    "output_size": [od | None, oh | None, ow | None] | None}
+                   pool2d's keys lifted to 3-D, over the last three dims of x, (N, C, D, H, W) or (C, D, H, W):
+                   max/avg: kernel..dilation are ints (avg: dilation [1, 1, 1]; count_include_pad avg's, False for
+                   max), output_size None; adaptive_avg/adaptive_max: output_size (None keeps the input's size), the
+                   four geometry keys None, bins [floor(i*D/OD), ceil((i+1)*D/OD)) along each dim. Max NaN
+                   propagates as in torch; no indices, no divisor_override. Output sizes: families/pool3d's
+                   kc_pool3d_out.
       linear       {"weight": str, "bias": str | None, "steps": [[name, *params], ...]}   y = steps(x @ weight.T + bias)
                    over the last dim of x (nn.Linear or F.linear), the pointwise ops after it folded into `steps`
                    like a conv's epilogue (tensor steps too, over 1-D parameters: along the columns; a conv's take

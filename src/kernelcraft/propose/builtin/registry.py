@@ -28,6 +28,7 @@ FAMILIES = (  # families/<name>: one line per family, in the order their moves a
     "pool",
     "gemm",
     "attention",
+    "pool3d",
     "legacy",  # the families not yet in their own folder (families/legacy.py adapts them), until each moves
 )
 

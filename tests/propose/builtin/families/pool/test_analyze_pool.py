@@ -89,7 +89,7 @@ def test_pooling_spellings(tmp_path, forward, init, detail):
     ("return self.pool(x)[0]", "self.pool = nn.MaxPool2d(2, return_indices=True)", "max_pool2d with return_indices"),
     ("return self.pool(x)", "self.pool = nn.AvgPool2d(3, divisor_override=2)", "avg_pool2d with divisor_override"),
     ("return F.avg_pool2d(x, 2, divisor_override=3)", "", "avg_pool2d with divisor_override"),
-    ("return self.pool(x)", "self.pool = nn.MaxPool3d(2)", "maxpool3d"),
+    ("return self.pool(x)", "self.pool = nn.LPPool2d(2, 3)", "lppool2d"),
     ("return self.pool(x)", "self.pool = nn.AdaptiveMaxPool2d(3)", "adaptivemaxpool2d"),
     ("return F.max_pool2d(x, padding='same', kernel_size=3)", "", "max_pool2d"),
 ])
