@@ -98,7 +98,8 @@ CASES1 = [((3, 5, 3), (2, 3, 1000)),  # the suite's shape class: long rows, odd 
           ((4, 6, 5, 2, 2, 3, 2, False), (1, 4, 77)),  # stride, padding, dilation, groups, no bias
           ((3, 7, 5, 1, "same", 2), (2, 3, 19)),  # "same" padding, dilated
           ((6, 6, 3, 1, 1, 1, 6), (2, 6, 31)),  # depthwise: the stencil kernel over one row
-          ((5, 3, 1), (5, 9))]  # unbatched (C, L), 1-wide kernel
+          ((5, 3, 1), (5, 9)),  # unbatched (C, L), 1-wide kernel
+          ((3, 4, 3, 2, "valid"), (2, 3, 11))]  # "valid" padding: one zero per spatial dim
 
 
 def conv1d_op(steps=()) -> Op:

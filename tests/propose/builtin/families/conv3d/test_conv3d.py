@@ -23,6 +23,7 @@ CASES = [((3, 5, 3), (2, 3, 5, 7, 6)),  # odd sizes, no padding
          ((4, 6, (3, 2, 1), (2, 1, 2), (1, 0, 1), (1, 2, 1), 2, False), (1, 4, 6, 7, 5)),  # groups, dilation, no bias
          ((2, 3, 2, 2, 1), (2, 5, 4, 3)),  # unbatched (C, D, H, W), even kernel, strided, padded
          ((4, 4, 3, 1, 1, 1, 4), (1, 4, 3, 5, 4)),  # depthwise: a grouped GEMM of one out-channel per group
+         ((2, 3, 2, 1, "valid"), (1, 2, 4, 3, 5)),  # "valid" padding
          ((3, 7, 3, 1, "same", 2), (1, 3, 5, 6, 7)),  # "same" padding, dilated
          ((2, 3, 1), (1, 2, 1, 1, 1))]  # 1x1x1 kernel on one voxel
 

@@ -122,9 +122,10 @@ def kc_conv_out_size(size, kernel, stride, padding, dilation):
 
 
 def kc_conv_padding(padding, dilation, kernel):
-    """A module's padding as two ints ("valid": none; "same": half the dilated kernel, odd extents only)."""
+    """A module's padding as one int per spatial dim ("valid": none; "same": half the dilated kernel, odd extents
+    only)."""
     if padding == "valid":
-        return 0, 0
+        return tuple(0 for _ in kernel)
     if padding == "same":
         if any(d * (k - 1) % 2 for d, k in zip(dilation, kernel)):
             raise ValueError("padding='same' with an even dilated kernel pads unevenly; not supported")
