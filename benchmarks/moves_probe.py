@@ -16,7 +16,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.builtin.analyze import analyze
-from kernelcraft.propose.builtin.proposer import FAMILIES, BuiltinProposer
+from kernelcraft.propose.builtin import registry
+from kernelcraft.propose.builtin.proposer import BuiltinProposer
 from benchmarks.matmul_sweep import load
 
 
@@ -63,7 +64,7 @@ def main() -> None:
     proposer = BuiltinProposer("cuda", precision_moves=args.relaxed)
     for m in proposer.moves(op, "triton"):
         try:
-            source = FAMILIES[m.backend].render(op, p.source, m.params)
+            source = registry.render(op, p.source, m.params)
             model = load(source).ModelNew(*module.get_init_inputs()).cuda().eval()
             model.load_state_dict(ref_model.state_dict())
             with torch.no_grad():
