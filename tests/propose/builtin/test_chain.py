@@ -32,6 +32,19 @@ def test_two_linears_define_their_own_kernels(tmp_path, k, h, n):
     assert "def kc_linear_kernel(" not in source
 
 
+def test_repeated_layers_share_their_kernels(tmp_path):
+    """Ops whose kernels differ only by their names take the first one's (a network's repeated layers compile once);
+    a layer with another epilogue gets its own."""
+    ops, source = check_chain(tmp_path, "return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))",
+                              "self.fc1 = nn.Linear(6, 6)\nself.fc2 = nn.Linear(6, 6)\nself.fc3 = nn.Linear(6, 5)",
+                              [[(5, 6)], [(1, 6)]])
+    assert [op.detail["steps"] for op in ops] == [[["relu"]], [["relu"]], []]
+    assert source.count("def kc_linear_kernel_op0(") == 1 and "def kc_linear_kernel_op1(" not in source
+    assert source.count("def kc_linear_kernel_op2(") == 1
+    helper = source.split("def kc_op1_linear(", 1)[1].split("\ndef ", 1)[0]
+    assert "kc_linear_kernel_op0[" in helper
+
+
 def test_identical_kernels_are_emitted_once(tmp_path):
     _, source = check_chain(tmp_path, "return torch.softmax(torch.softmax(x, -1) * 2.0, dim=-1)", "",
                             [[(5, 7)], [(3, 130)], [(2, 3, 17)]])

@@ -9,9 +9,10 @@ helper reads a scalar from `self`), and ModelNew's forward calls the helpers in 
 each on the value it reads: a forward input (made contiguous) or an earlier op's result (fresh and contiguous);
 an elementwise op's tensor operands (o0, ...) are inputs, results or parameters as they are (read through their
 strides), while other families read the parameters of their epilogue themselves. A view op (flatten, reshape)
-is a reshape in the forward, no kernel. Kernel sources two ops share verbatim are emitted once; a name
-two ops define differently is renamed in the later op (`kc_pointwise_kernel` -> `kc_pointwise_kernel_2`, the
-op's index), in its kernels and in its body.
+is a reshape in the forward, no kernel. Each op's family names what it defines with the op's suffix
+(`kc_conv2d_kernel_op3`: family.Names), so no two ops define a name differently; ops whose kernels are the same
+apart from those names (a network's repeated layers) take the first such op's names and share its kernels, which
+are emitted once.
 
 Moves: a chain is searched through its lead op, the most expensive one (the first matmul, linear or conv; else
 the first op that is not pointwise or a view; else the first op). Each of the lead's moves is a chain move, the
@@ -111,6 +112,7 @@ def render(ops: list[Op], reference_source: str, params: Params | None = None, l
         return names[index] if operand else f"{names[index]}.contiguous()"
 
     kernels = _Kernels()
+    shared: dict[tuple, Names] = {}  # an op's kernels named without a suffix -> the names they were first given
     every = sum((Scalars.of(op) for op in ops), Scalars())
     lines = [every.reads().rstrip("\n")] if every.items else []
     for j, op in enumerate(ops):
@@ -118,7 +120,9 @@ def render(ops: list[Op], reference_source: str, params: Params | None = None, l
             lines.append(f"kc_v{j} = {_view(op, value(op.src), value)}")
             continue
         move = lead_move if j == i_lead else registry.first_strict(op)
-        rendered = move.family.render(op, move.params, Names(f"_op{j}"))
+        # ops whose kernels are the same but for their names share them (a network's repeated layers compile once)
+        names_j = shared.setdefault(tuple(move.family.render(op, move.params, Names()).sources()), Names(f"_op{j}"))
+        rendered = move.family.render(op, move.params, names_j)
         body = kernels.add(rendered.sources(), rendered.body, j)
         if inputs := registry.inputs(op.kind):  # reads the forward's first inputs as passed (matmul, losses, attention)
             if len(names) < len(inputs):
