@@ -17,6 +17,7 @@ from kernelcraft.propose.builtin.scalars import Scalars
 
 FAMILIES = (  # families/<name>: one line per family, in the order their moves are offered for a kind
     "pointwise",
+    "conv_transpose3d",
     "legacy",  # the families not yet in their own folder (families/legacy.py adapts them), until each moves
 )
 
