@@ -99,6 +99,11 @@ class Op:
                    y = steps(conv_transpose2d(x, weight, bias)), weight (C_in, C_out/groups, KH, KW), x (N, C, H, W)
                    or (C, H, W); output size (H - 1)*sh - 2*ph + dh*(KH - 1) + oph + 1 (W alike); module: the
                    nn.ConvTranspose2d's path, read at run time as conv2d's; padding_mode zeros only, no output_size
+      conv_transpose3d {"stride": [sd, sh, sw], "padding": [pd, ph, pw], "output_padding": [opd, oph, opw],
+                    "dilation": [dd, dh, dw], "groups", "module", "groups_attr", "weight", "bias", "steps"}
+                   y = steps(conv_transpose3d(x, weight, bias)), weight (C_in, C_out/groups, KD, KH, KW), x
+                   (N, C, D, H, W) or (C, D, H, W); each output size (D - 1)*sd - 2*pd + dd*(KD - 1) + opd + 1; the
+                   keys mean what conv_transpose2d's do (nn.ConvTranspose3d, read at run time, or F.conv_transpose3d)
       loss         {"fn": "mse"|"l1"|"smooth_l1"|"huber", "reduction": "mean"|"sum"|"none", "param": float | None,
                     "param_attr": str | None}   of the first two inputs (prediction, target), of equal shapes;
                    param: smooth_l1's beta, huber's delta (None for mse, l1); param_attr: the attribute holding it

@@ -38,7 +38,7 @@ def test_same_padding_becomes_numbers(tmp_path):
 
 @pytest.mark.parametrize("forward, init", [
     ("return self.conv(x)", "self.conv = nn.Conv2d(3, 4, 3, padding_mode='reflect', padding=1)"),
-    ("return self.conv(x)", "self.conv = nn.ConvTranspose3d(3, 4, 3)"),
+    ("return self.conv(x, output_size=[9, 9, 9])", "self.conv = nn.ConvTranspose3d(3, 4, 3)"),
     ("return self.conv(x)", "self.conv = nn.Conv3d(3, 4, 3, padding=1, padding_mode='circular')"),
     ("return self.conv(x, output_size=[17, 17])", "self.conv = nn.ConvTranspose2d(3, 4, 3, stride=2)"),
     ("return F.conv2d(x, torch.ones(4, 3, 3, 3))", ""),

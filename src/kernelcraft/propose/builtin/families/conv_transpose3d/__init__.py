@@ -1,0 +1,87 @@
+"""Transposed 3-D convolution family (nn.ConvTranspose3d, F.conv_transpose3d; any stride, padding, output_padding,
+dilation and groups, with or without bias, batched (N, C, D, H, W) or unbatched (C, D, H, W) inputs, fp32 or
+16-bit, with the pointwise ops that follow fused into the epilogue): a sub-pixel (phase) decomposition into
+implicit GEMMs that gather their inputs straight from x, so no work goes to the zeros a stride would insert.
+
+Along each axis an input i feeds the outputs o = i*s - p + k*d (k the tap), so an output o gathers the inputs
+(o + p - k*d) / s for the taps k where that division is exact; which taps those are depends only on the output's
+phase o mod s. For each phase (rd, rh, rw) the contributing taps form an arithmetic run per axis, and the phase's
+outputs are a dense, stride-1 convolution over those taps: an implicit GEMM with M = N * (outputs of the phase),
+N = the out-channels of a group, K = (in-channels of a group) * (its taps). A phase no tap reaches gets bias and
+the epilogue only. kernels.py has the axis arithmetic, the kernels and the host code.
+
+Moves: output tiles (voxels of a phase x out-channels) and K steps, a launch per phase or every phase in one
+launch, and the tl.dot precision: exact fp32 ("ieee", first), 3xTF32 ("tf32x3", fp32-grade accuracy on the
+tensor cores) and TF32 ("tf32", relaxed: offered only under a policy that admits it). 16-bit inputs take the
+tensor cores as they are on every move. Each move is right on any shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelcraft.propose.builtin.families.conv_transpose3d import kernels
+from kernelcraft.propose.builtin.families.conv_transpose3d.recognize import RECOGNIZER
+from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
+from kernelcraft.propose.builtin.plan import Op
+
+PRECISIONS = ("ieee", "tf32x3", "tf32")
+
+
+@dataclass(frozen=True)
+class Tiles(Params):
+    BLOCK_M: int = 128  # output voxels of one phase per tile
+    BLOCK_N: int = 128  # out-channels per tile (capped at the group's, rounded up to a power of two, at least 16)
+    BLOCK_K: int = 16  # (in-channel, tap) pairs per K step
+    GROUP_M: int = 8  # tiles swizzled GROUP_M rows at a time, so neighbouring programs share inputs in L2
+    num_warps: int = 8
+    num_stages: int = 3
+    precision: str = "ieee"  # tl.dot's input precision for fp32 inputs: "ieee" | "tf32x3" | "tf32"
+    one_launch: bool = False  # every phase in one launch (the phase a grid axis), else a launch per phase
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r} is not one of {PRECISIONS}")
+
+    @property
+    def relaxed(self) -> bool:
+        return self.precision == "tf32"
+
+    def idea(self) -> str:
+        tiles = (f"{self.BLOCK_M}x{self.BLOCK_N} output tiles (voxels of a phase x out-channels), {self.BLOCK_K}-wide "
+                 f"K steps, {self.num_warps} warps, {self.num_stages} stages")
+        if self.one_launch:
+            how = ("All output phases of the transposed 3-D conv in one launch (the phase a grid axis, its taps "
+                   "worked out in the kernel): no launch and tail wave per phase")
+        else:
+            how = ("Sub-pixel decomposition of the transposed 3-D conv: one implicit GEMM per output phase (od, oh, "
+                   "ow mod stride) over only the taps that reach it, inputs gathered straight from x (no "
+                   "zero-inserted buffer)")
+        math = {"ieee": "exact fp32 products on the FMA units",
+                "tf32x3": ("3xTF32 tensor cores at fp32 accuracy (each operand split into a TF32 part and a TF32 "
+                           "remainder, three products per step)"),
+                "tf32": "TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32)"}
+        return f"{how}; {tiles}; {math[self.precision]}; bias and epilogue fused before the one store"
+
+    def category(self) -> str:
+        if self.precision == "tf32":
+            return "precision"
+        if self.precision == "tf32x3":
+            return "compute"
+        return "memory" if self.BLOCK_M <= 64 else "parallelism"
+
+
+def moves(op: Op) -> list[Tiles]:
+    """Exact fp32 first; then 3xTF32 on the same tiles, one launch for every phase, other tile shapes (a narrow M
+    tile for small volumes, wider K steps), and the relaxed TF32 moves last."""
+    return [Tiles(), Tiles(precision="tf32x3"), Tiles(one_launch=True), Tiles(precision="tf32x3", one_launch=True),
+            Tiles(64, 128, 16, num_warps=4), Tiles(128, 128, 32), Tiles(precision="tf32"),
+            Tiles(64, 128, 16, num_warps=4, precision="tf32")]
+
+
+def render(op: Op, p: Tiles, names: Names) -> Rendered:
+    return kernels.render(op, p, names)
+
+
+FAMILY = Family("conv_transpose3d", "triton", ("conv_transpose3d",), Tiles, moves, render,
+                epilogue=("conv_transpose3d",), recognize=RECOGNIZER)

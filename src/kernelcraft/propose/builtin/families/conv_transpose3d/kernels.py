@@ -1,0 +1,248 @@
+"""The transposed 3-D conv's kernels and host code: implicit GEMMs over the output phases.
+
+One axis (stride s, padding p, dilation d, k taps): output o = r + s*j of phase r gathers, for tap number i, the
+input j + base - i*shift through tap first + i*step, where step = s / gcd(s, d) (the taps that share a phase are
+step apart), shift = d*step / s, first the least tap t < s with t*d = r + p (mod s) and base = (r + p - first*d) / s;
+a phase has ceil((k - first) / step) taps, none when no t < s solves the congruence or first >= k (possible when
+gcd(s, d) > 1 or k < s). Step and shift are the same for every phase. kc_transposed_taps works this out on the host
+in plain integers; the one-launch kernel works out `first` itself.
+
+The GEMM of phase (rd, rh, rw): rows are its outputs (n, jd, jh, jw), columns the out-channels of group g, K the
+pairs (in-channel c, taps td, th, tw). A tile gathers its A block from x (out-of-range inputs masked to zero) and its
+B block from the weight as the module holds it, (C_in, C_out/groups, KD, KH, KW): out-channels strided by
+KD*KH*KW, served from L2. Bias and the epilogue are applied to the fp32 accumulator, which is stored once, the
+phase's outputs s apart along each axis. Offsets that scale with the batch or the channels are int64.
+
+The per-phase kernel takes the phase's tap counts as constexprs, so its K decoding divides by constants (a
+specialization per distinct count, at most 8 for stride 2); the one-launch kernel puts the phase on grid axis 2,
+sized for phase (0, 0, 0), which has the most outputs, and decodes K with run-time counts.
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.scalars import Scalars
+from kernelcraft.propose.builtin.steps import step_lines
+
+AXES = "dhw"
+
+TAPS = '''
+def kc_transposed_taps(r, s, p, d, k):
+    """The taps of a transposed conv axis (stride s, padding p, dilation d, k taps) that reach its outputs
+    o = r + s*j: (first tap, tap step, number of taps, base, shift); output j's input through tap number i is
+    j + base - i*shift. Step and shift are the same for every phase r."""
+    first = -1
+    for t in range(s):
+        if first < 0 and (t * d - r - p) % s == 0:
+            first = t
+    step = 1
+    while step * d % s != 0:
+        step += 1
+    if first < 0 or first >= k:  # no tap reaches these outputs
+        return 0, step, 0, 0, step * d // s
+    return first, step, (k - first + step - 1) // step, (r + p - first * d) // s, step * d // s
+'''
+
+# program (tile, group[, phase]) -> outputs rm of the phase x out-channels rn of group g, the tiles swizzled GROUP_M
+# rows at a time
+_TILE = '''
+pid = tl.program_id(0)
+g = tl.program_id(1)
+tiles_m = tl.cdiv(M, BLOCK_M)
+tiles_n = tl.cdiv(COPG, BLOCK_N)
+in_group = GROUP_M * tiles_n
+first_m = (pid // in_group) * GROUP_M
+group_m = tl.minimum(tiles_m - first_m, GROUP_M)
+pid_m = first_m + (pid % in_group) % group_m
+pid_n = (pid % in_group) // group_m
+rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+co = g * COPG + rn
+'''
+
+# the phase's GEMM; its taps: first FD/FH/FW, step TD/TH/TW, count ND/NH/NW, input base BD/BH/BW and shift ED/EH/EW
+_GEMM = Template('''
+n = rm // (ODR * OHR * OWR)
+vox = rm % (ODR * OHR * OWR)
+jd = vox // (OHR * OWR)
+jh = vox // OWR % OHR
+jw = vox % OWR
+x_row = (n.to(tl.int64) * C + g * CPG) * D * H * W  # volume n, first in-channel of the group
+mmask = rm < M
+nmask = rn < COPG
+acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+for k0 in range(0, K, BLOCK_K):
+    kk = k0 + tl.arange(0, BLOCK_K)  # (in-channel c, taps td, th, tw)
+    c = kk // (ND * NH * NW)
+    td = kk // (NH * NW) % ND
+    th = kk // NW % NH
+    tw = kk % NW
+    id_ = (jd + BD)[:, None] - (td * ED)[None, :]
+    ih = (jh + BH)[:, None] - (th * EH)[None, :]
+    iw = (jw + BW)[:, None] - (tw * EW)[None, :]
+    amask = (mmask[:, None] & (kk < K)[None, :] & (id_ >= 0) & (id_ < D) & (ih >= 0) & (ih < H) & (iw >= 0)
+             & (iw < W))
+    a = tl.load(x_ptr + x_row[:, None] + (c.to(tl.int64) * D * H * W)[None, :] + (id_ * H + ih) * W + iw,
+                mask=amask, other=0.0)
+    tap = ((FD + td * TD) * KH + FH + th * TH) * KW + FW + tw * TW
+    wk = (g * CPG + c).to(tl.int64) * COPG * KD * KH * KW + tap  # weight (C_in, C_out/groups, KD, KH, KW)
+    b = tl.load(w_ptr + wk[:, None] + (rn * KD * KH * KW)[None, :], mask=(kk < K)[:, None] & nmask[None, :],
+                other=0.0)
+    acc = tl.dot(a, b, acc, input_precision=PREC)
+x = acc
+if HAS_BIAS:
+    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
+$steps
+od = RD + jd * SD
+oh = RH + jh * SH
+ow = RW + jw * SW
+out = ((n.to(tl.int64) * CO * OD * OH * OW + (od * OH + oh) * OW + ow)[:, None]
+       + (co.to(tl.int64) * OD * OH * OW)[None, :])
+tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+''')
+
+# one axis of the one-launch kernel's phase: its first tap (-1: none), tap count, input base and output count
+_PHASE_AXIS = Template('''
+F$A = tl.full([], -1, tl.int32)  # the least tap t < S$A with t*D$A = R$A + P$A (mod S$A)
+for t in range(0, S$A):
+    F$A = tl.where((F$A < 0) & ((t * D$A - R$A - P$A) % S$A == 0), t, F$A)
+N$A = tl.where((F$A >= 0) & (F$A < K$A), (K$A - F$A + T$A - 1) // T$A, 0)
+B$A = (R$A + P$A - F$A * D$A) // S$A  # exact where the phase has taps
+O${A}R = (O$A - R$A + S$A - 1) // S$A
+''')
+
+_ALL_PHASES = Template('''
+# program (tile, group, phase): the phase's taps worked out here (steps TD, TH, TW and shifts ED, EH, EW hold for
+# every phase)
+RD = tl.program_id(2) // (SH * SW)
+RH = tl.program_id(2) // SW % SH
+RW = tl.program_id(2) % SW
+$axes
+M = NB * ODR * OHR * OWR
+K = CPG * ND * NH * NW
+ND = tl.maximum(ND, 1)  # K == 0 already says no tap; keeps the index math defined
+NH = tl.maximum(NH, 1)
+NW = tl.maximum(NW, 1)
+if tl.program_id(0) >= tl.cdiv(M, BLOCK_M) * tl.cdiv(COPG, BLOCK_N):  # the grid is sized for the largest phase
+    return
+$tile
+$gemm
+''')
+
+_COMMON = ("x_ptr", "w_ptr", "b_ptr", "y_ptr")
+_OPTIONS = ("HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC")
+# the per-axis numbers the kernels take, each for D, H and W: the per-phase kernel the phase and its taps (R, S, F,
+# T, B, E), the one-launch kernel the stride, padding, dilation, tap step and input shift (S, P, D, T, E). The host
+# passes its variables of the same letters in lower case (rd, rh, rw, sd, ...)
+_PHASE_NUMBERS, _AXIS_NUMBERS = "RSFTBE", "SPDTE"
+
+
+def _per_axis(letters: str) -> list[str]:
+    return [f"{v}{a}" for v in letters for a in AXES.upper()]
+
+
+def _per_phase(names: Names, steps: str, scalars: Scalars) -> TritonKernel:
+    params = (*_COMMON, "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "ODR", "OHR", "OWR", "K", "CPG", "COPG",
+              "KD", "KH", "KW", *_per_axis(_PHASE_NUMBERS))
+    body = _TILE.strip("\n") + "\n" + _GEMM.substitute(steps=steps).strip("\n")
+    return TritonKernel(names("kc_conv_transpose3d_kernel"), params, ("ND", "NH", "NW", *_OPTIONS), body, scalars,
+                        "program (tile, group) of phase (RD, RH, RW): its outputs x the out-channels of one group")
+
+
+def _all_phases(names: Names, steps: str, scalars: Scalars) -> TritonKernel:
+    params = (*_COMMON, "NB", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "CPG", "COPG", "KD", "KH", "KW",
+              *_per_axis(_AXIS_NUMBERS))
+    axes = "\n".join(_PHASE_AXIS.substitute(A=a).strip("\n") for a in "DHW")
+    body = _ALL_PHASES.substitute(axes=axes, tile=_TILE.strip("\n"), gemm=_GEMM.substitute(steps=steps).strip("\n"))
+    return TritonKernel(names("kc_conv_transpose3d_phases_kernel"), params, _OPTIONS, body, scalars,
+                        "program (tile, group, phase): every phase of the transposed conv in one launch")
+
+
+def _hyper(d: dict) -> str:
+    """Lines binding the hyper-parameters: read from the module at run time when the op names one, else the values
+    the reference passed (groups by attribute when forward reads it from one)."""
+    names = {"stride": "s", "padding": "p", "output_padding": "op", "dilation": "d"}
+    if d.get("module"):
+        conv = attr(d["module"])
+        lines = [f"({', '.join(v + a for a in AXES)},) = {conv}.{k}" for k, v in names.items()]
+        return "\n".join(lines + [f"groups = {conv}.groups"])
+    groups = attr(d["groups_attr"]) if d.get("groups_attr") else int(d["groups"])
+    lines = [f"({', '.join(v + a for a in AXES)},) = {tuple(int(u) for u in d[k])}" for k, v in names.items()]
+    return "\n".join(lines + [f"groups = {groups}"])
+
+
+_BODY = Template('''
+w, bias = $weight, $bias
+unbatched = x.dim() == 4
+if unbatched:
+    x = x.reshape(1, *x.shape)
+N, C, D, H, W = x.shape
+CI, COPG, KD, KH, KW = w.shape
+$hyper
+if C != CI or C % groups:
+    raise ValueError(f"an input of {C} channels for a transposed conv of {CI} in-channels in {groups} groups")
+OD = (D - 1) * sd - 2 * pd + dd * (KD - 1) + opd + 1
+OH = (H - 1) * sh - 2 * ph + dh * (KH - 1) + oph + 1
+OW = (W - 1) * sw - 2 * pw + dw * (KW - 1) + opw + 1
+CO, CPG = COPG * groups, C // groups
+y = torch.empty((N, CO, max(OD, 0), max(OH, 0), max(OW, 0)), dtype=x.dtype, device=x.device)
+if y.numel() > 0:
+    w = w.contiguous()
+    bn = min($block_n, max(16, triton.next_power_of_2(COPG)))
+    prec = "$precision" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
+$launch
+return y.reshape(y.shape[1:]) if unbatched else y
+''')
+
+_PER_PHASE_LAUNCH = Template('''
+for rd in range(min(sd, OD)):  # one launch per output phase (rd, rh, rw)
+    fd, td, nd, bd, ed = kc_transposed_taps(rd, sd, pd, dd, KD)
+    for rh in range(min(sh, OH)):
+        fh, th, nh, bh, eh = kc_transposed_taps(rh, sh, ph, dh, KH)
+        for rw in range(min(sw, OW)):
+            fw, tw, nw, bw, ew = kc_transposed_taps(rw, sw, pw, dw, KW)
+            ODR, OHR, OWR = (OD - rd + sd - 1) // sd, (OH - rh + sh - 1) // sh, (OW - rw + sw - 1) // sw
+            M, K = N * ODR * OHR * OWR, CPG * nd * nh * nw  # K == 0: no tap reaches this phase, bias only
+            grid = (triton.cdiv(M, $block_m) * triton.cdiv(COPG, bn), groups)
+            $launch
+''')
+
+_ALL_PHASES_LAUNCH = Template('''
+_, td, _, _, ed = kc_transposed_taps(0, sd, pd, dd, KD)  # tap steps and input shifts: the same for every phase
+_, th, _, _, eh = kc_transposed_taps(0, sh, ph, dh, KH)
+_, tw, _, _, ew = kc_transposed_taps(0, sw, pw, dw, KW)
+M0 = N * triton.cdiv(OD, sd) * triton.cdiv(OH, sh) * triton.cdiv(OW, sw)  # phase (0, 0, 0) has the most outputs
+grid = (triton.cdiv(M0, $block_m) * triton.cdiv(COPG, bn), groups, sd * sh * sw)
+$launch
+''')
+
+
+def render(op: Op, p, names: Names) -> Rendered:
+    d = op.detail
+    steps = "\n".join(step_lines(d.get("steps") or []))
+    scalars = Scalars.of(op)  # the numbers the steps read from the module: the kernel's first parameters
+    consts = {"HAS_BIAS": "bias is not None", "BLOCK_M": int(p.BLOCK_M), "BLOCK_N": "bn", "BLOCK_K": int(p.BLOCK_K),
+              "GROUP_M": int(p.GROUP_M), "PREC": "prec"}
+    options = {"num_warps": int(p.num_warps), "num_stages": int(p.num_stages)}
+    common = ["x", "w", "x if bias is None else bias", "y"]
+    if p.one_launch:
+        kernel = _all_phases(names, steps, scalars)
+        args = [*common, "N", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "CPG", "COPG", "KD", "KH", "KW",
+                *(v.lower() for v in _per_axis(_AXIS_NUMBERS))]
+        launch = _ALL_PHASES_LAUNCH.substitute(block_m=int(p.BLOCK_M),
+                                               launch=kernel.launch("grid", args, consts, **options))
+    else:
+        kernel = _per_phase(names, steps, scalars)
+        args = [*common, "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "ODR", "OHR", "OWR", "K", "CPG", "COPG",
+                "KD", "KH", "KW", *(v.lower() for v in _per_axis(_PHASE_NUMBERS))]
+        per_phase = {"ND": "max(nd, 1)", "NH": "max(nh, 1)", "NW": "max(nw, 1)", **consts}
+        launch = _PER_PHASE_LAUNCH.substitute(block_m=int(p.BLOCK_M),
+                                              launch=kernel.launch("grid", args, per_phase, **options))
+    body = _BODY.substitute(weight=attr(d["weight"]), bias=attr(d["bias"]) if d.get("bias") else "None",
+                            hyper=_hyper(d), block_n=int(p.BLOCK_N), precision=p.precision,
+                            launch=indent(launch.strip("\n"), 4))
+    return Rendered((TAPS, kernel), body)

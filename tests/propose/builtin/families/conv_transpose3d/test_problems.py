@@ -1,0 +1,62 @@
+"""Problems end to end through the built-in engineer: the suite's transposed 3-D conv on its first moves, and
+upstream KernelBench problems it newly covers (a single op with its hyper-parameters from the module, one with an
+epilogue reading numbers from the module, a chain into a groupnorm): the engineer's first answer, parsed as any
+answer is, against the reference at the problem's small (derived) sizes."""
+
+import pytest
+import torch
+
+from kernelcraft.problems import Problem, load_problem
+from kernelcraft.propose.base import Request
+from kernelcraft.propose.builtin.proposer import BuiltinProposer
+from kernelcraft.propose.parse import parse_kernel
+from tests.helpers import KERNELBENCH
+from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, check_small_problem
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def test_the_suite_problem_is_covered_and_matches_on_its_small_sizes(tmp_path):
+    problem = load_problem("level1/conv_transpose3d")
+    engineer = BuiltinProposer("cpu")
+    op = engineer.coverage(problem, "triton").single
+    assert op.kind == "conv_transpose3d"
+    offered = engineer.moves(op, "triton")
+    assert offered[0].params.precision == "ieee" and not any(m.relaxed for m in offered)
+    for move in offered[:2]:  # exact fp32, 3xTF32
+        check_small_problem(op, problem, move.params, tmp_path)
+
+
+UPSTREAM = {  # problem -> the kinds the engineer reads from it
+    "level1/72_conv_transposed_3D_asymmetric_input_asymmetric_kernel___strided_padded_grouped_":
+        ["conv_transpose3d"],
+    "level2/100_ConvTranspose3d_Clamp_Min_Divide": ["conv_transpose3d"],
+    "level2/60_ConvTranspose3d_Swish_GroupNorm_HardSwish": ["conv_transpose3d", "groupnorm"],
+}
+
+
+@pytest.mark.skipif(not KERNELBENCH.exists(), reason=f"no KernelBench copy at {KERNELBENCH}")
+@pytest.mark.parametrize("name", sorted(UPSTREAM))
+def test_newly_covered_upstream_problems_match_at_small_sizes(name, tmp_path):
+    problem = load_problem(KERNELBENCH / f"{name}.py")
+    engineer = BuiltinProposer("cpu")
+    analysis = engineer.coverage(problem, "triton")
+    assert [op.kind for op in analysis.ops] == UPSTREAM[name]
+    answer = engineer.ask(Request("implement", problem, "triton"))
+    parsed = parse_kernel(answer.text)
+    assert answer.error is None and parsed.error is None
+    assert_no_torch_compute(parsed.source)
+    path = tmp_path / "candidate.py"
+    path.write_text(parsed.source)
+    module = Problem(problem.name, path, parsed.source).load(small=True)  # the reference's derived sizes
+    init = module.get_init_inputs()
+    torch.manual_seed(0)
+    ref = module.Model(*init).to(DEVICE).eval()
+    torch.manual_seed(0)
+    new = module.ModelNew(*init).to(DEVICE).eval()
+    torch.manual_seed(1)
+    inputs = [t.to(DEVICE) for t in module.get_inputs()]
+    with torch.no_grad():
+        want, got = ref(*inputs), new(*inputs)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
