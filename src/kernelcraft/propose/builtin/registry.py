@@ -17,6 +17,10 @@ from kernelcraft.propose.builtin.scalars import Scalars
 
 FAMILIES = (  # families/<name>: one line per family, in the order their moves are offered for a kind
     "pointwise",
+    "rows",
+    "norm",
+    "softmax_cluster",  # CUDA (NVRTC)
+    "layernorm_exchange",  # CUDA (NVRTC)
     "legacy",  # the families not yet in their own folder (families/legacy.py adapts them), until each moves
 )
 

@@ -1,4 +1,4 @@
-"""Families still in the older layout (triton_families/, nvrtc_families/: a module's `KINDS = {kind: (moves(op),
+"""Families still in the older layout (triton_families/: a module's `KINDS = {kind: (moves(op),
 render(op, params))}` with moves as (text, category, params dict)), adapted to family.py's contract until each
 moves to its own folder. Their parameters are a dict and their idea text is the module's own."""
 
@@ -7,10 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
-from kernelcraft.propose.builtin.nvrtc_families import layernorm as nv_layernorm, softmax as nv_softmax
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.triton_families import (argreduce, attention, channel_norm, conv, conv3d,
-                                                         conv_transpose, gemm, loss, norm, pool, rows, scan)
+                                                         conv_transpose, gemm, loss, pool, scan)
 
 
 @dataclass(frozen=True)
@@ -47,13 +46,8 @@ class LegacyTritonParams(LegacyParams):
     pass
 
 
-@dataclass(frozen=True)
-class LegacyNvrtcParams(LegacyParams):
-    pass
-
-
 # the kinds whose kernels apply the pointwise steps after them, and of those the ones that read parameter operands
-_EPILOGUE = {"norm": ("layernorm", "rmsnorm"), "gemm": ("linear", "matmul"), "conv": ("conv1d", "conv2d"),
+_EPILOGUE = {"gemm": ("linear", "matmul"), "conv": ("conv1d", "conv2d"),
              "conv3d": ("conv3d",), "conv_transpose": ("conv_transpose1d", "conv_transpose2d"),
              "channel_norm": ("batchnorm", "groupnorm", "instancenorm")}
 _OPERAND_EPILOGUE = {"gemm": ("linear",), "conv": ("conv1d", "conv2d")}
@@ -79,6 +73,5 @@ def _family(module, backend: str, params: type[LegacyParams]) -> Family:
                   operand_epilogue=_OPERAND_EPILOGUE.get(name, ()) if triton else (), head=head)
 
 
-_TRITON = (rows, norm, gemm, conv, conv3d, conv_transpose, pool, argreduce, scan, loss, channel_norm, attention)
-FAMILIES = ([_family(m, "cuda_nvrtc", LegacyNvrtcParams) for m in (nv_softmax, nv_layernorm)]
-            + [_family(m, "triton", LegacyTritonParams) for m in _TRITON])
+_TRITON = (gemm, conv, conv3d, conv_transpose, pool, argreduce, scan, loss, channel_norm, attention)
+FAMILIES = [_family(m, "triton", LegacyTritonParams) for m in _TRITON]

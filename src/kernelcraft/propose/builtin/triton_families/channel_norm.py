@@ -13,7 +13,7 @@ from __future__ import annotations
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.codegen import attr, indent, num
-from kernelcraft.propose.builtin.triton_families.norm import STATS
+from kernelcraft.propose.builtin.families.norm.kernels import STATS
 from kernelcraft.propose.builtin.steps import step_lines
 
 

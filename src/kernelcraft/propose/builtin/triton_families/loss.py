@@ -11,7 +11,7 @@ from string import Template
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.codegen import attr, num
-from kernelcraft.propose.builtin.triton_families.rows import COLUMNS, TILES
+from kernelcraft.propose.builtin.families.rows.columns import COLUMNS, TILES
 
 
 def _loss_moves(op: Op) -> list[tuple]:

@@ -10,7 +10,7 @@ from string import Template
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.codegen import attr
-from kernelcraft.propose.builtin.triton_families.rows import COLUMNS, TILES
+from kernelcraft.propose.builtin.families.rows.columns import COLUMNS, TILES
 
 _OPS = {"cumsum": ("0.0", "+"), "cumprod": ("1.0", "*")}  # identity, combine
 
