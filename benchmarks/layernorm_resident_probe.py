@@ -12,7 +12,7 @@ import torch
 import triton.testing
 
 from benchmarks.matmul_sweep import load
-from kernelcraft.propose.builtin import nvrtc_kernels
+from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.plan import Op
 
 REFERENCE = '''import torch
@@ -29,17 +29,17 @@ class Model(nn.Module):
 '''
 
 
-def model(affine: bool, params: dict):
+def model(affine: bool, params):
     op = Op("layernorm", {"ndim": 3, "eps": 1e-5, "weight": "ln.weight" if affine else None,
                           "bias": "ln.bias" if affine else None})
-    return load(nvrtc_kernels.render(op, REFERENCE.format(affine=affine), params)).ModelNew().cuda()
+    return load(registry.render(op, REFERENCE.format(affine=affine), params)).ModelNew().cuda()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--once", type=int, default=None, help="run move MOVE (an index) once, affine, and stop")
     args = ap.parse_args()
-    moves = nvrtc_kernels.moves(Op("layernorm", {"ndim": 3}))
+    moves = registry.moves(Op("layernorm", {"ndim": 3}), "cuda_nvrtc")
     x = torch.randn(16, 64, 256, 256, device="cuda")
     if args.once is not None:
         m = model(True, moves[args.once].params)

@@ -16,7 +16,7 @@ from cuda.bindings import runtime
 
 from benchmarks.layernorm_resident_probe import REFERENCE
 from benchmarks.matmul_sweep import load
-from kernelcraft.propose.builtin import nvrtc_kernels
+from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.verify import timing
 from kernelcraft.verify.timing import TimingConfig, time_interleaved
@@ -31,8 +31,8 @@ def main() -> None:
     props = torch.cuda.get_device_properties(0)
     print(torch.cuda.get_device_name(), torch.__version__, f"L2 {props.L2_cache_size >> 20} MiB", flush=True)
     op = Op("layernorm", {"ndim": 3, "eps": 1e-5, "weight": "ln.weight", "bias": "ln.bias"})
-    move = nvrtc_kernels.moves(op)[1]
-    ours = load(nvrtc_kernels.render(op, REFERENCE.format(affine=True), move.params)).ModelNew().cuda()
+    move = registry.moves(op, "cuda_nvrtc")[1]
+    ours = load(registry.render(op, REFERENCE.format(affine=True), move.params)).ModelNew().cuda()
     eager = torch.nn.LayerNorm((64, 256, 256)).cuda()
     x = torch.randn(16, 64, 256, 256, device="cuda")
     make = lambda i: [torch.randn(16, 64, 256, 256, device="cuda", generator=torch.Generator("cuda").manual_seed(i))]

@@ -19,7 +19,7 @@ import triton.testing
 
 from benchmarks.layernorm_resident_probe import REFERENCE
 from benchmarks.matmul_sweep import load
-from kernelcraft.propose.builtin import nvrtc_kernels
+from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.plan import Op
 
 ROW_END = ("        __syncthreads();  // stat and red are rewritten by the next row\n", "")
@@ -62,8 +62,8 @@ def main() -> None:
         reference.bias.normal_()
         want = reference(x)
     models = {}
-    for i, move in enumerate(nvrtc_kernels.moves(op)[:2]):
-        text = nvrtc_kernels.render(op, REFERENCE.format(affine=True), move.params)
+    for i, move in enumerate(registry.moves(op, "cuda_nvrtc")[:2]):
+        text = registry.render(op, REFERENCE.format(affine=True), move.params)
         for name, edits in VARIANTS.items():
             edited = text
             for old, new in edits:

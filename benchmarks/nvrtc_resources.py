@@ -10,7 +10,7 @@ import re
 
 from benchmarks.layernorm_resident_probe import REFERENCE
 from kernelcraft.backends import nvrtc
-from kernelcraft.propose.builtin import nvrtc_kernels
+from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.plan import Op
 
 
@@ -18,8 +18,8 @@ def main() -> None:
     for affine in (True, False):
         op = Op("layernorm", {"ndim": 3, "eps": 1e-5, "weight": "ln.weight" if affine else None,
                               "bias": "ln.bias" if affine else None})
-        for i, move in enumerate(nvrtc_kernels.moves(op)):
-            text = nvrtc_kernels.render(op, REFERENCE.format(affine=affine), move.params)
+        for i, move in enumerate(registry.moves(op, "cuda_nvrtc")):
+            text = registry.render(op, REFERENCE.format(affine=affine), move.params)
             source = text.split("KC_SOURCE = r'''")[1].split("'''")[0]
             _, log, _ = nvrtc.compile_cubin(source, "sm_90a")
             lines, out = log.splitlines(), []

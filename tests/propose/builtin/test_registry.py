@@ -13,7 +13,6 @@ from kernelcraft.problems import load_problem, suite_names
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.analyze import analyze
-from kernelcraft.propose.builtin.families.legacy import LegacyParams
 from kernelcraft.propose.builtin.family import Names, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -62,8 +61,7 @@ def test_moves_are_typed_their_ideas_tell_them_apart_and_survive_json(backend):
             assert isinstance(move.params, move.family.params) and op.kind in move.family.kinds
             assert move.category in CATEGORIES, (name, move.text)
             data = json.loads(json.dumps(move.params.to_json()))
-            if not isinstance(move.params, LegacyParams):  # (the adapter's dict parameters carry their text aside)
-                assert type(move.params).from_json(data) == move.params
+            assert type(move.params).from_json(data) == move.params
             assert registry.move_for(op, move.params, backend).family == move.family
     assert seen
 
@@ -94,6 +92,5 @@ def _replace_calls(path: Path) -> list[str]:
 
 def test_no_family_rewrites_generated_text():
     """Generated code comes from templates and specs: no family patches code it generated with str.replace."""
-    found = [hit for path in sorted(FAMILIES_DIR.rglob("*.py")) if path.name != "legacy.py"
-             for hit in _replace_calls(path)]
+    found = [hit for path in sorted(FAMILIES_DIR.rglob("*.py")) for hit in _replace_calls(path)]
     assert not found, found

@@ -172,37 +172,28 @@ def _view(op: Op, src: str, value) -> str:
 
 
 class _Kernels:
-    """The module-level blocks of a chain's file: each op's kernel sources, shared ones once, clashing names renamed."""
+    """The module-level blocks of a chain's file: each op's sources, those two ops share verbatim once."""
 
     def __init__(self):
         self.blocks: list[str] = []
-        self.defined: set[str] = set()
+        self.defined: dict[str, str] = {}  # name -> the block that defines it
 
     def add(self, blocks: list[str], body: str, index: int) -> str:
-        """Add one op's kernel sources; its body with the names renamed that it had to rename."""
-        emitted = {b.strip() for b in self.blocks}
-        renames: dict[str, str] = {}
-        while True:  # renaming may make a block differ from one emitted before: then its names clash too
-            texts = [_rename(b, renames).strip() for b in blocks]
-            clash = {n for t in texts if t not in emitted for n in _defined(t) if n in self.defined}
-            if not clash:
-                break
-            renames.update({n: f"{n}_{index}" for n in clash})
-        for t in texts:
-            if t not in emitted:
-                emitted.add(t)
-                self.blocks.append(t)
-                self.defined.update(_defined(t))
-        return _rename(body, renames)
+        """Add op `index`'s sources (a block already emitted is not again); returns its body. Families name what
+        they define per op (family.Names), so a name defined by two different blocks is a family's bug: raised."""
+        for block in (b.strip() for b in blocks):
+            if block in self.blocks:
+                continue
+            for name in _defined(block):
+                if name in self.defined:
+                    raise ValueError(f"op {index} defines {name} again, differently: a family left a name without "
+                                     "its op's suffix (family.Names)")
+                self.defined[name] = block
+            self.blocks.append(block)
+        return body
 
 
 def _defined(block: str) -> list[str]:
     """The names a kernel source defines at module level (its unindented `def name(` and `NAME = ` lines). Read
     with a pattern, not ast: the search renders in threads, and CPython 3.11's ast.parse is not thread-safe."""
     return [m.group(1) or m.group(2) for m in re.finditer(r"^(?:def (\w+)\(|(\w+) *=)", block, re.M)]
-
-
-def _rename(text: str, renames: dict[str, str]) -> str:
-    if not renames:
-        return text
-    return re.sub(r"\b(" + "|".join(map(re.escape, renames)) + r")\b", lambda m: renames[m.group(1)], text)

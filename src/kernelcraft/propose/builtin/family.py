@@ -134,6 +134,9 @@ class Rendered:
         return [b.source() if isinstance(b, TritonKernel) else b for b in self.blocks]
 
 
+NVRTC_HEAD = "import math\n\nimport torch\n\nfrom kernelcraft.backends.nvrtc import load_kernels"  # a CUDA family's
+
+
 @dataclass(frozen=True)
 class Family:
     """One kernel family (module docstring)."""

@@ -30,7 +30,10 @@ FAMILIES = (  # families/<name>: one line per family, in the order their moves a
     "attention",
     "pool3d",
     "conv_transpose3d",
-    "legacy",  # the families not yet in their own folder (families/legacy.py adapts them), until each moves
+    "rows",
+    "norm",
+    "softmax_cluster",  # CUDA (NVRTC)
+    "layernorm_exchange",  # CUDA (NVRTC)
 )
 
 

@@ -1,46 +1,17 @@
-"""Softmax / log-softmax in CUDA (NVRTC): each row read once, split over a thread-block cluster.
-
-A row of n floats is cut into one slice per CTA of a cluster (sm_90+); each thread keeps its part of the
-slice in registers (float4 loads when the row allows), the CTA reduces its max, the CTAs exchange their
-maxima through distributed shared memory (mapa + ld.shared::cluster, barrier.cluster), then the same for
-the sum of exponentials, and each thread writes its part: one read and one write of the row, which is what
-a memory-bound softmax can at best do. Rows too long for the cluster's registers take a block-per-row
-kernel (three passes), a reduced dim that is not the last takes a thread-per-column kernel: slower, but
-right on every shape. fp32 in and out. Moves choose the cluster size, the threads per CTA, and whether
-loads and stores carry evict-first (streaming) cache hints.
-
-The staged moves (first: the fastest on the H100, 91.7% of a plain copy on softmax 4096 x 65536, see
-benchmarks/results) copy each CTA's slice into shared memory with cp.async instead of registers: no register
-waits on DRAM, so up to seven small CTAs share an SM and many more rows are in flight. Rows whose slice
-would not fit in shared memory take the register kernels.
-"""
+"""The CUDA source and the host code of the cluster softmax family (the package's docstring says what they do).
+The CUDA source is one template: LOG_SOFTMAX and STREAM are compile-time switches, and the `extern "C"` entry
+points are instances of the cluster and staged kernels for every V (units per thread) and W (float4 or float)."""
 
 from __future__ import annotations
 
+from string import Template
+
+from kernelcraft.propose.builtin.family import Names, Rendered
 from kernelcraft.propose.builtin.plan import Op
 
 VS = (1, 2, 4, 8)  # float4 (or float) units per thread; 8 float4 = 32 registers of data
 
-
-def _moves(op: Op) -> list[tuple]:
-    text = ("Single read: each row split over a {c}-CTA thread-block cluster ({t} threads each), held in registers "
-            "as float4, the row max and sum exchanged through distributed shared memory, one write")
-    staged = ("Single read staged in shared memory: each row over a cluster of up to 8 CTAs ({t} threads each), "
-              "each CTA's slice (up to {kb} KB) copied in by cp.async, so no registers wait on DRAM and up to "
-              "seven CTAs share an SM; max and sum exchanged through distributed shared memory, one write")
-    stream = ("Single read over an {c}-CTA cluster ({t} threads each) with streaming cache hints: the row is "
-              "loaded and stored evict-first (ld.global.cs / st.global.cs), it is touched once")
-    staged_moves = [(staged.format(kb=kb, t=t) + (", stored evict-first (st.global.cs)" if st else ""), "memory",
-                     {"cluster": 8, "threads": t, "stream": st, "staged": kb})
-                    for kb, t, st in ((64, 512, False), (64, 512, True), (32, 256, False), (64, 256, False))]
-    return staged_moves + [(text.format(c=c, t=t), cat, {"cluster": c, "threads": t, "stream": False, "staged": 0})
-                           for c, t, cat in ((8, 512, "memory"), (4, 512, "memory"), (8, 256, "parallelism"),
-                                             (2, 1024, "parallelism"))] + \
-        [(stream.format(c=c, t=t), "memory", {"cluster": c, "threads": t, "stream": True, "staged": 0})
-         for c, t in ((8, 512), (8, 256))]  # every move states every key: render fills only what is left out
-
-
-_CUDA = r'''
+_CUDA = Template(r'''
 #define NEG_INF __int_as_float(0xff800000)
 #define LOG_SOFTMAX $log
 #define STREAM $stream  // evict-first loads and stores: the row is touched once
@@ -281,7 +252,7 @@ kc_softmax_columns(const float* __restrict__ x, float* __restrict__ y, long long
         y[base + r * inner] = LOG_SOFTMAX ? v - k : expf(v - m) * k;
     }
 }
-'''
+''')
 
 _WRAPPER = ('extern "C" __global__ void __launch_bounds__(1024)\n'
             'kc_softmax_v{v}_w{w}(const float* __restrict__ x, float* __restrict__ y, long long n, unsigned csize)\n'
@@ -291,21 +262,24 @@ _STAGED = ('extern "C" __global__ void __launch_bounds__(1024)\n'
            '{{ kc_softmax_staged<{w}>(x, y, n, csize); }}')
 
 
-def _render(op: Op, p: dict) -> tuple[list[str], str]:
+def _source(op: Op, p) -> str:
     wrappers = "\n".join([_WRAPPER.format(v=v, w=w) for w in (1, 4) for v in VS] + [_STAGED.format(w=w) for w in (1, 4)])
-    cuda = _CUDA.replace("$log", "1" if op.kind == "log_softmax" else "0").replace("$wrappers", wrappers) \
-        .replace("$stream", "1" if p.get("stream") else "0")
-    kernels = f"KC_SOURCE = r'''{cuda}'''\n\nkc_kernels = load_kernels(KC_SOURCE)"
-    cs, threads = int(p["cluster"]), int(p["threads"])
-    staged = "" if not p.get("staged") else f'''
-cs = max(1, min({cs}, -(-units * width * 4 // {int(p["staged"]) * 1024})))  # slices of at most {int(p["staged"])} KB
+    return _CUDA.substitute(log=int(op.kind == "log_softmax"), stream=int(bool(p.stream)), wrappers=wrappers)
+
+
+def render(op: Op, p, names: Names) -> Rendered:
+    source, kernels = names("KC_SOURCE"), names("kc_kernels")
+    module = f"{source} = r'''{_source(op, p)}'''\n\n{kernels} = load_kernels({source})"
+    cs, threads = int(p.cluster), int(p.threads)
+    staged = "" if not p.staged else f'''
+cs = max(1, min({cs}, -(-units * width * 4 // {int(p.staged) * 1024})))  # slices of at most {int(p.staged)} KB
 per = -(-units // cs)
 threads = min({threads}, max(32, -(-per // 32) * 32))
 if per * width * 4 <= torch.cuda.get_device_properties(x.device).shared_memory_per_block_optin:
-    kc_kernels[f"kc_softmax_staged_w{{width}}"](x, y, R, cs, grid=(rows * cs,), block=(threads,), cluster=(cs,),
+    {kernels}[f"kc_softmax_staged_w{{width}}"](x, y, R, cs, grid=(rows * cs,), block=(threads,), cluster=(cs,),
                                                shared_mem=per * width * 4)
     return y'''
-    body = f'''
+    return Rendered((module,), f'''
 if x.dtype != torch.float32:
     raise TypeError(f"these CUDA kernels read and write float32, not {{x.dtype}}")
 y = torch.empty_like(x)
@@ -316,7 +290,7 @@ R = x.shape[d] if x.dim() else 1
 inner = math.prod(x.shape[d + 1:])
 rows = x.numel() // R
 if inner > 1:
-    kc_kernels.kc_softmax_columns(x, y, R, inner, rows, grid=((rows + 255) // 256,), block=(256,))
+    {kernels}.kc_softmax_columns(x, y, R, inner, rows, grid=((rows + 255) // 256,), block=(256,))
     return y
 width = 4 if R % 4 == 0 and x.data_ptr() % 16 == 0 else 1
 units = R // width{staged}
@@ -325,11 +299,7 @@ per = -(-units // cs)
 threads = min({threads}, max(32, -(-per // 32) * 32))
 v = next((v for v in {VS} if v * threads >= per), None)
 if v is None:  # longer than the cluster's registers hold
-    kc_kernels.kc_softmax_rows(x, y, R, grid=(rows,), block=(1024,))
+    {kernels}.kc_softmax_rows(x, y, R, grid=(rows,), block=(1024,))
     return y
-kc_kernels[f"kc_softmax_v{{v}}_w{{width}}"](x, y, R, cs, grid=(rows * cs,), block=(threads,), cluster=(cs,))
-return y'''
-    return [kernels], body
-
-
-KINDS = {"softmax": (_moves, _render), "log_softmax": (_moves, _render)}
+{kernels}[f"kc_softmax_v{{v}}_w{{width}}"](x, y, R, cs, grid=(rows * cs,), block=(threads,), cluster=(cs,))
+return y''')

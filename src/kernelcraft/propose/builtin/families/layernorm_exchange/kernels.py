@@ -1,57 +1,22 @@
-"""LayerNorm in CUDA (NVRTC): each row read once, held in the registers of as many thread blocks as it needs.
-
-A row of N floats is cut into one slice per block of a *group* of B blocks; each thread keeps its part of
-the slice in registers (float4 when the row allows), computes its exact two-pass mean and sum of squared
-deviations, and the block merges them (Chan et al.). With B > 1 the group's blocks then exchange their
-statistics through global memory (exchange.py: each block publishes (count, mean, M2) behind a release flag
-and gathers the group's B entries once their flags show this row). Every
-block merges the same entries in the same order, so all of them normalize with the same mean and rstd, and
-write their slice: one DRAM read and one write of x, which is what a memory-bound LayerNorm can at best do.
-
-Long rows take the whole GPU (a 4.2M-element row over 132 blocks of 1024 threads, 31 floats each); short rows
-take one block each, and as many groups as fit run side by side, each looping over its rows. Rows that do not
-fit in the GPU's registers take a block-per-row kernel that reads the row three times: slow, but right on
-every shape. Groups of B > 1 need all their blocks resident at once: the launch is cooperative (it fails
-rather than deadlock), and the group size comes from the kernel's measured occupancy.
-
-Moves choose the threads per block, cache hints (x and y streamed evict-first, w and b kept evict-last in L2,
-since every row reads them again), and an L2 prefetch of a block's next slice while it waits for the
-group's statistics. fp32 in and out; a pointwise epilogue after the norm is left to the Triton family.
-"""
+"""The CUDA source and the host code of the exchange LayerNorm family (the package's docstring says what they do).
+The CUDA source is one template: HAS_W, HAS_B and STREAM are compile-time switches, and the `extern "C"` entry
+points are instances of the resident-row kernel for every V (units per thread) and W (float4 or float). The host
+code (the launch plan of a shape, the exchange buffers) is a template too: the move's threads and shared-memory
+use, and the names it defines for the op."""
 
 from __future__ import annotations
 
-from kernelcraft.propose.builtin.nvrtc_families.exchange import EXCHANGE
-from kernelcraft.propose.builtin.plan import Op
+from string import Template
+
 from kernelcraft.propose.builtin.codegen import attr, num
+from kernelcraft.propose.builtin.families.layernorm_exchange.exchange import EXCHANGE
+from kernelcraft.propose.builtin.family import Names, Rendered
+from kernelcraft.propose.builtin.plan import Op
 
 VS = (1, 2, 4, 8)  # float4 (or float) units per thread; 8 float4 = 32 registers of data
 VS_SCALAR = (1, 2, 4, 8, 16, 32)
 
-
-def _moves(op: Op) -> list[tuple]:
-    if op.detail.get("steps"):
-        return []  # a pointwise epilogue: the Triton norm family fuses it
-    text = ("Single read: each row held in the registers of as many {t}-thread blocks as it needs (the whole GPU "
-            "for a long row); block statistics exchanged through a flag-synchronized all-gather in global memory, "
-            "one write{extra}")
-    hints = ", x and y streamed evict-first while w and b are kept in L2 (evict-last): every row re-reads them"
-    prefetch = (", and each block prefetches {f} of its slice of the next row, and the part of b not in shared memory, into L2 "
-                "(cp.async.bulk.prefetch) while the group exchanges its statistics")
-    smem = (", and each block keeps its slice of w (and of b, as far as shared memory goes) for all its rows, "
-            "so a row re-reads only the rest of b")
-    base = {"threads": 1024, "stream": True, "prefetch": 0.0, "affine_smem": True}
-    half, most, whole = (prefetch.format(f=f) for f in ("half", "three quarters", "all"))
-    return [(text.format(t=1024, extra=hints + smem + half), "memory", {**base, "prefetch": 0.5}),
-            (text.format(t=1024, extra=hints + smem + most), "memory", {**base, "prefetch": 0.75}),
-            (text.format(t=1024, extra=hints + smem + whole), "memory", {**base, "prefetch": 1.0}),
-            (text.format(t=1024, extra=hints + smem), "memory", base),
-            (text.format(t=1024, extra=hints + half), "memory", {**base, "prefetch": 0.5, "affine_smem": False}),
-            (text.format(t=512, extra=hints + smem + half), "parallelism", {**base, "threads": 512, "prefetch": 0.5}),
-            (text.format(t=1024, extra=" (no cache hints)"), "memory", {**base, "stream": False, "affine_smem": False})]
-
-
-_CUDA = EXCHANGE + r'''
+_CUDA = Template(EXCHANGE + r'''
 #define HAS_W $has_w
 #define HAS_B $has_b
 #define STREAM $stream  // x and y touched once (evict-first); w and b re-read by every row (evict-last)
@@ -305,22 +270,22 @@ kc_layernorm_rows(const float* __restrict__ x, float* __restrict__ y, const floa
         yr[i] = t;
     }
 }
-'''
+''')
 
 # Host side: the launch plan of a shape (worked out once per shape and device) and the exchange buffers.
-_HOST = '''
-KC_PLANS = {}  # (device, rows, n, width) -> the launch plan
-KC_EXCHANGE = {}  # (device, stream, entries) -> [buffer, the next call's base]
+_HOST = Template('''
+$plans = {}  # (device, rows, n, width) -> the launch plan
+$buffers = {}  # (device, stream, entries) -> [buffer, the next call's base]
 
 
-def kc_plan(rows, n, width, device):
-    """(kernel name or None for the block-per-row kernel, groups, blocks per group, threads, w_res, b_res, unit)."""
+def $plan(rows, n, width, device):
+    \"\"\"(kernel name or None for the block-per-row kernel, groups, blocks per group, threads, w_res, b_res, unit).\"\"\"
     units = n // width
     vs = $vs4 if width == 4 else $vs1
     threads = min($threads, max(32, -(-units // vs[-1]) + 31) // 32 * 32)  # a short row: fewer threads
     need = -(-units // (threads * vs[-1]))  # blocks one row needs
     props = torch.cuda.get_device_properties(device)
-    resident = props.multi_processor_count * kc_kernels[f"kc_layernorm_v{vs[-1]}_w{width}"].blocks_per_sm(threads, device=device)
+    resident = props.multi_processor_count * $kernels[f"kc_layernorm_v{vs[-1]}_w{width}"].blocks_per_sm(threads, device=device)
     if need > resident:
         return None, 0, 0, 0, 0, 0, 0
     groups = max(1, min(rows, resident // need))
@@ -331,23 +296,23 @@ def kc_plan(rows, n, width, device):
     room = props.shared_memory_per_block_optin // unit if rows > groups else 0  # units kept in shared memory:
     w_res = $w_res  # of w's slice first,
     b_res = $b_res  # then of b's
-    while w_res + b_res and props.multi_processor_count * kc_kernels[name].blocks_per_sm(threads, (w_res + b_res) * unit, device) < groups * group:
+    while w_res + b_res and props.multi_processor_count * $kernels[name].blocks_per_sm(threads, (w_res + b_res) * unit, device) < groups * group:
         w_res, b_res = (w_res, b_res - 1) if b_res else (w_res - 1, 0)  # less, so the group's blocks fit
     return name, groups, group, threads, w_res, b_res, unit
 
 
-def kc_exchange(device, entries, iterations):
-    """The exchange buffer of this stream and the base of this call's flags: each call counts its rows on from the
+def $exchange(device, entries, iterations):
+    \"\"\"The exchange buffer of this stream and the base of this call's flags: each call counts its rows on from the
     last one's, so flags left by earlier calls never pass for this call's (a new buffer is zeroed; one is made
-    again before the count could wrap)."""
+    again before the count could wrap).\"\"\"
     key = (device.index, torch.cuda.current_stream(device).cuda_stream, entries)
-    held = KC_EXCHANGE.get(key)
+    held = $buffers.get(key)
     if held is None or held[1] + iterations + 1 >= 1 << 31:
-        held = KC_EXCHANGE[key] = [torch.zeros((entries, 4), dtype=torch.float32, device=device), 0]
+        held = $buffers[key] = [torch.zeros((entries, 4), dtype=torch.float32, device=device), 0]
     base = held[1]
     held[1] += iterations
     return held[0], base
-'''
+''')
 
 _WRAPPER = ('extern "C" __global__ void __launch_bounds__(1024)\n'
             'kc_layernorm_v{v}_w{w}(const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ w,\n'
@@ -356,19 +321,26 @@ _WRAPPER = ('extern "C" __global__ void __launch_bounds__(1024)\n'
             '{{ kc_layernorm<{v}, {w}>(x, y, w, b, part, rows, n, eps, group, prefetch, w_res, b_res, base); }}')
 
 
-def _render(op: Op, p: dict) -> tuple[list[str], str]:
+def _source(op: Op, p) -> str:
     d = op.detail
     wrappers = "\n".join(_WRAPPER.format(v=v, w=w) for w, vs in ((4, VS), (1, VS_SCALAR)) for v in vs)
-    cuda = (_CUDA.replace("$has_w", "1" if d.get("weight") else "0").replace("$has_b", "1" if d.get("bias") else "0")
-            .replace("$stream", "1" if p.get("stream") else "0").replace("$wrappers", wrappers))
-    has_w, has_b, smem = bool(d.get("weight")), bool(d.get("bias")), bool(p.get("affine_smem"))
-    kernels = (f"KC_SOURCE = r'''{cuda}'''\n\nkc_kernels = load_kernels(KC_SOURCE)\n"
-               + _HOST.replace("$threads", str(int(p["threads"]))).replace("$vs4", str(VS)).replace("$vs1", str(VS_SCALAR))
-               .replace("$w_res", "min(v, room)" if has_w and smem else "0")
-               .replace("$b_res", "max(0, min(v, room - w_res))" if has_b and smem else "0"))
+    return _CUDA.substitute(has_w=int(bool(d.get("weight"))), has_b=int(bool(d.get("bias"))),
+                            stream=int(bool(p.stream)), wrappers=wrappers)
+
+
+def render(op: Op, p, names: Names) -> Rendered:
+    d = op.detail
+    source, kernels, plans, buffers, plan, exchange = (names(n) for n in ("KC_SOURCE", "kc_kernels", "KC_PLANS",
+                                                                          "KC_EXCHANGE", "kc_plan", "kc_exchange"))
+    has_w, has_b, smem = bool(d.get("weight")), bool(d.get("bias")), bool(p.affine_smem)
+    host = _HOST.substitute(plans=plans, buffers=buffers, plan=plan, exchange=exchange, kernels=kernels,
+                            threads=int(p.threads), vs4=VS, vs1=VS_SCALAR,
+                            w_res="min(v, room)" if has_w and smem else "0",
+                            b_res="max(0, min(v, room - w_res))" if has_b and smem else "0")
+    module = f"{source} = r'''{_source(op, p)}'''\n\n{kernels} = load_kernels({source})\n{host}"
     eps = attr(d["eps_attr"]) if d.get("eps_attr") else num(d["eps"])
     affine = [attr(d[k]) for k in ("weight", "bias") if d.get(k)]
-    body = f'''
+    return Rendered((module,), f'''
 if x.dtype != torch.float32:
     raise TypeError(f"these CUDA kernels read and write float32, not {{x.dtype}}")
 y = torch.empty_like(x)
@@ -384,17 +356,13 @@ b = {"affine[-1]" if d.get("bias") else "x  # unused"}
 eps = float({eps})
 width = 4 if n % 4 == 0 and all(t.data_ptr() % 16 == 0 for t in (x, y, *affine)) else 1
 key = (x.device.index, rows, n, width)
-if key not in KC_PLANS:
-    KC_PLANS[key] = kc_plan(rows, n, width, x.device)
-name, groups, group, threads, w_res, b_res, unit = KC_PLANS[key]
+if key not in {plans}:
+    {plans}[key] = {plan}(rows, n, width, x.device)
+name, groups, group, threads, w_res, b_res, unit = {plans}[key]
 if name is None:  # longer than the GPU's registers hold
-    kc_kernels.kc_layernorm_rows(x, y, w, b, n, eps, grid=(rows,), block=(1024,))
+    {kernels}.kc_layernorm_rows(x, y, w, b, n, eps, grid=(rows,), block=(1024,))
     return y
-part, base = kc_exchange(x.device, 2 * groups * group, -(-rows // groups))
-kc_kernels[name](x, y, w, b, part, rows, n, eps, group, {float(p.get("prefetch", 0.0))}, w_res, b_res, base,
+part, base = {exchange}(x.device, 2 * groups * group, -(-rows // groups))
+{kernels}[name](x, y, w, b, part, rows, n, eps, group, {float(p.prefetch)}, w_res, b_res, base,
                  grid=(groups * group,), block=(threads,), shared_mem=(w_res + b_res) * unit, cooperative=group > 1)
-return y'''
-    return [kernels], body
-
-
-KINDS = {"layernorm": (_moves, _render)}
+return y''')

@@ -1,4 +1,4 @@
-"""The CUDA (NVRTC) LayerNorm family: compiled for sm_90a anywhere (NVRTC needs no GPU), run on a GPU against
+"""The CUDA (NVRTC) exchange LayerNorm family: compiled for sm_90a anywhere (NVRTC needs no GPU), run on a GPU against
 torch on awkward shapes: short and odd rows (one block each), rows over a group of blocks, a row over the
 whole GPU, rows longer than the GPU's registers hold, storage that rules out float4, no affine, weight only."""
 
@@ -19,7 +19,7 @@ def op(ndim: int, weight=True, bias=True) -> Op:
                             "bias": "ln.bias" if bias else None})
 
 
-def source(shape: tuple, params: dict, weight=True, bias=True) -> str:
+def source(shape: tuple, params, weight=True, bias=True) -> str:
     affine = "True" if weight else "False"
     extra = ", bias=False" if weight and not bias else ""
     body = f"self.ln = nn.LayerNorm({shape}, elementwise_affine={affine}{extra})"
@@ -55,7 +55,7 @@ SHAPES = [((64, 1024), 1), ((3, 5, 7), 2), ((6, 40000), 1), ((4, 300001), 1), ((
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("params", [m.params for m in kernel_check.moves(op(1), "cuda_nvrtc")],
-                         ids=lambda p: f"t{p['threads']}{'s' if p['stream'] else ''}p{p['prefetch']}{'a' if p['affine_smem'] else ''}")
+                         ids=lambda p: f"t{p.threads}{'s' if p.stream else ''}p{p.prefetch}{'a' if p.affine_smem else ''}")
 def test_moves_match_torch_on_the_gpu(params, tmp_path):
     for shape, ndim in SHAPES:
         model = load(source(shape[-ndim:], params), tmp_path).ModelNew().cuda()
@@ -87,9 +87,6 @@ def test_no_affine_weight_only_offset_storage_and_special_rows(tmp_path):
     with pytest.raises(TypeError, match="float32"):
         model(x.half())
 
-
-def test_every_move_states_every_parameter():  # render fills left-out keys from the first move
-    assert len({frozenset(m.params.to_json()) for m in kernel_check.moves(op(3), "cuda_nvrtc")}) == 1
 
 
 @pytest.mark.gpu

@@ -1,4 +1,4 @@
-"""CUDA device code for the families whose rows span a group of thread blocks (layernorm.py today):
+"""CUDA device code for the families whose rows span a group of thread blocks (the exchange LayerNorm's today):
 each block publishes its partial result for a row (three floats) behind a release flag in global memory, and
 every block gathers the group's entries once their flags show the row (each thread waits on a few, so the
 round trips overlap): an all-gather, not a barrier with a central counter. Entries live in two slots (by row parity), so a block that runs ahead cannot

@@ -1,0 +1,100 @@
+"""Rows families: softmax and log_softmax, and reductions (sum, mean, max, min, logsumexp, 2-norm) over a dim or
+over adjacent dims taken as one, on a contiguous x seen as [outer, R, inner] (columns.py): a program takes a tile
+of BLOCK_C "columns" (outer * inner of them, R elements each, `inner` apart) and BLOCK_R of R at a time. inner == 1
+is the plain row case (several short rows per program); inner > 1 takes columns that sit side by side so loads
+coalesce. Softmax keeps all of R in one tile when it fits (falls back to an online running max and sum at run
+time when not); reduce splits R over programs when there are few columns and combines the fp32 partials with a
+second launch.
+
+Two families, one per parameter set: `softmax` (kinds softmax, log_softmax) and `reduce`. Their ops are read by
+analyze.py's core (recognize=None): softmax and the reductions interact with the interpreter's pending abstract
+values (a mean of squares that becomes an rmsnorm, a max subtracted before an exp)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelcraft.propose.builtin.families.rows import kernels
+from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
+from kernelcraft.propose.builtin.plan import Op
+
+VARIANTS = ("row", "online")
+
+
+@dataclass(frozen=True)
+class Softmax(Params):
+    """"row": the reduced extent held whole in registers where it fits (up to ROW_MAX elements per program), else
+    the online path; "online": always a running max and rescaled sum over BLOCK_R-element tiles, then a writing
+    pass. TILE: elements per program (short rows are packed that many per program)."""
+
+    variant: str = "row"
+    ROW_MAX: int | None = 16384  # "row" only
+    BLOCK_R: int = 4096
+    TILE: int = 4096
+    num_warps: int = 4
+
+    def __post_init__(self):
+        if self.variant not in VARIANTS:
+            raise ValueError(f"softmax variant {self.variant!r} is none of {VARIANTS}")
+
+    def idea(self) -> str:
+        if self.variant == "online":
+            return (f"Online softmax statistics in {self.BLOCK_R}-element tiles: one pass keeps a running max and "
+                    f"rescaled sum, a second pass writes; {self.num_warps} warps")
+        return (f"Whole row in one program: load the reduced extent once (up to {self.ROW_MAX} elements, short rows "
+                f"packed {self.TILE} elements per program), max/exp/sum in registers, one write; {self.num_warps} warps")
+
+    def category(self) -> str:
+        if self.variant == "online":
+            return "control"
+        return "parallelism" if self.TILE < 4096 else "memory"  # smaller tiles: more programs
+
+
+def softmax_moves(op: Op) -> list[Softmax]:
+    return [Softmax("row", 16384, TILE=4096, num_warps=4), Softmax("row", 16384, TILE=4096, num_warps=8),
+            Softmax("row", 16384, TILE=2048, num_warps=4), Softmax("online", None, 4096, 4096, 8),
+            Softmax("row", 8192, TILE=8192, num_warps=8), Softmax("online", None, 1024, 2048, 4)]
+
+
+@dataclass(frozen=True)
+class Reduce(Params):
+    """Tiles of TILE elements, BLOCK_R of them along R, accumulated in fp32; with fewer column tiles than
+    split_target, R is split over programs (aiming at split_target of them) and the partials combined by a second
+    launch; split_target 0: one program per column tile walks all of R."""
+
+    BLOCK_R: int = 1024
+    TILE: int = 4096
+    num_warps: int = 4
+    split_target: int = 2048
+
+    def idea(self) -> str:
+        if not self.split_target:
+            return "One program per column tile walks the whole reduced dim: no partial buffer, a single launch"
+        if self.BLOCK_R >= 4096:
+            return (f"Long reduced tiles ({self.BLOCK_R} of R by few columns) to keep many loads in flight per "
+                    "program")
+        return (f"Tiles of {self.TILE} elements over the reduced dim accumulated in fp32 registers, reduced once at "
+                "the end; with few output columns the reduced dim is split over programs (aim: "
+                f"{self.split_target}) and the partials combined by a second launch; {self.num_warps} warps")
+
+    def category(self) -> str:
+        if not self.split_target:
+            return "control"
+        return "memory" if self.BLOCK_R >= 4096 else "parallelism"
+
+
+def reduce_moves(op: Op) -> list[Reduce]:
+    return [Reduce(), Reduce(256, 2048, 4, 8192), Reduce(4096, 8192, 8), Reduce(1024, 8192, 8),
+            Reduce(split_target=0)]
+
+
+def render_softmax(op: Op, p: Softmax, names: Names) -> Rendered:
+    return kernels.softmax(op, p, names)
+
+
+def render_reduce(op: Op, p: Reduce, names: Names) -> Rendered:
+    return kernels.reduce(op, p, names)
+
+
+FAMILIES = (Family("softmax", "triton", ("softmax", "log_softmax"), Softmax, softmax_moves, render_softmax),
+            Family("reduce", "triton", ("reduce",), Reduce, reduce_moves, render_reduce))

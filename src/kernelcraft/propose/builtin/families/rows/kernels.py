@@ -1,0 +1,174 @@
+"""The rows families' kernels over the [outer, R, inner] column view (propose/builtin/columns.py): `softmax` (softmax and
+log_softmax along R) and `reduce` (sum, mean, max, min, logsumexp, 2-norm along R, split over programs when there
+are few columns).
+
+The kernels apply no steps and read no scalars: each is the same text for every op of its kind (the kind is in its
+name), so it keeps its plain name and a chain of two such ops emits it once; everything op-specific (the dim, the
+tile sizes) is in the forward body, which the chain makes a helper of its own per op."""
+
+from __future__ import annotations
+
+from string import Template
+
+from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.columns import COLUMNS, TILES
+from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.scalars import Scalars
+
+_SOFTMAX = Template('''
+$columns
+if SINGLE:  # all of R in one tile: one read, one write
+    offs = base[None, :] + r.to(tl.int64)[:, None] * inner
+    mask = (r < R)[:, None] & cmask[None, :]
+    x = tl.load(x_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, 0)
+    e = tl.exp(x - m[None, :])
+    s = tl.sum(e, 0)
+    tl.store(y_ptr + offs, ($single).to(y_ptr.dtype.element_ty), mask=mask)
+else:  # online: running max and a sum rescaled whenever the max grows, then a writing pass
+    m_run = tl.full([BLOCK_C], -float("inf"), tl.float32)
+    s_run = tl.zeros([BLOCK_C], tl.float32)
+    for start in range(0, R, BLOCK_R):
+        rr = start + r
+        offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
+        x = tl.load(x_ptr + offs, mask=(rr < R)[:, None] & cmask[None, :], other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m_run, tl.max(x, 0))
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # no -inf - -inf while a column is all -inf
+        s_run = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe[None, :]), 0)
+        m_run = m_new
+    $prelude
+    for start in range(0, R, BLOCK_R):
+        rr = start + r
+        offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
+        mask = (rr < R)[:, None] & cmask[None, :]
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + offs, ($online).to(y_ptr.dtype.element_ty), mask=mask)
+''')
+
+# softmax and log_softmax: the whole-tile result, the online pass's statistic, and its writing expression
+_SOFTMAX_MATH = {"softmax": ("e * (1.0 / s)[None, :]", "inv = 1.0 / s_run", "tl.exp(x - m_run[None, :]) * inv[None, :]"),
+                 "log_softmax": ("x - (m + tl.log(s))[None, :]", "lse = m_run + tl.log(s_run)", "x - lse[None, :]")}
+
+
+def softmax(op: Op, p, names: Names) -> Rendered:
+    single, prelude, online = _SOFTMAX_MATH[op.kind]
+    kernel = TritonKernel(f"kc_{op.kind}_kernel", ("x_ptr", "y_ptr", "R", "inner", "C"),
+                          ("BLOCK_R", "BLOCK_C", "SINGLE"),
+                          _SOFTMAX.substitute(columns=COLUMNS, single=single, prelude=prelude, online=online),
+                          Scalars.of(op))
+    row_max = int(p.ROW_MAX) if p.variant == "row" else 0
+    block_r, tile, warps = int(p.BLOCK_R), int(p.TILE), int(p.num_warps)
+    launch = kernel.launch("(triton.cdiv(C, bc),)", ["x", "y", "R", "inner", "C"],
+                           {"BLOCK_R": "br", "BLOCK_C": "bc", "SINGLE": "single"}, num_warps="warps")
+    return Rendered((TILES, kernel), f'''
+y = torch.empty_like(x)
+if x.numel() == 0:
+    return y
+d = {int(op.detail["dim"])} % max(x.dim(), 1)
+R = x.shape[d] if x.dim() else 1
+inner = math.prod(x.shape[d + 1:])
+C = x.numel() // R
+br, bc, single = kc_tiles(R, C, inner, {row_max}, {block_r}, {tile})
+warps = min(16, {warps} * max(1, br * bc // {tile}))
+{launch}
+return y''')
+
+
+_REDUCE = Template('''
+# program (column tile, split): R-range [split * chunk, split * chunk + chunk); result row `split` of y
+$columns
+lo = tl.program_id(1) * chunk
+hi = tl.minimum(lo + chunk, R)
+$init
+for start in range(lo, hi, BLOCK_R):
+    rr = start + r
+    mask = (rr < hi)[:, None] & cmask[None, :]
+    x = tl.load(x_ptr + base[None, :] + rr.to(tl.int64)[:, None] * inner, mask=mask, other=$ident)
+$combine
+$final
+tl.store(y_ptr + tl.program_id(1).to(tl.int64) * C + c, out.to(y_ptr.dtype.element_ty), mask=cmask)
+''')
+
+# logsumexp: per element of the tile a running max m and a sum s of exp(x - m), rescaled when m grows; the column's
+# result max(m) + log(sum(s * exp(m - max(m)))). Split partials are logsumexps, combined by the same kernel.
+_LSE_INIT = '''m = tl.full([BLOCK_R, BLOCK_C], -float("inf"), tl.float32)
+s = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)'''
+_LSE_COMBINE = '''x = x.to(tl.float32)
+m_new = tl.maximum(m, x, propagate_nan=tl.PropagateNan.ALL)
+m_safe = tl.where((m_new == -float("inf")) | (m_new == float("inf")), 0.0, m_new)  # no inf - inf
+s = s * tl.exp(m - m_safe) + tl.exp(x - m_safe)
+m = m_new'''
+_LSE_FINAL = '''mc = tl.max(m, 0)
+mc_safe = tl.where((mc == -float("inf")) | (mc == float("inf")), 0.0, mc)
+sc = tl.sum(s * tl.exp(m - mc_safe[None, :]), 0)
+nan = tl.max((m != m).to(tl.int32), 0) > 0
+out = tl.where(nan, float("nan"), tl.where(mc == float("inf"), float("inf"), mc_safe + tl.log(sc)))'''
+
+
+def _reduction(kind: str) -> tuple[str, str, str, str]:
+    """(the masked loads' identity, the accumulator's init, one tile's combine (in the loop), the column's `out`)."""
+    acc = "acc = tl.full([BLOCK_R, BLOCK_C], {}, tl.float32)"
+    if kind in ("sum", "mean"):
+        return "0.0", acc.format("0.0"), "acc = acc + x.to(tl.float32)", "out = tl.sum(acc, 0) / div"
+    if kind in ("max", "min"):
+        ident = '-float("inf")' if kind == "max" else 'float("inf")'
+        fn = "maximum" if kind == "max" else "minimum"
+        return (ident, acc.format(ident), f"acc = tl.{fn}(acc, x.to(tl.float32), propagate_nan=tl.PropagateNan.ALL)",
+                f'out = tl.where(tl.max((acc != acc).to(tl.int32), 0) > 0, float("nan"), tl.{kind}(acc, 0))')  # NaN wins
+    if kind == "norm2":  # sqrt of the sum of squares; split partials are norms, whose 2-norm is the whole's
+        return "0.0", acc.format("0.0"), "acc = acc + x.to(tl.float32) * x.to(tl.float32)", "out = tl.sqrt(tl.sum(acc, 0))"
+    if kind == "logsumexp":
+        return '-float("inf")', _LSE_INIT, _LSE_COMBINE, _LSE_FINAL
+    raise ValueError(f"unknown reduction {kind!r}")
+
+
+def reduce(op: Op, p, names: Names) -> Rendered:
+    kind = op.detail["op"]
+    ident, init, combine, final = _reduction(kind)
+    body = _REDUCE.substitute(columns=COLUMNS, ident=ident, init=init, combine=indent(combine, 4), final=final)
+    kernel = TritonKernel(f"kc_{kind}_reduce_kernel", ("x_ptr", "y_ptr", "R", "inner", "C", "chunk", "div"),
+                          ("BLOCK_R", "BLOCK_C"), body, Scalars.of(op))
+    keep = bool(op.detail.get("keepdim"))
+    if isinstance(op.detail.get("dim"), (list, tuple)):  # adjacent dims (analyze.py checks): reduced as one
+        dims = [int(d) for d in op.detail["dim"]]
+        span = (f"d_lo = min(d % max(x.dim(), 1) for d in {dims!r})\n    "
+                f"d_hi = max(d % max(x.dim(), 1) for d in {dims!r}) + 1")
+        dim = repr(dims)
+    else:
+        dim = attr(op.detail["dim_attr"]) if op.detail.get("dim_attr") else repr(op.detail.get("dim"))
+        span = "d_lo = dim % max(x.dim(), 1)\n    d_hi = d_lo + 1"
+    div = "float(R)" if kind == "mean" else "1.0"
+    block_r, tile, warps, target = int(p.BLOCK_R), int(p.TILE), int(p.num_warps), int(p.split_target)
+    consts = {"BLOCK_R": "br", "BLOCK_C": "bc"}
+    whole = kernel.launch("(col_tiles, 1)", ["x", "y", "R", "inner", "C", "chunk", div], consts, num_warps=warps)
+    split = kernel.launch("(col_tiles, splits)", ["x", "part", "R", "inner", "C", "chunk", "1.0"], consts,
+                          num_warps=warps)
+    combined = kernel.launch("(triton.cdiv(C, bc), 1)", ["part", "y", "splits", "C", "C", "splits", div], consts,
+                             num_warps=warps)
+    return Rendered((TILES, kernel), f'''
+dim = {dim}
+if dim is None:  # all elements
+    R, inner, shape = x.numel(), 1, {"[1] * x.dim()" if keep else "[]"}
+else:
+    {span}
+    R, inner, shape = math.prod(x.shape[d_lo:d_hi]), math.prod(x.shape[d_hi:]), list(x.shape)
+    if x.dim():
+        {"shape[d_lo:d_hi] = [1] * (d_hi - d_lo)" if keep else "del shape[d_lo:d_hi]"}
+y = torch.empty(shape, dtype=x.dtype, device=x.device)
+C = y.numel()
+if C == 0:
+    return y
+br, bc, _ = kc_tiles(max(R, 1), C, inner, 0, {block_r}, {tile})
+col_tiles = triton.cdiv(C, bc)
+splits = max(1, min(triton.cdiv(R, br), triton.cdiv({target}, col_tiles), 1024)) if col_tiles < {target} else 1
+chunk = triton.cdiv(triton.cdiv(max(R, 1), splits), br) * br
+splits = triton.cdiv(max(R, 1), chunk)
+if splits == 1:
+    {whole}
+    return y
+part = torch.empty((splits, C), dtype=torch.float32, device=x.device)  # fp32 partials, one row per split
+{split}
+br, bc, _ = kc_tiles(splits, C, C, 0, {block_r}, {tile})
+{combined}
+return y''')

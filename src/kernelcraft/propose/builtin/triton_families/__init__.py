@@ -1,1 +1,0 @@
-"""Triton kernel families of the built-in engineer; triton_kernels.py is their registry."""
