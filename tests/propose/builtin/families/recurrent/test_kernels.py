@@ -10,6 +10,8 @@ from kernelcraft.problems import load_problem
 from kernelcraft.propose.base import Request
 from kernelcraft.propose.builtin import chain, registry
 from kernelcraft.propose.builtin.analyze import analyze
+from kernelcraft.propose.builtin.family import TritonKernel
+from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
 from kernelcraft.propose.parse import parse_kernel
 from tests.propose.builtin.chain_check import check_chain
@@ -112,3 +114,15 @@ def test_the_suite_problem_through_the_engineer(tmp_path):
     new = module.ModelNew(*module.get_init_inputs()).to(DEVICE).eval()
     with torch.no_grad():
         torch.testing.assert_close(new(*inputs), ref(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_the_step_kernel_compiles_once_for_every_time_step():
+    """Its per-step offsets are not specialized on their values (Triton would compile a variant for t == 1 and for
+    each multiple of 16 otherwise); a name the kernel does not take is an error."""
+    for kind in ("lstm", "gru"):
+        op = Op(kind, {"module": "rnn", "result": "output", "index": None, "states": []})
+        kernel = registry.parts(op, registry.moves(op)[0].params).blocks[1]
+        assert set(kernel.unspecialized) <= set(kernel.params) and "t" in kernel.unspecialized
+        assert kernel.source().splitlines()[1].startswith("@triton.jit(do_not_specialize=['t', 'hp_off'")
+        with pytest.raises(ValueError, match="no run-time parameters"):
+            TritonKernel("kc_k", ("a",), (), "pass", unspecialized=("b",)).source()

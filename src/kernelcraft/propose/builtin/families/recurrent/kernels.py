@@ -27,6 +27,8 @@ from kernelcraft.propose.builtin.plan import Op, states
 from kernelcraft.propose.builtin.steps import step_lines
 
 GATES = {"lstm": 4, "gru": 3}
+# the step kernel's parameters that change from one time step (or layer) to the next: one compilation serves them all
+STEP_OFFSETS = ("t", "hp_off", "out_off", "n_off", "cp_off")
 PROJECTION_TILE = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}
 
 _PROJECTION = '''
@@ -134,7 +136,8 @@ def step(op: Op, names: Names) -> TritonKernel:
               *(["cp_off", "s_cpb", "s_cpk"] if lstm else [])]
     return TritonKernel(names(f"kc_{kind}_step_kernel"), tuple(params),
                         ("GATES", "ZERO", "HAS_BIAS", "BLOCK_B", "BLOCK_H", "BLOCK_K"), body,
-                        comment=f"one {kind.upper()} time step of one layer and direction, gates and cell fused")
+                        comment=f"one {kind.upper()} time step of one layer and direction, gates and cell fused",
+                        unspecialized=STEP_OFFSETS[:5 if lstm else 4])
 
 
 def projection(names: Names) -> TritonKernel:
