@@ -37,7 +37,7 @@ from kernelcraft.propose.builtin.compose import parse
 from kernelcraft.propose.builtin.plan import Analysis, Op, needed_ops, operand_refs
 from kernelcraft.propose.builtin.untraceable import untraceable
 from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, AttrT, Device, Ew, Flipped, LogSoftmaxIn, MeanSq,
-                                                Operand, Pair, Probs, Prod, ScaledQ, Scores, Shape, SizePow,
+                                                Operand, Pair, Pending, Probs, Prod, ScaledQ, Scores, Shape, SizePow,
                                                 TensorShape, TensorSize)
 
 def _forward_source(source: str) -> str:
@@ -140,6 +140,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
         """v as a chain over x or an emitted op, emitting the pending pieces it stands for; None if it is not."""
         if isinstance(v, Ew):
             return v
+        if isinstance(v, Pending):  # a family's pending value (values.Pending)
+            return v.realize(self)
         if isinstance(v, MeanSq):
             src = self.emit_chain(replace(v.src, steps=v.src.steps + (("square",),))).base
             mean = self.emit("reduce", src, op="mean", dim=-1, dim_attr=self.attr_name(-1, int), keepdim=True)
@@ -220,6 +222,9 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
                 return claimed(self, node, mod)
         elif (claimed := recognize.handler(recognizers, node)) is not None:
             return claimed(self, node)
+        if node.op == "call_function" and node.target is operator.getitem and len(node.args) == 2 \
+                and isinstance(pending := self.value(node.args[0]), Pending):
+            return pending.item(self, node, node.args[1])  # a subscript of a family's pending value
         if self.is_matmul(node):
             return self.matmul(node)
         if (found := self.number_tensor(node)) is not None:
@@ -420,7 +425,7 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps):
     def tensor_binary(self, kind: str, a, b, node: fx.Node):
         """a (op) b of two tensors: the chain over the latest op stays pending and takes the other, as it is (a
         value with no pending steps, or a parameter), as a tensor step; broadcast by torch's rules."""
-        ca, cb = (self.realize(v) if isinstance(v, MeanSq) else self.as_chain(v) for v in (a, b))
+        ca, cb = (self.realize(v) if isinstance(v, (MeanSq, Pending)) else self.as_chain(v) for v in (a, b))
         if ca is None or cb is None or (isinstance(ca, Attr) and isinstance(cb, Attr)):
             return self.refuse(kind, node)
 

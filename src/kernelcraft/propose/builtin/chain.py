@@ -14,12 +14,12 @@ is a reshape in the forward, no kernel. Each op's family names what it defines w
 apart from those names (a network's repeated layers) take the first such op's names and share its kernels, which
 are emitted once.
 
-Moves: a chain is searched through its lead op, the most expensive one (the first matmul, linear or conv; else
-the first op that is not pointwise or a view; else the first op). Each of the lead's moves is a chain move, the
-other ops on their first strict move (the first that needs no TF32 tolerance): the search explores tiles and
-precision where most of the time goes, and the cheaper ops ride along on their family's best default. A chain
-move (`ChainMove`) is the lead's index and the lead's move, whose parameters say whether it needs a relaxed
-tolerance.
+Moves: a chain is searched through its lead op, the most expensive one (the first recurrent op, whose time steps
+are launches in sequence; else the first matmul, linear or conv; else the first op that is not pointwise or a view;
+else the first op). Each of the lead's moves is a chain move, the other ops on their first strict move (the first
+that needs no TF32 tolerance): the search explores tiles and precision where most of the time goes, and the cheaper
+ops ride along on their family's best default. A chain move (`ChainMove`) is the lead's index and the lead's move,
+whose parameters say whether it needs a relaxed tolerance.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.codegen import attr, indent
 from kernelcraft.propose.builtin.compose import assemble, forward_signature
 from kernelcraft.propose.builtin.family import Move, Names, Params
-from kernelcraft.propose.builtin.plan import Op, operand_refs
+from kernelcraft.propose.builtin.plan import RECURRENT, Op, operand_refs, states
 from kernelcraft.propose.builtin.scalars import Scalars
 
 LEAD_KINDS = ("matmul", "linear", "conv2d", "conv1d")  # the most expensive kinds: a chain's lead is one of them
@@ -49,6 +49,9 @@ def missing_kinds(ops: list[Op]) -> list[str]:
 
 
 def lead(ops: list[Op]) -> int:
+    for i, op in enumerate(ops):
+        if op.kind in RECURRENT:
+            return i
     for i, op in enumerate(ops):
         if op.kind in LEAD_KINDS:
             return i
@@ -130,6 +133,8 @@ def render(ops: list[Op], reference_source: str, params: Params | None = None, l
             signature, args = ", ".join(inputs), ", ".join(names[:len(inputs)])
         elif op.kind == "cat":  # its parts, each as it reads (an input made contiguous, a result)
             signature, args = "*parts", ", ".join(value(r) for r in op.detail["parts"])
+        elif states(op):  # a recurrent op's input, then its initial states (inputs, results or parameters)
+            signature, args = "x, *states", ", ".join([value(op.src), *(value(r) for r in states(op))])
         else:  # an elementwise op's tensor operands are arguments; other families read their parameters themselves
             refs = operand_refs(op.detail.get("steps") or []) if op.kind == "elementwise" else []
             signature = ", ".join(["x", *(f"o{k}" for k in range(len(refs)))])

@@ -90,12 +90,16 @@ class TritonKernel:
     body: str
     scalars: Scalars = Scalars()
     comment: str = ""  # a line above the kernel (what it computes), optional
+    unspecialized: tuple[str, ...] = ()  # parameters whose every value shares one compilation (a time step's index)
 
     def source(self) -> str:
         signature = [s.name for s in self.scalars.items] + list(self.params) + [f"{c}: tl.constexpr"
                                                                                  for c in self.constexprs]
+        if unknown := set(self.unspecialized) - set(self.params):
+            raise ValueError(f"{self.name} has no run-time parameters {sorted(unknown)}")
         head = f"# {self.comment}\n" if self.comment else ""
-        return f"{head}@triton.jit\ndef {self.name}({', '.join(signature)}):\n" + indent(self.body.strip("\n"), 4)
+        jit = f"@triton.jit(do_not_specialize={list(self.unspecialized)!r})" if self.unspecialized else "@triton.jit"
+        return f"{head}{jit}\ndef {self.name}({', '.join(signature)}):\n" + indent(self.body.strip("\n"), 4)
 
     def launch(self, grid: str, args: Sequence[str], consts: Mapping[str, object] | None = None,
                **options: object) -> str:

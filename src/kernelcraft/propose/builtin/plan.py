@@ -133,6 +133,17 @@ class Op:
                    1), x.unsqueeze(d)): no kernel, only within a chain
       cat          {"dim": int, "parts": [ref, ...]}   torch.cat of the values `parts` (src: the first) along dim, all
                    of one dtype and equal sizes elsewhere
+      lstm, gru    {"module": str, "result": "output"|"h_n"|"c_n", "index": int | None, "states": [ref, ...]}
+                   one result of the nn.LSTM / nn.GRU at attribute path `module` over src, the input sequence
+                   ((T, B, F), (B, T, F) with batch_first, or unbatched (T, F)); states: the initial states as
+                   passed, [h0, c0] for lstm, [h0] for gru, [] for zeros. Everything else is the module's, read at
+                   run time (layers, directions, batch_first, bias, weights; proj_size refused, dropout only in
+                   eval mode, where it is the identity); torch's gate order (LSTM i, f, g, o; GRU r, z, n with
+                   n = tanh(W_in x + b_in + r * (W_hn h + b_hn))). result: the output sequence (the last layer's
+                   h_t, directions side by side), h_n or c_n (c_n: lstm; (layers * directions, B, H));
+                   index: only that entry of the result along its first dim, as x[index] (h_n, c_n: one layer
+                   and direction) or, of the output, along its time dim (out[:, index] with batch_first). One op
+                   per result read (each computes the whole recurrence: families/recurrent)
       attention    {"causal": bool, "scale": float | None, "scale_attr": str | None}   of the first three inputs as
                    passed, q (..., L, E), k (..., S, E), v (..., S, Ev) with equal leading dims:
                    softmax(q @ k^T * scale, dim=-1) @ v, output (..., L, Ev) in q's dtype; scale None: 1/sqrt(E), read
@@ -171,7 +182,7 @@ class Analysis:
         op = self.ops[0]
         refs = operand_refs(op.detail.get("steps") or [])  # an epilogue's parameters are read by its family
         plain = op.src == "x" and op.kind not in ("view", "cat") and not (op.kind == "elementwise" and refs) \
-            and all(isinstance(r, tuple) and r[0] == "attr" for r in refs)
+            and all(isinstance(r, tuple) and r[0] == "attr" for r in refs) and not states(op)
         return op if plain else None
 
     @property
@@ -187,10 +198,19 @@ def size_refs(op: Op) -> list:
     return [s[1] for s in op.detail.get("shape") or [] if isinstance(s, list)] if op.kind == "view" else []
 
 
+RECURRENT = ("lstm", "gru")  # kinds whose initial states are value refs of their detail ("states")
+
+
+def states(op: Op) -> list:
+    """The initial states a recurrent op reads besides its input (none: zeros, or another kind)."""
+    return list(op.detail.get("states") or []) if op.kind in RECURRENT else []
+
+
 def reads(op: Op) -> list:
-    """Every value ref `op` reads: its src, its steps' tensor operands, a view's size sources, a cat's parts."""
+    """Every value ref `op` reads: its src, its steps' tensor operands, a view's size sources, a cat's parts, a
+    recurrent op's initial states."""
     return [op.src, *operand_refs(op.detail.get("steps") or []), *size_refs(op),
-            *(op.detail.get("parts") or [] if op.kind == "cat" else [])]
+            *(op.detail.get("parts") or [] if op.kind == "cat" else []), *states(op)]
 
 
 def needed_ops(ops: list[Op], out) -> list[Op]:
@@ -216,4 +236,6 @@ def needed_ops(ops: list[Op], out) -> list[Op]:
                                   for s in op.detail["shape"]]
         if op.kind == "cat":
             op.detail["parts"] = [renumber(r) for r in op.detail["parts"]]
+        if states(op):
+            op.detail["states"] = [renumber(r) for r in op.detail["states"]]
     return [ops[i] for i in sorted(keep)]

@@ -34,6 +34,7 @@ FAMILIES = (  # families/<name>: one line per family, in the order their moves a
     "norm",
     "softmax_cluster",  # CUDA (NVRTC)
     "layernorm_exchange",  # CUDA (NVRTC)
+    "recurrent",
 )
 
 

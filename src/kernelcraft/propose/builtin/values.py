@@ -111,6 +111,19 @@ class Device:  # a tensor's .device, read only by torch.tensor(number, device=..
     pass
 
 
+class Pending:
+    """A value a family's recognizer returned that its readers resolve (an nn.LSTM's (output, (h_n, c_n)) tuple):
+    `item(ix, node, key)` is the value of its subscript node[key], `realize(ix)` the chain it stands for when anything
+    else reads it (None when it is no tensor the IR can read: it notes why). A subclass whose result reads a chain
+    has it as `src`, so the interpreter sees what the pending value still reads (chains_in)."""
+
+    def item(self, ix, node, key):
+        return ix.refuse("getitem", node)
+
+    def realize(self, ix):
+        return None
+
+
 UNKNOWN = object()  # a tensor the IR cannot describe (results of unsupported ops)
 
 
