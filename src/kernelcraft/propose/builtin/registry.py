@@ -29,6 +29,7 @@ FAMILIES = (  # families/<name>: one line per family, in the order their moves a
     "gemm",
     "attention",
     "pool3d",
+    "triangle",
     "legacy",  # the families not yet in their own folder (families/legacy.py adapts them), until each moves
 )
 
