@@ -62,8 +62,10 @@ class Op:
       argreduce    {"op": "argmax"|"argmin", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
                    int64 indices (dim None: into the flattened input); ties give the first index, NaN counts as
                    the extreme (torch's rules); also the indices of torch.max/min(x, dim)
-      scan         {"op": "cumsum"|"cumprod", "dim": int, "dim_attr": str | None[, "reverse": True]}   inclusive, along
-                   dim; reverse: from the end (flip(scan(flip(x, dim)), dim), as torch spells it)
+      scan         {"op": "cumsum"|"cumprod", "dim": int, "dim_attr": str | None[, "reverse": True][, "exclusive": True]}
+                   inclusive, along dim; reverse: from the end (flip(scan(flip(x, dim)), dim), as torch spells it);
+                   exclusive: entry r the scan of entries 0..r-1, entry 0 the identity (cat of zeros_like (cumsum) or
+                   ones_like (cumprod) of one slice and the scan of x narrowed to all but its last entry)
       pool2d       {"pool": "max"|"avg"|"adaptive_avg", "dims": 2|1, "kernel": [kh, kw], "stride": [sh, sw],
                     "padding": [ph, pw], "dilation": [dh, dw], "ceil_mode": bool, "count_include_pad": bool,
                     "output_size": [oh | None, ow | None] | None}
