@@ -27,7 +27,7 @@ def _triangle(which: str):
         detail = {"op": which, "diagonal": diagonal, "diagonal_attr": ix.attr_name(diagonal, int)}
         i = value.base
         if isinstance(i, int) and i == len(ix.ops) - 1 and ix.ops[i].kind == "matmul" \
-                and not ix.ops[i].detail.get("mask") and not ix.no_fold and ix.foldable(i, None, value):
+                and not ix.ops[i].detail.get("mask") and ix.foldable(i, None, value):
             ix.ops[i].detail["mask"] = detail
             return value
         return ix.emit("triangle", i, **detail)
