@@ -262,7 +262,7 @@ def test_a_matmul_names_its_inputs_dtype(tmp_path, dtype):
 @pytest.mark.parametrize("forward, inputs", [
     ("return b @ a", "[torch.randn(3, 4), torch.randn(4, 3)]"),  # operands swapped
     ("return a.transpose(0, 1) @ b", "[torch.randn(4, 2, 8), torch.randn(2, 8, 3)]"),  # batch dim swapped
-    ("return a @ b", "[torch.randn(2, 4, 8), torch.randn(8, 3)]"),  # broadcast batch
+    ("return a @ b", "[torch.randn(4, 8), torch.randn(2, 8, 3)]"),  # B's batch broadcast over a 2-D A
     ("return a @ b", "[torch.randn(4, 8), torch.randn(8)]"),  # a vector
 ])
 def test_matmuls_not_covered(tmp_path, forward, inputs):

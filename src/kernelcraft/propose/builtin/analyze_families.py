@@ -30,7 +30,7 @@ class FamilyOps:
             return 0
         op = self.ops[chain.base]
         if op.kind not in registry.epilogue_kinds() or op.detail.get("steps") \
-                or op.detail.get("pool"):  # steps after a pool are an op of their own
+                or op.detail.get("pool") or op.detail.get("mask"):  # steps after a pool or mask: an op of their own
             return 0
         n = next((i for i, s in enumerate(chain.steps) if s[0] in TENSOR_STEPS and not self.operand_folds(op, s[1])),
                  len(chain.steps))

@@ -122,9 +122,18 @@ class OperandOps:
         a, b = (self.operand(arg) for arg in node.args)
         if (scores := self.scores(node, a, b)) is not None:
             return scores  # q @ k^T: an attention's scores, or a matmul, decided by what consumes them
+        broadcasts = node.target not in (torch.mm, torch.bmm, "mm", "bmm")  # matmul and @ share a 2-D B
+        return self.product(node, a, b, broadcasts)
+
+    def product(self, node: fx.Node, a: Operand | None, b: Operand | None, broadcasts: bool = True,
+                name: str = "matmul"):
+        """The matmul op(A) @ op(B) of the first two inputs: both 2-D, both 3-D with equal batch, or (where the
+        spelling broadcasts, as torch.matmul does) A of 3 dims or more times a 2-D B, one GEMM over A's leading
+        dims; else refused (as `name`)."""
         shapes = self.shapes() if a and b else []
-        ok = a is not None and b is not None and (a.index, b.index) == (0, 1) and len(shapes[0]) in (2, 3) \
-            and len(shapes[0]) == len(shapes[1]) and (len(shapes[0]) == 2 or shapes[0][0] == shapes[1][0])
-        if not ok:
-            return self.refuse("matmul", node)
+        ok = a is not None and b is not None and (a.index, b.index) == (0, 1)
+        na, nb = (len(shapes[0]), len(shapes[1])) if ok else (0, 0)
+        if not (ok and ((na == nb == 2) or (na == nb == 3 and shapes[0][0] == shapes[1][0])
+                        or (broadcasts and na >= 3 and nb == 2))):
+            return self.refuse(name, node)
         return self.emit("matmul", "x", **self.matmul_detail(a, b))

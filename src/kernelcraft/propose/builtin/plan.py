@@ -55,12 +55,17 @@ class Op:
                    tensors); op = transpose of the last two dims when trans_* (A.T, A.t(), A.transpose(-2, -1)).
                    Matvec is a matmul with B of shape (K, 1). Output dtype = input dtype, fp32 accumulation.
                    dtype: A's in the problem's get_inputs ("float32", "float16", ...; 16-bit ones get 16-bit
-                   moves). May carry "steps": the pointwise ops after the product, as an epilogue.
+                   moves). May carry "steps": the pointwise ops after the product, as an epilogue. A of 3 dims or
+                   more times a 2-D B (torch.matmul's broadcast, or an einsum spelling it: "bijl,lk->bijk") is one
+                   GEMM over A's leading dims, the output (..., M, N). May carry "mask": a triangle detail (below)
+                   applied after the steps, torch.triu/tril of the product over its last two dims.
       argreduce    {"op": "argmax"|"argmin", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
                    int64 indices (dim None: into the flattened input); ties give the first index, NaN counts as
                    the extreme (torch's rules); also the indices of torch.max/min(x, dim)
-      scan         {"op": "cumsum"|"cumprod", "dim": int, "dim_attr": str | None[, "reverse": True]}   inclusive, along
-                   dim; reverse: from the end (flip(scan(flip(x, dim)), dim), as torch spells it)
+      scan         {"op": "cumsum"|"cumprod", "dim": int, "dim_attr": str | None[, "reverse": True][, "exclusive": True]}
+                   inclusive, along dim; reverse: from the end (flip(scan(flip(x, dim)), dim), as torch spells it);
+                   exclusive: entry r the scan of entries 0..r-1, entry 0 the identity (cat of zeros_like (cumsum) or
+                   ones_like (cumprod) of one slice and the scan of x narrowed to all but its last entry)
       pool2d       {"pool": "max"|"avg"|"adaptive_avg", "dims": 2|1, "kernel": [kh, kw], "stride": [sh, sw],
                     "padding": [ph, pw], "dilation": [dh, dw], "ceil_mode": bool, "count_include_pad": bool,
                     "output_size": [oh | None, ow | None] | None}
@@ -78,6 +83,9 @@ class Op:
                    four geometry keys None, bins [floor(i*D/OD), ceil((i+1)*D/OD)) along each dim. Max NaN
                    propagates as in torch; no indices, no divisor_override. Output sizes: families/pool3d's
                    kc_pool3d_out.
+      triangle     {"op": "triu"|"tril", "diagonal": int, "diagonal_attr": str | None}   torch.triu/tril(x, diagonal)
+                   over the last two dims of x (2 dims or more): entry (i, j) kept where j - i >= diagonal (triu) or
+                   <= diagonal (tril), else 0; diagonal_attr: the attribute holding it, read at run time
       linear       {"weight": str, "bias": str | None, "steps": [[name, *params], ...]}   y = steps(x @ weight.T + bias)
                    over the last dim of x (nn.Linear or F.linear), the pointwise ops after it folded into `steps`
                    like a conv's epilogue (tensor steps too, over 1-D parameters: along the columns; a conv's take
@@ -116,6 +124,15 @@ class Op:
                    F.kl_div(log_softmax(a, dim), log_softmax(b, dim), reduction, log_target=True), i.e.
                    KL(softmax(b) || softmax(a)) summed over dim, then over rows (/ a.shape[0] for batchmean,
                    / numel for mean)
+      kl_div       {"reduction": "batchmean"|"sum"|"mean"|"none", "log_target": bool, "log_input": bool}   F.kl_div(input,
+                   b) of the first two inputs a, b (equal shapes), input = log(a) when log_input (torch.log of the
+                   first input, fused) else a: pointwise exp(b) * (b - input) if log_target else xlogy(b, b) - b * input
+                   (a target 0 adds 0), summed (/ a.shape[0] for batchmean, / numel for mean), or kept ("none")
+      triplet_margin {"margin": float, "margin_attr": str | None, "eps": float, "eps_attr": str | None, "swap": bool,
+                   "reduction": "mean"|"sum"|"none"}   F.triplet_margin_loss(a, p, n) of the first three inputs (one
+                   shape) with p = 2: per row of the last dim max(margin + d(a, p) - d(a, n), 0), d(x, y) =
+                   ||x - y + eps||_2 (swap: d(a, n) replaced by min(d(a, n), d(p, n))); mean / sum over the rows, or
+                   the rows' losses (shape a.shape[:-1]); *_attr: where forward reads the number at run time
       batchnorm    {"eps": float, "eps_attr": str | None, "weight": str | None, "bias": str | None,
                     "running_mean": str, "running_var": str}   eval mode over (N, C, *spatial): per channel
                    (x - running_mean) / sqrt(running_var + eps) [* weight] [+ bias]

@@ -24,6 +24,10 @@ What a handler may ask of the interpreter `ix` (analyze._Interpreter):
   ix.qkv_shapes_ok()            the first three inputs are attention's q (..., L, E), k (..., S, E), v (..., S, Ev)
   ix.ops                        the ops emitted so far
   ix.fold_batchnorm(chain, bn)  whether an eval batchnorm (its detail `bn`) of `chain` folded into the conv before it
+  ix.operand(arg)               arg as a forward input of 2 dims or more, maybe transposed (values.Operand), or None
+  ix.product(node, a, b, ...)   the matmul of two Operands (analyze_operands.py), or its refusal
+  ix.cat(node), ix.tensor_size(node), ix.size_of(node)   the core's readings of torch.cat and of sizes (for a
+                                handler that claims them only within a pattern of its own)
 Helpers below: `call` (a call's name and its arguments bound by a spec), `hyper` (where forward reads a
 hyper-parameter).
 """

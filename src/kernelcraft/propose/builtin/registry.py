@@ -35,6 +35,7 @@ FAMILIES = (  # families/<name>: one line per family, in the order their moves a
     "softmax_cluster",  # CUDA (NVRTC)
     "layernorm_exchange",  # CUDA (NVRTC)
     "recurrent",
+    "triangle",
 )
 
 

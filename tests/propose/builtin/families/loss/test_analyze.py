@@ -147,7 +147,7 @@ def test_kl_div_of_logits_spellings(tmp_path, forward, want):
      ["log_softmax"], ["log_softmax", "kl_div"]),
     ("p = F.log_softmax(a, -1)\nreturn F.kl_div(p, F.log_softmax(b, -1), log_target=True) + p.sum()",
      ["log_softmax", "reduce"], ["log_softmax", "kl_div", "add"]),  # log p reused
-    ("return F.kl_div(a, b)", [], ["kl_div"]),
+    ("return F.kl_div(a * 2.0, b)", ["elementwise"], ["kl_div"]),  # neither log-probabilities nor their log
 ])
 def test_kl_div_refused_keeps_the_covered_part(tmp_path, forward, kinds, missing):
     analysis = analyze(write(tmp_path, forward, inputs=PAIR, args="a, b"))

@@ -53,21 +53,33 @@ def _programs(p: Tiles) -> str:
 
 _MATMUL = Template('''
 M, K, N = a.shape[$am], a.shape[$ak], b.shape[$bn]
+out = torch.empty((*(a.shape if a.dim() > 2 else b.shape)[:-2], M, N), dtype=a.dtype, device=a.device)
+if out.numel() == 0:
+    return out  # K == 0 needs no case: the K loop runs no step and the zero accumulator is stored
+c = out
+if a.dim() > 2 and b.dim() == 2:  # B shared by every matrix of A: $flat_why (views when A is contiguous)
+    c = out.reshape($flat_c)
+    a = a.reshape($flat_a)
+M = c.shape[-2]
 batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
-c = torch.empty((batch, M, N) if max(a.dim(), b.dim()) == 3 else (M, N), dtype=a.dtype, device=a.device)
-if c.numel() == 0:
-    return c  # K == 0 needs no case: the K loop runs no step and the zero accumulator is stored
 s_a, s_b, s_c = a.stride(), b.stride(), c.stride()
 s_ab = s_a[0] if a.dim() == 3 and a.shape[0] > 1 else 0  # a 2-D operand is shared by every batch
 s_bb = s_b[0] if b.dim() == 3 and b.shape[0] > 1 else 0
 s_cb = s_c[0] if c.dim() == 3 else 0
-${gemv}prec = "$prec" if a.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
+${diag}${gemv}prec = "$prec" if a.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
 ${tma}grid = (triton.cdiv(M, $bm) * triton.cdiv(N, $bn_tile), batch)
 $launch
-return c''')
+return out''')
+
+# how A of 3 dims or more meets a 2-D B: its rows as one matrix (one GEMM), or, where a row's place in its own
+# matrix matters (a transposed A, a triangle mask), its matrices as one batch
+_FLAT = {True: {"flat_why": "A's leading dims flattened into its rows, one GEMM", "flat_c": "-1, N",
+                "flat_a": "c.shape[0], K"},
+         False: {"flat_why": "A's leading dims flattened into one batch", "flat_c": "-1, M, N",
+                 "flat_a": "c.shape[0], *a.shape[-2:]"}}
 
 _MATMUL_TMA = Template('''
-def $name(${scalars}a, b, c, prec):
+def $name(${scalars}a, b, c, prec$diag):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     M, K = a.shape
@@ -89,16 +101,18 @@ b_desc = TensorDescriptor.from_tensor(bt, [$bn, $bk])
 
 
 def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
-    """C = op(A) @ op(B) (2-D, or batched 3-D with a 2-D operand shared): the strided kernel, the GEMV kernel for
-    few columns under the GEMV move, the TMA kernel for untransposed 2-D row-major operands on a Hopper GPU under
-    a TMA move."""
+    """C = op(A) @ op(B) (2-D, batched 3-D with a 2-D operand shared, or A of more dims flattened over a 2-D B): the
+    strided kernel, the GEMV kernel for few columns under the GEMV move, the TMA kernel for untransposed 2-D
+    row-major operands on a Hopper GPU under a TMA move; then the steps and a triangle mask on the fp32 tile."""
     ta, tb = bool(op.detail.get("trans_a")), bool(op.detail.get("trans_b"))
     s = Scalars.of(op)  # the numbers the steps read from the module: the kernels' and helper's first parameters
     prec = _precision(p)
+    mask = kernels.mask(op)
     # op(A)[m, k] is A[k, m] when transposed: swap the last two dims' sizes and strides, no copy
     am, ak = (-1, -2) if ta else (-2, -1)
     bk, bn = (-1, -2) if tb else (-2, -1)
     strides = ["s_ab", f"s_a[{am}]", f"s_a[{ak}]", "s_bb", f"s_b[{bk}]", f"s_b[{bn}]", "s_cb", "s_c[-2]", "s_c[-1]"]
+    strides += ["diag"] if mask else []  # the triangle's diagonal, read when forward runs
     tiled = kernels.tiled(op, names)
     launch = tiled.launch("grid", ["a", "b", "c", "M", "N", "K", *strides], {**_tiles(p), "PREC": "prec"},
                           **_options(p))
@@ -110,7 +124,7 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
         gemv_launch = kernel.launch("(triton.cdiv(M, 8), N, batch)", ["a", "b", "c", "M", "N", "K", *strides],
                                     {"BLOCK_M": 8, "BLOCK_K": 512}, num_warps=4)
         gemv = (f"if N <= {GEMV_COLUMNS}:  # matrix-vector: each column of C from one pass over A\n"
-                f"    {gemv_launch}\n    return c\n")
+                f"    {gemv_launch}\n    return out\n")
     tma = ""
     if p.tma and not (ta or tb):  # TMA reads A and B as the row-major matrices they are, untransposed
         # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
@@ -120,14 +134,20 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
         b_desc = _B_DESC[bool(p.b_kmajor)].substitute(bn=tiles["BLOCK_N"], bk=tiles["BLOCK_K"])
         tma_launch = kernel.launch(
             "(programs,)", [f"TensorDescriptor.from_tensor(a, [{tiles['BLOCK_M']}, {tiles['BLOCK_K']}])", "b_desc",
-                            "c", "M", "N", "K"],
+                            "c", "M", "N", "K", *(["diag"] if mask else [])],
             {**tiles, "PREC": "prec", "PROGRAMS": "programs", "B_KMAJOR": bool(p.b_kmajor)}, **_options(p))
+        tail = ", diag" if mask else ""  # the helper passes the diagonal on
         blocks += [kernel, TMA_OK, _MATMUL_TMA.substitute(name=helper, scalars=s.params,
                                                           b_desc=indent(b_desc, 4), programs=indent(_programs(p), 4),
-                                                          launch=tma_launch)]
-        tma = f"if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and {helper}({s.params}a, b, c, prec):\n    return c\n"
+                                                          launch=tma_launch, diag=tail)]
+        tma = (f"if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and {helper}({s.params}a, b, c, prec{tail}):\n"
+               "    return out\n")
+    diag = ""
+    if mask:
+        diagonal = f"int({attr(mask['diagonal_attr'])})" if mask.get("diagonal_attr") else repr(int(mask["diagonal"]))
+        diag = f"diag = {diagonal}  # torch.{mask['op']}'s diagonal\n"
     body = _MATMUL.substitute(am=am, ak=ak, bn=bn, gemv=gemv, prec=prec, tma=tma, bm=int(p.BLOCK_M),
-                              bn_tile=int(p.BLOCK_N), launch=launch)
+                              bn_tile=int(p.BLOCK_N), launch=launch, diag=diag, **_FLAT[not ta and not mask])
     return Rendered(tuple(blocks), body)
 
 

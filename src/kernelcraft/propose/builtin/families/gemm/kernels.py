@@ -1,6 +1,8 @@
 """The GEMM family's Triton kernels as specs: the strided tiled kernel, the matrix-vector (GEMV) kernel and the
 persistent TMA-fed kernel, each one template whose `$epilogue` slot takes what runs on the fp32 result before its
-store. A matmul's epilogue is its pointwise steps; a linear's kernels are the same templates with a bias pointer,
+store. A matmul's epilogue is its pointwise steps, then its triangle mask if it has one (torch.triu/tril of the
+product: zeros outside the triangle, read by a run-time `diag`; an output tile wholly outside runs no K loop); a
+linear's kernels are the same templates with a bias pointer,
 HAS_BIAS and the steps' 1-D parameter operands (o<k>_ptr, o<k>_s: read along the output's columns) among their
 parameters, and the bias added before the steps."""
 
@@ -35,7 +37,7 @@ rk = tl.arange(0, BLOCK_K).to(tl.int64)
 a_ptrs = a_ptr + bid * s_ab + rm[:, None] * s_am + rk[None, :] * s_ak
 b_ptrs = b_ptr + bid * s_bb + rk[:, None] * s_bk + rn[None, :] * s_bn
 acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-for k0 in range(0, K, BLOCK_K):
+${skip}for k0 in range(0, ${k_end}, BLOCK_K):
     kk = k0 + rk
     a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
     b = tl.load(b_ptrs, mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
@@ -78,7 +80,7 @@ for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS):
     pid_m = first_m + (tile % in_group) % group_m
     pid_n = (tile % in_group) // group_m
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+${skip}    for k0 in range(0, ${k_end}, BLOCK_K):
         a = a_desc.load([pid_m * BLOCK_M, k0])
         if B_KMAJOR:
             acc = tl.dot(a, b_desc.load([pid_n * BLOCK_N, k0]).T, acc, input_precision=PREC)
@@ -102,13 +104,47 @@ def _lines(lines: list[str], pad: int) -> str:
 
 def _epilogue(op: Op, pad: int) -> str:
     """What runs on the fp32 tile `acc` before its store: a linear's bias and steps (with their parameter
-    operands), a matmul's steps (none: nothing)."""
+    operands), a matmul's steps (none: nothing), then a matmul's triangle mask."""
     steps = op.detail.get("steps") or []
     if op.kind == "linear":
         lines = epilogue_lines(steps, lambda k: _COLUMN_LOAD.format(k=k))
         return _lines(["x = acc", *_BIAS, *lines, "acc = x"], pad)
     lines = step_lines(steps)
-    return _lines(["x = acc", *lines, "acc = x"] if lines else [], pad)
+    lines = ["x = acc", *lines, "acc = x"] if lines else []
+    if (kept := _kept(op, "rm[:, None]", "rn[None, :]")) is not None:
+        lines.append(f"acc = tl.where({kept}, acc, 0.0)  # torch.{mask(op)['op']}: zeros outside the triangle")
+    return _lines(lines, pad)
+
+
+def mask(op: Op) -> dict | None:
+    """A matmul's triangle mask (plan.py: {"op": "triu" | "tril", "diagonal", "diagonal_attr"}), or None."""
+    return op.detail.get("mask") if op.kind == "matmul" else None
+
+
+# the entries a triangle keeps, row i, column j, by the run-time diagonal `diag`; and whether a tile whose rows
+# start at m0 and columns at n0 holds any of them
+_KEPT = {"triu": "{j} - {i} >= diag", "tril": "{j} - {i} <= diag"}
+_LIVE = {"triu": "n0 + BLOCK_N - 1 - m0 >= diag", "tril": "n0 - (m0 + BLOCK_M - 1) <= diag"}
+
+
+def _kept(op: Op, i: str, j: str) -> str | None:
+    found = mask(op)
+    return None if found is None else "(" + _KEPT[found["op"]].format(i=i, j=j) + ")"
+
+
+def _skip(op: Op, pad: int) -> tuple[str, str]:
+    """(the lines before the K loop, its bound): a masked matmul's tile wholly outside the triangle runs no
+    products (its zero accumulator is masked anyway); else the loop runs over K."""
+    found = mask(op)
+    if found is None:
+        return "", "K"
+    lines = ["m0 = pid_m * BLOCK_M", "n0 = pid_n * BLOCK_N",
+             f"k_end = tl.where({_LIVE[found['op']]}, K, 0)  # no entry of the tile is kept: no products"]
+    return _lines(lines, pad), "k_end"
+
+
+def _mask_params(op: Op) -> tuple[str, ...]:
+    return ("diag",) if mask(op) is not None else ()
 
 
 def operands(op: Op) -> tuple[str, ...]:
@@ -125,23 +161,29 @@ def _flags(op: Op) -> tuple[str, ...]:
 
 def tiled(op: Op, names: Names) -> TritonKernel:
     """The strided tiled kernel (any layout, batched): a program per (output tile, batch)."""
-    body = _TILED.substitute(epilogue=_epilogue(op, 0))
-    return TritonKernel(names(f"kc_{op.kind}_kernel"), ("a_ptr", "b_ptr", "c_ptr", *operands(op), *SIZES, *STRIDES),
+    skip, k_end = _skip(op, 0)
+    body = _TILED.substitute(epilogue=_epilogue(op, 0), skip=skip, k_end=k_end)
+    return TritonKernel(names(f"kc_{op.kind}_kernel"),
+                        ("a_ptr", "b_ptr", "c_ptr", *operands(op), *SIZES, *STRIDES, *_mask_params(op)),
                         ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *_flags(op)), body, Scalars.of(op))
 
 
 def gemv(op: Op, names: Names) -> TritonKernel:
     """The matrix-vector kernel (a matmul's): a program per (row block, column, batch)."""
     lines = step_lines(op.detail.get("steps") or [])
+    if (kept := _kept(op, "rm", "n")) is not None:
+        lines.append(f"x = tl.where({kept}, x, 0.0)  # torch.{mask(op)['op']}: zeros outside the triangle")
     body = _GEMV.substitute(epilogue=_lines(["x = tl.sum(acc, 1)", *lines] if lines else [], 0),
                             result="x" if lines else "tl.sum(acc, 1)")
-    return TritonKernel(names("kc_gemv_kernel"), ("a_ptr", "b_ptr", "c_ptr", *SIZES, *STRIDES),
+    return TritonKernel(names("kc_gemv_kernel"), ("a_ptr", "b_ptr", "c_ptr", *SIZES, *STRIDES, *_mask_params(op)),
                         ("BLOCK_M", "BLOCK_K"), body, Scalars.of(op))
 
 
 def tma(op: Op, names: Names) -> TritonKernel:
     """The persistent kernel whose operand tiles come through tensor descriptors (2-D row-major operands)."""
-    body = _TMA.substitute(epilogue=_epilogue(op, 4))
-    return TritonKernel(names(f"kc_{op.kind}_tma_kernel"), ("a_desc", "b_desc", "c_ptr", *operands(op), *SIZES),
+    skip, k_end = _skip(op, 4)
+    body = _TMA.substitute(epilogue=_epilogue(op, 4), skip=skip, k_end=k_end)
+    return TritonKernel(names(f"kc_{op.kind}_tma_kernel"),
+                        ("a_desc", "b_desc", "c_ptr", *operands(op), *SIZES, *_mask_params(op)),
                         ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *_flags(op), "PROGRAMS", "B_KMAJOR"),
                         body, Scalars.of(op))

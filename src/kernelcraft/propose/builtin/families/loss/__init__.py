@@ -1,12 +1,15 @@
-"""Loss family over the forward's first two inputs (read as a, b): pointwise losses (mse, l1, smooth_l1, huber) over
-flat tiles; cross-entropy (logits, class targets) and the KL divergence of two logit tensors over rows seen as
-[outer, R, inner] (columns.py: inner == 1 is plain rows, several short rows per program), each row read once
-(log-sum-exp in registers, or online in tiles for long rows). A reduced loss is deterministic: each program writes
-one fp32 partial (and, for cross-entropy, its count of targets not ignored), and a second one-program launch adds
-them in a fixed order and divides for the mean.
+"""Loss family over the forward's first two inputs (read as a, b): pointwise losses (mse, l1, smooth_l1, huber, and
+F.kl_div of log-probabilities or of the log the kernel takes itself) over flat tiles; cross-entropy (logits, class
+targets) and the KL divergence of two logit tensors over rows seen as [outer, R, inner] (columns.py: inner == 1 is
+plain rows, several short rows per program), each row read once (log-sum-exp in registers, or online in tiles for
+long rows); the triplet margin loss of the first three inputs (a, p, n) over rows of the last dim, three distances
+from one read of each row. A reduced loss is deterministic: each program writes one fp32 partial (and, for
+cross-entropy, its count of targets not ignored), and a second one-program launch adds them in a fixed order and
+divides for the mean.
 
-Three families, one per kind, since their parameters differ: flat tiles (`LossTiles`), and rows whose whole extent
-fits in registers or is walked online (`CrossEntropyRows`, `KlRows`)."""
+Four families, since their parameters differ: flat tiles (`LossTiles`: the `loss` and `kl_div` kinds), rows whose
+whole extent fits in registers or is walked online (`CrossEntropyRows`, `KlRows`), and rows walked in tiles with
+three running sums (`TripletRows`)."""
 
 from __future__ import annotations
 
@@ -92,6 +95,27 @@ class KlRows(Params):
         return "control" if self.variant == "online" else "memory"
 
 
+@dataclass(frozen=True)
+class TripletRows(Params):
+    ROW_MAX: int = 4096  # rows up to this long are one tile (short rows packed TILE elements per program)
+    BLOCK_R: int = 2048  # elements of a longer row per step
+    TILE: int = 4096
+    num_warps: int = 4
+    reduced: bool = True  # the loss is reduced (mean, sum): partials and a second launch; else one loss per row
+
+    def idea(self) -> str:
+        whole = (f"rows up to {self.ROW_MAX} elements whole in registers, longer ones" if self.ROW_MAX
+                 else "every row")
+        tail = ("; one fp32 partial per program, combined by a one-program second launch" if self.reduced
+                else "; each row's loss written")
+        return (f"One read of each row of anchor, positive and negative: {whole} walked in {self.BLOCK_R}-element "
+                f"steps (short rows packed {self.TILE} elements per program, {self.num_warps} warps), the squared "
+                "distances summed in fp32" + tail)
+
+    def category(self) -> str:
+        return "control" if not self.ROW_MAX else "parallelism" if self.TILE < 4096 else "memory"
+
+
 def _loss_moves(op: Op) -> list[LossTiles]:
     reduced = op.detail["reduction"] != "none"
     return [LossTiles(reduced=reduced), LossTiles(1024, 4, reduced=reduced), LossTiles(2048, 4, reduced=reduced),
@@ -111,6 +135,16 @@ def _kl_moves(op: Op) -> list[KlRows]:
             KlRows("online", 0, 2048, 4096, 8)]
 
 
+def _triplet_moves(op: Op) -> list[TripletRows]:
+    reduced = op.detail["reduction"] != "none"
+    return [TripletRows(reduced=reduced), TripletRows(8192, 4096, 8192, 8, reduced=reduced),
+            TripletRows(0, 1024, 2048, 4, reduced=reduced), TripletRows(1024, 1024, 1024, 2, reduced=reduced)]
+
+
+def _render_triplet(op: Op, p: TripletRows, names: Names) -> Rendered:
+    return kernels.triplet_margin(op, p, names)
+
+
 def _render_loss(op: Op, p: LossTiles, names: Names) -> Rendered:
     return kernels.pointwise_loss(op, p, names)
 
@@ -124,10 +158,12 @@ def _render_kl(op: Op, p: KlRows, names: Names) -> Rendered:
 
 
 FAMILIES = (
-    Family("loss", "triton", ("loss",), LossTiles, _loss_moves, _render_loss, inputs={"loss": ("a", "b")},
-           recognize=RECOGNIZER),
+    Family("loss", "triton", ("loss", "kl_div"), LossTiles, _loss_moves, _render_loss,
+           inputs={"loss": ("a", "b"), "kl_div": ("a", "b")}, recognize=RECOGNIZER),
     Family("cross_entropy", "triton", ("cross_entropy",), CrossEntropyRows, _ce_moves, _render_ce,
            inputs={"cross_entropy": ("a", "b")}),
     Family("kl_div_logits", "triton", ("kl_div_logits",), KlRows, _kl_moves, _render_kl,
            inputs={"kl_div_logits": ("a", "b")}),
+    Family("triplet_margin", "triton", ("triplet_margin",), TripletRows, _triplet_moves, _render_triplet,
+           inputs={"triplet_margin": ("a", "p", "n")}),
 )

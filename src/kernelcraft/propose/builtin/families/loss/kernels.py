@@ -41,14 +41,24 @@ _TERMS = {"mse": ["l = d * d"], "l1": ["l = tl.abs(d)"],
           "smooth_l1": ["ad = tl.abs(d)", "l = tl.where(ad < param, 0.5 * d * d / param, ad - 0.5 * param)"],
           "huber": ["ad = tl.abs(d)", "l = tl.where(ad < param, 0.5 * d * d, param * (ad - 0.5 * param))"]}
 
+
+def _kl_terms(d: dict) -> list[str]:
+    """F.kl_div's pointwise terms (torch's formulas): input x (log-probabilities: a, or log(a) when the kernel takes
+    the log itself), target b; log_target: exp(b) * (b - x), else xlogy(b, b) - b * x, a target 0 adding 0 (unless x
+    is -inf: 0 * inf is NaN, as in torch)."""
+    x = ["x = tl.log(a)"] if d["log_input"] else ["x = a"]
+    if d["log_target"]:
+        return x + ["l = tl.exp(b) * (b - x)"]
+    return x + ["l = tl.where(b == 0.0, 0.0, b * tl.log(b)) - b * x"]
+
 _POINTWISE = Template('''
 # tiles pid, pid + programs, ...: loss terms stored (REDUCE=False) or summed per lane into one fp32 partial
 acc = tl.zeros([BLOCK], tl.float32)
 for tile in range(tl.program_id(0).to(tl.int64), n_tiles, tl.num_programs(0)):
     offs = tile * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    d = (tl.load(a_ptr + offs, mask=mask, other=0.0$hint).to(tl.float32)
-         - tl.load(b_ptr + offs, mask=mask, other=0.0$hint).to(tl.float32))
+    a = tl.load(a_ptr + offs, mask=mask, other=0.0$hint).to(tl.float32)
+    b = tl.load(b_ptr + offs, mask=mask, other=0.0$hint).to(tl.float32)
 $terms
     if REDUCE:
         acc += tl.where(mask, l, 0.0)
@@ -59,15 +69,21 @@ if REDUCE:
 ''')
 
 
+_DIVISORS = {"mean": "float(n)", "sum": "1.0", "batchmean": "float(a.shape[0] if a.dim() else 1)"}
+
+
 def pointwise_loss(op: Op, p, names: Names) -> Rendered:
+    """A loss of two same-shaped inputs whose terms are pointwise: the `loss` kind's, and F.kl_div's (`kl_div`)."""
     d = op.detail
-    fn, reduction = d["fn"], d["reduction"]
-    if fn not in _TERMS or reduction not in ("mean", "sum", "none"):
+    fn, reduction = ("kl_div" if op.kind == "kl_div" else d["fn"]), d["reduction"]
+    if (fn not in _TERMS and op.kind != "kl_div") or (reduction not in _DIVISORS and reduction != "none") \
+            or (reduction == "batchmean" and op.kind != "kl_div"):
         raise ValueError(f"unknown loss {fn!r} / reduction {reduction!r}")
+    terms = _kl_terms(d) if op.kind == "kl_div" else ["d = a - b", *_TERMS[fn]]
     hint = ', eviction_policy="evict_first"' if p.evict_first else ""
     kernel = TritonKernel(names(f"kc_{fn}_loss_kernel"), ("a_ptr", "b_ptr", "y_ptr", "n", "n_tiles", "param"),
                           ("REDUCE", "BLOCK"),
-                          _POINTWISE.substitute(terms=indent("\n".join(_TERMS[fn]), 4), hint=hint))
+                          _POINTWISE.substitute(terms=indent("\n".join(terms), 4), hint=hint))
     finish = _finish_kernel(names)
     param = attr(d["param_attr"]) if d.get("param_attr") else num(d["param"] if d.get("param") is not None else 0.0)
     block, warps = int(p.BLOCK), int(p.num_warps)
@@ -88,7 +104,7 @@ if n == 0:
 programs = {programs}
 {launch("y", False)}
 return y''')
-    div = "float(n)" if reduction == "mean" else "1.0"
+    div = _DIVISORS[reduction]
     return Rendered((kernel, finish), head + f'''y = torch.empty((), dtype=a.dtype, device=a.device)
 programs = max(1, {programs})  # n == 0: one program writes a zero partial (mean: 0 / 0 = NaN, like torch)
 part = torch.empty((programs,), dtype=torch.float32, device=a.device)
@@ -244,5 +260,86 @@ part = torch.empty((programs,), dtype=torch.float32, device=a.device)
 if C:
     {launch}
 {_finish(finish, "part", "part", "programs", div[reduction], False)}
+return y'''
+    return Rendered((TILES, kernel, finish), body)
+
+
+_TRIPLET = Template('''
+# a tile of BLOCK_C rows (R elements each, contiguous): sums of squares of a - p + eps and a - n + eps (and, with
+# SWAP, p - n + eps) over each row in BLOCK_R-element steps; loss = max(margin + d(a, p) - d(a, n), 0)
+$columns
+s_pos = tl.zeros([BLOCK_C], tl.float32)
+s_neg = tl.zeros([BLOCK_C], tl.float32)
+s_swap = tl.zeros([BLOCK_C], tl.float32)
+for start in range(0, R, BLOCK_R):
+    rr = start + r
+    offs = base[None, :] + rr.to(tl.int64)[:, None]
+    mask = (rr < R)[:, None] & cmask[None, :]
+    a = tl.load(a_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    p = tl.load(p_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    n = tl.load(n_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    d = tl.where(mask, a - p + eps, 0.0)
+    s_pos += tl.sum(d * d, 0)
+    d = tl.where(mask, a - n + eps, 0.0)
+    s_neg += tl.sum(d * d, 0)
+    if SWAP:
+        d = tl.where(mask, p - n + eps, 0.0)
+        s_swap += tl.sum(d * d, 0)
+d_pos = tl.sqrt(s_pos)
+d_neg = tl.sqrt(s_neg)
+if SWAP:  # torch.min: NaN on either side gives NaN
+    d_swap = tl.sqrt(s_swap)
+    d_neg = tl.where((d_neg != d_neg) | (d_swap != d_swap), d_neg + d_swap, tl.where(d_swap < d_neg, d_swap, d_neg))
+loss = margin + d_pos - d_neg
+loss = tl.where(loss < 0.0, 0.0, loss)  # clamp_min(0): NaN passes through
+if REDUCE:
+    tl.store(y_ptr + tl.program_id(0), tl.sum(tl.where(cmask, loss, 0.0), 0))
+else:
+    tl.store(y_ptr + c, loss.to(y_ptr.dtype.element_ty), mask=cmask)
+''')
+
+
+def triplet_margin(op: Op, p, names: Names) -> Rendered:
+    """F.triplet_margin_loss (p = 2) of the first three inputs as passed, rows along the last dim."""
+    d = op.detail
+    reduction = d["reduction"]
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"unknown reduction {reduction!r}")
+    kernel = TritonKernel(names("kc_triplet_margin_kernel"),
+                          ("a_ptr", "p_ptr", "n_ptr", "y_ptr", "R", "inner", "C", "margin", "eps"),
+                          ("BLOCK_R", "BLOCK_C", "SWAP", "REDUCE"), _TRIPLET.substitute(columns=COLUMNS))
+    finish = _finish_kernel(names)
+    margin = attr(d["margin_attr"]) if d.get("margin_attr") else num(d["margin"])
+    eps = attr(d["eps_attr"]) if d.get("eps_attr") else num(d["eps"])
+    row_max = int(p.ROW_MAX)
+    block_r, tile, warps = int(p.BLOCK_R), int(p.TILE), int(p.num_warps)
+
+    def launch(out: str, reduce: bool) -> str:
+        return kernel.launch("(programs,)", ["a", "p", "n", out, "R", "1", "C", f"float({margin})", f"float({eps})"],
+                             {"BLOCK_R": "br", "BLOCK_C": "bc", "SWAP": bool(d["swap"]), "REDUCE": reduce},
+                             num_warps="warps")
+
+    body = f'''
+a, p, n = a.contiguous(), p.contiguous(), n.contiguous()
+if a.shape != p.shape or a.shape != n.shape or a.dim() == 0:
+    raise ValueError("triplet_margin_loss takes anchors, positives and negatives of one shape")
+R = a.shape[-1]
+C = a.numel() // R if R else math.prod(a.shape[:-1])  # rows
+br, bc, _ = kc_tiles(max(R, 1), max(C, 1), 1, {row_max}, {block_r}, {tile})
+warps = min(16, {warps} * max(1, br * bc // {tile}))
+programs = triton.cdiv(C, bc)
+'''
+    if reduction == "none":
+        body += f'''y = torch.empty(a.shape[:-1], dtype=a.dtype, device=a.device)
+if C:
+    {launch("y", False)}
+return y'''
+    else:
+        div = "float(C)" if reduction == "mean" else "1.0"
+        body += f'''y = torch.empty((), dtype=a.dtype, device=a.device)
+part = torch.empty((programs,), dtype=torch.float32, device=a.device)
+if C:
+    {launch("part", True)}
+{_finish(finish, "part", "part", "programs", div, False)}
 return y'''
     return Rendered((TILES, kernel, finish), body)

@@ -1,4 +1,5 @@
-"""Scan family: inclusive cumsum and cumprod along any dim, forward or reverse (flip(scan(flip(x)))), over a
+"""Scan family: cumsum and cumprod along any dim, inclusive forward or reverse (flip(scan(flip(x)))) or exclusive
+(each entry the scan of the entries before it: the tiles read x one row back), over a
 contiguous x seen as [outer, R, inner] (columns.py): a program takes BLOCK_C columns and walks R in BLOCK_R tiles;
 each tile is scanned in fp32 registers (tl.cumsum / tl.cumprod) and offset by the running carry of the tiles
 before it, so rows of any length take one read and one write. With few columns R is split in chunks over

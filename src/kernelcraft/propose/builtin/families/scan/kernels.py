@@ -32,7 +32,7 @@ for start in range(lo, hi, BLOCK_R):
     rr = start + r
     mask = (rr < hi)[:, None] & cmask[None, :]
     offs = base[None, :] + $row[:, None] * inner
-    x = tl.load(x_ptr + offs, mask=mask, other=$ident).to(tl.float32)
+    x = tl.load(x_ptr + $src, mask=mask$src_mask, other=$ident).to(tl.float32)
     if PASS == 1:
         carry = carry $op $total(x, BLOCK_R)
     else:
@@ -50,11 +50,16 @@ def scan(op: Op, p, names: Names) -> Rendered:
         raise ValueError(f"unknown scan {kind!r}")
     ident, sym = _OPS[kind]
     reverse = bool(op.detail.get("reverse"))  # row r of the scan is row R - 1 - r of x and y
-    tag = f"{kind}_rev" if reverse else kind
+    shifted = bool(op.detail.get("exclusive"))  # row r of the scan reads row r - 1 of x (row 0: the identity)
+    if reverse and shifted:
+        raise ValueError("an exclusive reverse scan is not one this family reads")
+    tag = f"{kind}_rev" if reverse else f"{kind}_excl" if shifted else kind
     total = TritonKernel(names(f"kc_{tag}_total"), ("x",), ("BLOCK",), _TOTALS[kind],
                          comment="the combination of x along axis 0")
     body = _SCAN.substitute(columns=COLUMNS, ident=ident, op=sym, total=total.name, fn=kind,
-                            row="(R - 1 - rr).to(tl.int64)" if reverse else "rr.to(tl.int64)")
+                            row="(R - 1 - rr).to(tl.int64)" if reverse else "rr.to(tl.int64)",
+                            src="offs - inner" if shifted else "offs",
+                            src_mask=" & (rr >= 1)[:, None]" if shifted else "")
     kernel = TritonKernel(names(f"kc_{tag}_kernel"), ("x_ptr", "y_ptr", "t_ptr", "R", "inner", "C", "chunk"),
                           ("BLOCK_R", "BLOCK_C", "BLOCK_S", "PASS"), body)
     dim = attr(op.detail["dim_attr"]) if op.detail.get("dim_attr") else repr(int(op.detail["dim"]))

@@ -1,12 +1,18 @@
 """How scans are read: torch.cumsum / torch.cumprod and the tensor methods along one dim of a chain; a reverse
 scan as torch spells it, flip(cumsum(flip(x, d), d), d). A flip is kept pending (values.Flipped): a scan along
 its dim makes it a reverse scan (its result again a pending flip, which the flip after it undoes), a flip back
-along the same dim undoes it, and anything else reading it is refused (the interpreter notes "flip")."""
+along the same dim undoes it, and anything else reading it is refused (the interpreter notes "flip").
+
+An exclusive scan spelled as a cat of zeros and the scan of all but the last entries (exclusive.py) is read from
+the graph at its cat: the size, narrow, select and zeros_like before it are claimed here too, and given x's own
+value (read by nothing but the pattern) when they are its pieces; elsewhere they go to the interpreter's core
+(sizes, cat) or are refused (narrow, select, zeros_like)."""
 
 from __future__ import annotations
 
 import torch
 
+from kernelcraft.propose.builtin.families.scan import exclusive
 from kernelcraft.propose.builtin.recognize import Recognizer, call
 from kernelcraft.propose.builtin.values import Ew, Flipped
 
@@ -14,8 +20,17 @@ SPECS = {"cumsum": [("dim", None), ("dtype", None)], "cumprod": [("dim", None), 
          "flip": [("dims", None)]}
 
 
+def _piece(ix, node):
+    """x's own value when `node` is a piece of an exclusive scan's spelling (read by nothing but it), else None."""
+    found = exclusive.piece(node)
+    chain = ix.realize(ix.value(found[0])) if found else None
+    return chain if isinstance(chain, Ew) else None
+
+
 def _scan(kind: str):
     def handle(ix, node):
+        if (inert := _piece(ix, node)) is not None:
+            return inert
         name, p = call(node, SPECS[kind])
         if p is None:
             return ix.refuse(name, node)
@@ -45,5 +60,36 @@ def _flip(ix, node):
     return Flipped(chain, dim) if isinstance(chain := ix.realize(a), Ew) else ix.refuse(name, node)
 
 
-RECOGNIZER = Recognizer(functions={torch.cumsum: _scan("cumsum"), torch.cumprod: _scan("cumprod"), torch.flip: _flip},
-                        methods={"cumsum": _scan("cumsum"), "cumprod": _scan("cumprod"), "flip": _flip})
+def _cat(ix, node):
+    """torch.cat: an exclusive scan's (exclusive.py), else the core's."""
+    found = exclusive.match(node)
+    if found is None or not isinstance(chain := ix.realize(ix.value(found[0])), Ew):
+        return ix.cat(node)
+    x, dim, kind = found
+    return ix.emit("scan", ix.emit_chain(chain).base, op=kind, dim=dim, dim_attr=ix.attr_name(dim, int),
+                   exclusive=True)
+
+
+def _size(ix, node):
+    """t.size(d): a piece of an exclusive scan's spelling, else the core's size (of a value, or of an input)."""
+    if (inert := _piece(ix, node)) is not None:
+        return inert
+    found = ix.tensor_size(node)
+    found = ix.size_of(node) if found is None else found
+    return found if found is not None else ix.refuse("size", node)
+
+
+def _pattern_only(name: str):
+    """narrow, select, zeros_like, ones_like: covered only as pieces of an exclusive scan's spelling."""
+    def handle(ix, node):
+        inert = _piece(ix, node)
+        return inert if inert is not None else ix.refuse(name, node)
+    return handle
+
+
+RECOGNIZER = Recognizer(functions={torch.cumsum: _scan("cumsum"), torch.cumprod: _scan("cumprod"), torch.flip: _flip,
+                                   torch.cat: _cat, **{getattr(torch, n): _pattern_only(n)
+                                                       for n in ("narrow", "select", "zeros_like", "ones_like")}},
+                        methods={"cumsum": _scan("cumsum"), "cumprod": _scan("cumprod"), "flip": _flip,
+                                 "size": _size, "narrow": _pattern_only("narrow"),
+                                 "select": _pattern_only("select")})
