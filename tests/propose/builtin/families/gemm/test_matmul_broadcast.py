@@ -117,11 +117,11 @@ def test_every_move(params, tmp_path):
 
 def test_a_contiguous_a_is_not_copied(tmp_path):
     """A's leading dims are flattened by a reshape, a view of a contiguous A: the kernel reads A's own storage."""
-    from tests.propose.builtin.kernel_check import load, render
+    from tests.propose.builtin.kernel_check import DEVICE, load, render
 
     source = render(MM, reference(False, False), moves(MM)[1].params)
     assert "a = a.reshape(c.shape[0], K)" in source
     module = load(source, tmp_path)
-    a, b = torch.randn(3, 5, 7), torch.randn(7, 6)
+    a, b = torch.randn(3, 5, 7, device=DEVICE), torch.randn(7, 6, device=DEVICE)
     torch.testing.assert_close(module.ModelNew()(a, b), a @ b, rtol=1e-4, atol=1e-4)
     assert a.reshape(-1, 7).data_ptr() == a.data_ptr()
