@@ -10,6 +10,7 @@ from kernelcraft.propose.builtin import chain, scalars
 from tests.propose.builtin import kernel_check
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
+from kernelcraft.propose.builtin.family import TritonKernel
 from kernelcraft.propose.builtin.scalars import Scalar, Scalars
 from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, load
 
@@ -19,8 +20,11 @@ def test_the_spec_keeps_each_path_as_forward_reads_it():
     assert s.items == (Scalar("a__b"), Scalar("scale"))  # each once, in order of their names
     assert s.params == "kc_s_a__b, kc_s_scale, "
     assert s.reads() == "kc_s_a__b = float(self.a__b)\nkc_s_scale = float(self.scale)\n"  # a__b stays a__b
-    assert s.fill("def k(${scalars}x_ptr):") == "def k(kc_s_a__b, kc_s_scale, x_ptr):"
-    assert Scalars().fill("def k(${scalars}x_ptr):") == "def k(x_ptr):" and Scalars().reads() == ""
+    kernel = TritonKernel("k", ("x_ptr",), (), "pass", s)
+    assert kernel.source().splitlines()[1] == "def k(kc_s_a__b, kc_s_scale, x_ptr):"
+    assert kernel.launch("(1,)", ["x"]) == "k[(1,)](kc_s_a__b, kc_s_scale, x)"
+    assert TritonKernel("k", ("x_ptr",), (), "pass").source().splitlines()[1] == "def k(x_ptr):"
+    assert Scalars().reads() == ""
     assert (Scalars.of_refs(["self.b"]) + s).params == "kc_s_a__b, kc_s_b, kc_s_scale, "
 
 

@@ -1,6 +1,6 @@
 """A built-in candidate file: the reference verbatim, a header, the kernels, and `class ModelNew(Model)`.
 
-Shared by the kernel registries (triton_kernels.py, nvrtc_kernels.py): `ModelNew` keeps the reference's
+Used by registry.py (one op) and chain.py (several): `ModelNew` keeps the reference's
 forward signature; its body reads the first input as `x` (made contiguous), or, for a kind whose family
 declares the inputs it reads (`inputs`: their names in the body, e.g. ("a", "b") or ("q", "k", "v")), the
 first len(inputs) inputs under those names as passed, then runs the family's body. The numbers forward reads
@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 
 from kernelcraft import syntax
-from kernelcraft.propose.builtin.scalars import SLOT, Scalars
+from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.codegen import indent
 
 
@@ -33,10 +33,7 @@ def assemble(reference_source: str, head: str, kernels: list[str], body: str) ->
     """The file: reference, head, kernels, then ModelNew whose forward (the reference's signature) runs `body`."""
     signature, _ = forward_signature(reference_source)
     forward = f"class ModelNew(Model):\n    {signature}\n" + indent(body.strip("\n"), 8)
-    text = "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
-    if SLOT in text:  # a renderer left a kernel template's scalar slot unfilled
-        raise ValueError(f"a kernel template's {SLOT} was not filled (scalars.Scalars.fill)")
-    return text
+    return "\n\n\n".join(part.strip("\n") for part in (reference_source, head, *kernels, forward)) + "\n"
 
 
 def parse(source: str) -> ast.Module:

@@ -1,7 +1,7 @@
 """What the built-in engineer understood of a reference: the ops it recognized, in a small IR.
 
 `analyze.py` produces it from the reference (torch.fx over the instantiated Model); the kernel
-families (`triton_kernels.py`, …) turn one Op plus tuning parameters into a candidate file. Values that
+families (families/*, listed in registry.py) turn one Op plus tuning parameters into a candidate file. Values that
 belong to the module (eps, weights, the reduced dim given at init) are named by attribute path, so the
 generated ModelNew reads them from itself at run time: nothing about sizes is baked in.
 """

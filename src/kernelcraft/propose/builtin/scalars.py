@@ -5,8 +5,8 @@ problem's small sizes: a scale of 1/sqrt(K) traced there is wrong at any other K
 forward reads from an attribute is kept as the reference "self.<path>" (`attach`), and the code generated for
 it comes from a spec, `Scalars.of(op)`: the op's numbers, each by its attribute path as forward reads it
 (`Scalar`, the path kept, never re-derived from a name) and the identifier generated code gives it,
-`kc_s_<path>` (`name`). The renderers emit from it, in their templates (the SLOT `${scalars}` before a kernel's
-first parameter, `Scalars.params` in f-strings):
+`kc_s_<path>` (`name`). The families emit from it (a family.TritonKernel spec takes the op's Scalars and puts
+them first in its definition and in every launch; `Scalars.params` in host code):
   - every @triton.jit kernel that applies the op's steps takes the op's scalars as its first parameters;
   - every launch of such a kernel, and every call of a module-level host helper that launches one (gemm's
     kc_linear_tma, kc_matmul_tma; a chain's per-op helpers), passes them first, by the same names: such a helper
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from kernelcraft.propose.builtin.plan import TENSOR_STEPS
 
 PREFIX = "kc_s_"
-SLOT = "${scalars}"  # in a kernel template, before its first parameter: the op's scalars (Scalars.fill)
 # parameters whose value shapes the code (pow's exponent picks the expansion): always the traced number
 STRUCTURAL = {"pow"}
 
@@ -131,10 +130,6 @@ class Scalars:
         """ "kc_s_a, kc_s_b, " (or ""): the leading parameters of a kernel or helper, and the leading arguments that
         pass them on at a launch or a helper call."""
         return "".join(f"{s.name}, " for s in self.items)
-
-    def fill(self, template: str) -> str:
-        """A kernel template with its SLOT filled: its first parameters the scalars (none: nothing)."""
-        return template.replace(SLOT, self.params)
 
     def reads(self) -> str:
         """ModelNew.forward's lines binding each name to the number the module holds now."""
