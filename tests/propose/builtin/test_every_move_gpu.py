@@ -4,15 +4,12 @@ the problem states one, at another shape. Together the suite's problems reach ev
 checks that for the Triton ones; here for all)."""
 
 import pytest
-import torch
 
-from kernelcraft.problems import Problem, load_problem, suite_names
+from kernelcraft.problems import load_problem, suite_names
 from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.chain import FREE_KINDS, ChainMove
 from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
-from kernelcraft.verify.policy import get_policy
-from tests.propose.builtin.test_scalars_suite import OTHER_SIZES, render
-from tests.propose.builtin.kernel_check import DEVICE, move_tolerance
+from tests.propose.builtin.test_scalars_suite import OTHER_SIZES, run_move
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -46,29 +43,6 @@ def test_the_suite_reaches_every_family():
     assert reached >= {f.name for f in registry.all_families()}, {f.name for f in registry.all_families()} - reached
 
 
-def _run(name: str, move, sizes: dict, tmp_path) -> None:
-    problem = load_problem(name)
-    source = render(name, move)
-    path = tmp_path / f"{name.replace('/', '_')}_{abs(hash(move.text))}.py"
-    path.write_text(source)
-    small = dict(getattr(problem.load(small=True), "SMALL_SIZES", {}) or {})
-    module = Problem(name, path, source).load(sizes={**small, **sizes})
-    init = module.get_init_inputs()
-    torch.manual_seed(0)
-    ref = module.Model(*init).to(DEVICE).eval()
-    new = module.ModelNew(*init).to(DEVICE).eval()
-    new.load_state_dict(ref.state_dict())
-    torch.manual_seed(1)
-    inputs = [t.to(DEVICE) if isinstance(t, torch.Tensor) else t for t in module.get_inputs()]
-    with torch.no_grad():
-        got, want = new(*inputs), ref(*inputs)
-    tol = move_tolerance(move.params)
-    if want.dtype in (torch.float16, torch.bfloat16):  # the strict policy's half tolerance
-        half = get_policy("strict").tolerance(want.dtype)
-        tol = {"rtol": max(tol["rtol"], half), "atol": max(tol["atol"], half)}
-    torch.testing.assert_close(got, want, **tol, msg=lambda m: f"{name} {sizes} {move.text[:70]!r}: {m}")
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", COVERED)
 def test_gpu_every_move(name, tmp_path):
@@ -76,7 +50,7 @@ def test_gpu_every_move(name, tmp_path):
     for move in offered(name):
         for sizes in ({}, *([OTHER_SIZES[name]] if name in OTHER_SIZES else [])):
             try:
-                _run(name, move, sizes, tmp_path)
+                run_move(name, move, sizes, tmp_path)
             except Exception as exc:  # every move is tried; the failures are listed together
                 failures.append(f"{move.backend} {move.text[:80]!r} {sizes}: {type(exc).__name__}: "
                                 f"{str(exc).splitlines()[0] if str(exc) else ''}")

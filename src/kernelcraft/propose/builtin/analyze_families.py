@@ -1,5 +1,5 @@
 """The op families analyze.py's interpreter reads beyond its core (elementwise, softmax, reductions, norms,
-matmul): the linear layer, and the folding of what follows an op into it (pointwise epilogues, an eval batchnorm
+matmul): the folding of what follows an op into it (pointwise epilogues, an eval batchnorm
 into a conv); the families' own recognizers (families/*/recognize.py) read the rest. A mixin: the methods use the
 interpreter's own (value, realize, emit, refuse, attr_name, ...)."""
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -30,18 +31,18 @@ from kernelcraft.propose.builtin.codegen import indent
 
 
 @dataclass(frozen=True)
-class Params:
+class Params(ABC):
     """A family's move parameters. Subclasses are frozen dataclasses of JSON-able fields (ints, floats, strings,
     bools, None, tuples of those) and define `idea` and `category`; `relaxed` says the kernel is not exact in fp32
     (TF32 tensor cores), so a strict policy skips the move."""
 
-    CATEGORIES: ClassVar[tuple[str, ...]] = ()
-
+    @abstractmethod
     def idea(self) -> str:
-        raise NotImplementedError(f"{type(self).__name__} does not say its idea")
+        """The move's optimization idea in plain words, derived from the fields (tells moves apart)."""
 
+    @abstractmethod
     def category(self) -> str:
-        raise NotImplementedError(f"{type(self).__name__} does not say its category")
+        """Its propose.base.CATEGORIES key."""
 
     @property
     def relaxed(self) -> bool:
