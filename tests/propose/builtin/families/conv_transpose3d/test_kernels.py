@@ -37,10 +37,10 @@ def convt_op(steps=()) -> Op:
                                    "weight": "conv.weight", "bias": "conv.bias", "steps": [list(s) for s in steps]})
 
 
-def test_moves_are_exact_first_distinct_and_tf32_is_marked():
+def test_moves_are_3xtf32_first_distinct_and_tf32_is_marked():
     ms = moves(convt_op())
     assert len({m.text for m in ms}) == len(ms) >= 6 and all(m.category in CATEGORIES for m in ms)
-    assert ms[0].params.precision == "ieee" and not ms[0].relaxed
+    assert ms[0].params.precision == "tf32x3" and not ms[0].relaxed
     assert {m.params.precision for m in ms} == {"ieee", "tf32x3", "tf32"}
     assert [m.params.precision == "tf32" for m in ms] == [m.relaxed for m in ms]
     assert {m.params.one_launch for m in ms} == {True, False}
@@ -116,4 +116,4 @@ def test_rendered_names_follow_the_chain_suffix():
         kernels = [b for b in rendered.blocks if not isinstance(b, str)]
         assert kernels and all(k.name.endswith("_op4") for k in kernels)
         assert all(k.name + "[grid](" in rendered.body for k in kernels)
-    assert parts(convt_op())[0] == Tiles().to_json()
+    assert parts(convt_op())[0] == Tiles(precision="tf32x3").to_json()  # the first move by default

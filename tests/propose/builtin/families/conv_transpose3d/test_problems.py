@@ -22,8 +22,8 @@ def test_the_suite_problem_is_covered_and_matches_on_its_small_sizes(tmp_path):
     op = engineer.coverage(problem, "triton").single
     assert op.kind == "conv_transpose3d"
     offered = engineer.moves(op, "triton")
-    assert offered[0].params.precision == "ieee" and not any(m.relaxed for m in offered)
-    for move in offered[:2]:  # exact fp32, 3xTF32
+    assert offered[0].params.precision == "tf32x3" and not any(m.relaxed for m in offered)
+    for move in offered[:3]:  # 3xTF32 on two tilings, exact fp32
         check_small_problem(op, problem, move.params, tmp_path)
 
 

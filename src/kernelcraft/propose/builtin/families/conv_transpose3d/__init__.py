@@ -11,9 +11,10 @@ N = the out-channels of a group, K = (in-channels of a group) * (its taps). A ph
 the epilogue only. kernels.py has the axis arithmetic, the kernels and the host code.
 
 Moves: output tiles (voxels of a phase x out-channels) and K steps, a launch per phase or every phase in one
-launch, and the tl.dot precision: exact fp32 ("ieee", first), 3xTF32 ("tf32x3", fp32-grade accuracy on the
-tensor cores) and TF32 ("tf32", relaxed: offered only under a policy that admits it). 16-bit inputs take the
-tensor cores as they are on every move. Each move is right on any shape.
+launch, and the tl.dot precision: 3xTF32 ("tf32x3", fp32-grade accuracy on the tensor cores, first: 1.5x the
+exact moves on the H100 at KernelBench level-2 sizes, benchmarks/results/producer-sweep-level2-h100-2026-11-25.json),
+exact fp32 ("ieee") and TF32 ("tf32", relaxed: offered only under a policy that admits it). 16-bit inputs take
+the tensor cores as they are on every move. Each move is right on any shape.
 """
 
 from __future__ import annotations
@@ -72,11 +73,12 @@ class Tiles(Params):
 
 
 def moves(op: Op) -> list[Tiles]:
-    """Exact fp32 first; then 3xTF32 on the same tiles, one launch for every phase, other tile shapes (a narrow M
-    tile for small volumes, wider K steps), and the relaxed TF32 moves last."""
-    return [Tiles(), Tiles(precision="tf32x3"), Tiles(one_launch=True), Tiles(precision="tf32x3", one_launch=True),
-            Tiles(64, 128, 16, num_warps=4), Tiles(128, 128, 32), Tiles(precision="tf32"),
-            Tiles(64, 128, 16, num_warps=4, precision="tf32")]
+    """3xTF32 first, on the default tiles and on 128x64 tiles of 4 warps and 4 stages (the fastest of ten on two
+    level-2 problems, the sweep in the module docstring); then exact fp32, one launch for every phase, other tile
+    shapes (a narrow M tile for small volumes, wider K steps), and the relaxed TF32 moves last."""
+    return [Tiles(precision="tf32x3"), Tiles(128, 64, 16, num_warps=4, num_stages=4, precision="tf32x3"), Tiles(),
+            Tiles(precision="tf32x3", one_launch=True), Tiles(one_launch=True), Tiles(64, 128, 16, num_warps=4),
+            Tiles(128, 128, 32), Tiles(precision="tf32"), Tiles(64, 128, 16, num_warps=4, precision="tf32")]
 
 
 def render(op: Op, p: Tiles, names: Names) -> Rendered:
