@@ -13,34 +13,46 @@ from kernelcraft.propose.builtin.plan import Op
 _ARGREDUCE = Template('''
 # program (column tile, split): R-range [split * chunk, split * chunk + chunk). GATHER: x holds partial
 # values and xi their indices (the combining launch); PARTIAL: write the value as well as the index.
+# Each slot (row r of the tile, column) keeps its own best (value, where, seen NaN) over the tiles it walks, updated
+# elementwise; the slots are reduced to the column's answer once, after the loop (no reduction per tile).
 $columns
 lo = tl.program_id(1) * chunk
 hi = tl.minimum(lo + chunk, R)
-best_v = tl.full([BLOCK_C], $ident, tl.float32)
-best_i = tl.zeros([BLOCK_C], tl.int64) + lo
-best_nan = tl.zeros([BLOCK_C], tl.int32)
+acc_v = tl.full([BLOCK_R, BLOCK_C], $ident, tl.float32)
+acc_nan = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.int1)
+if GATHER:  # the partial pair's stored index
+    acc_i = tl.full([BLOCK_R, BLOCK_C], -1, tl.int64)
+else:  # the tile (counted from lo) the slot's best came from; -1: nothing seen yet
+    acc_i = tl.full([BLOCK_R, BLOCK_C], -1, tl.int32)
 for start in range(lo, hi, BLOCK_R):
     rr = start + r
     mask = (rr < hi)[:, None] & cmask[None, :]
     offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
     x = tl.load(x_ptr + offs, mask=mask, other=$ident).to(tl.float32)
-    nan = (x != x) & mask
-    m = tl.$red(tl.where(nan, $ident, x), 0)  # the tile's extreme among numbers
-    tile_nan = tl.max(nan.to(tl.int32), 0) > 0
-    hit = tl.where(tile_nan[None, :], nan, (x == m[None, :]) & mask)
-    if GATHER:  # partial pairs: their stored indices
+    nan = x != x
+    # the slot's first value, else a NaN or a strictly better number until a NaN was kept (earlier ones win ties)
+    take = mask & ((acc_i < 0) | (~acc_nan & (nan | (x $cmp acc_v))))
+    if GATHER:
         idx = tl.load(xi_ptr + offs, mask=mask, other=0)
-        first = tl.min(tl.where(hit, idx, 9223372036854775807), 0)  # ties: the first index
-    else:  # the first hit's row within the tile, in 32 bits, made an index once per column
-        first = start + tl.min(tl.where(hit, r[:, None], BLOCK_R), 0).to(tl.int64)
-    take = (best_nan == 0) & (tile_nan | (m $cmp best_v))  # strictly better: earlier tiles keep ties
-    best_v = tl.where(take, tl.where(tile_nan, float("nan"), m), best_v)
-    best_i = tl.where(take, first, best_i)
-    best_nan = tl.where(take & tile_nan, 1, best_nan)
+    else:
+        idx = ((start - lo) // BLOCK_R).to(tl.int32)
+    acc_v = tl.where(take, x, acc_v)
+    acc_i = tl.where(take, idx, acc_i)
+    acc_nan = acc_nan | (take & nan)
+if GATHER:
+    index = acc_i
+else:
+    index = lo + acc_i.to(tl.int64) * BLOCK_R + r.to(tl.int64)[:, None]
+valid = acc_i >= 0
+has_nan = tl.max(acc_nan.to(tl.int32), 0) > 0
+best_v = tl.$red(tl.where(acc_nan | ~valid, $ident, acc_v), 0)  # the extreme among numbers
+hit = valid & tl.where(has_nan[None, :], acc_nan, acc_v == best_v[None, :])
+best_i = tl.min(tl.where(hit, index, 9223372036854775807), 0)  # ties and NaNs: the first index
+best_i = tl.where(best_i == 9223372036854775807, lo, best_i)  # (an empty range: never read)
 out = tl.program_id(1).to(tl.int64) * C + c
 tl.store(i_ptr + out, best_i, mask=cmask)
 if PARTIAL:
-    tl.store(v_ptr + out, best_v, mask=cmask)
+    tl.store(v_ptr + out, tl.where(has_nan, float("nan"), best_v), mask=cmask)
 ''')
 
 
