@@ -128,12 +128,15 @@ def test_gemv_kernel_only_under_its_move():
     assert not any(m.params.gemv for m in moves(Op("linear", {"weight": "w", "bias": None})))
 
 
-def test_tma_only_where_the_move_asks_and_the_operands_are_untransposed():
-    """A move's flags never leak from the first move's defaults, and A.T / B.T never go through TMA (its
-    descriptors read the untransposed row-major matrices)."""
+def test_tma_only_where_the_move_asks_and_a_is_untransposed():
+    """A move's flags never leak from the first move's defaults, and A.T never goes through TMA (its descriptor
+    reads A as the row-major matrix it is); B.T does, B (N, K) read K-major as it lies, without a copy."""
     ref = HEAD + "class Model(nn.Module):\n    def forward(self, A, B):\n        return torch.matmul(A, B)\n"
     for trans_a in (False, True):
-        op = Op("matmul", {"trans_a": trans_a, "trans_b": False})
-        for m in moves(op):
-            src = render(op, ref, m.params)
-            assert ("kc_matmul_tma(" in src) == (m.params.tma and not trans_a), (trans_a, m.params)
+        for trans_b in (False, True):
+            op = Op("matmul", {"trans_a": trans_a, "trans_b": trans_b})
+            for m in moves(op):
+                src = render(op, ref, m.params)
+                assert ("kc_matmul_tma(" in src) == (m.params.tma and not trans_a), (trans_a, trans_b, m.params)
+                if m.params.tma and trans_b and not trans_a:
+                    assert "b.t().contiguous()" not in src and "N = b.shape[0]" in src

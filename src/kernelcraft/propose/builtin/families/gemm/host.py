@@ -83,7 +83,7 @@ def $name(${scalars}a, b, c, prec$diag):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     M, K = a.shape
-    N = b.shape[1]
+    N = b.shape[$b_n]
 $b_desc$programs
     $launch
     return True
@@ -98,12 +98,15 @@ b_desc = TensorDescriptor.from_tensor(bt, [$bn, $bk])
     False: Template('''b_desc = TensorDescriptor.from_tensor(b, [$bk, $bn])  # (K, N) tiles as B lies: no copy
 '''),
 }
+_B_GIVEN_T = Template('''b_desc = TensorDescriptor.from_tensor(b, [$bn, $bk])  # B given (N, K) for A @ B.T: K-major as it lies
+''')
 
 
 def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
     """C = op(A) @ op(B) (2-D, batched 3-D with a 2-D operand shared, or A of more dims flattened over a 2-D B): the
-    strided kernel, the GEMV kernel for few columns under the GEMV move, the TMA kernel for untransposed 2-D
-    row-major operands on a Hopper GPU under a TMA move; then the steps and a triangle mask on the fp32 tile."""
+    strided kernel, the GEMV kernel for few columns under the GEMV move, the TMA kernel for 2-D row-major operands
+    on a Hopper GPU under a TMA move (A untransposed; B (K, N), or (N, K) for A @ B.T, read K-major as it lies);
+    then the steps and a triangle mask on the fp32 tile."""
     ta, tb = bool(op.detail.get("trans_a")), bool(op.detail.get("trans_b"))
     s = Scalars.of(op)  # the numbers the steps read from the module: the kernels' and helper's first parameters
     prec = _precision(p)
@@ -126,18 +129,18 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
         gemv = (f"if N <= {GEMV_COLUMNS}:  # matrix-vector: each column of C from one pass over A\n"
                 f"    {gemv_launch}\n    return out\n")
     tma = ""
-    if p.tma and not (ta or tb):  # TMA reads A and B as the row-major matrices they are, untransposed
+    if p.tma and not ta:  # TMA reads A as the row-major matrix it is, B as it lies: (K, N), or (N, K) for A @ B.T
         # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
         # strided kernel
         helper, kernel = names("kc_matmul_tma"), kernels.tma(op, names)
         tiles = _tiles(p)
-        b_desc = _B_DESC[bool(p.b_kmajor)].substitute(bn=tiles["BLOCK_N"], bk=tiles["BLOCK_K"])
+        b_desc = (_B_GIVEN_T if tb else _B_DESC[bool(p.b_kmajor)]).substitute(bn=tiles["BLOCK_N"], bk=tiles["BLOCK_K"])
         tma_launch = kernel.launch(
             "(programs,)", [f"TensorDescriptor.from_tensor(a, [{tiles['BLOCK_M']}, {tiles['BLOCK_K']}])", "b_desc",
                             "c", "M", "N", "K", *(["diag"] if mask else [])],
-            {**tiles, "PREC": "prec", "PROGRAMS": "programs", "B_KMAJOR": bool(p.b_kmajor)}, **_options(p))
+            {**tiles, "PREC": "prec", "PROGRAMS": "programs", "B_KMAJOR": tb or bool(p.b_kmajor)}, **_options(p))
         tail = ", diag" if mask else ""  # the helper passes the diagonal on
-        blocks += [kernel, TMA_OK, _MATMUL_TMA.substitute(name=helper, scalars=s.params,
+        blocks += [kernel, TMA_OK, _MATMUL_TMA.substitute(name=helper, scalars=s.params, b_n=0 if tb else 1,
                                                           b_desc=indent(b_desc, 4), programs=indent(_programs(p), 4),
                                                           launch=tma_launch, diag=tail)]
         tma = (f"if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and {helper}({s.params}a, b, c, prec{tail}):\n"
