@@ -2,7 +2,8 @@
 moves worth trying for a matmul or a linear layer; the idea text of each is derived from its fields.
 
 fp32 inputs: exact (ieee) tiled kernels, 3xTF32 (fp32-grade accuracy on the tensor cores) and TF32 fed by TMA,
-TF32 on the strided kernel; a matmul also gets the matrix-vector (GEMV) move first. TF32 rounds the inputs, so
+TF32 on the strided kernel; a matmul's first move is the matrix-vector (GEMV) one, whose wider products take the
+first 3xTF32 TMA tiles. TF32 rounds the inputs, so
 those moves are `relaxed` (a strict tolerance policy skips them). 16-bit inputs get 16-bit moves instead: the
 tensor cores with fp32 accumulation are exact enough for any policy (the products of two 16-bit numbers are
 exact in fp32), so precision is not the question; feeding them is (TMA tiles of B read as it lies)."""
@@ -54,6 +55,8 @@ class Tiles(Params):
             wider = (f"the {self.half} {m}x{n} tiled kernel" if self.half else
                      f"the exact {m}x{n} tiled kernel" if self.precision == "ieee" else
                      f"the {self.precision} {m}x{n} tiled kernel")
+            if self.tma:
+                wider += " fed by TMA where the operands allow"
             return (f"Matrix-vector kernel for products with at most {GEMV_COLUMNS} columns of C: the rows of A walked "
                     "once in 512-wide tiles against each column of B, products summed in fp32 lanes, so A streams at "
                     "full bandwidth instead of filling 128-wide output tiles with one live column; wider products "
@@ -120,12 +123,15 @@ def moves(op: Op) -> list[Tiles]:
     if op.kind == "matmul" and op.detail.get("dtype") in HALF:
         return _half_moves(HALF[op.detail["dtype"]])
     tiles = MatmulTiles if op.kind == "matmul" else LinearTiles
-    out = [tiles(m, n, k, 8, w, s, "tf32x3", tma=True) for m, n, k, w, s in TMA_TILES]
+    # a matmul's first move is the GEMV move whose wider products take the first 3xTF32 TMA tiles, which it replaces
+    first = 1 if op.kind == "matmul" else 0
+    out = [tiles(m, n, k, 8, w, s, "tf32x3", tma=True) for m, n, k, w, s in TMA_TILES[first:]]
     out += [tiles(m, n, k, 8, w, s, "ieee") for m, n, k, w, s in ((128, 128, 32, 8, 3), (64, 128, 32, 4, 4))]
     out += [tiles(m, n, k, 8, w, s, "tf32", tma=True) for m, n, k, w, s in TMA_TILES]
     out.append(tiles(128, 128, 32, 8, 8, 3, "tf32"))
     if op.kind == "matmul":
-        out.insert(0, tiles(128, 128, 32, 8, 8, 3, "ieee", gemv=True))
+        m, n, k, w, s = TMA_TILES[0]
+        out.insert(0, tiles(m, n, k, 8, w, s, "tf32x3", tma=True, gemv=True))
     return out
 
 
