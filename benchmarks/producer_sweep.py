@@ -1,11 +1,13 @@
 """Tile and precision sweep of a chain's lead op (its convolution or GEMM) on upstream KernelBench problems at their
 published sizes: for each problem the built-in engineer covers, the whole candidate is rendered with the lead on
-each variant of its first strict move (tiles, warps, stages, precision), checked against the reference by the
+each variant of its first strict move (tiles, warps, stages, precision), or on each strict move the engineer
+offers for it (--moves, any family), checked against the reference by the
 verifier's own metric (verify.check.compare, strict policy) and timed with triton.testing.do_bench (CUDA events,
 median). The reference is timed as the strict policy runs it (cuDNN and matmul TF32 off) and with torch's defaults,
 so a tile table can be chosen against the baseline the verifier uses.
 
     python benchmarks/producer_sweep.py ../shared/kernelbench/level2 --only 4_,19_,47_ --out OUT.json
+    python benchmarks/producer_sweep.py ../shared/kernelbench/level1 --only 47_,51_ --moves --out OUT.json
 """
 
 from __future__ import annotations
@@ -36,11 +38,25 @@ VARIANTS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, precision)
 ]
 
 
-def sweep_problem(problem, engineer: BuiltinProposer, rep_ms: int, variants) -> dict:
+def tile_variants(base) -> list[tuple[dict, object]]:
+    """The lead's first strict move with each of VARIANTS' tiles and precision (an implicit-GEMM or GEMM family's)."""
+    return [({"tile": [m, n, k], "warps": w, "stages": s, "precision": precision},
+             base.params.but(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s, precision=precision))
+            for m, n, k, w, s, precision in VARIANTS]
+
+
+def move_variants(engineer: BuiltinProposer, op) -> list[tuple[dict, object]]:
+    """Every move the engineer offers for the lead op under the strict policy, as offered."""
+    return [({"move": i, "idea": m.text[:100], "params": m.params.to_json()}, m.params)
+            for i, m in enumerate(engineer.moves(op, "triton"))]
+
+
+def sweep_problem(problem, engineer: BuiltinProposer, rep_ms: int, every_move: bool) -> dict:
     analysis = engineer.coverage(problem, "triton")
     ops = analysis.chain or [analysis.single]
     lead = chain.lead(ops)
     base = registry.first_strict(ops[lead])
+    variants = move_variants(engineer, ops[lead]) if every_move else tile_variants(base)
     ref_module = load_module(problem.source, "kc_reference")
     torch.manual_seed(0)
     init = ref_module.get_init_inputs()
@@ -54,9 +70,8 @@ def sweep_problem(problem, engineer: BuiltinProposer, rep_ms: int, variants) -> 
                 row[name] = round(triton.testing.do_bench(lambda: reference(*inputs), warmup=10, rep=rep_ms), 4)
         with reference_math(True):
             ref = reference(*inputs)
-        for m, n, k, w, s, precision in variants:
-            params = base.params.but(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s, precision=precision)
-            v = {"tile": [m, n, k], "warps": w, "stages": s, "precision": precision}
+        for label, params in variants:
+            v = dict(label)
             try:
                 source = chain.render(ops, problem.source, params, lead) if analysis.chain else \
                     registry.render(ops[0], problem.source, params)
@@ -81,6 +96,8 @@ def main() -> None:
     ap.add_argument("suite", type=Path, help="a KernelBench level directory")
     ap.add_argument("--only", required=True, help="comma-separated name prefixes (a problem matches any)")
     ap.add_argument("--rep-ms", type=int, default=60)
+    ap.add_argument("--moves", action="store_true",
+                    help="time every strict move the engineer offers for the lead, not the tile table")
     ap.add_argument("--minutes", type=float, default=0.0, help="stop starting problems after this long")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
@@ -93,14 +110,14 @@ def main() -> None:
             break
         print(problem.name, flush=True)
         try:
-            rows.append(sweep_problem(problem, engineer, args.rep_ms, VARIANTS))
+            rows.append(sweep_problem(problem, engineer, args.rep_ms, args.moves))
         except Exception as exc:  # noqa: BLE001 - recorded, the others go on
             rows.append({"problem": problem.name, "error": f"{type(exc).__name__}: {exc}"[:300]})
         best = rows[-1].get("best")
         print(f"{problem.name}: strict eager {rows[-1].get('eager_strict_ms')} ms; best {best}", flush=True)
         gc.collect()
         torch.cuda.empty_cache()
-        record = {"what": "lead-op tile sweep (in-process; a tuning aid, not a verified result)",
+        record = {"what": "lead-op sweep, " + ("every strict move" if args.moves else "tile table") + " (in-process; a tuning aid, not a verified result)",
                   "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
                   "date": datetime.date.today().isoformat(), "timing_method": "triton.testing.do_bench (CUDA events)",
                   "rows": rows}

@@ -8,11 +8,11 @@ COLUMNS the kernel prologue that places a program's columns (a kernel body's fir
 from __future__ import annotations
 
 TILES = '''
-def kc_tiles(R, C, inner, row_max, block_r, tile):
+def kc_tiles(R, C, inner, row_max, block_r, tile, columns=32):
     """(BLOCK_R, BLOCK_C, whole R in one tile) for reducing R in an [outer, R, inner] view. Columns that sit side
-    by side in memory (inner > 1) are taken several at a time so that loads coalesce."""
+    by side in memory (inner > 1) are taken up to `columns` at a time so that loads coalesce."""
     np2 = triton.next_power_of_2
-    want_c = 1 if inner == 1 else min(np2(inner), 32)
+    want_c = 1 if inner == 1 else min(np2(inner), columns)
     single = np2(R) * want_c <= row_max
     br = np2(R) if single else min(np2(R), block_r, max(1, tile // want_c))
     return br, min(np2(C), max(want_c, tile // br)), single

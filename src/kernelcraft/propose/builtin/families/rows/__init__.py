@@ -60,16 +60,22 @@ def softmax_moves(op: Op) -> list[Softmax]:
 class Reduce(Params):
     """Tiles of TILE elements, BLOCK_R of them along R, accumulated in fp32; with fewer column tiles than
     split_target, R is split over programs (aiming at split_target of them) and the partials combined by a second
-    launch; split_target 0: one program per column tile walks all of R."""
+    launch; split_target 0: one program per column tile walks all of R. COLUMNS: at most this many columns that
+    sit side by side in memory (a reduction over a dim that is not the last) per tile, for wider loads."""
 
     BLOCK_R: int = 1024
     TILE: int = 4096
     num_warps: int = 4
     split_target: int = 2048
+    COLUMNS: int = 32
 
     def idea(self) -> str:
         if not self.split_target:
             return "One program per column tile walks the whole reduced dim: no partial buffer, a single launch"
+        if self.COLUMNS != 32:
+            return (f"Wide column tiles for a reduction over a leading or middle dim: up to {self.COLUMNS} adjacent "
+                    f"columns ({4 * self.COLUMNS} contiguous bytes of fp32 per row) by {self.TILE // self.COLUMNS} "
+                    f"rows per step, {self.num_warps} warps")
         if self.BLOCK_R >= 4096:
             return (f"Long reduced tiles ({self.BLOCK_R} of R by few columns) to keep many loads in flight per "
                     "program")
@@ -85,7 +91,7 @@ class Reduce(Params):
 
 def reduce_moves(op: Op) -> list[Reduce]:
     return [Reduce(), Reduce(256, 2048, 4, 8192), Reduce(4096, 8192, 8), Reduce(1024, 8192, 8),
-            Reduce(split_target=0)]
+            Reduce(split_target=0), Reduce(1024, 8192, 8, COLUMNS=128), Reduce(1024, 4096, 4, COLUMNS=64)]
 
 
 def render_softmax(op: Op, p: Softmax, names: Names) -> Rendered:

@@ -140,6 +140,7 @@ def reduce(op: Op, p, names: Names) -> Rendered:
         span = "d_lo = dim % max(x.dim(), 1)\n    d_hi = d_lo + 1"
     div = "float(R)" if kind == "mean" else "1.0"
     block_r, tile, warps, target = int(p.BLOCK_R), int(p.TILE), int(p.num_warps), int(p.split_target)
+    columns = int(p.COLUMNS)
     consts = {"BLOCK_R": "br", "BLOCK_C": "bc"}
     whole = kernel.launch("(col_tiles, 1)", ["x", "y", "R", "inner", "C", "chunk", div], consts, num_warps=warps)
     split = kernel.launch("(col_tiles, splits)", ["x", "part", "R", "inner", "C", "chunk", "1.0"], consts,
@@ -159,7 +160,7 @@ y = torch.empty(shape, dtype=x.dtype, device=x.device)
 C = y.numel()
 if C == 0:
     return y
-br, bc, _ = kc_tiles(max(R, 1), C, inner, 0, {block_r}, {tile})
+br, bc, _ = kc_tiles(max(R, 1), C, inner, 0, {block_r}, {tile}, {columns})
 col_tiles = triton.cdiv(C, bc)
 splits = max(1, min(triton.cdiv(R, br), triton.cdiv({target}, col_tiles), 1024)) if col_tiles < {target} else 1
 chunk = triton.cdiv(triton.cdiv(max(R, 1), splits), br) * br
