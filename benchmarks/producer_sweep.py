@@ -6,6 +6,9 @@ median). The reference is timed as the strict policy runs it (cuDNN and matmul T
 so a tile table can be chosen against the baseline the verifier uses.
 
     python benchmarks/producer_sweep.py ../shared/kernelbench/level2 --only 4_,19_,47_ --out OUT.json
+
+--k-order both times each variant with the conv families' packed and taps K loops (implicit_gemm.GemmTiles.k_order;
+a lead of a family without the taps loop takes its own).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ VARIANTS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, precision)
 ]
 
 
-def sweep_problem(problem, engineer: BuiltinProposer, rep_ms: int, variants) -> dict:
+def sweep_problem(problem, engineer: BuiltinProposer, rep_ms: int, variants, k_orders=(None,)) -> dict:
     analysis = engineer.coverage(problem, "triton")
     ops = analysis.chain or [analysis.single]
     lead = chain.lead(ops)
@@ -54,9 +57,12 @@ def sweep_problem(problem, engineer: BuiltinProposer, rep_ms: int, variants) -> 
                 row[name] = round(triton.testing.do_bench(lambda: reference(*inputs), warmup=10, rep=rep_ms), 4)
         with reference_math(True):
             ref = reference(*inputs)
-        for m, n, k, w, s, precision in variants:
-            params = base.params.but(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s, precision=precision)
-            v = {"tile": [m, n, k], "warps": w, "stages": s, "precision": precision}
+        orders = k_orders if getattr(base.params, "TAPS", False) else (None,)  # a family with the taps loop
+        for (m, n, k, w, s, precision), order in ((tiles, o) for tiles in variants for o in orders):
+            params = base.params.but(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s, precision=precision,
+                                     **({"k_order": order} if order else {}))
+            v = {"tile": [m, n, k], "warps": w, "stages": s, "precision": precision,
+                 **({"k_order": order} if order else {})}
             try:
                 source = chain.render(ops, problem.source, params, lead) if analysis.chain else \
                     registry.render(ops[0], problem.source, params)
@@ -83,7 +89,10 @@ def main() -> None:
     ap.add_argument("--rep-ms", type=int, default=60)
     ap.add_argument("--minutes", type=float, default=0.0, help="stop starting problems after this long")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--k-order", choices=("packed", "taps", "both"), default=None,
+                    help="the conv families' K loop for every variant (default: the first strict move's)")
     args = ap.parse_args()
+    k_orders = {None: (None,), "both": ("packed", "taps")}.get(args.k_order, (args.k_order,))
     problems = [p for p in load_problem_dir(args.suite) if any(p.name.startswith(k) for k in args.only.split(","))]
     engineer = BuiltinProposer("cuda")
     rows, started = [], time.monotonic()
@@ -93,7 +102,7 @@ def main() -> None:
             break
         print(problem.name, flush=True)
         try:
-            rows.append(sweep_problem(problem, engineer, args.rep_ms, VARIANTS))
+            rows.append(sweep_problem(problem, engineer, args.rep_ms, VARIANTS, k_orders))
         except Exception as exc:  # noqa: BLE001 - recorded, the others go on
             rows.append({"problem": problem.name, "error": f"{type(exc).__name__}: {exc}"[:300]})
         best = rows[-1].get("best")

@@ -52,7 +52,7 @@ def test_taps_moves_follow_the_first_and_the_relaxed_one_follows_the_first_relax
     assert [p.k_order for p in relaxed[:2]] == ["packed", "taps"]
     assert sum(p.k_order == "taps" for p in ms) == 3
     for p in ms[1:3]:  # the idea text says what the K loop does, and tells it from the packed move
-        assert "K loop over the kernel taps" in p.idea()
+        assert "K loop over the kernel taps" in p.idea() and p.category() == "memory"
         assert p.idea() != p.but(k_order="packed").idea()
     assert ConvTiles().k_order == "packed" and "taps" not in ConvTiles().idea()
 

@@ -75,6 +75,8 @@ class GemmTiles(Params):
     def category(self) -> str:
         if self.precision == "tf32":
             return "precision"
+        if self.k_order == "taps":  # coalesced gathers, contiguous weight chunks, no div/mod per K element
+            return "memory"
         if self.precision == "tf32x3":
             return "compute"
         return "memory" if self.BLOCK_M < 128 else "parallelism"  # small tiles: less of x and w per program
