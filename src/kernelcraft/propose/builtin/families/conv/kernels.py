@@ -65,7 +65,9 @@ _PACKED_K = '''for k0 in range(0, K, BLOCK_K):
 # planes), and transposed for the dot. w is permuted by the forward to (CO, KH, KW, CPG): a chunk of one tap is
 # then BLOCK_K contiguous values per out-channel (vector loads, K-major as the tensor cores read B), where
 # (CO, CPG, KH, KW) strides would put the chunk's channels KH*KW apart, a sector per value; the copy is the
-# weight's size, once per call, small beside the conv's reads of x.
+# weight's size, once per call, small beside the conv's reads of x. (Seen in the TTGIR Triton 3.9 makes for sm_90,
+# not timed: the packed loop's A load spreads a warp over 32 K indices of one pixel, this one over 32 pixels of one
+# channel; with CPG a multiple of 16 the B load takes 4-wide vectors.)
 _TAPS_K = '''chunks = tl.cdiv(CPG, BLOCK_K)
 for step in range(0, KH * KW * chunks):
     tap = step // chunks
