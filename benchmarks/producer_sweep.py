@@ -8,6 +8,9 @@ so a tile table can be chosen against the baseline the verifier uses.
 
     python benchmarks/producer_sweep.py ../shared/kernelbench/level2 --only 4_,19_,47_ --out OUT.json
     python benchmarks/producer_sweep.py ../shared/kernelbench/level1 --only 47_,51_ --moves --out OUT.json
+
+--k-order both times each tile variant with the conv families' packed and taps K loops (implicit_gemm.GemmTiles.k_order;
+a lead of a family without the taps loop takes its own).
 """
 
 from __future__ import annotations
@@ -38,11 +41,17 @@ VARIANTS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, precision)
 ]
 
 
-def tile_variants(base) -> list[tuple[dict, object]]:
-    """The lead's first strict move with each of VARIANTS' tiles and precision (an implicit-GEMM or GEMM family's)."""
-    return [({"tile": [m, n, k], "warps": w, "stages": s, "precision": precision},
-             base.params.but(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s, precision=precision))
-            for m, n, k, w, s, precision in VARIANTS]
+def tile_variants(base, k_orders=(None,)) -> list[tuple[dict, object]]:
+    """The lead's first strict move with each of VARIANTS' tiles and precision (an implicit-GEMM or GEMM family's),
+    in each of `k_orders` where the family has the taps K loop (None: the move's own)."""
+    orders = k_orders if getattr(base.params, "TAPS", False) else (None,)
+    out = []
+    for (m, n, k, w, s, precision), order in ((tiles, o) for tiles in VARIANTS for o in orders):
+        extra = {"k_order": order} if order else {}
+        out.append(({"tile": [m, n, k], "warps": w, "stages": s, "precision": precision, **extra},
+                    base.params.but(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s, precision=precision,
+                                    **extra)))
+    return out
 
 
 def move_variants(engineer: BuiltinProposer, op) -> list[tuple[dict, object]]:
@@ -51,12 +60,12 @@ def move_variants(engineer: BuiltinProposer, op) -> list[tuple[dict, object]]:
             for i, m in enumerate(engineer.moves(op, "triton"))]
 
 
-def sweep_problem(problem, engineer: BuiltinProposer, rep_ms: int, every_move: bool) -> dict:
+def sweep_problem(problem, engineer: BuiltinProposer, rep_ms: int, every_move: bool, k_orders=(None,)) -> dict:
     analysis = engineer.coverage(problem, "triton")
     ops = analysis.chain or [analysis.single]
     lead = chain.lead(ops)
     base = registry.first_strict(ops[lead])
-    variants = move_variants(engineer, ops[lead]) if every_move else tile_variants(base)
+    variants = move_variants(engineer, ops[lead]) if every_move else tile_variants(base, k_orders)
     ref_module = load_module(problem.source, "kc_reference")
     torch.manual_seed(0)
     init = ref_module.get_init_inputs()
@@ -100,7 +109,10 @@ def main() -> None:
                     help="time every strict move the engineer offers for the lead, not the tile table")
     ap.add_argument("--minutes", type=float, default=0.0, help="stop starting problems after this long")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--k-order", choices=("packed", "taps", "both"), default=None,
+                    help="the conv families' K loop for every tile variant (default: the first strict move's)")
     args = ap.parse_args()
+    k_orders = {None: (None,), "both": ("packed", "taps")}.get(args.k_order, (args.k_order,))
     problems = [p for p in load_problem_dir(args.suite) if any(p.name.startswith(k) for k in args.only.split(","))]
     engineer = BuiltinProposer("cuda")
     rows, started = [], time.monotonic()
@@ -110,7 +122,7 @@ def main() -> None:
             break
         print(problem.name, flush=True)
         try:
-            rows.append(sweep_problem(problem, engineer, args.rep_ms, args.moves))
+            rows.append(sweep_problem(problem, engineer, args.rep_ms, args.moves, k_orders))
         except Exception as exc:  # noqa: BLE001 - recorded, the others go on
             rows.append({"problem": problem.name, "error": f"{type(exc).__name__}: {exc}"[:300]})
         best = rows[-1].get("best")

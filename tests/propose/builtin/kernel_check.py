@@ -68,7 +68,7 @@ ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_prope
                  "ValueError", "TypeError", "next", "all", "range", "len", "TensorDescriptor.from_tensor", "kc_tiles",
                  "kc_conv_out_size", "kc_conv_padding", "kc_phase_taps", "kc_pool_out", "kc_tma_ok", "kc_matmul_tma",
                  "kc_linear_tma", "torch.zeros", "torch.cuda.current_stream"}
-ALLOWED_METHODS = {"contiguous", "reshape", "squeeze", "unsqueeze", "size", "numel", "dim", "stride", "element_size", "data_ptr", "t",
+ALLOWED_METHODS = {"contiguous", "permute", "reshape", "squeeze", "unsqueeze", "size", "numel", "dim", "stride", "element_size", "data_ptr", "t",
                    "blocks_per_sm"}  # the last: an NVRTC kernel's occupancy query
 
 
@@ -116,13 +116,17 @@ def move_tolerance(params) -> dict:
     return {"rtol": 2e-2, "atol": 2e-2} if tf32 else {"rtol": 1e-4, "atol": 1e-4}
 
 
-def check(op: Op, ref_src: str, params: dict, cases: list, tmp_path: Path, rtol=1e-5, atol=1e-5, dtype=None):
-    """Render `op` with `params` for `ref_src`; for each (init args, input shape) compare ModelNew with Model."""
+def check(op: Op, ref_src: str, params: dict, cases: list, tmp_path: Path, rtol=1e-5, atol=1e-5, dtype=None,
+          patch=None):
+    """Render `op` with `params` for `ref_src`; for each (init args, input shape) compare ModelNew with Model.
+    `patch`, if given, is called with the loaded candidate module first (a test's spy on its kernels)."""
     source = render(op, ref_src, params)
     assert source.startswith(ref_src.rstrip())
     assert "class ModelNew(Model)" in source and "import triton.language as tl" in source
     assert_no_torch_compute(source)
     module = load(source, tmp_path)
+    if patch:
+        patch(module)
     for init, shape, *scale in cases:
         torch.manual_seed(0)
         ref = module.Model(*init).to(DEVICE, dtype or torch.float32)
@@ -163,3 +167,24 @@ def ident(params) -> str:
     import json
 
     return json.dumps(params.to_json() if isinstance(params, Params) else params, sort_keys=True)
+
+
+class Launches:
+    """A `check(patch=...)` spy: wraps the candidate's kernels `names` (module globals launched as kernel[grid](...))
+    and records in `seen` which of them the forward launches."""
+
+    def __init__(self, *names: str):
+        self.names, self.seen = names, []
+
+    def __call__(self, module) -> None:
+        for name in self.names:
+            setattr(module, name, _Launched(getattr(module, name), name, self.seen))
+
+
+class _Launched:
+    def __init__(self, kernel, name: str, seen: list):
+        self.kernel, self.name, self.seen = kernel, name, seen
+
+    def __getitem__(self, grid):
+        self.seen.append(self.name)
+        return self.kernel[grid]

@@ -10,6 +10,10 @@ per-channel scale and shift from its running statistics) and the pointwise steps
 (relu, gelu, scaling, x + self.bias, ...) are applied to the fp32 tile before its only store. A pooling
 that follows (conv -> relu -> max-pool) is the pool family's kernel over the conv's output, launched next.
 
+The K loop walks K in one of two orders (the move's k_order): packed, K indices decoded into (channel, kh, kw) by
+div/mod, or taps, the kernel's taps outer and each tap's in-channels in BLOCK_K chunks inner over a weight permuted
+to (CO, KH, KW, CPG) (the forward takes it where a group has at least BLOCK_K in-channels, else the packed one).
+
 A depthwise convolution (groups == in == out channels) is no GEMM: it takes a direct stencil kernel instead,
 a program per (image, channel) plane tile with the taps unrolled, in fp32.
 
@@ -21,6 +25,7 @@ recognize.py how nn.Conv1d/Conv2d and F.conv1d/conv2d are read.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kernelcraft.propose.builtin.families.conv import kernels
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import GemmTiles, gemm_moves
@@ -34,6 +39,8 @@ KINDS = ("conv2d", "conv1d")
 @dataclass(frozen=True)
 class ConvTiles(GemmTiles):
     """conv2d / conv1d tiles (implicit_gemm.GemmTiles); a depthwise conv takes its stencil kernel on any of them."""
+
+    TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop
 
 
 def moves(op: Op) -> list[ConvTiles]:

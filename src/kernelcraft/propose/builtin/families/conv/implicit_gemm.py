@@ -5,6 +5,13 @@ the output-size helpers the forward calls.
 Precision: "ieee" is exact fp32 on the FMA units; "tf32x3" splits each fp32 operand into a TF32 part and a TF32
 remainder and sums three tensor-core products, which keeps fp32-grade accuracy (about 1e-6 relative); "tf32"
 rounds inputs to TF32 (10-bit mantissa) and is offered only under a policy that admits TF32.
+
+K order (conv and conv3d, whose tiles set TAPS): "packed" walks K = (channel, kd, kh, kw) flat, decoding every K
+index with div/mod and gathering a BLOCK_M x BLOCK_K patch with 2-D coordinates and bounds; "taps" walks the
+kernel's taps, each tap's in-channels in BLOCK_K chunks: the input coordinates and bounds of a tap are BLOCK_M
+vectors, the channel chunk a BLOCK_K vector, the tile their broadcast sum (no div/mod per element), and the weight,
+permuted once per call to (CO, KD, KH, KW, CPG), gives each chunk contiguously. The forward takes the taps kernel
+only where a group has at least BLOCK_K in-channels (fewer: the packed K wastes less of each step).
 """
 
 from __future__ import annotations
@@ -17,13 +24,18 @@ from kernelcraft.propose.builtin.family import Params
 
 GATHER = "gather input patches straight from x (padding as a mask, no im2col buffer)"
 PRECISIONS = ("ieee", "tf32x3", "tf32")
+K_ORDERS = ("packed", "taps")
+TAPS_IDEA = ("K loop over the kernel taps, each tap's in-channels in BLOCK_K chunks (tap coordinates and bounds as "
+             "row vectors, no div/mod per K element; the weight as (CO, taps, CPG), each chunk contiguous; a packed "
+             "(channel, tap) K where a group has fewer than BLOCK_K in-channels)")
 
 
 @dataclass(frozen=True)
 class GemmTiles(Params):
     """An implicit GEMM's tiles: BLOCK_M output positions x BLOCK_N out-channels per program, BLOCK_K-wide K steps,
-    GROUP_M tile rows swizzled together, and the tl.dot input precision. A family subclasses it to name its
-    formulation in the idea text."""
+    GROUP_M tile rows swizzled together, the tl.dot input precision and the K loop's order (module docstring; "taps"
+    only where the family's kernels have the taps loop, TAPS). A family subclasses it to name its formulation in the
+    idea text."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128
@@ -32,18 +44,23 @@ class GemmTiles(Params):
     num_warps: int = 8
     num_stages: int = 3
     precision: str = "ieee"  # one of PRECISIONS
+    k_order: str = "packed"  # one of K_ORDERS
 
     FORMULATION: ClassVar[str] = "Implicit GEMM: " + GATHER  # opens the exact moves' text
     OUTPUTS: ClassVar[str] = "pixels"  # the GEMM's rows
     GEMM: ClassVar[str] = "implicit GEMM"  # names the formulation in the tensor-core moves' text
+    TAPS: ClassVar[bool] = False  # the family's kernels have the taps K loop (k_order "taps" allowed, offered)
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
             raise ValueError(f"unknown conv precision {self.precision!r}")
+        if self.k_order not in (K_ORDERS if self.TAPS else K_ORDERS[:1]):
+            raise ValueError(f"k_order {self.k_order!r} is not one of {type(self).__name__}'s")
 
     def tile(self) -> str:
+        taps = f"; {TAPS_IDEA}" if self.k_order == "taps" else ""
         return (f"{self.BLOCK_M}x{self.BLOCK_N} output tiles ({self.OUTPUTS} x out-channels), {self.BLOCK_K}-wide K "
-                f"steps, {self.num_warps} warps, {self.num_stages} stages")
+                f"steps, {self.num_warps} warps, {self.num_stages} stages{taps}")
 
     def idea(self) -> str:
         if self.precision == "tf32x3":
@@ -58,6 +75,8 @@ class GemmTiles(Params):
     def category(self) -> str:
         if self.precision == "tf32":
             return "precision"
+        if self.k_order == "taps":  # coalesced gathers, contiguous weight chunks, no div/mod per K element
+            return "memory"
         if self.precision == "tf32x3":
             return "compute"
         return "memory" if self.BLOCK_M < 128 else "parallelism"  # small tiles: less of x and w per program
@@ -68,17 +87,23 @@ class GemmTiles(Params):
 
 
 def gemm_moves(cls: type[GemmTiles]) -> list:
-    """The implicit-GEMM families' moves: tiles, exact fp32, 3xTF32 and (relaxed only) TF32.
+    """The implicit-GEMM families' moves: tiles, exact fp32, 3xTF32 and (relaxed only) TF32; where the family has
+    the taps K loop (cls.TAPS), the taps moves right after the first move (3xTF32, then exact fp32, on 32-wide
+    channel chunks) and the relaxed TF32 one after the first relaxed move.
 
     Order and tiles from benchmarks/conv_sweep.py on an H100 (AlexNet's first layer): K steps of 16 win. The 64x128
-    tile takes 3 stages: with 4, Triton 3.6 built it wrong on the H100 (level2/conv2d_add_sigmoid off by 8e-2)."""
-    def p(m, n, k, w, s, precision):
-        return cls(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, GROUP_M=8, num_warps=w, num_stages=s, precision=precision)
+    tile takes 3 stages: with 4, Triton 3.6 built it wrong on the H100 (level2/conv2d_add_sigmoid off by 8e-2). The
+    taps moves are not timed yet; 32-wide chunks halve the taps loop's steps at 64+ channels per group."""
+    def p(m, n, k, w, s, precision, k_order="packed"):
+        return cls(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, GROUP_M=8, num_warps=w, num_stages=s, precision=precision,
+                   k_order=k_order)
 
-    out = [p(128, 128, 16, 8, 3, "tf32x3"), p(256, 128, 16, 8, 3, "ieee"), p(256, 128, 16, 8, 3, "tf32x3"),
+    taps = [p(128, 128, 32, 8, 3, precision, "taps") for precision in ("tf32x3", "ieee", "tf32")] if cls.TAPS else []
+    out = [p(128, 128, 16, 8, 3, "tf32x3"), *taps[:2], p(256, 128, 16, 8, 3, "ieee"), p(256, 128, 16, 8, 3, "tf32x3"),
            p(64, 128, 16, 4, 3, "ieee"), p(128, 128, 32, 8, 3, "ieee")]
-    return out + [p(m, n, k, w, s, "tf32") for m, n, k, w, s in ((128, 128, 16, 8, 3), (256, 128, 16, 8, 3),
-                                                                 (64, 128, 16, 4, 3))]
+    relaxed = [p(m, n, k, w, s, "tf32") for m, n, k, w, s in ((128, 128, 16, 8, 3), (256, 128, 16, 8, 3),
+                                                              (64, 128, 16, 4, 3))]
+    return out + relaxed[:1] + taps[2:] + relaxed[1:]
 
 
 # The prologue of the implicit-GEMM kernels: program (tile, group) -> rows rm x out-channels rn of one group, the

@@ -18,6 +18,7 @@ from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import epilogue_lines
 
+# The implicit GEMM: the tile prologue, a K loop ($kloop: _PACKED_K or _TAPS_K, the rest shared), bias, the epilogue.
 _GEMM = Template('''
 # program (tile, group): output pixels rm (n, oh, ow) x out-channels co of one group
 $tile
@@ -31,7 +32,17 @@ x_row = (n.to(tl.int64) * C + g * CPG) * H * W  # start of image n, first channe
 mmask = rm < M
 nmask = rn < COPG
 acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-for k0 in range(0, K, BLOCK_K):
+$kloop
+x = acc
+if HAS_BIAS:
+    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
+$epilogue
+out = (n.to(tl.int64) * CO * OH * OW + pix)[:, None] + (co.to(tl.int64) * OH * OW)[None, :]
+tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+''')
+
+# K = (channel, kh, kw) packed: each step decodes its K indices and gathers a 2-D patch; w is (CO, K).
+_PACKED_K = '''for k0 in range(0, K, BLOCK_K):
     kk = k0 + tl.arange(0, BLOCK_K)
     c = kk // (KH * KW)
     r = kk % (KH * KW)
@@ -41,14 +52,35 @@ for k0 in range(0, K, BLOCK_K):
     a = tl.load(x_ptr + x_row[:, None] + (c * H * W)[None, :] + ih * W + iw, mask=amask, other=0.0)
     b = tl.load(w_ptr + co.to(tl.int64)[None, :] * K + kk[:, None], mask=(kk < K)[:, None] & nmask[None, :],
                 other=0.0)
-    acc = tl.dot(a, b, acc, input_precision=PREC)
-x = acc
-if HAS_BIAS:
-    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
-$epilogue
-out = (n.to(tl.int64) * CO * OH * OW + pix)[:, None] + (co.to(tl.int64) * OH * OW)[None, :]
-tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
-''')
+    acc = tl.dot(a, b, acc, input_precision=PREC)'''
+
+# K = taps (kh, kw) x the group's in-channels in BLOCK_K chunks, one run-time loop over (tap, chunk) so that the
+# software pipeline (num_stages) runs across taps instead of restarting per tap (a static loop per tap would leave
+# CPG / BLOCK_K steps to pipeline, and unroll KH*KW copies). Per step the scalars kh, kw, c0 come from the step
+# index; the tap's input coordinates and bounds are BLOCK_M vectors, the chunk's channels a BLOCK_K vector, and
+# the tile offsets their broadcast sum: no div/mod and no 2-D bounds per element.
+# Coalescing: x is NCHW, so along the output pixels of one channel the input is contiguous (stride SW) while
+# channels are H*W apart. A is loaded as [BLOCK_K, BLOCK_M], the pixels on the fast axis (Triton orders a gather's
+# layout by its last axis: a warp then reads one channel's consecutive pixels, a few cache lines, not 32 channel
+# planes), and transposed for the dot. w is permuted by the forward to (CO, KH, KW, CPG): a chunk of one tap is
+# then BLOCK_K contiguous values per out-channel (vector loads, K-major as the tensor cores read B), where
+# (CO, CPG, KH, KW) strides would put the chunk's channels KH*KW apart, a sector per value; the copy is the
+# weight's size, once per call, small beside the conv's reads of x. (Seen in the TTGIR Triton 3.9 makes for sm_90,
+# not timed: the packed loop's A load spreads a warp over 32 K indices of one pixel, this one over 32 pixels of one
+# channel; with CPG a multiple of 16 the B load takes 4-wide vectors.)
+_TAPS_K = '''chunks = tl.cdiv(CPG, BLOCK_K)
+for step in range(0, KH * KW * chunks):
+    tap = step // chunks
+    cin = (step % chunks) * BLOCK_K + tl.arange(0, BLOCK_K)  # the chunk's channels within the group
+    cmask = cin < CPG
+    ih = ih0 + tap // KW * DH
+    iw = iw0 + tap % KW * DW
+    pmask = mmask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    a = tl.load(x_ptr + (cin * H * W)[:, None] + (x_row + ih * W + iw)[None, :], mask=cmask[:, None] & pmask[None, :],
+                other=0.0)
+    b = tl.load(w_ptr + co.to(tl.int64)[None, :] * K + (tap * CPG + cin)[:, None],
+                mask=cmask[:, None] & nmask[None, :], other=0.0)
+    acc = tl.dot(tl.trans(a), b, acc, input_precision=PREC)'''
 
 _DEPTHWISE = Template('''
 # program (plane n*C + c, output tile): a direct stencil over one channel, taps unrolled, read from L1/L2
@@ -127,8 +159,9 @@ def _operand_params(k: int) -> tuple[str, ...]:
     return (f"o{k}_ptr", *_operand_names(k)[1:])
 
 
-def kernels(op: Op, names: Names) -> tuple[TritonKernel, TritonKernel]:
-    """The op's implicit-GEMM and depthwise kernels, each with the op's epilogue."""
+def kernels(op: Op, names: Names) -> tuple[TritonKernel, TritonKernel, TritonKernel]:
+    """The op's implicit-GEMM (packed K), depthwise and implicit-GEMM (taps K) kernels, each with the op's epilogue.
+    The two GEMMs differ only in their K loop and take the same parameters (the taps one a permuted weight)."""
     d = op.detail
     steps = d.get("steps") or []
     extra = (_BN_PARAMS if d.get("bn") else ()) + tuple(
@@ -139,18 +172,20 @@ def kernels(op: Op, names: Names) -> tuple[TritonKernel, TritonKernel]:
         return "\n".join(bn_lines(d.get("bn"), ch, mask)
                          + epilogue_lines(steps, lambda k: load.substitute(k=k)))
 
-    gemm = TritonKernel(
-        names("kc_conv2d_kernel"),
-        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *extra, "M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG", "SH",
-         "SW", "PH", "PW", "DH", "DW"),
-        ("KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC"),
-        _GEMM.substitute(tile=TILE, epilogue=epilogue("co", "nmask", _GEMM_OPERAND)), s)
+    def gemm(name, kloop):
+        return TritonKernel(
+            names(name),
+            ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *extra, "M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG",
+             "SH", "SW", "PH", "PW", "DH", "DW"),
+            ("KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC"),
+            _GEMM.substitute(tile=TILE, kloop=kloop, epilogue=epilogue("co", "nmask", _GEMM_OPERAND)), s)
+
     depthwise = TritonKernel(
         names("kc_dwconv2d_kernel"),
         ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *extra, "C", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "DH", "DW"),
         ("KH", "KW", "HAS_BIAS", "BLOCK_H", "BLOCK_W"),
         _DEPTHWISE.substitute(epilogue=epilogue("c", None, _DEPTHWISE_OPERAND)), s)
-    return gemm, depthwise
+    return gemm("kc_conv2d_kernel", _PACKED_K), depthwise, gemm("kc_conv2d_taps_kernel", _TAPS_K)
 
 
 def _hyper(op: Op) -> str:
@@ -199,7 +234,7 @@ def render(op: Op, p, names: Names) -> Rendered:
     on its first move, over the conv's output."""
     d = op.detail
     bm, bn, bk, group = int(p.BLOCK_M), int(p.BLOCK_N), int(p.BLOCK_K), int(p.GROUP_M)
-    gemm, depthwise = kernels(op, names)
+    gemm, depthwise, taps = kernels(op, names)
     n_ops = len(operand_refs(d.get("steps") or []))
     extra = list(_BN_ARGS if d.get("bn") else []) + [a for k in range(n_ops) for a in _operand_names(k)]
     bias = attr(d["bias"]) if d.get("bias") else "None"
@@ -216,11 +251,21 @@ def render(op: Op, p, names: Names) -> Rendered:
         "grid", ["x", "w.contiguous()", "x if bias is None else bias", "y", *extra, "C", "H", "W", "OH", "OW", "sh",
                  "sw", "ph", "pw", "dh", "dw"],
         {"KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_H": "bh", "BLOCK_W": "bw"}, num_warps=4)
-    gemm_launch = gemm.launch(
-        "grid", ["x", "w", "x if bias is None else bias", "y", *extra, "M", "C", "H", "W", "CO", "OH", "OW", "K",
-                 "CPG", "COPG", "sh", "sw", "ph", "pw", "dh", "dw"],
-        {"KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn", "BLOCK_K": bk,
-         "GROUP_M": group, "PREC": "prec"}, num_warps=int(p.num_warps), num_stages=int(p.num_stages))
+    def gemm_launch(kernel):
+        return kernel.launch(
+            "grid", ["x", "w", "x if bias is None else bias", "y", *extra, "M", "C", "H", "W", "CO", "OH", "OW", "K",
+                     "CPG", "COPG", "sh", "sw", "ph", "pw", "dh", "dw"],
+            {"KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn", "BLOCK_K": bk,
+             "GROUP_M": group, "PREC": "prec"}, num_warps=int(p.num_warps), num_stages=int(p.num_stages))
+
+    use_taps = p.k_order == "taps"
+    if use_taps:  # the taps K loop where a group's in-channels fill a chunk; fewer: the packed K wastes less
+        launch = (f"if CPG >= {bk}:  # taps K loop over w as (CO, KH, KW, CPG): each tap's channel chunk contiguous\n"
+                  f"        w = w.permute(0, 2, 3, 1).contiguous()\n        {gemm_launch(taps)}\n"
+                  f"    else:  # fewer in-channels per group than a K step: the packed (channel, kh, kw) K\n"
+                  f"        {gemm_launch(gemm)}")
+    else:
+        launch = gemm_launch(gemm)
     result = "x =" if d.get("pool") else "return"  # pooled: the conv's output is the pool's input
     body = f'''
 {_bn_binding(d["bn"]) if d.get("bn") else ""}w, bias = {attr(d["weight"])}, {bias}
@@ -242,11 +287,12 @@ elif y.numel() > 0:
     bn = min({bn}, max(16, triton.next_power_of_2(COPG)))
     prec = "{p.precision}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
     grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
-    {gemm_launch}
+    {launch}
 {"y = y.reshape(y.shape[0], y.shape[1], y.shape[3])" + chr(10) if one_d else ""}{result} y.reshape(y.shape[1:]) if unbatched else y'''
     helpers = [inspect.getsource(f) for f in SIZE_HELPERS] + ([inspect.getsource(kc_operand_args)] if n_ops else [])
+    gemms = (gemm, depthwise, taps) if use_taps else (gemm, depthwise)
     if not d.get("pool"):
-        return Rendered((*helpers, gemm, depthwise), body)
+        return Rendered((*helpers, *gemms), body)
     pool_op = Op("pool2d", d["pool"])
     pooled = pool.render(pool_op, pool.moves(pool_op)[0], names)  # launched next, reading the conv's output as x
-    return Rendered((*helpers, gemm, depthwise, *pooled.blocks), body + "\n" + pooled.body)
+    return Rendered((*helpers, *gemms, *pooled.blocks), body + "\n" + pooled.body)

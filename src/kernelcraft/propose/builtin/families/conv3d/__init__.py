@@ -5,7 +5,9 @@ M = N*OD*OH*OW output voxels, N = the out-channels of a group, K = (in-channels 
 owns a BLOCK_M x BLOCK_N tile (the conv family's swizzled prologue, implicit_gemm.TILE); each K step decodes its K
 indices into (channel, kd, kh, kw), gathers the BLOCK_M x BLOCK_K patch straight from x (padding as a mask, no
 im2col buffer) and the matching weights (contiguous along K), and accumulates tl.dot in fp32 at the move's
-precision. Bias and the pointwise steps after the conv are applied to the fp32 tile before its only store.
+precision; or (k_order "taps", where a group has at least BLOCK_K in-channels) walks the taps (kd, kh, kw) outer
+and each tap's in-channels in BLOCK_K chunks inner, over a weight permuted to (CO, KD, KH, KW, CPG), with no div/mod
+per K element. Bias and the pointwise steps after the conv are applied to the fp32 tile before its only store.
 Depthwise 3-D convs run on the same grouped GEMM (no stencil kernel of their own: correct, though most of a
 BLOCK_N tile idles).
 """
@@ -29,6 +31,7 @@ class Conv3dTiles(GemmTiles):
     FORMULATION: ClassVar[str] = "Implicit GEMM over (N, D, H, W) outputs: " + GATHER
     OUTPUTS: ClassVar[str] = "voxels"
     GEMM: ClassVar[str] = "3-D implicit GEMM"
+    TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop
 
 
 def moves(op: Op) -> list[Conv3dTiles]:

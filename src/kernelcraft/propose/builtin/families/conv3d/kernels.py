@@ -1,5 +1,6 @@
-"""The conv3d family's kernel (an implicit GEMM over output voxels, the pointwise steps applied before its one
-store) and the forward that launches it."""
+"""The conv3d family's kernels (an implicit GEMM over output voxels, the pointwise steps applied before its one
+store; a K loop over packed (channel, kd, kh, kw) indices or over the taps and channel chunks, the rest shared) and
+the forward that launches one (the conv family's kernels.py explains the taps loop's layout choices)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import step_lines
 
+# The 3-D implicit GEMM: the tile prologue, a K loop ($kloop: _PACKED_K or _TAPS_K, the rest shared), bias, steps.
 _CONV3D = Template('''
 # program (tile, group): output voxels rm (n, od, oh, ow) x out-channels co of one group
 $tile
@@ -28,7 +30,17 @@ x_row = (n.to(tl.int64) * C + g * CPG) * D * H * W  # start of volume n, first c
 mmask = rm < M
 nmask = rn < COPG
 acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-for k0 in range(0, K, BLOCK_K):
+$kloop
+x = acc
+if HAS_BIAS:
+    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
+$steps
+out = (n.to(tl.int64) * CO * OD * OH * OW + vox)[:, None] + (co.to(tl.int64) * OD * OH * OW)[None, :]
+tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+''')
+
+# K = (channel, kd, kh, kw) packed: each step decodes its K indices and gathers a 2-D patch; w is (CO, K).
+_PACKED_K = '''for k0 in range(0, K, BLOCK_K):
     kk = k0 + tl.arange(0, BLOCK_K)
     c = kk // (KD * KH * KW)
     r = kk % (KD * KH * KW)
@@ -41,32 +53,61 @@ for k0 in range(0, K, BLOCK_K):
                 mask=amask, other=0.0)
     b = tl.load(w_ptr + co.to(tl.int64)[None, :] * K + kk[:, None], mask=(kk < K)[:, None] & nmask[None, :],
                 other=0.0)
-    acc = tl.dot(a, b, acc, input_precision=PREC)
-x = acc
-if HAS_BIAS:
-    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
-$steps
-out = (n.to(tl.int64) * CO * OD * OH * OW + vox)[:, None] + (co.to(tl.int64) * OD * OH * OW)[None, :]
-tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
-''')
+    acc = tl.dot(a, b, acc, input_precision=PREC)'''
+
+# K = taps (kd, kh, kw) x the group's in-channels in BLOCK_K chunks, one run-time loop over (tap, chunk) (the
+# pipeline spans the taps; no unrolling of up to 125 taps): the tap's coordinates and bounds are BLOCK_M vectors,
+# the chunk's channels a BLOCK_K vector. A is loaded [BLOCK_K, BLOCK_M], the voxels on the fast axis (coalesced
+# in NCDHW), and transposed for the dot; w is permuted by the forward to (CO, KD, KH, KW, CPG), each chunk
+# contiguous (as in the conv family's _TAPS_K).
+_TAPS_K = '''chunks = tl.cdiv(CPG, BLOCK_K)
+for step in range(0, KD * KH * KW * chunks):
+    tap = step // chunks
+    cin = (step % chunks) * BLOCK_K + tl.arange(0, BLOCK_K)  # the chunk's channels within the group
+    cmask = cin < CPG
+    id_ = id0 + tap // (KH * KW) * DD
+    ih = ih0 + tap // KW % KH * DH
+    iw = iw0 + tap % KW * DW
+    pmask = mmask & (id_ >= 0) & (id_ < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    a = tl.load(x_ptr + (cin.to(tl.int64) * D * H * W)[:, None] + (x_row + (id_ * H + ih) * W + iw)[None, :],
+                mask=cmask[:, None] & pmask[None, :], other=0.0)
+    b = tl.load(w_ptr + co.to(tl.int64)[None, :] * K + (tap * CPG + cin)[:, None],
+                mask=cmask[:, None] & nmask[None, :], other=0.0)
+    acc = tl.dot(tl.trans(a), b, acc, input_precision=PREC)'''
 
 
 def render(op: Op, p, names: Names) -> Rendered:
     """conv3d on tiles `p` (the family's Conv3dTiles)."""
     d = op.detail
     bm, bn, bk, group = int(p.BLOCK_M), int(p.BLOCK_N), int(p.BLOCK_K), int(p.GROUP_M)
-    kernel = TritonKernel(
-        names("kc_conv3d_kernel"),
-        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG",
-         "SD", "SH", "SW", "PD", "PH", "PW", "DD", "DH", "DW"),
-        ("KD", "KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC"),
-        _CONV3D.substitute(tile=TILE, steps="\n".join(step_lines(d.get("steps", [])))),
-        Scalars.of(op))  # the numbers the steps read from the module: the kernel's first parameters
-    launch = kernel.launch(
-        "grid", ["x", "w", "x if bias is None else bias", "y", "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K",
-                 "CPG", "COPG", "sd", "sh", "sw", "pd", "ph", "pw", "dd", "dh", "dw"],
-        {"KD": "KD", "KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn",
-         "BLOCK_K": bk, "GROUP_M": group, "PREC": "prec"}, num_warps=int(p.num_warps), num_stages=int(p.num_stages))
+
+    def kernel(name, kloop):  # the packed and taps kernels take the same parameters (the taps one a permuted w)
+        return TritonKernel(
+            names(name),
+            ("x_ptr", "w_ptr", "b_ptr", "y_ptr", "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG",
+             "SD", "SH", "SW", "PD", "PH", "PW", "DD", "DH", "DW"),
+            ("KD", "KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC"),
+            _CONV3D.substitute(tile=TILE, kloop=kloop, steps="\n".join(step_lines(d.get("steps", [])))),
+            Scalars.of(op))  # the numbers the steps read from the module: the kernel's first parameters
+
+    def launch(k):
+        return k.launch(
+            "grid", ["x", "w", "x if bias is None else bias", "y", "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW",
+                     "K", "CPG", "COPG", "sd", "sh", "sw", "pd", "ph", "pw", "dd", "dh", "dw"],
+            {"KD": "KD", "KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn",
+             "BLOCK_K": bk, "GROUP_M": group, "PREC": "prec"}, num_warps=int(p.num_warps),
+            num_stages=int(p.num_stages))
+
+    packed = kernel("kc_conv3d_kernel", _PACKED_K)
+    kernels = (packed,)
+    run = launch(packed)
+    if p.k_order == "taps":  # the taps K loop where a group's in-channels fill a chunk; fewer: the packed K
+        taps = kernel("kc_conv3d_taps_kernel", _TAPS_K)
+        kernels += (taps,)
+        run = (f"if CPG >= {bk}:  # taps K loop over w as (CO, KD, KH, KW, CPG): each tap's channel chunk contiguous\n"
+               f"        w = w.permute(0, 2, 3, 4, 1).contiguous()\n        {launch(taps)}\n"
+               f"    else:  # fewer in-channels per group than a K step: the packed (channel, kd, kh, kw) K\n"
+               f"        {run}")
     bias = attr(d["bias"]) if d.get("bias") else "None"
     body = f'''
 w, bias = {attr(d["weight"])}, {bias}
@@ -86,6 +127,6 @@ if y.numel() > 0:
     bn = min({bn}, max(16, triton.next_power_of_2(COPG)))
     prec = "{p.precision}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
     grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
-    {launch}
+    {run}
 return y.reshape(y.shape[1:]) if unbatched else y'''
-    return Rendered((*(inspect.getsource(f) for f in SIZE_HELPERS), kernel), body)
+    return Rendered((*(inspect.getsource(f) for f in SIZE_HELPERS), *kernels), body)
