@@ -25,6 +25,9 @@ HALF_TMA = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 4))
 HALF_PLAIN = ((128, 256, 64, 8, 3),)
 # fp32 TMA tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the H100 probe, 2026-11-22
 TMA_TILES = ((128, 256, 32, 8, 3), (256, 128, 32, 8, 3))
+# a linear layer's come after 128x128 ones: a batch of 128 rows (KernelBench level 2) makes one row of tiles, and
+# 256-wide ones leave half of an H100's SMs idle (1.2x slower; tiles-gemm-level2-h100-2026-11-25.json)
+LINEAR_TMA_TILES = ((128, 128, 32, 8, 3),) + TMA_TILES
 
 
 @dataclass(frozen=True)
@@ -124,8 +127,8 @@ def moves(op: Op) -> list[Tiles]:
         return _half_moves(HALF[op.detail["dtype"]])
     tiles = MatmulTiles if op.kind == "matmul" else LinearTiles
     # a matmul's first move is the GEMV move whose wider products take the first 3xTF32 TMA tiles, which it replaces
-    first = 1 if op.kind == "matmul" else 0
-    out = [tiles(m, n, k, 8, w, s, "tf32x3", tma=True) for m, n, k, w, s in TMA_TILES[first:]]
+    tma_tiles = TMA_TILES[1:] if op.kind == "matmul" else LINEAR_TMA_TILES
+    out = [tiles(m, n, k, 8, w, s, "tf32x3", tma=True) for m, n, k, w, s in tma_tiles]
     out += [tiles(m, n, k, 8, w, s, "ieee") for m, n, k, w, s in ((128, 128, 32, 8, 3), (64, 128, 32, 4, 4))]
     out += [tiles(m, n, k, 8, w, s, "tf32", tma=True) for m, n, k, w, s in TMA_TILES]
     out.append(tiles(128, 128, 32, 8, 8, 3, "tf32"))
