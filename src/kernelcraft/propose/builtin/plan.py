@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 # Steps with a tensor operand: ["tadd", ref], ["tsub", ref], ["trsub", ref] (ref - x), ["tmul", ref], ["tdiv", ref],
 # ["trdiv", ref] (ref / x), ["tmin", ref], ["tmax", ref] (torch.minimum/maximum: NaN wins), broadcast by torch's rules; ref is a value ref: "x" (the forward's first input),
 # ("input", i) (its input i >= 1), an int i (the result of ops[i]), or ("attr", path) (a parameter or buffer of the
-# module). Any in an elementwise op; in an epilogue only parameters (a conv's, a linear's 1-D ones)
+# module). Any in an elementwise op; in an epilogue only parameters: any in a conv's (conv1d/2d/3d, conv_transpose1d/
+# 2d/3d: read at the output's coordinates), a linear's 1-D ones
 TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv", "tmin", "tmax"}
 UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
          "square", "mish", "selu", "hardsigmoid", "hardswish", "softsign"}
@@ -101,12 +102,15 @@ class Op:
       conv1d       the keys of conv2d, the hyper-parameters lifted to a one-row conv2d's ([1, s], [0, p], [1, d])
       conv3d       {"stride": [sd, sh, sw], "padding": [pd, ph, pw], "dilation": [dd, dh, dw], "groups", "module",
                     "groups_attr", "weight", "bias", "steps"}   y = steps(conv3d(x, weight, bias)) over x
-                   (N, C, D, H, W) or (C, D, H, W); the keys mean what conv2d's do (nn.Conv3d or F.conv3d; no pool)
+                   (N, C, D, H, W) or (C, D, H, W); the keys mean what conv2d's do (nn.Conv3d or F.conv3d; no pool;
+                   the steps' parameter operands read at the output's coordinates, as a conv2d's)
       conv_transpose2d {"stride": [sh, sw], "padding": [ph, pw], "output_padding": [oph, opw], "dilation": [dh, dw],
                     "groups", "module", "groups_attr", "weight", "bias", "steps"}
                    y = steps(conv_transpose2d(x, weight, bias)), weight (C_in, C_out/groups, KH, KW), x (N, C, H, W)
                    or (C, H, W); output size (H - 1)*sh - 2*ph + dh*(KH - 1) + oph + 1 (W alike); module: the
-                   nn.ConvTranspose2d's path, read at run time as conv2d's; padding_mode zeros only, no output_size
+                   nn.ConvTranspose2d's path, read at run time as conv2d's; padding_mode zeros only, no output_size;
+                   the steps' parameter operands read at the output's coordinates (conv_transpose1d: the keys of
+                   conv_transpose2d, lifted to a one-row one's as conv1d's are)
       conv_transpose3d {"stride": [sd, sh, sw], "padding": [pd, ph, pw], "output_padding": [opd, oph, opw],
                     "dilation": [dd, dh, dw], "groups", "module", "groups_attr", "weight", "bias", "steps"}
                    y = steps(conv_transpose3d(x, weight, bias)), weight (C_in, C_out/groups, KD, KH, KW), x

@@ -5,7 +5,8 @@ M = N*OD*OH*OW output voxels, N = the out-channels of a group, K = (in-channels 
 owns a BLOCK_M x BLOCK_N tile (the conv family's swizzled prologue, implicit_gemm.TILE); each K step decodes its K
 indices into (channel, kd, kh, kw), gathers the BLOCK_M x BLOCK_K patch straight from x (padding as a mask, no
 im2col buffer) and the matching weights (contiguous along K), and accumulates tl.dot in fp32 at the move's
-precision. Bias and the pointwise steps after the conv are applied to the fp32 tile before its only store.
+precision. Bias and the pointwise steps after the conv (with the parameter tensors they read, x + self.bias, at
+the output's coordinates) are applied to the fp32 tile before its only store.
 Depthwise 3-D convs run on the same grouped GEMM (no stencil kernel of their own: correct, though most of a
 BLOCK_N tile idles).
 """
@@ -40,4 +41,4 @@ def render(op: Op, p: Conv3dTiles, names: Names) -> Rendered:
 
 
 FAMILY = Family("conv3d", "triton", ("conv3d",), Conv3dTiles, moves, render, epilogue=("conv3d",),
-                recognize=RECOGNIZER)
+                operand_epilogue=("conv3d",), recognize=RECOGNIZER)
