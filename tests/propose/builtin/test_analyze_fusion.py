@@ -33,6 +33,8 @@ FUSED = {  # problem -> its ops, each as kind[its steps' names]
     "79_Conv3d_Multiply_InstanceNorm_Clamp_Multiply_Max":
         "conv3d[tmul] -> instancenorm[clamp] -> elementwise[tmul] -> reduce",
     "90_Conv3d_LeakyReLU_Sum_Clamp_GELU": "conv3d[leaky_relu,tadd,clamp,gelu]",
+    # a linear's parameter operands of one value (a 0-dim nn.Parameter) or one per column
+    "68_Matmul_Min_Subtract": "linear[tmin,tsub]",
 }
 
 
@@ -55,6 +57,7 @@ def test_upstream_problems_are_read_fused(name):
 @pytest.mark.parametrize("name", ["2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide",
                                   "7_Conv3d_ReLU_LeakyReLU_GELU_Sigmoid_BiasAdd",
                                   "48_Conv3d_Scaling_Tanh_Multiply_Sigmoid",
+                                  "68_Matmul_Min_Subtract",
                                   "74_ConvTranspose3d_LeakyReLU_Multiply_LeakyReLU_Max"])
 def test_fused_upstream_problems_match_at_small_sizes(name, tmp_path):
     problem = upstream(name)

@@ -41,15 +41,24 @@ class FamilyOps:
 
     def operand_folds(self, op, ref) -> bool:
         """Whether `op`'s epilogue reads tensor operand `ref` itself: a parameter, any for a conv (read at the
-        output's coordinates), a 1-D one for a linear (along its columns)."""
+        output's coordinates), for a linear one that varies at most along its columns (read along them)."""
         if not (isinstance(ref, tuple) and ref[0] == "attr") or op.kind not in registry.operand_epilogue_kinds():
             return False
-        if op.kind != "linear":
-            return True
+        return op.kind != "linear" or self.along_columns(self.tensor_at(ref[1]), self.tensor_at(op.detail["weight"]))
+
+    def tensor_at(self, path: str):
+        """The module's tensor at attribute path `path` (None: no tensor there)."""
         t = self.gm
-        for part in ref[1].split("."):
+        for part in path.split("."):
             t = getattr(t, part, None)
-        return isinstance(t, torch.Tensor) and t.dim() == 1
+        return t if isinstance(t, torch.Tensor) else None
+
+    @staticmethod
+    def along_columns(t, weight) -> bool:
+        """Whether parameter `t` broadcasts along a linear's output columns (weight (N, K)) without growing an output
+        of two dims or more: one value or one per column, shape (), (1,), (N,), (1, 1) or (1, N)."""
+        return t is not None and weight is not None and t.dim() <= 2 and all(s == 1 for s in t.shape[:-1]) \
+            and (t.dim() == 0 or t.shape[-1] in (1, weight.shape[0]))
 
     def foldable(self, i: int, prefix: tuple | None, consumed: Ew) -> bool:
         """Whether op i may start applying `prefix` (None: a pooling) to its result. Every value still to be read

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 # ["trdiv", ref] (ref / x), ["tmin", ref], ["tmax", ref] (torch.minimum/maximum: NaN wins), broadcast by torch's rules; ref is a value ref: "x" (the forward's first input),
 # ("input", i) (its input i >= 1), an int i (the result of ops[i]), or ("attr", path) (a parameter or buffer of the
 # module). Any in an elementwise op; in an epilogue only parameters: any in a conv's (conv1d/2d/3d, conv_transpose1d/
-# 2d/3d: read at the output's coordinates), a linear's 1-D ones
+# 2d/3d: read at the output's coordinates), in a linear's those of one value or one per column
 TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv", "tmin", "tmax"}
 UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
          "square", "mish", "selu", "hardsigmoid", "hardswish", "softsign"}
@@ -89,8 +89,9 @@ class Op:
                    <= diagonal (tril), else 0; diagonal_attr: the attribute holding it, read at run time
       linear       {"weight": str, "bias": str | None, "steps": [[name, *params], ...]}   y = steps(x @ weight.T + bias)
                    over the last dim of x (nn.Linear or F.linear), the pointwise ops after it folded into `steps`
-                   like a conv's epilogue (tensor steps too, over 1-D parameters: along the columns; a conv's take
-                   any parameter, read at the output's coordinates)
+                   like a conv's epilogue (tensor steps too, over parameters of one value or one per column, shape
+                   (), (1,), (N,), (1, 1) or (1, N): read along the columns; a conv's take any parameter, read at the
+                   output's coordinates)
       conv2d       {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "groups": int, "module": str | None,
                     "groups_attr": str | None, "weight": str, "bias": str | None, "steps": [[name, *params], ...],
                     "pool": pool2d detail | None[, "bn": batchnorm detail]}
