@@ -1,21 +1,72 @@
-"""Fusion on upstream KernelBench level 2: the pointwise steps after a producer op (conv, transposed conv, linear,
-norm) read as its epilogue, parameter operands included, and consecutive elementwise ops read as one, so fewer
-full passes over big intermediates remain. Each problem's analysis as `kind[steps]` per op; a few of them end to end
-through the built-in engineer's first answer, against the reference at their small (derived) sizes."""
+"""Fusion: the pointwise steps after a producer op (conv, transposed conv, linear, norm) read as its epilogue,
+parameter operands included, and consecutive elementwise ops read as one, so fewer full passes over big
+intermediates remain. Small references, analysed and run against the reference; then upstream KernelBench level 2:
+each problem's analysis as `kind[steps]` per op, a few of them end to end through the built-in engineer's first
+answer, against the reference at their small (derived) sizes."""
 
 import pytest
 import torch
 
 from kernelcraft.problems import Problem, load_problem
 from kernelcraft.propose.base import Request
+from kernelcraft.propose.builtin import chain
 from kernelcraft.propose.builtin.analyze import analyze
+from kernelcraft.propose.builtin.plan import Op, merge_elementwise
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
 from kernelcraft.propose.parse import parse_kernel
 from tests.helpers import KERNELBENCH
-from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute
+from tests.propose.builtin.chain_check import check_chain
+from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, load
+from tests.propose.builtin.test_analyze import write
 
-pytestmark = [pytest.mark.skipif(not KERNELBENCH.exists(), reason=f"no KernelBench copy at {KERNELBENCH}"),
-              pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+needs_kernelbench = pytest.mark.skipif(not KERNELBENCH.exists(), reason=f"no KernelBench copy at {KERNELBENCH}")
+
+
+def test_consecutive_elementwise_ops_run_as_one_kernel(tmp_path):
+    """Two elementwise ops, the first read only as the second's src (as an IR can hold them), merged: one kernel,
+    the steps concatenated, operands of both broadcast (a forward input, a parameter)."""
+    problem = write(tmp_path, "return torch.sigmoid(torch.relu(x + y) * 2.0 * self.w)",
+                    "self.w = nn.Parameter(torch.randn(7))", "[torch.randn(3, 5, 7), torch.randn(5, 1)]", "x, y")
+    ops = merge_elementwise([Op("elementwise", {"steps": [["tadd", ("input", 1)], ["relu"]]}),
+                             Op("elementwise", {"steps": [["mul", 2.0], ["tmul", ("attr", "w")], ["sigmoid"]]}, 0)])
+    assert [(op.kind, op.src) for op in ops] == [("elementwise", "x")] and len(ops[0].detail["steps"]) == 5
+    source = chain.render(ops, problem.source)
+    assert source.count("[(programs,)](") == 1  # one launch
+    module = load(source, tmp_path)
+    torch.manual_seed(0)
+    ref, new = module.Model().to(DEVICE), module.ModelNew().to(DEVICE)
+    new.load_state_dict(ref.state_dict())
+    for shapes in [((3, 5, 7), (5, 1)), ((2, 1, 7), (4, 1)), ((7,), ())]:
+        x, y = (torch.randn(s, device=DEVICE) for s in shapes)
+        with torch.no_grad():
+            torch.testing.assert_close(new(x, y), ref(x, y), rtol=1e-5, atol=1e-5)
+
+
+FOLD_LATE = ("a = torch.relu(self.fc(x) + self.b)\nb = torch.softmax(y, 1)\nreturn b * a",
+             "self.fc = nn.Linear(9, 6)\nself.b = nn.Parameter(torch.randn(6))")
+
+
+def test_an_operand_emitted_mid_expression_folds_into_its_producer_once_nothing_else_reads_it(tmp_path):
+    """relu(fc(x) + b) is emitted as the operand of b * a before its last reader is seen (the fold waits); at the
+    end the linear's result is read by it alone, so its steps fold into the linear's epilogue."""
+    ops, source = check_chain(tmp_path, *FOLD_LATE, [[(4, 9), (4, 6)], [(1, 9), (1, 6)], [(2, 3, 9), (2, 3, 6)]],
+                              args="x, y")
+    assert [(op.kind, op.src, op.detail.get("steps")) for op in ops] == [
+        ("linear", "x", [["tadd", ("attr", "b")], ["relu"]]), ("softmax", ("input", 1), None),
+        ("elementwise", 1, [["tmul", 0]])]
+    assert "kc_column_args" in source
+
+
+@pytest.mark.parametrize("forward", [
+    "a = self.fc(x)\nb = torch.softmax(y, 1)\nreturn b * torch.relu(a) + a",  # the raw linear read again
+    "a = torch.relu(self.fc(x))\nb = torch.softmax(y, 1)\nreturn b * a + y * a",  # the operand read twice
+    "a = self.fc(x) * y\nb = torch.softmax(y, 1)\nreturn b * a",  # an operand the linear does not read
+])
+def test_no_late_fold_where_something_else_needs_the_raw_result(tmp_path, forward):
+    analysis = analyze(write(tmp_path, forward, FOLD_LATE[1], "[torch.randn(4, 9), torch.randn(4, 6)]", "x, y"))
+    assert analysis.chain is not None and analysis.chain[0].kind == "linear", analysis
+    assert not analysis.chain[0].detail["steps"]
 
 LEVEL2 = KERNELBENCH / "level2"
 
@@ -47,6 +98,7 @@ def upstream(name: str):
     return load_problem(LEVEL2 / f"{name}.py")
 
 
+@needs_kernelbench
 @pytest.mark.parametrize("name", sorted(FUSED))
 def test_upstream_problems_are_read_fused(name):
     analysis = analyze(upstream(name))
@@ -54,6 +106,7 @@ def test_upstream_problems_are_read_fused(name):
     assert chain_text(analysis.ops) == FUSED[name]
 
 
+@needs_kernelbench
 @pytest.mark.parametrize("name", ["2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide",
                                   "7_Conv3d_ReLU_LeakyReLU_GELU_Sigmoid_BiasAdd",
                                   "48_Conv3d_Scaling_Tanh_Multiply_Sigmoid",

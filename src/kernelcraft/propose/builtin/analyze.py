@@ -8,7 +8,9 @@ written by hand (square, mean, + eps, rsqrt, products in any order) become one r
 value it reads (its src), so a forward of several ops is a chain (chain.py renders it); a product or sum of two
 tensors keeps the chain over the latest op pending and takes the other value as a tensor operand (a step).
 Pointwise steps after a conv, linear, matmul or norm fold into its epilogue, a batchnorm or pooling after a
-conv into the conv, but only while no value still to be read needs the op's result as it was (foldable).
+conv into the conv, but only while no value still to be read needs the op's result as it was (foldable). Once the
+forward is read, consecutive elementwise ops merge into one (plan.merge_elementwise) and an elementwise op's leading
+steps fold into the op it reads where nothing else reads that op's result (fold_elementwise).
 
 Mixins of the interpreter read the folding of epilogues into ops (analyze_families.py), attention
 (analyze_attention.py), matmul operands and free reshapes (analyze_operands.py), and tensors forward makes or
@@ -36,7 +38,7 @@ from kernelcraft.propose.builtin.analyze_families import FamilyOps
 from kernelcraft.propose.builtin.analyze_operands import OperandOps
 from kernelcraft.propose.builtin.analyze_tensors import TensorOps
 from kernelcraft.propose.builtin.compose import parse
-from kernelcraft.propose.builtin.plan import Analysis, Op, needed_ops, operand_refs
+from kernelcraft.propose.builtin.plan import Analysis, Op, merge_elementwise, needed_ops, operand_refs
 from kernelcraft.propose.builtin.untraceable import untraceable
 from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, AttrT, Device, Ew, Flipped, LogSoftmaxIn, MeanSq,
                                                 Operand, Pair, Pending, Probs, Prod, ScaledQ, Scores, Shape, SizePow,
@@ -107,7 +109,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
                     self.refuse("several outputs" if isinstance(out, (tuple, list, dict)) else "constant output",
                                 node)
                 elif isinstance(chain := self.realize(self.env[out]), Ew):
-                    self.ops = needed_ops(self.ops, self.emit_chain(chain).base)
+                    needed = needed_ops(self.ops, self.emit_chain(chain).base)
+                    self.ops = self.fold_elementwise(merge_elementwise(needed))
                 elif isinstance(self.env[out], Attr):
                     self.note("returns a parameter")
             else:

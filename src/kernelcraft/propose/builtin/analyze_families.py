@@ -1,7 +1,7 @@
 """The op families analyze.py's interpreter reads beyond its core (elementwise, softmax, reductions, norms,
-matmul): the folding of what follows an op into it (pointwise epilogues, an eval batchnorm
-into a conv); the families' own recognizers (families/*/recognize.py) read the rest. A mixin: the methods use the
-interpreter's own (value, realize, emit, refuse, attr_name, ...)."""
+matmul): the folding of what follows an op into it (pointwise epilogues, while reading and once the ops are
+finished; an eval batchnorm into a conv); the families' own recognizers (families/*/recognize.py) read the rest. A
+mixin: the methods use the interpreter's own (value, realize, emit, refuse, attr_name, ...)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from torch import fx
 
 from kernelcraft.propose.builtin import registry
-from kernelcraft.propose.builtin.plan import TENSOR_STEPS, reads
+from kernelcraft.propose.builtin.plan import TENSOR_STEPS, Op, drop, readers, reads
 from kernelcraft.propose.builtin.values import Ew, Prod, chains_in, mentions
 
 
@@ -29,15 +29,39 @@ class FamilyOps:
                 or any(chain.base in reads(later) for later in self.ops[chain.base + 1:]):
             return 0
         op = self.ops[chain.base]
-        if op.kind not in registry.epilogue_kinds() or op.detail.get("steps") \
-                or op.detail.get("pool") or op.detail.get("mask"):  # steps after a pool or mask: an op of their own
-            return 0
-        n = next((i for i, s in enumerate(chain.steps) if s[0] in TENSOR_STEPS and not self.operand_folds(op, s[1])),
-                 len(chain.steps))
+        n = self.epilogue_prefix(op, chain.steps)
         if n == 0 or not self.foldable(chain.base, chain.steps[:n], chain):
             return 0
         op.detail["steps"] = [list(s) for s in chain.steps[:n]]
         return n
+
+    def epilogue_prefix(self, op: Op, steps) -> int:
+        """How many leading `steps` `op` can take into its epilogue: none unless its kind has one and it is still
+        empty with no pooling or mask after it (steps after those are an op of their own); tensor steps only where
+        it reads their operand itself (operand_folds)."""
+        if op.kind not in registry.epilogue_kinds() or op.detail.get("steps") \
+                or op.detail.get("pool") or op.detail.get("mask"):
+            return 0
+        return next((i for i, s in enumerate(steps) if s[0] in TENSOR_STEPS and not self.operand_folds(op, s[1])),
+                    len(steps))
+
+    def fold_elementwise(self, ops: list[Op]) -> list[Op]:
+        """The finished `ops` with the leading steps of each elementwise op folded into the epilogue of the op it
+        reads, where that op takes them (epilogue_prefix) and no other op reads its result: the interpreter emitted
+        the elementwise op before it could know (an operand emitted mid-expression, or ops merged since,
+        plan.merge_elementwise). An elementwise op left with no steps is dropped, its readers reading the producer.
+        Renumbered."""
+        for i, op in enumerate(ops):
+            src = op.src
+            if op.kind != "elementwise" or not isinstance(src, int) or readers(ops, src) != [i]:
+                continue
+            steps = op.detail["steps"]
+            if n := self.epilogue_prefix(ops[src], steps):
+                ops[src].detail["steps"] = [list(s) for s in steps[:n]]
+                op.detail["steps"] = steps[n:]
+                if not op.detail["steps"]:
+                    return self.fold_elementwise(drop(ops, i, src))
+        return ops
 
     def operand_folds(self, op, ref) -> bool:
         """Whether `op`'s epilogue reads tensor operand `ref` itself: a parameter, any for a conv (read at the

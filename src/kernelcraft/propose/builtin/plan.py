@@ -4,6 +4,10 @@
 families (families/*, listed in registry.py) turn one Op plus tuning parameters into a candidate file. Values that
 belong to the module (eps, weights, the reduced dim given at init) are named by attribute path, so the
 generated ModelNew reads them from itself at run time: nothing about sizes is baked in.
+
+Passes over a finished list of ops (each keeps every value ref right, `renumber`): `needed_ops` keeps what the
+result reads, `merge_elementwise` makes an elementwise op read only as the next one's src part of it, `drop` removes
+an op whose readers read another value instead.
 """
 
 from __future__ import annotations
@@ -235,6 +239,19 @@ def reads(op: Op) -> list:
             *(op.detail.get("parts") or [] if op.kind == "cat" else []), *states(op)]
 
 
+def renumber(op: Op, new) -> None:
+    """Make every value ref `op` reads (those `reads` lists) `new(ref)` instead."""
+    op.src = new(op.src)
+    if "steps" in op.detail:
+        op.detail["steps"] = [[s[0], new(s[1])] if s[0] in TENSOR_STEPS else s for s in op.detail["steps"]]
+    if op.kind == "view" and "shape" in op.detail:
+        op.detail["shape"] = [["size", new(s[1]), s[2]] if isinstance(s, list) else s for s in op.detail["shape"]]
+    if op.kind == "cat":
+        op.detail["parts"] = [new(r) for r in op.detail["parts"]]
+    if states(op):
+        op.detail["states"] = [new(r) for r in op.detail["states"]]
+
+
 def needed_ops(ops: list[Op], out) -> list[Op]:
     """The ops the forward's result `out` (a value ref) reads, directly or not, in order and renumbered: the others
     compute what the reference throws away. The result is then the last op (or no op, when it is an input)."""
@@ -244,20 +261,38 @@ def needed_ops(ops: list[Op], out) -> list[Op]:
             keep.add(ref)
             todo += reads(ops[ref])
     new = {old: i for i, old in enumerate(sorted(keep))}
-
-    def renumber(ref):
-        return new[ref] if isinstance(ref, int) else ref
-
     for i in keep:
-        op = ops[i]
-        op.src = renumber(op.src)
-        if "steps" in op.detail:
-            op.detail["steps"] = [[s[0], renumber(s[1])] if s[0] in TENSOR_STEPS else s for s in op.detail["steps"]]
-        if op.kind == "view" and "shape" in op.detail:
-            op.detail["shape"] = [["size", renumber(s[1]), s[2]] if isinstance(s, list) else s
-                                  for s in op.detail["shape"]]
-        if op.kind == "cat":
-            op.detail["parts"] = [renumber(r) for r in op.detail["parts"]]
-        if states(op):
-            op.detail["states"] = [renumber(r) for r in op.detail["states"]]
+        renumber(ops[i], lambda ref: new[ref] if isinstance(ref, int) else ref)
     return [ops[i] for i in sorted(keep)]
+
+
+def drop(ops: list[Op], i: int, into) -> list[Op]:
+    """`ops` without ops[i], in order and renumbered: what read its result reads the value ref `into` instead (an
+    earlier op's index, or an input)."""
+    def new(ref):
+        if not isinstance(ref, int):
+            return ref
+        return into if ref == i else ref - 1 if ref > i else ref
+
+    rest = ops[:i] + ops[i + 1:]
+    for op in rest:
+        renumber(op, new)
+    return rest
+
+
+def readers(ops: list[Op], i: int) -> list[int]:
+    """Which ops read the result of ops[i], once per read (an op reading it twice is listed twice)."""
+    return [j for j, op in enumerate(ops) for ref in reads(op) if ref == i]
+
+
+def merge_elementwise(ops: list[Op]) -> list[Op]:
+    """`ops` with each elementwise op whose result is read only as the src of a later elementwise op (not as an
+    operand, by nothing else, and not the forward's result, the last op) merged into that op: one op, the steps
+    concatenated, reading the first one's src, so its result makes no pass over memory of its own. Renumbered."""
+    for i, op in enumerate(ops):
+        if op.kind == "elementwise" and len(found := readers(ops, i)) == 1 \
+                and (later := ops[found[0]]).kind == "elementwise" and later.src == i:
+            later.detail["steps"] = op.detail["steps"] + later.detail["steps"]
+            later.src = op.src
+            return merge_elementwise(drop(ops, i, op.src))
+    return ops
