@@ -1,8 +1,8 @@
 """Fusion: the pointwise steps after a producer op (conv, transposed conv, linear, norm) read as its epilogue,
-parameter operands included, and consecutive elementwise ops read as one, so fewer full passes over big
-intermediates remain. Small references, analysed and run against the reference; then upstream KernelBench level 2:
-each problem's analysis as `kind[steps]` per op, a few of them end to end through the built-in engineer's first
-answer, against the reference at their small (derived) sizes."""
+parameter operands included, consecutive elementwise ops read as one, and x (op) f(x) as one chain reading its own
+earlier value, so fewer full passes over big intermediates remain. Small references, analysed and run against the
+reference; then upstream KernelBench level 2: each problem's analysis as `kind[steps]` per op, a few of them end to
+end through the built-in engineer's first answer, against the reference at their small (derived) sizes."""
 
 import pytest
 import torch
@@ -68,6 +68,32 @@ def test_no_late_fold_where_something_else_needs_the_raw_result(tmp_path, forwar
     assert analysis.chain is not None and analysis.chain[0].kind == "linear", analysis
     assert not analysis.chain[0].detail["steps"]
 
+FC = "self.fc = nn.Linear(8, 6)"
+ROWS = [[(4, 8)], [(1, 8)], [(2, 3, 8)]]
+
+
+@pytest.mark.parametrize("forward, init, want", [
+    ("y = self.fc(x) * 2.0\nreturn torch.clamp(y + y, -1, 1)", FC,  # x + x
+     [("linear", "x", [["mul", 2.0], ["tadd", ("step", 1)], ["clamp", -1.0, 1.0]])]),
+    ("y = self.fc(x)\nz = y.clone().detach()\nreturn torch.sigmoid(y) * 0.5 + z", FC,  # a residual of the raw result
+     [("linear", "x", [["sigmoid"], ["mul", 0.5], ["tadd", ("step", 0)]])]),
+    ("y = torch.exp(x) + 1.0\nreturn y - torch.tanh(y)", "",  # the longer chain leads: y - f(y) is f(y) rsub y
+     [("elementwise", "x", [["exp"], ["add", 1.0], ["tanh"], ["trsub", ("step", 2)]])]),
+    ("y = self.ln(x)\nreturn (torch.sigmoid(y) + self.b) * y",  # the layernorm would take sigmoid, but not the rest,
+     "self.ln = nn.LayerNorm(8)\nself.b = nn.Parameter(torch.randn(8))",  # which reads its raw result: no fold
+     [("layernorm", "x", None), ("elementwise", 0, [["sigmoid"], ["tadd", ("attr", "b")], ["tmul", ("step", 0)]])]),
+    ("y = torch.relu(self.fc(x))\nt = y * torch.tanh(y)\nreturn torch.softmax(y, -1) * t", FC,  # t rebased past relu
+     [("linear", "x", [["relu"]]), ("softmax", 0, None), ("elementwise", 0, [["tanh"], ["tmul", ("step", 0)]]),
+      ("elementwise", 1, [["tmul", 2]])]),
+    ("y = self.fc(x)\nz = torch.relu(y)\nt = torch.tanh(z) * y\nreturn torch.softmax(z, -1) * t", FC,  # t reads the
+     [("linear", "x", []), ("elementwise", 0, [["relu"]]), ("softmax", 1, None),  # raw result: relu does not fold
+      ("elementwise", 0, [["relu"], ["tanh"], ["tmul", ("step", 0)]]), ("elementwise", 2, [["tmul", 3]])]),
+])
+def test_x_op_f_of_x_reads_x_as_its_own_value(tmp_path, forward, init, want):
+    ops, _ = check_chain(tmp_path, forward, init, ROWS, single=len(want) == 1)
+    assert [(op.kind, op.src, op.detail.get("steps")) for op in ops] == want
+
+
 LEVEL2 = KERNELBENCH / "level2"
 
 FUSED = {  # problem -> its ops, each as kind[its steps' names]
@@ -86,6 +112,16 @@ FUSED = {  # problem -> its ops, each as kind[its steps' names]
     "90_Conv3d_LeakyReLU_Sum_Clamp_GELU": "conv3d[leaky_relu,tadd,clamp,gelu]",
     # a linear's parameter operands of one value (a 0-dim nn.Parameter) or one per column
     "68_Matmul_Min_Subtract": "linear[tmin,tsub]",
+    # x (op) f(x): the chain's own earlier value, no second op (x * hardswish(x), x + x, a clone's residual)
+    "20_ConvTranspose3d_Sum_ResidualAdd_Multiply_ResidualAdd": "conv_transpose3d[tadd,tadd,tmul,tadd]",
+    "22_Matmul_Scale_ResidualAdd_Clamp_LogSumExp_Mish": "linear[mul,tadd,clamp] -> reduce -> elementwise[mish,tmul]",
+    "26_ConvTranspose3d_Add_HardSwish": "conv_transpose3d -> elementwise[tadd,hardswish,tmul]",
+    "40_Matmul_Scaling_ResidualAdd": "linear[mul,tadd]",
+    "52_Conv2d_Activation_BatchNorm": "conv2d[softplus,tanh,tmul] -> batchnorm",
+    "57_Conv2d_ReLU_HardSwish": "conv2d[relu,add,div,clamp,tmul]",
+    "62_Matmul_GroupNorm_LeakyReLU_Sum": "linear -> groupnorm[leaky_relu,tadd]",
+    "70_Gemm_Sigmoid_Scaling_ResidualAdd": "linear[sigmoid,mul,tadd]",
+    "88_Gemm_GroupNorm_Swish_Multiply_Swish": "linear -> groupnorm[silu] -> elementwise[tmul,sigmoid,tmul]",
 }
 
 
@@ -111,6 +147,12 @@ def test_upstream_problems_are_read_fused(name):
                                   "7_Conv3d_ReLU_LeakyReLU_GELU_Sigmoid_BiasAdd",
                                   "48_Conv3d_Scaling_Tanh_Multiply_Sigmoid",
                                   "68_Matmul_Min_Subtract",
+                                  "20_ConvTranspose3d_Sum_ResidualAdd_Multiply_ResidualAdd",
+                                  "22_Matmul_Scale_ResidualAdd_Clamp_LogSumExp_Mish",
+                                  "26_ConvTranspose3d_Add_HardSwish",
+                                  "57_Conv2d_ReLU_HardSwish",
+                                  "62_Matmul_GroupNorm_LeakyReLU_Sum",
+                                  "88_Gemm_GroupNorm_Swish_Multiply_Swish",
                                   "74_ConvTranspose3d_LeakyReLU_Multiply_LeakyReLU_Max"])
 def test_fused_upstream_problems_match_at_small_sizes(name, tmp_path):
     problem = upstream(name)

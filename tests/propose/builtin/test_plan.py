@@ -1,7 +1,9 @@
 """The IR's passes over a list of ops (plan.py): which ops read a result, dropping an op with its readers renumbered,
-and merging consecutive elementwise ops into one, every kind of value ref kept right."""
+and merging consecutive elementwise ops into one, every kind of value ref kept right; steps that read the op's own
+earlier values ("step", k), where they may be split and how they read once moved."""
 
-from kernelcraft.propose.builtin.plan import Op, drop, merge_elementwise, readers
+from kernelcraft.propose.builtin.plan import (Op, can_cut, drop, is_own, merge_elementwise, operand_refs, own_steps,
+                                              readers, reads, shift)
 
 
 def ew(src, *steps) -> Op:
@@ -41,3 +43,23 @@ def test_no_merge_where_the_result_is_read_otherwise():
     for ops in (as_operand, two_readers, not_elementwise):
         kinds = [(op.kind, op.src, op.detail.get("steps")) for op in ops]
         assert [(op.kind, op.src, op.detail.get("steps")) for op in merge_elementwise(ops)] == kinds
+
+
+def test_own_values_are_no_value_refs():
+    steps = [["tadd", ("attr", "b")], ["relu"], ["tmul", ("step", 1)], ["tsub", ("step", 0)], ["tadd", 0]]
+    assert is_own(("step", 1)) and not is_own(("attr", "step")) and not is_own(0)
+    assert operand_refs(steps) == [("attr", "b"), 0] and own_steps(steps) == {0, 1}
+    assert reads(Op("elementwise", {"steps": steps}, 1)) == [1, ("attr", "b"), 0]
+
+
+def test_steps_split_only_where_the_rest_reads_no_own_value_before_the_cut():
+    steps = [["relu"], ["tadd", ("step", 0)], ["sigmoid"], ["tmul", ("step", 2)]]
+    assert [n for n in range(5) if can_cut(steps, n)] == [0, 2, 4]
+    assert shift(steps[2:], -2) == [["sigmoid"], ["tmul", ("step", 0)]]
+    assert shift((("tmul", ("step", 0)), ("neg",)), 3) == (("tmul", ("step", 3)), ("neg",))  # a chain's tuples
+
+
+def test_a_merged_op_reads_its_own_values_past_the_first_ones_steps():
+    ops = merge_elementwise([ew("x", ("relu",), ("tadd", ("step", 0))), ew(0, ("tanh",), ("tmul", ("step", 0)))])
+    assert [(op.src, op.detail["steps"]) for op in ops] == [
+        ("x", [["relu"], ["tadd", ("step", 0)], ["tanh"], ["tmul", ("step", 2)]])]

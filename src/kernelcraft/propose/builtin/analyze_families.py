@@ -11,7 +11,7 @@ import torch
 from torch import fx
 
 from kernelcraft.propose.builtin import registry
-from kernelcraft.propose.builtin.plan import TENSOR_STEPS, Op, drop, readers, reads
+from kernelcraft.propose.builtin.plan import TENSOR_STEPS, Op, can_cut, drop, is_own, readers, reads, shift
 from kernelcraft.propose.builtin.values import Ew, Prod, chains_in, mentions
 
 
@@ -38,12 +38,14 @@ class FamilyOps:
     def epilogue_prefix(self, op: Op, steps) -> int:
         """How many leading `steps` `op` can take into its epilogue: none unless its kind has one and it is still
         empty with no pooling or mask after it (steps after those are an op of their own); tensor steps only where
-        it reads their operand itself (operand_folds)."""
+        it reads their operand itself (operand_folds), and only as many as leave a rest that reads no value the
+        epilogue made (plan.can_cut)."""
         if op.kind not in registry.epilogue_kinds() or op.detail.get("steps") \
                 or op.detail.get("pool") or op.detail.get("mask"):
             return 0
-        return next((i for i, s in enumerate(steps) if s[0] in TENSOR_STEPS and not self.operand_folds(op, s[1])),
-                    len(steps))
+        n = next((i for i, s in enumerate(steps) if s[0] in TENSOR_STEPS and not self.operand_folds(op, s[1])),
+                 len(steps))
+        return next(k for k in range(n, -1, -1) if can_cut(steps, k))  # the rest reads no own value of the prefix
 
     def fold_elementwise(self, ops: list[Op]) -> list[Op]:
         """The finished `ops` with the leading steps of each elementwise op folded into the epilogue of the op it
@@ -58,14 +60,17 @@ class FamilyOps:
             steps = op.detail["steps"]
             if n := self.epilogue_prefix(ops[src], steps):
                 ops[src].detail["steps"] = [list(s) for s in steps[:n]]
-                op.detail["steps"] = steps[n:]
+                op.detail["steps"] = shift(steps[n:], -n)
                 if not op.detail["steps"]:
                     return self.fold_elementwise(drop(ops, i, src))
         return ops
 
     def operand_folds(self, op, ref) -> bool:
-        """Whether `op`'s epilogue reads tensor operand `ref` itself: a parameter, any for a conv (read at the
-        output's coordinates), for a linear one that varies at most along its columns (read along them)."""
+        """Whether `op`'s epilogue reads tensor operand `ref` itself: its own earlier value (any epilogue), a
+        parameter, any for a conv (read at the output's coordinates), for a linear one that varies at most along its
+        columns (read along them)."""
+        if is_own(ref):
+            return True
         if not (isinstance(ref, tuple) and ref[0] == "attr") or op.kind not in registry.operand_epilogue_kinds():
             return False
         return op.kind != "linear" or self.along_columns(self.tensor_at(ref[1]), self.tensor_at(op.detail["weight"]))
@@ -100,11 +105,11 @@ class FamilyOps:
                 continue
             for c in chains_in(v):
                 if mentions(Ew(None, c.steps), i) or (c.base == i and (
-                        prefix is None or c.steps[:len(prefix)] != prefix)):
+                        prefix is None or c.steps[:len(prefix)] != prefix or not can_cut(c.steps, len(prefix)))):
                     return False
         if prefix:  # rebased: they now read op i's new result
             def rebase(c):
-                return Ew(i, c.steps[len(prefix):]) if isinstance(c, Ew) and c.base == i else c
+                return Ew(i, shift(c.steps[len(prefix):], -len(prefix))) if isinstance(c, Ew) and c.base == i else c
             for m in live:
                 if mentions(v := plain(self.env[m]), i):
                     self.env[m] = rebase(v) if isinstance(v, Ew) else replace(v, **{

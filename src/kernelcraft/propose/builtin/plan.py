@@ -7,7 +7,8 @@ generated ModelNew reads them from itself at run time: nothing about sizes is ba
 
 Passes over a finished list of ops (each keeps every value ref right, `renumber`): `needed_ops` keeps what the
 result reads, `merge_elementwise` makes an elementwise op read only as the next one's src part of it, `drop` removes
-an op whose readers read another value instead.
+an op whose readers read another value instead. Steps that read the op's own earlier values ("step", k) are split
+only where `can_cut`, the rest `shift`ed.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from dataclasses import dataclass, field
 #   ["hardtanh", lo, hi], ["clamp", lo_or_None, hi_or_None], ["softplus", beta, threshold],
 #   ["add", c], ["sub", c], ["rsub", c] (c - x), ["mul", c], ["div", c], ["rdiv", c] (c / x), ["pow", c]
 # Steps with a tensor operand: ["tadd", ref], ["tsub", ref], ["trsub", ref] (ref - x), ["tmul", ref], ["tdiv", ref],
-# ["trdiv", ref] (ref / x), ["tmin", ref], ["tmax", ref] (torch.minimum/maximum: NaN wins), broadcast by torch's rules; ref is a value ref: "x" (the forward's first input),
-# ("input", i) (its input i >= 1), an int i (the result of ops[i]), or ("attr", path) (a parameter or buffer of the
-# module). Any in an elementwise op; in an epilogue only parameters: any in a conv's (conv1d/2d/3d, conv_transpose1d/
-# 2d/3d: read at the output's coordinates), in a linear's those of one value or one per column
+# ["trdiv", ref] (ref / x), ["tmin", ref], ["tmax", ref] (torch.minimum/maximum: NaN wins), broadcast by torch's
+# rules; ref is a value ref: "x" (the forward's first input), ("input", i) (its input i >= 1), an int i (the result of
+# ops[i]), or ("attr", path) (a parameter or buffer of the module). Any in an elementwise op; in an epilogue only
+# parameters: any in a conv's (conv1d/2d/3d, conv_transpose1d/2d/3d: read at the output's coordinates), in a linear's
+# those of one value or one per column. Or ref is ("step", k), the op's own value after its first k steps (0: what
+# it reads, the src or the producer's result; x * sigmoid(x + b) is [["tadd", b], ["sigmoid"], ["tmul", ("step", 1)]]):
+# no tensor to read, no value ref (operand_refs and reads leave it out), so any op that applies steps takes it
 TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv", "tmin", "tmax"}
 UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
          "square", "mish", "selu", "hardsigmoid", "hardswish", "softsign"}
@@ -184,12 +188,37 @@ class Op:
 
 
 def operand_refs(steps) -> list:
-    """The tensor operands of elementwise `steps`, each once, in order of first use (the kernel's o0, o1, ...)."""
+    """The tensor operands of elementwise `steps`, each once, in order of first use (the kernel's o0, o1, ...): their
+    value refs, not the op's own values ("step", k)."""
     refs = []
     for step in steps:
-        if step[0] in TENSOR_STEPS and step[1] not in refs:
+        if step[0] in TENSOR_STEPS and not is_own(step[1]) and step[1] not in refs:
             refs.append(step[1])
     return refs
+
+
+def is_own(ref) -> bool:
+    """Whether a tensor step's operand is ("step", k), the op's own value after its first k steps."""
+    return isinstance(ref, tuple) and len(ref) == 2 and ref[0] == "step"
+
+
+def own_steps(steps) -> set[int]:
+    """The k of every own value ("step", k) that `steps` read: the points where the kernel keeps x."""
+    return {s[1][1] for s in steps if s[0] in TENSOR_STEPS and is_own(s[1])}
+
+
+def can_cut(steps, n: int) -> bool:
+    """Whether steps[n:] can run on their own over the value steps[:n] make (in another op, or after a producer's
+    epilogue): none of them reads an own value from before step n."""
+    return not any(k < n for k in own_steps(steps[n:]))
+
+
+def shift(steps, d: int):
+    """`steps` (a list or tuple, of lists or tuples) with each own value ("step", k) read as ("step", k + d): what
+    they read once d more steps come first (d < 0: once the first -d steps are gone, can_cut)."""
+    def moved(s):
+        return type(s)([s[0], ("step", s[1][1] + d)]) if s[0] in TENSOR_STEPS and is_own(s[1]) else s
+    return type(steps)(moved(s) for s in steps)
 
 
 @dataclass
@@ -292,7 +321,7 @@ def merge_elementwise(ops: list[Op]) -> list[Op]:
     for i, op in enumerate(ops):
         if op.kind == "elementwise" and len(found := readers(ops, i)) == 1 \
                 and (later := ops[found[0]]).kind == "elementwise" and later.src == i:
-            later.detail["steps"] = op.detail["steps"] + later.detail["steps"]
+            later.detail["steps"] = op.detail["steps"] + shift(later.detail["steps"], len(op.detail["steps"]))
             later.src = op.src
             return merge_elementwise(drop(ops, i, op.src))
     return ops
