@@ -65,3 +65,13 @@ def test_an_operand_that_is_no_parameter_stays_an_elementwise_op(tmp_path):
                              "[torch.randn(2, 3, 5, 4), torch.randn(2, 4, 10, 8)]", args="x, y"))
     assert [(op.kind, op.detail["steps"]) for op in analysis.chain] == [
         ("conv_transpose2d", [["relu"]]), ("elementwise", [["tmul", ("input", 1)]])]
+
+
+def test_a_chain_of_convs_with_operands_defines_the_shared_helper_once(tmp_path):
+    init = ("self.up = nn.ConvTranspose2d(3, 4, 3, stride=2)\nself.conv = nn.Conv2d(4, 5, 3)\n"
+            "self.a = nn.Parameter(torch.randn(4, 1, 1))\nself.b = nn.Parameter(torch.randn(5, 1, 1))")
+    ops, source = check_chain(tmp_path, "return torch.relu(self.conv(torch.tanh(self.up(x) + self.a)) * self.b)", init,
+                              [[(2, 3, 4, 5)], [(3, 3, 4)]])
+    assert [(op.kind, [s[0] for s in op.detail["steps"]]) for op in ops] == [
+        ("conv_transpose2d", ["tadd", "tanh"]), ("conv2d", ["tmul", "relu"])]
+    assert source.count("def kc_operand_args(") == 1
