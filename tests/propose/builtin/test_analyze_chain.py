@@ -59,7 +59,8 @@ def test_the_latest_op_leads_and_an_operand_with_steps_is_emitted_first(tmp_path
     ("y = torch.relu(self.fc(x))\nreturn torch.softmax(y, -1) + y",
      [("linear", "x", [["relu"]]), ("softmax", 0, None), ("elementwise", 1, [["tadd", 0]])]),
     # the raw result is read again: no fold
-    ("y = self.fc(x)\nreturn torch.relu(y) + y", [("linear", "x", []), ("elementwise", 0, [["relu"], ["tadd", 0]])]),
+    ("y = self.fc(x)\nreturn torch.relu(y) + torch.softmax(y, -1)",
+     [("linear", "x", []), ("softmax", 0, None), ("elementwise", 0, [["relu"]]), ("elementwise", 1, [["tadd", 2]])]),
     ("y = self.fc(x)\nreturn torch.softmax(torch.relu(y), -1) * y",
      [("linear", "x", []), ("elementwise", 0, [["relu"]]), ("softmax", 1, None), ("elementwise", 2, [["tmul", 0]])]),
     # the other value read later shares the folded steps and goes on from there

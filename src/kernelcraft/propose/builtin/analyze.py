@@ -6,9 +6,12 @@ parameter, or unknown). Ops are emitted only when a value is consumed by somethi
 so a chain such as `torch.relu(x * 2.0) - 1.0` becomes one elementwise Op, and the pieces of an rmsnorm
 written by hand (square, mean, + eps, rsqrt, products in any order) become one rmsnorm Op. Each Op names the
 value it reads (its src), so a forward of several ops is a chain (chain.py renders it); a product or sum of two
-tensors keeps the chain over the latest op pending and takes the other value as a tensor operand (a step).
+tensors keeps the chain over the latest op pending and takes the other value as a tensor operand (a step), or,
+for x (op) f(x), the chain's own earlier value (plan.py's ("step", k)).
 Pointwise steps after a conv, linear, matmul or norm fold into its epilogue, a batchnorm or pooling after a
-conv into the conv, but only while no value still to be read needs the op's result as it was (foldable).
+conv into the conv, but only while no value still to be read needs the op's result as it was (foldable). Once the
+forward is read, consecutive elementwise ops merge into one (plan.merge_elementwise) and an elementwise op's leading
+steps fold into the op it reads where nothing else reads that op's result (fold_elementwise).
 
 Mixins of the interpreter read the folding of epilogues into ops (analyze_families.py), attention
 (analyze_attention.py), matmul operands and free reshapes (analyze_operands.py), and tensors forward makes or
@@ -36,11 +39,11 @@ from kernelcraft.propose.builtin.analyze_families import FamilyOps
 from kernelcraft.propose.builtin.analyze_operands import OperandOps
 from kernelcraft.propose.builtin.analyze_tensors import TensorOps
 from kernelcraft.propose.builtin.compose import parse
-from kernelcraft.propose.builtin.plan import Analysis, Op, needed_ops, operand_refs
+from kernelcraft.propose.builtin.plan import Analysis, Op, merge_elementwise, needed_ops, operand_refs, shift
 from kernelcraft.propose.builtin.untraceable import untraceable
 from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, AttrT, Device, Ew, Flipped, LogSoftmaxIn, MeanSq,
                                                 Operand, Pair, Pending, Probs, Prod, ScaledQ, Scores, Shape, SizePow,
-                                                TensorShape, TensorSize)
+                                                TensorShape, TensorSize, own_step)
 
 def _forward_source(source: str) -> str:
     try:
@@ -107,7 +110,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
                     self.refuse("several outputs" if isinstance(out, (tuple, list, dict)) else "constant output",
                                 node)
                 elif isinstance(chain := self.realize(self.env[out]), Ew):
-                    self.ops = needed_ops(self.ops, self.emit_chain(chain).base)
+                    needed = needed_ops(self.ops, self.emit_chain(chain).base)
+                    self.ops = self.fold_elementwise(merge_elementwise(needed))
                 elif isinstance(self.env[out], Attr):
                     self.note("returns a parameter")
             else:
@@ -131,7 +135,7 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
         if not chain.steps or chain in self.emitted:
             return Ew(self.emitted[chain]) if chain.steps else chain
         folded = self.fold_epilogue(chain)
-        rest = Ew(chain.base, chain.steps[folded:])
+        rest = Ew(chain.base, shift(chain.steps[folded:], -folded))
         if not rest.steps:
             return rest
         if rest not in self.emitted:
@@ -353,7 +357,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
 
     def tensor_binary(self, kind: str, a, b, node: fx.Node):
         """a (op) b of two tensors: the chain over the latest op stays pending and takes the other, as it is (a
-        value with no pending steps, or a parameter), as a tensor step; broadcast by torch's rules."""
+        value with no pending steps, a parameter, or the chain's own value at an earlier step), as a tensor step;
+        broadcast by torch's rules."""
         ca, cb = (self.realize(v) if isinstance(v, (MeanSq, Pending)) else self.as_chain(v) for v in (a, b))
         if ca is None or cb is None or (isinstance(ca, Attr) and isinstance(cb, Attr)):
             return self.refuse(kind, node)
@@ -363,8 +368,12 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
 
         swap = rank(cb) > rank(ca) or (rank(cb) == rank(ca) and cb.steps and not ca.steps)
         main, other = (cb, ca) if swap else (ca, cb)
+        if own_step(main, other) is None and own_step(other, main) is not None:
+            main, other, swap = other, main, not swap  # x (op) f(x): f(x) goes on, reading x as its own value
         if isinstance(other, Attr):
             ref = ("attr", other.path)
+        elif (k := own_step(main, other)) is not None:
+            ref = ("step", k)  # main's own value after k steps: nothing to emit
         else:
             self.no_fold, was = True, self.no_fold  # folding now could change what `main` reads
             try:

@@ -1,7 +1,7 @@
 """The op families analyze.py's interpreter reads beyond its core (elementwise, softmax, reductions, norms,
-matmul): the folding of what follows an op into it (pointwise epilogues, an eval batchnorm
-into a conv); the families' own recognizers (families/*/recognize.py) read the rest. A mixin: the methods use the
-interpreter's own (value, realize, emit, refuse, attr_name, ...)."""
+matmul): the folding of what follows an op into it (pointwise epilogues, while reading and once the ops are
+finished; an eval batchnorm into a conv); the families' own recognizers (families/*/recognize.py) read the rest. A
+mixin: the methods use the interpreter's own (value, realize, emit, refuse, attr_name, ...)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from torch import fx
 
 from kernelcraft.propose.builtin import registry
-from kernelcraft.propose.builtin.plan import TENSOR_STEPS, reads
+from kernelcraft.propose.builtin.plan import TENSOR_STEPS, Op, can_cut, drop, is_own, readers, reads, shift
 from kernelcraft.propose.builtin.values import Ew, Prod, chains_in, mentions
 
 
@@ -29,27 +29,65 @@ class FamilyOps:
                 or any(chain.base in reads(later) for later in self.ops[chain.base + 1:]):
             return 0
         op = self.ops[chain.base]
-        if op.kind not in registry.epilogue_kinds() or op.detail.get("steps") \
-                or op.detail.get("pool") or op.detail.get("mask"):  # steps after a pool or mask: an op of their own
-            return 0
-        n = next((i for i, s in enumerate(chain.steps) if s[0] in TENSOR_STEPS and not self.operand_folds(op, s[1])),
-                 len(chain.steps))
+        n = self.epilogue_prefix(op, chain.steps)
         if n == 0 or not self.foldable(chain.base, chain.steps[:n], chain):
             return 0
         op.detail["steps"] = [list(s) for s in chain.steps[:n]]
         return n
 
+    def epilogue_prefix(self, op: Op, steps) -> int:
+        """How many leading `steps` `op` can take into its epilogue: none unless its kind has one and it is still
+        empty with no pooling or mask after it (steps after those are an op of their own); tensor steps only where
+        it reads their operand itself (operand_folds), and only as many as leave a rest that reads no value the
+        epilogue made (plan.can_cut)."""
+        if op.kind not in registry.epilogue_kinds() or op.detail.get("steps") \
+                or op.detail.get("pool") or op.detail.get("mask"):
+            return 0
+        n = next((i for i, s in enumerate(steps) if s[0] in TENSOR_STEPS and not self.operand_folds(op, s[1])),
+                 len(steps))
+        return next(k for k in range(n, -1, -1) if can_cut(steps, k))  # the rest reads no own value of the prefix
+
+    def fold_elementwise(self, ops: list[Op]) -> list[Op]:
+        """The finished `ops` with the leading steps of each elementwise op folded into the epilogue of the op it
+        reads, where that op takes them (epilogue_prefix) and no other op reads its result: the interpreter emitted
+        the elementwise op before it could know (an operand emitted mid-expression, or ops merged since,
+        plan.merge_elementwise). An elementwise op left with no steps is dropped, its readers reading the producer.
+        Renumbered."""
+        for i, op in enumerate(ops):
+            src = op.src
+            if op.kind != "elementwise" or not isinstance(src, int) or readers(ops, src) != [i]:
+                continue
+            steps = op.detail["steps"]
+            if n := self.epilogue_prefix(ops[src], steps):
+                ops[src].detail["steps"] = [list(s) for s in steps[:n]]
+                op.detail["steps"] = shift(steps[n:], -n)
+                if not op.detail["steps"]:
+                    return self.fold_elementwise(drop(ops, i, src))
+        return ops
+
     def operand_folds(self, op, ref) -> bool:
-        """Whether `op`'s epilogue reads tensor operand `ref` itself: a parameter, any for a conv (read at the
-        output's coordinates), a 1-D one for a linear (along its columns)."""
+        """Whether `op`'s epilogue reads tensor operand `ref` itself: its own earlier value (any epilogue), a
+        parameter, any for a conv (read at the output's coordinates), for a linear one that varies at most along its
+        columns (read along them)."""
+        if is_own(ref):
+            return True
         if not (isinstance(ref, tuple) and ref[0] == "attr") or op.kind not in registry.operand_epilogue_kinds():
             return False
-        if op.kind != "linear":
-            return True
+        return op.kind != "linear" or self.along_columns(self.tensor_at(ref[1]), self.tensor_at(op.detail["weight"]))
+
+    def tensor_at(self, path: str):
+        """The module's tensor at attribute path `path` (None: no tensor there)."""
         t = self.gm
-        for part in ref[1].split("."):
+        for part in path.split("."):
             t = getattr(t, part, None)
-        return isinstance(t, torch.Tensor) and t.dim() == 1
+        return t if isinstance(t, torch.Tensor) else None
+
+    @staticmethod
+    def along_columns(t, weight) -> bool:
+        """Whether parameter `t` broadcasts along a linear's output columns (weight (N, K)) without growing an output
+        of two dims or more: one value or one per column, shape (), (1,), (N,), (1, 1) or (1, N)."""
+        return t is not None and weight is not None and t.dim() <= 2 and all(s == 1 for s in t.shape[:-1]) \
+            and (t.dim() == 0 or t.shape[-1] in (1, weight.shape[0]))
 
     def foldable(self, i: int, prefix: tuple | None, consumed: Ew) -> bool:
         """Whether op i may start applying `prefix` (None: a pooling) to its result. Every value still to be read
@@ -67,11 +105,11 @@ class FamilyOps:
                 continue
             for c in chains_in(v):
                 if mentions(Ew(None, c.steps), i) or (c.base == i and (
-                        prefix is None or c.steps[:len(prefix)] != prefix)):
+                        prefix is None or c.steps[:len(prefix)] != prefix or not can_cut(c.steps, len(prefix)))):
                     return False
         if prefix:  # rebased: they now read op i's new result
             def rebase(c):
-                return Ew(i, c.steps[len(prefix):]) if isinstance(c, Ew) and c.base == i else c
+                return Ew(i, shift(c.steps[len(prefix):], -len(prefix))) if isinstance(c, Ew) and c.base == i else c
             for m in live:
                 if mentions(v := plain(self.env[m]), i):
                     self.env[m] = rebase(v) if isinstance(v, Ew) else replace(v, **{

@@ -4,6 +4,11 @@
 families (families/*, listed in registry.py) turn one Op plus tuning parameters into a candidate file. Values that
 belong to the module (eps, weights, the reduced dim given at init) are named by attribute path, so the
 generated ModelNew reads them from itself at run time: nothing about sizes is baked in.
+
+Passes over a finished list of ops (each keeps every value ref right, `renumber`): `needed_ops` keeps what the
+result reads, `merge_elementwise` makes an elementwise op read only as the next one's src part of it, `drop` removes
+an op whose readers read another value instead. Steps that read the op's own earlier values ("step", k) are split
+only where `can_cut`, the rest `shift`ed.
 """
 
 from __future__ import annotations
@@ -18,9 +23,13 @@ from dataclasses import dataclass, field
 #   ["hardtanh", lo, hi], ["clamp", lo_or_None, hi_or_None], ["softplus", beta, threshold],
 #   ["add", c], ["sub", c], ["rsub", c] (c - x), ["mul", c], ["div", c], ["rdiv", c] (c / x), ["pow", c]
 # Steps with a tensor operand: ["tadd", ref], ["tsub", ref], ["trsub", ref] (ref - x), ["tmul", ref], ["tdiv", ref],
-# ["trdiv", ref] (ref / x), ["tmin", ref], ["tmax", ref] (torch.minimum/maximum: NaN wins), broadcast by torch's rules; ref is a value ref: "x" (the forward's first input),
-# ("input", i) (its input i >= 1), an int i (the result of ops[i]), or ("attr", path) (a parameter or buffer of the
-# module). Any in an elementwise op; in an epilogue only parameters (a conv's, a linear's 1-D ones)
+# ["trdiv", ref] (ref / x), ["tmin", ref], ["tmax", ref] (torch.minimum/maximum: NaN wins), broadcast by torch's
+# rules; ref is a value ref: "x" (the forward's first input), ("input", i) (its input i >= 1), an int i (the result of
+# ops[i]), or ("attr", path) (a parameter or buffer of the module). Any in an elementwise op; in an epilogue only
+# parameters: any in a conv's (conv1d/2d/3d, conv_transpose1d/2d/3d: read at the output's coordinates), in a linear's
+# those of one value or one per column. Or ref is ("step", k), the op's own value after its first k steps (0: what
+# it reads, the src or the producer's result; x * sigmoid(x + b) is [["tadd", b], ["sigmoid"], ["tmul", ("step", 1)]]):
+# no tensor to read, no value ref (operand_refs and reads leave it out), so any op that applies steps takes it
 TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv", "tmin", "tmax"}
 UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
          "square", "mish", "selu", "hardsigmoid", "hardswish", "softsign"}
@@ -88,8 +97,9 @@ class Op:
                    <= diagonal (tril), else 0; diagonal_attr: the attribute holding it, read at run time
       linear       {"weight": str, "bias": str | None, "steps": [[name, *params], ...]}   y = steps(x @ weight.T + bias)
                    over the last dim of x (nn.Linear or F.linear), the pointwise ops after it folded into `steps`
-                   like a conv's epilogue (tensor steps too, over 1-D parameters: along the columns; a conv's take
-                   any parameter, read at the output's coordinates)
+                   like a conv's epilogue (tensor steps too, over parameters of one value or one per column, shape
+                   (), (1,), (N,), (1, 1) or (1, N): read along the columns; a conv's take any parameter, read at the
+                   output's coordinates)
       conv2d       {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "groups": int, "module": str | None,
                     "groups_attr": str | None, "weight": str, "bias": str | None, "steps": [[name, *params], ...],
                     "pool": pool2d detail | None[, "bn": batchnorm detail]}
@@ -101,12 +111,15 @@ class Op:
       conv1d       the keys of conv2d, the hyper-parameters lifted to a one-row conv2d's ([1, s], [0, p], [1, d])
       conv3d       {"stride": [sd, sh, sw], "padding": [pd, ph, pw], "dilation": [dd, dh, dw], "groups", "module",
                     "groups_attr", "weight", "bias", "steps"}   y = steps(conv3d(x, weight, bias)) over x
-                   (N, C, D, H, W) or (C, D, H, W); the keys mean what conv2d's do (nn.Conv3d or F.conv3d; no pool)
+                   (N, C, D, H, W) or (C, D, H, W); the keys mean what conv2d's do (nn.Conv3d or F.conv3d; no pool;
+                   the steps' parameter operands read at the output's coordinates, as a conv2d's)
       conv_transpose2d {"stride": [sh, sw], "padding": [ph, pw], "output_padding": [oph, opw], "dilation": [dh, dw],
                     "groups", "module", "groups_attr", "weight", "bias", "steps"}
                    y = steps(conv_transpose2d(x, weight, bias)), weight (C_in, C_out/groups, KH, KW), x (N, C, H, W)
                    or (C, H, W); output size (H - 1)*sh - 2*ph + dh*(KH - 1) + oph + 1 (W alike); module: the
-                   nn.ConvTranspose2d's path, read at run time as conv2d's; padding_mode zeros only, no output_size
+                   nn.ConvTranspose2d's path, read at run time as conv2d's; padding_mode zeros only, no output_size;
+                   the steps' parameter operands read at the output's coordinates (conv_transpose1d: the keys of
+                   conv_transpose2d, lifted to a one-row one's as conv1d's are)
       conv_transpose3d {"stride": [sd, sh, sw], "padding": [pd, ph, pw], "output_padding": [opd, oph, opw],
                     "dilation": [dd, dh, dw], "groups", "module", "groups_attr", "weight", "bias", "steps"}
                    y = steps(conv_transpose3d(x, weight, bias)), weight (C_in, C_out/groups, KD, KH, KW), x
@@ -175,12 +188,37 @@ class Op:
 
 
 def operand_refs(steps) -> list:
-    """The tensor operands of elementwise `steps`, each once, in order of first use (the kernel's o0, o1, ...)."""
+    """The tensor operands of elementwise `steps`, each once, in order of first use (the kernel's o0, o1, ...): their
+    value refs, not the op's own values ("step", k)."""
     refs = []
     for step in steps:
-        if step[0] in TENSOR_STEPS and step[1] not in refs:
+        if step[0] in TENSOR_STEPS and not is_own(step[1]) and step[1] not in refs:
             refs.append(step[1])
     return refs
+
+
+def is_own(ref) -> bool:
+    """Whether a tensor step's operand is ("step", k), the op's own value after its first k steps."""
+    return isinstance(ref, tuple) and len(ref) == 2 and ref[0] == "step"
+
+
+def own_steps(steps) -> set[int]:
+    """The k of every own value ("step", k) that `steps` read: the points where the kernel keeps x."""
+    return {s[1][1] for s in steps if s[0] in TENSOR_STEPS and is_own(s[1])}
+
+
+def can_cut(steps, n: int) -> bool:
+    """Whether steps[n:] can run on their own over the value steps[:n] make (in another op, or after a producer's
+    epilogue): none of them reads an own value from before step n."""
+    return not any(k < n for k in own_steps(steps[n:]))
+
+
+def shift(steps, d: int):
+    """`steps` (a list or tuple, of lists or tuples) with each own value ("step", k) read as ("step", k + d): what
+    they read once d more steps come first (d < 0: once the first -d steps are gone, can_cut)."""
+    def moved(s):
+        return type(s)([s[0], ("step", s[1][1] + d)]) if s[0] in TENSOR_STEPS and is_own(s[1]) else s
+    return type(steps)(moved(s) for s in steps)
 
 
 @dataclass
@@ -230,6 +268,19 @@ def reads(op: Op) -> list:
             *(op.detail.get("parts") or [] if op.kind == "cat" else []), *states(op)]
 
 
+def renumber(op: Op, new) -> None:
+    """Make every value ref `op` reads (those `reads` lists) `new(ref)` instead."""
+    op.src = new(op.src)
+    if "steps" in op.detail:
+        op.detail["steps"] = [[s[0], new(s[1])] if s[0] in TENSOR_STEPS else s for s in op.detail["steps"]]
+    if op.kind == "view" and "shape" in op.detail:
+        op.detail["shape"] = [["size", new(s[1]), s[2]] if isinstance(s, list) else s for s in op.detail["shape"]]
+    if op.kind == "cat":
+        op.detail["parts"] = [new(r) for r in op.detail["parts"]]
+    if states(op):
+        op.detail["states"] = [new(r) for r in op.detail["states"]]
+
+
 def needed_ops(ops: list[Op], out) -> list[Op]:
     """The ops the forward's result `out` (a value ref) reads, directly or not, in order and renumbered: the others
     compute what the reference throws away. The result is then the last op (or no op, when it is an input)."""
@@ -239,20 +290,38 @@ def needed_ops(ops: list[Op], out) -> list[Op]:
             keep.add(ref)
             todo += reads(ops[ref])
     new = {old: i for i, old in enumerate(sorted(keep))}
-
-    def renumber(ref):
-        return new[ref] if isinstance(ref, int) else ref
-
     for i in keep:
-        op = ops[i]
-        op.src = renumber(op.src)
-        if "steps" in op.detail:
-            op.detail["steps"] = [[s[0], renumber(s[1])] if s[0] in TENSOR_STEPS else s for s in op.detail["steps"]]
-        if op.kind == "view" and "shape" in op.detail:
-            op.detail["shape"] = [["size", renumber(s[1]), s[2]] if isinstance(s, list) else s
-                                  for s in op.detail["shape"]]
-        if op.kind == "cat":
-            op.detail["parts"] = [renumber(r) for r in op.detail["parts"]]
-        if states(op):
-            op.detail["states"] = [renumber(r) for r in op.detail["states"]]
+        renumber(ops[i], lambda ref: new[ref] if isinstance(ref, int) else ref)
     return [ops[i] for i in sorted(keep)]
+
+
+def drop(ops: list[Op], i: int, into) -> list[Op]:
+    """`ops` without ops[i], in order and renumbered: what read its result reads the value ref `into` instead (an
+    earlier op's index, or an input)."""
+    def new(ref):
+        if not isinstance(ref, int):
+            return ref
+        return into if ref == i else ref - 1 if ref > i else ref
+
+    rest = ops[:i] + ops[i + 1:]
+    for op in rest:
+        renumber(op, new)
+    return rest
+
+
+def readers(ops: list[Op], i: int) -> list[int]:
+    """Which ops read the result of ops[i], once per read (an op reading it twice is listed twice)."""
+    return [j for j, op in enumerate(ops) for ref in reads(op) if ref == i]
+
+
+def merge_elementwise(ops: list[Op]) -> list[Op]:
+    """`ops` with each elementwise op whose result is read only as the src of a later elementwise op (not as an
+    operand, by nothing else, and not the forward's result, the last op) merged into that op: one op, the steps
+    concatenated, reading the first one's src, so its result makes no pass over memory of its own. Renumbered."""
+    for i, op in enumerate(ops):
+        if op.kind == "elementwise" and len(found := readers(ops, i)) == 1 \
+                and (later := ops[found[0]]).kind == "elementwise" and later.src == i:
+            later.detail["steps"] = op.detail["steps"] + shift(later.detail["steps"], len(op.detail["steps"]))
+            later.src = op.src
+            return merge_elementwise(drop(ops, i, op.src))
+    return ops

@@ -5,7 +5,7 @@ fp32 tensor `x`; torch's definitions, with small results keeping their digits an
 from __future__ import annotations
 
 from kernelcraft.propose.builtin.codegen import num
-from kernelcraft.propose.builtin.plan import operand_refs
+from kernelcraft.propose.builtin.plan import is_own, operand_refs, own_steps
 
 
 # Below |u| = 1/16 the closed forms of tanh and of exp(u) - 1 lose a small result's digits to cancellation (a
@@ -88,8 +88,9 @@ _ACTIVATIONS = {  # steps of several statements (torch's definitions; small resu
 
 
 def step_lines(steps: list) -> list[str]:
-    """Triton statements applying `steps` ([name, *params] each) to the fp32 tensor `x`, in order."""
-    return [line for step in steps for line in _step(step[0], list(step[1:]))]
+    """Triton statements applying `steps` ([name, *params] each) to the fp32 tensor `x`, in order; tensor steps may
+    read only the chain's own earlier values (("step", k): epilogue_lines)."""
+    return epilogue_lines(steps, None)
 
 
 TENSOR_OPS = {"tadd": "x + {0}", "tsub": "x - {0}", "trsub": "{0} - x", "tmul": "x * {0}", "tdiv": "x / {0}",
@@ -100,12 +101,19 @@ TENSOR_OPS = {"tadd": "x + {0}", "tsub": "x - {0}", "trsub": "{0} - x", "tmul": 
 
 def epilogue_lines(steps: list, load) -> list[str]:
     """step_lines for steps that may have tensor operands: operand k (plan.operand_refs order) is first loaded as
-    o<k> = load(k), an fp32 expression shaped like x's tile; the tensor steps combine x with it."""
+    o<k> = load(k), an fp32 expression shaped like x's tile (`load` None: the steps may have none); the tensor steps
+    combine x with it, or with x as it was after the first k steps (("step", k): kept as x_step<k>)."""
     refs = operand_refs(steps)
+    if refs and load is None:
+        raise ValueError(f"steps reading tensors {refs} need a family that loads them")
     lines = [f"o{k} = {load(k)}" for k in range(len(refs))]
-    for step in steps:
+    kept = own_steps(steps)
+    for i, step in enumerate(steps):
+        if i in kept:
+            lines.append(f"x_step{i} = x")
         if step[0] in TENSOR_OPS:
-            lines.append("x = " + TENSOR_OPS[step[0]].format(f"o{refs.index(step[1])}"))
+            operand = f"x_step{step[1][1]}" if is_own(step[1]) else f"o{refs.index(step[1])}"
+            lines.append("x = " + TENSOR_OPS[step[0]].format(operand))
         else:
             lines += _step(step[0], list(step[1:]))
     return lines

@@ -134,6 +134,15 @@ def chains_in(v) -> list[Ew]:
     return [c for f in ("src", "inv_src") if isinstance(c := getattr(v, f, None), Ew)]
 
 
+def own_step(chain: Ew, other) -> int | None:
+    """How many of `chain`'s steps make `other`, when other is a chain over the same base whose steps start chain's
+    (x and f(x) in x * f(x)): chain can read it as its own value ("step", k), plan.py; else None."""
+    if isinstance(chain, Ew) and isinstance(other, Ew) and other.base == chain.base \
+            and chain.steps[:len(other.steps)] == other.steps:
+        return len(other.steps)
+    return None
+
+
 def mentions(v, i) -> bool:
     """Whether value v reads the result of op i: as the base of a chain or as a tensor operand of its steps."""
     return any(c.base == i or any(s[0] in TENSOR_STEPS and s[1] == i for s in c.steps) for c in chains_in(v))

@@ -18,8 +18,9 @@ A depthwise convolution (groups == in == out channels) is no GEMM: it takes a di
 a program per (image, channel) plane tile with the taps unrolled, in fp32.
 
 implicit_gemm.py holds what the implicit-GEMM families share (tiles, moves, the tile prologue, hyper-parameter
-lines, size helpers; conv3d and conv_transpose build on it), kernels.py this family's kernels and forward,
-recognize.py how nn.Conv1d/Conv2d and F.conv1d/conv2d are read.
+lines, size helpers; conv3d and conv_transpose build on it), operands.py the epilogue's parameter operands every
+convolution family reads at its output's coordinates, kernels.py this family's kernels and forward, recognize.py
+how nn.Conv1d/Conv2d and F.conv1d/conv2d are read.
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, num
 from kernelcraft.propose.builtin.families import pool
+from kernelcraft.propose.builtin.families.conv import operands
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import SIZE_HELPERS, TILE
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
-from kernelcraft.propose.builtin.plan import Op, operand_refs
+from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import epilogue_lines
 
@@ -106,14 +107,7 @@ out = y_ptr + plane * OH * OW + oh[:, None] * OW + ow[None, :]
 tl.store(out, x.to(y_ptr.dtype.element_ty), mask=(oh < OH)[:, None] & (ow < OW)[None, :])
 ''')
 
-# An epilogue operand o<k> at the tile's outputs, through its strides over (n, co, oh, ow) (0 where broadcast)
-_GEMM_OPERAND = Template("tl.load(o${k}_ptr + n.to(tl.int64)[:, None] * o${k}_s0 + co[None, :] * o${k}_s1 + (oh * "
-                         "o${k}_s2 + ow * o${k}_s3)[:, None], mask=mmask[:, None] & nmask[None, :], "
-                         "other=0.0).to(tl.float32)")
-_DEPTHWISE_OPERAND = Template("tl.load(o${k}_ptr + (plane // C) * o${k}_s0 + c * o${k}_s1 + oh[:, None] * o${k}_s2 + "
-                              "ow[None, :] * o${k}_s3, mask=(oh < OH)[:, None] & (ow < OW)[None, :], "
-                              "other=0.0).to(tl.float32)")
-
+NDIM = 4  # the kernels' output dims, (n, co, oh, ow): an operand's strides (families/conv/operands.py)
 _BN_PARAMS = ("bn_mean_ptr", "bn_var_ptr", "bn_w_ptr", "bn_b_ptr", "bn_eps")
 _BN_ARGS = ("bn_mean", "bn_var", "bn_w", "bn_b", "bn_eps")
 
@@ -135,28 +129,14 @@ def bn_lines(bn: dict | None, ch: str, mask: str | None) -> list[str]:
     return lines
 
 
-def kc_operand_args(o, shape, dims):
-    """An epilogue operand o and its strides broadcast to the output's `shape` (0 on broadcast dims), placed at the
-    kernel's dims `dims` of (n, co, oh, ow) (0 on the others). One that would broadcast the output itself is refused."""
-    lead = len(shape) - o.dim()
-    if lead < 0 or any(o.shape[k] != 1 and o.shape[k] != shape[lead + k] for k in range(o.dim())):
-        raise ValueError(f"an operand of shape {tuple(o.shape)} broadcasts beyond the output {tuple(shape)}")
-    st = [0] * len(shape)
-    for k in range(o.dim()):
-        st[lead + k] = 0 if o.shape[k] == 1 else o.stride(k)
-    out = [0, 0, 0, 0]
-    for j in range(len(dims)):
-        out[dims[j]] = st[j]
-    return [o, *out]
+def _depthwise_load(k: int) -> str:
+    """Operand k at the depthwise kernel's tile: plane (n, c) one value, rows oh, columns ow."""
+    return operands.load(k, [({0: "(plane // C)", 1: "c"}, ""), ({2: "oh"}, "[:, None]"), ({3: "ow"}, "[None, :]")],
+                         "(oh < OH)[:, None] & (ow < OW)[None, :]")
 
 
-def _operand_names(k: int) -> tuple[str, ...]:
-    """Epilogue operand k and its four strides: the forward's names (the kernels' are these with o<k>_ptr)."""
-    return (f"o{k}", *(f"o{k}_s{d}" for d in range(4)))
-
-
-def _operand_params(k: int) -> tuple[str, ...]:
-    return (f"o{k}_ptr", *_operand_names(k)[1:])
+def _gemm_load(k: int) -> str:
+    return operands.tile_load(k, ("oh", "ow"))
 
 
 def kernels(op: Op, names: Names) -> tuple[TritonKernel, TritonKernel, TritonKernel]:
@@ -164,13 +144,11 @@ def kernels(op: Op, names: Names) -> tuple[TritonKernel, TritonKernel, TritonKer
     The two GEMMs differ only in their K loop and take the same parameters (the taps one a permuted weight)."""
     d = op.detail
     steps = d.get("steps") or []
-    extra = (_BN_PARAMS if d.get("bn") else ()) + tuple(
-        name for k in range(len(operand_refs(steps))) for name in _operand_params(k))
+    extra = (_BN_PARAMS if d.get("bn") else ()) + operands.params(op, NDIM)
     s = Scalars.of(op)  # the numbers the epilogue reads from the module: both kernels' first parameters
 
     def epilogue(ch, mask, load):
-        return "\n".join(bn_lines(d.get("bn"), ch, mask)
-                         + epilogue_lines(steps, lambda k: load.substitute(k=k)))
+        return "\n".join(bn_lines(d.get("bn"), ch, mask) + epilogue_lines(steps, load))
 
     def gemm(name, kloop):
         return TritonKernel(
@@ -178,13 +156,13 @@ def kernels(op: Op, names: Names) -> tuple[TritonKernel, TritonKernel, TritonKer
             ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *extra, "M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG",
              "SH", "SW", "PH", "PW", "DH", "DW"),
             ("KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC"),
-            _GEMM.substitute(tile=TILE, kloop=kloop, epilogue=epilogue("co", "nmask", _GEMM_OPERAND)), s)
+            _GEMM.substitute(tile=TILE, kloop=kloop, epilogue=epilogue("co", "nmask", _gemm_load)), s)
 
     depthwise = TritonKernel(
         names("kc_dwconv2d_kernel"),
         ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *extra, "C", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "DH", "DW"),
         ("KH", "KW", "HAS_BIAS", "BLOCK_H", "BLOCK_W"),
-        _DEPTHWISE.substitute(epilogue=epilogue("c", None, _DEPTHWISE_OPERAND)), s)
+        _DEPTHWISE.substitute(epilogue=epilogue("c", None, _depthwise_load)), s)
     return gemm("kc_conv2d_kernel", _PACKED_K), depthwise, gemm("kc_conv2d_taps_kernel", _TAPS_K)
 
 
@@ -218,15 +196,8 @@ def _bn_binding(bn: dict) -> str:
 def _operand_lines(op: Op) -> str:
     """The forward's lines binding each epilogue operand and its strides over the kernels' (n, co, oh, ow)."""
     one_d = op.kind == "conv1d"
-    refs = operand_refs(op.detail.get("steps") or [])
-    if not refs:
-        return ""
-    lines = [f"shape = ([] if unbatched else [N]) + [CO] + {'[]' if one_d else '[OH]'} + [OW]  # the output's, as "
-             "the reference has it"]
-    dims = f"([] if unbatched else [0]) + {'[1, 3]' if one_d else '[1, 2, 3]'}"
-    lines += [f"{', '.join(_operand_names(k))} = kc_operand_args({attr(r[1])}, shape, {dims})"
-              for k, r in enumerate(refs)]
-    return "\n".join(lines) + "\n"
+    return operands.lines(op, f"([] if unbatched else [N]) + [CO] + {'[]' if one_d else '[OH]'} + [OW]",
+                          f"([] if unbatched else [0]) + {'[1, 3]' if one_d else '[1, 2, 3]'}", NDIM)
 
 
 def render(op: Op, p, names: Names) -> Rendered:
@@ -235,8 +206,7 @@ def render(op: Op, p, names: Names) -> Rendered:
     d = op.detail
     bm, bn, bk, group = int(p.BLOCK_M), int(p.BLOCK_N), int(p.BLOCK_K), int(p.GROUP_M)
     gemm, depthwise, taps = kernels(op, names)
-    n_ops = len(operand_refs(d.get("steps") or []))
-    extra = list(_BN_ARGS if d.get("bn") else []) + [a for k in range(n_ops) for a in _operand_names(k)]
+    extra = list(_BN_ARGS if d.get("bn") else []) + operands.args(op, NDIM)
     bias = attr(d["bias"]) if d.get("bias") else "None"
     one_d = op.kind == "conv1d"  # run as a 2-D conv over a one-row image: x (N, C, 1, L), w (CO, CPG, 1, K)
     if d.get("bn"):  # batch_norm would take dim 1 of an unbatched input as the channels
@@ -289,7 +259,7 @@ elif y.numel() > 0:
     grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
     {launch}
 {"y = y.reshape(y.shape[0], y.shape[1], y.shape[3])" + chr(10) if one_d else ""}{result} y.reshape(y.shape[1:]) if unbatched else y'''
-    helpers = [inspect.getsource(f) for f in SIZE_HELPERS] + ([inspect.getsource(kc_operand_args)] if n_ops else [])
+    helpers = [inspect.getsource(f) for f in SIZE_HELPERS] + ([operands.HELPER] if operands.count(op) else [])
     gemms = (gemm, depthwise, taps) if use_taps else (gemm, depthwise)
     if not d.get("pool"):
         return Rendered((*helpers, *gemms), body)

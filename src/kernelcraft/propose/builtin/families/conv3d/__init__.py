@@ -7,7 +7,8 @@ indices into (channel, kd, kh, kw), gathers the BLOCK_M x BLOCK_K patch straight
 im2col buffer) and the matching weights (contiguous along K), and accumulates tl.dot in fp32 at the move's
 precision; or (k_order "taps", where a group has at least BLOCK_K in-channels) walks the taps (kd, kh, kw) outer
 and each tap's in-channels in BLOCK_K chunks inner, over a weight permuted to (CO, KD, KH, KW, CPG), with no div/mod
-per K element. Bias and the pointwise steps after the conv are applied to the fp32 tile before its only store.
+per K element. Bias and the pointwise steps after the conv (with the parameter tensors they read, x + self.bias, at
+the output's coordinates) are applied to the fp32 tile before its only store.
 Depthwise 3-D convs run on the same grouped GEMM (no stencil kernel of their own: correct, though most of a
 BLOCK_N tile idles).
 """
@@ -43,4 +44,4 @@ def render(op: Op, p: Conv3dTiles, names: Names) -> Rendered:
 
 
 FAMILY = Family("conv3d", "triton", ("conv3d",), Conv3dTiles, moves, render, epilogue=("conv3d",),
-                recognize=RECOGNIZER)
+                operand_epilogue=("conv3d",), recognize=RECOGNIZER)

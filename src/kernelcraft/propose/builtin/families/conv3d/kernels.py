@@ -1,6 +1,7 @@
-"""The conv3d family's kernels (an implicit GEMM over output voxels, the pointwise steps applied before its one
-store; a K loop over packed (channel, kd, kh, kw) indices or over the taps and channel chunks, the rest shared) and
-the forward that launches one (the conv family's kernels.py explains the taps loop's layout choices)."""
+"""The conv3d family's kernels (an implicit GEMM over output voxels, the epilogue applied before its one store: the
+pointwise steps, their parameter operands read at the output's coordinates, families/conv/operands.py; a K loop over
+packed (channel, kd, kh, kw) indices or over the taps and channel chunks, the rest shared) and the forward that
+launches one (the conv family's kernels.py explains the taps loop's layout choices)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import SIZE_HELPERS, TILE, hyper_lines
+from kernelcraft.propose.builtin.families.conv import operands
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
-from kernelcraft.propose.builtin.steps import step_lines
+from kernelcraft.propose.builtin.steps import epilogue_lines
+
+NDIM = 5  # the kernel's output dims, (n, co, od, oh, ow): an epilogue operand's strides
 
 # The 3-D implicit GEMM: the tile prologue, a K loop ($kloop: _PACKED_K or _TAPS_K, the rest shared), bias, steps.
 _CONV3D = Template('''
@@ -34,7 +38,7 @@ $kloop
 x = acc
 if HAS_BIAS:
     x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
-$steps
+$epilogue
 out = (n.to(tl.int64) * CO * OD * OH * OW + vox)[:, None] + (co.to(tl.int64) * OD * OH * OW)[None, :]
 tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
 ''')
@@ -84,16 +88,17 @@ def render(op: Op, p, names: Names) -> Rendered:
     def kernel(name, kloop):  # the packed and taps kernels take the same parameters (the taps one a permuted w)
         return TritonKernel(
             names(name),
-            ("x_ptr", "w_ptr", "b_ptr", "y_ptr", "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG",
-             "SD", "SH", "SW", "PD", "PH", "PW", "DD", "DH", "DW"),
+            ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *operands.params(op, NDIM), "M", "C", "D", "H", "W", "CO", "OD",
+             "OH", "OW", "K", "CPG", "COPG", "SD", "SH", "SW", "PD", "PH", "PW", "DD", "DH", "DW"),
             ("KD", "KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC"),
-            _CONV3D.substitute(tile=TILE, kloop=kloop, steps="\n".join(step_lines(d.get("steps", [])))),
+            _CONV3D.substitute(tile=TILE, kloop=kloop,
+                               epilogue="\n".join(epilogue_lines(d.get("steps") or [], _load))),
             Scalars.of(op))  # the numbers the steps read from the module: the kernel's first parameters
 
     def launch(k):
         return k.launch(
-            "grid", ["x", "w", "x if bias is None else bias", "y", "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW",
-                     "K", "CPG", "COPG", "sd", "sh", "sw", "pd", "ph", "pw", "dd", "dh", "dw"],
+            "grid", ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM), "M", "C", "D", "H", "W",
+                     "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "sd", "sh", "sw", "pd", "ph", "pw", "dd", "dh", "dw"],
             {"KD": "KD", "KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn",
              "BLOCK_K": bk, "GROUP_M": group, "PREC": "prec"}, num_warps=int(p.num_warps),
             num_stages=int(p.num_stages))
@@ -121,7 +126,7 @@ OD = kc_conv_out_size(D, KD, sd, pd, dd)
 OH = kc_conv_out_size(H, KH, sh, ph, dh)
 OW = kc_conv_out_size(W, KW, sw, pw, dw)
 y = torch.empty((N, CO, max(OD, 0), max(OH, 0), max(OW, 0)), dtype=x.dtype, device=x.device)
-if y.numel() > 0:
+{_operand_lines(op)}if y.numel() > 0:
     w = w.contiguous()
     M, K, COPG = N * OD * OH * OW, CPG * KD * KH * KW, CO // groups
     bn = min({bn}, max(16, triton.next_power_of_2(COPG)))
@@ -129,4 +134,16 @@ if y.numel() > 0:
     grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
     {run}
 return y.reshape(y.shape[1:]) if unbatched else y'''
-    return Rendered((*(inspect.getsource(f) for f in SIZE_HELPERS), *kernels), body)
+    helpers = [inspect.getsource(f) for f in SIZE_HELPERS] + ([operands.HELPER] if operands.count(op) else [])
+    return Rendered((*helpers, *kernels), body)
+
+
+def _load(k: int) -> str:
+    """Epilogue operand k at the tile's outputs: rows (n, od, oh, ow) x out-channels co."""
+    return operands.tile_load(k, ("od", "oh", "ow"))
+
+
+def _operand_lines(op: Op) -> str:
+    """The forward's lines binding each epilogue operand and its strides over the kernel's (n, co, od, oh, ow)."""
+    return operands.lines(op, "([] if unbatched else [N]) + [CO, OD, OH, OW]",
+                          "([] if unbatched else [0]) + [1, 2, 3, 4]", NDIM)

@@ -16,7 +16,8 @@ out in the kernel: one launch (and one tail wave) for all stride_h*stride_w phas
 counts in the K decoding.
 
 Weights stay as the module holds them, (C_in, C_out/groups, KH, KW): the B tile is gathered (out-channels
-strided by KH*KW), served from L2. Outputs of a phase are stored s apart along W.
+strided by KH*KW), served from L2. Outputs of a phase are stored s apart along W. The epilogue's parameter operands
+(x + self.bias, broadcast by torch's rules) are read at those true output coordinates.
 """
 
 from __future__ import annotations
@@ -71,4 +72,4 @@ def render(op: Op, p: ConvTransposeTiles, names: Names) -> Rendered:
 
 
 FAMILY = Family("conv_transpose", "triton", KINDS, ConvTransposeTiles, moves, render, epilogue=KINDS,
-                recognize=RECOGNIZER)
+                operand_epilogue=KINDS, recognize=RECOGNIZER)

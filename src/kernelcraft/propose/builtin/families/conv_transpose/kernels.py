@@ -1,7 +1,9 @@
 """The transposed-conv family's kernels and forward: a launch per output phase (`per_phase`, the phase's taps
 worked out on the host by kc_phase_taps, its tap counts constants of the kernel), or one launch for all phases
 (`all_phases`, the phase a grid axis, its taps worked out in the kernel by kc_first_tap). Both kernels are one
-template: the swizzled tile prologue and the phase's implicit GEMM (`_GEMM`) after their own phase set-up."""
+template: the swizzled tile prologue and the phase's implicit GEMM (`_GEMM`) after their own phase set-up. The
+epilogue's parameter operands are read at the outputs' true coordinates (oh, ow), not the phase's (jh, jw):
+families/conv/operands.py."""
 
 from __future__ import annotations
 
@@ -9,11 +11,14 @@ import inspect
 from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.families.conv import operands
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE, hyper_lines
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
-from kernelcraft.propose.builtin.steps import step_lines
+from kernelcraft.propose.builtin.steps import epilogue_lines
+
+NDIM = 4  # the kernels' output dims, (n, co, oh, ow): an epilogue operand's strides
 
 
 def kc_phase_taps(r, s, p, d, k):
@@ -60,9 +65,10 @@ for k0 in range(0, K, BLOCK_K):
 x = acc
 if HAS_BIAS:
     x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
-$steps
-pixel = (RH + jh * SH) * OW + RW + jw * SW
-out = (n.to(tl.int64) * CO * OH * OW + pixel)[:, None] + (co.to(tl.int64) * OH * OW)[None, :]
+oh = RH + jh * SH  # the outputs' true coordinates: the phase's are SH, SW apart
+ow = RW + jw * SW
+$epilogue
+out = (n.to(tl.int64) * CO * OH * OW + oh * OW + ow)[:, None] + (co.to(tl.int64) * OH * OW)[None, :]
 tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])''')
 
 _KERNEL = Template('''
@@ -105,22 +111,29 @@ _COMMON = ("HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC")
 def per_phase(op: Op, names: Names) -> TritonKernel:
     return TritonKernel(
         names("kc_conv_transpose2d_kernel"),
-        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", "M", "C", "H", "W", "CO", "OH", "OW", "OHR", "OWR", "K", "CPG", "COPG",
-         "KH", "KW", "RH", "RW", "SH", "SW", "FH", "FW", "TH", "TW", "BH", "BW", "EH", "EW"),
+        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *operands.params(op, NDIM), "M", "C", "H", "W", "CO", "OH", "OW", "OHR",
+         "OWR", "K", "CPG", "COPG", "KH", "KW", "RH", "RW", "SH", "SW", "FH", "FW", "TH", "TW", "BH", "BW", "EH", "EW"),
         ("NH", "NW", *_COMMON), _body(op, _PER_PHASE), Scalars.of(op))
 
 
 def all_phases(op: Op, names: Names) -> TritonKernel:
     return TritonKernel(
         names("kc_conv_transpose2d_phases_kernel"),
-        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", "N", "C", "H", "W", "CO", "OH", "OW", "CPG", "COPG", "KH", "KW", "SH",
-         "SW", "PH", "PW", "DH", "DW", "TH", "TW", "EH", "EW"),
+        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *operands.params(op, NDIM), "N", "C", "H", "W", "CO", "OH", "OW", "CPG",
+         "COPG", "KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW", "TH", "TW", "EH", "EW"),
         _COMMON, _body(op, _ALL_PHASES), Scalars.of(op))
 
 
 def _body(op: Op, phase: str) -> str:
-    steps = "\n".join(step_lines(op.detail.get("steps", [])))
-    return _KERNEL.substitute(phase=phase, tile=TILE, gemm=_GEMM.substitute(steps=steps))
+    epilogue = epilogue_lines(op.detail.get("steps") or [], lambda k: operands.tile_load(k, ("oh", "ow")))
+    return _KERNEL.substitute(phase=phase, tile=TILE, gemm=_GEMM.substitute(epilogue="\n".join(epilogue)))
+
+
+def _operand_lines(op: Op) -> str:
+    """The forward's lines binding each epilogue operand and its strides over the kernels' (n, co, oh, ow)."""
+    one_d = op.kind == "conv_transpose1d"
+    return operands.lines(op, f"([] if unbatched else [N]) + [CO] + {'[]' if one_d else '[OH]'} + [OW]",
+                          f"([] if unbatched else [0]) + {'[1, 3]' if one_d else '[1, 2, 3]'}", NDIM)
 
 
 def _hyper(op: Op) -> str:
@@ -141,6 +154,7 @@ def render(op: Op, p, names: Names) -> Rendered:
     consts = {"HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn", "BLOCK_K": bk, "GROUP_M": group,
               "PREC": "prec"}
     options = {"num_warps": int(p.num_warps), "num_stages": int(p.num_stages)}
+    common = ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM)]  # the epilogue's operands last
     if p.one_launch:
         kernel = all_phases(op, names)
         launch = f'''
@@ -148,9 +162,8 @@ _, th, _, _, eh = kc_phase_taps(0, sh, ph, dh, KH)  # tap step and input shift: 
 _, tw, _, _, ew = kc_phase_taps(0, sw, pw, dw, KW)
 M0 = N * triton.cdiv(OH, sh) * triton.cdiv(OW, sw)  # phase (0, 0) has the most outputs
 grid = (triton.cdiv(M0, {bm}) * triton.cdiv(COPG, bn), groups, sh * sw)
-''' + kernel.launch("grid", ["x", "w", "x if bias is None else bias", "y", "N", "C", "H", "W", "CO", "OH", "OW", "CPG",
-                             "COPG", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "th", "tw", "eh", "ew"],
-                    consts, **options)
+''' + kernel.launch("grid", [*common, "N", "C", "H", "W", "CO", "OH", "OW", "CPG", "COPG", "KH", "KW", "sh",
+                                       "sw", "ph", "pw", "dh", "dw", "th", "tw", "eh", "ew"], consts, **options)
         blocks = (inspect.getsource(kc_phase_taps), FIRST_TAP, kernel)
     else:
         kernel = per_phase(op, names)
@@ -162,9 +175,9 @@ for rh in range(min(sh, OH)):  # one launch per output phase (rh, rw)
         OHR, OWR = (OH - rh + sh - 1) // sh, (OW - rw + sw - 1) // sw
         M, K = N * OHR * OWR, CPG * nh * nw  # K == 0: no tap reaches this phase, bias only
         grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
-        ''' + kernel.launch("grid", ["x", "w", "x if bias is None else bias", "y", "M", "C", "H", "W", "CO", "OH",
-                                     "OW", "OHR", "OWR", "K", "CPG", "COPG", "KH", "KW", "rh", "rw", "sh", "sw", "fh",
-                                     "fw", "th", "tw", "bh", "bw", "eh", "ew"],
+        ''' + kernel.launch("grid", [*common, "M", "C", "H", "W", "CO", "OH", "OW", "OHR", "OWR", "K", "CPG",
+                                     "COPG", "KH", "KW", "rh", "rw", "sh", "sw", "fh", "fw", "th", "tw", "bh", "bw",
+                                     "eh", "ew"],
                             {"NH": "max(nh, 1)", "NW": "max(nw, 1)", **consts}, **options)
         blocks = (inspect.getsource(kc_phase_taps), kernel)
     one_d = op.kind == "conv_transpose1d"  # a one-row 2-D one: x (N, C, 1, L), w (C_in, C_out/groups, 1, K)
@@ -183,10 +196,10 @@ OH = (H - 1) * sh - 2 * ph + dh * (KH - 1) + oph + 1
 OW = (W - 1) * sw - 2 * pw + dw * (KW - 1) + opw + 1
 CO, CPG = COPG * groups, C // groups
 y = torch.empty((N, CO, max(OH, 0), max(OW, 0)), dtype=x.dtype, device=x.device)
-if y.numel() > 0:
+{_operand_lines(op)}if y.numel() > 0:
     w = w.contiguous()
     bn = min({bn}, max(16, triton.next_power_of_2(COPG)))
     prec = "{p.precision}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
 {indent(launch.strip(chr(10)), 4)}
 {"y = y.reshape(y.shape[0], y.shape[1], y.shape[3])" + chr(10) if one_d else ""}return y.reshape(y.shape[1:]) if unbatched else y'''
-    return Rendered(blocks, body)
+    return Rendered((*blocks, operands.HELPER) if operands.count(op) else blocks, body)

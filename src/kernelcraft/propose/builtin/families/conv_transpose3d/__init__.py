@@ -1,7 +1,8 @@
 """Transposed 3-D convolution family (nn.ConvTranspose3d, F.conv_transpose3d; any stride, padding, output_padding,
 dilation and groups, with or without bias, batched (N, C, D, H, W) or unbatched (C, D, H, W) inputs, fp32 or
-16-bit, with the pointwise ops that follow fused into the epilogue): a sub-pixel (phase) decomposition into
-implicit GEMMs that gather their inputs straight from x, so no work goes to the zeros a stride would insert.
+16-bit, with the pointwise ops that follow fused into the epilogue, the parameter tensors they read (x + self.bias)
+too, at the outputs' coordinates): a sub-pixel (phase) decomposition into implicit GEMMs that gather their inputs
+straight from x, so no work goes to the zeros a stride would insert.
 
 Along each axis an input i feeds the outputs o = i*s - p + k*d (k the tap), so an output o gathers the inputs
 (o + p - k*d) / s for the taps k where that division is exact; which taps those are depends only on the output's
@@ -86,4 +87,4 @@ def render(op: Op, p: Tiles, names: Names) -> Rendered:
 
 
 FAMILY = Family("conv_transpose3d", "triton", ("conv_transpose3d",), Tiles, moves, render,
-                epilogue=("conv_transpose3d",), recognize=RECOGNIZER)
+                epilogue=("conv_transpose3d",), operand_epilogue=("conv_transpose3d",), recognize=RECOGNIZER)

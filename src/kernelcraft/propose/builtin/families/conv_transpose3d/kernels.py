@@ -11,7 +11,9 @@ The GEMM of phase (rd, rh, rw): rows are its outputs (n, jd, jh, jw), columns th
 pairs (in-channel c, taps td, th, tw). A tile gathers its A block from x (out-of-range inputs masked to zero) and its
 B block from the weight as the module holds it, (C_in, C_out/groups, KD, KH, KW): out-channels strided by
 KD*KH*KW, served from L2. Bias and the epilogue are applied to the fp32 accumulator, which is stored once, the
-phase's outputs s apart along each axis. Offsets that scale with the batch or the channels are int64.
+phase's outputs s apart along each axis; the epilogue's parameter operands (x + self.bias, broadcast by torch's
+rules) are read at those true output coordinates (od, oh, ow), not the phase's (jd, jh, jw):
+families/conv/operands.py. Offsets that scale with the batch or the channels are int64.
 
 The per-phase kernel takes the phase's tap counts as constexprs, so its K decoding divides by constants (a
 specialization per distinct count, at most 8 for stride 2); the one-launch kernel puts the phase on grid axis 2,
@@ -23,12 +25,14 @@ from __future__ import annotations
 from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.families.conv import operands
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
-from kernelcraft.propose.builtin.steps import step_lines
+from kernelcraft.propose.builtin.steps import epilogue_lines
 
 AXES = "dhw"
+NDIM = 5  # the kernels' output dims, (n, co, od, oh, ow): an epilogue operand's strides
 
 TAPS = '''
 def kc_transposed_taps(r, s, p, d, k):
@@ -96,10 +100,10 @@ for k0 in range(0, K, BLOCK_K):
 x = acc
 if HAS_BIAS:
     x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
-$steps
-od = RD + jd * SD
+od = RD + jd * SD  # the outputs' true coordinates: the phase's are SD, SH, SW apart
 oh = RH + jh * SH
 ow = RW + jw * SW
+$epilogue
 out = ((n.to(tl.int64) * CO * OD * OH * OW + (od * OH + oh) * OW + ow)[:, None]
        + (co.to(tl.int64) * OD * OH * OW)[None, :])
 tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
@@ -133,7 +137,7 @@ $tile
 $gemm
 ''')
 
-_COMMON = ("x_ptr", "w_ptr", "b_ptr", "y_ptr")
+_COMMON = ("x_ptr", "w_ptr", "b_ptr", "y_ptr")  # then the epilogue's operands (operands.params)
 _OPTIONS = ("HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC")
 # the per-axis numbers the kernels take, each for D, H and W: the per-phase kernel the phase and its taps (R, S, F,
 # T, B, E), the one-launch kernel the stride, padding, dilation, tap step and input shift (S, P, D, T, E). The host
@@ -145,19 +149,20 @@ def _per_axis(letters: str) -> list[str]:
     return [f"{v}{a}" for v in letters for a in AXES.upper()]
 
 
-def _per_phase(names: Names, steps: str, scalars: Scalars) -> TritonKernel:
-    params = (*_COMMON, "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "ODR", "OHR", "OWR", "K", "CPG", "COPG",
-              "KD", "KH", "KW", *_per_axis(_PHASE_NUMBERS))
-    body = _TILE.strip("\n") + "\n" + _GEMM.substitute(steps=steps).strip("\n")
+def _per_phase(op: Op, names: Names, epilogue: str, scalars: Scalars) -> TritonKernel:
+    params = (*_COMMON, *operands.params(op, NDIM), "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "ODR", "OHR",
+              "OWR", "K", "CPG", "COPG", "KD", "KH", "KW", *_per_axis(_PHASE_NUMBERS))
+    body = _TILE.strip("\n") + "\n" + _GEMM.substitute(epilogue=epilogue).strip("\n")
     return TritonKernel(names("kc_conv_transpose3d_kernel"), params, ("ND", "NH", "NW", *_OPTIONS), body, scalars,
                         "program (tile, group) of phase (RD, RH, RW): its outputs x the out-channels of one group")
 
 
-def _all_phases(names: Names, steps: str, scalars: Scalars) -> TritonKernel:
-    params = (*_COMMON, "NB", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "CPG", "COPG", "KD", "KH", "KW",
-              *_per_axis(_AXIS_NUMBERS))
+def _all_phases(op: Op, names: Names, epilogue: str, scalars: Scalars) -> TritonKernel:
+    params = (*_COMMON, *operands.params(op, NDIM), "NB", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "CPG", "COPG",
+              "KD", "KH", "KW", *_per_axis(_AXIS_NUMBERS))
     axes = "\n".join(_PHASE_AXIS.substitute(A=a).strip("\n") for a in "DHW")
-    body = _ALL_PHASES.substitute(axes=axes, tile=_TILE.strip("\n"), gemm=_GEMM.substitute(steps=steps).strip("\n"))
+    body = _ALL_PHASES.substitute(axes=axes, tile=_TILE.strip("\n"),
+                                  gemm=_GEMM.substitute(epilogue=epilogue).strip("\n"))
     return TritonKernel(names("kc_conv_transpose3d_phases_kernel"), params, _OPTIONS, body, scalars,
                         "program (tile, group, phase): every phase of the transposed conv in one launch")
 
@@ -190,7 +195,7 @@ OH = (H - 1) * sh - 2 * ph + dh * (KH - 1) + oph + 1
 OW = (W - 1) * sw - 2 * pw + dw * (KW - 1) + opw + 1
 CO, CPG = COPG * groups, C // groups
 y = torch.empty((N, CO, max(OD, 0), max(OH, 0), max(OW, 0)), dtype=x.dtype, device=x.device)
-if y.numel() > 0:
+${operands}if y.numel() > 0:
     w = w.contiguous()
     bn = min($block_n, max(16, triton.next_power_of_2(COPG)))
     prec = "$precision" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
@@ -223,20 +228,20 @@ $launch
 
 def render(op: Op, p, names: Names) -> Rendered:
     d = op.detail
-    steps = "\n".join(step_lines(d.get("steps") or []))
+    epilogue = "\n".join(epilogue_lines(d.get("steps") or [], lambda k: operands.tile_load(k, ("od", "oh", "ow"))))
     scalars = Scalars.of(op)  # the numbers the steps read from the module: the kernel's first parameters
     consts = {"HAS_BIAS": "bias is not None", "BLOCK_M": int(p.BLOCK_M), "BLOCK_N": "bn", "BLOCK_K": int(p.BLOCK_K),
               "GROUP_M": int(p.GROUP_M), "PREC": "prec"}
     options = {"num_warps": int(p.num_warps), "num_stages": int(p.num_stages)}
-    common = ["x", "w", "x if bias is None else bias", "y"]
+    common = ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM)]
     if p.one_launch:
-        kernel = _all_phases(names, steps, scalars)
+        kernel = _all_phases(op, names, epilogue, scalars)
         args = [*common, "N", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "CPG", "COPG", "KD", "KH", "KW",
                 *(v.lower() for v in _per_axis(_AXIS_NUMBERS))]
         launch = _ALL_PHASES_LAUNCH.substitute(block_m=int(p.BLOCK_M),
                                                launch=kernel.launch("grid", args, consts, **options))
     else:
-        kernel = _per_phase(names, steps, scalars)
+        kernel = _per_phase(op, names, epilogue, scalars)
         args = [*common, "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "ODR", "OHR", "OWR", "K", "CPG", "COPG",
                 "KD", "KH", "KW", *(v.lower() for v in _per_axis(_PHASE_NUMBERS))]
         per_phase = {"ND": "max(nd, 1)", "NH": "max(nh, 1)", "NW": "max(nw, 1)", **consts}
@@ -244,5 +249,12 @@ def render(op: Op, p, names: Names) -> Rendered:
                                               launch=kernel.launch("grid", args, per_phase, **options))
     body = _BODY.substitute(weight=attr(d["weight"]), bias=attr(d["bias"]) if d.get("bias") else "None",
                             hyper=_hyper(d), block_n=int(p.BLOCK_N), precision=p.precision,
+                            operands=_operand_lines(op),
                             launch=indent(launch.strip("\n"), 4))
-    return Rendered((TAPS, kernel), body)
+    return Rendered((TAPS, kernel, operands.HELPER) if operands.count(op) else (TAPS, kernel), body)
+
+
+def _operand_lines(op: Op) -> str:
+    """The forward's lines binding each epilogue operand and its strides over the kernels' (n, co, od, oh, ow)."""
+    return operands.lines(op, "([] if unbatched else [N]) + [CO, OD, OH, OW]",
+                          "([] if unbatched else [0]) + [1, 2, 3, 4]", NDIM)

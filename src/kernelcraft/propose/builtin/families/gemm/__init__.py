@@ -5,9 +5,9 @@ operands read through their strides (a transpose is a stride swap). input_precis
 persistent kernel whose operand tiles come through tensor descriptors (TMA on Hopper): used at run time for 2-D
 row-major operands on a GPU, the strided kernel otherwise. Under the GEMV move, products with at most
 GEMV_COLUMNS columns (matrix-vector) take a GEMV kernel. The pointwise steps after a matmul (scaling,
-activations) are applied to the fp32 tile before its store, as a linear's bias and steps are (with 1-D parameter
-operands read along the columns). A matmul of 16-bit inputs (op.detail["dtype"]) gets 16-bit moves instead
-(tiles.py)."""
+activations) are applied to the fp32 tile before its store, as a linear's bias and steps are (with parameter
+operands of one value or one per column, read along the columns). A matmul of 16-bit inputs (op.detail["dtype"])
+gets 16-bit moves instead (tiles.py)."""
 
 from __future__ import annotations
 

@@ -22,11 +22,12 @@ def kc_tma_ok(*ts):  # Hopper or newer; 2-D, unit last stride, 16-byte aligned r
 '''
 
 COLUMN_ARGS = '''
-def kc_column_args(o, n):
-    """A linear epilogue's 1-D parameter operand and its stride along the output's n columns (0: one value)."""
-    if o.dim() != 1 or o.shape[0] not in (1, n):
-        raise ValueError(f"an operand of shape {tuple(o.shape)} does not broadcast along {n} columns")
-    return [o, 0 if o.shape[0] == 1 else o.stride(0)]
+def kc_column_args(o, n, ndim):
+    """A linear epilogue's parameter operand, one value or one per column of the output's n (shape (), (1,), (n,),
+    (1, n), ...; no more dims than the output's ndim), and its stride along the columns (0: one value)."""
+    if o.dim() > ndim or any(s != 1 for s in o.shape[:-1]) or (o.dim() and o.shape[-1] not in (1, n)):
+        raise ValueError(f"an operand of shape {tuple(o.shape)} does not broadcast along {n} columns of {ndim} dims")
+    return [o, 0 if o.dim() == 0 or o.shape[-1] == 1 else o.stride(-1)]
 '''
 
 
@@ -181,14 +182,14 @@ $programs
 
 def linear(op: Op, p: Tiles, names: Names) -> Rendered:
     """x (..., K) @ weight.T (weight (N, K): already the K-major B the tensor cores want) + bias, then the steps
-    (their 1-D parameter operands read along the columns)."""
+    (their parameter operands, one value or one per column, read along the columns)."""
     d = op.detail
     s = Scalars.of(op)  # the numbers the epilogue reads from the module: the kernels' and helper's first parameters
     prec = _precision(p)
     refs = operand_refs(d.get("steps") or [])
     epi = [v for k in range(len(refs)) for v in (f"o{k}", f"o{k}_s")]  # the epilogue's operands and their strides
-    operands = "".join(f"o{k}, o{k}_s = kc_column_args({attr(r[1])}, N)  # an epilogue operand, its column stride\n"
-                       for k, r in enumerate(refs))
+    operands = "".join(f"o{k}, o{k}_s = kc_column_args({attr(r[1])}, N, c.dim())  # an epilogue operand, its column "
+                       "stride\n" for k, r in enumerate(refs))
     tiled = kernels.tiled(op, names)
     launch = tiled.launch("grid", ["a", "w", "c2", "bias_arg", *epi, "M", "N", "K", "0", "a.stride(0)", "a.stride(1)",
                                    "0", "w.stride(1)", "w.stride(0)", "0", "c2.stride(0)", "c2.stride(1)"],

@@ -2,9 +2,9 @@
 persistent TMA-fed kernel, each one template whose `$epilogue` slot takes what runs on the fp32 result before its
 store. A matmul's epilogue is its pointwise steps, then its triangle mask if it has one (torch.triu/tril of the
 product: zeros outside the triangle, read by a run-time `diag`; an output tile wholly outside runs no K loop); a
-linear's kernels are the same templates with a bias pointer,
-HAS_BIAS and the steps' 1-D parameter operands (o<k>_ptr, o<k>_s: read along the output's columns) among their
-parameters, and the bias added before the steps."""
+linear's kernels are the same templates with a bias pointer, HAS_BIAS and the steps' parameter operands (o<k>_ptr,
+o<k>_s: read along the output's columns, stride 0 for one value) among their parameters, and the bias added before
+the steps."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def _mask_params(op: Op) -> tuple[str, ...]:
 
 
 def operands(op: Op) -> tuple[str, ...]:
-    """A linear's epilogue parameters after c_ptr: the bias pointer, then each 1-D operand with its column stride."""
+    """A linear's epilogue parameters after c_ptr: the bias pointer, then each operand with its column stride."""
     if op.kind != "linear":
         return ()
     refs = operand_refs(op.detail.get("steps") or [])
