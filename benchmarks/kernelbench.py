@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from kernelcraft.candidate import Candidate
+from kernelcraft.metrics import bench_metrics
 from kernelcraft.problems import load_problem_dir
 from kernelcraft.propose.base import Request
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
@@ -79,6 +80,7 @@ def row_for(problem, kind: str, result, wall: float) -> dict:
             "worker_peak_gib": gib(memory.get("worker_peak_reserved")), "trials": result.trials,
             "timed_checks": result.timed_checks, "runtime_ms": result.runtime_ms,
             "eager_ms": result.eager.median_ms if result.eager else None, "speedup_eager": result.speedup_eager,
+            "compile_ms": result.compile_ms, "speedup_compile": result.speedup_compile,
             "lock_wait_s": result.phases.get("lock_wait"), "phases": result.phases, "wall_s": round(wall, 2)}
 
 
@@ -100,6 +102,8 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=1.0, help="timing budget per candidate, seconds")
     ap.add_argument("--minutes", type=float, default=0.0, help="stop starting problems after this long")
     ap.add_argument("--merge", type=Path, default=None, help="an earlier record whose rows are kept")
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile's baseline (slow: it compiles)")
+    ap.add_argument("--every", type=int, default=1, help="every k-th problem by number (a sample)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
@@ -107,12 +111,12 @@ def main() -> None:
     problems = sorted(load_problem_dir(args.suite), key=number)
     if args.only:
         problems = [p for p in problems if any(k in p.name for k in args.only.split(","))]
-    problems = problems[args.start:]
+    problems = problems[args.start::args.every]
     problems = problems[:args.limit] if args.limit else problems
     rows = json.loads(args.merge.read_text())["rows"] if args.merge and args.merge.exists() else []
     done = {r["problem"] for r in rows}
     engineer = BuiltinProposer(args.device)
-    config = VerifyConfig(compile_baseline=False, timing=TimingConfig(budget_s=args.budget), allow_library=True)
+    config = VerifyConfig(compile_baseline=args.compile, timing=TimingConfig(budget_s=args.budget), allow_library=True)
     started = time.monotonic()
     with Verifier(args.device, config) as verifier:
         for problem in problems:
@@ -157,7 +161,10 @@ def _write(args, rows) -> None:
     props = torch.cuda.get_device_properties(0) if torch.cuda.is_available() else None
     record = {"device": props.name if props else "cpu", "memory_gib": round(props.total_memory / GiB, 1) if props else None,
               "torch": torch.__version__, "date": datetime.date.today().isoformat(), "suite": str(args.suite),
-              "method": "kernelcraft verifier, default trials, timing budget %.1f s, no torch.compile baseline" % args.budget,
+              "method": "kernelcraft verifier, default trials, timing budget %.1f s, %s" % (
+                  args.budget, "torch.compile baseline timed" if args.compile else "no torch.compile baseline"),
+              "policy": "strict", **({"fast_1_and_geomeans": bench_metrics([{**r, "correct": r.get("status") == "ok"}
+                                                                             for r in rows])} if args.compile else {}),
               "statuses": _count(rows), "harness_oom": sum(bool(r.get("harness_oom")) for r in rows), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1))
