@@ -188,3 +188,25 @@ class _Launched:
     def __getitem__(self, grid):
         self.seen.append(self.name)
         return self.kernel[grid]
+
+
+# Tests that narrow a move's channel chunk (BLOCK_K) so that a few channels fill several: 4 in the interpreter; a
+# GPU's tl.dot needs K >= 16, so there the chunk and every channel count of such a test are CHANNELS times larger
+# (the same cases: full chunks, a masked one, fewer channels than a chunk).
+CHANNELS = 1 if DEVICE == "cpu" else 4
+
+
+def more_channels(cases, spatial: int) -> list:
+    """Conv cases ((cin, cout, k, s, p, d, g, ...), input shape) with CHANNELS times the in- and out-channels (and the
+    groups of a depthwise case, so it stays one); `spatial` the conv's spatial dims."""
+    out = []
+    for init, shape in cases:
+        init = list(init)
+        depthwise = len(init) > 6 and init[6] == init[0]
+        init[0], init[1] = init[0] * CHANNELS, init[1] * CHANNELS
+        if depthwise:
+            init[6] = init[0]
+        shape = list(shape)
+        shape[len(shape) - spatial - 1] *= CHANNELS
+        out.append((tuple(init), tuple(shape)))
+    return out

@@ -3,7 +3,8 @@ inner, over a weight permuted to (CO, KH, KW, CPG)) against nn.Conv2d / nn.Conv1
 that are not a multiple of the chunk, stride, padding, dilation, groups, no bias, unbatched, fp16, epilogues with a
 parameter operand and a folded batchnorm, a pooled conv; and the forward's fallback to the packed K loop where a
 group has fewer in-channels than a chunk. A spy on the candidate's kernels checks which K loop ran. The moves'
-chunks are narrowed (BLOCK_K 4) so a few channels fill several of them in the interpreter."""
+chunks are narrowed (BLOCK_K 4, on a GPU 16 with 4x the channels: kernel_check.CHANNELS) so a few channels fill
+several of them."""
 
 import pytest
 import torch
@@ -13,7 +14,8 @@ from kernelcraft.propose.builtin.families.conv import ConvTiles
 from kernelcraft.propose.builtin.families.conv_transpose import ConvTransposeTiles
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.families.conv.test_conv import CONV, CONV1, INIT, conv1d_op, conv_op
-from tests.propose.builtin.kernel_check import DEVICE, Launches, assert_no_torch_compute, check, load, moves
+from tests.propose.builtin.kernel_check import CHANNELS as S, DEVICE, Launches, assert_no_torch_compute, check, load
+from tests.propose.builtin.kernel_check import more_channels, moves
 from tests.propose.builtin.kernel_check import reference, render
 from tests.propose.builtin.kernel_check import move_tolerance as tolerance
 from tests.propose.builtin.test_analyze import write
@@ -28,19 +30,19 @@ def taps_moves(op: Op) -> list:
 
 
 def narrow(op: Op, precision: str = "tf32x3") -> ConvTiles:
-    """The taps move of `precision` with 4-wide channel chunks."""
-    return next(p for p in taps_moves(op) if p.precision == precision).but(BLOCK_K=4)
+    """The taps move of `precision` with 4-wide channel chunks (16 on a GPU)."""
+    return next(p for p in taps_moves(op) if p.precision == precision).but(BLOCK_K=4 * S)
 
 
-# (init args, input shape), every group with at least 4 in-channels: the taps kernel runs
-TAPS_CASES = [((5, 6, 3, 1, 1), (2, 5, 5, 7)),  # 5 channels: a full chunk and a masked one; padding
+# (init args, input shape), every group with at least 4 in-channels (times S): the taps kernel runs
+TAPS_CASES = more_channels([((5, 6, 3, 1, 1), (2, 5, 5, 7)),  # 5 channels: a full chunk and a masked one; padding
               ((8, 6, 3, 2, 1), (1, 8, 7, 5)),  # two full chunks, stride 2
               ((6, 4, (3, 2), 1, (0, 1), 2, 1, False), (2, 6, 7, 7)),  # dilation 2, no bias
               ((10, 6, 3, (1, 2), 2, 1, 2), (1, 10, 5, 7)),  # groups 2 (5 in-, 3 out-channels each), padding 2
               ((5, 3, 3, 1, 1), (5, 5, 7)),  # unbatched
-              ((4, 3, 1), (1, 4, 5, 7))]  # 1x1 kernel
+              ((4, 3, 1), (1, 4, 5, 7))], 2)  # 1x1 kernel
 # a group with fewer in-channels than a chunk: the packed K loop
-PACKED_CASES = [((3, 5, 3, 1, 1), (2, 3, 5, 7)), ((6, 4, 3, 2, 0, 1, 2), (1, 6, 7, 5))]
+PACKED_CASES = more_channels([((3, 5, 3, 1, 1), (2, 3, 5, 7)), ((6, 4, 3, 2, 0, 1, 2), (1, 6, 7, 5))], 2)
 
 
 def test_taps_moves_follow_the_first_and_the_relaxed_one_follows_the_first_relaxed():
@@ -98,8 +100,8 @@ def test_fewer_channels_than_a_chunk_fall_back_to_the_packed_loop(tmp_path):
 
 def test_depthwise_keeps_the_stencil(tmp_path):
     spy = Launches(PACKED, TAPS, "kc_dwconv2d_kernel")
-    check(conv_op(), reference("self.conv(x)", INIT, CONV), narrow(conv_op()), [((6, 6, 3, 1, 1, 1, 6),
-                                                                                  (1, 6, 5, 7))],
+    check(conv_op(), reference("self.conv(x)", INIT, CONV), narrow(conv_op()),
+          more_channels([((6, 6, 3, 1, 1, 1, 6), (1, 6, 5, 7))], 2),
           tmp_path, patch=spy, rtol=1e-4, atol=1e-4)
     assert spy.seen == ["kc_dwconv2d_kernel"]
 
@@ -114,9 +116,9 @@ def test_taps_half_inputs(tmp_path):
 def test_taps_conv1d(tmp_path):
     spy = Launches(PACKED, TAPS)
     check(conv1d_op([["relu"]]), reference("torch.relu(self.conv(x))", INIT, CONV1), narrow(conv1d_op()),
-          [((5, 6, 3, 2, 1, 2), (2, 5, 19)),  # stride 2, padding, dilation 2
-           ((8, 4, 5, 1, "same", 1, 2, False), (1, 8, 13)),  # groups 2, "same" padding, no bias
-           ((4, 3, 3), (4, 11))],  # unbatched
+          more_channels([((5, 6, 3, 2, 1, 2), (2, 5, 19)),  # stride 2, padding, dilation 2
+                         ((8, 4, 5, 1, "same", 1, 2, False), (1, 8, 13)),  # groups 2, "same" padding, no bias
+                         ((4, 3, 3), (4, 11))], 1),  # unbatched
           tmp_path, patch=spy, rtol=1e-4, atol=1e-4)
     assert spy.seen == [TAPS] * 3
 
@@ -136,13 +138,13 @@ AFFINE = "\nwith torch.no_grad():\n    self.bn.weight.normal_()\n    self.bn.bia
 
 
 @pytest.mark.parametrize("forward, init, shapes", [
-    ("return torch.sigmoid(self.conv(x) + self.b)", "self.conv = nn.Conv2d(6, 4, 3, stride=2, padding=1)\n"
-     "self.b = nn.Parameter(torch.randn(4, 1, 1))", [(2, 6, 5, 7), (6, 7, 5)]),  # an operand; unbatched
-    ("return torch.relu(self.bn(self.conv(x)) + self.b)", "self.conv = nn.Conv2d(5, 4, 3, padding=1)\n"
-     "self.bn = nn.BatchNorm2d(4)\nself.b = nn.Parameter(torch.randn(4, 1, 1))" + STATS + AFFINE,
-     [(2, 5, 5, 7), (1, 5, 3, 3)]),  # a folded batchnorm and an operand
-    ("return self.conv(x) * self.s", "self.conv = nn.Conv1d(5, 3, 3, dilation=2)\n"
-     "self.s = nn.Parameter(torch.randn(3, 1))", [(2, 5, 11)]),  # conv1d with an operand
+    ("return torch.sigmoid(self.conv(x) + self.b)", f"self.conv = nn.Conv2d({6 * S}, {4 * S}, 3, stride=2, padding=1)\n"
+     f"self.b = nn.Parameter(torch.randn({4 * S}, 1, 1))", [(2, 6 * S, 5, 7), (6 * S, 7, 5)]),  # an operand; unbatched
+    ("return torch.relu(self.bn(self.conv(x)) + self.b)", f"self.conv = nn.Conv2d({5 * S}, {4 * S}, 3, padding=1)\n"
+     f"self.bn = nn.BatchNorm2d({4 * S})\nself.b = nn.Parameter(torch.randn({4 * S}, 1, 1))" + STATS + AFFINE,
+     [(2, 5 * S, 5, 7), (1, 5 * S, 3, 3)]),  # a folded batchnorm and an operand
+    ("return self.conv(x) * self.s", f"self.conv = nn.Conv1d({5 * S}, {3 * S}, 3, dilation=2)\n"
+     f"self.s = nn.Parameter(torch.randn({3 * S}, 1))", [(2, 5 * S, 11)]),  # conv1d with an operand
 ])
 def test_taps_with_parameter_operands_and_batchnorm(forward, init, shapes, tmp_path):
     """In eval mode, as the verifier runs them (the batchnorm's running statistics)."""
