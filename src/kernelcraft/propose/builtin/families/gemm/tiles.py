@@ -26,7 +26,7 @@ HALF_PLAIN = ((128, 256, 64, 8, 3),)
 # fp32 TMA tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the H100 probe, 2026-11-22
 TMA_TILES = ((128, 256, 32, 8, 3), (256, 128, 32, 8, 3))
 # a linear layer's come after 128x128 ones: a batch of 128 rows (KernelBench level 2) makes one row of tiles, and
-# 256-wide ones leave half of an H100's SMs idle (1.2x slower; tiles-gemm-level2-h100-2026-11-25.json)
+# 256-wide ones leave half of an H100's SMs idle (1.2x slower there: benchmarks/results/README.md, 2026-11-25)
 LINEAR_TMA_TILES = ((128, 128, 32, 8, 3),) + TMA_TILES
 
 
