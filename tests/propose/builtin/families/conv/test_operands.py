@@ -36,6 +36,7 @@ def test_an_operand_that_would_grow_or_not_fit_the_output_is_refused(shape, out)
 def test_the_kernel_reads_the_sum_of_index_times_stride():
     assert load(1, [({0: "p", 1: "c"}, ""), ({2: "oh"}, "[:, None]"), ({}, "[None, :]")], "m") == \
         "tl.load(o1_ptr + (p * o1_s0 + c * o1_s1) + (oh * o1_s2)[:, None], mask=m, other=0.0).to(tl.float32)"
-    assert tile_load(0, ("od", "oh", "ow")) == (
+    assert tile_load(0, ("od", "oh", "ow")) == (  # along the out-channels only (O0_COLS): one vector per tile
+        "(tl.load(o0_ptr + (co.to(tl.int64) * o0_s1), mask=nmask, other=0.0).to(tl.float32)[None, :] if O0_COLS else "
         "tl.load(o0_ptr + (n.to(tl.int64) * o0_s0 + od * o0_s2 + oh * o0_s3 + ow * o0_s4)[:, None] + "
-        "(co.to(tl.int64) * o0_s1)[None, :], mask=mmask[:, None] & nmask[None, :], other=0.0).to(tl.float32)")
+        "(co.to(tl.int64) * o0_s1)[None, :], mask=mmask[:, None] & nmask[None, :], other=0.0).to(tl.float32))")

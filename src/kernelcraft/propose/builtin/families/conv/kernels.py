@@ -155,7 +155,7 @@ def kernels(op: Op, names: Names) -> tuple[TritonKernel, TritonKernel, TritonKer
             names(name),
             ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *extra, "M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG",
              "SH", "SW", "PH", "PW", "DH", "DW"),
-            ("KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC"),
+            ("KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *operands.flags(op)),
             _GEMM.substitute(tile=TILE, kloop=kloop, epilogue=epilogue("co", "nmask", _gemm_load)), s)
 
     depthwise = TritonKernel(
@@ -226,7 +226,8 @@ def render(op: Op, p, names: Names) -> Rendered:
             "grid", ["x", "w", "x if bias is None else bias", "y", *extra, "M", "C", "H", "W", "CO", "OH", "OW", "K",
                      "CPG", "COPG", "sh", "sw", "ph", "pw", "dh", "dw"],
             {"KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn", "BLOCK_K": bk,
-             "GROUP_M": group, "PREC": "prec"}, num_warps=int(p.num_warps), num_stages=int(p.num_stages))
+             "GROUP_M": group, "PREC": "prec", **operands.flag_consts(op)}, num_warps=int(p.num_warps),
+            num_stages=int(p.num_stages))
 
     use_taps = p.k_order == "taps"
     if use_taps:  # the taps K loop where a group's in-channels fill a chunk; fewer: the packed K wastes less

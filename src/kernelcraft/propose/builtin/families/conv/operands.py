@@ -6,7 +6,10 @@ A kernel indexes its output by its own dims, (n, co, oh, ow) or (n, co, od, oh, 
 2-D one and an unbatched input has no n, so the reference's output dims are some of the kernel's. The forward
 (`operand_lines`) binds each operand o<k> with one stride per kernel dim, o<k>_s0, o<k>_s1, ... (kc_operand_args:
 the operand's own stride where it varies, 0 where it is broadcast or the output has no such dim), and the kernel
-reads it with `operand_load`: the sum of its index along each kernel dim times that stride."""
+reads it with `operand_load`: the sum of its index along each kernel dim times that stride. An implicit-GEMM tile
+kernel also takes one constexpr per operand (`flags`), O<k>_COLS: the operand varies along the out-channels only (a
+bias or scale of shape (C, 1, 1)), so the tile loads one BLOCK_N vector of it instead of a value per output
+(`tile_load`)."""
 
 from __future__ import annotations
 
@@ -50,6 +53,16 @@ def params(op: Op, ndim: int) -> tuple[str, ...]:
     return tuple(p for k in range(count(op)) for p in (f"o{k}_ptr", *names(k, ndim)[1:]))
 
 
+def flags(op: Op) -> tuple[str, ...]:
+    """A tile kernel's constexprs for the operands: O<k>_COLS, operand k varies along the out-channels only."""
+    return tuple(f"O{k}_COLS" for k in range(count(op)))
+
+
+def flag_consts(op: Op) -> dict[str, str]:
+    """The launch's values of `flags` (the names `lines` binds)."""
+    return {f"O{k}_COLS": f"o{k}_cols" for k in range(count(op))}
+
+
 def args(op: Op, ndim: int) -> list[str]:
     """The forward's arguments for `params` (the names `lines` binds)."""
     return [a for k in range(count(op)) for a in names(k, ndim)]
@@ -63,8 +76,10 @@ def lines(op: Op, shape: str, dims: str, ndim: int) -> str:
     if not refs:
         return ""
     out = [f"shape = {shape}  # the output's, as the reference has it"]
-    out += [f"{', '.join(names(k, ndim))} = kc_operand_args({attr(r[1])}, shape, {dims}, {ndim})"
-            for k, r in enumerate(refs)]
+    for k, r in enumerate(refs):
+        out.append(f"{', '.join(names(k, ndim))} = kc_operand_args({attr(r[1])}, shape, {dims}, {ndim})")
+        rows = ", ".join(f"o{k}_s{d}" for d in range(ndim) if d != 1)
+        out.append(f"o{k}_cols = not any(({rows},))  # along the out-channels only: one vector per tile")
     return "\n".join(out) + "\n"
 
 
@@ -80,4 +95,6 @@ def tile_load(k: int, spatial: Sequence[str]) -> str:
     """`load` for an implicit-GEMM tile: rows (n, *spatial), the output coordinates named in `spatial` (oh, ow or
     od, oh, ow: the kernel's dims 2, 3, ...), masked by mmask; columns the out-channels co, masked by nmask."""
     rows = {0: "n.to(tl.int64)", **{2 + j: name for j, name in enumerate(spatial)}}
-    return load(k, [(rows, "[:, None]"), ({1: "co.to(tl.int64)"}, "[None, :]")], "mmask[:, None] & nmask[None, :]")
+    every = load(k, [(rows, "[:, None]"), ({1: "co.to(tl.int64)"}, "[None, :]")], "mmask[:, None] & nmask[None, :]")
+    column = load(k, [({1: "co.to(tl.int64)"}, "")], "nmask") + "[None, :]"
+    return f"({column} if O{k}_COLS else {every})"

@@ -90,7 +90,7 @@ def render(op: Op, p, names: Names) -> Rendered:
             names(name),
             ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *operands.params(op, NDIM), "M", "C", "D", "H", "W", "CO", "OD",
              "OH", "OW", "K", "CPG", "COPG", "SD", "SH", "SW", "PD", "PH", "PW", "DD", "DH", "DW"),
-            ("KD", "KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC"),
+            ("KD", "KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *operands.flags(op)),
             _CONV3D.substitute(tile=TILE, kloop=kloop,
                                epilogue="\n".join(epilogue_lines(d.get("steps") or [], _load))),
             Scalars.of(op))  # the numbers the steps read from the module: the kernel's first parameters
@@ -100,7 +100,7 @@ def render(op: Op, p, names: Names) -> Rendered:
             "grid", ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM), "M", "C", "D", "H", "W",
                      "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "sd", "sh", "sw", "pd", "ph", "pw", "dd", "dh", "dw"],
             {"KD": "KD", "KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn",
-             "BLOCK_K": bk, "GROUP_M": group, "PREC": "prec"}, num_warps=int(p.num_warps),
+             "BLOCK_K": bk, "GROUP_M": group, "PREC": "prec", **operands.flag_consts(op)}, num_warps=int(p.num_warps),
             num_stages=int(p.num_stages))
 
     packed = kernel("kc_conv3d_kernel", _PACKED_K)

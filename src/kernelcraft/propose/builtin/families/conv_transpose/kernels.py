@@ -113,7 +113,7 @@ def per_phase(op: Op, names: Names) -> TritonKernel:
         names("kc_conv_transpose2d_kernel"),
         ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *operands.params(op, NDIM), "M", "C", "H", "W", "CO", "OH", "OW", "OHR",
          "OWR", "K", "CPG", "COPG", "KH", "KW", "RH", "RW", "SH", "SW", "FH", "FW", "TH", "TW", "BH", "BW", "EH", "EW"),
-        ("NH", "NW", *_COMMON), _body(op, _PER_PHASE), Scalars.of(op))
+        ("NH", "NW", *_COMMON, *operands.flags(op)), _body(op, _PER_PHASE), Scalars.of(op))
 
 
 def all_phases(op: Op, names: Names) -> TritonKernel:
@@ -121,7 +121,7 @@ def all_phases(op: Op, names: Names) -> TritonKernel:
         names("kc_conv_transpose2d_phases_kernel"),
         ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *operands.params(op, NDIM), "N", "C", "H", "W", "CO", "OH", "OW", "CPG",
          "COPG", "KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW", "TH", "TW", "EH", "EW"),
-        _COMMON, _body(op, _ALL_PHASES), Scalars.of(op))
+        (*_COMMON, *operands.flags(op)), _body(op, _ALL_PHASES), Scalars.of(op))
 
 
 def _body(op: Op, phase: str) -> str:
@@ -152,7 +152,7 @@ def render(op: Op, p, names: Names) -> Rendered:
     d = op.detail
     bm, bn, bk, group = int(p.BLOCK_M), int(p.BLOCK_N), int(p.BLOCK_K), int(p.GROUP_M)
     consts = {"HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn", "BLOCK_K": bk, "GROUP_M": group,
-              "PREC": "prec"}
+              "PREC": "prec", **operands.flag_consts(op)}
     options = {"num_warps": int(p.num_warps), "num_stages": int(p.num_stages)}
     common = ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM)]  # the epilogue's operands last
     if p.one_launch:

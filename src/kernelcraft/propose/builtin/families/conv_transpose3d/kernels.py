@@ -153,7 +153,8 @@ def _per_phase(op: Op, names: Names, epilogue: str, scalars: Scalars) -> TritonK
     params = (*_COMMON, *operands.params(op, NDIM), "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "ODR", "OHR",
               "OWR", "K", "CPG", "COPG", "KD", "KH", "KW", *_per_axis(_PHASE_NUMBERS))
     body = _TILE.strip("\n") + "\n" + _GEMM.substitute(epilogue=epilogue).strip("\n")
-    return TritonKernel(names("kc_conv_transpose3d_kernel"), params, ("ND", "NH", "NW", *_OPTIONS), body, scalars,
+    constexprs = ("ND", "NH", "NW", *_OPTIONS, *operands.flags(op))
+    return TritonKernel(names("kc_conv_transpose3d_kernel"), params, constexprs, body, scalars,
                         "program (tile, group) of phase (RD, RH, RW): its outputs x the out-channels of one group")
 
 
@@ -163,8 +164,8 @@ def _all_phases(op: Op, names: Names, epilogue: str, scalars: Scalars) -> Triton
     axes = "\n".join(_PHASE_AXIS.substitute(A=a).strip("\n") for a in "DHW")
     body = _ALL_PHASES.substitute(axes=axes, tile=_TILE.strip("\n"),
                                   gemm=_GEMM.substitute(epilogue=epilogue).strip("\n"))
-    return TritonKernel(names("kc_conv_transpose3d_phases_kernel"), params, _OPTIONS, body, scalars,
-                        "program (tile, group, phase): every phase of the transposed conv in one launch")
+    return TritonKernel(names("kc_conv_transpose3d_phases_kernel"), params, (*_OPTIONS, *operands.flags(op)), body,
+                        scalars, "program (tile, group, phase): every phase of the transposed conv in one launch")
 
 
 def _hyper(d: dict) -> str:
@@ -231,7 +232,7 @@ def render(op: Op, p, names: Names) -> Rendered:
     epilogue = "\n".join(epilogue_lines(d.get("steps") or [], lambda k: operands.tile_load(k, ("od", "oh", "ow"))))
     scalars = Scalars.of(op)  # the numbers the steps read from the module: the kernel's first parameters
     consts = {"HAS_BIAS": "bias is not None", "BLOCK_M": int(p.BLOCK_M), "BLOCK_N": "bn", "BLOCK_K": int(p.BLOCK_K),
-              "GROUP_M": int(p.GROUP_M), "PREC": "prec"}
+              "GROUP_M": int(p.GROUP_M), "PREC": "prec", **operands.flag_consts(op)}
     options = {"num_warps": int(p.num_warps), "num_stages": int(p.num_stages)}
     common = ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM)]
     if p.one_launch:
