@@ -142,9 +142,15 @@ def check(op: Op, ref_src: str, params: dict, cases: list, tmp_path: Path, rtol=
 def check_small_problem(op: Op, problem, params: dict, tmp_path: Path, rtol=1e-4, atol=1e-4, want=None):
     """Render `op` for a suite problem and compare ModelNew with Model (or `want(model, *inputs)`) on the problem's
     SMALL_SIZES, in eval mode like the verifier; returns ModelNew's output."""
+    return check_source(problem, render(op, problem.source, params), tmp_path, rtol, atol, want)
+
+
+def check_source(problem, source: str, tmp_path: Path, rtol=1e-4, atol=1e-4, want=None):
+    """Compare a candidate file's ModelNew with its Model (or `want(model, *inputs)`) at the problem's small sizes
+    (its SMALL_SIZES, or sizes derived from the published ones), in eval mode like the verifier; returns ModelNew's
+    output."""
     from kernelcraft.problems import Problem
 
-    source = render(op, problem.source, params)
     assert_no_torch_compute(source)
     path = tmp_path / f"{problem.name.replace('/', '_')}_{next(_counter)}.py"
     path.write_text(source)
@@ -160,6 +166,19 @@ def check_small_problem(op: Op, problem, params: dict, tmp_path: Path, rtol=1e-4
         got = new(*inputs)
         torch.testing.assert_close(got, want(ref, *inputs) if want else ref(*inputs), rtol=rtol, atol=atol)
     return got
+
+
+def check_first_answer(problem, tmp_path: Path) -> None:
+    """The built-in engineer's first kernel for `problem` (as `implement` answers on the CPU), checked by
+    check_source."""
+    from kernelcraft.propose.base import Request
+    from kernelcraft.propose.builtin.proposer import BuiltinProposer
+    from kernelcraft.propose.parse import parse_kernel
+
+    answer = BuiltinProposer("cpu").ask(Request("implement", problem, "triton"))
+    parsed = parse_kernel(answer.text)
+    assert answer.error is None and parsed.error is None
+    check_source(problem, parsed.source, tmp_path)
 
 
 def ident(params) -> str:

@@ -7,16 +7,13 @@ end through the built-in engineer's first answer, against the reference at their
 import pytest
 import torch
 
-from kernelcraft.problems import Problem, load_problem
-from kernelcraft.propose.base import Request
+from kernelcraft.problems import load_problem
 from kernelcraft.propose.builtin import chain
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import Op, merge_elementwise
-from kernelcraft.propose.builtin.proposer import BuiltinProposer
-from kernelcraft.propose.parse import parse_kernel
 from tests.helpers import KERNELBENCH
 from tests.propose.builtin.chain_check import check_chain
-from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, load
+from tests.propose.builtin.kernel_check import DEVICE, check_first_answer, load
 from tests.propose.builtin.test_analyze import write
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -155,22 +152,4 @@ def test_upstream_problems_are_read_fused(name):
                                   "88_Gemm_GroupNorm_Swish_Multiply_Swish",
                                   "74_ConvTranspose3d_LeakyReLU_Multiply_LeakyReLU_Max"])
 def test_fused_upstream_problems_match_at_small_sizes(name, tmp_path):
-    problem = upstream(name)
-    answer = BuiltinProposer("cpu").ask(Request("implement", problem, "triton"))
-    parsed = parse_kernel(answer.text)
-    assert answer.error is None and parsed.error is None
-    assert_no_torch_compute(parsed.source)
-    path = tmp_path / "candidate.py"
-    path.write_text(parsed.source)
-    module = Problem(problem.name, path, parsed.source).load(small=True)  # the reference's derived sizes
-    init = module.get_init_inputs()
-    torch.manual_seed(0)
-    ref = module.Model(*init).to(DEVICE).eval()
-    torch.manual_seed(0)
-    new = module.ModelNew(*init).to(DEVICE).eval()
-    torch.manual_seed(1)
-    inputs = [t.to(DEVICE) for t in module.get_inputs()]
-    with torch.no_grad():
-        want, got = ref(*inputs), new(*inputs)
-    assert got.shape == want.shape and got.dtype == want.dtype
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    check_first_answer(upstream(name), tmp_path)

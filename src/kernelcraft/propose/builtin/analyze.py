@@ -14,7 +14,8 @@ forward is read, consecutive elementwise ops merge into one (plan.merge_elementw
 steps fold into the op it reads where nothing else reads that op's result (fold_elementwise).
 
 Mixins of the interpreter read the folding of epilogues into ops (analyze_families.py), attention
-(analyze_attention.py), matmul operands and free reshapes (analyze_operands.py), and tensors forward makes or
+(analyze_attention.py), matmul operands, the tensor operands of pointwise steps and free reshapes
+(analyze_operands.py), and tensors forward makes or
 measures (analyze_tensors.py); the families read their own ops (families/*/recognize.py, recognize.py);
 values.py holds the abstract values, spellings.py torch's spellings of the core's ops, and scalars.py makes the
 numbers forward reads from the module run-time reads. New recognizers go to a family or a mixin, not here.
@@ -43,7 +44,7 @@ from kernelcraft.propose.builtin.plan import Analysis, Op, merge_elementwise, ne
 from kernelcraft.propose.builtin.untraceable import untraceable
 from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, AttrT, Device, Ew, Flipped, LogSoftmaxIn, MeanSq,
                                                 Operand, Pair, Pending, Probs, Prod, ScaledQ, Scores, Shape, SizePow,
-                                                TensorShape, TensorSize, own_step)
+                                                TensorShape, TensorSize)
 
 def _forward_source(source: str) -> str:
     try:
@@ -354,35 +355,6 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
                 and v.inv_src is None:
             return replace(v.src, steps=v.src.steps + (("tmul", ("attr", v.weight)),))
         return v if isinstance(v, (Ew, Attr)) else None
-
-    def tensor_binary(self, kind: str, a, b, node: fx.Node):
-        """a (op) b of two tensors: the chain over the latest op stays pending and takes the other, as it is (a
-        value with no pending steps, a parameter, or the chain's own value at an earlier step), as a tensor step;
-        broadcast by torch's rules."""
-        ca, cb = (self.realize(v) if isinstance(v, (MeanSq, Pending)) else self.as_chain(v) for v in (a, b))
-        if ca is None or cb is None or (isinstance(ca, Attr) and isinstance(cb, Attr)):
-            return self.refuse(kind, node)
-
-        def rank(c) -> int:  # later ops first; parameters never lead
-            return -2 if isinstance(c, Attr) else c.base if isinstance(c.base, int) else -1
-
-        swap = rank(cb) > rank(ca) or (rank(cb) == rank(ca) and cb.steps and not ca.steps)
-        main, other = (cb, ca) if swap else (ca, cb)
-        if own_step(main, other) is None and own_step(other, main) is not None:
-            main, other, swap = other, main, not swap  # x (op) f(x): f(x) goes on, reading x as its own value
-        if isinstance(other, Attr):
-            ref = ("attr", other.path)
-        elif (k := own_step(main, other)) is not None:
-            ref = ("step", k)  # main's own value after k steps: nothing to emit
-        else:
-            self.no_fold, was = True, self.no_fold  # folding now could change what `main` reads
-            try:
-                ref = self.emit_chain(other).base
-            finally:
-                self.no_fold = was
-        step = {"add": "tadd", "mul": "tmul", "sub": "trsub" if swap else "tsub",
-                "div": "trdiv" if swap else "tdiv", "minimum": "tmin", "maximum": "tmax"}[kind]
-        return replace(main, steps=main.steps + ((step, ref),))
 
     def apply_step(self, a, step: tuple | None, name: str, node: fx.Node):
         if isinstance(a, MeanSq) and step:  # + eps, rsqrt, ... on a pending mean of squares

@@ -1,17 +1,20 @@
 """The forward's inputs as matmul operands (A, A.T, A.mT, A.transpose(-2, -1), ...), the matmul of two of them
-(or the products of an attention, handed to analyze_attention.py), and free reshapes (flatten / view / reshape
+(or the products of an attention, handed to analyze_attention.py), a tensor operand of a pointwise step (a (op) b
+of two tensors: tensor_binary), and free reshapes (flatten / view / reshape
 of literal sizes, squeeze / unsqueeze of one dim), and a parameter's transpose read by a matmul (x @ W.T, a
 linear). A mixin of analyze.py's interpreter: the methods use its own (inputs, env, value, emit,
 refuse, ...)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn as nn
 from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
-from kernelcraft.propose.builtin.values import Attr, AttrT, Ew, Operand, Probs
+from kernelcraft.propose.builtin.values import Attr, AttrT, Ew, MeanSq, Operand, Pending, Probs, own_step
 
 
 class OperandOps:
@@ -137,3 +140,32 @@ class OperandOps:
                         or (broadcasts and na >= 3 and nb == 2))):
             return self.refuse(name, node)
         return self.emit("matmul", "x", **self.matmul_detail(a, b))
+
+    def tensor_binary(self, kind: str, a, b, node: fx.Node):
+        """a (op) b of two tensors: the chain over the latest op stays pending and takes the other, as it is (a
+        value with no pending steps, a parameter, or the chain's own value at an earlier step), as a tensor step;
+        broadcast by torch's rules."""
+        ca, cb = (self.realize(v) if isinstance(v, (MeanSq, Pending)) else self.as_chain(v) for v in (a, b))
+        if ca is None or cb is None or (isinstance(ca, Attr) and isinstance(cb, Attr)):
+            return self.refuse(kind, node)
+
+        def rank(c) -> int:  # later ops first; parameters never lead
+            return -2 if isinstance(c, Attr) else c.base if isinstance(c.base, int) else -1
+
+        swap = rank(cb) > rank(ca) or (rank(cb) == rank(ca) and cb.steps and not ca.steps)
+        main, other = (cb, ca) if swap else (ca, cb)
+        if own_step(main, other) is None and own_step(other, main) is not None:
+            main, other, swap = other, main, not swap  # x (op) f(x): f(x) goes on, reading x as its own value
+        if isinstance(other, Attr):
+            ref = ("attr", other.path)
+        elif (k := own_step(main, other)) is not None:
+            ref = ("step", k)  # main's own value after k steps: nothing to emit
+        else:
+            self.no_fold, was = True, self.no_fold  # folding now could change what `main` reads
+            try:
+                ref = self.emit_chain(other).base
+            finally:
+                self.no_fold = was
+        step = {"add": "tadd", "mul": "tmul", "sub": "trsub" if swap else "tsub",
+                "div": "trdiv" if swap else "tdiv", "minimum": "tmin", "maximum": "tmax"}[kind]
+        return replace(main, steps=main.steps + ((step, ref),))

@@ -4,14 +4,11 @@ epilogue reading numbers from the module, a chain into a groupnorm): the enginee
 answer is, against the reference at the problem's small (derived) sizes."""
 
 import pytest
-import torch
 
-from kernelcraft.problems import Problem, load_problem
-from kernelcraft.propose.base import Request
+from kernelcraft.problems import load_problem
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
-from kernelcraft.propose.parse import parse_kernel
 from tests.helpers import KERNELBENCH
-from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, check_small_problem
+from tests.propose.builtin.kernel_check import check_first_answer, check_small_problem
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -42,21 +39,4 @@ def test_newly_covered_upstream_problems_match_at_small_sizes(name, tmp_path):
     engineer = BuiltinProposer("cpu")
     analysis = engineer.coverage(problem, "triton")
     assert [op.kind for op in analysis.ops] == UPSTREAM[name]
-    answer = engineer.ask(Request("implement", problem, "triton"))
-    parsed = parse_kernel(answer.text)
-    assert answer.error is None and parsed.error is None
-    assert_no_torch_compute(parsed.source)
-    path = tmp_path / "candidate.py"
-    path.write_text(parsed.source)
-    module = Problem(problem.name, path, parsed.source).load(small=True)  # the reference's derived sizes
-    init = module.get_init_inputs()
-    torch.manual_seed(0)
-    ref = module.Model(*init).to(DEVICE).eval()
-    torch.manual_seed(0)
-    new = module.ModelNew(*init).to(DEVICE).eval()
-    torch.manual_seed(1)
-    inputs = [t.to(DEVICE) for t in module.get_inputs()]
-    with torch.no_grad():
-        want, got = ref(*inputs), new(*inputs)
-    assert got.shape == want.shape and got.dtype == want.dtype
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    check_first_answer(problem, tmp_path)
