@@ -26,6 +26,7 @@ from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent
 from kernelcraft.propose.builtin.families.conv import operands
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE  # (tile, group[, phase]) -> rm x rn of group g
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -51,22 +52,6 @@ def kc_transposed_taps(r, s, p, d, k):
     return first, step, (k - first + step - 1) // step, (r + p - first * d) // s, step * d // s
 '''
 
-# program (tile, group[, phase]) -> outputs rm of the phase x out-channels rn of group g, the tiles swizzled GROUP_M
-# rows at a time
-_TILE = '''
-pid = tl.program_id(0)
-g = tl.program_id(1)
-tiles_m = tl.cdiv(M, BLOCK_M)
-tiles_n = tl.cdiv(COPG, BLOCK_N)
-in_group = GROUP_M * tiles_n
-first_m = (pid // in_group) * GROUP_M
-group_m = tl.minimum(tiles_m - first_m, GROUP_M)
-pid_m = first_m + (pid % in_group) % group_m
-pid_n = (pid % in_group) // group_m
-rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-co = g * COPG + rn
-'''
 
 # the phase's GEMM; its taps: first FD/FH/FW, step TD/TH/TW, count ND/NH/NW, input base BD/BH/BW and shift ED/EH/EW
 _GEMM = Template('''
@@ -152,7 +137,7 @@ def _per_axis(letters: str) -> list[str]:
 def _per_phase(op: Op, names: Names, epilogue: str, scalars: Scalars) -> TritonKernel:
     params = (*_COMMON, *operands.params(op, NDIM), "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "ODR", "OHR",
               "OWR", "K", "CPG", "COPG", "KD", "KH", "KW", *_per_axis(_PHASE_NUMBERS))
-    body = _TILE.strip("\n") + "\n" + _GEMM.substitute(epilogue=epilogue).strip("\n")
+    body = TILE + "\n" + _GEMM.substitute(epilogue=epilogue).strip("\n")
     constexprs = ("ND", "NH", "NW", *_OPTIONS, *operands.flags(op))
     return TritonKernel(names("kc_conv_transpose3d_kernel"), params, constexprs, body, scalars,
                         "program (tile, group) of phase (RD, RH, RW): its outputs x the out-channels of one group")
@@ -162,7 +147,7 @@ def _all_phases(op: Op, names: Names, epilogue: str, scalars: Scalars) -> Triton
     params = (*_COMMON, *operands.params(op, NDIM), "NB", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "CPG", "COPG",
               "KD", "KH", "KW", *_per_axis(_AXIS_NUMBERS))
     axes = "\n".join(_PHASE_AXIS.substitute(A=a).strip("\n") for a in "DHW")
-    body = _ALL_PHASES.substitute(axes=axes, tile=_TILE.strip("\n"),
+    body = _ALL_PHASES.substitute(axes=axes, tile=TILE,
                                   gemm=_GEMM.substitute(epilogue=epilogue).strip("\n"))
     return TritonKernel(names("kc_conv_transpose3d_phases_kernel"), params, (*_OPTIONS, *operands.flags(op)), body,
                         scalars, "program (tile, group, phase): every phase of the transposed conv in one launch")
