@@ -9,6 +9,13 @@ harness running out of memory, and that one it cannot hold is refused once, as t
 
     python benchmarks/kernelbench.py ../shared/kernelbench/level1 --out benchmarks/results/kernelbench-level1-h100.json
     python benchmarks/kernelbench.py ../shared/kernelbench/level1 --start 50 --merge OUT.json --out OUT.json
+    python benchmarks/kernelbench.py ../shared/kernelbench/level2 --compile --shards 3 --out OUT.json
+
+`--shards N` runs N processes on the one GPU, each over every N-th problem of the selection, and merges their
+rows into OUT.json (each shard's own record is `OUT.shardK.json`, written as it goes). They share the device as
+any evaluations do: checks overlap, timing phases hold the device's lock alone, so worker starts, Triton and
+torch.compile compilation and checks of one shard overlap another's timing, and every timing is still taken
+with the device to itself.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -104,17 +113,47 @@ def main() -> None:
     ap.add_argument("--merge", type=Path, default=None, help="an earlier record whose rows are kept")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile's baseline (slow: it compiles)")
     ap.add_argument("--every", type=int, default=1, help="every k-th problem by number (a sample)")
+    ap.add_argument("--shards", type=int, default=1, help="processes sharing the GPU, each over every N-th problem")
+    ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # "K/N": this process is shard K of N
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
+    if args.shards > 1 and not args.shard:
+        run_shards(args)
+        return
 
-    number = lambda p: int(p.name.split("/")[-1].split("_")[0]) if p.name.split("/")[-1][0].isdigit() else 0  # noqa: E731
-    problems = sorted(load_problem_dir(args.suite), key=number)
+    problems = select(args)
+    rows = json.loads(args.merge.read_text())["rows"] if args.merge and args.merge.exists() else []
+    defer_over = None
+    if args.shard and torch.cuda.is_available():  # a problem bigger than its share of the device waits for the end
+        # (0.8: the estimate is an estimate, and the other shards' workers hold memory of their own)
+        defer_over = 0.8 * torch.cuda.get_device_properties(0).total_memory / int(args.shard.split("/")[1])
+    judge(args, problems, rows, defer_over)
+
+
+def number(name: str) -> int:
+    """A KernelBench problem's number (its file name's prefix), 0 for a name without one."""
+    base = name.split("/")[-1]
+    return int(base.split("_")[0]) if base[0].isdigit() else 0
+
+
+def select(args) -> list:
+    problems = sorted(load_problem_dir(args.suite), key=lambda p: number(p.name))
     if args.only:
         problems = [p for p in problems if any(k in p.name for k in args.only.split(","))]
     problems = problems[args.start::args.every]
     problems = problems[:args.limit] if args.limit else problems
-    rows = json.loads(args.merge.read_text())["rows"] if args.merge and args.merge.exists() else []
+    if args.shard:
+        k, n = (int(v) for v in args.shard.split("/"))
+        problems = problems[k::n]
+    return problems
+
+
+def judge(args, problems: list, rows: list, defer_over: float | None = None) -> None:  # noqa: C901
+    """Evaluate each problem not in `rows` yet, appending a row each and writing the record as it goes. With
+    `defer_over` (bytes), a problem whose memory estimate is larger is not judged here but listed in the record's
+    `deferred`: beside other shards on the device it could be refused for memory the others hold."""
     done = {r["problem"] for r in rows}
+    deferred: list[str] = []
     engineer = BuiltinProposer(args.device)
     config = VerifyConfig(compile_baseline=args.compile, timing=TimingConfig(budget_s=args.budget), allow_library=True)
     started = time.monotonic()
@@ -138,16 +177,57 @@ def main() -> None:
                              "harness_oom": False, "wall_s": round(time.monotonic() - t0, 2)})
                 print(f"{problem.name}: problem error: {exc}", flush=True)
                 continue
+            if defer_over is not None and need.total > defer_over:
+                deferred.append(problem.name)
+                print(f"{problem.name}: needs {need.total / GiB:.1f} GiB, over this shard's share: judged alone at "
+                      "the end", flush=True)
+                continue
             candidate, kind = candidate_for(problem, engineer)
             result = verifier.evaluate(problem, candidate)
             rows.append(row_for(problem, kind, result, time.monotonic() - t0))
             r = rows[-1]
             print(f"{problem.name}: {kind} {r['status']} {r['reasons'][:2]} need {need.total / GiB:.1f} GiB, peaks "
                   f"{r['supervisor_peak_gib']}/{r['worker_peak_gib']} GiB, {r['wall_s']} s", flush=True)
-            _write(args, rows)
-    _write(args, rows)
+            _write(args, rows, deferred)
+    _write(args, rows, deferred)
     ooms = [r["problem"] for r in rows if r.get("harness_oom")]
     print(f"{len(rows)} problems; statuses {_count(rows)}; harness out-of-memory: {len(ooms)} {ooms}")
+
+
+def run_shards(args) -> None:
+    """Start `args.shards` copies of this script on disjoint thirds (halves, …) of the selection, wait for
+    them, and write their rows, in problem order, as one record."""
+    argv = list(sys.argv[1:])  # --merge travels to each shard, which skips the problems done there
+    i = argv.index("--shards")
+    del argv[i:i + 2]
+    outs, procs, started = [], [], time.monotonic()
+    for k in range(args.shards):
+        out = args.out.with_suffix(f".shard{k}.json")
+        j = argv.index("--out")
+        shard_argv = argv[:j] + argv[j + 2:] + ["--out", str(out), "--shard", f"{k}/{args.shards}"]
+        outs.append(out)
+        procs.append(subprocess.Popen([sys.executable, __file__, *shard_argv]))
+    codes = [p.wait() for p in procs]
+    records = [json.loads(out.read_text()) for out in outs if out.exists()]
+    seen: dict = {}
+    for r in (r for record in records for r in record["rows"]):  # a row carried by --merge is in every shard's record
+        seen[r["problem"]] = r
+    rows = sorted(seen.values(), key=lambda r: number(r["problem"]))
+    deferred = {name for record in records for name in record.get("deferred", [])}
+    args.method_note = (f"{args.shards} processes sharing the device (timing phases under its lock); problems "
+                        f"estimated over 0.8/{args.shards} of its memory judged alone after them")
+    print(f"{len(rows)} problems from {args.shards} shards (exit codes {codes}); statuses {_count(rows)}; "
+          f"{len(deferred)} judged alone now", flush=True)
+    if deferred:  # within what is left of --minutes; any not started stay out of the record, for a later --merge
+        left = args.minutes - (time.monotonic() - started) / 60 if args.minutes else 0.0
+        if not args.minutes or left > 0:
+            args.minutes = left
+            judge(args, [p for p in select(args) if p.name in deferred], rows)
+        else:
+            print(f"time is up: {sorted(deferred)} not judged (run again with --merge {args.out})", flush=True)
+        rows.sort(key=lambda r: number(r["problem"]))
+    _write(args, rows)
+    print(f"{len(rows)} problems; statuses {_count(rows)}")
 
 
 def _count(rows) -> dict:
@@ -157,15 +237,17 @@ def _count(rows) -> dict:
     return out
 
 
-def _write(args, rows) -> None:
+def _write(args, rows, deferred=()) -> None:
     props = torch.cuda.get_device_properties(0) if torch.cuda.is_available() else None
     record = {"device": props.name if props else "cpu", "memory_gib": round(props.total_memory / GiB, 1) if props else None,
               "torch": torch.__version__, "date": datetime.date.today().isoformat(), "suite": str(args.suite),
-              "method": "kernelcraft verifier, default trials, timing budget %.1f s, %s" % (
-                  args.budget, "torch.compile baseline timed" if args.compile else "no torch.compile baseline"),
+              "method": "kernelcraft verifier, default trials, timing budget %.1f s, %s%s" % (
+                  args.budget, "torch.compile baseline timed" if args.compile else "no torch.compile baseline",
+                  f"; {getattr(args, 'method_note', '')}" if getattr(args, "method_note", "") else ""),
               "policy": "strict", **({"fast_1_and_geomeans": bench_metrics([{**r, "correct": r.get("status") == "ok"}
                                                                              for r in rows])} if args.compile else {}),
-              "statuses": _count(rows), "harness_oom": sum(bool(r.get("harness_oom")) for r in rows), "rows": rows}
+              "statuses": _count(rows), "harness_oom": sum(bool(r.get("harness_oom")) for r in rows),
+              **({"deferred": list(deferred)} if deferred else {}), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1))
 
