@@ -67,9 +67,10 @@ ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_prope
                  "triton.next_power_of_2", "np2", "min", "max", "float", "int", "list", "tuple", "any", "zip",
                  "ValueError", "TypeError", "next", "all", "range", "len", "TensorDescriptor.from_tensor", "kc_tiles",
                  "kc_conv_out_size", "kc_conv_padding", "kc_phase_taps", "kc_pool_out", "kc_tma_ok", "kc_matmul_tma",
-                 "kc_linear_tma", "torch.zeros", "torch.cuda.current_stream"}
+                 "kc_linear_tma", "torch.zeros", "torch.cuda.current_stream",
+                 "torch.full", "isinstance"}  # torch.full: a number passed to forward, as a 0-dim operand
 ALLOWED_METHODS = {"contiguous", "permute", "reshape", "squeeze", "unsqueeze", "size", "numel", "dim", "stride", "element_size", "data_ptr", "t",
-                   "blocks_per_sm"}  # the last: an NVRTC kernel's occupancy query
+                   "blocks_per_sm", "is_floating_point", "append"}  # the last: an NVRTC kernel's occupancy query
 
 
 def _dotted(node) -> str:
@@ -161,7 +162,7 @@ def check_source(problem, source: str, tmp_path: Path, rtol=1e-4, atol=1e-4, wan
     torch.manual_seed(0)
     new = module.ModelNew(*init).to(DEVICE).eval()
     torch.manual_seed(1)
-    inputs = [t.to(DEVICE) for t in module.get_inputs()]
+    inputs = [t.to(DEVICE) if isinstance(t, torch.Tensor) else t for t in module.get_inputs()]  # numbers stay
     with torch.no_grad():
         got = new(*inputs)
         torch.testing.assert_close(got, want(ref, *inputs) if want else ref(*inputs), rtol=rtol, atol=atol)

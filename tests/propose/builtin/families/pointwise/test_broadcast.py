@@ -5,10 +5,17 @@ coalescing of dims, and every pointwise move."""
 import pytest
 import torch
 
+from kernelcraft.problems import load_problem
+from kernelcraft.propose.builtin import chain
+from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.families.pointwise.kernels import MAX_DIMS, kc_bcast_layout
+from tests.helpers import KERNELBENCH
 from tests.propose.builtin.chain_check import check_chain
+from tests.propose.builtin.kernel_check import DEVICE, assert_no_torch_compute, check_first_answer, load
+from tests.propose.builtin.test_analyze import write
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+needs_kernelbench = pytest.mark.skipif(not KERNELBENCH.exists(), reason=f"no KernelBench copy at {KERNELBENCH}")
 
 
 @pytest.mark.parametrize("c, shapes", [(3, [(2, 3, 5, 7), (1, 3, 1, 9), (4, 3, 13, 1)]),
@@ -73,3 +80,24 @@ def test_seven_dims_that_do_not_coalesce(tmp_path):
     with pytest.raises(ValueError, match="do not coalesce"):
         check_chain(tmp_path, "return x + y", "", [shapes], args="x, y")
     check_chain(tmp_path, "return x + y", "", [[(2, 1, 2, 1, 2, 3), (1, 2, 1, 2, 1, 3)]], args="x, y")
+
+
+@pytest.mark.parametrize("forward", ["return x * s", "return torch.relu(x - s) / s"])
+def test_a_number_passed_to_forward_is_an_operand(tmp_path, forward):
+    """KernelBench's matrix-scalar problem passes s = 3.14 to forward: read as a 0-dim operand of x's dtype, at any
+    shape and any value of s (it is not baked in at analysis)."""
+    problem = write(tmp_path, forward, inputs="[torch.randn(33, 17), 3.14]", args="x, s")
+    ops = analyze(problem).chain
+    source = chain.render(ops, problem.source, chain.moves(ops)[0].params)
+    assert_no_torch_compute(source)
+    module = load(source, tmp_path)
+    new, ref = module.ModelNew().to(DEVICE), module.Model().to(DEVICE)
+    for shape, s in [((33, 17), 3.14), ((5, 2, 9), -0.5), ((1,), 7.0), ((0, 3), 2.0)]:
+        x = torch.randn(shape, device=DEVICE)
+        with torch.no_grad():
+            torch.testing.assert_close(new(x, s), ref(x, s), rtol=1e-5, atol=1e-5)
+
+
+@needs_kernelbench
+def test_upstream_matrix_scalar_multiplication(tmp_path):
+    check_first_answer(load_problem(KERNELBENCH / "level1" / "5_Matrix_scalar_multiplication.py"), tmp_path)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import inspect
 from string import Template
 
+import torch
+
 from kernelcraft.propose.builtin.codegen import indent
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op, operand_refs
@@ -56,6 +58,19 @@ n_tiles = triton.cdiv(n, {int(p.BLOCK)})
 programs = {_programs(p)}
 {launch}
 return y''')
+
+
+def kc_bcast_numbers(x, ts):
+    """The operands ts with a number passed to forward (x * s, s a Python float) made a 0-dim tensor of x's dtype on
+    x's device, as torch computes x (op) s for a floating x; filled on the device (no host-to-device copy, no sync)."""
+    out = []
+    for t in ts:
+        if not isinstance(t, torch.Tensor):
+            if not x.is_floating_point():
+                raise ValueError("a number operand of a non-floating tensor: torch's type promotion is not followed")
+            t = torch.full((), t, dtype=x.dtype, device=x.device)
+        out.append(t)
+    return out
 
 
 def kc_bcast_layout(ts, max_dims):
@@ -147,7 +162,9 @@ def broadcast(op: Op, p, names: Names) -> Rendered:
     launch = kernel.launch("(programs,)", args, {"NDIM": "nd", "WIDE": "wide", "BLOCK": int(p.BLOCK)},
                            num_warps=int(p.num_warps))
     listed = ", ".join(tensors)
-    return Rendered((inspect.getsource(kc_bcast_layout), kernel), f'''
+    operands = ", ".join(tensors[1:])
+    return Rendered((inspect.getsource(kc_bcast_numbers), inspect.getsource(kc_bcast_layout), kernel), f'''
+{operands}, = kc_bcast_numbers(x, [{operands}])
 if any(t.dtype != x.dtype for t in [{listed}]):
     raise ValueError("tensor operands of another dtype: torch's type promotion is not followed")
 shape, sizes, strides, nd, wide = kc_bcast_layout([{listed}], {MAX_DIMS})
