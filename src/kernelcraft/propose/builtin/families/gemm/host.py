@@ -31,6 +31,18 @@ def kc_column_args(o, n, ndim):
 '''
 
 
+SPLIT_K = '''
+def kc_k_splits(tiles, K, block_k, t):
+    """Split-K: into how many contiguous parts of K a product of `tiles` output tiles is cut (1: none). Only where
+    the tiles fill under half the SMs; the parts divide K exactly, each at least 16 K steps long, and tiles times
+    parts stay within one wave of programs."""
+    sms = torch.cuda.get_device_properties(t.device).multi_processor_count if t.is_cuda else 4
+    if 2 * tiles > sms:
+        return 1
+    return max([s for s in range(1, sms // tiles + 1) if K % s == 0 and K // s >= 16 * block_k] or [1])
+'''
+
+
 def _tiles(p: Tiles) -> dict:
     """The launch constants every GEMM kernel takes from the move."""
     return {"BLOCK_M": int(p.BLOCK_M), "BLOCK_N": int(p.BLOCK_N), "BLOCK_K": int(p.BLOCK_K), "GROUP_M": int(p.GROUP_M)}
@@ -68,7 +80,7 @@ s_ab = s_a[0] if a.dim() == 3 and a.shape[0] > 1 else 0  # a 2-D operand is shar
 s_bb = s_b[0] if b.dim() == 3 and b.shape[0] > 1 else 0
 s_cb = s_c[0] if c.dim() == 3 else 0
 ${diag}${gemv}prec = "$prec" if a.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
-${tma}grid = (triton.cdiv(M, $bm) * triton.cdiv(N, $bn_tile), batch)
+${split}${tma}grid = (triton.cdiv(M, $bm) * triton.cdiv(N, $bn_tile), batch)
 $launch
 return out''')
 
@@ -146,12 +158,29 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
                                                           launch=tma_launch, diag=tail)]
         tma = (f"if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and {helper}({s.params}a, b, c, prec{tail}):\n"
                "    return out\n")
+    split = ""
+    if p.split_k and not mask and not op.detail.get("steps"):  # partial sums must not pass through steps or a mask
+        total = kernels.split_sum(names)
+        blocks += [SPLIT_K, total]
+        part_launch = tiled.launch(
+            "(tiles, splits)", ["a", "b", "ws", "M", "N", "part", f"part * s_a[{ak}]", f"s_a[{am}]", f"s_a[{ak}]",
+                                f"part * s_b[{bk}]", f"s_b[{bk}]", f"s_b[{bn}]", "M * N", "N", "1"],
+            {**_tiles(p), "PREC": "prec"}, **_options(p))
+        sum_launch = total.launch("(triton.cdiv(M * N, 1024),)", ["ws", "c", "M * N", "splits"], {"BLOCK": 1024},
+                                  num_warps=4)
+        split = (f"tiles = triton.cdiv(M, {int(p.BLOCK_M)}) * triton.cdiv(N, {int(p.BLOCK_N)})\n"
+                 f"splits = kc_k_splits(tiles, K, {int(p.BLOCK_K)}, a) if batch == 1 and c.dim() == 2 else 1\n"
+                 "if splits > 1:  # split-K: too few output tiles to fill the GPU; part p of K is batch p\n"
+                 "    ws = torch.empty((splits, M, N), dtype=torch.float32, device=a.device)\n"
+                 "    part = K // splits\n"
+                 f"    {part_launch}\n    {sum_launch}\n    return out\n")
     diag = ""
     if mask:
         diagonal = f"int({attr(mask['diagonal_attr'])})" if mask.get("diagonal_attr") else repr(int(mask["diagonal"]))
         diag = f"diag = {diagonal}  # torch.{mask['op']}'s diagonal\n"
     body = _MATMUL.substitute(am=am, ak=ak, bn=bn, gemv=gemv, prec=prec, tma=tma, bm=int(p.BLOCK_M),
-                              bn_tile=int(p.BLOCK_N), launch=launch, diag=diag, **_FLAT[not ta and not mask])
+                              bn_tile=int(p.BLOCK_N), launch=launch, diag=diag, split=split,
+                              **_FLAT[not ta and not mask])
     return Rendered(tuple(blocks), body)
 
 

@@ -179,6 +179,22 @@ def gemv(op: Op, names: Names) -> TritonKernel:
                         ("BLOCK_M", "BLOCK_K"), body, Scalars.of(op))
 
 
+_SPLIT_SUM = '''
+# C = the sum of the split-K partial tiles ws[0..splits) (fp32, each M x N, contiguous), in a fixed order
+offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+mask = offs < n
+acc = tl.zeros([BLOCK], dtype=tl.float32)
+for s in range(0, splits):
+    acc += tl.load(ws_ptr + s * n + offs, mask=mask, other=0.0)
+tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+'''
+
+
+def split_sum(names: Names) -> TritonKernel:
+    """Split-K's second pass: the partial products of each part of K summed (deterministic: no atomics)."""
+    return TritonKernel(names("kc_split_k_sum_kernel"), ("ws_ptr", "c_ptr", "n", "splits"), ("BLOCK",), _SPLIT_SUM)
+
+
 def tma(op: Op, names: Names) -> TritonKernel:
     """The persistent kernel whose operand tiles come through tensor descriptors (2-D row-major operands)."""
     skip, k_end = _skip(op, 4)

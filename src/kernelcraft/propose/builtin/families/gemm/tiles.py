@@ -36,7 +36,8 @@ class Tiles(Params):
     products' input_precision; `tma`: a persistent kernel fed by tensor descriptors where a Hopper GPU and the
     operands allow it; `gemv`: products of at most GEMV_COLUMNS columns take the matrix-vector kernel; `b_kmajor`:
     the TMA kernel reads B K-major (a matmul's B transposed once; a linear's weight is so already), else as it
-    lies; `half`: the 16-bit inputs the move is made for ("fp16", "bf16"), None for fp32 ones."""
+    lies; `half`: the 16-bit inputs the move is made for ("fp16", "bf16"), None for fp32 ones; `split_k`: a plain
+    2-D product whose output tiles fill under half the GPU's SMs splits a long K among programs (host.SPLIT_K)."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128
@@ -49,10 +50,16 @@ class Tiles(Params):
     gemv: bool = False
     b_kmajor: bool = True
     half: str | None = None
+    split_k: bool = False
 
     K_MAJOR: ClassVar[str] = ""  # how the operand B becomes the K-major one TF32 tensor cores read
 
     def idea(self) -> str:
+        split = ("; a product with few output tiles and a long K (too few tiles to fill the GPU) splits K among "
+                 "programs, each writing an fp32 partial tile, summed by a second kernel") if self.split_k else ""
+        return self._idea() + split
+
+    def _idea(self) -> str:
         m, n, k, w, s = self.BLOCK_M, self.BLOCK_N, self.BLOCK_K, self.num_warps, self.num_stages
         if self.gemv:
             wider = (f"the {self.half} {m}x{n} tiled kernel" if self.half else
@@ -129,12 +136,14 @@ def moves(op: Op) -> list[Tiles]:
     # a matmul's first move is the GEMV move whose wider products take the first 3xTF32 TMA tiles, which it replaces
     tma_tiles = TMA_TILES[1:] if op.kind == "matmul" else LINEAR_TMA_TILES
     out = [tiles(m, n, k, 8, w, s, "tf32x3", tma=True) for m, n, k, w, s in tma_tiles]
-    out += [tiles(m, n, k, 8, w, s, "ieee") for m, n, k, w, s in ((128, 128, 32, 8, 3), (64, 128, 32, 4, 4))]
+    # the first exact move of a matmul splits K where few output tiles meet a long K (split_k)
+    out += [tiles(m, n, k, 8, w, s, "ieee", split_k=op.kind == "matmul" and i == 0)
+            for i, (m, n, k, w, s) in enumerate(((128, 128, 32, 8, 3), (64, 128, 32, 4, 4)))]
     out += [tiles(m, n, k, 8, w, s, "tf32", tma=True) for m, n, k, w, s in TMA_TILES]
     out.append(tiles(128, 128, 32, 8, 8, 3, "tf32"))
     if op.kind == "matmul":
         m, n, k, w, s = TMA_TILES[0]
-        out.insert(0, tiles(m, n, k, 8, w, s, "tf32x3", tma=True, gemv=True))
+        out.insert(0, tiles(m, n, k, 8, w, s, "tf32x3", tma=True, gemv=True, split_k=True))
     return out
 
 
