@@ -6,16 +6,18 @@ Precision: "ieee" is exact fp32 on the FMA units; "tf32x3" splits each fp32 oper
 remainder and sums three tensor-core products, which keeps fp32-grade accuracy (about 1e-6 relative); "tf32"
 rounds inputs to TF32 (10-bit mantissa) and is offered only under a policy that admits TF32.
 
-K order (conv and conv3d, whose tiles set TAPS): "packed" walks K = (channel, kd, kh, kw) flat, decoding every K
-index with div/mod and gathering a BLOCK_M x BLOCK_K patch with 2-D coordinates and bounds; "taps" walks the
-kernel's taps, each tap's in-channels in BLOCK_K chunks: the input coordinates and bounds of a tap are BLOCK_M
-vectors, the channel chunk a BLOCK_K vector, the tile their broadcast sum (no div/mod per element), and the weight,
-permuted once per call to (CO, KD, KH, KW, CPG), gives each chunk contiguously. The forward takes the taps kernel
-only where a group has at least BLOCK_K in-channels (fewer: the packed K wastes less of each step).
+K order (conv, conv3d and conv_transpose, whose tiles set TAPS): "packed" walks K = (channel, kd, kh, kw) flat,
+decoding every K index with div/mod and gathering a BLOCK_M x BLOCK_K patch with 2-D coordinates and bounds; "taps"
+walks the kernel's taps (a transposed conv's phase: only the taps that reach it), each tap's in-channels in BLOCK_K
+chunks: the input coordinates and bounds of a tap are BLOCK_M vectors, the channel chunk a BLOCK_K vector, the tile
+their broadcast sum (no div/mod per element), and the weight, permuted once per call to (CO, KD, KH, KW, CPG), gives
+each chunk contiguously. `taps_loop` writes that loop for every family. The forward takes the taps kernel only where
+a group has at least BLOCK_K in-channels (fewer: the packed K wastes less of each step).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -93,7 +95,10 @@ def gemm_moves(cls: type[GemmTiles]) -> list:
 
     Order and tiles from benchmarks/conv_sweep.py on an H100 (AlexNet's first layer): K steps of 16 win. The 64x128
     tile takes 3 stages: with 4, Triton 3.6 built it wrong on the H100 (level2/conv2d_add_sigmoid off by 8e-2). The
-    taps moves are not timed yet; 32-wide chunks halve the taps loop's steps at 64+ channels per group."""
+    3xTF32 taps move beat the packed first move on 5 of 7 conv/conv3d level-2 problems and lost on 2
+    (benchmarks/results/README.md, "Level 2 at published sizes"), so it comes second; the transposed conv's taps
+    moves take the same places until a sweep of its own. 32-wide chunks halve the taps loop's steps at 64+ channels
+    per group."""
     def p(m, n, k, w, s, precision, k_order="packed"):
         return cls(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, GROUP_M=8, num_warps=w, num_stages=s, precision=precision,
                    k_order=k_order)
@@ -121,6 +126,45 @@ rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
 rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
 co = g * COPG + rn'''
 
+
+# The taps K loop (module docstring): one run-time loop over (tap, chunk), so that the software pipeline
+# (num_stages) runs across taps instead of restarting per tap (a static loop per tap would leave CPG / BLOCK_K steps
+# to pipeline and unroll every tap). Coalescing: x is N C spatial, so along the output rows of one channel the input
+# is contiguous (or stride-apart) while channels are a plane apart; A is loaded as [BLOCK_K, BLOCK_M], the rows on
+# the fast axis (Triton orders a gather's layout by its last axis: a warp then reads one channel's consecutive
+# inputs, a few cache lines, not 32 channel planes), and transposed for the dot. The weight, permuted by the forward
+# to (CO, taps, CPG), gives a tap's chunk as BLOCK_K contiguous values per out-channel (vector loads, K-major as
+# the tensor cores read B), where a channel-major layout would put them a kernel's taps apart, a sector per value.
+# (Seen in the TTGIR Triton 3.9 makes for sm_90, not timed: the packed loop's A load spreads a warp over 32 K
+# indices of one row, this one over 32 rows of one channel; with CPG a multiple of 16 the B load takes 4-wide
+# vectors.)
+_TAPS_LOOP = '''chunks = tl.cdiv(CPG, BLOCK_K)
+for step in range(0, {taps} * chunks):
+    tap = step // chunks{tap_note}
+    cin = (step % chunks) * BLOCK_K + tl.arange(0, BLOCK_K)  # the chunk's channels within the group
+    cmask = cin < CPG
+{coords}
+    pmask = mmask{bounds}
+    a = tl.load(x_ptr + ({plane})[:, None] + (x_row + {row})[None, :],
+                mask=cmask[:, None] & pmask[None, :], other=0.0)
+    b = tl.load(w_ptr + co.to(tl.int64)[None, :] * {w_row} + ({w_tap} * CPG + cin)[:, None],
+                mask=cmask[:, None] & nmask[None, :], other=0.0)
+    acc = tl.dot(tl.trans(a), b, acc, input_precision=PREC)'''
+
+
+def taps_loop(taps: str, coords: Sequence[tuple[str, str, str]], plane: str, row: str, w_row: str = "K",
+              w_tap: str = "tap", tap_note: str = "") -> str:
+    """An implicit-GEMM kernel's taps K loop (above): `taps` taps (a kernel expression), each tap's in-channels in
+    BLOCK_K chunks. `coords`: per spatial axis (input coordinate, its expression in the tap number `tap` and the
+    kernel's names, its extent); `plane` a channel's offset in x in the chunk's channels `cin`, `row` the tap's
+    offset within a channel plane, over the rows' start x_row; the weight (CO, taps, CPG) has `w_row` values per
+    out-channel and the tap's chunk starts at `w_tap` * CPG (`tap`, or the tap of the whole kernel that a phase's
+    tap number stands for). The kernel defines mmask, nmask, co, x_row and acc before it."""
+    lines = "\n".join(f"    {name} = {expr}" for name, expr, _ in coords)
+    bounds = "".join(f" & ({name} >= 0) & ({name} < {extent})" for name, _, extent in coords)
+    note = f"  # {tap_note}" if tap_note else ""
+    return _TAPS_LOOP.format(taps=taps, tap_note=note, coords=lines, bounds=bounds, plane=plane, row=row,
+                             w_row=w_row, w_tap=w_tap)
 
 def hyper_lines(d: dict, names: tuple, spatial: str, padding_strings: bool = True) -> str:
     """Generated lines binding a conv's hyper-parameters: `names` (e.g. ("stride", "dilation")) as tuples of the

@@ -13,7 +13,7 @@ from string import Template
 from kernelcraft.propose.builtin.codegen import attr, num
 from kernelcraft.propose.builtin.families import pool
 from kernelcraft.propose.builtin.families.conv import operands
-from kernelcraft.propose.builtin.families.conv.implicit_gemm import SIZE_HELPERS, TILE
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import SIZE_HELPERS, TILE, taps_loop
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -55,33 +55,10 @@ _PACKED_K = '''for k0 in range(0, K, BLOCK_K):
                 other=0.0)
     acc = tl.dot(a, b, acc, input_precision=PREC)'''
 
-# K = taps (kh, kw) x the group's in-channels in BLOCK_K chunks, one run-time loop over (tap, chunk) so that the
-# software pipeline (num_stages) runs across taps instead of restarting per tap (a static loop per tap would leave
-# CPG / BLOCK_K steps to pipeline, and unroll KH*KW copies). Per step the scalars kh, kw, c0 come from the step
-# index; the tap's input coordinates and bounds are BLOCK_M vectors, the chunk's channels a BLOCK_K vector, and
-# the tile offsets their broadcast sum: no div/mod and no 2-D bounds per element.
-# Coalescing: x is NCHW, so along the output pixels of one channel the input is contiguous (stride SW) while
-# channels are H*W apart. A is loaded as [BLOCK_K, BLOCK_M], the pixels on the fast axis (Triton orders a gather's
-# layout by its last axis: a warp then reads one channel's consecutive pixels, a few cache lines, not 32 channel
-# planes), and transposed for the dot. w is permuted by the forward to (CO, KH, KW, CPG): a chunk of one tap is
-# then BLOCK_K contiguous values per out-channel (vector loads, K-major as the tensor cores read B), where
-# (CO, CPG, KH, KW) strides would put the chunk's channels KH*KW apart, a sector per value; the copy is the
-# weight's size, once per call, small beside the conv's reads of x. (Seen in the TTGIR Triton 3.9 makes for sm_90,
-# not timed: the packed loop's A load spreads a warp over 32 K indices of one pixel, this one over 32 pixels of one
-# channel; with CPG a multiple of 16 the B load takes 4-wide vectors.)
-_TAPS_K = '''chunks = tl.cdiv(CPG, BLOCK_K)
-for step in range(0, KH * KW * chunks):
-    tap = step // chunks
-    cin = (step % chunks) * BLOCK_K + tl.arange(0, BLOCK_K)  # the chunk's channels within the group
-    cmask = cin < CPG
-    ih = ih0 + tap // KW * DH
-    iw = iw0 + tap % KW * DW
-    pmask = mmask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-    a = tl.load(x_ptr + (cin * H * W)[:, None] + (x_row + ih * W + iw)[None, :], mask=cmask[:, None] & pmask[None, :],
-                other=0.0)
-    b = tl.load(w_ptr + co.to(tl.int64)[None, :] * K + (tap * CPG + cin)[:, None],
-                mask=cmask[:, None] & nmask[None, :], other=0.0)
-    acc = tl.dot(tl.trans(a), b, acc, input_precision=PREC)'''
+# K = taps (kh, kw) x the group's in-channels in BLOCK_K chunks (implicit_gemm.taps_loop: the layout choices); w is
+# (CO, KH, KW, CPG), permuted by the forward.
+_TAPS_K = taps_loop("KH * KW", (("ih", "ih0 + tap // KW * DH", "H"), ("iw", "iw0 + tap % KW * DW", "W")),
+                    "cin * H * W", "ih * W + iw")
 
 _DEPTHWISE = Template('''
 # program (plane n*C + c, output tile): a direct stencil over one channel, taps unrolled, read from L1/L2

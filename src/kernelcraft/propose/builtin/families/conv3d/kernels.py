@@ -9,7 +9,8 @@ import inspect
 from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr
-from kernelcraft.propose.builtin.families.conv.implicit_gemm import SIZE_HELPERS, TILE, hyper_lines
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import (SIZE_HELPERS, TILE, hyper_lines,
+                                                                     taps_loop)
 from kernelcraft.propose.builtin.families.conv import operands
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
@@ -59,25 +60,11 @@ _PACKED_K = '''for k0 in range(0, K, BLOCK_K):
                 other=0.0)
     acc = tl.dot(a, b, acc, input_precision=PREC)'''
 
-# K = taps (kd, kh, kw) x the group's in-channels in BLOCK_K chunks, one run-time loop over (tap, chunk) (the
-# pipeline spans the taps; no unrolling of up to 125 taps): the tap's coordinates and bounds are BLOCK_M vectors,
-# the chunk's channels a BLOCK_K vector. A is loaded [BLOCK_K, BLOCK_M], the voxels on the fast axis (coalesced
-# in NCDHW), and transposed for the dot; w is permuted by the forward to (CO, KD, KH, KW, CPG), each chunk
-# contiguous (as in the conv family's _TAPS_K).
-_TAPS_K = '''chunks = tl.cdiv(CPG, BLOCK_K)
-for step in range(0, KD * KH * KW * chunks):
-    tap = step // chunks
-    cin = (step % chunks) * BLOCK_K + tl.arange(0, BLOCK_K)  # the chunk's channels within the group
-    cmask = cin < CPG
-    id_ = id0 + tap // (KH * KW) * DD
-    ih = ih0 + tap // KW % KH * DH
-    iw = iw0 + tap % KW * DW
-    pmask = mmask & (id_ >= 0) & (id_ < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-    a = tl.load(x_ptr + (cin.to(tl.int64) * D * H * W)[:, None] + (x_row + (id_ * H + ih) * W + iw)[None, :],
-                mask=cmask[:, None] & pmask[None, :], other=0.0)
-    b = tl.load(w_ptr + co.to(tl.int64)[None, :] * K + (tap * CPG + cin)[:, None],
-                mask=cmask[:, None] & nmask[None, :], other=0.0)
-    acc = tl.dot(tl.trans(a), b, acc, input_precision=PREC)'''
+# K = taps (kd, kh, kw) x the group's in-channels in BLOCK_K chunks (implicit_gemm.taps_loop; no unrolling of up to
+# 125 taps); w is (CO, KD, KH, KW, CPG), permuted by the forward.
+_TAPS_K = taps_loop("KD * KH * KW", (("id_", "id0 + tap // (KH * KW) * DD", "D"),
+                                     ("ih", "ih0 + tap // KW % KH * DH", "H"), ("iw", "iw0 + tap % KW * DW", "W")),
+                    "cin.to(tl.int64) * D * H * W", "(id_ * H + ih) * W + iw")
 
 
 def render(op: Op, p, names: Names) -> Rendered:

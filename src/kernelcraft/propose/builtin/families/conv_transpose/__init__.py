@@ -15,9 +15,19 @@ counts are constants of the kernel. The one-launch moves put the phase on a grid
 out in the kernel: one launch (and one tail wave) for all stride_h*stride_w phases, at the price of run-time tap
 counts in the K decoding.
 
-Weights stay as the module holds them, (C_in, C_out/groups, KH, KW): the B tile is gathered (out-channels
-strided by KH*KW), served from L2. Outputs of a phase are stored s apart along W. The epilogue's parameter operands
-(x + self.bias, broadcast by torch's rules) are read at those true output coordinates.
+The K loop of a phase walks its K in one of two orders (the move's k_order, implicit_gemm.GemmTiles): packed, K
+indices decoded into (channel, th, tw) by div/mod over the weight as the module holds it, (C_in, C_out/groups, KH,
+KW), the B tile gathered (out-channels strided by KH*KW) from L2; or taps (the conv family's loop,
+implicit_gemm.taps_loop), the phase's taps outer, each tap's in-channels in BLOCK_K chunks inner, tap coordinates
+and bounds as BLOCK_M vectors, over a weight permuted once per call to (C_out, KH, KW, C_in/groups) so that each
+chunk is contiguous. Only the phase's taps are walked: its tap number i stands for the kernel's tap f + i*t, worked
+out on the host (or, in one launch, by the kernel once per program), never per K element. The forward takes the taps
+loop where a group has at least BLOCK_K in-channels, else the packed one. The moves (implicit_gemm.gemm_moves): the
+packed 3xTF32 move first, then the taps moves (3xTF32, exact fp32) where the conv family put them; the one-launch
+moves keep the packed loop.
+
+Outputs of a phase are stored s apart along W. The epilogue's parameter operands (x + self.bias, broadcast by
+torch's rules) are read at those true output coordinates.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kernelcraft.propose.builtin.families.conv.implicit_gemm import GemmTiles, gemm_moves
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import TAPS_IDEA, GemmTiles, gemm_moves
 from kernelcraft.propose.builtin.families.conv_transpose import kernels
 from kernelcraft.propose.builtin.families.conv_transpose.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Rendered
@@ -41,6 +51,7 @@ class ConvTransposeTiles(GemmTiles):
 
     one_launch: bool = False
 
+    TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop (a phase's taps outer, their in-channels inner)
     FORMULATION: ClassVar[str] = ("Sub-pixel decomposition: one implicit GEMM per output phase (oh, ow mod stride) "
                                   "over only the taps that reach it, inputs gathered straight from x (no "
                                   "zero-inserted buffer)")
@@ -53,7 +64,8 @@ class ConvTransposeTiles(GemmTiles):
                     "tf32": "TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32)"}
         return ("All output phases in one launch (the phase a grid axis, its taps worked out in the kernel): no launch "
                 f"and tail wave per phase; {self.BLOCK_M}x{self.BLOCK_N} tiles, {self.BLOCK_K}-wide K steps, "
-                f"{self.num_warps} warps, {self.num_stages} stages, {products[self.precision]}")
+                f"{self.num_warps} warps, {self.num_stages} stages, {products[self.precision]}"
+                + (f"; {TAPS_IDEA}" if self.k_order == "taps" else ""))
 
     def category(self) -> str:
         return "parallelism" if self.one_launch and not self.relaxed else super().category()

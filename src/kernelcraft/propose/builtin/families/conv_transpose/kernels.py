@@ -1,7 +1,8 @@
 """The transposed-conv family's kernels and forward: a launch per output phase (`per_phase`, the phase's taps
 worked out on the host by kc_phase_taps, its tap counts constants of the kernel), or one launch for all phases
 (`all_phases`, the phase a grid axis, its taps worked out in the kernel by kc_first_tap). Both kernels are one
-template: the swizzled tile prologue and the phase's implicit GEMM (`_GEMM`) after their own phase set-up. The
+template: the swizzled tile prologue and the phase's implicit GEMM (`_GEMM`) after their own phase set-up, with a
+packed (channel, tap) K loop or the taps K loop (`_PACKED_K`, `_TAPS_K`; the forward picks per call). The
 epilogue's parameter operands are read at the outputs' true coordinates (oh, ow), not the phase's (jh, jw):
 families/conv/operands.py."""
 
@@ -12,7 +13,7 @@ from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent
 from kernelcraft.propose.builtin.families.conv import operands
-from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE, hyper_lines
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE, hyper_lines, taps_loop
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -37,7 +38,8 @@ def kc_phase_taps(r, s, p, d, k):
     return first, step, (k - first + step - 1) // step, (r + p - first * d) // s, step * d // s
 
 
-# The phase's implicit GEMM: outputs rm (n, jh, jw) of phase (RH, RW) x out-channels co, K = (channel, tap th, tap tw)
+# The phase's implicit GEMM: outputs rm (n, jh, jw) of phase (RH, RW) x out-channels co, K the phase's (channel,
+# tap th, tap tw) in one of two orders ($kloop: _PACKED_K or _TAPS_K, the rest shared)
 _GEMM = Template('''n = rm // (OHR * OWR)
 pix = rm % (OHR * OWR)
 jh = pix // OWR
@@ -48,7 +50,19 @@ x_row = (n.to(tl.int64) * C + g * CPG) * H * W  # start of image n, first channe
 mmask = rm < M
 nmask = rn < COPG
 acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-for k0 in range(0, K, BLOCK_K):
+$kloop
+x = acc
+if HAS_BIAS:
+    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
+oh = RH + jh * SH  # the outputs' true coordinates: the phase's are SH, SW apart
+ow = RW + jw * SW
+$epilogue
+out = (n.to(tl.int64) * CO * OH * OW + oh * OW + ow)[:, None] + (co.to(tl.int64) * OH * OW)[None, :]
+tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])''')
+
+# K = (channel c, tap th, tap tw) packed: each step decodes its K indices and gathers a 2-D patch; the weight as the
+# module holds it, (C_in, C_out/groups, KH, KW), its out-channels KH*KW apart (served from L2).
+_PACKED_K = '''for k0 in range(0, K, BLOCK_K):
     kk = k0 + tl.arange(0, BLOCK_K)  # (channel c, tap th, tap tw)
     c = kk // (NH * NW)
     th = kk // NW % NH
@@ -61,15 +75,15 @@ for k0 in range(0, K, BLOCK_K):
     wk = (g * CPG + c).to(tl.int64) * COPG * KH * KW + tap  # weight (C_in, C_out/groups, KH, KW)
     b = tl.load(w_ptr + wk[:, None] + (rn * KH * KW)[None, :], mask=(kk < K)[:, None] & nmask[None, :],
                 other=0.0)
-    acc = tl.dot(a, b, acc, input_precision=PREC)
-x = acc
-if HAS_BIAS:
-    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
-oh = RH + jh * SH  # the outputs' true coordinates: the phase's are SH, SW apart
-ow = RW + jw * SW
-$epilogue
-out = (n.to(tl.int64) * CO * OH * OW + oh * OW + ow)[:, None] + (co.to(tl.int64) * OH * OW)[None, :]
-tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])''')
+    acc = tl.dot(a, b, acc, input_precision=PREC)'''
+
+# K = the phase's taps (its NH x NW, K // CPG of them: none where K == 0) x the group's in-channels in BLOCK_K chunks
+# (implicit_gemm.taps_loop, the conv family's loop): the phase's tap number `tap` is (th, tw) = (tap // NW, tap % NW),
+# its input ih0 - th*EH, iw0 - tw*EW and its weight the kernel's tap (FH + th*TH, FW + tw*TW) of w as (CO, KH, KW,
+# CPG), permuted by the forward. Only the phase's taps are walked: the host worked them out (kc_phase_taps).
+_TAPS_K = taps_loop("(K // CPG)", (("ih", "ih0 - tap // NW * EH", "H"), ("iw", "iw0 - tap % NW * EW", "W")),
+                    "cin * H * W", "ih * W + iw", w_row="KH * KW * CPG",
+                    w_tap="((FH + tap // NW * TH) * KW + FW + tap % NW * TW)", tap_note="the phase's tap number")
 
 _KERNEL = Template('''
 $phase
@@ -108,25 +122,29 @@ return first''')
 _COMMON = ("HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC")
 
 
-def per_phase(op: Op, names: Names) -> TritonKernel:
+def per_phase(op: Op, names: Names, taps: bool = False) -> TritonKernel:
+    """The kernel of one phase's launch (`taps`: the taps K loop, over w as (CO, KH, KW, CPG); else the packed one,
+    over w as the module holds it); both take the same parameters."""
     return TritonKernel(
-        names("kc_conv_transpose2d_kernel"),
+        names("kc_conv_transpose2d_taps_kernel" if taps else "kc_conv_transpose2d_kernel"),
         ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *operands.params(op, NDIM), "M", "C", "H", "W", "CO", "OH", "OW", "OHR",
          "OWR", "K", "CPG", "COPG", "KH", "KW", "RH", "RW", "SH", "SW", "FH", "FW", "TH", "TW", "BH", "BW", "EH", "EW"),
-        ("NH", "NW", *_COMMON, *operands.flags(op)), _body(op, _PER_PHASE), Scalars.of(op))
+        ("NH", "NW", *_COMMON, *operands.flags(op)), _body(op, _PER_PHASE, taps), Scalars.of(op))
 
 
-def all_phases(op: Op, names: Names) -> TritonKernel:
+def all_phases(op: Op, names: Names, taps: bool = False) -> TritonKernel:
+    """The one-launch kernel (`taps` as per_phase's)."""
     return TritonKernel(
-        names("kc_conv_transpose2d_phases_kernel"),
+        names("kc_conv_transpose2d_phases_taps_kernel" if taps else "kc_conv_transpose2d_phases_kernel"),
         ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *operands.params(op, NDIM), "N", "C", "H", "W", "CO", "OH", "OW", "CPG",
          "COPG", "KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW", "TH", "TW", "EH", "EW"),
-        (*_COMMON, *operands.flags(op)), _body(op, _ALL_PHASES), Scalars.of(op))
+        (*_COMMON, *operands.flags(op)), _body(op, _ALL_PHASES, taps), Scalars.of(op))
 
 
-def _body(op: Op, phase: str) -> str:
+def _body(op: Op, phase: str, taps: bool) -> str:
     epilogue = epilogue_lines(op.detail.get("steps") or [], lambda k: operands.tile_load(k, ("oh", "ow")))
-    return _KERNEL.substitute(phase=phase, tile=TILE, gemm=_GEMM.substitute(epilogue="\n".join(epilogue)))
+    gemm = _GEMM.substitute(kloop=_TAPS_K if taps else _PACKED_K, epilogue="\n".join(epilogue))
+    return _KERNEL.substitute(phase=phase, tile=TILE, gemm=gemm)
 
 
 def _operand_lines(op: Op) -> str:
@@ -155,19 +173,36 @@ def render(op: Op, p, names: Names) -> Rendered:
               "PREC": "prec", **operands.flag_consts(op)}
     options = {"num_warps": int(p.num_warps), "num_stages": int(p.num_stages)}
     common = ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM)]  # the epilogue's operands last
+    make = all_phases if p.one_launch else per_phase
+    packed = make(op, names)
+
+    def launch(kernel: TritonKernel) -> str:
+        if p.one_launch:
+            return kernel.launch("grid", [*common, "N", "C", "H", "W", "CO", "OH", "OW", "CPG", "COPG", "KH", "KW",
+                                          "sh", "sw", "ph", "pw", "dh", "dw", "th", "tw", "eh", "ew"], consts, **options)
+        return kernel.launch("grid", [*common, "M", "C", "H", "W", "CO", "OH", "OW", "OHR", "OWR", "K", "CPG", "COPG",
+                                      "KH", "KW", "rh", "rw", "sh", "sw", "fh", "fw", "th", "tw", "bh", "bw", "eh", "ew"],
+                             {"NH": "max(nh, 1)", "NW": "max(nw, 1)", **consts}, **options)
+
+    run, kernels, choose = launch(packed), (packed,), ""
+    if p.k_order == "taps":  # the taps K loop where a group's in-channels fill a chunk; fewer: the packed K
+        taps = make(op, names, taps=True)
+        kernels += (taps,)
+        run = f"if use_taps:\n    {launch(taps)}\nelse:  # the packed (channel, th, tw) K\n    {run}"
+        choose = f'''
+use_taps = CPG >= {bk}  # the taps K loop where a group's in-channels fill a chunk; fewer: the packed K wastes less
+if use_taps:  # w as (CO, KH, KW, CPG): each tap's channel chunk contiguous
+    w = w.reshape(groups, CPG, COPG, KH, KW).permute(0, 2, 3, 4, 1).contiguous()'''
     if p.one_launch:
-        kernel = all_phases(op, names)
-        launch = f'''
+        launch_lines = f'''{choose}
 _, th, _, _, eh = kc_phase_taps(0, sh, ph, dh, KH)  # tap step and input shift: the same for every phase
 _, tw, _, _, ew = kc_phase_taps(0, sw, pw, dw, KW)
 M0 = N * triton.cdiv(OH, sh) * triton.cdiv(OW, sw)  # phase (0, 0) has the most outputs
 grid = (triton.cdiv(M0, {bm}) * triton.cdiv(COPG, bn), groups, sh * sw)
-''' + kernel.launch("grid", [*common, "N", "C", "H", "W", "CO", "OH", "OW", "CPG", "COPG", "KH", "KW", "sh",
-                                       "sw", "ph", "pw", "dh", "dw", "th", "tw", "eh", "ew"], consts, **options)
-        blocks = (inspect.getsource(kc_phase_taps), FIRST_TAP, kernel)
+{run}'''
+        blocks = (inspect.getsource(kc_phase_taps), FIRST_TAP, *kernels)
     else:
-        kernel = per_phase(op, names)
-        launch = f'''
+        launch_lines = f'''{choose}
 for rh in range(min(sh, OH)):  # one launch per output phase (rh, rw)
     fh, th, nh, bh, eh = kc_phase_taps(rh, sh, ph, dh, KH)
     for rw in range(min(sw, OW)):
@@ -175,11 +210,8 @@ for rh in range(min(sh, OH)):  # one launch per output phase (rh, rw)
         OHR, OWR = (OH - rh + sh - 1) // sh, (OW - rw + sw - 1) // sw
         M, K = N * OHR * OWR, CPG * nh * nw  # K == 0: no tap reaches this phase, bias only
         grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
-        ''' + kernel.launch("grid", [*common, "M", "C", "H", "W", "CO", "OH", "OW", "OHR", "OWR", "K", "CPG",
-                                     "COPG", "KH", "KW", "rh", "rw", "sh", "sw", "fh", "fw", "th", "tw", "bh", "bw",
-                                     "eh", "ew"],
-                            {"NH": "max(nh, 1)", "NW": "max(nw, 1)", **consts}, **options)
-        blocks = (inspect.getsource(kc_phase_taps), kernel)
+{indent(run, 8)}'''
+        blocks = (inspect.getsource(kc_phase_taps), *kernels)
     one_d = op.kind == "conv_transpose1d"  # a one-row 2-D one: x (N, C, 1, L), w (C_in, C_out/groups, 1, K)
     one_row = ("\nx = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2])  # (N, C, L) as one-row images"
                "\nw = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])") if one_d else ""
@@ -200,6 +232,6 @@ y = torch.empty((N, CO, max(OH, 0), max(OW, 0)), dtype=x.dtype, device=x.device)
     w = w.contiguous()
     bn = min({bn}, max(16, triton.next_power_of_2(COPG)))
     prec = "{p.precision}" if x.dtype == torch.float32 else "ieee"  # fp16/bf16 take the tensor cores as they are
-{indent(launch.strip(chr(10)), 4)}
+{indent(launch_lines.strip(chr(10)), 4)}
 {"y = y.reshape(y.shape[0], y.shape[1], y.shape[3])" + chr(10) if one_d else ""}return y.reshape(y.shape[1:]) if unbatched else y'''
     return Rendered((*blocks, operands.HELPER) if operands.count(op) else blocks, body)

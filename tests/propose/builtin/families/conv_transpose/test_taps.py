@@ -1,0 +1,202 @@
+"""The transposed-conv family's taps K loop (k_order "taps": a phase's taps outer, each tap's in-channels in BLOCK_K
+chunks inner, over a weight permuted to (CO, KH, KW, CPG)) against nn.ConvTranspose2d / nn.ConvTranspose1d /
+F.conv_transpose2d on odd shapes: strides 1, 2 and 3, padding, output_padding, dilation sharing a factor with the
+stride (phases no tap reaches: bias and epilogue only), groups, channel counts that are and are not a multiple of the
+chunk, no bias, unbatched, fp16, a launch per phase and every phase in one launch, epilogues with constants and
+parameter operands; and the forward's fallback to the packed K loop where a group has fewer in-channels than a
+chunk (depthwise included). A spy on the candidate's kernels checks which K loop ran. The chunks are narrowed
+(BLOCK_K 4, on a GPU 16 with 4x the channels: kernel_check.CHANNELS) so a few channels fill several of them."""
+
+import pytest
+import torch
+
+from kernelcraft.propose.builtin.analyze import analyze
+from kernelcraft.propose.builtin.families.conv_transpose import ConvTransposeTiles
+from kernelcraft.propose.builtin.families.conv_transpose.kernels import kc_phase_taps
+from kernelcraft.propose.builtin.plan import Op
+from tests.propose.builtin.families.conv_transpose.test_conv_transpose2d import CONV, INIT, convt_op
+from tests.propose.builtin.kernel_check import CHANNELS as S, DEVICE, Launches, assert_no_torch_compute, check, load
+from tests.propose.builtin.kernel_check import more_channels, moves, reference, render
+from tests.propose.builtin.kernel_check import move_tolerance as tolerance
+from tests.propose.builtin.test_analyze import write
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+PACKED, TAPS = "kc_conv_transpose2d_kernel", "kc_conv_transpose2d_taps_kernel"
+ONE_PACKED, ONE_TAPS = "kc_conv_transpose2d_phases_kernel", "kc_conv_transpose2d_phases_taps_kernel"
+
+
+def taps_moves(op: Op) -> list:
+    return [m.params for m in moves(op) if m.params.k_order == "taps"]
+
+
+def narrow(op: Op, precision: str = "tf32x3") -> ConvTransposeTiles:
+    """The taps move of `precision` with 4-wide channel chunks (16 on a GPU)."""
+    return next(p for p in taps_moves(op) if p.precision == precision).but(BLOCK_K=4 * S)
+
+
+# ((cin, cout, k, s, p, op, g, bias, d), input shape), every group with at least 4 in-channels (times S): the taps
+# kernel runs
+TAPS_CASES = more_channels([
+    ((5, 6, 3, 1, 1), (2, 5, 5, 7)),  # stride 1 (one phase, every tap); 5 channels: a full chunk and a masked one
+    ((8, 6, 4, 2, 1), (1, 8, 5, 6)),  # the suite's 2x upsampling: kernel 4, stride 2, padding 1; two full chunks
+    ((6, 4, (3, 2), (2, 3), (1, 0), (1, 2), 1, False, (2, 1)), (2, 6, 5, 4)),  # dilation 2 with stride 2: odd rows
+    # get no tap; stride 3 along W with output_padding 2; no bias
+    ((10, 6, 3, 3, 2, 1, 2), (1, 10, 4, 5)),  # groups 2 (5 in-, 3 out-channels each), stride 3, output_padding
+    ((5, 3, 3, 2, 1), (5, 4, 6)),  # unbatched
+    ((4, 3, 1, 2), (1, 4, 3, 5)),  # 1x1 kernel, stride 2: only phase (0, 0) has a tap
+    ((6, 5, (1, 3), (3, 1), (0, 1)), (2, 6, 3, 4)),  # stride 3 over a 1-tall kernel
+    ((4, 3, 3, 1, 2), (1, 4, 4, 4))], 2)  # padding as large as the kernel: the output shrinks
+# a group with fewer in-channels than a chunk: the packed K loop
+PACKED_CASES = more_channels([((3, 5, 3, 2, 1), (2, 3, 5, 7)),  # 3 channels
+                              ((6, 4, 3, 2, 0, 1, 2), (1, 6, 7, 5)),  # groups 2: 3 each
+                              ((6, 6, 3, 3, 2, 1, 6), (2, 6, 5, 5))], 2)  # depthwise
+
+
+def test_phase_taps_are_the_taps_that_reach_the_phase():
+    """kc_phase_taps (the host's, which the taps loop walks): tap k reaches phase r where (r + p - k*d) % s == 0."""
+    for s, p, d, k in [(1, 0, 1, 3), (2, 1, 1, 4), (2, 0, 2, 3), (3, 2, 1, 3), (5, 1, 2, 3), (3, 1, 2, 4), (2, 0, 1, 1)]:
+        for r in range(s):
+            first, step, count, base, shift = kc_phase_taps(r, s, p, d, k)
+            want = [t for t in range(k) if (r + p - t * d) % s == 0]
+            assert [first + i * step for i in range(count)] == want, (s, p, d, k, r)
+            for i, t in enumerate(want):  # output r + s*j reads input j + base - i*shift through tap t
+                assert (r + p - t * d) // s == base - i * shift
+
+
+def test_taps_moves_follow_the_first_as_in_the_conv_family():
+    ms = [m.params for m in moves(convt_op())]
+    assert (ms[0].k_order, ms[0].precision, ms[0].one_launch) == ("packed", "tf32x3", False)
+    assert [(p.precision, p.k_order, p.BLOCK_K, p.one_launch) for p in ms[1:3]] == [
+        ("tf32x3", "taps", 32, False), ("ieee", "taps", 32, False)]
+    assert [p.k_order for p in ms if p.precision == "tf32"][:2] == ["packed", "taps"]
+    assert sum(p.k_order == "taps" for p in ms) == 3
+    assert all(p.k_order == "packed" for p in ms if p.one_launch)
+    for p in ms[1:3]:  # the idea text says what the K loop does, and tells it from the packed move
+        assert "K loop over the kernel taps" in p.idea() and "phase" in p.idea() and p.category() == "memory"
+        assert p.idea() != p.but(k_order="packed").idea()
+    one = ConvTransposeTiles(one_launch=True)
+    assert "K loop over the kernel taps" in one.but(k_order="taps").idea() and "K loop over" not in one.idea()
+    assert ConvTransposeTiles.from_json({"precision": "ieee"}).k_order == "packed"  # records before the field
+    with pytest.raises(ValueError):
+        ConvTransposeTiles(k_order="rows")
+
+
+@pytest.mark.parametrize("params", taps_moves(convt_op()), ids=lambda p: p.precision)
+def test_taps_moves_as_offered(params, tmp_path):
+    """The moves' own 32-wide chunks: 33 channels (a group's, in the second case) fill one and a 1-channel masked
+    one; fewer fall back."""
+    spy = Launches(PACKED, TAPS)
+    check(convt_op(), reference("self.conv(x)", INIT, CONV), params,
+          [((33, 5, 3, 2, 1, 1), (1, 33, 4, 5)), ((66, 6, 4, 2, 1, 0, 2), (2, 66, 3, 4))], tmp_path, patch=spy,
+          **tolerance(params))
+    assert set(spy.seen) == {TAPS}
+    spy = Launches(PACKED, TAPS)
+    check(convt_op(), reference("self.conv(x)", INIT, CONV), params, PACKED_CASES[:2], tmp_path, patch=spy,
+          **tolerance(params))
+    assert set(spy.seen) == {PACKED}
+
+
+@pytest.mark.parametrize("precision", ["tf32x3", "ieee"])
+def test_taps_on_odd_shapes(precision, tmp_path):
+    params = narrow(convt_op(), precision)
+    spy = Launches(PACKED, TAPS)
+    check(convt_op(), reference("self.conv(x)", INIT, CONV), params, TAPS_CASES, tmp_path, patch=spy,
+          **tolerance(params))
+    assert set(spy.seen) == {TAPS}
+
+
+@pytest.mark.parametrize("precision", ["tf32x3", "ieee"])
+def test_taps_in_one_launch(precision, tmp_path):
+    """The one-launch kernel (every phase on a grid axis, its taps worked out per program) with the taps loop."""
+    params = narrow(convt_op(), precision).but(one_launch=True)
+    spy = Launches(ONE_PACKED, ONE_TAPS)
+    check(convt_op([["tanh"]]), reference("torch.tanh(self.conv(x))", INIT, CONV), params,
+          TAPS_CASES[1:4] + PACKED_CASES[:1], tmp_path, patch=spy, **tolerance(params))
+    assert spy.seen == [ONE_TAPS] * 3 + [ONE_PACKED]
+
+
+def test_fewer_channels_than_a_chunk_fall_back_to_the_packed_loop(tmp_path):
+    spy = Launches(PACKED, TAPS)
+    check(convt_op(), reference("self.conv(x)", INIT, CONV), narrow(convt_op()), PACKED_CASES, tmp_path, patch=spy,
+          rtol=1e-4, atol=1e-4)
+    assert set(spy.seen) == {PACKED}
+
+
+def test_taps_half_inputs(tmp_path):
+    spy = Launches(PACKED, TAPS)
+    check(convt_op(), reference("self.conv(x)", INIT, CONV), narrow(convt_op()), TAPS_CASES[:2], tmp_path,
+          patch=spy, rtol=1e-2, atol=1e-2, dtype=torch.float16)
+    assert set(spy.seen) == {TAPS}
+
+
+def test_taps_with_epilogue_steps_and_functional_values(tmp_path):
+    op = convt_op([["tanh"], ["add", 1.0]])
+    spy = Launches(PACKED, TAPS)
+    check(op, reference("torch.tanh(self.conv(x)) + 1.0", INIT, CONV), narrow(op), TAPS_CASES[1:4], tmp_path,
+          patch=spy, rtol=1e-4, atol=1e-4)
+    op = Op("conv_transpose2d", {"stride": [2, 3], "padding": [1, 2], "output_padding": [1, 0], "dilation": [1, 2],
+                                 "groups": 2, "module": None, "groups_attr": "g", "weight": "w", "bias": "b",
+                                 "steps": []})
+    ref = reference("F.conv_transpose2d(x, self.w, self.b, (2, 3), (1, 2), (1, 0), self.g, (1, 2))", "self",
+                    f"self.g = 2\nself.w = nn.Parameter(torch.randn({8 * S}, 3, 3, 4))\n"
+                    "self.b = nn.Parameter(torch.randn(6))")
+    check(op, ref, narrow(op, "ieee"), [((), (2, 8 * S, 5, 3)), ((), (1, 8 * S, 1, 1))], tmp_path, patch=spy,
+          rtol=1e-4, atol=1e-4)
+    assert set(spy.seen) == {TAPS}
+
+
+def _check_problem(forward: str, init: str, shapes: list, kind: str, tmp_path, one_launch: bool = False) -> None:
+    """The single op read from a written reference, rendered on the narrowed taps move, against the reference at
+    each input shape (in eval mode, as the verifier runs it); the taps kernel must run for each."""
+    problem = write(tmp_path, forward, init, f"[torch.randn{shapes[0]}]")
+    op = analyze(problem).single
+    assert op.kind == kind, op
+    source = render(op, problem.source, narrow(op).but(one_launch=one_launch))
+    assert_no_torch_compute(source)
+    module = load(source, tmp_path)
+    spy = Launches(*((ONE_PACKED, ONE_TAPS) if one_launch else (PACKED, TAPS)))
+    spy(module)
+    for shape in shapes:
+        torch.manual_seed(0)
+        ref = module.Model().to(DEVICE).eval()
+        torch.manual_seed(0)
+        new = module.ModelNew().to(DEVICE).eval()
+        x = torch.randn(shape, device=DEVICE)
+        with torch.no_grad():
+            torch.testing.assert_close(new(x), ref(x), rtol=1e-4, atol=1e-4)
+    assert set(spy.seen) == {ONE_TAPS if one_launch else TAPS}
+
+
+CONV1 = "self.conv = nn.ConvTranspose1d"
+
+
+@pytest.mark.parametrize("args, shapes", [
+    (f"{5 * S}, 6, 3", [(2, 5 * S, 11), (5 * S, 4)]),  # stride 1; unbatched
+    (f"{4 * S}, 6, 5, stride=3, padding=2, output_padding=1", [(2, 4 * S, 9), (1, 4 * S, 1)]),
+    (f"{8 * S}, 4, 3, stride=2, dilation=2, groups=2, bias=False", [(2, 8 * S, 10)]),  # phase 1 gets no tap
+], ids=["stride1", "stride3", "dilated-groups"])
+def test_taps_conv_transpose1d(args, shapes, tmp_path):
+    _check_problem("return torch.relu(self.conv(x))", f"{CONV1}({args})", shapes, "conv_transpose1d", tmp_path)
+
+
+@pytest.mark.parametrize("forward, init, shapes", [
+    ("return torch.sigmoid(self.conv(x) + self.b)", f"self.conv = nn.ConvTranspose2d({6 * S}, 4, 3, stride=2, "
+     "padding=1, output_padding=1)\nself.b = nn.Parameter(torch.randn(4, 1, 1))",
+     [(2, 6 * S, 5, 4), (6 * S, 3, 3)]),  # per channel (one vector per tile); unbatched
+    ("return torch.tanh(self.conv(x) - self.a) * self.b", f"self.conv = nn.ConvTranspose2d({5 * S}, 4, (3, 2), "
+     "stride=(3, 2), padding=(1, 0))\nself.a = nn.Parameter(torch.randn(4, 10, 6))\n"
+     "self.b = nn.Parameter(torch.randn(10, 1))", [(2, 5 * S, 4, 3), (5 * S, 4, 3)]),  # per output; along the height
+    ("return self.conv(x) * self.s", f"{CONV1}({5 * S}, 3, 3, stride=2)\nself.s = nn.Parameter(torch.randn(3, 1))",
+     [(2, 5 * S, 7)]),  # 1-D with an operand
+])
+def test_taps_with_parameter_operands(forward, init, shapes, tmp_path):
+    kind = "conv_transpose1d" if "ConvTranspose1d" in init else "conv_transpose2d"
+    _check_problem(forward, init, shapes, kind, tmp_path)
+
+
+def test_taps_with_an_operand_in_one_launch(tmp_path):
+    _check_problem("return torch.relu(self.conv(x) * self.a + self.b)",
+                   f"self.conv = nn.ConvTranspose2d({8 * S}, 6, 3, stride=2, groups=2, dilation=2)\n"
+                   "self.a = nn.Parameter(torch.randn(6, 1, 1))\nself.b = nn.Parameter(torch.randn(13))",
+                   [(2, 8 * S, 5, 5), (8 * S, 3, 5)], "conv_transpose2d", tmp_path, one_launch=True)
