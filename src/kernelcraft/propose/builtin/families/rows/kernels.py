@@ -1,6 +1,8 @@
 """The rows families' kernels over the [outer, R, inner] column view (propose/builtin/columns.py): `softmax` (softmax and
 log_softmax along R) and `reduce` (sum, mean, max, min, logsumexp, 2-norm along R, split over programs when there
-are few columns).
+are few columns; its columns placed by columns.py's PLAN and PLACE, so a reduction over a leading or middle dim reads
+adjacent columns of one outer index in vector loads). The reduce kernel and its launches (`reduce_blocks`,
+`reduce_launches`) also serve the pooling families' global pools.
 
 The kernels apply no steps and read no scalars: each is the same text for every op of its kind (the kind is in its
 name), so it keeps its plain name and a chain of two such ops emits it once; everything op-specific (the dim, the
