@@ -1,9 +1,16 @@
 """Column tiles over a contiguous tensor seen as [outer, R, inner]: the layout of the families that reduce or scan
-along one dim (argreduce, scan, the cross-entropy and KL losses). A column is one of the C = outer * inner vectors
-of R elements `inner` apart; a program takes BLOCK_C columns and walks R in BLOCK_R tiles.
+along one dim (the reduce family, argreduce, scan, the cross-entropy and KL losses). A column is one of the
+C = outer * inner vectors of R elements `inner` apart; a program takes BLOCK_C columns and walks R in BLOCK_R tiles.
 
 TILES is the host helper choosing the tile shape (`kc_tiles`, one text for every op, so a chain emits it once);
-COLUMNS the kernel prologue that places a program's columns (a kernel body's first lines, a `$columns` slot)."""
+COLUMNS the kernel prologue that places a program's columns (a kernel body's first lines, a `$columns` slot).
+
+PLAN and PLACE are the reductions' pair (reduce, argreduce): `kc_plan` also picks how a program's columns are
+placed and the grid, and PLACE places them. Columns found by dividing a flat column index by `inner` cannot be
+proven adjacent in memory, so the compiler loads them one element at a time; over a leading or middle dim PLACE
+instead takes BLOCK_C adjacent columns of one outer index (WITHIN), the program id split once into (outer index,
+column block) on the host's n_cb, and the row length and column stride enter as multiples of the widest vector they
+allow (VEC_R, VEC_I), so the loads are provably contiguous and aligned and become vector loads."""
 
 from __future__ import annotations
 
@@ -22,4 +29,46 @@ def kc_tiles(R, C, inner, row_max, block_r, tile, columns=32):
 COLUMNS = '''c = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
 cmask = c < C
 base = (c // inner) * R * inner + c % inner
+r = tl.arange(0, BLOCK_R)'''
+
+PLAN = '''
+def kc_plan(outer, R, inner, row_max, block_r, tile, columns, target, item):
+    """How to reduce R in a contiguous [outer, R, inner] view of `item`-byte elements: (BLOCK_R, BLOCK_C, WITHIN,
+    n_cb, column tiles, splits, chunk, VEC_R, VEC_I). WITHIN: a tile is BLOCK_C adjacent columns of one outer index
+    (n_cb column blocks per outer index), taken where such tiles are at least a quarter of `tile`; else BLOCK_C
+    consecutive columns (whole rows when inner == 1). With fewer tiles than `target` R is split over programs,
+    `chunk` R tiles each. VEC_R, VEC_I: the widest vectors (16 bytes at most) that R and inner are multiples of,
+    for the row length (inner == 1) and the column stride (WITHIN)."""
+    np2 = triton.next_power_of_2
+    rows = max(R, 1)
+    br, bc, single = kc_tiles(rows, outer * inner, inner, row_max, block_r, tile, columns)
+    bc_within = min(np2(inner), max(min(np2(inner), columns), tile // br))
+    within = inner > 1 and 4 * br * bc_within >= tile
+    if within:
+        bc, n_cb = bc_within, triton.cdiv(inner, bc_within)
+        tiles = outer * n_cb
+    else:
+        n_cb, tiles = 1, triton.cdiv(outer * inner, bc)
+    steps = triton.cdiv(rows, br)
+    splits = 1 if single or tiles >= target else max(1, min(steps, triton.cdiv(target, tiles), 1024))
+    chunk = triton.cdiv(steps, splits)
+    vr = next(v for v in (8, 4, 2, 1) if v * item <= 16 and R % v == 0) if inner == 1 else 1
+    vi = next(v for v in (8, 4, 2, 1) if v * item <= 16 and inner % v == 0) if within else 1
+    return br, bc, within, n_cb, tiles, triton.cdiv(steps, chunk), chunk, vr, vi
+'''
+
+# A program's columns: c (their indices, into the result), cmask, base (where each starts), r (a tile's rows).
+PLACE = '''R = R_v * VEC_R  # as multiples of their vector widths, so the compiler knows the loads' alignment
+inner = inner_v * VEC_I
+if WITHIN:  # BLOCK_C adjacent columns of outer index o: contiguous in memory, vector loads
+    pid = tl.program_id(0)
+    o = (pid // n_cb).to(tl.int64)
+    col = (pid % n_cb) * BLOCK_C + tl.arange(0, BLOCK_C)
+    cmask = col < inner
+    c = o * inner + col
+    base = o * R * inner + col
+else:  # BLOCK_C consecutive columns of C (whole rows when inner == 1)
+    c = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    cmask = c < C
+    base = (c // inner) * R * inner + c % inner
 r = tl.arange(0, BLOCK_R)'''

@@ -111,3 +111,59 @@ SUITE = {"maxpool2d": (pool("max", [3, 3], [2, 2], (1, 1)), ()),
 def test_suite_problems(name, tmp_path):
     op, init = SUITE[name]
     check(op, load_problem(f"level1/{name}").source, moves(op)[0].params, [(init, (2, 5, 37, 29))], tmp_path)
+
+
+# ---------------------------------------------------------------- global pools: one row reduction per plane
+
+WHOLE = {  # a window without padding or dilation that is the whole plane at run time: a global pool
+    "avg_whole": (pool("avg", [5, 7], ceil_mode=True), "nn.AvgPool2d((5, 7), ceil_mode=True)",
+                  [(2, 3, 5, 7), (1, 5, 7), (2, 3, 9, 11)]),
+    "max_whole": (pool("max", [4, 4], [2, 2]), "nn.MaxPool2d(4, 2)", [(3, 2, 4, 4), (1, 1, 4, 4), (2, 3, 9, 11)]),
+    "avg1d_whole": (pool("avg", [1, 9], dims=1), "nn.AvgPool1d(9)", [(2, 3, 9), (4, 9), (2, 3, 20)]),
+}  # the last shape of each is larger than the window: windows
+
+
+@pytest.mark.parametrize("case", sorted(WHOLE))
+@pytest.mark.parametrize("move", [0, 2])
+def test_a_window_that_is_the_whole_plane_is_a_global_pool(case, move, tmp_path):
+    op, module, shapes = WHOLE[case]
+    params = moves(op)[move].params
+    source = render(op, _ref(module), params)
+    assert "def kc_pool2d_kernel(" in source and "_reduce_kernel[(tiles, 1)]" in source
+    check(op, _ref(module), params, [((), s) for s in shapes], tmp_path)
+
+
+def test_a_global_max_keeps_nan(tmp_path):
+    op, module, _ = WHOLE["max_whole"]
+    mod = load(render(op, _ref(module), moves(op)[0].params), tmp_path)
+    x = torch.randn(2, 3, 4, 4, device=DEVICE)
+    x[0, 1, 2, 3] = float("nan")
+    x[1, 2] = -float("inf")
+    torch.testing.assert_close(mod.ModelNew()(x), mod.Model()(x), equal_nan=True)
+
+
+@pytest.mark.parametrize("move", range(4))
+def test_global_moves_pack_short_planes_and_split_few_long_ones(move, tmp_path):
+    op, module, _ = CASES["adaptive_global"]
+    assert {m.params.variant for m in moves(op)} == {"global"}
+    # few large planes take the split path (fp32 partials, a combining launch); many tiny ones are packed
+    check(op, _ref(module), moves(op)[move].params, [((), (1, 2, 70, 90)), ((), (3, 50, 2, 3)), ((), (2, 1, 1, 1))],
+          tmp_path)
+    check(op, _ref(module), moves(op)[move].params, [((), (2, 3, 20, 30))], tmp_path, dtype=torch.float16, rtol=1e-3,
+          atol=1e-3)
+
+
+def test_the_global_variant_refuses_windows():
+    with pytest.raises(ValueError, match="reduces whole planes"):
+        render(CASES["max_3s2p1"][0], _ref(CASES["max_3s2p1"][1]), moves(CASES["adaptive_global"][0])[0].params)
+
+
+def test_a_global_pool_after_a_conv_is_its_pool(tmp_path):
+    """KernelBench's 67_Conv2d_GELU_GlobalAvgPool: the pool folded into the conv's op, rendered as the reduction."""
+    from tests.propose.builtin.chain_check import check_chain
+
+    ops, source = check_chain(tmp_path, "x = F.gelu(self.conv(x))\nx = F.adaptive_avg_pool2d(x, 1)\n"
+                                        "return x.squeeze(-1).squeeze(-1)", "self.conv = nn.Conv2d(3, 5, 3)",
+                              [[(2, 3, 9, 12)], [(1, 3, 5, 5)]])
+    assert ops[0].kind == "conv2d" and ops[0].detail["pool"]["output_size"] == [1, 1]
+    assert "kc_mean_reduce_kernel[" in source and "kc_pool2d_kernel" not in source

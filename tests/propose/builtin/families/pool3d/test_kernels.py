@@ -98,8 +98,8 @@ def test_moves_are_distinct_and_typed():
 def test_a_global_pool_is_one_reduction_per_plane():
     op = CASES["global_avg"][0]
     _, sources, body = parts(op)
-    assert len(sources) == 1 and "def kc_pool3d_global_kernel(" in sources[0] and "for kd" not in sources[0]
-    assert "grid = (triton.cdiv(P, 1),)" in body
+    assert "def kc_mean_reduce_kernel(" in sources[-1] and not any("for kd" in s for s in sources)
+    assert "kc_plan(outer, R, inner, 0, 1024, 1024, 256, 1024, x.element_size())" in body
 
 
 @pytest.mark.parametrize("case", ["global_avg", "global_max"])
@@ -169,7 +169,7 @@ def test_pools_in_a_chain(tmp_path):
         "self.max_pool = nn.MaxPool3d(2)\nself.global_avg_pool = nn.AdaptiveAvgPool3d((1, 1, 1))\n"
         "self.bias = nn.Parameter(torch.randn(3, 1, 1, 1))", [[(2, 3, 5, 8, 7)], [(1, 3, 4, 4, 4)]])
     assert [op.kind for op in ops] == ["elementwise", "pool3d", "pool3d", "elementwise", "reduce"]
-    assert "def kc_pool3d_kernel_op1(" in source and "def kc_pool3d_global_kernel_op2(" in source
+    assert "def kc_pool3d_kernel_op1(" in source and "def kc_mean_reduce_kernel(" in source
 
 
 @pytest.mark.parametrize("move", [0, 2])
@@ -177,3 +177,24 @@ def test_the_suite_problem(move, tmp_path):
     problem = load_problem("level1/maxpool3d")
     op = analyze(problem).single
     check_small_problem(op, problem, moves(op)[move].params, tmp_path, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("move", [0, 2])
+def test_a_window_that_is_the_whole_volume_is_a_global_pool(kind, move, tmp_path):
+    """No padding, no dilation: an input exactly the window's size is reduced plane by plane (the reduce kernel),
+    a larger one by windows."""
+    op = pool(kind, [3, 4, 5], [1, 2, 3], count_include_pad=True)
+    module = f"nn.{kind.capitalize()}Pool3d((3, 4, 5), (1, 2, 3))"
+    _, sources, body = parts(op, moves(op)[move].params)
+    assert f"def kc_{'max' if kind == 'max' else 'mean'}_reduce_kernel(" in "\n".join(sources)
+    assert "if (D, H, W) == (3, 4, 5):" in body
+    check(op, _ref(module), moves(op)[move].params, [((), (2, 3, 3, 4, 5)), ((), (2, 3, 4, 5)), ((), (1, 2, 5, 6, 7))],
+          tmp_path)
+
+
+@pytest.mark.parametrize("case", ["global_avg", "global_max"])
+def test_few_large_volumes_are_split(case, tmp_path):
+    op, module, _ = CASES[case]
+    for params in moves(op):
+        check(op, _ref(module), params.params, [((), (1, 2, 9, 20, 30)), ((), (3, 40, 2, 1, 3))], tmp_path)

@@ -1,5 +1,6 @@
 """Arg-reduction family (argmax, argmin; the indices of torch.max/min over a dim) over a contiguous x seen as
-[outer, R, inner] (columns.py): a program takes BLOCK_C columns and walks R in BLOCK_R tiles, keeping a running
+[outer, R, inner] (columns.py): a program takes BLOCK_C columns (over a leading or middle dim, adjacent ones of one
+outer index: columns.py's PLAN and PLACE, contiguous vector loads) and walks R in BLOCK_R tiles, keeping a running
 (value, first index, seen NaN) per column. torch's rules: ties give the first index, and a NaN counts as the
 extreme (the first NaN's index wins). With few columns R is split over programs and the partial (value, index)
 pairs are combined in split order by a second launch of the same kernel."""

@@ -1,5 +1,7 @@
 """Pooling family (max, avg, adaptive avg; 2-D, and 1-D as H = 1) over a contiguous x seen as [planes, H, W]:
-each output walks its window tap by tap, masked loads standing for the padding. Programs take a tile of
+each output walks its window tap by tap, masked loads standing for the padding. A global pool (adaptive to 1 x 1;
+at run time, a window that is the whole plane) is one row reduction per plane instead (kernels.plane_reduce: the
+rows family's reduce kernel), its moves how many planes a program takes and how wide its steps are. Programs take a tile of
 outputs, [BLOCK_P planes, BLOCK_H rows, BLOCK_W cols] (overlapping windows of neighbouring outputs meet in
 L1/L2), or a flat run of BLOCK outputs that decode their (plane, row, col). Window sizes, strides and padding
 are the op's own constants (taps unrolled); adaptive bins are computed per output from the run-time sizes.
@@ -20,9 +22,10 @@ from kernelcraft.propose.builtin.plan import Op
 
 @dataclass(frozen=True)
 class PoolTiles(Params):
-    """A "tile" of BLOCK_P planes x BLOCK_H x BLOCK_W outputs per program, or a "flat" run of BLOCK outputs."""
+    """A "tile" of BLOCK_P planes x BLOCK_H x BLOCK_W outputs per program, a "flat" run of BLOCK outputs, or
+    ("global", a pooling to 1 x 1 only) BLOCK_P whole planes per program, each reduced in BLOCK-element steps."""
 
-    variant: str = "tile"  # "tile" | "flat"
+    variant: str = "tile"  # "tile" | "flat" | "global"
     num_warps: int = 4
     BLOCK_P: int | None = 1  # tile: planes per program
     BLOCK_H: int | None = 8  # tile: output rows (at most the output's height, rounded up to a power of 2)
@@ -31,11 +34,18 @@ class PoolTiles(Params):
     evict_last: bool = False  # tile loads with evict_last: input rows shared with the next tile stay in L2
 
     def __post_init__(self):
-        need = ("BLOCK",) if self.variant == "flat" else ("BLOCK_P", "BLOCK_H", "BLOCK_W")
-        if self.variant not in ("tile", "flat") or any(getattr(self, k) is None for k in need):
+        need = {"flat": ("BLOCK",), "global": ("BLOCK_P", "BLOCK")}.get(self.variant, ("BLOCK_P", "BLOCK_H", "BLOCK_W"))
+        if self.variant not in ("tile", "flat", "global") or any(getattr(self, k) is None for k in need):
             raise ValueError(f"a {self.variant!r} pooling variant needs {', '.join(need)}")
 
     def idea(self) -> str:
+        if self.variant == "global":
+            if self.BLOCK_P == 1:
+                return (f"Global pool as one row reduction per (n, c) plane: a program per plane walks its H*W "
+                        f"contiguous elements in {self.BLOCK}-element vector steps, fp32 lanes reduced once at the "
+                        f"end (few large planes: split over programs, then combined); {self.num_warps} warps")
+            return (f"Global pool, {self.BLOCK_P} planes per program, each reduced in {self.BLOCK}-element vector "
+                    f"steps, so small planes still fill the lanes; {self.num_warps} warps")
         if self.variant == "flat":
             return (f"Flat grid over all outputs, {self.BLOCK} per program: each output decodes its (plane, row, "
                     f"col) once and walks its window; no lane wasted on tile edges; {self.num_warps} warps")
@@ -50,6 +60,8 @@ class PoolTiles(Params):
                 f"served from L1/L2; {self.num_warps} warps")
 
     def category(self) -> str:
+        if self.variant == "global":
+            return "memory" if self.BLOCK_P == 1 else "parallelism"
         return "parallelism" if self.variant == "flat" or self.BLOCK_P > 1 else "memory"
 
 
@@ -57,7 +69,13 @@ def _flat(block: int, warps: int) -> PoolTiles:
     return PoolTiles("flat", warps, BLOCK_P=None, BLOCK_H=None, BLOCK_W=None, BLOCK=block)
 
 
+def _global(planes: int, block: int, warps: int) -> PoolTiles:
+    return PoolTiles("global", warps, BLOCK_P=planes, BLOCK_H=None, BLOCK_W=None, BLOCK=block)
+
+
 def moves(op: Op) -> list[PoolTiles]:
+    if kernels.is_global(op):  # one row reduction per plane: wide steps for large planes, packed planes for small
+        return [_global(1, 1024, 4), _global(1, 4096, 8), _global(4, 256, 4), _global(16, 64, 4)]
     tile, tall = PoolTiles("tile", 4, 1, 8, 64), PoolTiles("tile", 4, 1, 16, 32)
     planes, evict = PoolTiles("tile", 4, 16, 8, 8), PoolTiles("tile", 4, 1, 8, 64, evict_last=True)
     if op.detail["pool"] == "adaptive_avg":  # few outputs per plane (e.g. 7x7): the plane-packing moves first

@@ -1,12 +1,19 @@
 """The pool family's kernel (one template: the output index of a tile or of a flat run, then the window walk of
 max / avg / adaptive avg) and the forward that launches it. The op's geometry is a module-level constant of the
-candidate (KC_POOL, through `names`) that kc_pool_out reads for the output sizes."""
+candidate (KC_POOL, through `names`) that kc_pool_out reads for the output sizes.
+
+A global pool (an adaptive pooling to 1 x 1, or at run time a window without padding or dilation that is the whole
+plane) is no window walk: each plane is one row of the rows family's reduce kernel (`plane_reduce`, shared with
+pool3d), read in wide contiguous vector loads, several planes per program where they are small and a plane split
+over programs (a second launch combining) where planes are few and large."""
 
 from __future__ import annotations
 
 import inspect
 from string import Template
 
+from kernelcraft.propose.builtin.codegen import indent
+from kernelcraft.propose.builtin.families.rows.kernels import reduce_blocks, reduce_launches
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -23,6 +30,32 @@ def kc_pool_out(size, axis, pool):
     if pool["ceil_mode"] and (n - 1) * s >= size + p:
         n -= 1  # with ceil_mode the last window must still start inside the input or its left padding
     return n
+
+
+def is_global(op: Op) -> bool:
+    """An adaptive pooling to one output per plane (a global average pool)."""
+    d = op.detail
+    return d["pool"] == "adaptive_avg" and list(d["output_size"]) == [1, 1]
+
+
+def may_be_global(op: Op) -> bool:
+    """A max / avg window that is the whole plane when the input is as large as the window: no padding, no
+    dilation (the forward checks the sizes)."""
+    d = op.detail
+    return d["pool"] in ("max", "avg") and not any(d["padding"]) and all(v == 1 for v in d["dilation"])
+
+
+GLOBAL_TARGET = 1024  # fewer row tiles than this: a plane is split over programs (few, large planes)
+WHOLE_WINDOW = (1, 1024, 4)  # a window found at run time to be the whole plane: (planes, block, warps) per program
+
+
+def plane_reduce(maximum: bool, block: int, tile: int, warps: int, size: str) -> tuple[tuple, str]:
+    """(module-level blocks, forward lines): the contiguous x's planes (`outer` of them, `size` elements each: Python
+    source) reduced by their max or mean into the contiguous y, then `return y`; rows of `block` elements per step,
+    `tile` elements per program (tile // block planes at once, more where planes are shorter than `block`)."""
+    kind = "max" if maximum else "mean"
+    lines = reduce_launches(kind, f"float({size})", block, tile, warps, GLOBAL_TARGET, 256)
+    return reduce_blocks(kind), f"R, inner, C = {size}, 1, y.numel()\n{lines}"
 
 
 _TILE_INDEX = '''pid = tl.program_id(0)
@@ -89,9 +122,27 @@ def _body(op: Op, p) -> str:
     return _POOL.substitute(index=index, bounds="\n".join(bounds), hint=hint, **sub)
 
 
+def _global(op: Op, p, names: Names) -> Rendered:
+    """An adaptive pooling to 1 x 1: one row reduction per plane (the global variant of `p`)."""
+    dims = int(op.detail.get("dims", 2))
+    blocks, lines = plane_reduce(False, int(p.BLOCK), int(p.BLOCK_P) * int(p.BLOCK), int(p.num_warps), "H * W")
+    return Rendered(blocks, f'''
+H, W = ({"x.shape[-2]" if dims == 2 else "1"}), x.shape[-1]
+lead = x.shape[:-{dims}]
+y = torch.empty({"(*lead, 1, 1)" if dims == 2 else "(*lead, 1)"}, dtype=x.dtype, device=x.device)
+outer = math.prod(lead)
+if y.numel() == 0:
+    return y
+{lines}''')
+
+
 def render(op: Op, p, names: Names) -> Rendered:
     """pool2d on `p` (the family's PoolTiles); the body reads x (N, C, H, W) / (C, H, W), or (N, C, L) / (C, L)."""
     d = op.detail
+    if p.variant == "global":
+        if not is_global(op):
+            raise ValueError(f"the global variant reduces whole planes; this {d['pool']} pooling has windows")
+        return _global(op, p, names)
     dims = int(d.get("dims", 2))
     geometry = names("KC_POOL")
     kernel = TritonKernel(names("kc_pool2d_kernel"),
@@ -108,6 +159,11 @@ grid = (triton.cdiv(P, bp) * n_th * n_tw,)
         launch = f'''grid = (triton.cdiv(y.numel(), {int(p.BLOCK)}),)
 ''' + kernel.launch("grid", ["x", "y", "P", "H", "W", "OH", "OW", "1", "1", "kh_max", "kw_max"],
                     {"BLOCK_P": 1, "BLOCK_H": 1, "BLOCK_W": 1, "BLOCK": int(p.BLOCK)}, num_warps=warps)
+    reduce_blocks_, whole = (), ""
+    if may_be_global(op):  # a window that is the whole plane: one row reduction per plane instead
+        planes, block, warps_ = WHOLE_WINDOW
+        reduce_blocks_, lines = plane_reduce(d["pool"] == "max", block, planes * block, warps_, "H * W")
+        whole = f"if (H, W) == {(int(d['kernel'][0]), int(d['kernel'][1]))!r}:\n    outer = P\n" + indent(lines, 4)
     body = f'''
 np2 = triton.next_power_of_2
 H, W = ({"x.shape[-2]" if dims == 2 else "1"}), x.shape[-1]
@@ -117,9 +173,10 @@ y = torch.empty({"(*lead, OH, OW)" if dims == 2 else "(*lead, OW)"}, dtype=x.dty
 P = math.prod(lead)
 if y.numel() == 0:
     return y
+{whole}
 # adaptive bins: at most ceil(size / out) + 1 long, exactly size / out when it divides (unused otherwise)
 kh_max = triton.cdiv(H, OH) + (1 if H % OH else 0)
 kw_max = triton.cdiv(W, OW) + (1 if W % OW else 0)
 {launch}
 return y'''
-    return Rendered((inspect.getsource(kc_pool_out), f"{geometry} = {d!r}", kernel), body)
+    return Rendered((inspect.getsource(kc_pool_out), f"{geometry} = {d!r}", *reduce_blocks_, kernel), body)

@@ -7,7 +7,10 @@ in L1/L2), or a flat run of BLOCK outputs that decode their (q, oh, ow). Window 
 are the op's own constants (taps unrolled); adaptive bins are computed per output from the run-time sizes.
 
 `global_pool`: an adaptive pooling to (1, 1, 1), a global average (or max) pool: one reduction per plane over its
-D * H * W contiguous elements, BLOCK_Q planes per program, in BLOCK-wide steps of fp32 lanes reduced once at the end.
+D * H * W contiguous elements (the pool family's plane_reduce: the rows family's reduce kernel, vector loads),
+BLOCK_Q planes per program (more where planes are shorter than BLOCK), in BLOCK-wide steps of fp32 lanes reduced
+once at the end; few large planes are split over programs and combined by a second launch. A window without
+padding or dilation that is found at run time to be the whole volume takes the same path.
 
 Max pooling propagates NaN as torch does (a NaN tap wins and is never replaced); avg pooling divides by torch's
 count (the window clipped to the padded input, or to the input itself without count_include_pad).
@@ -18,6 +21,8 @@ from __future__ import annotations
 import inspect
 from string import Template
 
+from kernelcraft.propose.builtin.codegen import indent
+from kernelcraft.propose.builtin.families.pool.kernels import WHOLE_WINDOW, plane_reduce
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -167,48 +172,36 @@ grid = (triton.cdiv(Q, bq) * n_th * n_tw,)
     # adaptive bins are at most ceil(size / out) + 1 long, exactly size / out when it divides
     spans = ["kd_max = triton.cdiv(D, OD) + (1 if D % OD else 0)", "kh_max = triton.cdiv(H, OH) + (1 if H % OH else 0)",
              "kw_max = triton.cdiv(W, OW) + (1 if W % OW else 0)"] if adaptive else []
+    whole_blocks, whole = _whole_window(op)
     body = "\n".join([_HEAD, *_sizes_lines(op), "lead = x.shape[:-3]",
                       "y = torch.empty((*lead, OD, OH, OW), dtype=x.dtype, device=x.device)",
-                      "Q = math.prod(lead) * OD", "if y.numel() == 0:", "    return y", *spans, launch, "return y"])
-    blocks = (kernel,) if adaptive else (inspect.getsource(kc_pool3d_out), kernel)
+                      "Q = math.prod(lead) * OD", "if y.numel() == 0:", "    return y", *whole, *spans, launch,
+                      "return y"])
+    blocks = (kernel,) if adaptive else (inspect.getsource(kc_pool3d_out), *whole_blocks, kernel)
     return Rendered(blocks, body)
-
-
-_GLOBAL = Template('''
-# BLOCK_Q planes per program, each reduced over its S = D * H * W contiguous elements in BLOCK-wide steps
-p = (tl.program_id(0) * BLOCK_Q + tl.arange(0, BLOCK_Q)).to(tl.int64)
-pok = p < P
-rows = x_ptr + p[:, None] * S
-acc = tl.full((BLOCK_Q, BLOCK), $init, tl.float32)
-for start in range(0, S, BLOCK):
-    i = start + tl.arange(0, BLOCK)[None, :]
-    v = tl.load(rows + i, mask=pok[:, None] & (i < S), other=$init).to(tl.float32)
-    acc = $combine
-$final
-tl.store(y_ptr + p, out.to(y_ptr.dtype.element_ty), mask=pok)
-''')
-
-# a max's lanes are reduced with NaN kept: any NaN lane makes the plane's max NaN
-_MAX_FINAL = 'out = tl.where(tl.max((acc != acc).to(tl.int32), axis=1) > 0, float("nan"), tl.max(acc, axis=1))'
 
 
 def global_pool(op: Op, p, names: Names) -> Rendered:
     """An adaptive pooling to (1, 1, 1): one reduction per plane (the global variant of `p`)."""
-    maximum = _max(op)
-    body = _GLOBAL.substitute(init='-float("inf")' if maximum else "0.0",
-                              combine=_MAX_COMBINE if maximum else "acc + v",
-                              final=_MAX_FINAL if maximum else "out = tl.sum(acc, axis=1) / S")
-    kernel = TritonKernel(names("kc_pool3d_global_kernel"), ("x_ptr", "y_ptr", "P", "S"), ("BLOCK_Q", "BLOCK"), body,
-                          Scalars.of(op), comment=f"global {op.detail['pool'].removeprefix('adaptive_')} pool: "
-                                                  "one reduction per plane")
-    launch = kernel.launch("grid", ["x", "y", "P", "S"], {"BLOCK_Q": int(p.BLOCK_Q), "BLOCK": "block"},
-                           num_warps=int(p.num_warps))
+    blocks, lines = plane_reduce(_max(op), int(p.BLOCK), int(p.BLOCK_Q) * int(p.BLOCK), int(p.num_warps),
+                                 "D * H * W")
     body = "\n".join([_HEAD, "lead = x.shape[:-3]",
                       "y = torch.empty((*lead, 1, 1, 1), dtype=x.dtype, device=x.device)",
-                      "P, S = math.prod(lead), D * H * W", "if y.numel() == 0:", "    return y",
-                      f"block = min({int(p.BLOCK)}, np2(S))", f"grid = (triton.cdiv(P, {int(p.BLOCK_Q)}),)",
-                      launch, "return y"])
-    return Rendered((kernel,), body)
+                      "outer = math.prod(lead)", "if y.numel() == 0:", "    return y", lines])
+    return Rendered(blocks, body)
+
+
+def _whole_window(op: Op) -> tuple[tuple, list[str]]:
+    """(blocks, forward lines) reducing each plane at once when the window, without padding or dilation, is found
+    at run time to be the whole volume; nothing for other windows."""
+    d = op.detail
+    if d["pool"] not in ("max", "avg") or any(d["padding"]) or any(v != 1 for v in d["dilation"]):
+        return (), []
+    planes, block, warps = WHOLE_WINDOW
+    blocks, lines = plane_reduce(_max(op), block, planes * block, warps, "D * H * W")
+    window = tuple(int(k) for k in d["kernel"])
+    return blocks, [f"if (D, H, W) == {window!r}:  # the window is the whole volume: a global pool",
+                    "    outer = math.prod(lead)", indent(lines, 4)]
 
 
 def render(op: Op, p, names: Names) -> Rendered:

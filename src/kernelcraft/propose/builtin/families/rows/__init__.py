@@ -4,7 +4,8 @@ of BLOCK_C "columns" (outer * inner of them, R elements each, `inner` apart) and
 is the plain row case (several short rows per program); inner > 1 takes columns that sit side by side so loads
 coalesce. Softmax keeps all of R in one tile when it fits (falls back to an online running max and sum at run
 time when not); reduce splits R over programs when there are few columns and combines the fp32 partials with a
-second launch.
+second launch, and over a leading or middle dim takes adjacent columns of one outer index per program (columns.py's
+PLAN and PLACE: contiguous, vectorized loads). The reduce kernels also serve the pooling families' global pools.
 
 Two families, one per parameter set: `softmax` (kinds softmax, log_softmax) and `reduce`. Their ops are read by
 analyze.py's core (recognize=None): softmax and the reductions interact with the interpreter's pending abstract
@@ -60,38 +61,43 @@ def softmax_moves(op: Op) -> list[Softmax]:
 class Reduce(Params):
     """Tiles of TILE elements, BLOCK_R of them along R, accumulated in fp32; with fewer column tiles than
     split_target, R is split over programs (aiming at split_target of them) and the partials combined by a second
-    launch; split_target 0: one program per column tile walks all of R. COLUMNS: at most this many columns that
-    sit side by side in memory (a reduction over a dim that is not the last) per tile, for wider loads."""
+    launch; split_target 0: one program per column tile walks all of R. COLUMNS: at most this many adjacent
+    columns of one outer index per tile (a reduction over a dim that is not the last: the grid is (outer index,
+    column block), so the loads are contiguous and vectorize), more where R is short; a last-dim reduction packs
+    TILE // BLOCK_R rows per program instead."""
 
     BLOCK_R: int = 1024
     TILE: int = 4096
     num_warps: int = 4
     split_target: int = 2048
-    COLUMNS: int = 32
+    COLUMNS: int = 256
 
     def idea(self) -> str:
         if not self.split_target:
             return "One program per column tile walks the whole reduced dim: no partial buffer, a single launch"
-        if self.COLUMNS != 32:
-            return (f"Wide column tiles for a reduction over a leading or middle dim: up to {self.COLUMNS} adjacent "
-                    f"columns ({4 * self.COLUMNS} contiguous bytes of fp32 per row) by {self.TILE // self.COLUMNS} "
-                    f"rows per step, {self.num_warps} warps")
+        rows = max(1, self.TILE // self.COLUMNS)
+        if self.COLUMNS != Reduce.COLUMNS:
+            return (f"{'Wide' if self.COLUMNS > Reduce.COLUMNS else 'Narrow'} column tiles for a reduction over a "
+                    f"leading or middle dim: up to {self.COLUMNS} adjacent columns ({4 * self.COLUMNS} contiguous "
+                    f"bytes of fp32 per row) by {rows} rows per step, {self.num_warps} warps")
         if self.BLOCK_R >= 4096:
             return (f"Long reduced tiles ({self.BLOCK_R} of R by few columns) to keep many loads in flight per "
                     "program")
         return (f"Tiles of {self.TILE} elements over the reduced dim accumulated in fp32 registers, reduced once at "
-                "the end; with few output columns the reduced dim is split over programs (aim: "
+                f"the end (over a leading or middle dim: {self.COLUMNS} adjacent columns of one outer index by {rows} "
+                "rows, vector loads); with few output columns the reduced dim is split over programs (aim: "
                 f"{self.split_target}) and the partials combined by a second launch; {self.num_warps} warps")
 
     def category(self) -> str:
         if not self.split_target:
             return "control"
-        return "memory" if self.BLOCK_R >= 4096 else "parallelism"
+        return "memory" if self.BLOCK_R >= 4096 or self.COLUMNS > Reduce.COLUMNS else "parallelism"
 
 
 def reduce_moves(op: Op) -> list[Reduce]:
     return [Reduce(), Reduce(256, 2048, 4, 8192), Reduce(4096, 8192, 8), Reduce(1024, 8192, 8),
-            Reduce(split_target=0), Reduce(1024, 8192, 8, COLUMNS=128), Reduce(1024, 4096, 4, COLUMNS=64)]
+            Reduce(split_target=0), Reduce(1024, 8192, 8, COLUMNS=128), Reduce(1024, 4096, 4, COLUMNS=64),
+            Reduce(1024, 4096, 4, COLUMNS=512)]
 
 
 def render_softmax(op: Op, p: Softmax, names: Names) -> Rendered:

@@ -1,6 +1,8 @@
 """The rows families' kernels over the [outer, R, inner] column view (propose/builtin/columns.py): `softmax` (softmax and
 log_softmax along R) and `reduce` (sum, mean, max, min, logsumexp, 2-norm along R, split over programs when there
-are few columns).
+are few columns; its columns placed by columns.py's PLAN and PLACE, so a reduction over a leading or middle dim reads
+adjacent columns of one outer index in vector loads). The reduce kernel and its launches (`reduce_blocks`,
+`reduce_launches`) also serve the pooling families' global pools.
 
 The kernels apply no steps and read no scalars: each is the same text for every op of its kind (the kind is in its
 name), so it keeps its plain name and a chain of two such ops emits it once; everything op-specific (the dim, the
@@ -11,7 +13,7 @@ from __future__ import annotations
 from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent
-from kernelcraft.propose.builtin.columns import COLUMNS, TILES
+from kernelcraft.propose.builtin.columns import COLUMNS, PLACE, PLAN, TILES
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -76,14 +78,15 @@ return y''')
 
 
 _REDUCE = Template('''
-# program (column tile, split): R-range [split * chunk, split * chunk + chunk); result row `split` of y
+# program (column tile, split): R tiles [split * chunk, split * chunk + chunk); result row `split` of y. A split's
+# tiles never cross its end (chunk is whole tiles), so only R bounds the rows.
 $columns
-lo = tl.program_id(1) * chunk
-hi = tl.minimum(lo + chunk, R)
+k0 = tl.program_id(1) * chunk
+k1 = tl.minimum(k0 + chunk, tl.cdiv(R, BLOCK_R))
 $init
-for start in range(lo, hi, BLOCK_R):
-    rr = start + r
-    mask = (rr < hi)[:, None] & cmask[None, :]
+for k in range(k0, k1):
+    rr = k * BLOCK_R + r
+    mask = (rr < R)[:, None] & cmask[None, :]
     x = tl.load(x_ptr + base[None, :] + rr.to(tl.int64)[:, None] * inner, mask=mask, other=$ident)
 $combine
 $final
@@ -123,12 +126,45 @@ def _reduction(kind: str) -> tuple[str, str, str, str]:
     raise ValueError(f"unknown reduction {kind!r}")
 
 
+def reduce_kernel(kind: str) -> TritonKernel:
+    """The kernel reducing along R for `kind`: one text per kind (no scalars, no suffix), so the reduce family and
+    the pooling families' global pools share it, and a chain emits it once."""
+    ident, init, combine, final = _reduction(kind)
+    body = _REDUCE.substitute(columns=PLACE, ident=ident, init=init, combine=indent(combine, 4), final=final)
+    return TritonKernel(f"kc_{kind}_reduce_kernel", ("x_ptr", "y_ptr", "R_v", "inner_v", "C", "n_cb", "chunk", "div"),
+                        ("BLOCK_R", "BLOCK_C", "WITHIN", "VEC_R", "VEC_I"), body)
+
+
+def reduce_blocks(kind: str) -> tuple:
+    """The module-level blocks `reduce_launches` needs for `kind`."""
+    return (TILES, PLAN, reduce_kernel(kind))
+
+
+def reduce_launches(kind: str, div: str, block_r: int, tile: int, warps: int, target: int, columns: int) -> str:
+    """Forward lines reducing the contiguous x, seen as [outer, R, inner] (names the lines before bind), into y
+    (contiguous, outer * inner values), then `return y`; `div` the divisor of a sum (a mean's R) as Python source.
+    With fewer column tiles than `target` R is split over programs and the fp32 partials combined by a second
+    launch, over the [1, splits, C] view of the partials."""
+    kernel = reduce_kernel(kind)
+    consts = {"BLOCK_R": "br", "BLOCK_C": "bc", "WITHIN": "within", "VEC_R": "vr", "VEC_I": "vi"}
+    args = lambda src, dst, d: [src, dst, "R // vr", "inner // vi", "C", "n_cb", "chunk", d]  # noqa: E731
+    plan = "br, bc, within, n_cb, tiles, splits, chunk, vr, vi = kc_plan({}, {}, {}, 0, %d, %d, %d, {}, {})" % (
+        block_r, tile, columns)
+    return "\n".join([
+        plan.format("outer", "R", "inner", target, "x.element_size()"),
+        "if splits == 1:",
+        "    " + kernel.launch("(tiles, 1)", args("x", "y", div), consts, num_warps=warps),
+        "    return y",
+        "part = torch.empty((splits, C), dtype=torch.float32, device=x.device)  # fp32 partials, one row per split",
+        kernel.launch("(tiles, splits)", args("x", "part", "1.0"), consts, num_warps=warps),
+        "outer, R, inner = 1, splits, C",
+        plan.format("outer", "R", "inner", 0, "4"),
+        kernel.launch("(tiles, 1)", args("part", "y", div), consts, num_warps=warps),
+        "return y"])
+
+
 def reduce(op: Op, p, names: Names) -> Rendered:
     kind = op.detail["op"]
-    ident, init, combine, final = _reduction(kind)
-    body = _REDUCE.substitute(columns=COLUMNS, ident=ident, init=init, combine=indent(combine, 4), final=final)
-    kernel = TritonKernel(f"kc_{kind}_reduce_kernel", ("x_ptr", "y_ptr", "R", "inner", "C", "chunk", "div"),
-                          ("BLOCK_R", "BLOCK_C"), body, Scalars.of(op))
     keep = bool(op.detail.get("keepdim"))
     if isinstance(op.detail.get("dim"), (list, tuple)):  # adjacent dims (analyze.py checks): reduced as one
         dims = [int(d) for d in op.detail["dim"]]
@@ -138,38 +174,19 @@ def reduce(op: Op, p, names: Names) -> Rendered:
     else:
         dim = attr(op.detail["dim_attr"]) if op.detail.get("dim_attr") else repr(op.detail.get("dim"))
         span = "d_lo = dim % max(x.dim(), 1)\n    d_hi = d_lo + 1"
-    div = "float(R)" if kind == "mean" else "1.0"
-    block_r, tile, warps, target = int(p.BLOCK_R), int(p.TILE), int(p.num_warps), int(p.split_target)
-    columns = int(p.COLUMNS)
-    consts = {"BLOCK_R": "br", "BLOCK_C": "bc"}
-    whole = kernel.launch("(col_tiles, 1)", ["x", "y", "R", "inner", "C", "chunk", div], consts, num_warps=warps)
-    split = kernel.launch("(col_tiles, splits)", ["x", "part", "R", "inner", "C", "chunk", "1.0"], consts,
-                          num_warps=warps)
-    combined = kernel.launch("(triton.cdiv(C, bc), 1)", ["part", "y", "splits", "C", "C", "splits", div], consts,
-                             num_warps=warps)
-    return Rendered((TILES, kernel), f'''
+    launches = reduce_launches(kind, "float(R0)" if kind == "mean" else "1.0", int(p.BLOCK_R), int(p.TILE),
+                               int(p.num_warps), int(p.split_target), int(p.COLUMNS))
+    return Rendered(reduce_blocks(kind), f'''
 dim = {dim}
 if dim is None:  # all elements
-    R, inner, shape = x.numel(), 1, {"[1] * x.dim()" if keep else "[]"}
+    outer, R, inner, shape = 1, x.numel(), 1, {"[1] * x.dim()" if keep else "[]"}
 else:
     {span}
-    R, inner, shape = math.prod(x.shape[d_lo:d_hi]), math.prod(x.shape[d_hi:]), list(x.shape)
+    outer, R, inner, shape = math.prod(x.shape[:d_lo]), math.prod(x.shape[d_lo:d_hi]), math.prod(x.shape[d_hi:]), list(x.shape)
     if x.dim():
         {"shape[d_lo:d_hi] = [1] * (d_hi - d_lo)" if keep else "del shape[d_lo:d_hi]"}
 y = torch.empty(shape, dtype=x.dtype, device=x.device)
-C = y.numel()
+C, R0 = y.numel(), R
 if C == 0:
     return y
-br, bc, _ = kc_tiles(max(R, 1), C, inner, 0, {block_r}, {tile}, {columns})
-col_tiles = triton.cdiv(C, bc)
-splits = max(1, min(triton.cdiv(R, br), triton.cdiv({target}, col_tiles), 1024)) if col_tiles < {target} else 1
-chunk = triton.cdiv(triton.cdiv(max(R, 1), splits), br) * br
-splits = triton.cdiv(max(R, 1), chunk)
-if splits == 1:
-    {whole}
-    return y
-part = torch.empty((splits, C), dtype=torch.float32, device=x.device)  # fp32 partials, one row per split
-{split}
-br, bc, _ = kc_tiles(splits, C, C, 0, {block_r}, {tile})
-{combined}
-return y''')
+{launches}''')
