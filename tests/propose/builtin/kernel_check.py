@@ -69,7 +69,8 @@ ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_prope
                  "kc_conv_out_size", "kc_conv_padding", "kc_phase_taps", "kc_pool_out", "kc_tma_ok", "kc_matmul_tma",
                  "kc_linear_tma", "torch.zeros", "torch.cuda.current_stream"}
 ALLOWED_METHODS = {"contiguous", "permute", "reshape", "squeeze", "unsqueeze", "size", "numel", "dim", "stride", "element_size", "data_ptr", "t",
-                   "blocks_per_sm"}  # the last: an NVRTC kernel's occupancy query
+                   "blocks_per_sm",  # an NVRTC kernel's occupancy query
+                   "expand"}  # a view: an epilogue operand broadcast before a copy (kc_operand_args)
 
 
 def _dotted(node) -> str:
