@@ -70,7 +70,9 @@ ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_prope
                  "kc_linear_tma", "torch.zeros", "torch.cuda.current_stream",
                  "torch.full", "isinstance"}  # torch.full: a number passed to forward, as a 0-dim operand
 ALLOWED_METHODS = {"contiguous", "permute", "reshape", "squeeze", "unsqueeze", "size", "numel", "dim", "stride", "element_size", "data_ptr", "t",
-                   "blocks_per_sm", "is_floating_point", "append"}  # the last: an NVRTC kernel's occupancy query
+                   "blocks_per_sm",  # an NVRTC kernel's occupancy query
+                   "is_floating_point", "append",  # a number passed to forward made an operand (kc_bcast_numbers)
+                   "expand"}  # a view: an epilogue operand broadcast before a copy (kc_operand_args)
 
 
 def _dotted(node) -> str:

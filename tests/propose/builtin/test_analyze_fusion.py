@@ -1,4 +1,4 @@
-"""Fusion: the pointwise steps after a producer op (conv, transposed conv, linear, norm) read as its epilogue,
+"""Fusion: the pointwise steps after a producer op (conv, transposed conv, linear, norm, softmax) read as its epilogue,
 parameter operands included, consecutive elementwise ops read as one, and x (op) f(x) as one chain reading its own
 earlier value, so fewer full passes over big intermediates remain. Small references, analysed and run against the
 reference; then upstream KernelBench level 2: each problem's analysis as `kind[steps]` per op, a few of them end to
@@ -104,8 +104,7 @@ FUSED = {  # problem -> its ops, each as kind[its steps' names]
     "50_ConvTranspose3d_Scaling_AvgPool_BiasAdd_Scaling":
         "conv_transpose3d[tmul] -> pool3d -> elementwise[tadd,tmul]",
     "74_ConvTranspose3d_LeakyReLU_Multiply_LeakyReLU_Max": "conv_transpose3d[leaky_relu,tmul,leaky_relu] -> pool3d",
-    "79_Conv3d_Multiply_InstanceNorm_Clamp_Multiply_Max":
-        "conv3d[tmul] -> instancenorm[clamp] -> elementwise[tmul] -> reduce",
+    "79_Conv3d_Multiply_InstanceNorm_Clamp_Multiply_Max": "conv3d[tmul] -> instancenorm[clamp,tmul] -> reduce",
     "90_Conv3d_LeakyReLU_Sum_Clamp_GELU": "conv3d[leaky_relu,tadd,clamp,gelu]",
     # a linear's parameter operands of one value (a 0-dim nn.Parameter) or one per column
     "68_Matmul_Min_Subtract": "linear[tmin,tsub]",
@@ -118,7 +117,15 @@ FUSED = {  # problem -> its ops, each as kind[its steps' names]
     "57_Conv2d_ReLU_HardSwish": "conv2d[relu,add,div,clamp,tmul]",
     "62_Matmul_GroupNorm_LeakyReLU_Sum": "linear -> groupnorm[leaky_relu,tadd]",
     "70_Gemm_Sigmoid_Scaling_ResidualAdd": "linear[sigmoid,mul,tadd]",
-    "88_Gemm_GroupNorm_Swish_Multiply_Swish": "linear -> groupnorm[silu] -> elementwise[tmul,sigmoid,tmul]",
+    "88_Gemm_GroupNorm_Swish_Multiply_Swish": "linear -> groupnorm[silu,tmul,sigmoid,tmul]",
+    # parameter operands in the epilogue of a channel norm or a softmax
+    "84_Gemm_BatchNorm_Scaling_Softmax": "linear -> batchnorm[tmul] -> softmax",
+    "85_Conv2d_GroupNorm_Scale_MaxPool_Clamp": "conv2d -> groupnorm[tmul] -> pool2d -> elementwise[clamp]",
+    "97_Matmul_BatchNorm_BiasAdd_Divide_Swish": "linear -> batchnorm[tadd,div,silu]",
+    "91_ConvTranspose2d_Softmax_BiasAdd_Scaling_Sigmoid": "conv_transpose2d -> softmax[tadd,mul,sigmoid]",
+    "49_ConvTranspose3d_Softmax_Sigmoid": "conv_transpose3d -> softmax[sigmoid]",
+    "13_ConvTranspose3d_Mean_Add_Softmax_Tanh_Scaling":
+        "conv_transpose3d -> reduce -> elementwise[tadd] -> softmax[tanh,mul]",
 }
 
 
@@ -150,6 +157,15 @@ def test_upstream_problems_are_read_fused(name):
                                   "57_Conv2d_ReLU_HardSwish",
                                   "62_Matmul_GroupNorm_LeakyReLU_Sum",
                                   "88_Gemm_GroupNorm_Swish_Multiply_Swish",
+                                  "79_Conv3d_Multiply_InstanceNorm_Clamp_Multiply_Max",
+                                  "84_Gemm_BatchNorm_Scaling_Softmax",
+                                  "85_Conv2d_GroupNorm_Scale_MaxPool_Clamp",
+                                  "97_Matmul_BatchNorm_BiasAdd_Divide_Swish",
+                                  "91_ConvTranspose2d_Softmax_BiasAdd_Scaling_Sigmoid",
+                                  "49_ConvTranspose3d_Softmax_Sigmoid",
+                                  "13_ConvTranspose3d_Mean_Add_Softmax_Tanh_Scaling",
+                                  "24_Conv3d_Min_Softmax",
+                                  "6_Conv3d_Softmax_MaxPool_MaxPool",
                                   "74_ConvTranspose3d_LeakyReLU_Multiply_LeakyReLU_Max"])
 def test_fused_upstream_problems_match_at_small_sizes(name, tmp_path):
     check_first_answer(upstream(name), tmp_path)

@@ -46,9 +46,18 @@ def test_repeated_layers_share_their_kernels(tmp_path):
 
 
 def test_identical_kernels_are_emitted_once(tmp_path):
-    _, source = check_chain(tmp_path, "return torch.softmax(torch.softmax(x, -1) * 2.0, dim=-1)", "",
+    _, source = check_chain(tmp_path, "return torch.softmax(torch.softmax(x, -1), dim=-1)", "",
                             [[(5, 7)], [(3, 130)], [(2, 3, 17)]])
-    assert source.count("def kc_softmax_kernel(") == 1 and source.count("def kc_tiles(") == 1
+    assert source.count("def kc_softmax_kernel_op0(") == 1 and "kc_softmax_kernel_op1" not in source
+    assert source.count("def kc_tiles(") == 1
+
+
+def test_a_softmax_with_an_epilogue_has_kernels_of_its_own(tmp_path):
+    ops, source = check_chain(tmp_path, "return torch.softmax(torch.softmax(x, -1) * 2.0, dim=-1)", "",
+                              [[(5, 7)], [(3, 130)], [(2, 3, 17)]])
+    assert [op.detail.get("steps") for op in ops] == [[["mul", 2.0]], None]
+    assert "def kc_softmax_kernel_op0(" in source and "def kc_softmax_kernel_op1(" in source
+    assert source.count("def kc_tiles(") == 1
 
 
 @pytest.mark.parametrize("forward, init, cases, kinds", [

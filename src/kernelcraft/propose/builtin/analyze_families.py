@@ -21,7 +21,7 @@ class FamilyOps:
 
     def fold_epilogue(self, chain: Ew) -> int:
         """How many leading steps of `chain` the op it reads applies itself (the epilogue of a conv (before any
-        pooling), a linear, a matmul or a norm; tensor steps only where the op reads their operand, see
+        pooling), a linear, a matmul, a norm or a softmax; tensor steps only where the op reads their operand, see
         operand_folds): folded into it (0: none). Only an op no later op reads takes them (the branches of an
         inception or fire module each end in their own epilogue), and only when no other value still to be read needs
         its result without them (see foldable)."""
@@ -67,8 +67,8 @@ class FamilyOps:
 
     def operand_folds(self, op, ref) -> bool:
         """Whether `op`'s epilogue reads tensor operand `ref` itself: its own earlier value (any epilogue), a
-        parameter, any for a conv (read at the output's coordinates), for a linear one that varies at most along its
-        columns (read along them)."""
+        parameter, any for a conv, a channel norm or a softmax (read at the output's coordinates), for a linear one
+        that varies at most along its columns (read along them)."""
         if is_own(ref):
             return True
         if not (isinstance(ref, tuple) and ref[0] == "attr") or op.kind not in registry.operand_epilogue_kinds():

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 # ["trdiv", ref] (ref / x), ["tmin", ref], ["tmax", ref] (torch.minimum/maximum: NaN wins), broadcast by torch's
 # rules; ref is a value ref: "x" (the forward's first input), ("input", i) (its input i >= 1), an int i (the result of
 # ops[i]), or ("attr", path) (a parameter or buffer of the module). Any in an elementwise op; in an epilogue only
-# parameters: any in a conv's (conv1d/2d/3d, conv_transpose1d/2d/3d: read at the output's coordinates), in a linear's
-# those of one value or one per column. Or ref is ("step", k), the op's own value after its first k steps (0: what
+# parameters: any in a conv's (conv1d/2d/3d, conv_transpose1d/2d/3d), a channel norm's (batchnorm, groupnorm,
+# instancenorm) or a softmax's (read at the output's coordinates: families/conv/operands.py), in a linear's those of
+# one value or one per column. Or ref is ("step", k), the op's own value after its first k steps (0: what
 # it reads, the src or the producer's result; x * sigmoid(x + b) is [["tadd", b], ["sigmoid"], ["tmul", ("step", 1)]]):
 # no tensor to read, no value ref (operand_refs and reads leave it out), so any op that applies steps takes it
 TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv", "tmin", "tmax"}
@@ -48,6 +49,7 @@ class Op:
                    (with TENSOR_STEPS: the shape broadcast with their operands')
       softmax      {"dim": int}                                   torch.softmax(x, dim)
       log_softmax  {"dim": int}
+                   (both may carry "steps": [[name, *params], ...], pointwise ops after them, as an epilogue)
       reduce       {"op": "sum"|"mean"|"max"|"min"|"logsumexp"|"norm2", "dim": int | [int, ...] | None,
                     "dim_attr": str | None, "keepdim": bool}
                    (dim_attr: the module attribute holding dim, e.g. "dim", when the reference reads self.dim;

@@ -1,10 +1,11 @@
 """Triton statements for plan.py's pointwise steps (relu, gelu, x * c, x + self.bias, ...), shared by every family that
-applies steps: the pointwise family's kernels and the epilogues of GEMMs, convs and norms. Each statement updates the
-fp32 tensor `x`; torch's definitions, with small results keeping their digits and NaN passing through as torch's."""
+applies steps: the pointwise family's kernels and the epilogues of GEMMs, convs, norms and softmax. Each statement
+updates the fp32 tensor `x`; torch's definitions, with small results keeping their digits and NaN passing through as
+torch's."""
 
 from __future__ import annotations
 
-from kernelcraft.propose.builtin.codegen import num
+from kernelcraft.propose.builtin.codegen import indent, num
 from kernelcraft.propose.builtin.plan import is_own, operand_refs, own_steps
 
 
@@ -117,3 +118,10 @@ def epilogue_lines(steps: list, load) -> list[str]:
         else:
             lines += _step(step[0], list(step[1:]))
     return lines
+
+
+def epilogue_on(var: str, steps: list, load, depth: int) -> str:
+    """The statements applying `steps` (epilogue_lines, operands loaded by `load`) to the fp32 value `var` a kernel
+    computed before storing it (x = var, the steps, var = x), each indented `depth`; "" without steps."""
+    lines = epilogue_lines(steps, load)
+    return indent("\n".join([f"x = {var}", *lines, f"{var} = x"]), depth) if lines else ""

@@ -6,7 +6,8 @@ groupnorm / instancenorm: a "row" is one (n, group) slab of (C / G) * inner cont
 normalized like the layer norm's rows: in registers when it fits (one read, one write), else split over programs
 whose chunk statistics (Welford or two-pass, chunk_stats.py) are merged per row by the writing pass; the affine is
 per channel, channel = group * (C / G) + col // inner. All three take the pointwise steps after them ("steps") as an
-epilogue on the fp32 result before its store.
+epilogue on the fp32 result before its store, parameter operands too (x * self.scale of any shape that broadcasts to
+the output: kernels.py).
 
 Two families, since their parameters differ: `BatchnormTiles` (batchnorm) and `GroupRows` (groupnorm and
 instancenorm)."""
@@ -96,7 +97,7 @@ def _render_group(op: Op, p: GroupRows, names: Names) -> Rendered:
 
 FAMILIES = (
     Family("batchnorm", "triton", ("batchnorm",), BatchnormTiles, _batchnorm_moves, _render_batchnorm,
-           epilogue=("batchnorm",), recognize=RECOGNIZER),
+           epilogue=("batchnorm",), operand_epilogue=("batchnorm",), recognize=RECOGNIZER),
     Family("groupnorm", "triton", ("groupnorm", "instancenorm"), GroupRows, _group_moves, _render_group,
-           epilogue=("groupnorm", "instancenorm")),
+           epilogue=("groupnorm", "instancenorm"), operand_epilogue=("groupnorm", "instancenorm")),
 )

@@ -1,23 +1,33 @@
 """The channel norms' kernels and launches. The pointwise steps after a norm (its epilogue, steps.py) apply to the
 fp32 result y before each store: each kernel has an `$epilogue` slot there, filled from the op's steps (empty when
-it has none). The kernels take the op's scalars first (the numbers the steps read from the module)."""
+it has none). The kernels take the op's scalars first (the numbers the steps read from the module), and after their
+own parameters the epilogue's parameter operands (conv/operands.py), indexed over the kernel dims (n, c, s): the
+image, the channel, and the spatial dims taken flat; an operand per channel (O<k>_COLS) is read by the channel
+the kernel already has."""
 
 from __future__ import annotations
 
 from string import Template
 
 from kernelcraft.propose.builtin.chunk_stats import stats_kernel
-from kernelcraft.propose.builtin.codegen import attr, indent, num
+from kernelcraft.propose.builtin.codegen import attr, num
+from kernelcraft.propose.builtin.families.conv import operands
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
-from kernelcraft.propose.builtin.steps import step_lines
+from kernelcraft.propose.builtin.steps import epilogue_on
+
+NDIM = 3  # the kernels' output dims for the operands: (n, c, s), s the spatial dims flat
 
 
-def _epilogue(op: Op, depth: int) -> str:
-    """The op's steps on the fp32 result y (x = y, the steps on x, y = x), indented `depth`; "" without steps."""
-    lines = step_lines(op.detail.get("steps") or [])
-    return indent("\n".join(["x = y", *lines, "y = x"]), depth) if lines else ""
+def _epilogue(op: Op, depth: int, channel: tuple[str, str | None], every: tuple[dict, str]) -> str:
+    """The op's steps on the fp32 result y, indented `depth`: an operand per channel read at `channel` (the kernel's
+    channel index, shaped like y or a scalar, and its mask), any other at `every` ({kernel dim: index}, each shaped
+    like y or broadcasting to it, and their mask)."""
+    def load(k: int) -> str:
+        return operands.flagged(k, operands.load(k, [({1: channel[0]}, "")], channel[1]),
+                                operands.load(k, [(every[0], "")], every[1]))
+    return epilogue_on("y", op.detail.get("steps") or [], load, depth)
 
 
 _BATCHNORM = Template('''
@@ -111,15 +121,18 @@ def batchnorm(op: Op, p, names: Names) -> Rendered:
     eps, weight, bias = _affine(d)
     block, warps = int(p.BLOCK), int(p.num_warps)
     hint = ', eviction_policy="evict_first"' if p.evict_first else ""
-    body = _BATCHNORM.substitute(hint=hint, plane_epilogue=_epilogue(op, 8), flat_epilogue=_epilogue(op, 4))
+    plane = _epilogue(op, 8, ("ch", None), ({0: "plane // C", 1: "ch", 2: "o"}, "o < inner"))
+    flat = _epilogue(op, 4, ("ch", "mask"), ({0: "offs // (inner * C)", 1: "ch", 2: "offs % inner"}, "mask"))
+    body = _BATCHNORM.substitute(hint=hint, plane_epilogue=plane, flat_epilogue=flat)
     kernel = TritonKernel(names("kc_batchnorm_kernel"),
-                          ("x_ptr", "y_ptr", "mean_ptr", "var_ptr", "w_ptr", "b_ptr", "n", "C", "inner", "eps"),
-                          ("BLOCK", "PLANES", "HAS_W", "HAS_B"), body, Scalars.of(op))
+                          ("x_ptr", "y_ptr", "mean_ptr", "var_ptr", "w_ptr", "b_ptr", "n", "C", "inner", "eps",
+                           *operands.params(op, NDIM)),
+                          ("BLOCK", "PLANES", "HAS_W", "HAS_B", *operands.flags(op)), body, Scalars.of(op))
     launch = kernel.launch("grid", ["x", "y", "mean", "var", "w_arg", "b_arg", "x.numel()", "C", "inner",
-                                    f"float({eps})"], {"BLOCK": block, "PLANES": "planes", **_FLAGS},
-                           num_warps=warps)
+                                    f"float({eps})", *operands.args(op, NDIM)],
+                           {"BLOCK": block, "PLANES": "planes", **_FLAGS, **operands.flag_consts(op)}, num_warps=warps)
     planes = f"inner >= {block // 4}" if p.planes else "False"
-    return Rendered((kernel,), f'''
+    return Rendered(_with_helper(op, (kernel,)), f'''
 y = torch.empty_like(x)
 if x.numel() == 0:
     return y
@@ -127,7 +140,7 @@ C, inner = x.shape[1], math.prod(x.shape[2:])
 w, b, mean, var = {weight}, {bias}, {attr(d["running_mean"])}, {attr(d["running_var"])}
 w_arg = x if w is None else w
 b_arg = x if b is None else b
-planes = {planes}  # a program per (n, c) plane, a few of them sharing a long plane; else flat tiles
+{_operand_lines(op, "1")}planes = {planes}  # a program per (n, c) plane, a few of them sharing a long plane; else flat tiles
 grid = (x.numel() // inner, min(triton.cdiv(inner, {block}), 1024)) if planes else (triton.cdiv(x.numel(), {block}),)
 {launch}
 return y''')
@@ -143,18 +156,21 @@ def group(op: Op, p, names: Names) -> Rendered:
         spatial = d.get("spatial")
         cdim, groups = (f"0 if x.dim() == {int(spatial) + 1} else 1" if spatial is not None else "1"), "C"
     row_max, tile, block_n, warps = int(p.ROW_MAX), int(p.TILE), int(p.BLOCK_N), int(p.num_warps)
-    scalars = Scalars.of(op)
+    scalars, extra, flags = Scalars.of(op), operands.params(op, NDIM), operands.flags(op)
+    row_epilogue = _epilogue(op, 0, ("ch", "mask"), ({0: "(rows // G)[:, None]", 1: "ch",
+                                                      2: "(cols % inner)[None, :]"}, "mask"))
+    apply_epilogue = _epilogue(op, 4, ("ch", "o < hi"), ({0: "row // G", 1: "ch", 2: "o % inner"}, "o < hi"))
     row = TritonKernel(names("kc_group_row_kernel"),
-                       ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "M", "L", "G", "CPG", "inner", "eps"),
-                       ("BLOCK_M", "BLOCK_N", "HAS_W", "HAS_B"), _GROUP_ROW.substitute(epilogue=_epilogue(op, 0)),
+                       ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "M", "L", "G", "CPG", "inner", "eps", *extra),
+                       ("BLOCK_M", "BLOCK_N", "HAS_W", "HAS_B", *flags), _GROUP_ROW.substitute(epilogue=row_epilogue),
                        scalars)
     apply = TritonKernel(names("kc_group_apply_kernel"),
                          ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "mean_ptr", "m2_ptr", "L", "G", "CPG", "inner", "chunk",
-                          "splits", "eps"),
-                         ("BLOCK_N", "BLOCK_S", "HAS_W", "HAS_B"), _GROUP_APPLY.substitute(epilogue=_epilogue(op, 4)),
-                         scalars)
+                          "splits", "eps", *extra),
+                         ("BLOCK_N", "BLOCK_S", "HAS_W", "HAS_B", *flags),
+                         _GROUP_APPLY.substitute(epilogue=apply_epilogue), scalars)
     stats = stats_kernel(Names())  # chunk statistics as the layer norm's (RMS=False), one kernel for every op
-    args = ["x", "y", "w_arg", "b_arg"]
+    args, tail, consts = ["x", "y", "w_arg", "b_arg"], operands.args(op, NDIM), {**_FLAGS, **operands.flag_consts(op)}
     body = f'''
 y = torch.empty_like(x)
 if x.numel() == 0:
@@ -167,13 +183,13 @@ M, L = math.prod(x.shape[:cd]) * G, CPG * inner  # slabs (n, group) of L contigu
 w, b, eps = {weight}, {bias}, float({eps})
 w_arg = x if w is None else w
 b_arg = x if b is None else b
-np2 = triton.next_power_of_2
+{_operand_lines(op, "cd")}np2 = triton.next_power_of_2
 if np2(L) <= {row_max}:  # whole slabs in registers
     bn = np2(L)
     bm = min(np2(M), max(1, {tile} // bn))
     warps = min(16, {warps} * max(1, bm * bn // {tile}))
-    {row.launch("(triton.cdiv(M, bm),)", [*args, "M", "L", "G", "CPG", "inner", "eps"],
-                {"BLOCK_M": "bm", "BLOCK_N": "bn", **_FLAGS}, num_warps="warps")}
+    {row.launch("(triton.cdiv(M, bm),)", [*args, "M", "L", "G", "CPG", "inner", "eps", *tail],
+                {"BLOCK_M": "bm", "BLOCK_N": "bn", **consts}, num_warps="warps")}
     return y
 splits = max(1, min(triton.cdiv({int(p.split_target)}, M), triton.cdiv(L, {block_n}), 1024))
 chunk = triton.cdiv(triton.cdiv(L, splits), {block_n}) * {block_n}
@@ -182,7 +198,18 @@ mean = torch.empty((M, splits), dtype=torch.float32, device=x.device)
 m2 = torch.empty((M, splits), dtype=torch.float32, device=x.device)
 {stats.launch("(M, splits)", ["x", "mean", "m2", "L", "chunk", "splits"],
               {"BLOCK_N": block_n, "RMS": False, "WELFORD": bool(p.welford)}, num_warps=warps)}
-{apply.launch("(M, splits)", [*args, "mean", "m2", "L", "G", "CPG", "inner", "chunk", "splits", "eps"],
-              {"BLOCK_N": block_n, "BLOCK_S": "np2(splits)", **_FLAGS}, num_warps=warps)}
+{apply.launch("(M, splits)", [*args, "mean", "m2", "L", "G", "CPG", "inner", "chunk", "splits", "eps", *tail],
+              {"BLOCK_N": block_n, "BLOCK_S": "np2(splits)", **consts}, num_warps=warps)}
 return y'''
-    return Rendered((row, apply, stats), body)
+    return Rendered(_with_helper(op, (row, apply, stats)), body)
+
+
+def _operand_lines(op: Op, cdim: str) -> str:
+    """The forward's lines binding the epilogue's operands over the kernel dims (n, c, s): the dims before the
+    channel dim `cdim` (an expression) are n, those after it s."""
+    return operands.lines(op, "tuple(x.shape)", f"[0] * {cdim} + [1] + [2] * (x.dim() - {cdim} - 1)", NDIM)
+
+
+def _with_helper(op: Op, blocks: tuple) -> tuple:
+    """The op's kernels, and the host helper binding operands when its epilogue reads any."""
+    return (*blocks, operands.HELPER) if operands.count(op) else blocks

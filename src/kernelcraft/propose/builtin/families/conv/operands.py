@@ -1,15 +1,18 @@
-"""Epilogue operands of the convolution families (conv, conv3d, conv_transpose, conv_transpose3d): the parameter
-tensors of the epilogue's tensor steps (x + self.bias, x * self.scale), broadcast to the conv's output by torch's
-rules and read by the kernel at the output's coordinates.
+"""Epilogue operands: the parameter tensors of an epilogue's tensor steps (x + self.bias, x * self.scale), broadcast
+to the op's output by torch's rules and read by the kernel at the output's coordinates. One machinery for every
+family whose epilogue reads them: the convolutions (conv, conv3d, conv_transpose, conv_transpose3d), the channel
+norms (batchnorm, groupnorm, instancenorm) and softmax.
 
-A kernel indexes its output by its own dims, (n, co, oh, ow) or (n, co, od, oh, ow); a 1-D conv runs as a one-row
-2-D one and an unbatched input has no n, so the reference's output dims are some of the kernel's. The forward
-(`operand_lines`) binds each operand o<k> with one stride per kernel dim, o<k>_s0, o<k>_s1, ... (kc_operand_args:
+A kernel indexes its output by its own dims, (n, co, oh, ow) or (n, co, od, oh, ow) for a conv, (n, c, s) for a
+channel norm (s: the spatial dims taken flat), (outer, r, inner) for a softmax along r; the reference's output dims
+are some of the kernel's, or a run of them one flat kernel dim (a norm's spatial dims). The forward
+(`lines`) binds each operand o<k> with one stride per kernel dim, o<k>_s0, o<k>_s1, ... (kc_operand_args:
 the operand's own stride where it varies, 0 where it is broadcast or the output has no such dim), and the kernel
-reads it with `operand_load`: the sum of its index along each kernel dim times that stride. An implicit-GEMM tile
-kernel also takes one constexpr per operand (`flags`), O<k>_COLS: the operand varies along the out-channels only (a
-bias or scale of shape (C, 1, 1)), so the tile loads one BLOCK_N vector of it instead of a value per output
-(`tile_load`)."""
+reads it with `load`: the sum of its index along each kernel dim times that stride. A kernel may also take
+one constexpr per operand (`flags`), O<k>_COLS: the operand varies along the kernel's dim 1 only (a conv's
+out-channels, a norm's channels, a softmax's reduced dim: a bias or scale of shape (C, 1, 1)), so the kernel loads
+it by that index alone (`flagged`; an implicit-GEMM tile one BLOCK_N vector instead of a value per output,
+`tile_load`)."""
 
 from __future__ import annotations
 
@@ -22,17 +25,28 @@ from kernelcraft.propose.builtin.plan import Op, operand_refs
 
 def kc_operand_args(o, shape, dims, ndim):
     """An epilogue operand o and its strides broadcast to the output's `shape` (0 on broadcast dims), placed at the
-    kernel's dims `dims` of its `ndim` (0 on the others). One that would broadcast the output itself is refused."""
+    kernel's dims `dims` (one per output dim) of its `ndim` (0 on the others). Output dims that share a kernel dim
+    are a run the kernel indexes flat: o's strides along the run must step as that flat index does, else o is first
+    expanded to the output's shape (a copy, for an operand that varies along only some of the run's dims). One that
+    would broadcast the output itself is refused."""
     lead = len(shape) - o.dim()
     if lead < 0 or any(o.shape[k] != 1 and o.shape[k] != shape[lead + k] for k in range(o.dim())):
         raise ValueError(f"an operand of shape {tuple(o.shape)} broadcasts beyond the output {tuple(shape)}")
     st = [0] * len(shape)
     for k in range(o.dim()):
         st[lead + k] = 0 if o.shape[k] == 1 else o.stride(k)
-    out = [0] * ndim
-    for j in range(len(dims)):
-        out[dims[j]] = st[j]
-    return [o, *out]
+    run = [None] * ndim  # per kernel dim: (the stride of its innermost output dim, the run's extent so far)
+    for j in range(len(shape) - 1, -1, -1):
+        d = dims[j]
+        if shape[j] == 1:
+            continue
+        if run[d] is None:
+            run[d] = (st[j], shape[j])
+        elif st[j] == run[d][0] * run[d][1]:
+            run[d] = (run[d][0], run[d][1] * shape[j])
+        else:  # not a flat run's steps: the operand at every output coordinate
+            return kc_operand_args(o.expand(shape).contiguous(), shape, dims, ndim)
+    return [o, *(0 if r is None else r[0] for r in run)]
 
 
 HELPER = inspect.getsource(kc_operand_args)  # a module-level block of the candidate: one source for every family
@@ -54,7 +68,7 @@ def params(op: Op, ndim: int) -> tuple[str, ...]:
 
 
 def flags(op: Op) -> tuple[str, ...]:
-    """A tile kernel's constexprs for the operands: O<k>_COLS, operand k varies along the out-channels only."""
+    """A kernel's constexprs for the operands: O<k>_COLS, operand k varies along the kernel's dim 1 only."""
     return tuple(f"O{k}_COLS" for k in range(count(op)))
 
 
@@ -79,16 +93,24 @@ def lines(op: Op, shape: str, dims: str, ndim: int) -> str:
     for k, r in enumerate(refs):
         out.append(f"{', '.join(names(k, ndim))} = kc_operand_args({attr(r[1])}, shape, {dims}, {ndim})")
         rows = ", ".join(f"o{k}_s{d}" for d in range(ndim) if d != 1)
-        out.append(f"o{k}_cols = not any(({rows},))  # along the out-channels only: one vector per tile")
+        out.append(f"o{k}_cols = not any(({rows},))  # along the kernel's dim 1 only (channels): loaded by it alone")
     return "\n".join(out) + "\n"
 
 
-def load(k: int, groups: Sequence[tuple[Mapping[int, str], str]], mask: str) -> str:
+def load(k: int, groups: Sequence[tuple[Mapping[int, str], str]], mask: str | None) -> str:
     """Triton expression: operand k at a tile's outputs, in fp32. Each group is ({kernel dim: the tile's index along
-    it}, the suffix that places their sum in the tile: "[:, None]", "[None, :]" or "" for a scalar)."""
+    it}, the suffix that places their sum in the tile: "[:, None]", "[None, :]" or "" for a scalar or an index
+    already shaped like the tile); `mask` None: every index is in bounds (a scalar's)."""
     parts = [f"({' + '.join(f'{index} * o{k}_s{d}' for d, index in dims.items())}){suffix}"
              for dims, suffix in groups if dims]
-    return f"tl.load(o{k}_ptr + {' + '.join(parts)}, mask={mask}, other=0.0).to(tl.float32)"
+    masked = f", mask={mask}, other=0.0" if mask is not None else ""
+    return f"tl.load(o{k}_ptr + {' + '.join(parts)}{masked}).to(tl.float32)"
+
+
+def flagged(k: int, column: str, every: str) -> str:
+    """Operand k as `column` (its load by the kernel's dim-1 index alone) where O<k>_COLS, else as `every` (its load
+    at each output): the constexpr picks one at compile time."""
+    return f"({column} if O{k}_COLS else {every})"
 
 
 def tile_load(k: int, spatial: Sequence[str]) -> str:
@@ -97,4 +119,4 @@ def tile_load(k: int, spatial: Sequence[str]) -> str:
     rows = {0: "n.to(tl.int64)", **{2 + j: name for j, name in enumerate(spatial)}}
     every = load(k, [(rows, "[:, None]"), ({1: "co.to(tl.int64)"}, "[None, :]")], "mmask[:, None] & nmask[None, :]")
     column = load(k, [({1: "co.to(tl.int64)"}, "")], "nmask") + "[None, :]"
-    return f"({column} if O{k}_COLS else {every})"
+    return flagged(k, column, every)

@@ -7,11 +7,11 @@ from __future__ import annotations
 from string import Template
 
 from kernelcraft.propose.builtin.chunk_stats import stats_kernel
-from kernelcraft.propose.builtin.codegen import attr, indent, num
+from kernelcraft.propose.builtin.codegen import attr, num
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
-from kernelcraft.propose.builtin.steps import step_lines
+from kernelcraft.propose.builtin.steps import epilogue_on
 
 _ROW = Template('''
 rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -75,9 +75,7 @@ _L2 = "KC_L2_BYTES = None  # L2 bytes to plan row groups for; None: the device's
 def _epilogue(steps: list, depth: int) -> str:
     """The statements applying `steps` to the fp32 result y (as x, as steps.py's lines read it), each line indented
     `depth` and ending in a newline; none without steps."""
-    if not steps:
-        return ""
-    return indent("\n".join(["x = y", *step_lines(steps), "y = x"]), depth) + "\n"
+    return epilogue_on("y", steps, None, depth) + "\n" if steps else ""
 
 
 def render(op: Op, p, names: Names) -> Rendered:

@@ -2,10 +2,12 @@
 over adjacent dims taken as one, on a contiguous x seen as [outer, R, inner] (columns.py): a program takes a tile
 of BLOCK_C "columns" (outer * inner of them, R elements each, `inner` apart) and BLOCK_R of R at a time. inner == 1
 is the plain row case (several short rows per program); inner > 1 takes columns that sit side by side so loads
-coalesce. Softmax keeps all of R in one tile when it fits (falls back to an online running max and sum at run
-time when not); reduce splits R over programs when there are few columns and combines the fp32 partials with a
-second launch, and over a leading or middle dim takes adjacent columns of one outer index per program (columns.py's
-PLAN and PLACE: contiguous, vectorized loads). The reduce kernels also serve the pooling families' global pools.
+coalesce (softmax: one outer index and up to COLUMNS adjacent columns per program, softmax.py). Softmax keeps all
+of R in one tile when it fits (falls back to an online running max and sum at run time when not) and applies the
+pointwise steps after it, parameter operands too, as an epilogue; reduce splits R over programs when there are few
+columns and combines the fp32 partials with a second launch, and over a leading or middle dim takes adjacent columns
+of one outer index per program (columns.py's PLAN and PLACE: contiguous, vectorized loads). The reduce kernels also
+serve the pooling families' global pools.
 
 Two families, one per parameter set: `softmax` (kinds softmax, log_softmax) and `reduce`. Their ops are read by
 analyze.py's core (recognize=None): softmax and the reductions interact with the interpreter's pending abstract
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelcraft.propose.builtin.families.rows import kernels
+from kernelcraft.propose.builtin.families.rows import kernels, softmax
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
 
@@ -26,13 +28,15 @@ VARIANTS = ("row", "online")
 class Softmax(Params):
     """"row": the reduced extent held whole in registers where it fits (up to ROW_MAX elements per program), else
     the online path; "online": always a running max and rescaled sum over BLOCK_R-element tiles, then a writing
-    pass. TILE: elements per program (short rows are packed that many per program)."""
+    pass. TILE: elements per program (short rows are packed that many per program). COLUMNS: along a dim that is
+    not the last, at least this many adjacent columns per tile (where the inner dims have them), loaded contiguously."""
 
     variant: str = "row"
     ROW_MAX: int | None = 16384  # "row" only
     BLOCK_R: int = 4096
     TILE: int = 4096
     num_warps: int = 4
+    COLUMNS: int = 64
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
@@ -42,6 +46,10 @@ class Softmax(Params):
         if self.variant == "online":
             return (f"Online softmax statistics in {self.BLOCK_R}-element tiles: one pass keeps a running max and "
                     f"rescaled sum, a second pass writes; {self.num_warps} warps")
+        if self.COLUMNS != 64:
+            return (f"Wide column tiles for a softmax over a leading or middle dim: at least {self.COLUMNS} adjacent "
+                    f"columns ({4 * self.COLUMNS} contiguous bytes of fp32) per row of R, all of R held in registers "
+                    f"where it fits ({self.ROW_MAX} elements); {self.num_warps} warps")
         return (f"Whole row in one program: load the reduced extent once (up to {self.ROW_MAX} elements, short rows "
                 f"packed {self.TILE} elements per program), max/exp/sum in registers, one write; {self.num_warps} warps")
 
@@ -54,7 +62,8 @@ class Softmax(Params):
 def softmax_moves(op: Op) -> list[Softmax]:
     return [Softmax("row", 16384, TILE=4096, num_warps=4), Softmax("row", 16384, TILE=4096, num_warps=8),
             Softmax("row", 16384, TILE=2048, num_warps=4), Softmax("online", None, 4096, 4096, 8),
-            Softmax("row", 8192, TILE=8192, num_warps=8), Softmax("online", None, 1024, 2048, 4)]
+            Softmax("row", 8192, TILE=8192, num_warps=8), Softmax("online", None, 1024, 2048, 4),
+            Softmax("row", 16384, TILE=8192, num_warps=8, COLUMNS=128)]
 
 
 @dataclass(frozen=True)
@@ -101,12 +110,13 @@ def reduce_moves(op: Op) -> list[Reduce]:
 
 
 def render_softmax(op: Op, p: Softmax, names: Names) -> Rendered:
-    return kernels.softmax(op, p, names)
+    return softmax.render(op, p, names)
 
 
 def render_reduce(op: Op, p: Reduce, names: Names) -> Rendered:
     return kernels.reduce(op, p, names)
 
 
-FAMILIES = (Family("softmax", "triton", ("softmax", "log_softmax"), Softmax, softmax_moves, render_softmax),
+FAMILIES = (Family("softmax", "triton", ("softmax", "log_softmax"), Softmax, softmax_moves, render_softmax,
+                   epilogue=("softmax", "log_softmax"), operand_epilogue=("softmax", "log_softmax")),
             Family("reduce", "triton", ("reduce",), Reduce, reduce_moves, render_reduce))

@@ -1,8 +1,8 @@
-"""The rows families' kernels over the [outer, R, inner] column view (propose/builtin/columns.py): `softmax` (softmax and
-log_softmax along R) and `reduce` (sum, mean, max, min, logsumexp, 2-norm along R, split over programs when there
-are few columns; its columns placed by columns.py's PLAN and PLACE, so a reduction over a leading or middle dim reads
-adjacent columns of one outer index in vector loads). The reduce kernel and its launches (`reduce_blocks`,
-`reduce_launches`) also serve the pooling families' global pools.
+"""The reduce family's kernels over the [outer, R, inner] column view (propose/builtin/columns.py): sum, mean, max,
+min, logsumexp, 2-norm along R, split over programs when there are few columns; its columns placed by columns.py's
+PLAN and PLACE, so a reduction over a leading or middle dim reads adjacent columns of one outer index in vector loads
+(softmax's kernels are in softmax.py). The reduce kernel and its launches (`reduce_blocks`, `reduce_launches`) also
+serve the pooling families' global pools.
 
 The kernels apply no steps and read no scalars: each is the same text for every op of its kind (the kind is in its
 name), so it keeps its plain name and a chain of two such ops emits it once; everything op-specific (the dim, the
@@ -13,69 +13,9 @@ from __future__ import annotations
 from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent
-from kernelcraft.propose.builtin.columns import COLUMNS, PLACE, PLAN, TILES
+from kernelcraft.propose.builtin.columns import PLACE, PLAN, TILES
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.scalars import Scalars
-
-_SOFTMAX = Template('''
-$columns
-if SINGLE:  # all of R in one tile: one read, one write
-    offs = base[None, :] + r.to(tl.int64)[:, None] * inner
-    mask = (r < R)[:, None] & cmask[None, :]
-    x = tl.load(x_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
-    m = tl.max(x, 0)
-    e = tl.exp(x - m[None, :])
-    s = tl.sum(e, 0)
-    tl.store(y_ptr + offs, ($single).to(y_ptr.dtype.element_ty), mask=mask)
-else:  # online: running max and a sum rescaled whenever the max grows, then a writing pass
-    m_run = tl.full([BLOCK_C], -float("inf"), tl.float32)
-    s_run = tl.zeros([BLOCK_C], tl.float32)
-    for start in range(0, R, BLOCK_R):
-        rr = start + r
-        offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
-        x = tl.load(x_ptr + offs, mask=(rr < R)[:, None] & cmask[None, :], other=-float("inf")).to(tl.float32)
-        m_new = tl.maximum(m_run, tl.max(x, 0))
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # no -inf - -inf while a column is all -inf
-        s_run = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe[None, :]), 0)
-        m_run = m_new
-    $prelude
-    for start in range(0, R, BLOCK_R):
-        rr = start + r
-        offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
-        mask = (rr < R)[:, None] & cmask[None, :]
-        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        tl.store(y_ptr + offs, ($online).to(y_ptr.dtype.element_ty), mask=mask)
-''')
-
-# softmax and log_softmax: the whole-tile result, the online pass's statistic, and its writing expression
-_SOFTMAX_MATH = {"softmax": ("e * (1.0 / s)[None, :]", "inv = 1.0 / s_run", "tl.exp(x - m_run[None, :]) * inv[None, :]"),
-                 "log_softmax": ("x - (m + tl.log(s))[None, :]", "lse = m_run + tl.log(s_run)", "x - lse[None, :]")}
-
-
-def softmax(op: Op, p, names: Names) -> Rendered:
-    single, prelude, online = _SOFTMAX_MATH[op.kind]
-    kernel = TritonKernel(f"kc_{op.kind}_kernel", ("x_ptr", "y_ptr", "R", "inner", "C"),
-                          ("BLOCK_R", "BLOCK_C", "SINGLE"),
-                          _SOFTMAX.substitute(columns=COLUMNS, single=single, prelude=prelude, online=online),
-                          Scalars.of(op))
-    row_max = int(p.ROW_MAX) if p.variant == "row" else 0
-    block_r, tile, warps = int(p.BLOCK_R), int(p.TILE), int(p.num_warps)
-    launch = kernel.launch("(triton.cdiv(C, bc),)", ["x", "y", "R", "inner", "C"],
-                           {"BLOCK_R": "br", "BLOCK_C": "bc", "SINGLE": "single"}, num_warps="warps")
-    return Rendered((TILES, kernel), f'''
-y = torch.empty_like(x)
-if x.numel() == 0:
-    return y
-d = {int(op.detail["dim"])} % max(x.dim(), 1)
-R = x.shape[d] if x.dim() else 1
-inner = math.prod(x.shape[d + 1:])
-C = x.numel() // R
-br, bc, single = kc_tiles(R, C, inner, {row_max}, {block_r}, {tile})
-warps = min(16, {warps} * max(1, br * bc // {tile}))
-{launch}
-return y''')
-
 
 _REDUCE = Template('''
 # program (column tile, split): R tiles [split * chunk, split * chunk + chunk); result row `split` of y. A split's

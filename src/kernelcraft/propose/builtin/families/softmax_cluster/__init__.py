@@ -58,6 +58,8 @@ class Cluster(Params):
 
 
 def moves(op: Op) -> list[Cluster]:
+    if op.detail.get("steps"):
+        return []  # a pointwise epilogue: the Triton softmax family fuses it
     staged = [Cluster(8, t, st, kb) for kb, t, st in ((64, 512, False), (64, 512, True), (32, 256, False),
                                                       (64, 256, False))]
     registers = [Cluster(c, t) for c, t in ((8, 512), (4, 512), (8, 256), (2, 1024))]
