@@ -69,7 +69,7 @@ ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_prope
                  "kc_conv_out_size", "kc_conv_padding", "kc_phase_taps", "kc_pool_out", "kc_tma_ok", "kc_matmul_tma",
                  "kc_linear_tma", "torch.zeros", "torch.cuda.current_stream",
                  "torch.full", "isinstance"}  # torch.full: a number passed to forward, as a 0-dim operand
-ALLOWED_METHODS = {"contiguous", "permute", "reshape", "squeeze", "unsqueeze", "size", "numel", "dim", "stride", "element_size", "data_ptr", "t",
+ALLOWED_METHODS = {"contiguous", "permute", "reshape", "view", "squeeze", "unsqueeze", "size", "numel", "dim", "stride", "element_size", "data_ptr", "t",
                    "blocks_per_sm",  # an NVRTC kernel's occupancy query
                    "is_floating_point", "append",  # a number passed to forward made an operand (kc_bcast_numbers)
                    "expand"}  # a view: an epilogue operand broadcast before a copy (kc_operand_args)

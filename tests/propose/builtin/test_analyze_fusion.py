@@ -126,6 +126,8 @@ FUSED = {  # problem -> its ops, each as kind[its steps' names]
     "49_ConvTranspose3d_Softmax_Sigmoid": "conv_transpose3d -> softmax[sigmoid]",
     "13_ConvTranspose3d_Mean_Add_Softmax_Tanh_Scaling":
         "conv_transpose3d -> reduce -> elementwise[tadd] -> softmax[tanh,mul]",
+    # a view of a parameter (self.subtract.view(1, -1, 1, 1, 1)) as an operand
+    "89_ConvTranspose3d_MaxPool_Softmax_Subtract_Swish_Max": "conv_transpose3d -> pool3d -> softmax[tsub,silu] -> reduce",
 }
 
 
@@ -158,6 +160,7 @@ def test_upstream_problems_are_read_fused(name):
                                   "62_Matmul_GroupNorm_LeakyReLU_Sum",
                                   "88_Gemm_GroupNorm_Swish_Multiply_Swish",
                                   "79_Conv3d_Multiply_InstanceNorm_Clamp_Multiply_Max",
+                                  "89_ConvTranspose3d_MaxPool_Softmax_Subtract_Swish_Max",
                                   "84_Gemm_BatchNorm_Scaling_Softmax",
                                   "85_Conv2d_GroupNorm_Scale_MaxPool_Clamp",
                                   "97_Matmul_BatchNorm_BiasAdd_Divide_Swish",
@@ -169,3 +172,26 @@ def test_upstream_problems_are_read_fused(name):
                                   "74_ConvTranspose3d_LeakyReLU_Multiply_LeakyReLU_Max"])
 def test_fused_upstream_problems_match_at_small_sizes(name, tmp_path):
     check_first_answer(upstream(name), tmp_path)
+
+
+@pytest.mark.parametrize("producer, init, shapes", [
+    ("self.conv(x)", "self.conv = nn.Conv2d(3, 5, 3)", [(2, 3, 9, 8), (1, 3, 5, 7)]),
+    ("torch.softmax(x, dim=1)", "", [(2, 5, 4, 3), (3, 5, 1, 2)]),
+    ("x * 2.0", "", [(2, 5, 4, 3), (1, 5, 2, 2)])])
+@pytest.mark.parametrize("view", [".view(1, -1, 1, 1)", ".reshape(5, 1, 1)", ".unsqueeze(-1).unsqueeze(-1)"])
+def test_a_view_of_a_parameter_is_an_operand(tmp_path, producer, init, shapes, view):
+    """x - self.b.view(1, -1, 1, 1) (KernelBench level 2's 89): the parameter read through the view forward wrote,
+    in the epilogue of the op before it (a conv, a softmax) or as an elementwise operand."""
+    init = "\n".join(filter(None, [init, "self.b = nn.Parameter(torch.randn(5))"]))
+    ops, source = check_chain(tmp_path, f"return torch.sigmoid({producer} - self.b{view})", init,
+                              [[shape] for shape in shapes], single=producer != "x * 2.0")  # an elementwise op is a chain
+    assert f"self.b{view}" in source
+    assert any(s[0] == "tsub" and s[1][:2] == ("attr", "b") for op in ops for s in op.detail.get("steps") or [])
+
+
+def test_a_view_of_a_parameter_is_refused_where_it_would_be_read_as_a_weight(tmp_path):
+    """Only an operand may be a view: a conv whose weight is a view of a parameter is not read."""
+    problem = write(tmp_path, "return F.conv2d(x, self.w.view(5, 3, 3, 3))",
+                    "self.w = nn.Parameter(torch.randn(135))", "[torch.randn(2, 3, 8, 8)]")
+    analysis = analyze(problem)
+    assert analysis.chain is None and analysis.single is None

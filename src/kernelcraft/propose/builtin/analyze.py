@@ -42,9 +42,9 @@ from kernelcraft.propose.builtin.analyze_tensors import TensorOps
 from kernelcraft.propose.builtin.compose import parse
 from kernelcraft.propose.builtin.plan import Analysis, Op, merge_elementwise, needed_ops, operand_refs, shift
 from kernelcraft.propose.builtin.untraceable import untraceable
-from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, AttrT, Device, Ew, Flipped, LogSoftmaxIn, MeanSq,
-                                                Operand, Pair, Pending, Probs, Prod, ScaledQ, Scores, Shape, SizePow,
-                                                TensorShape, TensorSize)
+from kernelcraft.propose.builtin.values import (UNKNOWN, X, Attr, AttrT, AttrView, Device, Ew, Flipped, LogSoftmaxIn,
+                                                MeanSq, Operand, Pair, Pending, Probs, Prod, ScaledQ, Scores, Shape,
+                                                SizePow, TensorShape, TensorSize)
 
 def _forward_source(source: str) -> str:
     try:
@@ -227,6 +227,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
             return found
         if (found := self.transposed(node)) is not None:
             return found
+        if (found := self.attr_view(node)) is not None:
+            return found
         if (detail := self.reshape(node)) is not None:
             return self.view(node, detail) if detail else self.refuse("view", node)
         if node.op == "call_module":
@@ -354,7 +356,7 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
         if isinstance(v, Prod) and v.src is not None and v.weight is not None and v.eps is None \
                 and v.inv_src is None:
             return replace(v.src, steps=v.src.steps + (("tmul", ("attr", v.weight)),))
-        return v if isinstance(v, (Ew, Attr)) else None
+        return v if isinstance(v, (Ew, Attr, AttrView)) else None
 
     def apply_step(self, a, step: tuple | None, name: str, node: fx.Node):
         if isinstance(a, MeanSq) and step:  # + eps, rsqrt, ... on a pending mean of squares

@@ -14,7 +14,7 @@ import torch.nn as nn
 from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
-from kernelcraft.propose.builtin.values import Attr, AttrT, Ew, MeanSq, Operand, Pending, Probs, own_step
+from kernelcraft.propose.builtin.values import Attr, AttrT, AttrView, Ew, MeanSq, Operand, Pending, Probs, own_step
 
 
 class OperandOps:
@@ -146,11 +146,12 @@ class OperandOps:
         value with no pending steps, a parameter, or the chain's own value at an earlier step), as a tensor step;
         broadcast by torch's rules."""
         ca, cb = (self.realize(v) if isinstance(v, (MeanSq, Pending)) else self.as_chain(v) for v in (a, b))
-        if ca is None or cb is None or (isinstance(ca, Attr) and isinstance(cb, Attr)):
+        params = (Attr, AttrView)
+        if ca is None or cb is None or (isinstance(ca, params) and isinstance(cb, params)):
             return self.refuse(kind, node)
 
         def rank(c) -> int:  # later ops first; parameters never lead
-            return -2 if isinstance(c, Attr) else c.base if isinstance(c.base, int) else -1
+            return -2 if isinstance(c, params) else c.base if isinstance(c.base, int) else -1
 
         swap = rank(cb) > rank(ca) or (rank(cb) == rank(ca) and cb.steps and not ca.steps)
         main, other = (cb, ca) if swap else (ca, cb)
@@ -158,6 +159,8 @@ class OperandOps:
             main, other, swap = other, main, not swap  # x (op) f(x): f(x) goes on, reading x as its own value
         if isinstance(other, Attr):
             ref = ("attr", other.path)
+        elif isinstance(other, AttrView):
+            ref = other.ref
         elif (k := own_step(main, other)) is not None:
             ref = ("step", k)  # main's own value after k steps: nothing to emit
         else:

@@ -11,7 +11,7 @@ import torch
 from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
-from kernelcraft.propose.builtin.values import UNKNOWN, X, Attr, Device, Ew, SizePow, TensorShape, TensorSize
+from kernelcraft.propose.builtin.values import UNKNOWN, X, Attr, AttrView, Device, Ew, SizePow, TensorShape, TensorSize
 
 
 class TensorOps:
@@ -31,6 +31,22 @@ class TensorOps:
             return float(value.item())
         self.note("a tensor made in forward")
         return UNKNOWN
+
+    def attr_view(self, node: fx.Node) -> AttrView | None:
+        """self.b.view(1, -1, 1, 1) (or reshape, unsqueeze, squeeze, as a method or torch function, one after
+        another) of a parameter or buffer, with literal int arguments: a tensor operand read through those views at
+        run time; else None."""
+        methods = {torch.reshape: "reshape", torch.unsqueeze: "unsqueeze", torch.squeeze: "squeeze"}
+        method = node.target if node.op == "call_method" else \
+            methods.get(node.target) if node.op == "call_function" else None
+        if method not in ("view", "reshape", "unsqueeze", "squeeze") or not node.args or node.kwargs \
+                or not isinstance(base := self.value(node.args[0]), (Attr, AttrView)):
+            return None
+        rest = node.args[1:]
+        args = tuple(rest[0]) if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else tuple(rest)
+        if not all(type(a) is int for a in args) or (method in ("unsqueeze", "squeeze") and len(args) > 1):
+            return None
+        return AttrView(base.path, (*(base.views if isinstance(base, AttrView) else ()), (method, args)))
 
     def number_tensor(self, node: fx.Node):
         """x.device (a Device, read by what follows), and torch.tensor(number[, device=x.device]) as the number;

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin import registry
-from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.codegen import indent, parameter
 from kernelcraft.propose.builtin.compose import assemble, forward_signature
 from kernelcraft.propose.builtin.family import Move, Names, Params
 from kernelcraft.propose.builtin.plan import RECURRENT, Op, operand_refs, states
@@ -108,7 +108,7 @@ def render(ops: list[Op], reference_source: str, params: Params | None = None, l
         if isinstance(ref, int):
             return f"kc_v{ref}"  # (a prefix no forward argument is likely to have)
         if isinstance(ref, tuple) and ref[0] == "attr":
-            return attr(ref[1])
+            return parameter(ref)
         index = 0 if ref == "x" else int(ref[1])
         if index >= len(names):
             raise ValueError(f"the chain reads input {index}; the reference's forward takes {len(names)}")

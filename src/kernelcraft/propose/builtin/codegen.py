@@ -15,6 +15,17 @@ def attr(path: str) -> str:
     return "self" + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in path.split("."))
 
 
+def parameter(ref: tuple) -> str:
+    """A parameter operand ("attr", path) as Python, or views of one ("attr", path, ((method, args), ...)) as forward
+    wrote them: self.b.view(1, -1, 1, 1), self.b.unsqueeze(-1).unsqueeze(-1)."""
+    text = attr(ref[1])
+    for method, args in ref[2] if len(ref) > 2 else ():
+        if method not in ("view", "reshape", "unsqueeze", "squeeze") or not all(type(a) is int for a in args):
+            raise ValueError(f"not a view of a parameter: {ref!r}")
+        text += f".{method}({', '.join(str(a) for a in args)})"
+    return text
+
+
 def indent(text: str, n: int) -> str:
     return "\n".join((" " * n + line) if line.strip() else "" for line in text.split("\n"))
 

@@ -91,6 +91,17 @@ class Attr:  # a parameter or buffer, by attribute path
 
 
 @dataclass(frozen=True)
+class AttrView:  # views of a parameter or buffer with literal arguments (self.b.view(1, -1, 1, 1)): an operand only
+    path: str
+    views: tuple  # ((method, args), ...) in the order forward applies them; method: view, reshape, (un)squeeze
+
+    @property
+    def ref(self) -> tuple:
+        """The operand reference plan.py reads: ("attr", path, views); codegen.parameter renders it."""
+        return ("attr", self.path, self.views)
+
+
+@dataclass(frozen=True)
 class AttrT:  # the transpose (.T, .t()) of a 2-D parameter, pending the matmul that reads it as a linear's weight
     path: str
 

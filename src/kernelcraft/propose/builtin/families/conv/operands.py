@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping, Sequence
 
-from kernelcraft.propose.builtin.codegen import attr
+from kernelcraft.propose.builtin.codegen import parameter
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 
 
@@ -91,7 +91,7 @@ def lines(op: Op, shape: str, dims: str, ndim: int) -> str:
         return ""
     out = [f"shape = {shape}  # the output's, as the reference has it"]
     for k, r in enumerate(refs):
-        out.append(f"{', '.join(names(k, ndim))} = kc_operand_args({attr(r[1])}, shape, {dims}, {ndim})")
+        out.append(f"{', '.join(names(k, ndim))} = kc_operand_args({parameter(r)}, shape, {dims}, {ndim})")
         rows = ", ".join(f"o{k}_s{d}" for d in range(ndim) if d != 1)
         out.append(f"o{k}_cols = not any(({rows},))  # along the kernel's dim 1 only (channels): loaded by it alone")
     return "\n".join(out) + "\n"

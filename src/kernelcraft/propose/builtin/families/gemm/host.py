@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.codegen import attr, indent, parameter
 from kernelcraft.propose.builtin.family import Names, Rendered
 from kernelcraft.propose.builtin.families.gemm import kernels
 from kernelcraft.propose.builtin.families.gemm.tiles import GEMV_COLUMNS, PRECISIONS, Tiles
@@ -217,7 +217,7 @@ def linear(op: Op, p: Tiles, names: Names) -> Rendered:
     prec = _precision(p)
     refs = operand_refs(d.get("steps") or [])
     epi = [v for k in range(len(refs)) for v in (f"o{k}", f"o{k}_s")]  # the epilogue's operands and their strides
-    operands = "".join(f"o{k}, o{k}_s = kc_column_args({attr(r[1])}, N, c.dim())  # an epilogue operand, its column "
+    operands = "".join(f"o{k}, o{k}_s = kc_column_args({parameter(r)}, N, c.dim())  # an epilogue operand, its column "
                        "stride\n" for k, r in enumerate(refs))
     tiled = kernels.tiled(op, names)
     launch = tiled.launch("grid", ["a", "w", "c2", "bias_arg", *epi, "M", "N", "K", "0", "a.stride(0)", "a.stride(1)",
