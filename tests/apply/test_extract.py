@@ -152,3 +152,15 @@ def test_an_in_place_module_whose_input_is_read_again_is_left_to_export(tmp_path
     torch.manual_seed(0)
     extraction = _check_regions(_ReadsAfterInPlace().eval(), [torch.randn(3, 5)], tmp_path, "reads_after")
     assert extraction.method == "export" and "overwrites a value read afterwards" in extraction.notes[0]
+
+
+def test_a_copy_of_a_region_problem_run_elsewhere_reads_the_weights_where_they_were_written(tmp_path):
+    model, inputs = _built("level3/mlp")
+    extraction = extract_model(model, inputs, "mlp")
+    path = write_problems(extraction, tmp_path / "regions")[0]
+    elsewhere = tmp_path / "worker" / "problem.py"  # the verifier's worker runs the text in its own directory
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(path.read_text())
+    module = load_problem(elsewhere).load()
+    copy = module.Model(*module.get_init_inputs())
+    torch.testing.assert_close(dict(copy.state_dict()), dict(extraction.regions[0].module.state_dict()))

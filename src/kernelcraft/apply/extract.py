@@ -6,7 +6,9 @@ it (sizes written in), `get_inputs()` draws random tensors of the shapes and dty
 and a value that is not a tensor (a size read from a tensor, a tuple) is written in as a constant. Its parameters
 and buffers (and values computed from them alone, such as an attention mask) are the model's own: `Model()` takes
 no arguments and reads them from `<name>.pt` beside the problem file (torch.load, weights_only), so the file loads
-through kernelcraft.problems and `kernelcraft run` like any other, and a region without state has no .pt at all.
+through kernelcraft.problems like any other, and a region without state has no .pt at all. The verifier runs a copy
+of the problem's text in its worker's own directory, where nothing lies beside it: a file written by write_problems
+also names the directory it was written to, and reads the .pt from there when none is beside it.
 """
 
 from __future__ import annotations
@@ -45,9 +47,21 @@ class Region:
     inputs: list[str]  # the nodes (or model inputs) whose tensors its forward takes, in order
     input_meta: list[TensorMeta]
     outputs: list[str]  # the nodes whose values it returns (a tuple when several)
-    source: str = field(repr=False)  # the problem file's text
-    module: fx.GraphModule = field(repr=False)  # the same forward, in memory, holding its state
+    module: fx.GraphModule = field(repr=False)  # the forward, in memory, holding its state
+    model: str = ""  # the model's name, and how its graph was captured: for the problem file's docstring
+    method: str = ""
     share: float | None = None  # of the model's time, once profiled (profile.py)
+
+    @property
+    def source(self) -> str:
+        """The problem file's text, reading its .pt from beside the file."""
+        return self.problem_source()
+
+    def problem_source(self, written_to: Path | None = None) -> str:
+        """The problem file's text; `written_to`: the directory the file and its .pt are written to, where the
+        .pt is read from when the file runs elsewhere (the verifier's worker)."""
+        return problem_source(self.name, self.kind, self.nodes, self.input_meta, self.module, self.model,
+                              self.method, written_to)
 
     @property
     def state(self) -> dict:
@@ -127,12 +141,12 @@ def compose(extraction: Extraction, inputs: list, modules: dict[str, nn.Module] 
 
 def write_problems(extraction: Extraction, out_dir: str | Path) -> list[Path]:
     """Each region's problem file (and its .pt) in `out_dir`; the problem files' paths, in running order."""
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for region in extraction.regions:
         path = out / f"{region.name}.py"
-        path.write_text(region.source)
+        path.write_text(region.problem_source(out))
         state = region.state
         if state["parameters"] or state["buffers"]:
             torch.save(state, path.with_suffix(".pt"))
@@ -170,9 +184,8 @@ def _region(gm: fx.GraphModule, group: Group, index: int, constants: set, values
     graph.output(env[outputs[0]] if len(outputs) == 1 else tuple(env[o] for o in outputs))
     module = fx.GraphModule(root, graph)
     meta = [_meta(values[n.name]) for n in inputs]
-    source = problem_source(name, group.kind, [n.name for n in group.nodes], meta, module, model, captured.method)
     return Region(name, group.kind, [n.name for n in group.nodes], [n.name for n in inputs], meta,
-                  [o.name for o in outputs], source, module)
+                  [o.name for o in outputs], module, model, captured.method)
 
 
 def _identifier(name: str) -> str:
@@ -213,9 +226,10 @@ def _meta(value: torch.Tensor) -> TensorMeta:
 # -- the problem file --------------------------------------------------------------------------------------------
 
 _LOAD_STATE = '''
+        weights = Path(__file__).with_name("{stem}.pt")
+        if not weights.exists():  # a copy of this file run elsewhere (the verifier's worker){elsewhere}
         # on the default device: a cost pass that builds the model on the meta device gets shapes only
-        state = torch.load(Path(__file__).with_name("{stem}.pt"), map_location=torch.get_default_device(),
-                           weights_only=True)
+        state = torch.load(weights, map_location=torch.get_default_device(), weights_only=True)
         for name, value in state["parameters"].items():
             self.register_parameter(name, nn.Parameter(value))
         for name, value in state["buffers"].items():
@@ -260,7 +274,7 @@ def _random(shape, dtype, high):
 
 
 def problem_source(name: str, kind: str, nodes: list[str], meta: list[TensorMeta], module: fx.GraphModule,
-                   model: str, method: str) -> str:
+                   model: str, method: str, written_to: Path | None = None) -> str:
     code = module.graph.python_code(root_module="self")
     stateful = any(True for _ in module.parameters()) or any(True for _ in module.buffers())
     return _TEMPLATE.format(
@@ -269,8 +283,15 @@ def problem_source(name: str, kind: str, nodes: list[str], meta: list[TensorMeta
         else "",
         imports="\n".join(_imports(code.globals, code.src)),
         inputs=repr(tuple((m.shape, m.dtype, m.high) for m in meta)),
-        load=_LOAD_STATE.format(stem=name) if stateful else "",
+        load=_LOAD_STATE.format(stem=name, elsewhere=_elsewhere(name, written_to)) if stateful else "",
         forward=textwrap.indent(code.src.strip("\n"), "    "))
+
+
+def _elsewhere(stem: str, written_to: Path | None) -> str:
+    """The line that reads the .pt from the directory the file was written to; none for a file not yet written."""
+    if written_to is None:
+        return "\n            raise FileNotFoundError(f\"{weights} holds this problem's weights; it is missing\")"
+    return f"\n            weights = Path({str(written_to / f'{stem}.pt')!r})"
 
 
 def _imports(names: dict, src: str) -> list[str]:
