@@ -57,3 +57,12 @@ def test_nothing_below_the_faces_imports_them():
                     "kernelcraft.propose", "kernelcraft.problems", "kernelcraft.backends"):
         for module in modules_under(package):
             assert not borrowed(module, faces), module
+
+
+def test_apply_sits_above_search_and_below_the_faces():
+    for module in modules_under("kernelcraft.apply"):
+        assert not borrowed(module, ("kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp")), module
+    for package in ("kernelcraft.search", "kernelcraft.export", "kernelcraft.report", "kernelcraft.verify",
+                    "kernelcraft.propose", "kernelcraft.problems", "kernelcraft.backends"):
+        for module in modules_under(package):
+            assert not borrowed(module, ("kernelcraft.apply",)), module

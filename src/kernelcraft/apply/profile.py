@@ -1,0 +1,83 @@
+"""Where a model's time goes, by region: the whole model and each region's standalone forward (the very module its
+problem file holds), timed interleaved by the verifier's timing loop on the given device, each region on the tensors
+it received when the model ran. A region's share is its time over the model's; the shares need not sum to one
+(a region alone misses the neighbours' cache and pays its own launch), and the sum is reported beside them.
+
+torch.profiler runs the model once as well, for the ATen ops that took the most time on the device (or the CPU):
+a cross-check of which ops dominate, not the attribution itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+
+from kernelcraft.apply.extract import Extraction, observe
+from kernelcraft.verify.timing import TimingConfig, time_interleaved
+
+_MODEL = "__model__"
+TOP_OPS = 8
+
+
+@dataclass
+class RegionTime:
+    name: str
+    kind: str
+    ms: float  # median of its standalone forward
+    share: float  # ms over the model's median
+
+
+@dataclass
+class Profile:
+    device: str
+    method: str  # the timing method ("cuda_events+l2_flush", "cpu_perf_counter")
+    model_ms: float
+    regions: list[RegionTime]
+    covered: float  # the regions' times summed, over the model's
+    top_ops: list[tuple[str, float]] = field(default_factory=list)  # torch.profiler: (ATen op, self ms), largest first
+
+    @property
+    def shares(self) -> dict[str, float]:
+        return {r.name: r.share for r in self.regions}
+
+
+def profile(extraction: Extraction, model: nn.Module, inputs: list, device: str | torch.device = "cpu",
+            config: TimingConfig | None = None) -> Profile:
+    """Time `model` and each region of `extraction` (made from this model) on `device`."""
+    device = torch.device(device)
+    config = config or TimingConfig()
+    model = model.to(device).eval()
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    with torch.no_grad():
+        values = observe(extraction.graph_module.to(device), inputs)
+        calls = {_MODEL: (model, inputs)}
+        for region in extraction.regions:
+            calls[region.name] = (region.module.to(device), [values[n] for n in region.inputs])
+        # every callable gets the same arguments from the timing loop: the bundle of all their inputs
+        fns = {name: (lambda bundle, name=name: calls[name][0](*bundle[name])) for name in calls}
+        bundle = {name: args for name, (_, args) in calls.items()}
+        run = time_interleaved(fns, lambda _round: [bundle], device, config)
+        top = _top_ops(model, inputs, device)
+    model_ms = run.timings[_MODEL].median_ms
+    regions = [RegionTime(r.name, r.kind, run.timings[r.name].median_ms,
+                          run.timings[r.name].median_ms / model_ms if model_ms else 0.0) for r in extraction.regions]
+    return Profile(str(device), run.timings[_MODEL].method, model_ms, regions,
+                   sum(r.ms for r in regions) / model_ms if model_ms else 0.0, top)
+
+
+def _top_ops(model: nn.Module, inputs: list, device: torch.device) -> list[tuple[str, float]]:
+    """The ATen ops with the most self time in one profiled call of the model, in ms."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    model(*inputs)  # warm: the first call's allocations are not the model's time
+    with torch.profiler.profile(activities=activities) as prof:
+        model(*inputs)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    events = [e for e in prof.key_averages() if e.key.startswith("aten::")]
+    events.sort(key=lambda e: getattr(e, attr), reverse=True)
+    return [(e.key, getattr(e, attr) / 1e3) for e in events[:TOP_OPS] if getattr(e, attr) > 0]

@@ -1,0 +1,241 @@
+"""Cut a captured graph (capture.py's form) into regions: groups of nodes that each become a standalone problem.
+
+- A heavy op (conv, linear, matmul, norm, pooling, softmax, a reduction, attention) starts a region, and takes the
+  ops that follow it while nothing else reads what they overwrite: first a chain of pointwise ops (and, after a conv,
+  linear or matmul, one norm), each the only reader of the last; then, where the chain's end is read by several
+  pointwise ops (x * 0.5 * (1 + tanh(x))), all the pointwise ops reachable from it, when they end in one value.
+- softmax(q @ k^T ...) @ v, with only pointwise ops and masking between, is one attention region.
+- What is left, runs of consecutive ops in graph order, is cut into its connected pieces: elementwise ops and
+  free reshapes.
+- A fixed node belongs to no region: one that reads only parameters and constants (a mask made from a buffer;
+  each region that reads it holds its value, as a buffer), or one whose value is not a tensor (a size read from a
+  tensor, arithmetic on sizes; written into the regions that read it as a constant).
+Every region is convex (no path leaves it and comes back), so it runs as one call given its inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import fx
+
+_HEAVY = {
+    "conv": {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+             "convolution"},
+    "linear": {"linear", "addmm"},
+    "matmul": {"matmul", "mm", "bmm", "baddbmm", "einsum"},
+    "norm": {"batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "native_layer_norm",
+             "native_batch_norm", "_native_batch_norm_legit_no_training"},
+    "pool": {"max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+             "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+             "adaptive_max_pool2d", "max_pool2d_with_indices", "max_pool3d_with_indices", "_adaptive_avg_pool2d"},
+    "softmax": {"softmax", "log_softmax", "_softmax", "_log_softmax"},
+    "reduce": {"sum", "mean", "amax", "amin", "max", "min", "var", "std", "logsumexp", "norm", "cumsum", "prod",
+               "argmax", "argmin"},
+    "attention": {"scaled_dot_product_attention"},
+}
+_POINTWISE = {
+    "add", "sub", "mul", "div", "truediv", "floordiv", "pow", "neg", "rsub", "relu", "relu6", "gelu", "silu",
+    "sigmoid", "tanh", "exp", "exp2", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "abs", "clamp", "clamp_min",
+    "clamp_max", "clip", "hardtanh", "leaky_relu", "elu", "selu", "celu", "softplus", "mish", "hardswish",
+    "hardsigmoid", "where", "masked_fill", "erf", "sin", "cos", "minimum", "maximum", "eq", "ne", "lt", "gt", "le",
+    "ge", "logical_and", "logical_or", "logical_not", "reciprocal", "square", "sign", "floor", "ceil", "round",
+    "lerp", "addcmul", "addcdiv", "float", "half", "bfloat16", "to", "type_as", "_to_copy", "dropout", "remainder", "fmod", "bitwise_and", "bitwise_or", "heaviside",
+}
+_FREE = {"view", "reshape", "transpose", "permute", "t", "expand", "expand_as", "squeeze", "unsqueeze", "flatten",
+         "unflatten", "view_as", "narrow", "select", "split", "split_with_sizes", "chunk", "unbind", "getitem",
+         "contiguous", "detach", "clone", "alias", "slice", "size", "_unsafe_view", "repeat", "cat", "stack", "pad", "getattr"}
+_COPIES = {"clone", "alias", "contiguous", "detach"}  # free, yet a copy a pointwise chain may carry along
+_MATMULS = ("linear", "matmul")  # kinds a norm may follow inside one region
+
+
+def op_name(node: fx.Node) -> str:
+    """The op a node calls, without namespace or overload: aten.linear.default, F.linear -> "linear"."""
+    target = node.target
+    if isinstance(target, str):
+        return target
+    packet = getattr(target, "_overloadpacket", None)  # an ATen OpOverload
+    if packet is not None:
+        return packet.__name__
+    return getattr(target, "__name__", str(target))
+
+
+def op_kind(node: fx.Node) -> str:
+    """heavy kinds (see _HEAVY), "pointwise", "free" (reshapes, views, copies), or "other"."""
+    name = op_name(node)
+    for kind, names in _HEAVY.items():
+        if name in names:
+            return kind
+    if name in _POINTWISE:
+        return "pointwise"
+    return "free" if name in _FREE else "other"
+
+
+@dataclass
+class Group:
+    kind: str
+    nodes: list[fx.Node]  # in graph order
+
+
+def compute_nodes(graph: fx.Graph) -> list[fx.Node]:
+    return [n for n in graph.nodes if n.op in ("call_function", "call_method")]
+
+
+def constant_nodes(graph: fx.Graph) -> set[fx.Node]:
+    """Compute nodes that read no placeholder, directly or through others: values fixed once the model is built."""
+    varying: set[fx.Node] = set()
+    for node in graph.nodes:
+        if node.op == "placeholder" or any(i in varying for i in node.all_input_nodes):
+            varying.add(node)
+    return {n for n in compute_nodes(graph) if n not in varying}
+
+
+def partition(graph: fx.Graph, constants: set[fx.Node]) -> list[Group]:
+    """The graph's regions, in an order they can run in (each one's inputs made by those before it); `constants`
+    are the fixed nodes (see the module's docstring)."""
+    nodes = [n for n in compute_nodes(graph) if n not in constants]
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    ancestors = _ancestors(graph)
+    assigned: dict[fx.Node, int] = {}
+    groups: list[Group] = []
+
+    def claim(kind: str, members: list[fx.Node]) -> None:
+        for m in members:
+            assigned[m] = len(groups)
+        groups.append(Group(kind, sorted(members, key=position.get)))
+
+    for node in nodes:
+        kind = op_kind(node)
+        if node in assigned or kind in ("pointwise", "free", "other"):
+            continue
+        members = _attention(node, assigned, constants) if kind == "matmul" else None
+        if members:
+            kind = "attention"
+        members = _epilogue(members or [node], kind, assigned, constants, ancestors)
+        claim(kind, members)
+    for run in _runs(nodes, assigned):
+        for piece in _pieces(run):
+            kinds = {op_kind(n) for n in piece}
+            claim("layout" if kinds == {"free"} else "elementwise" if kinds <= {"free", "pointwise"} else "other",
+                  piece)
+    return _in_running_order(groups, assigned, position)
+
+
+def _ancestors(graph: fx.Graph) -> dict[fx.Node, set[fx.Node]]:
+    found: dict[fx.Node, set[fx.Node]] = {}
+    for node in graph.nodes:
+        found[node] = set().union(*(found[i] | {i} for i in node.all_input_nodes)) if node.all_input_nodes else set()
+    return found
+
+
+def _only_user(node: fx.Node) -> fx.Node | None:
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def _open(node, assigned, constants) -> bool:
+    return node is not None and node.op in ("call_function", "call_method") and node not in assigned \
+        and node not in constants
+
+
+def _attention(matmul: fx.Node, assigned, constants) -> list[fx.Node] | None:
+    """matmul -> pointwise/masking -> softmax -> pointwise -> matmul reading the probabilities first, or None."""
+    members, node, seen_softmax = [matmul], matmul, False
+    while (user := _only_user(node)) is not None and _open(user, assigned, constants):
+        kind = op_kind(user)
+        if kind == "softmax" and not seen_softmax:
+            seen_softmax = True
+        elif kind == "matmul" and seen_softmax and user.args and user.args[0] is node:
+            return members + [user]
+        elif kind != "pointwise" and op_name(user) not in _COPIES:
+            return None
+        members.append(user)
+        node = user
+    return None
+
+
+def _epilogue(members: list[fx.Node], kind: str, assigned, constants, ancestors) -> list[fx.Node]:
+    """The region's head and the pointwise (and normalising) ops that follow it; see the module's docstring."""
+    members = list(members)
+    normed = kind == "norm"
+    while (user := _only_user(members[-1])) is not None and _open(user, assigned, constants):
+        step = op_kind(user)
+        norm_ok = step == "norm" and kind in _MATMULS + ("conv",) and not normed
+        if not (step == "pointwise" or op_name(user) in _COPIES or norm_ok) or not _convex(members + [user], ancestors):
+            break
+        normed = normed or norm_ok
+        members.append(user)
+    fan = _pointwise_closure(members[-1], assigned, constants)
+    if fan and _convex(members + fan, ancestors) and len(_outputs(members + fan)) == 1:
+        members += fan
+    return members
+
+
+def _pointwise_closure(tail: fx.Node, assigned, constants) -> list[fx.Node]:
+    """Every pointwise op reachable from `tail` through pointwise ops, when `tail` has several readers."""
+    if len(tail.users) < 2:
+        return []
+    found, frontier = [], list(tail.users)
+    while frontier:
+        node = frontier.pop()
+        if node in found or not _open(node, assigned, constants) or op_kind(node) != "pointwise":
+            continue
+        found.append(node)
+        frontier.extend(node.users)
+    return found
+
+
+def _outputs(members: list[fx.Node]) -> list[fx.Node]:
+    inside = set(members)
+    return [m for m in members if any(u not in inside for u in m.users)]
+
+
+def _convex(members: list[fx.Node], ancestors) -> bool:
+    """No input of the region is made from one of its own nodes (the path would leave and come back)."""
+    inside = set(members)
+    return not any(i not in inside and ancestors[i] & inside for m in members for i in m.all_input_nodes)
+
+
+def _runs(nodes: list[fx.Node], assigned) -> list[list[fx.Node]]:
+    """Maximal runs of consecutive unassigned nodes, in graph order."""
+    runs, current = [], []
+    for node in nodes:
+        if node in assigned:
+            if current:
+                runs.append(current)
+            current = []
+        else:
+            current.append(node)
+    return runs + ([current] if current else [])
+
+
+def _pieces(run: list[fx.Node]) -> list[list[fx.Node]]:
+    """A run's connected components (edges between its own nodes), each in graph order."""
+    inside, parent = set(run), {n: n for n in run}
+
+    def root(n):
+        while parent[n] is not n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+    for node in run:
+        for i in node.all_input_nodes:
+            if i in inside:
+                parent[root(i)] = root(node)
+    pieces: dict[fx.Node, list[fx.Node]] = {}
+    for node in run:
+        pieces.setdefault(root(node), []).append(node)
+    return list(pieces.values())
+
+
+def _in_running_order(groups: list[Group], assigned: dict[fx.Node, int], position: dict) -> list[Group]:
+    """The groups sorted so that each runs after the groups it reads from (Kahn's order, graph order on ties)."""
+    needs = [{assigned[i] for n in g.nodes for i in n.all_input_nodes if i in assigned} - {k}
+             for k, g in enumerate(groups)]
+    done: list[int] = []
+    while len(done) < len(groups):
+        ready = [k for k in range(len(groups)) if k not in done and needs[k] <= set(done)]
+        if not ready:
+            raise ValueError("the regions depend on one another in a cycle")
+        done.append(min(ready, key=lambda k: position[groups[k].nodes[0]]))
+    return [groups[k] for k in done]

@@ -1,0 +1,166 @@
+"""Regions of whole models as standalone problems: each written file loads through kernelcraft.problems, computes
+what the model computed for its nodes, and the regions together give the model's output."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+from kernelcraft.apply import CaptureError, compose, extract_model, observe, write_problems
+from kernelcraft.problems import load_problem
+from kernelcraft.problems.cost import compute_cost
+from tests.helpers import KERNELBENCH
+
+needs_kernelbench = pytest.mark.skipif(not KERNELBENCH.exists(), reason=f"no KernelBench copy at {KERNELBENCH}")
+
+SUITE = ["level3/mlp", "level3/resnet_basic_block", "level3/transformer_encoder_block", "level3/fire_module",
+         "level3/lenet5", "level3/mlp_mixer"]
+UPSTREAM = ["1_MLP", "8_ResNetBasicBlock", "44_MiniGPTBlock", "43_MinGPTCausalAttention"]
+
+
+def _built(spec):
+    """A problem's model (seeded, eval mode) and inputs at its small sizes."""
+    module = load_problem(spec).load(small=True)
+    torch.manual_seed(0)
+    model = module.Model(*module.get_init_inputs()).eval()
+    return model, list(module.get_inputs())
+
+
+def _check_regions(model, inputs, out_dir, name):
+    """Every region's written problem loads and matches the model's values; together they give its output."""
+    extraction = extract_model(model, inputs, name)
+    with torch.no_grad():
+        expected = model(*inputs)
+        values = observe(extraction.graph_module, inputs)
+        loaded = {}
+        for region, path in zip(extraction.regions, write_problems(extraction, out_dir)):
+            module = load_problem(path).load()
+            problem_model = module.Model(*module.get_init_inputs()).eval()
+            drawn = module.get_inputs()
+            assert [(tuple(x.shape), str(x.dtype).removeprefix("torch.")) for x in drawn] == \
+                [(m.shape, m.dtype) for m in region.input_meta], region.name
+            problem_model(*drawn)  # runs on its own random inputs
+            got = problem_model(*[values[n] for n in region.inputs])
+            want = [values[o] for o in region.outputs]
+            torch.testing.assert_close(list(got) if len(want) > 1 else [got], want, msg=region.name)
+            loaded[region.name] = problem_model
+        torch.testing.assert_close(compose(extraction, inputs, loaded), expected)
+    covered = [n for r in extraction.regions for n in r.nodes]
+    assert len(covered) == len(set(covered))  # each node in one region
+    return extraction
+
+
+@pytest.mark.parametrize("name", SUITE)
+def test_suite_models_become_region_problems(name, tmp_path):
+    model, inputs = _built(name)
+    extraction = _check_regions(model, inputs, tmp_path, name.replace("/", "_"))
+    assert extraction.regions
+
+
+@needs_kernelbench
+@pytest.mark.parametrize("name", UPSTREAM)
+def test_kernelbench_models_become_region_problems(name, tmp_path):
+    model, inputs = _built(KERNELBENCH / "level3" / f"{name}.py")
+    extraction = _check_regions(model, inputs, tmp_path, name)
+    kinds = [r.kind for r in extraction.regions]
+    if name == "1_MLP":
+        assert extraction.method == "fx" and kinds == ["linear"] * 3
+        assert [r.nodes for r in extraction.regions][0] == ["linear", "relu"]  # the relu is the linear's epilogue
+    if name == "8_ResNetBasicBlock":  # in-place += and ReLU(inplace=True) computed out of place, still fx
+        assert extraction.method == "fx" and kinds == ["conv"] * 3
+        assert any("in-place" in note for note in extraction.notes)
+    if name == "44_MiniGPTBlock":  # B, T, C = x.size(): fx cannot trace it, torch.export can
+        assert extraction.method == "export"
+        assert "attention" in kinds and kinds.count("linear") == 4
+        assert any("torch.fx could not trace it" in note for note in extraction.notes)
+        gelu = next(r for r in extraction.regions if "tanh" in r.nodes)
+        assert gelu.kind == "linear"  # x * 0.5 * (1 + tanh(...)): every reader of the linear in one epilogue
+
+
+@needs_kernelbench
+def test_region_problems_load_as_the_verifier_loads_them(tmp_path):
+    model, inputs = _built(KERNELBENCH / "level3" / "8_ResNetBasicBlock.py")
+    for path in write_problems(extract_model(model, inputs, "resnet"), tmp_path):
+        problem = load_problem(path)
+        assert compute_cost(problem.load(small=True)).flops > 0  # the sizes pass and the cost pass both run
+        assert path.with_suffix(".pt").exists()
+
+
+class _Branchy(nn.Module):
+    """fx cannot slice with a bound read from a tensor's shape; torch.export can (the shapes are static)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+        self.register_buffer("position", torch.randn(16, 6))
+
+    def forward(self, x):
+        b, t, c = x.size()
+        return torch.relu(self.proj(x).view(b * t, c)) * 2.0 + self.position[:t].repeat(b, 1)
+
+
+class _DataDependent(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+class _WritesItsInput(nn.Module):
+    def forward(self, x):
+        x.mul_(2.0)
+        return torch.tanh(x)
+
+
+def test_a_model_fx_cannot_trace_falls_back_to_export(tmp_path):
+    torch.manual_seed(0)
+    extraction = _check_regions(_Branchy().eval(), [torch.randn(2, 3, 6)], tmp_path, "branchy")
+    assert extraction.method == "export"
+    assert "torch.fx could not trace it" in extraction.notes[0]
+
+
+def test_a_model_neither_can_capture_is_a_one_line_error():
+    with pytest.raises(CaptureError) as caught:
+        extract_model(_DataDependent(), [torch.randn(4)])
+    message = str(caught.value)
+    assert "\n" not in message and "branches on a tensor value" in message
+
+
+def test_a_model_that_writes_into_its_input_is_a_one_line_error():
+    with pytest.raises(CaptureError) as caught:
+        extract_model(_WritesItsInput(), [torch.randn(3, 5)])
+    message = str(caught.value)
+    assert "\n" not in message and "writes into an input" in message and "writes into its inputs" in message
+
+
+class _ReadsAfterInPlace(nn.Module):
+    """The in-place ReLU overwrites y, which is read again: out of place it would differ, so export captures it."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(5, 5)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        y = self.proj(x)
+        z = self.act(y)
+        return y + z
+
+
+def test_an_in_place_module_whose_input_is_read_again_is_left_to_export(tmp_path):
+    torch.manual_seed(0)
+    extraction = _check_regions(_ReadsAfterInPlace().eval(), [torch.randn(3, 5)], tmp_path, "reads_after")
+    assert extraction.method == "export" and "overwrites a value read afterwards" in extraction.notes[0]
+
+
+def test_a_copy_of_a_region_problem_run_elsewhere_reads_the_weights_where_they_were_written(tmp_path):
+    model, inputs = _built("level3/mlp")
+    extraction = extract_model(model, inputs, "mlp")
+    path = write_problems(extraction, tmp_path / "regions")[0]
+    elsewhere = tmp_path / "worker" / "problem.py"  # the verifier's worker runs the text in its own directory
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(path.read_text())
+    module = load_problem(elsewhere).load()
+    copy = module.Model(*module.get_init_inputs())
+    torch.testing.assert_close(dict(copy.state_dict()), dict(extraction.regions[0].module.state_dict()))
