@@ -142,6 +142,19 @@ def check(op: Op, ref_src: str, params: dict, cases: list, tmp_path: Path, rtol=
         torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m: f"{op} {params} {shape}: {m}")
 
 
+def match_at_shapes(module, shapes: list, rtol=1e-4, atol=1e-4) -> None:
+    """A loaded candidate's ModelNew against its Model (no init arguments, eval mode as the verifier runs them) on
+    one random input of each shape."""
+    for shape in shapes:
+        torch.manual_seed(0)
+        ref = module.Model().to(DEVICE).eval()
+        torch.manual_seed(0)
+        new = module.ModelNew().to(DEVICE).eval()
+        x = torch.randn(shape, device=DEVICE)
+        with torch.no_grad():
+            torch.testing.assert_close(new(x), ref(x), rtol=rtol, atol=atol, msg=lambda m: f"{shape}: {m}")
+
+
 def check_small_problem(op: Op, problem, params: dict, tmp_path: Path, rtol=1e-4, atol=1e-4, want=None):
     """Render `op` for a suite problem and compare ModelNew with Model (or `want(model, *inputs)`) on the problem's
     SMALL_SIZES, in eval mode like the verifier; returns ModelNew's output."""

@@ -72,3 +72,18 @@ else:  # BLOCK_C consecutive columns of C (whole rows when inner == 1)
     cmask = c < C
     base = (c // inner) * R * inner + c % inner
 r = tl.arange(0, BLOCK_R)'''
+
+
+# The online statistics of each column's R values (softmax, logsumexp, cross-entropy): a running max and a sum of
+# exponentials rescaled whenever the max grows, one pass over R in BLOCK_R tiles (statements at one indent, inside
+# the kernel's `else:` when R does not fit one tile)
+ONLINE_MAX_SUM = '''    m_run = tl.full([BLOCK_C], -float("inf"), tl.float32)
+    s_run = tl.zeros([BLOCK_C], tl.float32)
+    for start in range(0, R, BLOCK_R):
+        rr = start + r
+        offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
+        x = tl.load(x_ptr + offs, mask=(rr < R)[:, None] & cmask[None, :], other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m_run, tl.max(x, 0))
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # no -inf - -inf while a column is all -inf
+        s_run = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe[None, :]), 0)
+        m_run = m_new'''

@@ -14,8 +14,8 @@ from kernelcraft.propose.builtin.families.conv import ConvTiles
 from kernelcraft.propose.builtin.families.conv_transpose import ConvTransposeTiles
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.families.conv.test_conv import CONV, CONV1, INIT, conv1d_op, conv_op
-from tests.propose.builtin.kernel_check import CHANNELS as S, DEVICE, Launches, assert_no_torch_compute, check, load
-from tests.propose.builtin.kernel_check import more_channels, moves
+from tests.propose.builtin.kernel_check import CHANNELS as S, Launches, assert_no_torch_compute, check, load
+from tests.propose.builtin.kernel_check import match_at_shapes, more_channels, moves
 from tests.propose.builtin.kernel_check import reference, render
 from tests.propose.builtin.kernel_check import move_tolerance as tolerance
 from tests.propose.builtin.test_analyze import write
@@ -155,12 +155,5 @@ def test_taps_with_parameter_operands_and_batchnorm(forward, init, shapes, tmp_p
     module = load(source, tmp_path)
     spy = Launches(PACKED, TAPS)
     spy(module)
-    for shape in shapes:
-        torch.manual_seed(0)
-        ref = module.Model().to(DEVICE).eval()
-        torch.manual_seed(0)
-        new = module.ModelNew().to(DEVICE).eval()
-        x = torch.randn(shape, device=DEVICE)
-        with torch.no_grad():
-            torch.testing.assert_close(new(x), ref(x), rtol=1e-4, atol=1e-4)
+    match_at_shapes(module, shapes)
     assert spy.seen == [TAPS] * len(shapes)

@@ -15,8 +15,8 @@ from kernelcraft.propose.builtin.families.conv_transpose import ConvTransposeTil
 from kernelcraft.propose.builtin.families.conv_transpose.kernels import kc_phase_taps
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.families.conv_transpose.test_conv_transpose2d import CONV, INIT, convt_op
-from tests.propose.builtin.kernel_check import CHANNELS as S, DEVICE, Launches, assert_no_torch_compute, check, load
-from tests.propose.builtin.kernel_check import more_channels, moves, reference, render
+from tests.propose.builtin.kernel_check import CHANNELS as S, Launches, assert_no_torch_compute, check, load
+from tests.propose.builtin.kernel_check import match_at_shapes, more_channels, moves, reference, render
 from tests.propose.builtin.kernel_check import move_tolerance as tolerance
 from tests.propose.builtin.test_analyze import write
 
@@ -157,14 +157,7 @@ def _check_problem(forward: str, init: str, shapes: list, kind: str, tmp_path, o
     module = load(source, tmp_path)
     spy = Launches(*((ONE_PACKED, ONE_TAPS) if one_launch else (PACKED, TAPS)))
     spy(module)
-    for shape in shapes:
-        torch.manual_seed(0)
-        ref = module.Model().to(DEVICE).eval()
-        torch.manual_seed(0)
-        new = module.ModelNew().to(DEVICE).eval()
-        x = torch.randn(shape, device=DEVICE)
-        with torch.no_grad():
-            torch.testing.assert_close(new(x), ref(x), rtol=1e-4, atol=1e-4)
+    match_at_shapes(module, shapes)
     assert set(spy.seen) == {ONE_TAPS if one_launch else TAPS}
 
 

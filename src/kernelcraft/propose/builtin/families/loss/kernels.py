@@ -6,7 +6,7 @@ from __future__ import annotations
 from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent, num
-from kernelcraft.propose.builtin.columns import COLUMNS, TILES
+from kernelcraft.propose.builtin.columns import COLUMNS, ONLINE_MAX_SUM, TILES
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 
@@ -123,16 +123,7 @@ if SINGLE:  # all R classes in one tile
     m_safe = tl.where(m == -float("inf"), 0.0, m)
     lse = m_safe + tl.log(tl.sum(tl.exp(x - m_safe[None, :]), 0))
 else:  # online: running max and a sum rescaled whenever the max grows
-    m_run = tl.full([BLOCK_C], -float("inf"), tl.float32)
-    s_run = tl.zeros([BLOCK_C], tl.float32)
-    for start in range(0, R, BLOCK_R):
-        rr = start + r
-        offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
-        x = tl.load(x_ptr + offs, mask=(rr < R)[:, None] & cmask[None, :], other=-float("inf")).to(tl.float32)
-        m_new = tl.maximum(m_run, tl.max(x, 0))
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
-        s_run = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe[None, :]), 0)
-        m_run = m_new
+$online_stats
     lse = tl.where(m_run == -float("inf"), 0.0, m_run) + tl.log(s_run)
 t = tl.load(t_ptr + c, mask=cmask, other=0).to(tl.int64)
 keep = cmask & (t != ignore)
@@ -154,7 +145,7 @@ def cross_entropy(op: Op, p, names: Names) -> Rendered:
         raise ValueError(f"unknown reduction {reduction!r}")
     kernel = TritonKernel(names("kc_cross_entropy_kernel"),
                           ("x_ptr", "t_ptr", "y_ptr", "cnt_ptr", "R", "inner", "C", "ignore"),
-                          ("BLOCK_R", "BLOCK_C", "SINGLE", "REDUCE"), _CE.substitute(columns=COLUMNS))
+                          ("BLOCK_R", "BLOCK_C", "SINGLE", "REDUCE"), _CE.substitute(columns=COLUMNS, online_stats=ONLINE_MAX_SUM))
     finish = _finish_kernel(names)
     ignore = attr(d["ignore_index_attr"]) if d.get("ignore_index_attr") else repr(int(d["ignore_index"]))
     row_max = int(p.ROW_MAX) if p.variant == "row" else 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelcraft.propose.builtin.columns import COLUMNS, TILES
+from kernelcraft.propose.builtin.columns import COLUMNS, ONLINE_MAX_SUM, TILES
 from kernelcraft.propose.builtin.families.conv import operands
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
@@ -38,16 +38,7 @@ if SINGLE:  # all of R in one tile: one read, one write
 $single_epilogue
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 else:  # online: running max and a sum rescaled whenever the max grows, then a writing pass
-    m_run = tl.full([BLOCK_C], -float("inf"), tl.float32)
-    s_run = tl.zeros([BLOCK_C], tl.float32)
-    for start in range(0, R, BLOCK_R):
-        rr = start + r
-        offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
-        x = tl.load(x_ptr + offs, mask=(rr < R)[:, None] & cmask[None, :], other=-float("inf")).to(tl.float32)
-        m_new = tl.maximum(m_run, tl.max(x, 0))
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # no -inf - -inf while a column is all -inf
-        s_run = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe[None, :]), 0)
-        m_run = m_new
+$online_stats
     $prelude
     for start in range(0, R, BLOCK_R):
         rr = start + r
@@ -99,7 +90,8 @@ def _body(op: Op, prologue: str, every) -> str:
         return operands.flagged(k, operands.load(k, [along_r], "(rr < R)[:, None]"),
                                 operands.load(k, [*every, along_r], "mask"))
     steps = op.detail.get("steps") or []
-    return _BODY.substitute(prologue=prologue, single=single, prelude=prelude, online=online,
+    return _BODY.substitute(online_stats=ONLINE_MAX_SUM, prologue=prologue, single=single, prelude=prelude,
+                            online=online,
                             single_epilogue=epilogue_on("y", steps, load, 4),
                             online_epilogue=epilogue_on("y", steps, load, 8))
 
