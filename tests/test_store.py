@@ -343,7 +343,7 @@ def test_a_store_from_before_profiles_is_migrated_and_stays_readable(tmp_path):
 
     store = Store(path)
     assert store.run("old-run")["status"] == "done"
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     cid = store.add_candidate("old-run", "k", 1, None, None, None, "seed", "triton", "src")
     store.add_profile(cid, {"summary": "kept"})
     store.close()
@@ -395,7 +395,7 @@ def test_a_store_of_schema_1_gets_typed_results_and_old_harness_faults_are_not_t
 
     store = Store(path)
     try:
-        assert store.db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == 3
         ok, fault = store.result(1), store.result(2)
         assert ok.status is Status.OK and ok.duplicate and ok.runtime == Timing(**V1_OK["runtime"])
         assert (ok.runtime_ms, ok.eager_ms, ok.speedup_eager) == (0.5, 1.0, 2.0)
@@ -408,3 +408,23 @@ def test_a_store_of_schema_1_gets_typed_results_and_old_harness_faults_are_not_t
     finally:
         store.close()
 
+
+
+# schema 3: applies ------------------------------------------------------------------------------------------
+
+def test_applies_are_stored_updated_and_found_by_prefix(tmp_path):
+    """An apply (kernelcraft apply) is one row: created running, its summary and status updated as it goes, found
+    by its id or a prefix naming one; an unknown or ambiguous prefix is a StoreError naming it."""
+    store = Store(tmp_path / "runs.db")
+    store.create_apply("apply-20261125-000000-aaaa", "mlp", "src", {"apply": {"min_share": 0.02}})
+    store.create_apply("apply-20261125-000000-aabb", "mlp", "src", {})
+    assert store.apply("apply-20261125-000000-aaaa")["status"] == "running"
+    store.update_apply("apply-20261125-000000-aaaa", "done", {"speedup_eager": 1.5})
+    row = store.apply("apply-20261125-000000-aaa")
+    assert row["summary"] == {"speedup_eager": 1.5} and row["config"] == {"apply": {"min_share": 0.02}}
+    assert [r["id"] for r in store.applies()] == ["apply-20261125-000000-aabb", "apply-20261125-000000-aaaa"]
+    with pytest.raises(StoreError, match="ambiguous"):
+        store.apply("apply-20261125-000000-aa")
+    with pytest.raises(StoreError, match="no apply 'apply-x'"):
+        store.apply("apply-x")
+    store.close()

@@ -3,7 +3,9 @@
 The Python API is kernelcraft.api; `evaluate`, `optimize` and `bench` are reachable from here too, and so are
 the typed verdict they return (`Result`, its `Status`, its `Timing`s)
 (`problems`, `report` and `export` are subpackages' names, so those live in kernelcraft.api alone).
-It is imported on first use, so `import kernelcraft` stays cheap."""
+`kernelcraft.apply(model, DIR)` swaps the kernels `kernelcraft apply` wrote to DIR into a live model (the
+`apply` package is callable; kernelcraft.api.apply runs an apply). It is imported on first use, so
+`import kernelcraft` stays cheap."""
 
 __version__ = "0.1.0"
 
@@ -20,10 +22,10 @@ def __getattr__(name: str):
         from kernelcraft import api
 
         return getattr(api, name)
-    if name == "api":
+    if name in ("api", "apply"):
         import importlib
 
-        return importlib.import_module("kernelcraft.api")
+        return importlib.import_module(f"kernelcraft.{name}")
     raise AttributeError(f"module 'kernelcraft' has no attribute {name!r}")
 
 

@@ -364,6 +364,138 @@ def bench(problems, *, model: str | None = None, strategy: str = "tree", device:
     return prepared.run(on_event)
 
 
+# apply ------------------------------------------------------------------------------------------------
+@dataclass
+class PreparedApply:
+    """An apply made ready (a new one, or one to resume): the model's file loaded at its sizes, the proposer
+    and verifier built. `run()` drives it and closes what it opened."""
+
+    store: object
+    problem: object
+    sizes: object
+    proposer: object
+    verifier: object
+    config: object
+    settings: dict
+    apply: object  # apply.engine.ApplySettings
+    out_dir: Path
+    resume: str | None = None
+    owns_store: bool = True
+
+    def run(self, on_event: OnEvent | None = None):
+        """The apply's outcome (an apply.engine.ApplyOutcome; `to_dict()` is the CLI's JSON)."""
+        from kernelcraft.apply.engine import run_apply
+
+        try:
+            with self.verifier:
+                return run_apply(self.store, self.problem, self.sizes, self.proposer, self.verifier, self.config,
+                                 self.settings, self.apply, self.out_dir, on_event, self.resume)
+        finally:
+            self.proposer.close()
+            if self.owns_store:
+                self.store.close()
+
+
+def prepare_apply(problem=None, *, resume: str | None = None, store=None, out_dir: str | Path | None = None,
+                  budget_minutes: float | None = None, min_share: float = 0.02, replace: str = "faster",
+                  on_event: OnEvent | None = None, **options) -> PreparedApply:
+    """What `apply` runs, made ready. Raises before anything runs."""
+    with _config_errors():
+        from kernelcraft import assemble
+        from kernelcraft.apply.engine import ApplySettings
+        from kernelcraft.inputs import as_problem
+        from kernelcraft.problems.sizes import resolve_sizes
+
+        if budget_minutes is not None and budget_minutes <= 0:
+            raise ConfigError(f"--budget-minutes must be positive, got {budget_minutes}")
+        if not 0 <= min_share < 1:
+            raise ConfigError(f"--min-share must be in [0, 1), got {min_share}")
+        owns_store = not _is_store(store)
+        the_store = open_store(store)
+        try:
+            if resume:
+                if problem is not None:
+                    raise ConfigError("give either MODEL or --resume APPLY, not both")
+                row = the_store.apply(resume)
+                resume = row["id"]
+                from kernelcraft.search.run import stored_problem
+
+                the_problem = stored_problem(the_store, {"id": row["id"], "problem": row["model"],
+                                                         "problem_source": row["model_source"]})
+                stored = row["config"]
+                s = SearchSettings.of(**options)
+                settings = {k: v for k, v in stored.items() if k in ("verify", "proposer")}
+                v = settings["verify"]
+                devices = _devices(v["device"])
+                the_apply = ApplySettings(**stored["apply"])
+                out = Path(stored["out_dir"])
+                from kernelcraft.search import RunConfig
+
+                config = RunConfig.from_dict(stored["run"])
+                sizes = resolve_sizes(the_problem, v["size"], devices[0].split(":")[0], v["size_overrides"])
+            else:
+                if problem is None:
+                    raise ConfigError("a MODEL (a KernelBench-format file) is required, or --resume APPLY")
+                s = SearchSettings.of(**options)
+                the_problem = as_problem(problem)
+                devices = _devices(s.device)
+                sizes = resolve_sizes(the_problem, s.size, devices[0].split(":")[0], s.size_overrides)
+                the_problem.load(sizes=sizes)
+                settings = assemble.stored_settings(s, devices)
+                config = assemble.run_config(s, devices)
+                the_apply = ApplySettings(budget_minutes, min_share, replace=replace)
+                out = Path(out_dir or f"kernelcraft-apply-{the_problem.name.replace('/', '_')}")
+            proposer = assemble.proposer(settings, s, devices[0])
+        except BaseException:
+            if owns_store:
+                the_store.close()
+            raise
+        try:
+            verifier = assemble.verifier(settings, s.cache_dir, on_event)
+            assemble.admit(verifier, the_problem)
+        except BaseException:
+            proposer.close()
+            if owns_store:
+                the_store.close()
+            raise
+        return PreparedApply(the_store, the_problem, sizes, proposer, verifier, config, settings, the_apply, out,
+                             resume, owns_store)
+
+
+def apply(problem=None, *, model: str | None = None, strategy: str = "tree", rounds: int = 5,
+          device: str = "auto", store=None, out_dir: str | Path | None = None, budget_minutes: float | None = None,
+          resume: str | None = None, on_event: OnEvent | None = None, **options):
+    """Make a whole model faster: profile it, cut it into regions (each written as a problem under
+    `out_dir`/regions), optimize each with the proposer (`model`: PROVIDER/NAME, None for the built-in
+    engineer) and strategy, the largest share of the model's time first with `budget_minutes` split by share,
+    and verify the model with its faster regions replaced (`out_dir`/model_new.py) end to end. `problem`: the
+    model's KernelBench-format file (Model, get_inputs, get_init_inputs). Returns an apply.engine.ApplyOutcome. Options
+    as for `optimize`; `min_share` leaves regions under that share of the model's time as they are; `replace`:
+    "faster" (regions whose kernel beats PyTorch) or "correct" (every region with a correct kernel: to verify the
+    kernels in the model where none can be faster, as in the Triton interpreter)."""
+    prepared = prepare_apply(problem, resume=resume, store=store, out_dir=out_dir, budget_minutes=budget_minutes,
+                             on_event=on_event, model=model, strategy=strategy, rounds=rounds, device=device,
+                             **options)
+    return prepared.run(on_event)
+
+
+def applies(*, store=None, limit: int = 30) -> list[dict]:
+    """The store's applies, newest first: id, model, status, and the headline of each outcome."""
+    with _opened(store) as s:
+        rows = s.applies(limit)
+    return [{"apply_id": r["id"], "model": r["model"], "status": r["status"], "created": r["created"],
+             "speedup_eager": (r["summary"] or {}).get("speedup_eager"),
+             "replaced": [g["name"] for g in (r["summary"] or {}).get("regions", []) if g["status"] == "replaced"]}
+            for r in rows]
+
+
+def apply_summary(apply_id: str, *, store=None) -> dict:
+    """One apply's outcome as stored (ApplyOutcome.to_dict(), as far as it got), with its status."""
+    with _opened(store) as s:
+        row = s.apply(apply_id)
+    return {**(row["summary"] or {"apply_id": row["id"], "model": row["model"]}), "status": row["status"]}
+
+
 # problems, report, export -----------------------------------------------------------------------------
 def problems(level: int | None = None, directory: str | Path | None = None) -> list[dict]:
     """The bundled suite (or one level of it), or the problem files of `directory`: one dict each with

@@ -138,6 +138,16 @@ MIGRATIONS = [
         created REAL NOT NULL
     );""",
     _typed_results,
+    """CREATE TABLE IF NOT EXISTS applies (
+        id TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        model_source TEXT NOT NULL,
+        config TEXT NOT NULL,      -- JSON: everything needed to resume it as it was started
+        status TEXT NOT NULL,      -- running | done | stopped | failed
+        summary TEXT,              -- JSON: apply/engine.py's ApplyOutcome, as far as it got
+        created REAL NOT NULL,
+        updated REAL NOT NULL
+    );""",
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -160,7 +170,7 @@ def _decode(row: sqlite3.Row | None) -> dict | None:
     if row is None:
         return None
     d = dict(row)
-    for k in ("config", "messages"):
+    for k in ("config", "messages", "summary"):
         if isinstance(d.get(k), str):
             d[k] = json.loads(d[k])
     return d
@@ -279,6 +289,30 @@ class Store:
         """Benches whose id starts with `prefix` (all when empty), newest first."""
         return self._all("SELECT * FROM benches WHERE substr(id, 1, ?) = ? ORDER BY created DESC",
                          (len(prefix), prefix))
+
+    # applies (kernelcraft apply: a whole model; its regions' runs carry its id as their bench_id) ------------
+    def create_apply(self, apply_id: str, model: str, model_source: str, config: dict) -> None:
+        now = time.time()
+        self._write("INSERT INTO applies (id, model, model_source, config, status, created, updated)"
+                    " VALUES (?,?,?,?,'running',?,?)", (apply_id, model, model_source, json.dumps(config), now, now))
+
+    def update_apply(self, apply_id: str, status: str, summary: dict | None) -> None:
+        self._write("UPDATE applies SET status = ?, summary = ?, updated = ? WHERE id = ?",
+                    (status, json.dumps(summary) if summary is not None else None, time.time(), apply_id))
+
+    def apply(self, apply_id: str) -> dict:
+        """An apply by its id or a prefix of it that names one."""
+        matches = self._all("SELECT * FROM applies WHERE substr(id, 1, ?) = ? ORDER BY created DESC",
+                            (len(apply_id), apply_id)) if apply_id else []
+        exact = [m for m in matches if m["id"] == apply_id]
+        if exact or len(matches) == 1:
+            return (exact or matches)[0]
+        if not matches:
+            raise StoreError(f"no apply {apply_id!r} in {self.path}")
+        raise StoreError(f"apply {apply_id!r} is ambiguous: {', '.join(m['id'] for m in matches[:5])}")
+
+    def applies(self, limit: int = 30) -> list[dict]:
+        return self._all("SELECT * FROM applies ORDER BY created DESC LIMIT ?", (limit,))
 
     # calls ------------------------------------------------------------------------------------------
     def call(self, run_id: str, key: str) -> dict | None:

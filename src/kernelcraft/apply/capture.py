@@ -9,7 +9,8 @@ call_function / call_method nodes; no call_module node and no in-place op.
   becomes its out-of-place twin where nothing reads the value it overwrote afterwards. A leaf module without a
   functional form here, or an in-place op that cannot be undone safely, hands the model to torch.export.
 - export: `torch.export.export(model, args).run_decompositions({})` is functional ATen (aten.conv2d,
-  aten.linear, aten.layer_norm, ... kept whole); its lifted parameters and buffers become get_attr nodes.
+  aten.linear, aten.layer_norm, ... kept whole); its lifted parameters and buffers become get_attr nodes, and the
+  ATen calls that are torch functions under another name are written as those (aten.py).
 The model runs in eval mode, as the verifier runs every reference (dropout off, batch norms on running stats).
 """
 
@@ -24,6 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import fx
 
+from kernelcraft.apply.aten import torch_level
 from kernelcraft.errors import KernelcraftError
 from kernelcraft.propose.builtin.untraceable import untraceable
 
@@ -37,6 +39,9 @@ class Captured:
     graph_module: fx.GraphModule = field(repr=False)
     method: str  # "fx" or "export"
     notes: list[str] = field(default_factory=list)  # why fx was not used, what was rewritten
+    # get_attr targets that are not the model's own qualified names -> the model's (torch.export flattens them);
+    # a target not here is the model's own (fx), or a constant export lifted that the model does not hold (None)
+    origins: dict[str, str | None] = field(default_factory=dict)
 
 
 def capture(model: nn.Module, inputs: list) -> Captured:
@@ -248,10 +253,12 @@ def _export_capture(model: nn.Module, inputs: list, why: str) -> Captured:
     lifted = {**signature.inputs_to_parameters, **signature.inputs_to_buffers,
               **signature.inputs_to_lifted_tensor_constants}
     state = {**program.state_dict, **program.constants}
-    root = nn.Module()
+    root, origins = nn.Module(), {}
+    owned = {*signature.inputs_to_parameters.values(), *signature.inputs_to_buffers.values()}
     for node in list(gm.graph.nodes):
         if node.op == "placeholder" and node.name in lifted:
             name = _free_name(root, lifted[node.name])
+            origins[name] = lifted[node.name] if lifted[node.name] in owned else None
             value = state[lifted[node.name]]
             if isinstance(value, nn.Parameter):
                 root.register_parameter(name, value)
@@ -269,9 +276,13 @@ def _export_capture(model: nn.Module, inputs: list, why: str) -> Captured:
                            "captured")
     if user_outputs == 1:  # the model returns a tensor, not a tuple of one
         outputs.args = (outputs.args[0][0],)
+    rewritten = torch_level(gm.graph)
     captured = fx.GraphModule(root, gm.graph)
     captured.graph.lint()
-    return Captured(captured, "export", [f"captured with torch.export: {why}"])
+    notes = [f"captured with torch.export: {why}"]
+    if rewritten:
+        notes.append(f"{rewritten} ATen ops written as the torch functions they come from")
+    return Captured(captured, "export", notes, origins)
 
 
 def _free_name(root: nn.Module, qualified: str) -> str:

@@ -51,6 +51,7 @@ class Region:
     model: str = ""  # the model's name, and how its graph was captured: for the problem file's docstring
     method: str = ""
     share: float | None = None  # of the model's time, once profiled (profile.py)
+    held: dict[str, str] = field(default_factory=dict)  # its parameters and buffers -> the graph nodes they hold
 
     @property
     def source(self) -> str:
@@ -77,6 +78,13 @@ class Extraction:
     regions: list[Region]  # in an order they can run in
     notes: list[str] = field(default_factory=list)  # what was rewritten, and what no region covers
     graph_module: fx.GraphModule = field(default=None, repr=False)  # the captured forward (capture.py's form)
+    inputs: list[TensorMeta | None] = field(default_factory=list)  # the model's inputs (None: not a tensor)
+    origins: dict[str, str | None] = field(default_factory=dict)  # Captured.origins
+
+    def model_target(self, target: str) -> str | None:
+        """The model's qualified name of a get_attr target of the captured graph; None: a constant torch.export
+        lifted that the model does not hold."""
+        return self.origins.get(target, target)
 
     def with_shares(self, shares: dict[str, float]) -> "Extraction":
         return replace(self, regions=[replace(r, share=shares.get(r.name, r.share)) for r in self.regions])
@@ -111,7 +119,8 @@ def extract_model(model: nn.Module, inputs: list, name: str = "model") -> Extrac
     idle = [r.name for r in regions if r.kind == "layout"]
     if idle:
         notes.append("regions that only reshape or copy (little to optimize): " + ", ".join(idle))
-    return Extraction(name, captured.method, regions, notes, gm)
+    return Extraction(name, captured.method, regions, notes, gm,
+                      [_meta(x) if isinstance(x, torch.Tensor) else None for x in inputs], captured.origins)
 
 
 def observe(gm: fx.GraphModule, inputs: list) -> dict[str, object]:
@@ -162,7 +171,7 @@ def _region(gm: fx.GraphModule, group: Group, index: int, constants: set, values
     inside = set(group.nodes)
     external = list(dict.fromkeys(i for n in group.nodes for i in n.all_input_nodes if i not in inside))
     outputs = [n for n in group.nodes if any(u not in inside for u in n.users)]
-    graph, root, env, inputs = fx.Graph(), nn.Module(), {}, []
+    graph, root, env, inputs, held = fx.Graph(), nn.Module(), {}, [], {}
     for node in external:  # placeholders first: the forward's signature
         value = values[node.name]
         if node.op != "get_attr" and node not in constants and isinstance(value, torch.Tensor):
@@ -174,6 +183,7 @@ def _region(gm: fx.GraphModule, group: Group, index: int, constants: set, values
         value = values[node.name]
         if node.op == "get_attr" or (node in constants and isinstance(value, torch.Tensor)):
             env[node] = graph.get_attr(_hold(root, node, value, gm))
+            held[env[node].target] = node.name
         elif _has_tensor(value):
             raise ExtractError(f"region {name} reads {node.name}, a {type(value).__name__} of tensors; a region's "
                                "inputs are tensors")
@@ -185,7 +195,7 @@ def _region(gm: fx.GraphModule, group: Group, index: int, constants: set, values
     module = fx.GraphModule(root, graph)
     meta = [_meta(values[n.name]) for n in inputs]
     return Region(name, group.kind, [n.name for n in group.nodes], [n.name for n in inputs], meta,
-                  [o.name for o in outputs], module, model, captured.method)
+                  [o.name for o in outputs], module, model, captured.method, held=held)
 
 
 def _identifier(name: str) -> str:
@@ -281,7 +291,7 @@ def problem_source(name: str, kind: str, nodes: list[str], meta: list[TensorMeta
         model=model, name=name, kind=kind, nodes=", ".join(nodes), method=method,
         state_doc=f"\nIts parameters and buffers are the model's, read from {name}.pt beside this file." if stateful
         else "",
-        imports="\n".join(_imports(code.globals, code.src)),
+        imports="\n".join(fx_imports(code.globals, code.src)),
         inputs=repr(tuple((m.shape, m.dtype, m.high) for m in meta)),
         load=_LOAD_STATE.format(stem=name, elsewhere=_elsewhere(name, written_to)) if stateful else "",
         forward=textwrap.indent(code.src.strip("\n"), "    "))
@@ -294,7 +304,7 @@ def _elsewhere(stem: str, written_to: Path | None) -> str:
     return f"\n            weights = Path({str(written_to / f'{stem}.pt')!r})"
 
 
-def _imports(names: dict, src: str) -> list[str]:
+def fx_imports(names: dict, src: str) -> list[str]:
     """Import lines for the globals fx's printed forward refers to (fx lists its own builtins whether used or not)."""
     lines = []
     for name, value in sorted(names.items()):

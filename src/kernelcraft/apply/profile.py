@@ -1,7 +1,8 @@
 """Where a model's time goes, by region: the whole model and each region's standalone forward (the very module its
 problem file holds), timed interleaved by the verifier's timing loop on the given device, each region on the tensors
-it received when the model ran. A region's share is its time over the model's; the shares need not sum to one
-(a region alone misses the neighbours' cache and pays its own launch), and the sum is reported beside them.
+it received when the model ran, with the device's timing lock held as the verifier's timing phases hold it. A
+region's share is its time over the model's; the shares need not sum to one (a region alone misses the
+neighbours' cache and pays its own launch), and the sum is reported beside them.
 
 torch.profiler runs the model once as well, for the ATen ops that took the most time on the device (or the CPU):
 a cross-check of which ops dominate, not the attribution itself.
@@ -15,6 +16,7 @@ import torch
 import torch.nn as nn
 
 from kernelcraft.apply.extract import Extraction, observe
+from kernelcraft.verify.devicelock import DeviceLock, device_key
 from kernelcraft.verify.timing import TimingConfig, time_interleaved
 
 _MODEL = "__model__"
@@ -50,7 +52,8 @@ def profile(extraction: Extraction, model: nn.Module, inputs: list, device: str 
     config = config or TimingConfig()
     model = model.to(device).eval()
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
-    with torch.no_grad():
+    # the device to itself while timing, as the verifier's timing phases have it (other evaluations wait)
+    with DeviceLock(device_key(device)).held(), torch.no_grad():
         values = observe(extraction.graph_module.to(device), inputs)
         calls = {_MODEL: (model, inputs)}
         for region in extraction.regions:

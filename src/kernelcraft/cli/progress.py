@@ -10,6 +10,10 @@ from kernelcraft.propose.feedback import times
 from kernelcraft.store import UNEVALUATED
 
 
+_STAGES = {"capture": "capturing the model and cutting it into regions", "profile": "timing the model and its regions",
+           "verify": "reassembling the model with its faster regions"}
+
+
 class Progress:
     """A live line on stderr: round, candidates verified, best speedup, tokens and cost."""
 
@@ -52,6 +56,10 @@ class Progress:
             s["verified"] += data["status"] not in UNEVALUATED
             s["ok"] += data["status"] == "ok"
             s["best"] = data.get("best_speedup") or s["best"]
+        elif kind == "apply_region":  # kernelcraft apply: a region's run starts
+            minutes = f", {data['minutes']:.1f} min" if data.get("minutes") else ""
+            s.update(problem=f"[region {data['index'] + 1}/{data['total']}] {data['region']} "
+                             f"({data['share']:.0%} of the model{minutes})  ", round=0, best=None, verified=0, ok=0)
         elif kind == "problem":
             s.update(problem=f"[{data['index'] + 1}/{data['total']}] {data['problem']}  ", round=0, best=None,
                      verified=0, ok=0)  # a problem's counts are its own; calls and tokens add up over the bench
@@ -62,13 +70,18 @@ class Progress:
             self.console.print(f"[yellow]stop:[/] {data['reason']}")
         elif kind == "note":
             self.console.print(f"[yellow]note:[/] {data['message']}")
+        elif kind == "apply_stage":
+            self.console.print(f"apply: {_STAGES[data['stage']]}" + (f" ({', '.join(data['replaced'])})"
+                                                                      if data.get("replaced") else ""))
+        elif kind == "apply_verify":
+            self.console.print(f"apply: verifying the model with {len(data['regions'])} regions replaced")
         elif kind == "target":
             self.console.print(f"target: {data['summary']}")
         if kind == "profile_off":  # --profile, on a machine that cannot: the run goes on without counters
             self.console.print(f"[yellow]profile:[/] {data['message']}; the run goes on without hardware counters")
         if self.live:
             self.live.update(self._render())
-        elif kind in ("round", "problem", "lock_wait"):  # not a terminal (a log file, CI): one line per step
+        elif kind in ("round", "problem", "lock_wait", "apply_region"):  # not a terminal (a log file, CI): one line per step
             self.console.print(self._render())
 
     def _render(self):

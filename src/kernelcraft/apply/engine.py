@@ -1,0 +1,309 @@
+"""`kernelcraft apply`, whole: profile a model, cut it into regions written as problems, optimize each region as a run
+(the largest share of the model's time first, the time budget split by share), replace the regions whose verified
+kernel is faster than PyTorch, and verify the reassembled model end to end against the model's own file.
+
+The weights of the regions' problem files are drawn under the apply's seed, never the verifier's (it draws fresh
+ones each evaluation): a kernel that kept a copy of the weights it was built with, rather than reading the
+model's, is caught end to end. Where the reassembled model is wrong, each replaced region is verified alone in
+the model and those that fail are put back to PyTorch; where it is slower than the model, the regions that gained
+least are put back, and where nothing is faster the model stays as it is. Everything lands in the run store: the
+apply (its plan, profile and outcome) and each region's run (carrying the apply's id), so `--resume` continues an
+apply that was stopped, reusing every region run that finished.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from kernelcraft.apply.capture import CaptureError
+from kernelcraft.apply.extract import Extraction, extract_model, write_problems
+from kernelcraft.apply.plan import RegionPlan, amdahl, plan
+from kernelcraft.apply.profile import Profile, profile
+from kernelcraft.apply.reassemble import Replacement, reassemble
+from kernelcraft.candidate import Candidate
+from kernelcraft.errors import KernelcraftError
+from kernelcraft.problems import Problem, load_problem
+from kernelcraft.result import Result
+from kernelcraft.search.config import RunConfig
+from kernelcraft.search.run import RunOutcome, outcome, resume_run, start_run
+from kernelcraft.store import Store, new_id
+
+OnEvent = Callable[[str, dict], None]
+MODEL_FILE = "model_new.py"
+MANIFEST = "apply.json"
+REPLACE = ("faster", "correct")
+
+
+class ApplyError(KernelcraftError):
+    """An apply that cannot go on (a model that cannot be captured), said in one line."""
+
+
+@dataclass
+class RegionOutcome:
+    name: str
+    kind: str
+    share: float  # of the model's time (profile)
+    ms: float  # its standalone PyTorch time
+    status: str  # replaced | slower | no_kernel | not_covered | skipped | dropped
+    reason: str = ""
+    run_id: str | None = None
+    minutes: float | None = None  # its part of the budget
+    result: Result | None = None  # its best kernel's verdict, where its run found a correct one
+    source: str = field(default="", repr=False)  # that kernel's file
+
+    @property
+    def speedup(self) -> float | None:
+        return self.result.speedup_eager if self.result else None
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k not in ("result", "source")}
+        d["speedup_eager"] = self.speedup
+        d["kernel_ms"] = self.result.runtime_ms if self.result else None
+        d["eager_ms"] = self.result.eager_ms if self.result else None  # the verifier's, beside its kernel's
+        d["result"] = self.result.to_dict() if self.result else None
+        return d
+
+
+@dataclass
+class ApplyOutcome:
+    apply_id: str
+    model: str
+    method: str  # how the graph was captured: fx or export
+    device: str
+    status: str  # done | failed
+    profile: Profile | None
+    regions: list[RegionOutcome]
+    end_to_end: Result | None = None  # the reassembled model's verdict (None: nothing replaced)
+    model_file: str | None = None
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def replaced(self) -> list[RegionOutcome]:
+        return [r for r in self.regions if r.status == "replaced"]
+
+    @property
+    def replaced_share(self) -> float:
+        return sum(r.share for r in self.replaced)
+
+    @property
+    def amdahl_bound(self) -> float:
+        """The model's speedup were the optimized regions free: what Amdahl allows."""
+        tried = {r.name: r.share for r in self.regions if r.status not in ("skipped", "not_covered")}
+        return amdahl(tried, {n: float("inf") for n in tried}) if tried else 1.0
+
+    @property
+    def expected(self) -> float:
+        """The model's speedup predicted from the replaced regions' own speedups and shares."""
+        return amdahl({r.name: r.share for r in self.regions}, {r.name: r.speedup for r in self.replaced})
+
+    def to_dict(self) -> dict:
+        e = self.end_to_end
+        return {"apply_id": self.apply_id, "model": self.model, "method": self.method, "device": self.device,
+                "status": self.status, "error": self.error, "model_file": self.model_file, "notes": self.notes,
+                "profile": asdict(self.profile) if self.profile else None,
+                "regions": [r.to_dict() for r in self.regions],
+                "replaced_share": self.replaced_share, "amdahl_bound": _finite(self.amdahl_bound),
+                "expected_speedup": _finite(self.expected),
+                "end_to_end": e.to_dict() if e else None,
+                "speedup_eager": e.speedup_eager if e and e.correct else (1.0 if not self.replaced else None),
+                "speedup_compile": e.speedup_compile if e and e.correct else None}
+
+
+def _finite(x: float) -> float | None:
+    return x if x != float("inf") else None
+
+
+@dataclass
+class ApplySettings:
+    budget_minutes: float | None = None  # split among the regions by share; None: each run's own limits
+    min_share: float = 0.02
+    seed: int = 0  # the weights the regions' problem files hold
+    # which regions' kernels go into the model: "faster" than PyTorch (the product), or every "correct" one (to
+    # verify the kernels in the model where they cannot be faster, as in the Triton interpreter on a CPU)
+    replace: str = "faster"
+
+    def __post_init__(self):
+        if self.replace not in REPLACE:
+            raise ValueError(f"replace {self.replace!r}: use one of {', '.join(REPLACE)}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config: RunConfig, settings: dict,
+              apply: ApplySettings, out_dir: Path, on_event: OnEvent | None = None,
+              resume: str | None = None) -> ApplyOutcome:
+    """Apply kernels to `problem`'s model (loaded at `sizes`); `settings`: what resumes the region runs (stored
+    beside each, as a run stores them). With `resume`, the apply of that id continues."""
+    emit = on_event or (lambda kind, data: None)
+    out_dir = Path(out_dir).resolve()
+    if resume:
+        apply_id = resume
+        store.update_apply(apply_id, "running", None)
+    else:
+        apply_id = new_id("apply-")
+        store.create_apply(apply_id, problem.name, problem.source,
+                           {"run": config.to_dict(), **settings, "apply": apply.to_dict(), "out_dir": str(out_dir)})
+    device = verifier.devices[0]
+    result = ApplyOutcome(apply_id, problem.name, "", device, "failed", None, [])
+    try:
+        emit("apply_stage", {"stage": "capture", "apply_id": apply_id})
+        extraction, prof = _cut(problem, sizes, device, apply.seed, out_dir, emit)
+        result.method, result.profile, result.notes = extraction.method, prof, list(extraction.notes)
+        regions = _optimize(store, apply_id, extraction, prof, apply, proposer, verifier, config, settings,
+                            out_dir, emit)
+        result.regions = regions
+        _store(store, result, "running")
+        emit("apply_stage", {"stage": "verify", "apply_id": apply_id,
+                             "replaced": [r.name for r in regions if r.status == "replaced"]})
+        result.end_to_end, result.model_file = _settle(problem, extraction, regions, verifier, out_dir, result.notes,
+                                                       emit, apply.replace == "faster")
+        result.status = "done"
+    except CaptureError as exc:
+        result.error = str(exc)
+    except KernelcraftError as exc:
+        result.error = str(exc)
+    except BaseException:
+        _store(store, result, "stopped")
+        raise
+    _store(store, result, result.status)
+    (out_dir / MANIFEST).write_text(json.dumps(result.to_dict(), indent=1))
+    return result
+
+
+def _store(store: Store, result: ApplyOutcome, status: str) -> None:
+    store.update_apply(result.apply_id, status, result.to_dict())
+
+
+# -- profile and cut ----------------------------------------------------------------------------------------------
+
+def _cut(problem: Problem, sizes, device: str, seed: int, out_dir: Path, emit: OnEvent) -> tuple[Extraction, Profile]:
+    module = problem.load(sizes=sizes)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = module.Model(*module.get_init_inputs()).eval()
+        inputs = list(module.get_inputs())
+    target = torch.device(device)
+    model = model.to(target)
+    inputs = [x.to(target) if isinstance(x, torch.Tensor) else x for x in inputs]
+    try:
+        extraction = extract_model(model, inputs, problem.name.replace("/", "_"))
+        write_problems(extraction, out_dir / "regions")
+        emit("apply_stage", {"stage": "profile", "regions": len(extraction.regions), "method": extraction.method})
+        prof = profile(extraction, model, inputs, target)
+    finally:
+        del model, inputs
+        if target.type == "cuda":
+            torch.cuda.empty_cache()  # the verifier's workers need the device's memory
+    return extraction.with_shares(prof.shares), prof
+
+
+# -- the regions' runs --------------------------------------------------------------------------------------------
+
+def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile, apply: ApplySettings, proposer,
+              verifier, config: RunConfig, settings: dict, out_dir: Path, emit: OnEvent) -> list[RegionOutcome]:
+    plans = plan(prof, apply.budget_minutes, apply.min_share)
+    earlier = {r["problem"]: r for r in store.runs(bench_id=apply_id)}
+    backend = config.backend
+    outcomes = {}
+    for i, p in enumerate(plans):
+        o = RegionOutcome(p.name, p.kind, p.share, p.ms, "skipped", p.why, minutes=p.minutes)
+        outcomes[p.name] = o
+        if not p.optimize:
+            continue
+        path = out_dir / "regions" / f"{p.name}.py"
+        region_problem = load_problem(path)
+        why = _uncovered(proposer, region_problem, backend)
+        if why:
+            o.status, o.reason = "not_covered", why
+            continue
+        emit("apply_region", {"index": i, "total": sum(q.optimize for q in plans), "region": p.name,
+                              "share": p.share, "minutes": p.minutes})
+        run = _region_run(store, apply_id, region_problem, p, earlier.get(p.name), proposer, verifier, config,
+                          settings, emit)
+        o.run_id = run.run_id
+        if run.best is None:
+            o.status, o.reason = "no_kernel", run.error or "its run found no correct kernel"
+            continue
+        o.result = run.best.result
+        o.source = store.candidate_by_id(run.best.candidate)["source"]
+        if (o.speedup or 0) > 1.0 or apply.replace == "correct":
+            o.status, o.reason = "replaced", ""
+        else:
+            o.status, o.reason = "slower", f"its best kernel runs at {o.speedup:.2g}x PyTorch's speed"
+    return [outcomes[r.name] for r in extraction.regions]
+
+
+def _region_run(store: Store, apply_id: str, problem: Problem, p: RegionPlan, earlier: dict | None, proposer,
+                verifier, config: RunConfig, settings: dict, emit: OnEvent) -> RunOutcome:
+    if earlier is not None and earlier["status"] == "done":
+        return outcome(store, earlier["id"])
+    if earlier is not None:
+        return resume_run(store, earlier["id"], proposer, verifier, out_dir=None, on_event=emit)
+    region_config = RunConfig.from_dict(config.to_dict())
+    if p.minutes is not None:
+        region_config.budget.wall_s = max(p.minutes * 60.0, 1.0)
+    return start_run(store, problem, proposer, verifier, region_config, settings, out_dir=None, bench_id=apply_id,
+                     on_event=emit)
+
+
+def _uncovered(proposer, problem: Problem, backend: str) -> str | None:
+    coverage = getattr(proposer, "coverage", None)
+    if coverage is None:
+        return None
+    try:
+        coverage(problem, backend)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+# -- reassemble and verify end to end ---------------------------------------------------------------------------
+
+def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcome], verifier, out_dir: Path,
+            notes: list[str], emit: OnEvent, faster: bool) -> tuple[Result | None, str | None]:
+    """The reassembled model's verdict and file, after putting back to PyTorch what is wrong or slow in it."""
+    by_name = {r.name: r for r in extraction.regions}
+
+    def verify(chosen: list[RegionOutcome]) -> Result:
+        text = reassemble(extraction, problem.source, [Replacement(by_name[r.name], r.source) for r in chosen])
+        (out_dir / MODEL_FILE).write_text(text)
+        emit("apply_verify", {"regions": [r.name for r in chosen]})
+        return verifier.evaluate(problem, Candidate(text, f"{problem.name} (apply)"))
+
+    chosen = [r for r in regions if r.status == "replaced"]
+    if not chosen:
+        return None, None
+    result = verify(chosen)
+    if not result.correct:
+        notes.append(f"the reassembled model was judged {result.status}: {result.message[:300]}; each region "
+                     "verified alone in the model")
+        for r in list(chosen):
+            alone = verify([r])
+            if not alone.correct:
+                _drop(r, chosen, f"in the model, judged {alone.status}: {alone.message[:200]}")
+        result = verify(chosen) if chosen else None
+    while faster and result is not None and result.correct and (result.speedup_eager or 0) < 1.0 and chosen:
+        weakest = min(chosen, key=lambda r: r.speedup or 0)
+        notes.append(f"the reassembled model was {result.speedup_eager:.2f}x the model's time; {weakest.name} "
+                     "put back to PyTorch")
+        _drop(weakest, chosen, "the model was faster end to end without it")
+        result = verify(chosen) if chosen else None
+    if result is None or not result.correct:
+        for r in list(chosen):
+            _drop(r, chosen, "the reassembled model was not correct")
+        (out_dir / MODEL_FILE).unlink(missing_ok=True)
+        return result, None
+    return result, str(out_dir / MODEL_FILE)
+
+
+def _drop(region: RegionOutcome, chosen: list[RegionOutcome], why: str) -> None:
+    region.status, region.reason = "dropped", why
+    if region in chosen:
+        chosen.remove(region)

@@ -1,0 +1,246 @@
+"""The user's model with some of its regions replaced by their kernels: one file defining `ModelNew`, verified like
+any candidate against the model's own file.
+
+The file holds, in order: the model's file as it was (its `Model`, `get_inputs`, `get_init_inputs`), each chosen
+region's kernel file with its module-level names prefixed (namespace.py: `r03_ModelNew`, …), and three classes
+written from the captured graph:
+- `_Forward`: the captured forward (torch.fx prints it), each replaced region a call of its kernel module, every
+  other node the model's own op on the model's own parameters (`self.model.…`);
+- `_Held` (only where a replaced region holds a value computed from parameters, such as a mask sliced from a
+  buffer): computes those values from the model's parameters;
+- `ModelNew`: `ModelNew(*init_inputs)` builds `Model(*init_inputs)` (the same weights the reference draws under the
+  same seed) and wraps it; `ModelNew.around(model)` wraps a model that exists (kernelcraft.apply(model, DIR)).
+  Each kernel's parameters and buffers are pointed at the model's own tensors by name (a kernel reads its region's
+  tensors under the names its problem gave them); a kernel that holds a tensor of another name (a copy derived at
+  construction, which would not follow the model's weights) raises at construction, naming it. At input shapes or
+  dtypes other than those the regions were cut at, the forward is the model's own: the kernels were verified there
+  only.
+"""
+
+from __future__ import annotations
+
+import operator
+import textwrap
+from dataclasses import dataclass
+
+from torch import fx
+
+from kernelcraft.apply.extract import Extraction, Region, fx_imports
+from kernelcraft.apply.namespace import NamespaceError, Prefixed, merged_imports, prefixed
+from kernelcraft.errors import KernelcraftError
+
+class ReassembleError(KernelcraftError):
+    """Regions that cannot be replaced in the model's file (said with the region or value at fault)."""
+
+
+GENERATED = ("ModelNew", "_Forward", "_Held", "_bound", "_tensor", "SHAPES")
+
+
+@dataclass(frozen=True)
+class Replacement:
+    region: Region
+    source: str  # the kernel's file: defines ModelNew for the region's problem
+
+    @property
+    def attr(self) -> str:
+        """The kernel module's attribute name, and its file's prefix: r03 for region 03_…"""
+        return "r" + self.region.name.split("_", 1)[0]
+
+
+def reassemble(extraction: Extraction, model_source: str, replacements: list[Replacement]) -> str:
+    """The file's text; NamespaceError where the pieces cannot share one file."""
+    model_file = prefixed(model_source, "")
+    clash = sorted(set(model_file.names) & set(GENERATED))
+    if clash:
+        raise NamespaceError(f"the model's file defines {', '.join(clash)}, a name the reassembled file defines")
+    kernels = [prefixed(r.source, r.attr + "_") for r in replacements]
+    taken = set(model_file.names)
+    for r, k in zip(replacements, kernels):
+        if "ModelNew" not in k.names:
+            raise NamespaceError(f"region {r.region.name}: its kernel's file defines no ModelNew")
+        if taken & set(k.names.values()):
+            raise NamespaceError(f"region {r.region.name}: its kernel's names clash with the model's file "
+                                 f"({', '.join(sorted(taken & set(k.names.values())))})")
+        taken |= set(k.names.values())
+    forward = _forward_graph(extraction, replacements)
+    held, held_nodes = _held_graph(extraction, replacements)
+    printed = [forward.python_code(root_module="self")] + ([held.python_code(root_module="self")] if held else [])
+    imports = merged_imports([model_file, *kernels])
+    for code in printed:
+        imports += [line for line in fx_imports(code.globals, code.src) if line not in imports]
+    future = any(f.future for f in [model_file, *kernels])
+    parts = ["from __future__ import annotations\n" if future else "", _HEADER.format(model=extraction.model),
+             "\n".join(dict.fromkeys(["import torch", "import torch.nn as nn", *imports])), "",
+             "# -- the model, as given " + "-" * 88, model_file.body, ""]
+    for r, k in zip(replacements, kernels):
+        parts += [f"# -- region {r.region.name}: its kernel, names prefixed {r.attr}_ " + "-" * 40, k.body, ""]
+    parts += ["# -- the model with its regions replaced " + "-" * 72,
+              _SHAPES.format(shapes=repr(tuple(None if m is None else (m.shape, m.dtype) for m in extraction.inputs))),
+              _class("_Forward", _FORWARD_INIT, printed[0].src)]
+    if held:
+        parts.append(_class("_Held", _HELD_INIT, printed[1].src))
+    parts += [_model_new(replacements, kernels, held_nodes, extraction), _HELPERS]
+    return "\n".join(parts).lstrip("\n")
+
+
+# -- the graphs ---------------------------------------------------------------------------------------------------
+
+def _forward_graph(extraction: Extraction, replacements: list[Replacement]) -> fx.Graph:
+    """The captured forward, the replaced regions' nodes computed by one call of their kernel each."""
+    gm = extraction.graph_module
+    by_name = {n.name: n for n in gm.graph.nodes}
+    replaced = {r.region.name: r for r in replacements}
+    graph, env = fx.Graph(), {}
+    value = _copier(graph, env, extraction)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = graph.node_copy(node)
+            env[node].type = None  # an annotation (torch.Tensor) would be printed as a global to import
+    for region in extraction.regions:
+        if region.name in replaced:
+            call = graph.call_module(replaced[region.name].attr, tuple(value(by_name[n]) for n in region.inputs))
+            if len(region.outputs) == 1:
+                env[by_name[region.outputs[0]]] = call
+            else:
+                for i, out in enumerate(region.outputs):
+                    env[by_name[out]] = graph.call_function(operator.getitem, (call, i))
+        else:
+            for name in region.nodes:
+                env[by_name[name]] = graph.node_copy(by_name[name], value)
+    graph.node_copy(next(n for n in gm.graph.nodes if n.op == "output"), value).type = None
+    graph.lint()
+    return graph
+
+
+def _held_graph(extraction: Extraction, replacements: list[Replacement]) -> tuple[fx.Graph | None, list[str]]:
+    """The values computed from parameters alone that replaced regions hold (None when there are none), and the
+    nodes it returns, in order."""
+    gm = extraction.graph_module
+    by_name = {n.name: n for n in gm.graph.nodes}
+    wanted = list(dict.fromkeys(node for r in replacements for node in r.region.held.values()
+                                if by_name[node].op != "get_attr"))
+    if not wanted:
+        return None, []
+    graph, env = fx.Graph(), {}
+    value = _copier(graph, env, extraction)
+    graph.output(tuple(value(by_name[n]) for n in wanted))
+    graph.lint()
+    return graph, wanted
+
+
+def _copier(graph: fx.Graph, env: dict, extraction: Extraction):
+    """The value of a node of the captured graph in `graph`: a parameter read from `self.model`, a node outside
+    every region (a value computed from parameters or from sizes) copied where first needed."""
+    def value(node: fx.Node) -> fx.Node:
+        if node not in env:
+            env[node] = graph.get_attr(f"model.{_model_target(extraction, node)}") if node.op == "get_attr" \
+                else graph.node_copy(node, value)
+        return env[node]
+    return value
+
+
+def _model_target(extraction: Extraction, node: fx.Node) -> str:
+    target = extraction.model_target(node.target)
+    if target is None:
+        raise ReassembleError(f"{node.target} is a constant torch.export lifted out of the forward, which the model "
+                              "does not hold; a region reading it cannot be replaced")
+    return target
+
+
+# -- the text -----------------------------------------------------------------------------------------------------
+
+_HEADER = '''"""{model} with regions replaced by verified kernels: written by kernelcraft apply.
+
+`ModelNew(*get_init_inputs())` builds `Model` and runs it with the kernels; `ModelNew.around(model)` wraps a model
+that exists (its weights are shared, not copied). At input shapes or dtypes other than SHAPES the model runs as it
+is: the kernels were verified at those only.
+"""'''
+
+_SHAPES = '''# The model's inputs the regions were cut at: (shape, dtype), None for an input that is not a tensor.
+SHAPES = {shapes}
+'''
+
+_FORWARD_INIT = '''    def __init__(self, model, **kernels):
+        super().__init__()
+        self.model = model
+        for name, kernel in kernels.items():
+            self.add_module(name, kernel)
+'''
+
+_HELD_INIT = '''    def __init__(self, model):
+        super().__init__()
+        self.model = model
+'''
+
+_HELPERS = '''
+def _tensor(model, target):
+    """The model's parameter, buffer or tensor attribute at a dotted path."""
+    owner, _, leaf = target.rpartition(".")
+    return getattr(model.get_submodule(owner), leaf)
+
+
+def _bound(kernel, sources, region):
+    """`kernel` with each of its parameters and buffers replaced by the model's tensor of its name (shared: the
+    kernel follows the model's weights and device); a tensor of another name raises, naming it."""
+    for owner_name, owner in kernel.named_modules():
+        for table in (owner._parameters, owner._buffers):
+            for slot, tensor in list(table.items()):
+                if tensor is None:
+                    continue
+                where = f"{owner_name}.{slot}" if owner_name else slot
+                if slot not in sources:
+                    raise RuntimeError(f"region {region}: its kernel holds a tensor {where!r} that is none of the "
+                                       f"region's ({', '.join(sorted(sources))}); it cannot follow the model's weights")
+                live = sources[slot]
+                if tuple(live.shape) != tuple(tensor.shape) or live.dtype != tensor.dtype:
+                    raise RuntimeError(f"region {region}: its kernel's {where!r} is {tuple(tensor.shape)} "
+                                       f"{tensor.dtype}, the model's is {tuple(live.shape)} {live.dtype}")
+                table[slot] = live
+    return kernel
+'''
+
+
+def _class(name: str, init: str, forward_src: str) -> str:
+    return f"\nclass {name}(nn.Module):\n{init}\n{textwrap.indent(forward_src.strip(chr(10)), '    ')}\n"
+
+
+def _model_new(replacements: list[Replacement], kernels: list[Prefixed], held_nodes: list[str],
+               extraction: Extraction) -> str:
+    by_name = {n.name: n for n in extraction.graph_module.graph.nodes}
+    lines = ["", "class ModelNew(nn.Module):",
+             "    def __init__(self, *args, **kwargs):",
+             "        super().__init__()",
+             "        self._take(Model(*args, **kwargs))  # first: the same draws as the reference's Model",
+             "",
+             "    @classmethod",
+             "    def around(cls, model):",
+             '        """`model` (a Model that exists) run with the kernels; its tensors are shared."""',
+             "        new = cls.__new__(cls)",
+             "        nn.Module.__init__(new)",
+             "        new._take(model)",
+             "        return new",
+             "",
+             "    def _take(self, model):",
+             "        self.model = model"]
+    if held_nodes:
+        lines.append("        held = _Held(model)()")
+    for r, k in zip(replacements, kernels):
+        sources = []
+        for slot, node in r.region.held.items():
+            source = by_name[node]
+            what = f"_tensor(model, {_model_target(extraction, source)!r})" if source.op == "get_attr" else \
+                f"held[{held_nodes.index(node)}]"
+            sources.append(f"{slot!r}: {what}")
+        lines.append(f"        {r.attr} = _bound({k.names['ModelNew']}(), {{{', '.join(sources)}}}, "
+                     f"{r.region.name!r})")
+    kernels_arg = ", ".join(f"{r.attr}={r.attr}" for r in replacements)
+    lines += [f"        self.graph = _Forward(model, {kernels_arg})",
+              "",
+              "    def forward(self, *args):",
+              "        seen = tuple((tuple(a.shape), str(a.dtype).removeprefix('torch.'))",
+              "                     if isinstance(a, torch.Tensor) else None for a in args)",
+              "        if seen != SHAPES:  # not the shapes the kernels were verified at: the model as it is",
+              "            return self.model(*args)",
+              "        return self.graph(*args)",
+              ""]
+    return "\n".join(lines)

@@ -1,0 +1,70 @@
+"""An apply in the terminal: per region (its share of the model's time, PyTorch's time and its kernel's, what
+became of it), then the model end to end: correct, its speedup over eager and torch.compile, the share of its
+time replaced, what the regions' own speedups predict and what Amdahl allows. Read from the outcome's dict, so
+an apply stored in the run store renders as the one just run."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from kernelcraft.report.terminal import _ms, _x
+
+
+def apply_view(summary: dict) -> Group:
+    title = f"apply {summary['apply_id']} · {summary['model']}"
+    if summary.get("method"):
+        title += f" · captured with {summary['method']} · {summary['device']}"
+    table = Table(title=title, title_justify="left")
+    for col in ("region", "kind", "share", "PyTorch", "kernel", "× eager", "", "run"):
+        table.add_column(col, justify="right" if col in ("share", "PyTorch", "kernel", "× eager") else "left")
+    for r in summary["regions"]:
+        what = r["status"] + (f": {r['reason']}" if r["reason"] else "")
+        # PyTorch's time as the verifier took it beside the kernel's, where the region ran; else the profile's
+        table.add_row(r["name"], r["kind"], f"{r['share']:.1%}", _ms(r.get("eager_ms") or r["ms"]), _ms(r["kernel_ms"]),
+                      _x(r["speedup_eager"]), what[:90], r["run_id"] or "")
+    lines = []
+    profile = summary.get("profile")
+    if profile:
+        lines.append(Text(f"model: {_ms(profile['model_ms'])} ({profile['method']}); the regions alone sum to "
+                          f"{profile['covered']:.0%} of it"))
+    e = summary.get("end_to_end")
+    replaced = [r["name"] for r in summary["regions"] if r["status"] == "replaced"]
+    if e is None:
+        lines.append(Text("no region was replaced: the model stays as it is (1.00× eager)"
+                          if summary["status"] == "done" else f"stopped before the end: {summary['status']}"))
+    elif e["correct"]:
+        lines.append(Text(f"end to end: correct, {_x(summary['speedup_eager'])} eager, "
+                          f"{_x(summary['speedup_compile'])} torch.compile ({_ms(e['runtime_ms'])} against "
+                          f"{_ms(e['eager_ms'])}); {len(replaced)} regions replaced, "
+                          f"{summary['replaced_share']:.0%} of the model's time", style="bold"))
+    else:
+        lines.append(Text(f"end to end: {e['status']}: {e['message'][:200]}; the model stays as it is",
+                          style="red"))
+    bounds = []
+    if summary.get("expected_speedup") and replaced:
+        bounds.append(f"the replaced regions' own speedups predict {_x(summary['expected_speedup'])}")
+    bound = summary.get("amdahl_bound")
+    if bound:
+        bounds.append("Amdahl allows at most " + (_x(bound) if bound < 100 else "over 100×")
+                      + " for the regions optimized")
+    if bounds:
+        lines.append(Text("; ".join(bounds)))
+    if summary.get("model_file"):
+        lines.append(Text(f"the model with its kernels: {summary['model_file']} (kernelcraft.apply(model, DIR) "
+                          "swaps them into a live model)"))
+    for note in summary.get("notes", []):
+        lines.append(Text(f"note: {note}", style="yellow"))
+    if summary.get("error"):
+        lines.append(Text(f"error: {summary['error']}", style="red"))
+    return Group(table, *lines)
+
+
+def applies_view(rows: list[dict]) -> Table:
+    table = Table(title="applies", title_justify="left")
+    for col in ("id", "model", "status", "× eager", "replaced"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["apply_id"], r["model"], r["status"], _x(r["speedup_eager"]), ", ".join(r["replaced"]))
+    return table

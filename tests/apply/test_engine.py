@@ -1,0 +1,104 @@
+"""`kernelcraft apply` end to end on the CPU (the built-in engineer, the Triton interpreter): through the CLI, a
+model whose one region has a kernel and whose other the engineer cannot cover (said, naming the op; the rest goes
+on); the apply stored, shown, resumed without running its regions again, and its kernels swapped into a live model;
+and an upstream level-3 model at small sizes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import kernelcraft
+from kernelcraft import api
+from kernelcraft.cli import main
+from kernelcraft.problems import load_problem
+from kernelcraft.store import Store
+from tests.apply.conftest import DEVICE
+from tests.helpers import KERNELBENCH
+
+MODEL = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, features, classes):
+        super().__init__()
+        self.fc = nn.Linear(features, classes)
+
+    def forward(self, x):
+        return torch.sort(torch.relu(self.fc(x)), dim=1)[0]
+
+
+batch_size, features, classes = 16, 32, 24
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features)]
+
+
+def get_init_inputs():
+    return [features, classes]
+'''
+
+FAST = ["--device", DEVICE, "--rounds", "1", "--max-candidates", "1", "--no-compile-baseline", "--timing-budget",
+        "0.3", "--min-share", "0"]
+
+
+def _last_json(capsys):
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_apply_through_the_cli_then_show_resume_and_swap(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    path, store, out = tmp_path / "fc_sort.py", tmp_path / "runs.db", tmp_path / "out"
+    path.write_text(MODEL)
+    assert main(["apply", str(path), *FAST, "--replace", "correct", "--store", str(store), "--out", str(out),
+                 "--json"]) == 0
+    summary = _last_json(capsys)
+    regions = {r["name"]: r for r in summary["regions"]}
+    assert summary["status"] == "done" and summary["method"] == "fx", summary
+    assert regions["00_linear_linear"]["status"] == "replaced" and regions["00_linear_linear"]["result"]["correct"]
+    uncovered = regions["01_other_sort"]
+    assert uncovered["status"] == "not_covered" and "cannot cover 01_other_sort: sort" in uncovered["reason"]
+    assert summary["end_to_end"]["correct"] and summary["end_to_end"]["custom_kernel_fraction"] > 0
+    assert summary["model_file"] == str(out / "model_new.py")
+    assert json.loads((out / "apply.json").read_text())["apply_id"] == summary["apply_id"]
+    assert sorted(p.name for p in (out / "regions").glob("*.py")) == ["00_linear_linear.py", "01_other_sort.py"]
+
+    assert main(["apply", "--show", summary["apply_id"], "--store", str(store), "--json"]) == 0
+    assert _last_json(capsys)["regions"] == summary["regions"]
+    assert main(["apply", "--list", "--store", str(store)]) == 0
+    assert summary["apply_id"] in capsys.readouterr().out
+
+    s = Store(store)
+    runs = [r["id"] for r in s.runs(bench_id=summary["apply_id"])]
+    assert runs == [regions["00_linear_linear"]["run_id"]]
+    again = api.apply(resume=summary["apply_id"][:16], store=store)  # a prefix names it
+    assert again.apply_id == summary["apply_id"] and again.end_to_end.correct
+    assert [r.run_id for r in again.regions if r.run_id] == runs  # the finished region run is reused
+    assert len(s.runs(bench_id=summary["apply_id"])) == 1 and s.apply(summary["apply_id"])["status"] == "done"
+    s.close()
+
+    module = load_problem(path).load()
+    torch.manual_seed(123)  # weights the apply never saw
+    model = module.Model(*module.get_init_inputs()).eval().to(DEVICE)
+    fast = kernelcraft.apply(model, out)
+    x = module.get_inputs()[0].to(DEVICE)
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-4)
+    with pytest.raises(kernelcraft.apply.engine.ApplyError, match="training mode"):
+        kernelcraft.apply(model.train(), out)
+
+
+@pytest.mark.skipif(not KERNELBENCH.exists(), reason=f"no KernelBench copy at {KERNELBENCH}")
+def test_an_upstream_level3_model_at_small_sizes(tmp_path, monkeypatch):
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    outcome = api.apply(str(KERNELBENCH / "level3" / "1_MLP.py"), device=DEVICE, size="small", rounds=1,
+                        max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0, replace="correct",
+                        sizes="batch_size=3", store=tmp_path / "runs.db", out_dir=tmp_path / "o")
+    assert outcome.status == "done" and outcome.method == "fx"
+    assert len(outcome.replaced) == 3 and outcome.end_to_end.correct, outcome.to_dict()
+    assert outcome.end_to_end.sizes["constants"]["batch_size"] == 3

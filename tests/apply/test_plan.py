@@ -1,0 +1,31 @@
+"""The apply's plan: regions that only reshape or copy, or take a sliver of the model's time, are left alone; the
+rest in order of their share, the budget split in proportion; Amdahl's bound and the predicted speedup."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelcraft.apply.plan import amdahl, plan
+from kernelcraft.apply.profile import Profile, RegionTime
+
+
+def _profile():
+    regions = [RegionTime("00_linear_a", "linear", 2.0, 0.2), RegionTime("01_layout_b", "layout", 1.0, 0.1),
+               RegionTime("02_conv_c", "conv", 6.0, 0.6), RegionTime("03_elementwise_d", "elementwise", 0.1, 0.01)]
+    return Profile("cuda:0", "cuda_events", 10.0, regions, 0.91)
+
+
+def test_the_largest_share_first_with_the_budget_split_by_share():
+    plans = plan(_profile(), budget_minutes=8.0)
+    assert [(p.name, p.optimize) for p in plans] == [("02_conv_c", True), ("00_linear_a", True),
+                                                     ("01_layout_b", False), ("03_elementwise_d", False)]
+    assert plans[0].minutes == pytest.approx(6.0) and plans[1].minutes == pytest.approx(2.0)
+    assert plans[2].why == "it only reshapes or copies" and "under 2%" in plans[3].why
+    assert all(p.minutes is None for p in plan(_profile()))  # no budget: each run's own limits
+
+
+def test_amdahl():
+    shares = {"a": 0.6, "b": 0.2}
+    assert amdahl(shares, {"a": 2.0}) == pytest.approx(1 / (0.4 + 0.3))
+    assert amdahl(shares, {"a": float("inf"), "b": float("inf")}) == pytest.approx(5.0)
+    assert amdahl(shares, {}) == 1.0

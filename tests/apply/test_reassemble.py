@@ -1,0 +1,146 @@
+"""A model with regions replaced by their kernels, as one file: it computes what the model computes, on weights
+drawn under another seed than the regions' files hold (the kernels read the model's tensors, not copies), wraps a
+live model sharing its tensors, falls back to the model at other shapes, and refuses a kernel that keeps a tensor
+of its own. The kernels are the built-in engineer's first answers, run in the Triton interpreter."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import kernelcraft
+from kernelcraft.apply import extract_model, write_problems
+from kernelcraft.apply.reassemble import Replacement, reassemble
+from kernelcraft.problems import load_problem
+from kernelcraft.propose.base import Request
+from kernelcraft.propose.builtin.proposer import BuiltinProposer
+from kernelcraft.propose.parse import parse_kernel
+from tests.apply.conftest import DEVICE
+from tests.helpers import KERNELBENCH
+
+needs_kernelbench = pytest.mark.skipif(not KERNELBENCH.exists(), reason=f"no KernelBench copy at {KERNELBENCH}")
+
+
+def _cut(spec, out_dir, seed=11):
+    """The problem's module at its small sizes and its extraction from a model drawn under `seed`."""
+    module = load_problem(spec).load(small=True)
+    torch.manual_seed(seed)
+    model = module.Model(*module.get_init_inputs()).eval()
+    inputs = list(module.get_inputs())
+    extraction = extract_model(model, inputs, "m")
+    paths = write_problems(extraction, out_dir / "regions")
+    return module, extraction, paths
+
+
+def _kernels(extraction, paths, only=None):
+    proposer = BuiltinProposer("cpu")
+    chosen = []
+    for region, path in zip(extraction.regions, paths):
+        if only is not None and region.name not in only:
+            continue
+        problem = load_problem(path)
+        try:
+            proposer.coverage(problem, "triton")
+        except ValueError:
+            continue
+        answer = proposer.ask(Request("implement", problem, "triton"))
+        chosen.append(Replacement(region, parse_kernel(answer.text).source))
+    return chosen
+
+
+def _swapped(module, extraction, replacements, source, out_dir, seed=5):
+    (out_dir / "model_new.py").write_text(reassemble(extraction, source, replacements))
+    torch.manual_seed(seed)  # not the seed the regions' files were drawn under
+    model = module.Model(*module.get_init_inputs()).eval().to(DEVICE)
+    return model, kernelcraft.apply(model, out_dir)
+
+
+def _check(spec, tmp_path, only=None, tol=1e-4):
+    module, extraction, paths = _cut(spec, tmp_path)
+    replacements = _kernels(extraction, paths, only)
+    assert replacements, "no region had a kernel"
+    model, new = _swapped(module, extraction, replacements, load_problem(spec).source, tmp_path)
+    inputs = [x.to(DEVICE) for x in module.get_inputs()]
+    with torch.no_grad():
+        torch.testing.assert_close(new(*inputs), model(*inputs), rtol=tol, atol=tol)
+    shared = {id(p) for p in model.parameters()}
+    assert all(id(p) in shared for p in new.parameters())  # the kernels hold the model's tensors, no copies
+    return model, new, replacements
+
+
+@pytest.mark.parametrize("spec", ["level3/mlp", "level3/resnet_basic_block"])
+def test_suite_models_with_every_region_replaced(spec, tmp_path):
+    _check(spec, tmp_path)
+
+
+@needs_kernelbench
+@pytest.mark.parametrize("name", ["1_MLP", "8_ResNetBasicBlock", "44_MiniGPTBlock"])  # 44: torch.export
+def test_upstream_models_with_every_region_replaced(name, tmp_path):
+    _check(str(KERNELBENCH / "level3" / f"{name}.py"), tmp_path, tol=2e-4)
+
+
+def test_some_regions_replaced_and_other_shapes_fall_back(tmp_path):
+    model, new, replacements = _check("level3/mlp", tmp_path, only={"01_linear_linear_1"})
+    assert [r.region.name for r in replacements] == ["01_linear_linear_1"]
+    assert hasattr(new.graph, "r01") and not hasattr(new.graph, "r00")
+    x = torch.randn(3, model.net[0].in_features, device=DEVICE)  # a batch the kernels were not cut at
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), model(x))
+
+
+HELD = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = nn.Linear(n, n)
+        self.log_scale = nn.Parameter(torch.randn(n))
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) * self.log_scale.exp()  # exp of a parameter: computed once, held
+
+
+def get_inputs():
+    return [torch.randn(6, 10)]
+
+
+def get_init_inputs():
+    return [10]
+'''
+
+
+def test_a_value_computed_from_parameters_follows_the_models_weights(tmp_path):
+    path = tmp_path / "held.py"
+    path.write_text(HELD)
+    module, extraction, paths = _cut(str(path), tmp_path)
+    replacements = _kernels(extraction, paths)
+    assert any(r.region.held and "exp" in r.region.held.values() for r in replacements)
+    model, new = _swapped(module, extraction, replacements, HELD, tmp_path)
+    x = module.get_inputs()[0].to(DEVICE)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), model(x))
+
+
+FOREIGN = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("weight_t", torch.zeros(1))
+
+    def forward(self, x):
+        return x
+'''
+
+
+def test_a_kernel_keeping_a_tensor_of_its_own_is_refused(tmp_path):
+    module, extraction, _ = _cut("level3/mlp", tmp_path)
+    region = extraction.regions[0]
+    with pytest.raises(kernelcraft.apply.engine.ApplyError, match="weight_t"):
+        _swapped(module, extraction, [Replacement(region, FOREIGN)], load_problem("level3/mlp").source, tmp_path)
