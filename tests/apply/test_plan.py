@@ -29,3 +29,9 @@ def test_amdahl():
     assert amdahl(shares, {"a": 2.0}) == pytest.approx(1 / (0.4 + 0.3))
     assert amdahl(shares, {"a": float("inf"), "b": float("inf")}) == pytest.approx(5.0)
     assert amdahl(shares, {}) == 1.0
+
+
+def test_a_budget_too_small_for_every_region_leaves_the_smallest_shares_out():
+    plans = plan(_profile(), budget_minutes=0.8)  # the conv's floor, then what is left: under the linear's floor
+    assert [(p.name, p.optimize) for p in plans][:2] == [("02_conv_c", True), ("00_linear_a", False)]
+    assert plans[0].minutes == pytest.approx(0.6 / 0.8 * 0.8) and "ran out" in plans[1].why

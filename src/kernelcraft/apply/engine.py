@@ -32,6 +32,7 @@ from kernelcraft.result import Result
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.run import RunOutcome, outcome, resume_run, start_run
 from kernelcraft.store import Store, new_id
+from kernelcraft.verify.policy import get_policy, reference_math
 
 OnEvent = Callable[[str, dict], None]
 MODEL_FILE = "model_new.py"
@@ -154,7 +155,8 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
     result = ApplyOutcome(apply_id, problem.name, "", device, "failed", None, [])
     try:
         emit("apply_stage", {"stage": "capture", "apply_id": apply_id})
-        extraction, prof = _cut(problem, sizes, device, apply.seed, out_dir, emit)
+        exact = not get_policy(settings["verify"]["policy"]).allow_tf32
+        extraction, prof = _cut(problem, sizes, device, apply.seed, exact, out_dir, emit)
         result.method, result.profile, result.notes = extraction.method, prof, list(extraction.notes)
         regions = _optimize(store, apply_id, extraction, prof, apply, proposer, verifier, config, settings,
                             out_dir, emit)
@@ -183,7 +185,16 @@ def _store(store: Store, result: ApplyOutcome, status: str) -> None:
 
 # -- profile and cut ----------------------------------------------------------------------------------------------
 
-def _cut(problem: Problem, sizes, device: str, seed: int, out_dir: Path, emit: OnEvent) -> tuple[Extraction, Profile]:
+def _cut(problem: Problem, sizes, device: str, seed: int, exact_fp32: bool, out_dir: Path,
+         emit: OnEvent) -> tuple[Extraction, Profile]:
+    """The model's regions (written as problems) and its profile, under the policy's fp32 math: the verifier times
+    PyTorch so (TF32 off for cuDNN and matmuls under the strict policy), and the shares must be of that time."""
+    with reference_math(exact_fp32):
+        return _cut_at(problem, sizes, device, seed, out_dir, emit)
+
+
+def _cut_at(problem: Problem, sizes, device: str, seed: int, out_dir: Path,
+            emit: OnEvent) -> tuple[Extraction, Profile]:
     module = problem.load(sizes=sizes)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -229,7 +240,9 @@ def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile
                           settings, emit)
         o.run_id = run.run_id
         if run.best is None:
-            o.status, o.reason = "no_kernel", run.error or "its run found no correct kernel"
+            o.status, o.reason = "no_kernel", run.error or (
+                f"its run verified {run.counters.evaluated} kernels, none correct"
+                + (f" (stopped: {run.stop_reason})" if run.stop_reason else ""))
             continue
         o.result = run.best.result
         o.source = store.candidate_by_id(run.best.candidate)["source"]

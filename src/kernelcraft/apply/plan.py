@@ -1,6 +1,7 @@
 """Which regions to optimize and for how long: the biggest share of the model's time first, the time budget split
-in proportion to the shares (Amdahl: a region's best possible gain is bounded by its share), and what the end to
-end speedup can be at most."""
+in proportion to the shares (Amdahl: a region's best possible gain is bounded by its share) with a floor per region
+(where the budget cannot give every region its floor, the smallest shares go without), and what the end to end
+speedup can be at most."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from kernelcraft.apply.profile import Profile
 
 MIN_SHARE = 0.02  # a region under this share of the model's time is left as it is
+MIN_MINUTES = 0.5  # a region's run gets at least this much of a budget (less verifies hardly one kernel)
 IDLE_KINDS = ("layout",)  # regions that only reshape or copy
 
 
@@ -33,12 +35,18 @@ def plan(profile: Profile, budget_minutes: float | None = None, min_share: float
         why = ("it only reshapes or copies" if r.kind in IDLE_KINDS else
                f"{r.share:.1%} of the model's time, under {min_share:.0%}" if r.share < min_share else "")
         plans.append(RegionPlan(r.name, r.kind, r.ms, r.share, None, not why, why))
-    chosen = [p for p in plans if p.optimize]
+    chosen = sorted((p for p in plans if p.optimize), key=lambda p: -p.share)
     total = sum(p.share for p in chosen)
     if budget_minutes is not None and total > 0:
-        for p in chosen:
-            p.minutes = budget_minutes * p.share / total
-    return sorted(chosen, key=lambda p: -p.share) + [p for p in plans if not p.optimize]
+        left = budget_minutes
+        for p in chosen:  # the largest first: where the budget runs out, the smallest shares go without
+            if left < MIN_MINUTES - 1e-9:
+                p.optimize, p.why = False, (f"the budget ({budget_minutes:g} min) ran out: each region's run takes "
+                                            f"at least {MIN_MINUTES:g} min")
+                continue
+            p.minutes = min(max(budget_minutes * p.share / total, MIN_MINUTES), left)
+            left -= p.minutes
+    return [p for p in chosen if p.optimize] + [p for p in plans if not p.optimize]
 
 
 def amdahl(shares: dict[str, float], speedups: dict[str, float]) -> float:
