@@ -19,7 +19,8 @@ def test_the_largest_share_first_with_the_budget_split_by_share():
     plans = plan(_profile(), budget_minutes=8.0)
     assert [(p.name, p.optimize) for p in plans] == [("02_conv_c", True), ("00_linear_a", True),
                                                      ("01_layout_b", False), ("03_elementwise_d", False)]
-    assert plans[0].minutes == pytest.approx(6.0) and plans[1].minutes == pytest.approx(2.0)
+    # each its floor (0.5 min), the other 7 minutes split 3:1 by share
+    assert plans[0].minutes == pytest.approx(0.5 + 7 * 0.75) and plans[1].minutes == pytest.approx(0.5 + 7 * 0.25)
     assert plans[2].why == "it only reshapes or copies" and "under 2%" in plans[3].why
     assert all(p.minutes is None for p in plan(_profile()))  # no budget: each run's own limits
 
@@ -32,6 +33,13 @@ def test_amdahl():
 
 
 def test_a_budget_too_small_for_every_region_leaves_the_smallest_shares_out():
-    plans = plan(_profile(), budget_minutes=0.8)  # the conv's floor, then what is left: under the linear's floor
+    plans = plan(_profile(), budget_minutes=0.8)  # one floor fits: the largest share gets the whole budget
     assert [(p.name, p.optimize) for p in plans][:2] == [("02_conv_c", True), ("00_linear_a", False)]
-    assert plans[0].minutes == pytest.approx(0.6 / 0.8 * 0.8) and "ran out" in plans[1].why
+    assert plans[0].minutes == pytest.approx(0.8) and "ran out" in plans[1].why
+    assert plan(_profile(), budget_minutes=0.2)[0].minutes == pytest.approx(0.2)  # under one floor: all of it
+
+
+def test_regions_the_proposer_cannot_cover_take_no_budget():
+    plans = plan(_profile(), budget_minutes=2.0, unable={"02_conv_c": "cannot cover it: conv_tbc"})
+    assert [(p.name, p.optimize, p.minutes) for p in plans][0] == ("00_linear_a", True, 2.0)
+    assert next(p for p in plans if p.name == "02_conv_c").why == "cannot cover it: conv_tbc"

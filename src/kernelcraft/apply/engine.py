@@ -219,21 +219,19 @@ def _cut_at(problem: Problem, sizes, device: str, seed: int, out_dir: Path,
 
 def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile, apply: ApplySettings, proposer,
               verifier, config: RunConfig, settings: dict, out_dir: Path, emit: OnEvent) -> list[RegionOutcome]:
-    plans = plan(prof, apply.budget_minutes, apply.min_share)
+    problems = {r.name: load_problem(out_dir / "regions" / f"{r.name}.py") for r in extraction.regions}
+    unable = {name: why for name, p in problems.items() if (why := _uncovered(proposer, p, config.backend))}
+    plans = plan(prof, apply.budget_minutes, apply.min_share, unable)
     earlier = {r["problem"]: r for r in store.runs(bench_id=apply_id)}
-    backend = config.backend
     outcomes = {}
     for i, p in enumerate(plans):
         o = RegionOutcome(p.name, p.kind, p.share, p.ms, "skipped", p.why, minutes=p.minutes)
         outcomes[p.name] = o
+        if p.name in unable and not p.optimize and p.why == unable[p.name]:
+            o.status = "not_covered"
         if not p.optimize:
             continue
-        path = out_dir / "regions" / f"{p.name}.py"
-        region_problem = load_problem(path)
-        why = _uncovered(proposer, region_problem, backend)
-        if why:
-            o.status, o.reason = "not_covered", why
-            continue
+        region_problem = problems[p.name]
         emit("apply_region", {"index": i, "total": sum(q.optimize for q in plans), "region": p.name,
                               "share": p.share, "minutes": p.minutes})
         run = _region_run(store, apply_id, region_problem, p, earlier.get(p.name), proposer, verifier, config,
