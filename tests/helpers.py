@@ -10,8 +10,10 @@ from kernelcraft.verify import TimingConfig, VerifyConfig
 TESTS = Path(__file__).parent
 FIXTURES = TESTS / "fixtures"
 REPO = TESTS.parent
-# Upstream KernelBench problem files, beside the checkout when there (tests that read them skip otherwise).
-KERNELBENCH = REPO.parent / "shared" / "kernelbench"
+# Upstream KernelBench problem files, beside the checkout when there, else in a `shared/` inside it (a copy of the
+# checkout run on another machine); tests that read them skip otherwise.
+KERNELBENCH = next((p for p in (REPO.parent / "shared" / "kernelbench", REPO / "shared" / "kernelbench")
+                    if p.exists()), REPO.parent / "shared" / "kernelbench")
 
 
 def small_config(cache_dir: Path, **overrides) -> VerifyConfig:

@@ -591,8 +591,8 @@ def candidate(run: str, key: str, *, store=None) -> dict:
 
 
 def report(*runs: str, store=None) -> dict:
-    """The report `kernelcraft report` renders: of a run or a bench (an id, or a unique prefix), or of two
-    side by side. `kind` says which: run, bench, compare_runs or compare_benches."""
+    """The report `kernelcraft report` renders: of a run, a bench or an apply (an id, or a unique prefix), or of
+    two runs or benches side by side. `kind` says which: run, bench, apply, compare_runs or compare_benches."""
     from kernelcraft.report import data
     from kernelcraft.store import Store, StoreError, default_path
 

@@ -13,7 +13,9 @@ from kernelcraft.store import Store, StoreError, unevaluated_status
 
 
 def resolve(store: Store, ident: str) -> tuple[str, str]:
-    """("bench", id) or ("run", id) for a bench id, a run id, or a unique prefix of either."""
+    """("bench", id), ("apply", id) or ("run", id) for a bench, apply or run id, or a unique prefix of one."""
+    if ident.startswith("apply-"):
+        return "apply", store.apply(ident)["id"]
     benches = store.benches(ident)
     if len(benches) == 1 or any(b["id"] == ident for b in benches):
         return "bench", next((b["id"] for b in benches if b["id"] == ident), benches[0]["id"])

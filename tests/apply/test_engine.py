@@ -72,6 +72,16 @@ def test_apply_through_the_cli_then_show_resume_and_swap(tmp_path, capsys, monke
     assert _last_json(capsys)["regions"] == summary["regions"]
     assert main(["apply", "--list", "--store", str(store)]) == 0
     assert summary["apply_id"] in capsys.readouterr().out
+    page = tmp_path / "apply.html"
+    assert main(["report", summary["apply_id"], "--store", str(store), "--html", str(page), "--json"]) == 0
+    report = _last_json(capsys)
+    assert report["kind"] == "apply" and [r["run"]["run_id"] for r in report["runs"]] == \
+        [regions["00_linear_linear"]["run_id"]]
+    html = page.read_text()
+    assert "01_other_sort" in html and "not_covered" in html and 'aria-label="region times"' in html
+    assert f'id="run-{regions["00_linear_linear"]["run_id"]}"' in html
+    assert main(["report", summary["apply_id"][:20], "--store", str(store)]) == 0
+    assert "end to end: correct" in capsys.readouterr().out
 
     s = Store(store)
     runs = [r["id"] for r in s.runs(bench_id=summary["apply_id"])]
@@ -102,3 +112,21 @@ def test_an_upstream_level3_model_at_small_sizes(tmp_path, monkeypatch):
     assert outcome.status == "done" and outcome.method == "fx"
     assert len(outcome.replaced) == 3 and outcome.end_to_end.correct, outcome.to_dict()
     assert outcome.end_to_end.sizes["constants"]["batch_size"] == 3
+
+
+UNCAPTURABLE = MODEL.replace("return torch.sort(torch.relu(self.fc(x)), dim=1)[0]",
+                             "return self.fc(x) if x.sum() > 0 else -self.fc(x)")
+
+
+def test_a_model_neither_fx_nor_export_can_capture_is_one_clear_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    path = tmp_path / "branchy.py"
+    path.write_text(UNCAPTURABLE)
+    assert main(["apply", str(path), *FAST, "--store", str(tmp_path / "runs.db"), "--out", str(tmp_path / "o"),
+                 "--json"]) == 1
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out.strip().splitlines()[-1])
+    assert summary["status"] == "failed" and summary["regions"] == []
+    said = captured.err.strip().splitlines()[-1]
+    assert said.startswith("kernelcraft apply: cannot capture the model: torch.fx could not trace it: its forward "
+                           "branches on a tensor value") and "torch.export failed too" in said

@@ -90,7 +90,7 @@ def test_the_agent_loop(tmp_path):
         async with Agent(server_params(tmp_path)) as agent:
             names = {t.name for t in (await agent.client.list_tools()).tools}
             assert names == {"list_problems", "show_problem", "evaluate", "start_run", "run_status", "best_kernel",
-                             "run_report"}
+                             "run_report", "start_apply", "apply_status"}
             listed = await agent.ok("list_problems", level=1)
             assert "level1/relu" in [p["name"] for p in listed["problems"]]
             shown = await agent.ok("show_problem", problem="level1/relu", small=True)
@@ -138,6 +138,32 @@ def test_the_agent_loop(tmp_path):
         return agent.stray
 
     assert anyio.run(scenario) == []  # nothing but protocol messages came over the server's stdout
+
+
+@pytest.mark.slow
+def test_a_whole_model_through_start_apply(tmp_path):
+    """start_apply returns at once; apply_status follows it to its end: each region's kernel in the model, the
+    model verified end to end, the file written where the agent asked."""
+
+    async def scenario():
+        async with Agent(server_params(tmp_path)) as agent:
+            started = await agent.ok("start_apply", problem="level3/mlp", rounds=1, max_candidates=1,
+                                     replace="correct", compile_baseline=False, timing_budget=0.3, min_share=0.0,
+                                     out_dir=str(tmp_path / "applied"))
+            deadline = time.monotonic() + 300
+            while True:
+                status = await agent.ok("apply_status", apply_id=started["apply_id"])
+                if status["status"] != "running" or time.monotonic() > deadline:
+                    break
+                await anyio.sleep(1)
+            assert status["status"] == "done", status
+            assert [r["status"] for r in status["regions"]] == ["replaced"] * 3
+            assert status["end_to_end"]["correct"] and "result" not in status["regions"][0]
+            assert status["model_file"] == str(tmp_path / "applied" / "model_new.py")
+            assert "no apply" in await agent.error("apply_status", apply_id="apply-nope")
+        return agent.stray
+
+    assert anyio.run(scenario) == []
 
 
 @pytest.mark.slow

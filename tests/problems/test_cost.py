@@ -134,3 +134,40 @@ def test_roofline_takes_the_slower_of_math_and_memory():
     assert math.isclose(hardware.roofline_seconds(spec, 0, 0, "fp16"), 0.0)
     with pytest.raises(KeyError):
         hardware.roofline_seconds(spec, 1, 1, "fp8")
+
+
+BRANCHY = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(32, 24)
+
+    def forward(self, x):
+        return self.fc(x) if x.sum() > 0 else -self.fc(x)  # reads a value: cannot run on shapes alone
+
+
+def get_inputs():
+    return [torch.randn(16, 32)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_forward_that_reads_a_value_is_counted_on_the_cpu_where_small(tmp_path, monkeypatch):
+    import kernelcraft.problems.cost as cost_module
+    from kernelcraft.problems.problem import ProblemError
+
+    path = tmp_path / "branchy.py"
+    path.write_text(BRANCHY)
+    module = load_problem(path).load()
+    cost = compute_cost(module)
+    assert cost.matmul_flops == 2 * 16 * 32 * 24 and [s.shape for s in cost.outputs] == [(16, 24)]
+    monkeypatch.setattr(cost_module, "CPU_COUNT_LIMIT", 1024)
+    with pytest.raises(ProblemError, match="reads tensor values .* not run on the CPU to count it"):
+        compute_cost(module)

@@ -175,6 +175,7 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
         _store(store, result, "stopped")
         raise
     _store(store, result, result.status)
+    out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / MANIFEST).write_text(json.dumps(result.to_dict(), indent=1))
     return result
 

@@ -13,9 +13,10 @@ NAME = "report"
 
 
 def add_parser(sub) -> None:
-    rep = sub.add_parser(NAME, help="a run's or a bench's report: tables, trajectory, fast_p; --html for a page")
+    rep = sub.add_parser(NAME, help="a run's, bench's or apply's report: tables, trajectory, fast_p; --html for a page")
     rep.add_argument("runs", nargs="+", metavar="RUN",
-                     help="a run id or a bench id (a unique prefix will do); give two to compare them")
+                     help="a run, bench or apply id (a unique prefix will do); give two runs or benches to compare "
+                          "them")
     rep.add_argument("--html", type=Path, default=None, metavar="FILE", help="also write a self-contained HTML page")
     add_store_arg(rep)
     rep.add_argument("--json", action="store_true", help="the report as JSON, on the last line of stdout")
@@ -46,7 +47,9 @@ def run(args) -> int:
         print(json.dumps(dict(report, html=str(args.html) if args.html else None)))
         return EXIT_OK
     from kernelcraft.report import terminal
+    from kernelcraft.report.apply import apply_view
 
-    view = {"run": terminal.report_view, "bench": terminal.bench_report_view}.get(report["kind"], terminal.compare_view)
+    view = {"run": terminal.report_view, "bench": terminal.bench_report_view,
+            "apply": lambda r: apply_view(r["apply"])}.get(report["kind"], terminal.compare_view)
     show(view(report))
     return EXIT_OK

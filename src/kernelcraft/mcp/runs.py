@@ -1,4 +1,4 @@
-"""Optimization runs started by the MCP server, each driven by a thread of its own.
+"""Optimization runs (and applies: a whole model) started by the MCP server, each driven by a thread of its own.
 
 A run is made ready in the caller's thread (api.prepare_run: every setting checked, so bad input is the
 tool's error), then driven in a daemon thread; its id is known once the store has the run's row, which
@@ -22,16 +22,32 @@ CREATE_WAIT_S = 120.0  # for a prepared run to write its row (a run's first step
 
 
 class _AnnouncingStore(Store):
-    """A Store that tells, through a future, the id of the run created in it."""
+    """A Store that tells, through a future, the id of the run (or the apply) created in it first."""
 
-    def __init__(self, path):
+    def __init__(self, path, kind: str = "run"):
         super().__init__(path)
+        self.kind = kind
         self.created: Future = Future()
 
     def create_run(self, run_id, *args, **kwargs):
         super().create_run(run_id, *args, **kwargs)
-        if not self.created.done():
+        if self.kind == "run" and not self.created.done():
             self.created.set_result(run_id)
+
+    def create_apply(self, apply_id, *args, **kwargs):
+        super().create_apply(apply_id, *args, **kwargs)
+        if self.kind == "apply" and not self.created.done():
+            self.created.set_result(apply_id)
+
+    def finish(self, the_id: str, message: str) -> None:
+        """Close a run or apply its driver left running (it raised before it could)."""
+        if self.kind == "apply":
+            if self.apply(the_id)["status"] == "running":
+                self.update_apply(the_id, "failed", None)
+            return
+        row = self.run(the_id)
+        if row["status"] == "running":
+            self.finish_run(the_id, "failed", f"server_error: {message}", row["best_candidate"])
 
 
 class Runs:
@@ -56,22 +72,32 @@ class Runs:
 
     def start(self, problem, **options) -> str:
         """Start a run in the background; its id once it is in the store. Bad settings raise here."""
+        return self._start("run", lambda store, hear: api.prepare_run(problem, store=store, out_dir=None,
+                                                                       on_event=hear, **options), options)
+
+    def start_apply(self, problem, out_dir=None, **options) -> str:
+        """Start an apply (kernelcraft apply) in the background; its id once it is in the store."""
+        return self._start("apply", lambda store, hear: api.prepare_apply(problem, store=store, out_dir=out_dir,
+                                                                           on_event=hear, **options), options)
+
+    def _start(self, kind: str, prepare, options: dict) -> str:
         if self.cache_dir and not options.get("cache_dir"):
             options["cache_dir"] = self.cache_dir
-        store = _AnnouncingStore(self.store_path)
+        store = _AnnouncingStore(self.store_path, kind)
         live = {"round": None, "last_event": None, "thread_error": None}
         try:
-            prepared = api.prepare_run(problem, store=store, out_dir=None, on_event=self._hearer(live), **options)
+            prepared = prepare(store, self._hearer(live))
         except BaseException:
             store.close()
             raise
         thread = threading.Thread(target=self._drive, args=(prepared, store, live), daemon=True,
-                                  name="kernelcraft-run")
+                                  name=f"kernelcraft-{kind}")
         thread.start()
         try:
             run_id = store.created.result(timeout=CREATE_WAIT_S)
         except TimeoutError:
-            raise KernelcraftError(f"the run did not start within {CREATE_WAIT_S:g} s; see the server's log") from None
+            raise KernelcraftError(f"the {kind} did not start within {CREATE_WAIT_S:g} s; see the server's "
+                                   "log") from None
         with self._lock:
             self._threads[run_id] = thread
             self._live[run_id] = live
@@ -93,12 +119,9 @@ class Runs:
             message = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
             live["thread_error"] = message
             if not store.created.done():  # it failed before its row was written: start() raises this
-                store.created.set_exception(KernelcraftError(f"the run could not start: {message}"))
+                store.created.set_exception(KernelcraftError(f"the {store.kind} could not start: {message}"))
             elif store.created.exception() is None:  # a run the search could not close is closed here
-                run_id = store.created.result()
-                row = store.run(run_id)
-                if row["status"] == "running":
-                    store.finish_run(run_id, "failed", f"server_error: {message}", row["best_candidate"])
+                store.finish(store.created.result(), message)
         finally:  # prepared.run closed its verifier and proposer; the store was given, so it is ours to close
             store.close()
 

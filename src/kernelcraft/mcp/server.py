@@ -32,7 +32,7 @@ and searches for faster ones. A problem is KernelBench-format Python (class Mode
 get_init_inputs): a suite name such as level1/softmax (list_problems), a path, or source text. A candidate \
 is the source text of a Python file defining class ModelNew(nn.Module) with the same init arguments. \
 Typical loop: show_problem -> write a ModelNew -> evaluate (read its feedback) -> fix -> evaluate again; or \
-start_run and poll run_status, then best_kernel."""
+start_run and poll run_status, then best_kernel. For a whole model: start_apply, then apply_status."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 MAX_WAIT_S = 3600.0
@@ -200,6 +200,60 @@ def build_server(defaults: Defaults) -> tuple[MCPServer, Runs]:
         the best kernel by round, the improvements and the ideas that paid off, by idea category; and one line
         per candidate (status, speedup, a one-line verdict). Instant."""
         return _answer(lambda: tools.run_report(runs.reader(), run_id, full))
+
+    @server.tool()
+    def start_apply(problem: Annotated[str, Field(description=(
+                        "the model: a path to a KernelBench-format file (class Model, get_inputs, get_init_inputs), "
+                        "a suite name such as level3/mlp, or the file's source text"))],
+                    model: Annotated[str | None, Field(description=(
+                        "PROVIDER/NAME of an LLM to propose kernels; default: $KERNELCRAFT_MODEL, else the built-in "
+                        "kernel engineer"))] = None,
+                    strategy: Annotated[str, Field(description="tree (default), refine, sample or evolve")] = "tree",
+                    rounds: Annotated[int, Field(description="search rounds per region", ge=1, le=50)] = 3,
+                    budget_minutes: Annotated[float | None, Field(description=(
+                        "wall time for all the regions' runs, split by each region's share of the model's time"),
+                        gt=0)] = None,
+                    min_share: Annotated[float, Field(description=(
+                        "regions under this share of the model's time stay as they are"), ge=0, lt=1)] = 0.02,
+                    replace: Annotated[Literal["faster", "correct"], Field(description=(
+                        "which regions' kernels go into the model: those faster than PyTorch, or every correct one"))]
+                    = "faster",
+                    out_dir: Annotated[str | None, Field(description=(
+                        "where the regions' problems and model_new.py are written (default: "
+                        "kernelcraft-apply-MODEL under the server's directory)"))] = None,
+                    max_candidates: Annotated[int | None, Field(description=(
+                        "stop each region's run after this many candidates"), ge=1)] = None,
+                    device: Device = None, size: Size = "auto", sizes: Sizes = None,
+                    policy: Annotated[Literal["strict", "relaxed"], Field(description="tolerance policy")]
+                    = "strict",
+                    compile_baseline: Annotated[bool, Field(description="also time torch.compile")] = True,
+                    timing_budget: Annotated[float, Field(description="seconds of timing per candidate", gt=0,
+                                                          le=60)] = 6.0):
+        """Make a whole model faster, in the background (returns apply_id at once): profile it, cut it into
+        regions written as problems, optimize each (the largest share of the model's time first), and verify the
+        model with its faster regions replaced end to end (out_dir/model_new.py). Minutes to hours. Follow it with
+        apply_status."""
+        options = {k: v for k, v in dict(model=model, strategy=strategy, rounds=rounds, budget_minutes=budget_minutes,
+                                         min_share=min_share, replace=replace, max_candidates=max_candidates,
+                                         device=device or defaults.device, size=size, sizes=sizes, policy=policy,
+                                         compile_baseline=compile_baseline, timing_budget=timing_budget).items()
+                   if v is not None}
+
+        def start():
+            with tools.problem_hint(problem):
+                apply_id = runs.start_apply(problem, out_dir=out_dir, **options)
+            return {"apply_id": apply_id, "store": str(runs.store_path),
+                    "next": "apply_status(apply_id) for its regions and, once done, the model end to end"}
+
+        return _answer(start)
+
+    @server.tool(annotations=READ_ONLY)
+    def apply_status(apply_id: Annotated[str, Field(description="an apply id from start_apply (a unique prefix)")]):
+        """An apply as the run store holds it: status (running, done, stopped, failed), per region its share of the
+        model's time, its run and kernel's speedup and what became of it; once done, the model's end-to-end verdict,
+        its speedup over eager and torch.compile, the share of its time replaced and the reassembled file. While
+        it runs, the regions' runs can be followed with run_status. Instant."""
+        return _answer(lambda: tools.apply_status(runs.store_path, apply_id))
 
     return server, runs
 

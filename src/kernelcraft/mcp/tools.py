@@ -182,3 +182,15 @@ def run_report(store, run_id: str, full: bool = False) -> dict:
     return {**{k: v for k, v in report.items() if k not in ("candidates", "best", "payoff_definition")},
             "best": best or None, "candidates": cands}
 
+
+
+# apply ------------------------------------------------------------------------------------------------
+def apply_status(store_path: Path, apply_id: str) -> dict:
+    """An apply's stored outcome, cut to what an agent reads: its regions' headlines (not their full verdicts)."""
+    summary = api.apply_summary(apply_id, store=store_path)
+    for region in summary.get("regions", []):
+        region.pop("result", None)
+    e2e = summary.get("end_to_end")
+    if e2e:
+        summary["end_to_end"] = {k: e2e.get(k) for k in SUMMARY_KEYS if k in e2e} | {"message": e2e["message"][:2000]}
+    return summary

@@ -145,11 +145,19 @@ def compute_cost(module) -> Cost:
         # run on meta: it is built on the CPU, then its parameters become shapes only.
         with torch.random.fork_rng():
             model = module.Model(*module.get_init_inputs()).to("meta")
+    valued = None  # a forward that reads a value: why it could not run on shapes alone
     with torch.device("meta"):
         inputs = module.get_inputs()
         counter = _Counter()
-        with torch.no_grad(), counter:
-            out = model(*inputs)
+        try:
+            with torch.no_grad(), counter:
+                out = model(*inputs)
+        except (RuntimeError, NotImplementedError) as exc:
+            if "meta" not in str(exc):
+                raise
+            valued = exc
+    if valued is not None:
+        model, inputs, counter, out = _counted_on_cpu(module, model, inputs, valued)
     inputs_s, outputs_s = _specs(inputs), _specs(out)
     params = sum(TensorSpec(tuple(p.shape), p.dtype).nbytes for p in
                  list(model.parameters()) + list(model.buffers()))
@@ -159,6 +167,33 @@ def compute_cost(module) -> Cost:
     peak = sum(s.nbytes for s in inputs_s) + params + counter.peak_live
     return Cost(counter.flops, moved, counter.matmul_flops, counter.matmul_dtype, inputs_s, outputs_s,
                 params, peak)
+
+
+CPU_COUNT_LIMIT = 2 * 1024 ** 3  # bytes of inputs and parameters a forward may hold to be counted on the CPU
+
+
+def _counted_on_cpu(module, meta_model, meta_inputs, exc: Exception):
+    """A forward that reads a value (a branch on `x.sum() > 0`, an `.item()`) cannot run on shapes alone: it is
+    run on the CPU, on the problem's own inputs, where they are small enough; else the problem says why."""
+    held = sum(s.nbytes for s in _specs(meta_inputs)) + sum(
+        TensorSpec(tuple(t.shape), t.dtype).nbytes for t in list(meta_model.parameters()) + list(meta_model.buffers()))
+    if held > CPU_COUNT_LIMIT:
+        from kernelcraft.problems.problem import ProblemError
+
+        raise ProblemError(f"its forward reads tensor values ({_first_line(exc)}), so its work cannot be counted "
+                           f"from shapes alone, and at these sizes ({held / 1024 ** 3:.1f} GiB of inputs and "
+                           "parameters) it is not run on the CPU to count it") from None
+    with torch.random.fork_rng():
+        model = module.Model(*module.get_init_inputs())
+        inputs = module.get_inputs()
+    counter = _Counter()
+    with torch.no_grad(), counter:
+        out = model(*inputs)
+    return model, inputs, counter, out
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:200]
 
 
 def uses_tensor_cores(cost: Cost) -> bool:

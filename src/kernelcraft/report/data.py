@@ -33,7 +33,18 @@ LOG_TAIL = 20_000  # characters of a compile log or message kept for the drill-d
 
 def gather(store: Store, ident: str) -> dict:
     kind, found = resolve(store, ident)
+    if kind == "apply":
+        return apply_report(store, found)
     return bench_report(store, found) if kind == "bench" else run_report(store, found)
+
+
+def apply_report(store: Store, apply_id: str) -> dict:
+    """An apply (kernelcraft apply): its stored outcome (the regions, the model end to end) and each region's run."""
+    row = store.apply(apply_id)
+    summary = row["summary"] or {"apply_id": row["id"], "model": row["model"], "regions": []}
+    runs = [run_report(store, r["id"]) for r in store.runs(bench_id=row["id"])]
+    return {"kind": "apply", "apply": {**summary, "status": row["status"], "created": row["created"]},
+            "cpu_timings": summary.get("device") == "cpu" or any(r["cpu_timings"] for r in runs), "runs": runs}
 
 
 # one run -------------------------------------------------------------------------------------------
@@ -228,8 +239,8 @@ COMPARED = {"problem": "problem", "strategy": "strategy", "proposer": "proposer"
 
 def compare(a: dict, b: dict) -> dict:
     """Two run reports or two bench reports side by side."""
-    if a["kind"] != b["kind"]:
-        raise ValueError("compare two runs or two benches, not a run with a bench")
+    if a["kind"] != b["kind"] or a["kind"] == "apply":
+        raise ValueError("compare two runs or two benches (not a run with a bench, nor applies)")
     if a["kind"] == "run":
         return {"kind": "compare_runs", "a": a, "b": b, "rows": [
             {"field": f, "label": label, "a": _headline(a)[f], "b": _headline(b)[f]} for f, label in COMPARED.items()]}

@@ -1,5 +1,5 @@
 """The HTML report: one self-contained page (inline CSS, plots as inline SVG, no scripts, nothing fetched)
-for a run, a bench, or two of either side by side. Everything taken from the store is escaped here;
+for a run, a bench, an apply (apply_html.py), or two runs or benches side by side. Everything taken from the store is escaped here;
 the kernel source goes through Pygments, which escapes it too."""
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ def render(report: dict, store_path: str = "") -> str:
         title, body = f"kernelcraft report · run {report['run']['run_id']}", _run_page(report)
     elif kind == "bench":
         title, body = f"kernelcraft report · bench {report['bench']['bench_id']}", _bench_page(report)
+    elif kind == "apply":
+        from kernelcraft.report.apply_html import apply_page
+
+        title, body = f"kernelcraft report · apply {report['apply']['apply_id']}", apply_page(report)
     else:
         a, b = report["a"], report["b"]
         title = f"kernelcraft report · {_ident(a)} vs {_ident(b)}"

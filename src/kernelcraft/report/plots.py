@@ -188,3 +188,23 @@ def roofline_chart(series: list[tuple[str, dict]]) -> str | None:
         ax.set_title("Best kernels against their roofline floor")
         _legend(ax)
         return _svg(fig, "roofline")
+
+
+def region_times(apply: dict) -> str | None:
+    """An apply's regions that had a kernel: PyTorch's time and the kernel's, side by side (horizontal bars, the
+    largest share at the top); ✓ marks the regions put in the model."""
+    regions = [g for g in apply.get("regions", []) if g.get("kernel_ms")]
+    if not regions:
+        return None
+    regions.sort(key=lambda g: g["share"])
+    fig = _figure(6.2, 0.9 + 0.42 * len(regions))
+    ax = fig.add_subplot()
+    rows = range(len(regions))
+    ax.barh([i + 0.2 for i in rows], [g.get("eager_ms") or g["ms"] for g in regions], height=0.38, color=MUTED,
+            label="PyTorch")
+    ax.barh([i - 0.2 for i in rows], [g["kernel_ms"] for g in regions], height=0.38, color=COLORS[0], label="kernel")
+    ax.set_yticks(list(rows), [("✓ " if g["status"] == "replaced" else "") + g["name"] for g in regions], fontsize=8.5)
+    ax.set_xlabel("ms")
+    ax.grid(axis="y", visible=False)
+    _legend(ax)
+    return _svg(fig, "region times")

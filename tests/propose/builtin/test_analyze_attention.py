@@ -121,3 +121,38 @@ def test_torch_aligns_causal_masks_top_left():
         scores = scores.masked_fill(torch.ones(L, S, dtype=torch.bool).triu(1), -float("inf"))
         torch.testing.assert_close(F.scaled_dot_product_attention(q_, k, v, is_causal=True),
                                    torch.softmax(scores, -1) @ v)
+
+
+# A causal mask held as a boolean buffer (True past each query's diagonal), filling the scores with -inf before the
+# softmax, as minGPT writes it; k passed transposed (k^T, as a model cut into regions hands it over) or not.
+CAUSAL_MASK = "self.register_buffer('mask', torch.ones({L}, {S}, dtype=torch.bool).triu({d})[None, None])"
+KT = "[torch.randn(2, 3, 5, 8), torch.randn(2, 3, 8, 7), torch.randn(2, 3, 7, 4)]"
+
+
+@pytest.mark.parametrize("forward, inputs, k_t", [
+    ("return torch.softmax((q @ k * 0.5).masked_fill(self.mask, float('-inf')), -1) @ v", KT, True),
+    ("return torch.matmul(torch.softmax(torch.masked_fill(q @ k.transpose(-2, -1) * 0.5, self.mask, -math.inf), "
+     "dim=-1), v)", QKV, False),
+])
+def test_a_causal_mask_held_as_a_buffer(tmp_path, forward, inputs, k_t):
+    problem = write(tmp_path, "import math\n" + forward, CAUSAL_MASK.format(L=5, S=7, d=1), inputs=inputs,
+                    args="q, k, v")
+    analysis = analyze(problem)
+    assert analysis.single is not None and analysis.single.kind == "attention", analysis
+    assert analysis.single.detail == {"causal": True, "scale": 0.5, "scale_attr": None, **({"k_t": True} if k_t else {})}
+    module = problem.load()
+    q, k, v = module.get_inputs()
+    want = F.scaled_dot_product_attention(q, k.transpose(-2, -1) if k_t else k, v, is_causal=True, scale=0.5)
+    torch.testing.assert_close(module.Model()(q, k, v), want)  # what the detail says is what the reference does
+
+
+@pytest.mark.parametrize("mask, fill, missing", [
+    (CAUSAL_MASK.format(L=5, S=7, d=2), "float('-inf')", "masked_fill (a mask that is not causal)"),
+    (CAUSAL_MASK.format(L=5, S=7, d=1).replace("[None, None]", "[None, None].expand(2, 3, 5, 7)"), "float('-inf')",
+     "masked_fill (a mask that is not causal)"),
+    (CAUSAL_MASK.format(L=5, S=7, d=1), "-1e9", "masked_fill"),
+])
+def test_other_masks_are_declined(tmp_path, mask, fill, missing):
+    forward = f"return torch.softmax((q @ k.transpose(-2, -1)).masked_fill(self.mask, {fill}), -1) @ v"
+    analysis = analyze(write(tmp_path, forward, mask, inputs=QKV, args="q, k, v"))
+    assert analysis.single is None and missing in analysis.unsupported, analysis.unsupported

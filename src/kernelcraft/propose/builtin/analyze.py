@@ -276,6 +276,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
                 and self.inputs.get(node.args[0]) in (0, 1) \
                 and node.users and all(u.target is F.kl_div for u in node.users):
             return LogSoftmaxIn(self.inputs[node.args[0]], p["dim"])  # maybe a kl_div of logits: its consumer decides
+        if kind == "masked_fill":  # only a causal mask on an attention's scores (analyze_attention.py)
+            return self.masked_scores(a, p, node)
         if kind == "softmax" and isinstance(a, Scores) and (probs := self.softmax_of_scores(a, p)) is not None:
             return probs  # maybe an attention's: decided by the product that follows
         if kind == "pow" and isinstance(a, SizePow) and sp.num(p["exponent"]) is not None:

@@ -1,5 +1,7 @@
 """How analyze.py's interpreter reads attention written by hand over the forward's first three inputs q, k, v:
-softmax(q @ k^T * scale, dim=-1) @ v. A mixin of the interpreter, as analyze_families.py is. (A call of
+softmax(q @ k^T * scale, dim=-1) @ v, k transposed in forward or passed as k^T, the scores maybe filled with -inf
+past the diagonal by a causal mask held as a boolean buffer (masked_fill). A mixin of the interpreter, as
+analyze_families.py is. (A call of
 F.scaled_dot_product_attention is the attention family's to read: families/attention/recognize.py.)
 
 The hand-written form is read piece by piece, each piece a pending value (values.py) that its consumer decides:
@@ -16,10 +18,11 @@ import math
 import operator
 from dataclasses import replace
 
+import torch
 from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
-from kernelcraft.propose.builtin.values import X, Ew, Operand, Probs, ScaledQ, Scores, Shape, SizePow
+from kernelcraft.propose.builtin.values import X, Attr, Ew, Operand, Probs, ScaledQ, Scores, Shape, SizePow
 
 class AttentionOps:
     # -- sizes read from the inputs, for a scale --------------------------------------------------------
@@ -81,7 +84,7 @@ class AttentionOps:
                 continue
             const = s[0] * f[0] if kind == "mul" else s[0] / f[0]
             epow = s[1] + f[2] if kind == "mul" else s[1] - f[2]
-            return Scores(const, epow) if isinstance(target, Scores) else ScaledQ(const, epow)
+            return replace(target, const=const, epow=epow) if isinstance(target, Scores) else ScaledQ(const, epow)
         return self.refuse(kind, node)
 
     def q_scale(self, v) -> tuple[float, float] | None:
@@ -98,20 +101,44 @@ class AttentionOps:
         return const, 0.0
 
     # -- the products --------------------------------------------------------------------------------------
-    def qk_shapes_ok(self) -> bool:
+    def k_shape(self, k_t: bool = False) -> tuple | None:
+        """k's shape (..., S, E): the second input's, its last two dims swapped where it is passed as k^T."""
+        shapes = self.shapes()
+        k = shapes[1] if len(shapes) > 1 else None
+        return None if k is None or len(k) < 2 else (*k[:-2], k[-1], k[-2]) if k_t else tuple(k)
+
+    def qk_shapes_ok(self, k_t: bool = False) -> bool:
         """q (..., L, E) and k (..., S, E) with the same leading dims."""
         shapes = self.shapes()
         if len(shapes) < 2 or None in shapes[:2]:
             return False
-        q, k = shapes[0], shapes[1]
-        return len(q) == len(k) >= 2 and q[:-2] == k[:-2] and q[-1] == k[-1]
+        q, k = shapes[0], self.k_shape(k_t)
+        return k is not None and len(q) == len(k) >= 2 and tuple(q[:-2]) == k[:-2] and q[-1] == k[-1]
 
     def scores(self, node: fx.Node, a: Operand | None, b: Operand | None) -> Scores | None:
-        """q @ k^T of the first two inputs (q maybe scaled), pending; None when the product is not that."""
+        """q @ k^T of the first two inputs (q maybe scaled; k transposed in forward, or passed as k^T), pending;
+        None when the product is not that."""
         s = (1.0, 0.0) if a == Operand(0, False) else self.q_scale(self.value(node.args[0])) if a is None else None
-        if s is None or b != Operand(1, True) or not self.qk_shapes_ok():
+        k_t = b == Operand(1, False)
+        if s is None or b not in (Operand(1, True), Operand(1, False)) or not self.qk_shapes_ok(k_t):
             return None
-        return Scores(*s)
+        return Scores(*s, k_t=k_t)
+
+    def masked_scores(self, a, p: dict, node: fx.Node):
+        """scores.masked_fill(mask, -inf) with `mask` a boolean buffer that is True exactly past each query's
+        diagonal (ones(L, S).triu(1), leading dims of size one): the scores of a causal attention (the kernel
+        skips those keys, and reads no mask). Any other masked_fill is not covered."""
+        mask = self.value(p["mask"])
+        if not (isinstance(a, Scores) and not a.causal and sp.num(p["value"]) == -math.inf and isinstance(mask, Attr)):
+            return self.refuse("masked_fill", node)
+        found = dict(self.model.named_buffers()).get(mask.path)
+        q, k = self.shapes()[0], self.k_shape(a.k_t)
+        if found is None or found.dtype != torch.bool or found.dim() < 2 or any(d != 1 for d in found.shape[:-2]):
+            return self.refuse("masked_fill (a mask that is not causal)", node)
+        causal = torch.ones(q[-2], k[-2], dtype=torch.bool).triu(1)
+        if tuple(found.shape[-2:]) != tuple(causal.shape) or not torch.equal(found.reshape(causal.shape).cpu(), causal):
+            return self.refuse("masked_fill (a mask that is not causal)", node)
+        return replace(a, causal=True)
 
     def softmax_of_scores(self, scores: Scores, p: dict) -> Probs | None:
         dim = p["dim"]
@@ -119,7 +146,7 @@ class AttentionOps:
 
     def attention_product(self, node: fx.Node, probs: Probs):
         """Probs @ v, v the third input as passed (..., S, Ev): the attention."""
-        if self.operand(node.args[1]) != Operand(2, False) or not self.qkv_shapes_ok():
+        if self.operand(node.args[1]) != Operand(2, False) or not self.qkv_shapes_ok(probs.scores.k_t):
             return self.refuse("matmul", node)
         s = probs.scores
         if s.epow == 0.0:
@@ -128,25 +155,32 @@ class AttentionOps:
             scale, scale_attr = None, None  # 1/sqrt(E), read from q at run time
         else:
             return self.refuse("attention scale (neither a number nor 1/sqrt of the head size)", node)
-        return self.emit("attention", "x", causal=False, scale=scale, scale_attr=scale_attr)
+        return self.emit("attention", "x", causal=s.causal, scale=scale, scale_attr=scale_attr,
+                         **({"k_t": True} if s.k_t else {}))
 
-    def qkv_shapes_ok(self) -> bool:
+    def qkv_shapes_ok(self, k_t: bool = False) -> bool:
         """q (..., L, E), k (..., S, E), v (..., S, Ev) of the first three inputs, with the same leading dims."""
         shapes = self.shapes()
-        if not self.qk_shapes_ok() or len(shapes) < 3 or shapes[2] is None:
+        if len(shapes) < 3 or shapes[2] is None:
             return False
-        k, v = shapes[1], shapes[2]
+        if not self.qk_shapes_ok(k_t):
+            return False
+        k, v = self.k_shape(k_t), tuple(shapes[2])
         return len(v) == len(k) and v[:-2] == k[:-2] and v[-2] == k[-2]
 
     def realize_scores(self, v: Scores) -> Ew | None:
         """Scores that are no attention's: the plain matmul they are (2-D or batched 3-D), times a number."""
         shapes = self.shapes()
         q, k = shapes[0], shapes[1]
+        if v.causal:
+            self.note("masked_fill")
+            return None
         if v.epow != 0.0 or not (len(q) == 2 or (len(q) == 3 and q[0] == k[0])):
             self.note("matmul")
             return None
         if v not in self.emitted_scores:  # scores used twice are one matmul
-            self.emitted_scores[v] = self.emit("matmul", "x", **self.matmul_detail(Operand(0, False), Operand(1, True)))
+            self.emitted_scores[v] = self.emit("matmul", "x", **self.matmul_detail(Operand(0, False),
+                                                                                 Operand(1, not v.k_t)))
         out = self.emitted_scores[v]
         return replace(out, steps=(("mul", v.const),)) if v.const != 1.0 else out
 

@@ -28,7 +28,8 @@ SPECS = {**{k: [] for k in ("sigmoid", "tanh", "exp", "log", "abs", "neg", "sqrt
           "amax": [("dim", ()), ("keepdim", False)], "logsumexp": [("dim", None), ("keepdim", False)],
           "norm": [("p", "fro"), ("dim", None), ("keepdim", False), ("out", None), ("dtype", None)], "amin": [("dim", ()), ("keepdim", False)],
           "max": [("dim", None), ("keepdim", False)], "min": [("dim", None), ("keepdim", False)],
-          "layer_norm": [("normalized_shape", None), ("weight", None), ("bias", None), ("eps", 1e-5)]}
+          "layer_norm": [("normalized_shape", None), ("weight", None), ("bias", None), ("eps", 1e-5)],
+          "masked_fill": [("mask", None), ("value", None)]}
 FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
           F.tanh: "tanh", F.silu: "silu", F.gelu: "gelu", torch.exp: "exp", torch.log: "log", torch.abs: "abs",
           operator.abs: "abs", torch.neg: "neg", operator.neg: "neg", torch.sqrt: "sqrt", torch.rsqrt: "rsqrt",
@@ -43,7 +44,7 @@ FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid
           F.mish: "mish", torch.selu: "selu", F.selu: "selu",
           F.hardsigmoid: "hardsigmoid", F.hardswish: "hardswish", F.softsign: "softsign",
           torch.multiply: "mul", torch.subtract: "sub", torch.divide: "div", torch.minimum: "minimum",
-          torch.maximum: "maximum"}
+          torch.maximum: "maximum", torch.masked_fill: "masked_fill"}
 METHODS = {**{k: k for k in SPECS if k in dir(torch.Tensor)}, "clip": "clamp", "true_divide": "div",
             "contiguous": "identity", "clone": "identity", "detach": "identity", "multiply": "mul", "subtract": "sub",
             "divide": "div"}  # a copy: the kernels never alias

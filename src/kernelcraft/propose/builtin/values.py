@@ -78,6 +78,8 @@ class ScaledQ:  # the first input q times const * E ** epow (E: q's last size), 
 class Scores:  # q @ k^T of the first two inputs (k's last two dims swapped), times const * E ** epow: maybe
     const: float = 1.0  # the scores of an attention, decided by what consumes them
     epow: float = 0.0
+    causal: bool = False  # the keys past each query's diagonal filled with -inf (a causal mask held as a buffer)
+    k_t: bool = False  # the second input is k^T itself, (..., E, S): passed transposed, not transposed in forward
 
 
 @dataclass(frozen=True)

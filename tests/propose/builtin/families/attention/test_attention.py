@@ -169,3 +169,30 @@ def test_large_scores_keep_the_folded_scale_exact_enough(dtype, tmp_path):
     got = module.ModelNew(True)(q, k, v).double()
     err = ((got - want).abs() / (want.abs() + want.pow(2).mean().sqrt())).max().item()
     assert err < (1e-4 if dtype == torch.float32 else 1e-2), err
+
+
+def kt_reference() -> str:
+    """A reference over (q, k^T, v) for the candidate file to carry (the check compares with causal SDPA itself:
+    the mask minGPT holds as a buffer has the shape of the inputs, which vary here)."""
+    return (HEAD + "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "    def forward(self, q, k_t, v):\n"
+            "        return torch.softmax(q @ k_t * 0.25, dim=-1) @ v\n")
+
+
+KT_OP = Op("attention", {"causal": True, "scale": 0.25, "scale_attr": None, "k_t": True})
+
+
+@pytest.mark.parametrize("move", moves(KT_OP), ids=lambda m: ident(m.params))
+def test_every_move_with_k_passed_transposed(move, tmp_path):
+    """k handed over as k^T (..., E, S), a strided view of it read as k: every move, causal, on ragged shapes."""
+    params = move.params
+    if needs_relaxed(move):
+        pytest.skip("a relaxed-policy move (TF32): checked at its own tolerance elsewhere")
+    module = load(render(KT_OP, kt_reference(), params), tmp_path)
+    for qs, ks, vs in SHAPES[:2] + [LONG]:
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(s, device=DEVICE) for s in (qs, ks, vs))
+        k_t = k.transpose(-2, -1).contiguous()
+        got = module.ModelNew()(q, k_t, v)
+        torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.25),
+                                   **tolerance(torch.float32))

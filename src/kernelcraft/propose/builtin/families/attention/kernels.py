@@ -80,7 +80,7 @@ tl.store(o_ptr + bid * s_ob + rm.to(tl.int64)[:, None] * s_om + rv[None, :] * s_
          mask=(rm < L)[:, None] & (rv < EV)[None, :])
 ''')
 
-_BODY = Template('''
+_BODY = Template('''$k_view
 L, E, S, EV = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
 if k.shape[:-2] != q.shape[:-2] or v.shape[:-2] != q.shape[:-2] or k.shape[-1] != E or v.shape[-2] != S:
     raise ValueError("attention kernel: q (..., L, E), k (..., S, E), v (..., S, Ev) with equal leading dims")
@@ -130,6 +130,7 @@ def flash(op: Op, p, names: Names) -> Rendered:
                            {"BLOCK_M": "bm", "BLOCK_N": "bn", "E_PAD": "e_pad", "EV_PAD": "ev_pad",
                             "CAUSAL": bool(d.get("causal")), "SCALED_Q": fold, "PREC": "prec"},
                            num_warps="warps", num_stages=int(p.num_stages))
+    k_view = "\nk = k.transpose(-2, -1)  # passed as k^T (..., E, S): its strides read as k's" if d.get("k_t") else ""
     body = _BODY.substitute(bm=int(p.BLOCK_M), bn=int(p.BLOCK_N), warps=int(p.num_warps), prec=p.precision,
-                            scale=scale, log2e=repr(LOG2E), launch=launch)
+                            scale=scale, log2e=repr(LOG2E), launch=launch, k_view=k_view)
     return Rendered((keys, kernel), body)
