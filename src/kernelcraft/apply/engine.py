@@ -90,7 +90,9 @@ class ApplyOutcome:
 
     @property
     def replaced_share(self) -> float:
-        return sum(r.share for r in self.replaced)
+        """The share of the model's time its replaced regions took. Regions timed alone can sum to more than the
+        model (each pays its own launches and cold cache), so the shares are scaled down to sum to one then."""
+        return sum(r.share for r in self.replaced) / max(1.0, sum(r.share for r in self.regions))
 
     @property
     def amdahl_bound(self) -> float:
