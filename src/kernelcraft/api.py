@@ -402,6 +402,7 @@ def prepare_apply(problem=None, *, resume: str | None = None, store=None, out_di
     """What `apply` runs, made ready. Raises before anything runs."""
     with _config_errors():
         from kernelcraft import assemble
+        from kernelcraft.apply.adapter import is_model_file, model_problem
         from kernelcraft.apply.engine import ApplySettings
         from kernelcraft.inputs import as_problem
         from kernelcraft.problems.sizes import resolve_sizes
@@ -437,14 +438,19 @@ def prepare_apply(problem=None, *, resume: str | None = None, store=None, out_di
                 if problem is None:
                     raise ConfigError("a MODEL (a KernelBench-format file) is required, or --resume APPLY")
                 s = SearchSettings.of(**options)
-                the_problem = as_problem(problem)
+                given = Path(problem) if isinstance(problem, (str, Path)) else None
+                if given is not None and is_model_file(given):  # `model` and `example_inputs`: made a problem
+                    out = Path(out_dir or f"kernelcraft-apply-{given.stem}")
+                    the_problem = model_problem(given, out)
+                else:
+                    the_problem = as_problem(problem)
+                    out = Path(out_dir or f"kernelcraft-apply-{the_problem.name.replace('/', '_')}")
                 devices = _devices(s.device)
                 sizes = resolve_sizes(the_problem, s.size, devices[0].split(":")[0], s.size_overrides)
                 the_problem.load(sizes=sizes)
                 settings = assemble.stored_settings(s, devices)
                 config = assemble.run_config(s, devices)
                 the_apply = ApplySettings(budget_minutes, min_share, replace=replace)
-                out = Path(out_dir or f"kernelcraft-apply-{the_problem.name.replace('/', '_')}")
             proposer = assemble.proposer(settings, s, devices[0])
         except BaseException:
             if owns_store:
@@ -469,7 +475,7 @@ def apply(problem=None, *, model: str | None = None, strategy: str = "tree", rou
     `out_dir`/regions), optimize each with the proposer (`model`: PROVIDER/NAME, None for the built-in
     engineer) and strategy, the largest share of the model's time first with `budget_minutes` split by share,
     and verify the model with its faster regions replaced (`out_dir`/model_new.py) end to end. `problem`: the
-    model's KernelBench-format file (Model, get_inputs, get_init_inputs). Returns an apply.engine.ApplyOutcome. Options
+    model's KernelBench-format file, or a Python file defining `model` and `example_inputs` (apply/adapter.py) (Model, get_inputs, get_init_inputs). Returns an apply.engine.ApplyOutcome. Options
     as for `optimize`; `min_share` leaves regions under that share of the model's time as they are; `replace`:
     "faster" (regions whose kernel beats PyTorch) or "correct" (every region with a correct kernel: to verify the
     kernels in the model where none can be faster, as in the Triton interpreter)."""

@@ -296,8 +296,9 @@ class Store:
         self._write("INSERT INTO applies (id, model, model_source, config, status, created, updated)"
                     " VALUES (?,?,?,?,'running',?,?)", (apply_id, model, model_source, json.dumps(config), now, now))
 
-    def update_apply(self, apply_id: str, status: str, summary: dict | None) -> None:
-        self._write("UPDATE applies SET status = ?, summary = ?, updated = ? WHERE id = ?",
+    def update_apply(self, apply_id: str, status: str, summary: dict | None = None) -> None:
+        """Its status, and its summary where one is given (else the last one stays)."""
+        self._write("UPDATE applies SET status = ?, summary = COALESCE(?, summary), updated = ? WHERE id = ?",
                     (status, json.dumps(summary) if summary is not None else None, time.time(), apply_id))
 
     def apply(self, apply_id: str) -> dict:

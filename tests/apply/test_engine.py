@@ -130,3 +130,47 @@ def test_a_model_neither_fx_nor_export_can_capture_is_one_clear_line(tmp_path, c
     said = captured.err.strip().splitlines()[-1]
     assert said.startswith("kernelcraft apply: cannot capture the model: torch.fx could not trace it: its forward "
                            "branches on a tensor value") and "torch.export failed too" in said
+
+
+def test_an_apply_stopped_by_sigterm_is_stored_and_resumes(tmp_path, monkeypatch):
+    """SIGTERM while a region's run goes on: exit 130, the apply and that run stored as stopped, the message naming
+    the apply; --resume continues the run and ends the apply as if uninterrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import REPO
+
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    path, store = tmp_path / "fc_sort.py", tmp_path / "runs.db"
+    path.write_text(MODEL)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "KERNELCRAFT_MODEL": ""}
+    cmd = [sys.executable, "-m", "kernelcraft", "apply", str(path), "--device", DEVICE, "--rounds", "2",
+           "--replace", "correct", "--no-compile-baseline", "--timing-budget", "0.3", "--min-share", "0", "--store",
+           str(store), "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:  # until a region's run has judged a candidate
+        if store.exists():
+            s = Store(store)
+            runs = s.runs(limit=5)
+            judged = runs and s.results(runs[0]["id"])
+            s.close()
+            if judged:
+                break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    s = Store(store)
+    apply_id = s.applies()[0]["id"]
+    assert s.apply(apply_id)["status"] == "stopped" and f"--resume {apply_id}" in err
+    assert [r["status"] for r in s.runs(bench_id=apply_id)] == ["stopped"]
+    s.close()
+    outcome = api.apply(resume=apply_id, store=store)
+    assert outcome.status == "done" and outcome.end_to_end.correct
+    s = Store(store)
+    assert [r["status"] for r in s.runs(bench_id=apply_id)] == ["done"]  # the stopped run went on, none new
+    s.close()

@@ -20,7 +20,6 @@ from typing import Callable
 
 import torch
 
-from kernelcraft.apply.capture import CaptureError
 from kernelcraft.apply.extract import Extraction, extract_model, write_problems
 from kernelcraft.apply.plan import RegionPlan, amdahl, plan
 from kernelcraft.apply.profile import Profile, profile
@@ -42,6 +41,14 @@ REPLACE = ("faster", "correct")
 
 class ApplyError(KernelcraftError):
     """An apply that cannot go on (a model that cannot be captured), said in one line."""
+
+
+class ApplyInterrupted(KeyboardInterrupt):
+    """An apply stopped by Ctrl-C or SIGTERM: stored as `stopped`; `apply_id` names it for --resume."""
+
+    def __init__(self, apply_id: str):
+        super().__init__(apply_id)
+        self.apply_id = apply_id
 
 
 @dataclass
@@ -148,7 +155,7 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
     out_dir = Path(out_dir).resolve()
     if resume:
         apply_id = resume
-        store.update_apply(apply_id, "running", None)
+        store.update_apply(apply_id, "running")
     else:
         apply_id = new_id("apply-")
         store.create_apply(apply_id, problem.name, problem.source,
@@ -169,10 +176,11 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
         result.end_to_end, result.model_file = _settle(problem, extraction, regions, verifier, out_dir, result.notes,
                                                        emit, apply.replace == "faster")
         result.status = "done"
-    except CaptureError as exc:
+    except KernelcraftError as exc:  # a model that cannot be captured, regions that cannot be written: one line
         result.error = str(exc)
-    except KernelcraftError as exc:
-        result.error = str(exc)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM, most likely inside a region's run (stored as stopped there)
+        _store(store, result, "stopped")
+        raise ApplyInterrupted(apply_id) from None
     except BaseException:
         _store(store, result, "stopped")
         raise

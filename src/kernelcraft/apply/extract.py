@@ -120,7 +120,7 @@ def extract_model(model: nn.Module, inputs: list, name: str = "model") -> Extrac
     if idle:
         notes.append("regions that only reshape or copy (little to optimize): " + ", ".join(idle))
     return Extraction(name, captured.method, regions, notes, gm,
-                      [_meta(x) if isinstance(x, torch.Tensor) else None for x in inputs], captured.origins)
+                      [tensor_meta(x) if isinstance(x, torch.Tensor) else None for x in inputs], captured.origins)
 
 
 def observe(gm: fx.GraphModule, inputs: list) -> dict[str, object]:
@@ -193,7 +193,7 @@ def _region(gm: fx.GraphModule, group: Group, index: int, constants: set, values
         env[node] = graph.node_copy(node, lambda n: env[n])
     graph.output(env[outputs[0]] if len(outputs) == 1 else tuple(env[o] for o in outputs))
     module = fx.GraphModule(root, graph)
-    meta = [_meta(values[n.name]) for n in inputs]
+    meta = [tensor_meta(values[n.name]) for n in inputs]
     return Region(name, group.kind, [n.name for n in group.nodes], [n.name for n in inputs], meta,
                   [o.name for o in outputs], module, model, captured.method, held=held)
 
@@ -226,7 +226,8 @@ def _fetch(gm: fx.GraphModule, target: str):
     return value
 
 
-def _meta(value: torch.Tensor) -> TensorMeta:
+def tensor_meta(value: torch.Tensor) -> TensorMeta:
+    """A tensor's shape and dtype, and for integers one past its largest value (random draws stay in range)."""
     dtype = str(value.dtype).removeprefix("torch.")
     integer = not value.dtype.is_floating_point and not value.dtype.is_complex and value.dtype != torch.bool
     high = int(value.max().item()) + 1 if integer and value.numel() else 0

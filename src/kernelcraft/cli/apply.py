@@ -35,7 +35,9 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from kernelcraft import api
+    from kernelcraft.apply.engine import ApplyInterrupted
     from kernelcraft.cli.progress import Progress
+    from kernelcraft.cli.run import terminate_as_interrupt
     from kernelcraft.report.apply import apply_view
 
     if args.list or args.show:
@@ -60,11 +62,11 @@ def run(args) -> int:
     print(f"{prepared.problem.name}: {prepared.sizes.describe()}; regions and the model with its kernels go to "
           f"{prepared.out_dir}", file=sys.stderr)
     try:
-        with progress:
+        with progress, terminate_as_interrupt():
             outcome = prepared.run(progress.event)
-    except KeyboardInterrupt:
-        print("kernelcraft apply: interrupted; `kernelcraft apply --resume APPLY` goes on from there "
-              "(`kernelcraft applies` lists them)", file=sys.stderr)
+    except ApplyInterrupted as stop:
+        print(f"kernelcraft apply: interrupted; apply {stop.apply_id} is stored as stopped, and "
+              f"`kernelcraft apply --resume {stop.apply_id}` goes on from there", file=sys.stderr)
         return EXIT_INTERRUPTED
     summary = outcome.to_dict()
     if args.json:
