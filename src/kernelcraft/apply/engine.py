@@ -219,6 +219,8 @@ def _cut_at(problem: Problem, sizes, device: str, seed: int, out_dir: Path,
         write_problems(extraction, out_dir / "regions")
         emit("apply_stage", {"stage": "profile", "regions": len(extraction.regions), "method": extraction.method})
         prof = profile(extraction, model, inputs, target)
+        emit("apply_profile", {"model_ms": prof.model_ms, "method": prof.method, "top_ops": prof.top_ops,
+                               "regions": [(r.name, r.kind, r.ms, r.share) for r in prof.regions]})
     finally:
         del model, inputs
         if target.type == "cuda":

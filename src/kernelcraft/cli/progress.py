@@ -73,6 +73,10 @@ class Progress:
         elif kind == "apply_stage":
             self.console.print(f"apply: {_STAGES[data['stage']]}" + (f" ({', '.join(data['replaced'])})"
                                                                       if data.get("replaced") else ""))
+        elif kind == "apply_profile":  # where the model's time goes, before the regions' runs start
+            from kernelcraft.report.apply import profile_view
+
+            self.console.print(profile_view(data))
         elif kind == "apply_verify":
             self.console.print(f"apply: verifying the model with {len(data['regions'])} regions replaced")
         elif kind == "target":

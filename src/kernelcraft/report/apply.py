@@ -27,8 +27,9 @@ def apply_view(summary: dict) -> Group:
     lines = []
     profile = summary.get("profile")
     if profile:
+        ops = ", ".join(f"{op} {_ms(ms)}" for op, ms in profile.get("top_ops") or [])
         lines.append(Text(f"model: {_ms(profile['model_ms'])} ({profile['method']}); the regions alone sum to "
-                          f"{profile['covered']:.0%} of it"))
+                          f"{profile['covered']:.0%} of it" + (f"; torch.profiler's heaviest ops: {ops}" if ops else "")))
     e = summary.get("end_to_end")
     replaced = [r["name"] for r in summary["regions"] if r["status"] == "replaced"]
     if e is None:
@@ -59,6 +60,19 @@ def apply_view(summary: dict) -> Group:
     if summary.get("error"):
         lines.append(Text(f"error: {summary['error']}", style="red"))
     return Group(table, *lines)
+
+
+def profile_view(data: dict) -> Group:
+    """The profile an apply takes before optimizing: each region's standalone time and share, the largest first,
+    and the ATen ops torch.profiler saw take the most time."""
+    table = Table(title=f"profile: {_ms(data['model_ms'])} a call", title_justify="left",
+                  caption=f"timed {data['method']}; alone: each region's forward by itself", caption_justify="left")
+    for col in ("region", "kind", "alone", "share"):
+        table.add_column(col, justify="right" if col in ("alone", "share") else "left")
+    for name, kind, ms, share in sorted(data["regions"], key=lambda r: -r[3]):
+        table.add_row(name, kind, _ms(ms), f"{share:.1%}")
+    ops = ", ".join(f"{op} {_ms(ms)}" for op, ms in data.get("top_ops") or [])
+    return Group(table, Text(f"torch.profiler's heaviest ops: {ops}")) if ops else Group(table)
 
 
 def applies_view(rows: list[dict]) -> Table:
