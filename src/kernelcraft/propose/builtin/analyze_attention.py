@@ -119,8 +119,10 @@ class AttentionOps:
         """q @ k^T of the first two inputs (q maybe scaled; k transposed in forward, or passed as k^T), pending;
         None when the product is not that."""
         s = (1.0, 0.0) if a == Operand(0, False) else self.q_scale(self.value(node.args[0])) if a is None else None
-        k_t = b == Operand(1, False)
-        if s is None or b not in (Operand(1, True), Operand(1, False)) or not self.qk_shapes_ok(k_t):
+        # k as passed is an attention's k^T only where the product feeds a softmax: any other a @ b stays the plain
+        # product it is, for every consumer (a mask, a tensor operand) that reads products
+        k_t = b == Operand(1, False) and _feeds_softmax(node)
+        if s is None or b != Operand(1, True) and not k_t or not self.qk_shapes_ok(k_t):
             return None
         return Scores(*s, k_t=k_t)
 
@@ -189,3 +191,22 @@ class AttentionOps:
             self.note("softmax")
             return None
         return self.emit("softmax", self.emit_chain(chain).base, dim=-1)
+
+
+_SCORE_STEPS = {"mul", "div", "truediv", "masked_fill", "clone", "contiguous"}  # what lies between scores and softmax
+
+
+def _feeds_softmax(node: fx.Node) -> bool:
+    """`node`'s value reaches a softmax through scaling, masking or copying alone (an attention's scores would)."""
+    seen, todo = set(), list(node.users)
+    while todo:
+        user = todo.pop()
+        if user in seen:
+            continue
+        seen.add(user)
+        name = user.target if isinstance(user.target, str) else getattr(user.target, "__name__", "")
+        if name == "softmax":
+            return True
+        if name in _SCORE_STEPS:
+            todo.extend(user.users)
+    return False
