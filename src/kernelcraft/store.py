@@ -4,7 +4,8 @@ The orchestrator is the one writer (WAL mode, so readers such as `kernelcraft ru
 it). Everything a run does is keyed by a *step key* that the strategy derives deterministically
 ("r2/idea1/impl0", …): on `--resume`, a step whose key is already stored is replayed from the store,
 never asked or evaluated again. Each write is its own transaction, so a `kill -9` loses at most the
-step that was in flight.
+step that was in flight. (Past ~400 lines for a reason: the schema, its migrations and every table's reads and
+writes are one module, so that a change of the store's format is made and reviewed in one place.)
 """
 
 from __future__ import annotations

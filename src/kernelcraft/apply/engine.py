@@ -28,6 +28,7 @@ from kernelcraft.candidate import Candidate
 from kernelcraft.errors import KernelcraftError
 from kernelcraft.problems import Problem, load_problem
 from kernelcraft.result import Result
+from kernelcraft.search.bench import uncovered
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.run import RunOutcome, outcome, resume_run, start_run
 from kernelcraft.store import Store, new_id
@@ -233,7 +234,7 @@ def _cut_at(problem: Problem, sizes, device: str, seed: int, out_dir: Path,
 def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile, apply: ApplySettings, proposer,
               verifier, config: RunConfig, settings: dict, out_dir: Path, emit: OnEvent) -> list[RegionOutcome]:
     problems = {r.name: load_problem(out_dir / "regions" / f"{r.name}.py") for r in extraction.regions}
-    unable = {name: why for name, p in problems.items() if (why := _uncovered(proposer, p, config.backend))}
+    unable = {name: why for name, p in problems.items() if (why := uncovered(proposer, p, config.backend))}
     plans = plan(prof, apply.budget_minutes, apply.min_share, unable)
     earlier = {r["problem"]: r for r in store.runs(bench_id=apply_id)}
     outcomes = {}
@@ -275,17 +276,6 @@ def _region_run(store: Store, apply_id: str, problem: Problem, p: RegionPlan, ea
         region_config.budget.wall_s = max(p.minutes * 60.0, 1.0)
     return start_run(store, problem, proposer, verifier, region_config, settings, out_dir=None, bench_id=apply_id,
                      on_event=emit)
-
-
-def _uncovered(proposer, problem: Problem, backend: str) -> str | None:
-    coverage = getattr(proposer, "coverage", None)
-    if coverage is None:
-        return None
-    try:
-        coverage(problem, backend)
-    except ValueError as exc:
-        return str(exc)
-    return None
 
 
 # -- reassemble and verify end to end ---------------------------------------------------------------------------

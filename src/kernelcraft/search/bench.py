@@ -21,7 +21,7 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
     bench_id = new_id("bench-")
     # Problems the proposer cannot cover start no run; the bench keeps them (and why) so that its reports count
     # them as problems without a correct kernel, as KernelBench counts them.
-    not_covered = {p.name: why for p in problems if (why := _uncovered(proposer, p, config.backend))}
+    not_covered = {p.name: why for p in problems if (why := uncovered(proposer, p, config.backend))}
     # Problems the device cannot hold are said once each, as the problem's error, and start no run either.
     too_large = {p.name: why for p in problems if p.name not in not_covered and (why := _too_large(verifier, p))}
     store.create_bench(bench_id, suite, {"run": config.to_dict(), **(settings or {}), "not_covered": not_covered,
@@ -45,7 +45,7 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
     return {"bench_id": bench_id, "suite": suite, "rows": rows, "metrics": bench_metrics(rows)}
 
 
-def _uncovered(proposer: Proposer, problem: Problem, backend: str) -> str | None:
+def uncovered(proposer: Proposer, problem: Problem, backend: str) -> str | None:
     """Why the proposer cannot write kernels for `problem` (proposers that know say so), else None."""
     coverage = getattr(proposer, "coverage", None)
     if coverage is None:
