@@ -66,3 +66,12 @@ def test_apply_sits_above_search_and_below_the_faces():
                     "kernelcraft.propose", "kernelcraft.problems", "kernelcraft.backends"):
         for module in modules_under(package):
             assert not borrowed(module, ("kernelcraft.apply",)), module
+
+
+def test_the_cluster_sits_above_the_verifier_and_below_the_faces():
+    for module in modules_under("kernelcraft.cluster"):
+        assert not borrowed(module, ("kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp", "kernelcraft.apply")), module
+    for package in ("kernelcraft.search", "kernelcraft.export", "kernelcraft.report", "kernelcraft.verify",
+                    "kernelcraft.propose", "kernelcraft.problems", "kernelcraft.backends", "kernelcraft.apply"):
+        for module in modules_under(package):
+            assert not borrowed(module, ("kernelcraft.cluster",)), module

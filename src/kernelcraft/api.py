@@ -101,6 +101,18 @@ def evaluate(problem, candidate, *, device: str = "auto", policy: str = "strict"
                               **options).run()
 
 
+def _resumed_on(s: SearchSettings, device: str) -> SearchSettings:
+    """The settings a run is judged under: a resumed run keeps its stored device, on the cluster it is given now
+    (or on this machine); a new run's are `s` itself."""
+    from dataclasses import replace
+
+    from kernelcraft import assemble
+
+    if device.startswith("cuda:") and assemble.cluster_of(s):  # a run begun on one GPU, resumed over the cluster's
+        device = "cuda"
+    return replace(s, device=device)
+
+
 def _devices(device: str) -> list[str]:
     from kernelcraft.verify import resolve_devices
 
@@ -239,13 +251,13 @@ def prepare_run(problem=None, *, resume: str | None = None, store=None, out_dir:
                     raise ConfigError("give either PROBLEM or --resume RUN, not both")
                 row = the_store.run(resume)
                 settings = {k: v for k, v in row["config"].items() if k != "run"}
-                devices = _devices(settings["verify"]["device"])
+                devices = assemble.devices(_resumed_on(s, settings["verify"]["device"]))
                 the_problem = None
             else:
                 if problem is None:
                     raise ConfigError("a PROBLEM (file or suite name) is required, or --resume RUN")
                 the_problem = as_problem(problem)
-                devices = _devices(s.device)
+                devices = assemble.devices(s)
                 sizes = resolve_sizes(the_problem, s.size, devices[0].split(":")[0], s.size_overrides)
                 the_problem.load(sizes=sizes)  # a problem that does not import: said now
                 settings = assemble.stored_settings(s, devices, sizes)
@@ -258,7 +270,7 @@ def prepare_run(problem=None, *, resume: str | None = None, store=None, out_dir:
         try:
             if the_problem is not None and hasattr(proposer, "coverage"):  # the built-in engineer says what it cannot do
                 proposer.coverage(the_problem, config.backend)
-            verifier = assemble.verifier(settings, s.cache_dir, on_event)
+            verifier = assemble.verifier(settings, s.cache_dir, on_event, _resumed_on(s, settings["verify"]["device"]))
             assemble.admit(verifier, the_problem)
         except BaseException:
             proposer.close()
@@ -330,7 +342,7 @@ def prepare_bench(problems, *, only: str | list[str] = "", limit: int | None = N
         name = problems if isinstance(problems, (str, Path)) else ",".join(p.name for p in chosen)
         if not chosen:
             raise ConfigError(f"no problems in {str(name)!r} match")
-        devices = _devices(s.device)
+        devices = assemble.devices(s)
         settings = assemble.stored_settings(s, devices)
         assemble.check_overrides(settings["verify"]["size_overrides"], chosen)
         config = assemble.run_config(s, devices)
@@ -343,7 +355,7 @@ def prepare_bench(problems, *, only: str | list[str] = "", limit: int | None = N
                 the_store.close()
             raise
         try:
-            verifier = assemble.verifier(settings, s.cache_dir, on_event)
+            verifier = assemble.verifier(settings, s.cache_dir, on_event, s)
         except BaseException:
             proposer.close()
             if owns_store:
@@ -417,6 +429,7 @@ def prepare_apply(problem=None, *, resume: str | None = None, store=None, out_di
             if resume:
                 if problem is not None:
                     raise ConfigError("give either MODEL or --resume APPLY, not both")
+                s = _local(SearchSettings.of(**options))
                 row = the_store.apply(resume)
                 resume = row["id"]
                 from kernelcraft.search.run import stored_problem
@@ -424,7 +437,6 @@ def prepare_apply(problem=None, *, resume: str | None = None, store=None, out_di
                 the_problem = stored_problem(the_store, {"id": row["id"], "problem": row["model"],
                                                          "problem_source": row["model_source"]})
                 stored = row["config"]
-                s = SearchSettings.of(**options)
                 settings = {k: v for k, v in stored.items() if k in ("verify", "proposer")}
                 v = settings["verify"]
                 devices = _devices(v["device"])
@@ -437,7 +449,7 @@ def prepare_apply(problem=None, *, resume: str | None = None, store=None, out_di
             else:
                 if problem is None:
                     raise ConfigError("a MODEL (a KernelBench-format file) is required, or --resume APPLY")
-                s = SearchSettings.of(**options)
+                s = _local(SearchSettings.of(**options))
                 given = Path(problem) if isinstance(problem, (str, Path)) else None
                 if given is not None and is_model_file(given):  # `model` and `example_inputs`: made a problem
                     out = Path(out_dir or f"kernelcraft-apply-{given.stem}")
@@ -466,6 +478,13 @@ def prepare_apply(problem=None, *, resume: str | None = None, store=None, out_di
             raise
         return PreparedApply(the_store, the_problem, sizes, proposer, verifier, config, settings, the_apply, out,
                              resume, owns_store)
+
+
+def _local(s: SearchSettings) -> SearchSettings:
+    """apply profiles and verifies the whole model on this machine's device: a cluster is not for it."""
+    if s.cluster or s.actors:
+        raise ConfigError("--cluster: apply times the model on this machine's device; run it without a cluster")
+    return s
 
 
 def apply(problem=None, *, model: str | None = None, strategy: str = "tree", rounds: int = 5,

@@ -47,6 +47,8 @@ class SearchSettings:
     max_minutes: float | None = None
     # verifier
     device: str = "auto"
+    cluster: str | None = None  # local | auto | a Ray cluster's address; None: $KERNELCRAFT_CLUSTER, else this machine
+    actors: int | None = None  # verifier actors on the cluster (default: one per GPU; on the CPU, one per node)
     policy: str = "strict"
     size: str = "auto"
     sizes: dict | str | None = None  # module-level constants, or the CLI's NAME=N,… text
@@ -73,6 +75,33 @@ class SearchSettings:
         return parse_sizes(self.sizes)
 
 
+def devices(s: SearchSettings) -> list[str]:
+    """The devices a run of `s` judges on: this machine's (`auto`, `cpu`, `cuda`, `cuda:N`), or on a cluster one
+    entry per verifier actor it will start (`cuda` or `cpu`; joining the cluster now, so a cluster that cannot
+    serve the run is said before anything starts)."""
+    from kernelcraft.verify import resolve_devices
+
+    address = cluster_of(s)
+    if address is None:
+        return resolve_devices(s.device)
+    if s.profile:
+        raise ConfigError("--profile: Nsight Compute profiles on this machine's GPU; leave out --cluster to profile")
+    from kernelcraft.cluster import connect, plan
+
+    connect(address)
+    kind, count = plan(address, s.device, s.actors)
+    return [kind] * count
+
+
+def cluster_of(s: SearchSettings) -> str | None:
+    from kernelcraft.cluster.connect import cluster_address
+
+    address = cluster_address(s.cluster)
+    if address is None and s.actors is not None:
+        raise ConfigError("--actors: verifier actors run on a cluster; add --cluster local|auto|ADDRESS")
+    return address
+
+
 def parse_sizes(sizes: dict | str | None) -> dict | None:
     from kernelcraft.problems.sizes import parse_sizes as parse
 
@@ -84,7 +113,7 @@ def parse_sizes(sizes: dict | str | None) -> dict | None:
 def stored_settings(s: SearchSettings, devices: list[str], sizes=None) -> dict:
     """What a resumed run needs besides its RunConfig: how to verify and whom to ask (never the key).
     `small` stays for stores and exports that read it; `sizes` is one problem's resolved sizes (run only)."""
-    small = s.size == "small" or (s.size == "auto" and devices[0] == "cpu")
+    small = s.size == "small" or (s.size == "auto" and devices[0].startswith("cpu"))
     return {"verify": {"device": s.device, "policy": s.policy, "small": small, "size": s.size,
                        "size_overrides": s.size_overrides,
                        "sizes": sizes.to_dict() if sizes else None,
@@ -140,8 +169,8 @@ def run_config(s: SearchSettings, devices: list[str]):
     return config
 
 
-def verifier(settings: dict, cache_dir: Path | None, on_event=None):
-    """The verifier a run's stored settings describe."""
+def verifier(settings: dict, cache_dir: Path | None, on_event=None, s: SearchSettings | None = None):
+    """The verifier a run's stored settings describe: on this machine, or on the cluster `s` names."""
     from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
 
     v = settings["verify"]
@@ -151,6 +180,11 @@ def verifier(settings: dict, cache_dir: Path | None, on_event=None):
                           timing=TimingConfig(budget_s=v["timing_budget"]))
     if cache_dir:
         config.cache_dir = Path(cache_dir)
+    address = cluster_of(s) if s is not None else None
+    if address is not None:
+        from kernelcraft.cluster import ClusterVerifier
+
+        return ClusterVerifier(address, s.device, config, s.actors, on_event=on_event)
     return Verifier(v["device"], config, on_event=on_event)
 
 
@@ -170,6 +204,7 @@ def proposer(settings: dict, s: SearchSettings, device: str):
     from kernelcraft.verify.policy import get_policy
 
     p = settings["proposer"]
+    device = device.split("@")[0]  # a cluster's device label (cuda:0@host): the kind of device, as it is here
     if p["model"] == BUILTIN:
         from kernelcraft.propose.builtin.proposer import BuiltinProposer
 

@@ -83,6 +83,7 @@ class Result:
     reasons: list[str] = field(default_factory=list)  # failures and review flags, by name
     message: str = ""  # the error or the first failing check, in one paragraph
     device: str = ""
+    node: str = ""  # the cluster node that judged it (Ray's node id, cut to 16); empty on one machine
     policy: str = "strict"
     # compile stage
     compile_seconds: float | None = None

@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
     p.add_argument("--replace", choices=["faster", "correct"], default="faster",
                    help="the regions whose kernels go into the model: those faster than PyTorch (default), or every "
                         "one with a correct kernel (to check the kernels in the model where none can be faster)")
-    add_search_args(p)
+    add_search_args(p, cluster=False)
     p.set_defaults(out=None)  # apply writes a directory: kernelcraft-apply-MODEL unless --out names one
 
 

@@ -80,8 +80,9 @@ PROPOSER_HELP = ("PROVIDER/NAME: openai/…, anthropic/…, gemini/…, openrout
                  "(default: $KERNELCRAFT_MODEL, else builtin)")
 
 
-def add_search_args(p) -> None:
-    """The flags of `run` and `bench`: proposer, search, budget, verifier, output."""
+def add_search_args(p, cluster: bool = True) -> None:
+    """The flags of `run` and `bench` (and, but for the cluster's, `apply`): proposer, search, budget, verifier,
+    cluster, output."""
     g = p.add_argument_group("proposer")
     g.add_argument("--model", default="", help=PROPOSER_HELP)
     g.add_argument("--base-url", default=None,
@@ -127,6 +128,15 @@ def add_search_args(p) -> None:
     v.add_argument("--profile", action="store_true",
                    help="run each round's best kernels under Nsight Compute (ncu) once each: DRAM and SM throughput, "
                         "occupancy, stalls, L2 hits, bank conflicts go into their feedback and the report")
+    if cluster:
+        c = p.add_argument_group("cluster (Ray: pip install 'kernelcraft[ray]')")
+        c.add_argument("--cluster", default=None, metavar="local|auto|ADDRESS",
+                       help="judge candidates on a Ray cluster, one verifier actor per GPU: local starts Ray here, auto "
+                            "joins the one `ray start` made here, else a cluster's address (default: "
+                            "$KERNELCRAFT_CLUSTER, else this machine alone)")
+        c.add_argument("--actors", type=int, default=None, metavar="N",
+                       help="at most N verifier actors (default: every GPU of the cluster; with --device cpu, one "
+                            "per node)")
     o = p.add_argument_group("output")
     add_store_arg(o)
     o.add_argument("--out", type=Path, default=Path("."), help="where the best kernel is written (default: here)")
@@ -142,8 +152,9 @@ SEARCH_SETTINGS = ("model", "base_url", "api_key", "reasoning_effort", "max_outp
 
 def search_options(args) -> dict:
     """The search flags as kernelcraft.api's options (the API holds the policy: defaults, checks)."""
+    cluster = {name: getattr(args, name) for name in ("cluster", "actors") if hasattr(args, name)}
     return {**{name: getattr(args, name) for name in SEARCH_SETTINGS}, "model": args.model or None,
-            "seeds": list(args.seed_kernel), "compile_baseline": not args.no_compile_baseline}
+            "seeds": list(args.seed_kernel), "compile_baseline": not args.no_compile_baseline, **cluster}
 
 
 def exit_status(status: str, stop_reason: str | None) -> int:

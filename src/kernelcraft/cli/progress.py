@@ -1,5 +1,6 @@
 """The live progress line of `kernelcraft run` and `bench`, on stderr: round, verified candidates, the best
-speedup, calls, tokens, and a wait for a device another process is timing on."""
+speedup, calls, tokens, the devices busy and idle where there are several, and a wait for a device another
+process is timing on."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ class Progress:
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
         self.state = {"round": 0, "verified": 0, "ok": 0, "best": None, "tokens": 0, "calls": 0, "problem": "",
-                      "errors": 0, "waiting": ""}
+                      "errors": 0, "waiting": "", "devices": ""}
         self.live = None
         self.console = None
         self.t0 = time.monotonic()
@@ -60,6 +61,10 @@ class Progress:
             minutes = f", {data['minutes']:.1f} min" if data.get("minutes") else ""
             s.update(problem=f"[region {data['index'] + 1}/{data['total']}] {data['region']} "
                              f"({data['share']:.0%} of the model{minutes})  ", round=0, best=None, verified=0, ok=0)
+        elif kind == "devices":  # the verifier's devices: shown where there are several (GPUs, a cluster's actors)
+            several = data["busy"] + data["idle"] > 1 or data["lost"]
+            s["devices"] = (f" · devices {data['busy']} busy, {data['idle']} idle, {data['queued']} queued"
+                            if several else "")
         elif kind == "problem":
             s.update(problem=f"[{data['index'] + 1}/{data['total']}] {data['problem']}  ", round=0, best=None,
                      verified=0, ok=0)  # a problem's counts are its own; calls and tokens add up over the bench
@@ -68,6 +73,11 @@ class Progress:
         # A stop because the proposer cannot answer is said once, with its error, when the run ends.
         if kind == "stop" and not data["reason"].startswith(("proposer_error", "proposer_failing")):
             self.console.print(f"[yellow]stop:[/] {data['reason']}")
+        elif kind == "actor_lost":  # a cluster's verifier actor: its candidates go back to the queue
+            again = f"; {data['requeued']} candidates put back in the queue" if data.get("requeued") else ""
+            self.console.print(f"[yellow]cluster:[/] lost {data['device']} ({data['error']}){again}")
+        elif kind == "cluster":
+            self.console.print(f"cluster: {data['message']}")
         elif kind == "note":
             self.console.print(f"[yellow]note:[/] {data['message']}")
         elif kind == "apply_stage":
@@ -95,4 +105,4 @@ class Progress:
         best = f"{times(s['best'])} eager" if s["best"] else "none yet"
         return Text(f"{s['problem']}round {s['round']} · verified {s['verified']} ({s['ok']} ok) · best {best} · "
                     f"{s['calls']} calls ({s['errors']} failed), {s['tokens']:,} tokens · "
-                    f"{time.monotonic() - self.t0:.0f} s{s['waiting']}")
+                    f"{time.monotonic() - self.t0:.0f} s{s['devices']}{s['waiting']}")

@@ -66,12 +66,22 @@ def run_report(store: Store, run_id: str) -> dict:
            "wall_seconds": row["updated"] - row["created"], "rounds": max((t["round"] for t in traj), default=0),
            "config": row["config"].get("run", {})}
     summary = _problem_row(run, best, counts)
+    judged_on = sorted({r.device for r in results.values() if r.device})
     return {"kind": "run", "run": run, "cpu_timings": cpu, "timing_methods": sorted(m for m in timing if m),
+            "judged_on": judged_on, "mixed_devices": mixed_devices(judged_on),
             "counts": counts, "problems": [summary], "trajectory": traj,
             "improvements": improvements(traj, {c["key"]: c for c in cands}),
             "rounds": _rounds(cands), "categories": categories(store.ideas(row["id"]), cands),
             "payoff_definition": PAYOFF_DEFINITION,
             "best": _best(best, by_id), "candidates": cands}
+
+
+def mixed_devices(names: list[str]) -> str | None:
+    """The warning for candidates judged on devices of more than one type (a mixed cluster), else None."""
+    if len(names) < 2:
+        return None
+    return (f"judged on {len(names)} device types ({', '.join(names)}): each speedup is against its own device's "
+            "baselines; compare speedups within one device type")
 
 
 def pct_of_eager(eager_ms: float | None, runtime_ms: float | None) -> float | None:
@@ -198,6 +208,7 @@ def bench_report(store: Store, bench_id: str) -> dict:
     return {"kind": "bench", "bench": {"bench_id": bench_id, "suite": bench["suite"], "created": bench["created"],
                                        "config": bench["config"].get("run", {})},
             "cpu_timings": any(r["cpu_timings"] for r in runs), "problems": rows, "metrics": bench_metrics(rows),
+            "mixed_devices": mixed_devices(sorted({d for r in runs for d in r["judged_on"]})),
             "fast_p_curve": fast_p_curve(rows), "categories": _merge_categories(runs), "counts": _sum_counts(runs),
             "payoff_definition": PAYOFF_DEFINITION, "runs": runs}
 

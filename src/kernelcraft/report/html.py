@@ -112,7 +112,11 @@ def _source(text: str) -> str:
 
 
 def _cpu_banner(report: dict) -> str:
-    return f'<div class="banner"><strong>CPU timings.</strong> {e(CPU_NOTE)}</div>' if report["cpu_timings"] else ""
+    """The CPU-timings banner, and the mixed-devices one (a cluster of more than one device type)."""
+    banners = [f'<div class="banner"><strong>CPU timings.</strong> {e(CPU_NOTE)}</div>' if report["cpu_timings"] else ""]
+    if report.get("mixed_devices"):
+        banners.append(f'<div class="banner"><strong>Several device types.</strong> {e(report["mixed_devices"])}</div>')
+    return "".join(banners)
 
 
 # a run -----------------------------------------------------------------------------------------------

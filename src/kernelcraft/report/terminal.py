@@ -10,6 +10,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from kernelcraft.report.data import mixed_devices
 from kernelcraft.result import Result
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def run_view(run: "RunOutcome", show_error: bool = True) -> Group:
                  f"{c.input_tokens:,} in / {c.output_tokens:,} out · {cost} · {run.wall_seconds:.0f} s")
     if run.gpu_idle_fraction is not None and run.gpu_idle_fraction == run.gpu_idle_fraction:  # NaN: not known
         facts.append(f" · device idle {100 * run.gpu_idle_fraction:.0f}%")
-    parts = [head, rounds, facts]
+    parts = [head, rounds, facts, *devices_view(run.devices)]
     if c.failed_calls and c.last_error and not run.error:
         n = c.failed_calls
         parts.append(Text(f"{n} call{'s' if n > 1 else ''} failed; the last: {c.last_error}", style="yellow"))
@@ -196,7 +197,26 @@ def bench_view(summary: dict) -> Group:
     for base in ("eager", "compile"):
         fp = "  ".join(f"fast_{p}={v:.2f}" for p, v in m[f"fast_p_{base}"].items())
         lines.append(Text(f"vs {base}: {fp}  geomean {_x(m[f'geomean_{base}'])}"))
-    return Group(table, *lines)
+    return Group(table, *lines, *devices_view(summary.get("devices") or []))
+
+
+def devices_view(usage: list[dict]) -> list:
+    """Where there were several devices (GPUs, a cluster's actors): each one's share of the work, and a warning
+    where they were not all of one type (each speedup is against its own device's baselines)."""
+    if len(usage) < 2:
+        return []
+    table = Table(title="devices", title_justify="left")
+    for col in ("device", "name", "node", "judged", "busy", "utilisation", "lost"):
+        table.add_column(col, justify="right" if col in ("judged", "busy", "utilisation") else "left")
+    for d in usage:
+        table.add_row(d["device"], d["name"] or "", d["node"] or "", str(d["judged"]), f"{d['busy_s']:.0f} s",
+                      _pct(100 * d["utilisation"]) if d["utilisation"] is not None else "—", d["lost"] or "")
+    parts = [table]
+    if mixed := mixed_devices(sorted({d["name"] for d in usage if d["name"]})):
+        parts.append(Text(mixed, style="yellow"))
+    return parts
+
+
 
 
 def runs_view(rows: list[dict]) -> Table:
@@ -299,6 +319,8 @@ def report_view(report: dict) -> Group:
         parts.append(counters_table(best["profile"], "hardware counters of the best kernel (Nsight Compute)"))
     if report["cpu_timings"]:
         parts.append(_cpu_note())
+    if report.get("mixed_devices"):
+        parts.append(Text(report["mixed_devices"], style="yellow"))
     return Group(*parts)
 
 
@@ -321,6 +343,8 @@ def bench_report_view(report: dict) -> Group:
              categories_table(report["categories"])]
     if report["cpu_timings"]:
         parts.append(_cpu_note())
+    if report.get("mixed_devices"):
+        parts.append(Text(report["mixed_devices"], style="yellow"))
     return Group(*parts)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -17,7 +19,9 @@ from kernelcraft.verify import Verifier
 def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Proposer, verifier: Verifier,
               config: RunConfig, settings: dict | None = None, out_dir: Path | None = None,
               on_event: Callable[[str, dict], None] | None = None) -> dict:
-    """Run every problem in turn; returns the bench summary (per problem rows and the metrics)."""
+    """Run every problem; returns the bench summary (per problem rows, the metrics, each device's use). With
+    several devices (GPUs, a cluster's actors) as many problems run at once, so no device waits for a run's next
+    round; rows stay in the problems' order, so the table and fast_p are those of a one-device bench."""
     bench_id = new_id("bench-")
     # Problems the proposer cannot cover start no run; the bench keeps them (and why) so that its reports count
     # them as problems without a correct kernel, as KernelBench counts them.
@@ -26,23 +30,53 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
     too_large = {p.name: why for p in problems if p.name not in not_covered and (why := _too_large(verifier, p))}
     store.create_bench(bench_id, suite, {"run": config.to_dict(), **(settings or {}), "not_covered": not_covered,
                                          "too_large": too_large})
-    rows, refused = [], None
-    for i, problem in enumerate(problems):
+    rows: list[dict | None] = [None] * len(problems)
+    refused: list[str] = []  # set by the first run whose endpoint refused: every later problem would meet it
+    cancel = threading.Event()
+
+    def one(i: int, problem: Problem) -> None:
         if on_event and not refused:
             on_event("problem", {"index": i, "total": len(problems), "problem": problem.name})
-        skipped = [(status, why) for status, why in (("not_run", refused),
+        skipped = [(status, why) for status, why in (("not_run", refused[0] if refused else None),
                                                       ("not_covered", not_covered.get(problem.name)),
                                                       ("too_large", too_large.get(problem.name))) if why]
         if skipped:
-            rows.append({"problem": problem.name, "run_id": None, "status": skipped[0][0], "correct": False,
-                         "speedup_eager": None, "speedup_compile": None, "runtime_ms": None, "candidates": 0,
-                         "best_file": None, "reason": skipped[0][1]})
-            continue
-        rows.append(row(start_run(store, problem, proposer, verifier, RunConfig.from_dict(config.to_dict()),
-                                  settings, out_dir, bench_id, on_event)))
-        if (rows[-1]["stop_reason"] or "").startswith(REFUSED):  # every later problem would meet the refusal
-            refused = f"the model endpoint refused the requests of {problem.name}'s run"
-    return {"bench_id": bench_id, "suite": suite, "rows": rows, "metrics": bench_metrics(rows)}
+            rows[i] = {"problem": problem.name, "run_id": None, "status": skipped[0][0], "correct": False,
+                       "speedup_eager": None, "speedup_compile": None, "runtime_ms": None, "candidates": 0,
+                       "best_file": None, "reason": skipped[0][1]}
+            return
+        rows[i] = row(start_run(store, problem, proposer, verifier, RunConfig.from_dict(config.to_dict()),
+                                settings, out_dir, bench_id, on_event, cancel))
+        if (rows[i]["stop_reason"] or "").startswith(REFUSED) and not refused:
+            refused.append(f"the model endpoint refused the requests of {problem.name}'s run")
+
+    spread = min(len(verifier.devices), len(problems))
+    if spread <= 1:
+        for i, problem in enumerate(problems):
+            one(i, problem)
+    else:
+        _spread(one, problems, spread, cancel)
+    usage = getattr(verifier, "usage", None)
+    return {"bench_id": bench_id, "suite": suite, "rows": rows, "metrics": bench_metrics(rows),
+            "devices": usage() if usage else []}
+
+
+def _spread(one: Callable[[int, Problem], None], problems: list[Problem], workers: int,
+            cancel: threading.Event) -> None:
+    """`one` over the problems, `workers` at a time, in order of start. Ctrl-C (in this, the main thread) stops
+    every run as an interrupt would, lets what is in flight finish and be stored, then is raised again (so does
+    a run's error)."""
+    with ThreadPoolExecutor(workers, thread_name_prefix="bench") as pool:
+        futures = [pool.submit(one, i, p) for i, p in enumerate(problems)]
+        try:
+            for f in futures:
+                f.result()
+        except BaseException:
+            cancel.set()
+            for f in futures:
+                f.cancel()
+            pool.shutdown(wait=True)
+            raise
 
 
 def uncovered(proposer: Proposer, problem: Problem, backend: str) -> str | None:

@@ -36,7 +36,11 @@ from kernelcraft.verify.target import Target
 
 class Engine:
     def __init__(self, store: Store, run_id: str, problem: Problem, proposer: Proposer, verifier: Verifier,
-                 config: RunConfig, on_event: Callable[[str, dict], None] | None = None):
+                 config: RunConfig, on_event: Callable[[str, dict], None] | None = None,
+                 cancel: threading.Event | None = None):
+        """`cancel`, once set, stops the run as an interrupt does (a bench's runs in other threads than the one
+        Ctrl-C reaches): no new work, what is in flight finishes and is stored."""
+        self.cancel = cancel
         self.store, self.run_id, self.problem = store, run_id, problem
         self.proposer, self.verifier, self.config = proposer, verifier, config
         self.on_event = on_event or (lambda kind, data: None)
@@ -68,7 +72,9 @@ class Engine:
             return self.stop_reason
         b, c = self.config.budget, self.count
         reason = None
-        if self.fatal:
+        if self.cancel is not None and self.cancel.is_set():
+            reason = "interrupted"
+        elif self.fatal:
             reason = f"proposer_error: {self.fatal}"
         elif self.failing:
             reason = f"proposer_failing: {self.failing}"
@@ -395,6 +401,11 @@ class Engine:
         wall = (time.monotonic() - self._started) * len(self.verifier.devices)
         busy = self.verifier.busy_seconds() - self._busy0
         return max(0.0, 1.0 - busy / wall) if wall > 0 else 0.0
+
+    def device_usage(self) -> list[dict]:
+        """Per device of the verifier: what it judged and how busy it was (since the verifier started)."""
+        usage = getattr(self.verifier, "usage", None)
+        return usage() if usage else []
 
     def wall_seconds(self) -> float:
         return time.monotonic() - self._started

@@ -68,6 +68,8 @@ class RunOutcome:
     overhead_ms_per_candidate: float | None
     candidates: list[dict] = field(default_factory=list)  # one each: key, round, status, time, speedup, idea
     error: str | None = None  # one line, when the run stopped because its proposer could not answer
+    # per device that judged (this session): name, node, candidates judged, busy seconds, utilisation
+    devices: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -77,16 +79,16 @@ class RunOutcome:
 
 def start_run(store: Store, problem: Problem, proposer: Proposer, verifier: Verifier, config: RunConfig,
               settings: dict | None = None, out_dir: Path | None = Path("."), bench_id: str | None = None,
-              on_event: Callable[[str, dict], None] | None = None) -> RunOutcome:
+              on_event: Callable[[str, dict], None] | None = None, cancel=None) -> RunOutcome:
     """A new run. `settings` is what the caller needs to resume it (verifier and proposer settings);
-    it is stored beside the run's config."""
+    it is stored beside the run's config. `cancel` (a threading.Event) set stops it as an interrupt would."""
     config.check()
     get_strategy(config.strategy)
     run_id = new_id()
     stored = {"run": config.to_dict(), **(settings or {})}
     store.create_run(run_id, problem.name, problem.source, config.strategy, proposer.name,
                      verifier.devices[0], stored, bench_id)
-    return _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event)
+    return _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event, cancel)
 
 
 def resume_run(store: Store, run_id: str, proposer: Proposer, verifier: Verifier, out_dir: Path | None = Path("."),
@@ -114,8 +116,8 @@ def stored_problem(store: Store, row: dict) -> Problem:
     return problem
 
 
-def _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event) -> RunOutcome:
-    engine = Engine(store, run_id, problem, proposer, verifier, config, on_event)
+def _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event, cancel=None) -> RunOutcome:
+    engine = Engine(store, run_id, problem, proposer, verifier, config, on_event, cancel)
     try:
         get_strategy(config.strategy)(engine)
         engine.drain()
@@ -178,7 +180,7 @@ def outcome(store: Store, run_id: str, engine: Engine | None = None, best_file: 
         [{"key": c["key"], "round": c["round"], "status": c["status"] or unevaluated_status(c["parse_error"]),
           "speedup_eager": c["speedup_eager"], "runtime_ms": c["runtime_ms"], "category": c["category"],
           "idea": c["idea"], "backend": c["backend"]}
-         for c in rows], run_error(row))
+         for c in rows], run_error(row), engine.device_usage() if engine else [])
 
 
 def run_error(row: dict) -> str | None:

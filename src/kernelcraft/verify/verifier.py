@@ -53,7 +53,34 @@ class Job:
     candidate: Candidate
 
 
-class Verifier:
+class JobFront:
+    """What every verifier offers over its `submit(job) -> Future[Result]` (this machine's, or a cluster's)."""
+
+    def submit(self, job: Job) -> Future:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def evaluate(self, problem: Problem, candidate: Candidate) -> Result:
+        return self.submit(Job(problem, candidate)).result()
+
+    def evaluate_many(self, jobs: Iterable[Job], on_result: Callable[[int, Result], None] | None = None) -> list[Result]:
+        """Evaluate every job; `on_result(index, result)` is called as each finishes (for progress)."""
+        futures = [self.submit(job) for job in jobs]
+        if on_result:
+            for i, fut in enumerate(futures):
+                fut.add_done_callback(lambda f, i=i: on_result(i, f.result()))
+        return [f.result() for f in futures]
+
+
+class Verifier(JobFront):
     """Judges candidates on every device given. `submit` returns at once (a future); jobs are taken
     in submission order by one driver thread per device, while builds run ahead in the CPU pool."""
 
@@ -67,19 +94,15 @@ class Verifier:
         self.baselines = BaselineStore(cache / "baselines.json")
         self.builds = BuildPool(cache, build_workers)
         self.supervisors = [Supervisor(d, self.config, self.baselines, on_event) for d in self.devices]
+        self._on_event = on_event or (lambda kind, info: None)
         self._todo: queue.Queue = queue.Queue()
         self._drivers: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._busy_s = 0.0  # device-seconds spent judging, over all devices
+        self._busy_s = [0.0] * len(self.devices)  # seconds each device spent judging
+        self._judged = [0] * len(self.devices)
         self._busy_since: dict[int, float] = {}  # driver index -> start of the job it is judging
         self._started = time.monotonic()
         self._profiler = None
-
-    def __enter__(self) -> "Verifier":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def close(self) -> None:
         for _ in self._drivers:
@@ -104,17 +127,6 @@ class Verifier:
         """The sizes timed, the baselines and the roofline floor of `problem` on the first device (measured
         now unless cached; they are the baselines its candidates are compared with). Raises ProblemTooLarge."""
         return self.supervisors[0].target(problem)
-
-    def evaluate(self, problem: Problem, candidate: Candidate) -> Result:
-        return self.submit(Job(problem, candidate)).result()
-
-    def evaluate_many(self, jobs: Iterable[Job], on_result: Callable[[int, Result], None] | None = None) -> list[Result]:
-        """Evaluate every job; `on_result(index, result)` is called as each finishes (for progress)."""
-        futures = [self.submit(job) for job in jobs]
-        if on_result:
-            for i, fut in enumerate(futures):
-                fut.add_done_callback(lambda f, i=i: on_result(i, f.result()))
-        return [f.result() for f in futures]
 
     def submit(self, job: Job) -> Future:
         """Queue one job; its build (if its backend has one) starts now. The future holds its Result."""
@@ -154,7 +166,24 @@ class Verifier:
         """Device-seconds spent judging so far (jobs in progress counted up to now)."""
         now = time.monotonic()
         with self._lock:
-            return self._busy_s + sum(now - t for t in self._busy_since.values())
+            return sum(self._busy_s) + sum(now - t for t in self._busy_since.values())
+
+    def usage(self) -> list[dict]:
+        """Per device: its name, candidates judged, busy seconds and utilisation since the verifier started."""
+        now = time.monotonic()
+        wall = now - self._started
+        with self._lock:
+            busy = [b + (now - self._busy_since[i] if i in self._busy_since else 0.0) for i, b in enumerate(self._busy_s)]
+            return [{"device": d, "name": s.device_name, "node": "", "host": None, "judged": self._judged[i],
+                     "busy_s": round(busy[i], 3), "utilisation": round(busy[i] / wall, 4) if wall > 0 else None,
+                     "lost": None} for i, (d, s) in enumerate(zip(self.devices, self.supervisors))]
+
+    def load(self) -> dict:
+        """Devices busy and idle, and jobs waiting for one (for progress)."""
+        with self._lock:
+            busy = len(self._busy_since)
+        return {"busy": busy, "idle": len(self.devices) - busy, "queued": self._todo.qsize(), "lost": 0,
+                "starting": 0}
 
     def _drive(self, index: int, sup: Supervisor) -> None:
         while True:
@@ -166,6 +195,7 @@ class Verifier:
                 continue
             with self._lock:
                 self._busy_since[index] = time.monotonic()
+            self._on_event("devices", self.load())
             try:
                 waited = time.perf_counter()
                 outcome = build.result() if build is not None else None
@@ -177,5 +207,7 @@ class Verifier:
                     "verifier_error", "verifier_fault", f"{type(exc).__name__}: {exc}")
             finally:
                 with self._lock:
-                    self._busy_s += time.monotonic() - self._busy_since.pop(index)
+                    self._busy_s[index] += time.monotonic() - self._busy_since.pop(index)
+                    self._judged[index] += 1
             future.set_result(result)
+            self._on_event("devices", self.load())

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from multiprocessing.connection import Client
 from pathlib import Path
@@ -294,7 +297,31 @@ def _warm_profiler(torch) -> None:
         torch.cuda.synchronize()
 
 
+def _end_with_parent(poll: float = 0.5) -> None:
+    """End this worker (and whatever the candidate started in its group) once its supervisor is gone: a supervisor
+    killed outright (a lost cluster actor, `kill -9`) cannot kill its workers, and a candidate still running would
+    go on holding the device."""
+    supervisor = int(os.environ.get("KERNELCRAFT_SUPERVISOR_PID") or os.getppid())  # gone before we look: caught
+
+    def alive() -> bool:
+        try:
+            os.kill(supervisor, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # there, though not ours to signal (a user namespace): alive
+            return True
+        return True
+
+    def watch() -> None:
+        while alive():
+            time.sleep(poll)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
 def main() -> None:
+    _end_with_parent()
     address = sys.argv[1]
     key = bytes.fromhex(sys.stdin.readline().strip())
     sys.stdin.close()

@@ -1,0 +1,164 @@
+"""Candidates judged per minute on a Ray cluster with 1, 2, … verifier actors, against this machine's verifier
+judging the same candidates directly (the cost of going through Ray per candidate).
+
+    PYTHONPATH=src python benchmarks/scale.py level1/softmax --device cuda --actors 1 --candidates 24 --out s.json
+    PYTHONPATH=src python benchmarks/scale.py level1/relu --device cpu --actors 1,2 --candidates 8 --out s.json
+    PYTHONPATH=src python benchmarks/scale.py shared/kernelbench/level1 --bench 12 --device cuda --actors 1,2 ...
+
+Jobs mode (a problem): the built-in engineer's kernels for it (each of its ideas, repeated up to --candidates,
+each copy a distinct source), judged once directly (`Verifier`) and once per actor count (`ClusterVerifier`
+through `--cluster`, default `local`). Each pass first warms every device (a worker started, the baselines
+measured), then times `evaluate_many` over the candidates: candidates per minute = N / wall. Overhead per
+candidate = (1-actor wall - direct wall) / N.
+Bench mode (--bench K, a directory): `kernelcraft bench` over its first K problems (built-in engineer, --rounds),
+once per actor count; candidates judged per minute over the bench's wall time.
+
+On one machine's CPU, actors share its cores and the device's timing lock (one timing phase at a time per
+device: the CPU is one device), so CPU rates do not scale with actors; GPUs each have their own lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+import torch  # noqa: E402
+
+from kernelcraft import api  # noqa: E402
+from kernelcraft.candidate import Candidate  # noqa: E402
+from kernelcraft.inputs import as_problem  # noqa: E402
+from kernelcraft.propose.base import Request  # noqa: E402
+from kernelcraft.propose.builtin.proposer import BuiltinProposer  # noqa: E402
+from kernelcraft.propose.parse import parse_ideas, parse_kernel  # noqa: E402
+from kernelcraft.verify import Job, TimingConfig, Verifier, VerifyConfig  # noqa: E402
+
+
+def builtin_candidates(problem, backend: str, device: str, count: int) -> list[Candidate]:
+    """The built-in engineer's kernels for `problem`, one per idea it offers, repeated to `count` (distinct sources:
+    a comment numbers each copy)."""
+    proposer = BuiltinProposer(device)
+    ideas, _ = parse_ideas(proposer.ask(Request("ideas", problem, backend, [], count=16)).text, 16)
+    sources = []
+    for idea in ideas:
+        answer = proposer.ask(Request("implement", problem, backend, [], idea=idea))
+        parsed = parse_kernel(answer.text or "")
+        if parsed.source:
+            sources.append(parsed.source)
+    if not sources:
+        raise SystemExit(f"the built-in engineer has no {backend} kernel for {problem.name}")
+    return [Candidate(f"{sources[i % len(sources)]}\n# copy {i}\n", f"c{i:03d}", backend) for i in range(count)]
+
+
+def timed_pass(verifier, problem, candidates, warm: int) -> dict:
+    """Warm each device (`warm` jobs at once), then judge the candidates; wall time and verdicts."""
+    verifier.evaluate_many([Job(problem, c) for c in candidates[:warm]])
+    t0 = time.perf_counter()
+    results = verifier.evaluate_many([Job(problem, c) for c in candidates])
+    wall = time.perf_counter() - t0
+    statuses = {}
+    for r in results:
+        statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
+    usage = verifier.usage()
+    return {"candidates": len(candidates), "wall_s": round(wall, 3), "per_minute": round(60 * len(candidates) / wall, 2),
+            "seconds_per_candidate": round(wall / len(candidates), 4), "statuses": statuses,
+            "median_result_wall_s": round(statistics.median(r.wall_seconds for r in results), 4),
+            "devices": usage}
+
+
+def jobs_mode(args, config: VerifyConfig) -> dict:
+    from kernelcraft.cluster import ClusterVerifier
+
+    problem = as_problem(args.problem)
+    candidates = builtin_candidates(problem, args.backend, args.device, args.candidates)
+    out = {"problem": problem.name, "backend": args.backend, "passes": []}
+    local_device = "cuda:0" if args.device == "cuda" else "cpu"
+    with Verifier(local_device, config) as direct:
+        out["direct"] = timed_pass(direct, problem, candidates, 1)
+        print(f"direct: {out['direct']['per_minute']} candidates/min", file=sys.stderr)
+    for n in args.actors:
+        with ClusterVerifier(args.cluster, args.device, config, actors=n) as cluster:
+            if len(cluster.devices) < n:
+                print(f"{n} actors asked, {len(cluster.devices)} up: skipped", file=sys.stderr)
+                continue
+            p = timed_pass(cluster, problem, candidates, n)
+            p["actors"] = n
+            out["passes"].append(p)
+            print(f"{n} actor(s): {p['per_minute']} candidates/min", file=sys.stderr)
+    one = next((p for p in out["passes"] if p["actors"] == 1), None)
+    if one:
+        d = out["direct"]
+        out["overhead_per_candidate_s"] = round((one["wall_s"] - d["wall_s"]) / d["candidates"], 4)
+        out["overhead_fraction"] = round(one["wall_s"] / d["wall_s"] - 1, 4)
+        for p in out["passes"]:
+            p["scaling_vs_1_actor"] = round(p["per_minute"] / (one["per_minute"] * p["actors"]), 3)
+    return out
+
+
+def bench_mode(args) -> dict:
+    out = {"suite": args.problem, "problems": args.bench, "rounds": args.rounds, "passes": []}
+    for n in args.actors:
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            summary = api.bench(args.problem, limit=args.bench, rounds=args.rounds, ideas=args.ideas,
+                                device=args.device, cluster=args.cluster, actors=n, store=Path(tmp) / "runs.db",
+                                backend=args.backend, timing_budget=args.timing_budget,
+                                compile_baseline=not args.no_compile_baseline, cache_dir=Path(tmp) / "cache")
+            wall = time.perf_counter() - t0
+        judged = sum(d["judged"] for d in summary["devices"])
+        out["passes"].append({"actors": n, "wall_s": round(wall, 2), "judged": judged,
+                              "per_minute": round(60 * judged / wall, 2), "correct": summary["metrics"]["correct"],
+                              "rows": [{k: r.get(k) for k in ("problem", "status", "correct", "speedup_eager",
+                                                              "candidates")} for r in summary["rows"]],
+                              "devices": summary["devices"]})
+        print(f"bench, {n} actor(s): {out['passes'][-1]['per_minute']} candidates/min", file=sys.stderr)
+    return out
+
+
+def provenance(args) -> dict:
+    import ray
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return {"date": datetime.date.today().isoformat(), "torch": torch.__version__, "ray": ray.__version__,
+            "device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu",
+            "cpus": os.cpu_count(), "code": commit.stdout.strip() or None, "cluster": args.cluster,
+            "method": "wall clock of Verifier.evaluate_many / ClusterVerifier.evaluate_many after a warm-up pass"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("problem", help="a problem (jobs mode), or a suite/directory with --bench")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
+    ap.add_argument("--actors", default="1", type=lambda s: [int(x) for x in s.split(",")])
+    ap.add_argument("--cluster", default="local")
+    ap.add_argument("--candidates", type=int, default=16)
+    ap.add_argument("--backend", default="triton")
+    ap.add_argument("--bench", type=int, default=None, metavar="K", help="bench mode over the first K problems")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--ideas", type=int, default=4)
+    ap.add_argument("--timing-budget", type=float, default=2.0)
+    ap.add_argument("--no-compile-baseline", action="store_true")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    config = VerifyConfig(size="auto", compile_baseline=not args.no_compile_baseline,
+                          timing=TimingConfig(budget_s=args.timing_budget),
+                          cache_dir=Path(tempfile.mkdtemp(prefix="kc-scale-")))
+    record = {**provenance(args), "mode": "bench" if args.bench else "jobs"}
+    record.update(bench_mode(args) if args.bench else jobs_mode(args, config))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in record.items() if k not in ("passes", "direct")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
