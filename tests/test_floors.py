@@ -13,7 +13,7 @@ PACKAGE = Path(kernelcraft.__file__).parent
 BOTTOM = ("kernelcraft.store", "kernelcraft.result", "kernelcraft.ranking", "kernelcraft.metrics",
           "kernelcraft.ledger", "kernelcraft.errors", "kernelcraft.syntax")
 ABOVE_THE_STORE = ("kernelcraft.search", "kernelcraft.report", "kernelcraft.export", "kernelcraft.verify",
-                   "kernelcraft.propose", "kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp")
+                   "kernelcraft.propose", "kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp", "kernelcraft.rl")
 
 
 def imports(module: str) -> set[str]:
@@ -70,8 +70,23 @@ def test_apply_sits_above_search_and_below_the_faces():
 
 def test_the_cluster_sits_above_the_verifier_and_below_the_faces():
     for module in modules_under("kernelcraft.cluster"):
-        assert not borrowed(module, ("kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp", "kernelcraft.apply")), module
+        assert not borrowed(module, ("kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp", "kernelcraft.apply",
+                                     "kernelcraft.rl")), module
     for package in ("kernelcraft.search", "kernelcraft.export", "kernelcraft.report", "kernelcraft.verify",
                     "kernelcraft.propose", "kernelcraft.problems", "kernelcraft.backends", "kernelcraft.apply"):
         for module in modules_under(package):
             assert not borrowed(module, ("kernelcraft.cluster",)), module
+
+
+def test_rl_sits_beside_apply_above_search_and_below_the_faces():
+    """rl (the reward and the environment) stands on search, verify, propose, export and below, and judges on a
+    cluster's verifier where one is configured; nothing below it, and nothing beside it (apply, cluster), imports
+    it."""
+    for module in modules_under("kernelcraft.rl"):
+        assert not borrowed(module, ("kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp", "kernelcraft.apply")), module
+    for package in ("kernelcraft.search", "kernelcraft.export", "kernelcraft.report", "kernelcraft.verify",
+                    "kernelcraft.propose", "kernelcraft.problems", "kernelcraft.backends", "kernelcraft.apply"):
+        for module in modules_under(package):
+            assert not borrowed(module, ("kernelcraft.rl",)), module
+    for module in BOTTOM:
+        assert not borrowed(module, ("kernelcraft.rl",)), module

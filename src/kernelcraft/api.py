@@ -1,7 +1,7 @@
 """kernelcraft from Python: evaluate a candidate, optimize a problem, bench a suite, profile a candidate, list
-and show problems, read the run store (runs, a run, a candidate's source), a run's report, export rows. The CLI
-is a face over these. (Past ~400 lines for a reason: one module is the whole surface every face calls, a
-section per command; what each does lives below it.) Nothing here prints; bad input raises a KernelcraftError
+and show problems, read the run store (runs, a run, a candidate's source), a run's report, export rows, score RL
+completions. The CLI is a face over these. (Past ~400 lines for a reason: one module is the whole surface every
+face calls, a section per command; what each does lives below it.) Nothing here prints; bad input raises a KernelcraftError
 (ProblemError, CandidateError, ConfigError, StoreError, ExportError; ProblemTooLarge for a problem the device
 cannot hold) with a one-line message.
 
@@ -692,7 +692,34 @@ def export(runs: str | list[str], kind: str, *, store=None, out: str | Path | No
     return Exported(kind, rows, stats, filters.to_dict(), path, fmt)
 
 
+# rl ---------------------------------------------------------------------------------------------------
+def rl_score(rows, completions, *, device: str | None = None, cache_dir: str | Path | None = None,
+             shape: dict | None = None, cache: bool = True, verifier=None, on_event: OnEvent | None = None,
+             on_score: Callable | None = None):
+    """Score completions against RL rows (docs/rl.md): `rows` a JSONL/Parquet file `kernelcraft export --kind rl`
+    wrote, or the rows; `completions` a JSONL file, or dicts, each with `completion` and `row` (the row's
+    extra_info.index) or `problem`. Every completion is verified at once through the verifier's pool (a local one
+    per setting the rows ask for, or `verifier`), verdicts cached under `cache_dir`; `shape` sets the reward's
+    parameters. Returns a kernelcraft.rl.Batch (scores in order, throughput). `on_score(index, score)` hears each
+    as it comes."""
+    from kernelcraft.rl import RewardShape, Scorer
+    from kernelcraft.rl.inputs import pair, read_completions, read_rows
+
+    with _config_errors():
+        shape = RewardShape.of(shape)  # the settings first, then the files
+        the_rows = read_rows(rows) if isinstance(rows, (str, Path)) else list(rows)
+        items = read_completions(completions) if isinstance(completions, (str, Path)) else list(completions)
+        pairs = pair(the_rows, items, str(completions) if isinstance(completions, (str, Path)) else "completions")
+        scorer = Scorer(verifier, shape=shape, cache_dir=cache_dir, device=device, cache=cache, on_event=on_event)
+    with scorer, _config_errors():
+        tasks = {}  # one Task per row: its problem is read once however many completions answer it
+        items = [(tasks.setdefault(id(row), scorer.task(row)), text) for row, text in pairs]
+        if on_event:
+            on_event("rl_score", {"completions": len(items), "rows": len(the_rows)})
+        return scorer.score_batch(items, on_score)
+
+
 __all__ = ["ConfigError", "Evaluation", "Exported", "KernelcraftError", "PreparedBench", "PreparedProfile",
            "PreparedRun", "SearchSettings", "bench", "candidate", "evaluate", "export", "open_store", "optimize",
            "prepare_bench", "prepare_evaluation", "prepare_profile", "prepare_run", "problem_info", "problems",
-           "profile", "report", "run_summary", "runs"]
+           "profile", "report", "rl_score", "run_summary", "runs"]

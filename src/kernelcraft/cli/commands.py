@@ -4,6 +4,6 @@ a new command is one such module and one line here."""
 
 from __future__ import annotations
 
-from kernelcraft.cli import apply, bench, evaluate, export, mcp, problems, profile, report, run, runs
+from kernelcraft.cli import apply, bench, evaluate, export, mcp, problems, profile, report, rl, run, runs
 
-COMMANDS = (evaluate, problems, profile, run, bench, apply, runs, report, export, mcp)
+COMMANDS = (evaluate, problems, profile, run, bench, apply, runs, report, export, rl, mcp)

@@ -9,7 +9,7 @@ from pathlib import Path
 from string import Template
 
 from kernelcraft.hardware import describe_device
-from kernelcraft.propose.base import CATEGORIES, Answer, Kernel, Request, TriedIdea, Usage
+from kernelcraft.propose.base import CATEGORIES, Answer, Kernel, Request, TriedIdea, Turn, Usage
 from kernelcraft.propose.feedback import times
 from kernelcraft.propose.llm.client import ChatClient, ClientSettings, FatalLLMError, LLMError
 from kernelcraft.propose.llm.providers import ModelSpec, PriceTable
@@ -87,11 +87,17 @@ def prompt_messages(request: Request, device_text: str, policy_name: str, policy
         failures=_failures(request.failures), task=_task(request, precision), output_format=template("output_format").template.strip())})
     for turn in request.history:  # fix: the conversation so far, the verifier speaking as the user
         messages.append({"role": "assistant", "content": turn.answer})
-        task = ("Answer again: the whole kernel file, in the format below." if turn.unusable else
-                "Fix what the verifier found; if the kernel was correct, make it faster.")
-        messages.append({"role": "user", "content": template("fix").substitute(
-            feedback=turn.feedback, task=task, output_format=template("output_format").template.strip())})
+        messages.append({"role": "user", "content": fix_message(turn)})
     return messages
+
+
+def fix_message(turn: Turn) -> str:
+    """The user message that answers one turn of a multi-turn conversation: the verifier's feedback on the
+    answer and what to do next (what `refine` sends, and what the RL environment observes)."""
+    task = ("Answer again: the whole kernel file, in the format below." if turn.unusable else
+            "Fix what the verifier found; if the kernel was correct, make it faster.")
+    return template("fix").substitute(feedback=turn.feedback, task=task,
+                                      output_format=template("output_format").template.strip())
 
 
 def _tried(ideas: list[TriedIdea]) -> str:

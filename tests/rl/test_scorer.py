@@ -1,0 +1,61 @@
+"""Batched scoring through a real CPU verifier: order kept, the same kernel judged once, verdicts cached as the
+Results they were, any object with the Verifier's interface accepted, the backend asked for enforced."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import pytest
+
+from kernelcraft.rl import Scorer
+from kernelcraft.rl.shape import CORRECT, MALFORMED, WRONG
+from tests.rl.conftest import CPU_SHAPE, answer, kernel, row
+
+pytestmark = pytest.mark.slow
+
+
+class OnlyTheInterface:
+    """A verifier seen only through submit / close / devices (as a cluster verifier is): it hands jobs on."""
+
+    def __init__(self, inner):
+        self._inner, self.devices, self.submitted = inner, list(inner.devices), 0
+
+    def submit(self, job) -> Future:
+        self.submitted += 1
+        return self._inner.submit(job)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_batch_is_scored_in_order_each_kernel_once_then_from_the_cache(rl_verifier, tmp_path):
+    given = OnlyTheInterface(rl_verifier)
+    fast, wrong = answer(kernel("level1/relu")), answer(kernel("level1/relu", wrong=True))
+    items = [(row("level1/relu"), fast), (row("level1/relu"), wrong), (row("level1/relu"), "prose only"),
+             (row("level1/relu"), answer(kernel("level1/relu"), prose="Same kernel, other words."))]
+    with Scorer(given, shape=CPU_SHAPE, cache_dir=tmp_path) as scorer:
+        first = scorer.score_batch(items)
+        assert [s.tier for s in first.scores] == [CORRECT, WRONG, MALFORMED, CORRECT]
+        assert given.submitted == 2 and (first.verified, first.joined, first.malformed) == (2, 1, 1)
+        assert first.scores[0].result is first.scores[3].result  # one verdict for the one kernel
+        stats = first.stats()
+        assert stats["completions"] == 4 and stats["per_minute"] > 0 and stats["cache_hit_rate"] == 0
+    with Scorer(given, shape=CPU_SHAPE, cache_dir=tmp_path) as scorer:  # a new process, the same cache file
+        again = scorer.score_batch(items[:2])
+        assert given.submitted == 2 and again.cache_hits == 2 and again.stats()["cache_hit_rate"] == 1.0
+        for before, after in zip(first.scores, again.scores):
+            assert after.cached and after.result.to_dict() == before.result.to_dict()
+            assert after.score == before.score
+
+
+def test_a_kernel_in_another_backend_than_asked_is_malformed_and_not_run(scorer):
+    cpp = answer(open("tests/fixtures/relu_cpp.py").read())
+    s = scorer.score(row("level1/relu"), cpp)
+    assert s.tier == MALFORMED and s.parse_error == "wrong_backend (cpp, asked for triton)" and s.result is None
+
+
+def test_asyncio_callers_await_a_score(scorer):
+    import asyncio
+
+    s = asyncio.run(scorer.ascore(row("level1/relu"), answer(kernel("level1/relu"))))
+    assert s.tier == CORRECT
