@@ -128,10 +128,11 @@ def bench_mode(args) -> dict:
 def provenance(args) -> dict:
     import ray
 
+    # KERNELCRAFT_CODE: the commit, where the checkout measured is a copy without its history
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return {"date": datetime.date.today().isoformat(), "torch": torch.__version__, "ray": ray.__version__,
             "device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu",
-            "cpus": os.cpu_count(), "code": commit.stdout.strip() or None, "cluster": args.cluster,
+            "cpus": os.cpu_count(), "code": os.environ.get("KERNELCRAFT_CODE") or commit.stdout.strip() or None, "cluster": args.cluster,
             "method": "wall clock of Verifier.evaluate_many / ClusterVerifier.evaluate_many after a warm-up pass"}
 
 
