@@ -70,7 +70,9 @@ def timed_pass(verifier, problem, candidates, warm: int) -> dict:
     for r in results:
         statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
     usage = verifier.usage()
-    return {"candidates": len(candidates), "wall_s": round(wall, 3), "per_minute": round(60 * len(candidates) / wall, 2),
+    phases = sorted({k for r in results for k in r.phases})
+    mean_phases = {k: round(statistics.mean(r.phases.get(k, 0.0) for r in results), 4) for k in phases}
+    return {"candidates": len(candidates), "mean_phases_s": mean_phases, "wall_s": round(wall, 3), "per_minute": round(60 * len(candidates) / wall, 2),
             "seconds_per_candidate": round(wall / len(candidates), 4), "statuses": statuses,
             "median_result_wall_s": round(statistics.median(r.wall_seconds for r in results), 4),
             "devices": usage}

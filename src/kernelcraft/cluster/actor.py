@@ -33,9 +33,15 @@ class ProblemSpec:
 class VerifierActor:
     """The actor's class; `cluster/pool.py` makes it remote with the device's resources."""
 
-    def __init__(self, kind: str, config):
+    def __init__(self, kind: str, config, threads: int | None = None):
+        """`threads`: torch's intra-op threads here (Ray starts actors with OMP_NUM_THREADS=1; a GPU actor's
+        supervisor, reference and checks, had the node's share of cores on one machine)."""
+        import torch
+
         from kernelcraft.verify import Verifier
 
+        if threads:
+            torch.set_num_threads(threads)
         self.kind = kind
         self.verifier = Verifier("cuda:0" if kind == "cuda" else "cpu", config)
         self._problems: dict[str, object] = {}

@@ -79,6 +79,9 @@ class ClusterVerifier(JobFront):
             release()
             raise
         resources = {"num_gpus": 1, "num_cpus": 0} if self.kind == "cuda" else {"num_cpus": 1}
+        # A GPU actor's torch threads: its node's cores shared among its GPUs (a CPU actor judges with one thread,
+        # as a CPU worker does: VerifyConfig.cpu_threads)
+        self._threads = _threads_per_gpu(ray) if self.kind == "cuda" else None
         self._remote = ray.remote(VerifierActor).options(max_concurrency=DEPTH + 2, **resources)
         self._lock = threading.Lock()
         self._queue: collections.deque[_Sent] = collections.deque()
@@ -163,7 +166,7 @@ class ClusterVerifier(JobFront):
 
     # actors ------------------------------------------------------------------------------------------
     def _start_slot(self) -> Slot:
-        slot = Slot(self._remote.remote(self.kind, self.config), time.monotonic())
+        slot = Slot(self._remote.remote(self.kind, self.config, self._threads), time.monotonic())
         self._starting[slot.actor.info.remote()] = slot
         self._slots.append(slot)
         return slot
@@ -311,6 +314,13 @@ class ClusterVerifier(JobFront):
             if isinstance(cause, Exception):
                 raise cause from None
             raise
+
+
+def _threads_per_gpu(ray) -> int:
+    """Cores per GPU on the cluster's nodes with GPUs (the smallest such share), at least one."""
+    shares = [int(n["Resources"].get("CPU", 1) // n["Resources"]["GPU"]) for n in ray.nodes()
+              if n.get("Alive") and n["Resources"].get("GPU")]
+    return max(1, min(shares, default=1))
 
 
 def _claim(future: Future) -> bool:
