@@ -2,7 +2,7 @@
 one verifier actor per device, so a search, a bench or an apply runs on it unchanged.
 
 The driver (this process) keeps the queue. Jobs go out in submission order to the actor with the fewest in
-flight, at most `DEPTH` each (one judged, the next ones building on the node's CPUs and their workers starting
+flight, at most `depth` each (one judged, the next ones building on the node's CPUs and their workers starting
 meanwhile), so no device waits on another. An actor lost mid-job (its process killed, its node stopped) has its jobs put back at the head of the
 queue for the others, and a replacement is asked of Ray; nothing judged is lost. A job lost `MAX_LOSSES` times
 is failed as the verifier's fault rather than sent on to take down more actors.
@@ -24,11 +24,12 @@ from kernelcraft.verify import Job
 from kernelcraft.verify.supervisor import VerifyConfig
 from kernelcraft.verify.verifier import JobFront
 
-# Jobs in flight per actor: one judged, the next two queued behind it on the actor, so its supervisor keeps its
-# standby workers (spawned while a job runs, as many as jobs follow) warm. Two deep, the job after next arrived only
-# once its predecessor was taken, found no standby worker, and waited for one to start: 1 actor judged at 0.48x the
-# rate of the same GPU's verifier (H200, level1/softmax).
-DEPTH = 3
+# Jobs in flight per actor: one judged and, queued behind it on the actor, as many as its supervisor keeps standby
+# workers for (VerifyConfig.standby_workers): a supervisor spawns standby workers only for jobs it sees queued, and
+# a worker takes longer to start (torch, CUDA) than a job takes to judge. With fewer queued, jobs waited for their
+# worker to start: one actor judged at 0.48x (two in flight), then 0.88x (three) the rate of the GPU's own verifier
+# (H200, level1/softmax, benchmarks/scale.py).
+EXTRA_DEPTH = 2
 MAX_LOSSES = 2  # times a job may be lost with its actor before it is failed
 START_TIMEOUT = 300.0  # seconds for an actor to come up (Ray places it, it imports torch, spawns a worker)
 
@@ -82,7 +83,8 @@ class ClusterVerifier(JobFront):
         # A GPU actor's torch threads: its node's cores shared among its GPUs (a CPU actor judges with one thread,
         # as a CPU worker does: VerifyConfig.cpu_threads)
         self._threads = _threads_per_gpu(ray) if self.kind == "cuda" else None
-        self._remote = ray.remote(VerifierActor).options(max_concurrency=DEPTH + 2, **resources)
+        self.depth = self.config.standby_workers + EXTRA_DEPTH
+        self._remote = ray.remote(VerifierActor).options(max_concurrency=self.depth + 2, **resources)
         self._lock = threading.Lock()
         self._queue: collections.deque[_Sent] = collections.deque()
         self._slots: list[Slot] = []
@@ -118,8 +120,8 @@ class ClusterVerifier(JobFront):
         return max(needs, key=lambda n: n.total)
 
     def target(self, problem):
-        """Sizes, baselines and roofline floor on the first device (what a run shows its proposer); each result's
-        own speedups are against its own device's baselines."""
+        """Sizes, baselines and roofline floor on the least loaded device (what a run shows its proposer); each
+        result's own speedups are against its own device's baselines."""
         spec = ProblemSpec.of(problem)
         return self._call_one(lambda a: a.target.remote(spec))
 
@@ -203,7 +205,7 @@ class ClusterVerifier(JobFront):
     def _assign(self) -> None:
         """Send queued jobs to actors with room, the least loaded first (the lock held)."""
         while self._queue:
-            free = [s for s in self._slots if s.alive and len(s.inflight) < DEPTH]
+            free = [s for s in self._slots if s.alive and len(s.inflight) < self.depth]
             if not free:
                 return
             slot = min(free, key=lambda s: len(s.inflight))
@@ -301,8 +303,9 @@ class ClusterVerifier(JobFront):
         return [self._get(call(a)) for a in actors]
 
     def _call_one(self, call):
+        """On the least loaded actor (a bench's runs measure their targets at once: not all on the first)."""
         with self._lock:
-            actor = next(s.actor for s in self._slots if s.alive)
+            actor = min((s for s in self._slots if s.alive), key=lambda s: len(s.inflight)).actor
         return self._get(call(actor))
 
     def _get(self, ref):
