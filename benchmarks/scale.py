@@ -78,16 +78,17 @@ def timed_pass(verifier, problem, candidates, warm: int) -> dict:
             "devices": usage}
 
 
-def jobs_mode(args, config: VerifyConfig) -> dict:
+def jobs_mode(args, config: VerifyConfig, record: dict) -> dict:
     from kernelcraft.cluster import ClusterVerifier
 
     problem = as_problem(args.problem)
     candidates = builtin_candidates(problem, args.backend, args.device, args.candidates)
     out = {"problem": problem.name, "backend": args.backend, "passes": []}
     local_device = "cuda:0" if args.device == "cuda" else "cpu"
-    with Verifier(local_device, config) as direct:
-        out["direct"] = timed_pass(direct, problem, candidates, 1)
-        print(f"direct: {out['direct']['per_minute']} candidates/min", file=sys.stderr)
+    if not args.no_direct:
+        with Verifier(local_device, config) as direct:
+            out["direct"] = timed_pass(direct, problem, candidates, 1)
+            print(f"direct: {out['direct']['per_minute']} candidates/min", file=sys.stderr)
     for n in args.actors:
         with ClusterVerifier(args.cluster, args.device, config, actors=n) as cluster:
             if len(cluster.devices) < n:
@@ -97,14 +98,26 @@ def jobs_mode(args, config: VerifyConfig) -> dict:
             p["actors"] = n
             out["passes"].append(p)
             print(f"{n} actor(s): {p['per_minute']} candidates/min", file=sys.stderr)
+            save(args, {**record, **_derived(out)})  # what has been measured survives a pass cut short
+    return _derived(out)
+
+
+def _derived(out: dict) -> dict:
+    """The overhead of one actor against the direct path, and each pass's rate over N x the one-actor rate."""
     one = next((p for p in out["passes"] if p["actors"] == 1), None)
-    if one:
+    if one and "direct" in out:
         d = out["direct"]
         out["overhead_per_candidate_s"] = round((one["wall_s"] - d["wall_s"]) / d["candidates"], 4)
         out["overhead_fraction"] = round(one["wall_s"] / d["wall_s"] - 1, 4)
+    if one:
         for p in out["passes"]:
             p["scaling_vs_1_actor"] = round(p["per_minute"] / (one["per_minute"] * p["actors"]), 3)
     return out
+
+
+def save(args, record: dict) -> None:
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=2) + "\n")
 
 
 def bench_mode(args) -> dict:
@@ -145,6 +158,7 @@ def main() -> None:
     ap.add_argument("--actors", default="1", type=lambda s: [int(x) for x in s.split(",")])
     ap.add_argument("--cluster", default="local")
     ap.add_argument("--candidates", type=int, default=16)
+    ap.add_argument("--no-direct", action="store_true", help="jobs mode: skip the pass on this machine's verifier")
     ap.add_argument("--backend", default="triton")
     ap.add_argument("--bench", type=int, default=None, metavar="K", help="bench mode over the first K problems")
     ap.add_argument("--rounds", type=int, default=2)
@@ -157,9 +171,8 @@ def main() -> None:
                           timing=TimingConfig(budget_s=args.timing_budget),
                           cache_dir=Path(tempfile.mkdtemp(prefix="kc-scale-")))
     record = {**provenance(args), "mode": "bench" if args.bench else "jobs"}
-    record.update(bench_mode(args) if args.bench else jobs_mode(args, config))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    record.update(bench_mode(args) if args.bench else jobs_mode(args, config, record))
+    save(args, record)
     print(json.dumps({k: v for k, v in record.items() if k not in ("passes", "direct")}, indent=2))
 
 
