@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import os
-import pickle
 import re
 import secrets
 import shutil
@@ -22,6 +21,7 @@ import time
 from multiprocessing.connection import Listener
 from pathlib import Path
 
+from kernelcraft.verify import ipc
 from kernelcraft.verify.containment import Containment, Limits, breach, containment, preexec
 
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.I)
@@ -62,16 +62,17 @@ _SAFE_GLOBALS = {
 }
 
 
-class _ReplyUnpickler(pickle.Unpickler):
+class _ReplyUnpickler(ipc.Unpickler):
     def find_class(self, module: str, name: str):
         if name in _SAFE_GLOBALS.get(module, ()) or (module == "torch" and name.endswith("Storage")):
             return super().find_class(module, name)
         raise UnsafeReply(f"the reply names {module}.{name}, which a reply may not hold")
 
 
-def safe_loads(data: bytes):
-    """Unpickle a worker's reply, refusing any global outside _SAFE_GLOBALS."""
-    return _ReplyUnpickler(io.BytesIO(data)).load()
+def safe_loads(data: bytes, cuda_index: int | None = None):
+    """Unpickle a worker's reply, refusing any global outside _SAFE_GLOBALS; its CUDA tensors opened on this
+    process's `cuda_index` for the worker's GPU (verify/ipc.py)."""
+    return _ReplyUnpickler(io.BytesIO(data), cuda_index).load()
 
 
 class WorkerLimit(Exception):
@@ -102,8 +103,12 @@ class WorkerProcess:
     """One spawned worker; `start` returns at once, `ready` waits for its handshake."""
 
     def __init__(self, extra_env: dict[str, str] | None = None, start_timeout: float = 120.0,
-                 limits: Limits | None = None, writable: list[Path] = (), sandbox: bool = True):
+                 limits: Limits | None = None, writable: list[Path] = (), sandbox: bool = True,
+                 cuda_index: int | None = None):
+        """`cuda_index`: this process's ordinal of the one GPU the worker sees (its cuda:0), for the CUDA tensors
+        the worker hands back (verify/ipc.py)."""
         self.limits = limits or Limits()
+        self.cuda_index = cuda_index
         self.dir = Path(tempfile.mkdtemp(prefix="kernelcraft-worker-"))
         self.key = secrets.token_bytes(32)
         address = str(self.dir / "channel.sock")
@@ -167,7 +172,7 @@ class WorkerProcess:
                     raise WorkerLimit(*over)
                 if time.monotonic() > deadline:
                     raise WorkerTimeout(f"no answer within {timeout:.0f} s")
-            return safe_loads(self.conn.recv_bytes())
+            return safe_loads(self.conn.recv_bytes(), self.cuda_index)
         except (EOFError, ConnectionError, OSError) as exc:
             code = self._wait_exit()
             raise WorkerDied(self._death_message(code, exc), code) from None

@@ -134,7 +134,8 @@ class Supervisor:
 
     def _spawn(self) -> WorkerProcess:
         return WorkerProcess(self.worker_env, limits=self.config.limits, sandbox=self.config.sandbox,
-                             writable=[Path(self.config.cache_dir)])
+                             writable=[Path(self.config.cache_dir)],
+                             cuda_index=(self.device.index or 0) if self.device.type == "cuda" else None)
 
     @property
     def worker_device(self) -> str:

@@ -69,9 +69,12 @@ class Worker:
         self.held = None  # outputs lent to the supervisor, kept alive until the next request
 
     def serve(self) -> None:
+        from kernelcraft.verify import ipc
+
         while True:
             try:
-                request = self.conn.recv()
+                # the supervisor's CUDA inputs, opened on this process's one GPU (verify/ipc.py)
+                request = ipc.loads(self.conn.recv_bytes(), 0 if self.torch.cuda.is_available() else None)
             except EOFError:
                 return
             self.held = None
