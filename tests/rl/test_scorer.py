@@ -59,3 +59,17 @@ def test_asyncio_callers_await_a_score(scorer):
 
     s = asyncio.run(scorer.ascore(row("level1/relu"), answer(kernel("level1/relu"))))
     assert s.tier == CORRECT
+
+
+
+def test_a_scorer_judges_on_the_cluster_it_is_given(tmp_path, monkeypatch):
+    """cluster="local": the Scorer's verifier is a Ray cluster's (one CPU actor here), the verdict the same."""
+    pytest.importorskip("ray")
+    from kernelcraft.cluster import ClusterVerifier
+
+    monkeypatch.delenv("KERNELCRAFT_CLUSTER", raising=False)
+    with Scorer(shape=CPU_SHAPE, device="cpu", cache_dir=tmp_path, cluster="local", actors=1) as scorer:
+        score = scorer.score(row("level1/relu"), answer(kernel("level1/relu")))
+        (verifier,) = scorer._verifiers.values()
+        assert isinstance(verifier, ClusterVerifier)
+    assert score.tier == CORRECT and len(score.result.node) == 16

@@ -6,7 +6,8 @@
   (verl's `batch` reward manager calls it once per step: every completion is submitted to the verifier at once).
 
 `options` are verl's `custom_reward_function.reward_kwargs`: the reward shape's parameters (`speed_weight=0.5`,
-or `shape={...}`), `device`, `cache_dir`. Each distinct set of options gets one Scorer for the life of the process,
+or `shape={...}`), `device`, `cache_dir`, `cluster` (a Ray cluster to judge on; default $KERNELCRAFT_CLUSTER) and
+`actors`. Each distinct set of options gets one Scorer for the life of the process,
 so the verifier's pool and workers are started once, not per completion; it is closed when the process exits."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from kernelcraft.rl.scorer import Scorer
 from kernelcraft.rl.shape import RewardShape
 
 _SHAPE_FIELDS = {f.name for f in fields(RewardShape)}
-_SCORER_OPTIONS = ("device", "cache_dir", "cache", "build_workers")
+_SCORER_OPTIONS = ("device", "cache_dir", "cache", "build_workers", "cluster", "actors")
 _scorers: dict[str, Scorer] = {}
 _lock = threading.Lock()
 

@@ -83,17 +83,23 @@ class _Counts:
 class Scorer:
     def __init__(self, verifier=None, *, shape: RewardShape | dict | None = None, cache_dir: str | Path | None = None,
                  device: str | None = None, cache: bool = True, build_workers: int | None = None,
-                 on_event: Callable[[str, dict], None] | None = None):
+                 on_event: Callable[[str, dict], None] | None = None, cluster: str | None = None,
+                 actors: int | None = None):
         """`verifier`: judges every task under its own settings (not closed here: its owner closes it); None:
         a local Verifier per setting the rows ask for, made on first need. `device` overrides the rows' device
         (`cpu` to score on a machine with no GPU). `cache_dir`: the verdict cache's home and the local
-        verifiers' (builds, baselines); default ~/.cache/kernelcraft. `cache=False` keeps no verdicts."""
+        verifiers' (builds, baselines); default ~/.cache/kernelcraft. `cache=False` keeps no verdicts.
+        `cluster` (local, auto or an address; default $KERNELCRAFT_CLUSTER): the verifiers made here judge on that
+        Ray cluster, one actor per GPU (`actors` caps them), instead of this machine."""
         self.shape = RewardShape.of(shape)
         self.cache_dir = Path(cache_dir) if cache_dir else DEFAULT_CACHE
         self.device = device
         self.on_event = on_event or (lambda kind, info: None)
         self.build_workers = build_workers
         self._given = verifier
+        from kernelcraft.cluster import cluster_address
+
+        self.cluster, self.actors = cluster_address(cluster), actors
         self._verifiers: dict[Settings, object] = {}
         self._cache = VerdictCache(self.cache_dir / FILE) if cache else None
         self._inflight: dict[tuple, Future] = {}
@@ -214,9 +220,15 @@ class Scorer:
             if verifier is None:
                 from kernelcraft.verify import Verifier
 
+                config = task.settings.verify_config(self.cache_dir)
                 try:
-                    verifier = Verifier(task.settings.device, task.settings.verify_config(self.cache_dir),
-                                        self.build_workers, on_event=self.on_event)
+                    if self.cluster:
+                        from kernelcraft.cluster import ClusterVerifier
+
+                        kind = task.settings.device.split(":")[0]  # a cluster judges on every GPU it has
+                        verifier = ClusterVerifier(self.cluster, kind, config, self.actors, on_event=self.on_event)
+                    else:
+                        verifier = Verifier(task.settings.device, config, self.build_workers, on_event=self.on_event)
                 except ValueError as exc:  # a device this machine does not have
                     raise ConfigError(f"{exc} (the row asks for device {task.settings.device}; pass device= to "
                                       "score elsewhere)") from None
