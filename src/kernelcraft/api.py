@@ -694,12 +694,13 @@ def export(runs: str | list[str], kind: str, *, store=None, out: str | Path | No
 
 # rl ---------------------------------------------------------------------------------------------------
 def rl_score(rows, completions, *, device: str | None = None, cache_dir: str | Path | None = None,
-             shape: dict | None = None, cache: bool = True, verifier=None, on_event: OnEvent | None = None,
-             on_score: Callable | None = None):
+             shape: dict | None = None, cache: bool = True, verifier=None, cluster: str | None = None,
+             actors: int | None = None, on_event: OnEvent | None = None, on_score: Callable | None = None):
     """Score completions against RL rows (docs/rl.md): `rows` a JSONL/Parquet file `kernelcraft export --kind rl`
     wrote, or the rows; `completions` a JSONL file, or dicts, each with `completion` and `row` (the row's
     extra_info.index) or `problem`. Every completion is verified at once through the verifier's pool (a local one
-    per setting the rows ask for, or `verifier`), verdicts cached under `cache_dir`; `shape` sets the reward's
+    per setting the rows ask for, on the Ray cluster `cluster` names if any, or `verifier`), verdicts cached under
+    `cache_dir`; `shape` sets the reward's
     parameters. Returns a kernelcraft.rl.Batch (scores in order, throughput). `on_score(index, score)` hears each
     as it comes."""
     from kernelcraft.rl import RewardShape, Scorer
@@ -710,7 +711,8 @@ def rl_score(rows, completions, *, device: str | None = None, cache_dir: str | P
         the_rows = read_rows(rows) if isinstance(rows, (str, Path)) else list(rows)
         items = read_completions(completions) if isinstance(completions, (str, Path)) else list(completions)
         pairs = pair(the_rows, items, str(completions) if isinstance(completions, (str, Path)) else "completions")
-        scorer = Scorer(verifier, shape=shape, cache_dir=cache_dir, device=device, cache=cache, on_event=on_event)
+        scorer = Scorer(verifier, shape=shape, cache_dir=cache_dir, device=device, cache=cache, on_event=on_event,
+                        cluster=cluster, actors=actors)
     with scorer, _config_errors():
         tasks = {}  # one Task per row: its problem is read once however many completions answer it
         items = [(tasks.setdefault(id(row), scorer.task(row)), text) for row, text in pairs]

@@ -32,15 +32,20 @@ def test_score_completions_from_files(tmp_path, capsys):
     assert [json.loads(line)["tier"] for line in out.read_text().splitlines()] == ["correct", "wrong", "malformed"]
 
 
-def test_bad_input_is_one_line_and_exit_status_2(tmp_path, capsys):
+def test_bad_input_is_one_line_and_exit_status_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("KERNELCRAFT_CLUSTER", raising=False)
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps(row("level1/relu")) + "\n")
     comps = tmp_path / "c.jsonl"
     comps.write_text('{"row": 3, "completion": "x"}\n')
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps({"row": 0, "completion": answer(kernel("level1/relu"))}) + "\n")
     for argv, said in ((["rl", "score", str(rows), str(comps)], "no row with index 3"),
                        (["rl", "score", str(rows), str(tmp_path / "none.jsonl")], "no completions file"),
                        (["rl", "score", str(rows), str(comps), "--shape", "wrong=9"], "reward shape: need"),
-                       (["rl", "score", str(rows), str(comps), "--shape", "oops"], "give NAME=VALUE")):
+                       (["rl", "score", str(rows), str(comps), "--shape", "oops"], "give NAME=VALUE"),
+                       (["rl", "score", str(rows), str(good), "--actors", "2"], "verifier actors run on a cluster"),
+                       (["rl", "score", str(rows), str(good), "--cluster", "127.0.0.1:9"], "nothing answers at")):
         assert main(argv) == 2
-        err = capsys.readouterr().err.strip().splitlines()
+        err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("scoring ")]
         assert len(err) == 1 and err[0].startswith("kernelcraft rl score") and said in err[0], err

@@ -28,6 +28,9 @@ def add_parser(sub) -> None:
     sc.add_argument("--no-cache", action="store_true", help="judge every kernel afresh, keep no verdicts")
     sc.add_argument("--shape", default=None, metavar="NAME=V,…",
                     help="reward-shape parameters, e.g. speed_weight=0.5,max_speedup=20 (docs/rl.md)")
+    sc.add_argument("--cluster", default=None, metavar="local|auto|ADDRESS",
+                    help="judge on a Ray cluster, one verifier actor per GPU (default: $KERNELCRAFT_CLUSTER, else here)")
+    sc.add_argument("--actors", type=int, default=None, metavar="N", help="with --cluster: at most N verifier actors")
     sc.add_argument("--out", type=Path, default=None, help="also write the scores here, one JSON object a line")
     sc.add_argument("--json", action="store_true", help="one JSON object on stdout: scores and stats")
 
@@ -41,7 +44,8 @@ def run(args) -> int:
     progress = _Progress()
     with usage_errors("rl score"):
         batch = api.rl_score(args.rows, args.completions, device=args.device, cache_dir=args.cache_dir, shape=shape,
-                             cache=not args.no_cache, on_event=progress.event, on_score=progress.scored)
+                             cache=not args.no_cache, cluster=args.cluster, actors=args.actors,
+                             on_event=progress.event, on_score=progress.scored)
     progress.end()
     if args.out:
         args.out.write_text("".join(json.dumps({"index": i, **s.to_dict()}) + "\n" for i, s in enumerate(batch.scores)))

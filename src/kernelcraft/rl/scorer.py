@@ -16,12 +16,12 @@ import hashlib
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
 from kernelcraft.candidate import Candidate
-from kernelcraft.errors import ConfigError
+from kernelcraft.errors import ConfigError, KernelcraftError
 from kernelcraft.problems.problem import MAX_SOURCE_BYTES
 from kernelcraft.propose.feedback import CANDIDATE_FILE
 from kernelcraft.propose.parse import parse_kernel
@@ -100,6 +100,8 @@ class Scorer:
         from kernelcraft.cluster import cluster_address
 
         self.cluster, self.actors = cluster_address(cluster), actors
+        if actors is not None and self.cluster is None:
+            raise ConfigError("--actors: verifier actors run on a cluster; add --cluster local|auto|ADDRESS")
         self._verifiers: dict[Settings, object] = {}
         self._cache = VerdictCache(self.cache_dir / FILE) if cache else None
         self._inflight: dict[tuple, Future] = {}
@@ -229,6 +231,8 @@ class Scorer:
                         verifier = ClusterVerifier(self.cluster, kind, config, self.actors, on_event=self.on_event)
                     else:
                         verifier = Verifier(task.settings.device, config, self.build_workers, on_event=self.on_event)
+                except KernelcraftError:  # a cluster that cannot serve: said as it is
+                    raise
                 except ValueError as exc:  # a device this machine does not have
                     raise ConfigError(f"{exc} (the row asks for device {task.settings.device}; pass device= to "
                                       "score elsewhere)") from None
