@@ -1,6 +1,7 @@
 """The HTML report: one self-contained page (inline CSS, plots as inline SVG, no scripts, nothing fetched)
 for a run, a bench, an apply (apply_html.py), or two runs or benches side by side. Everything taken from the store is escaped here;
-the kernel source goes through Pygments, which escapes it too."""
+the kernel source goes through Pygments, which escapes it too. (Just past ~400 lines for a reason: the run and
+bench pages share their header, banner and section helpers; the apply page already lives in apply_html.py.)"""
 
 from __future__ import annotations
 

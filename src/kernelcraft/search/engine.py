@@ -1,4 +1,6 @@
-"""The primitives every strategy is written in: ask, implement (ask → parse → verify), select, stop.
+"""The primitives every strategy is written in: ask, implement (ask → parse → verify), select, stop. (Past ~400
+lines for a reason: the primitives share one lock, one journal of keyed steps and one set of counters; split, each
+part would reach into the others' state.)
 
 Every step carries a key the strategy derives deterministically ("r02/i01/m00"); each step's outcome
 is written to the store under that key as it happens, and a step whose key is stored is replayed

@@ -6,6 +6,7 @@ device takes the next job in order. `evaluate_many` returns results in the order
 
 from __future__ import annotations
 
+import abc
 import queue
 import re
 import threading
@@ -53,14 +54,16 @@ class Job:
     candidate: Candidate
 
 
-class JobFront:
+class JobFront(abc.ABC):
     """What every verifier offers over its `submit(job) -> Future[Result]` (this machine's, or a cluster's)."""
 
+    @abc.abstractmethod
     def submit(self, job: Job) -> Future:
-        raise NotImplementedError
+        """Queue one job; the future holds its Result."""
 
+    @abc.abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Stop judging and let go of the devices."""
 
     def __enter__(self):
         return self
