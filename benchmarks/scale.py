@@ -4,6 +4,7 @@ judging the same candidates directly (the cost of going through Ray per candidat
     PYTHONPATH=src python benchmarks/scale.py level1/softmax --device cuda --actors 1 --candidates 24 --out s.json
     PYTHONPATH=src python benchmarks/scale.py level1/relu --device cpu --actors 1,2 --candidates 8 --out s.json
     PYTHONPATH=src python benchmarks/scale.py shared/kernelbench/level1 --bench 12 --device cuda --actors 1,2 ...
+    PYTHONPATH=src python benchmarks/scale.py - --spawn 1,4,8,16 --out s.json
 
 Jobs mode (a problem): the built-in engineer's kernels for it (each of its ideas, repeated up to --candidates,
 each copy a distinct source), judged once directly (`Verifier`) and once per actor count (`ClusterVerifier`
@@ -12,6 +13,11 @@ measured), then times `evaluate_many` over the candidates: candidates per minute
 candidate = (1-actor wall - direct wall) / N.
 Bench mode (--bench K, a directory): `kernelcraft bench` over its first K problems (built-in engineer, --rounds),
 once per actor count; candidates judged per minute over the bench's wall time.
+
+Spawn mode (--spawn N,M,…; no Ray): N verifier workers started at once, spread over the visible GPUs as each
+device's supervisor starts them, then M, …: each one's time from its start to its handshake, and where that time
+went inside it (the worker's own marks: interpreter, torch import, CUDA init, profiler warm-up, ready). It says what a
+worker's start costs when several devices' supervisors start workers together.
 
 On one machine's CPU, actors share its cores and the device's timing lock (one timing phase at a time per
 device: the CPU is one device), so CPU rates do not scale with actors; GPUs each have their own lock.
@@ -140,12 +146,43 @@ def bench_mode(args) -> dict:
     return out
 
 
+def spawn_mode(args) -> dict:
+    from kernelcraft.verify.process import WorkerProcess
+
+    gpus = torch.cuda.device_count() if args.device == "cuda" else 0
+    cache = tempfile.mkdtemp(prefix="kc-spawn-")
+    out = {"gpus": gpus, "passes": []}
+    for n in args.spawn:
+        t0 = time.perf_counter()
+        workers = []
+        for i in range(n):
+            env = {"KERNELCRAFT_CACHE": cache, "CUDA_VISIBLE_DEVICES": str(i % gpus) if gpus else ""}
+            workers.append(WorkerProcess(env, writable=[Path(cache)], cuda_index=i % gpus if gpus else None))
+        ready, marks = [], []
+        for w in workers:  # every worker's handshake; each is timed from the moment all were started
+            info = w.ready()
+            ready.append(time.perf_counter() - t0)
+            marks.append(info.get("start_marks_s", {}))
+        for w in workers:
+            w.kill()
+        keys = sorted({k for m in marks for k in m}, key=lambda k: statistics.mean(m.get(k, 0) for m in marks))
+        out["passes"].append({"workers": n, "all_ready_s": round(max(ready), 3),
+                              "mean_ready_s": round(statistics.mean(ready), 3),
+                              "mean_marks_s": {k: round(statistics.mean(m.get(k, 0.0) for m in marks), 3) for k in keys}})
+        print(f"{n} workers at once: all ready in {max(ready):.2f} s, marks {out['passes'][-1]['mean_marks_s']}",
+              file=sys.stderr)
+    return out
+
+
 def provenance(args) -> dict:
-    import ray
+    try:
+        import ray
+    except ImportError:  # spawn mode needs no Ray
+        ray = None
 
     # KERNELCRAFT_CODE: the commit, where the checkout measured is a copy without its history
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return {"date": datetime.date.today().isoformat(), "torch": torch.__version__, "ray": ray.__version__,
+    return {"date": datetime.date.today().isoformat(), "torch": torch.__version__, "ray": ray.__version__ if ray else None,
             "device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu",
             "cpus": os.cpu_count(), "code": os.environ.get("KERNELCRAFT_CODE") or commit.stdout.strip() or None, "cluster": args.cluster,
             "method": "wall clock of Verifier.evaluate_many / ClusterVerifier.evaluate_many after a warm-up pass"}
@@ -165,13 +202,25 @@ def main() -> None:
     ap.add_argument("--ideas", type=int, default=4)
     ap.add_argument("--timing-budget", type=float, default=2.0)
     ap.add_argument("--no-compile-baseline", action="store_true")
+    ap.add_argument("--standby", type=int, default=None,
+                    help="workers each supervisor starts ahead (VerifyConfig.standby_workers; an actor's depth follows)")
+    ap.add_argument("--spawn", default=None, type=lambda s: [int(x) for x in s.split(",")],
+                    help="spawn mode: start this many workers at once, then the next count (no Ray)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
+    if args.standby is not None and args.bench:
+        ap.error("--standby applies to jobs mode (a bench takes the verifier's defaults)")
     config = VerifyConfig(size="auto", compile_baseline=not args.no_compile_baseline,
                           timing=TimingConfig(budget_s=args.timing_budget),
                           cache_dir=Path(tempfile.mkdtemp(prefix="kc-scale-")))
-    record = {**provenance(args), "mode": "bench" if args.bench else "jobs"}
-    record.update(bench_mode(args) if args.bench else jobs_mode(args, config, record))
+    if args.standby is not None:
+        config.standby_workers = args.standby
+    record = {**provenance(args), "mode": "spawn" if args.spawn else "bench" if args.bench else "jobs",
+              "standby_workers": config.standby_workers}
+    if args.spawn:
+        record.update(spawn_mode(args))
+    else:
+        record.update(bench_mode(args) if args.bench else jobs_mode(args, config, record))
     save(args, record)
     print(json.dumps({k: v for k, v in record.items() if k not in ("passes", "direct")}, indent=2))
 

@@ -114,7 +114,8 @@ class WorkerProcess:
         address = str(self.dir / "channel.sock")
         self.listener = Listener(address, family="AF_UNIX", authkey=self.key)
         env, self.stripped = worker_environment({**(extra_env or {}), "TMPDIR": str(self.dir),
-                                                 "KERNELCRAFT_SUPERVISOR_PID": str(os.getpid())})
+                                                 "KERNELCRAFT_SUPERVISOR_PID": str(os.getpid()),
+                                                 "KERNELCRAFT_SPAWNED_AT": f"{time.time():.6f}"})
         self.log_path = self.dir / "worker.log"
         # Read-only for the candidate: kernelcraft itself and the user's working directory. Writable:
         # its own directory, the build and kernel caches, the temporary directory.

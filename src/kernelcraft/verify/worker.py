@@ -328,6 +328,10 @@ def main() -> None:
     address = sys.argv[1]
     key = bytes.fromhex(sys.stdin.readline().strip())
     sys.stdin.close()
+    # where a start-up's time goes (seconds since the supervisor spawned this process), so a slow start can be told
+    # apart: the interpreter and the package's imports (torch among them), CUDA's initialisation, CUPTI's
+    spawned = float(os.environ.get("KERNELCRAFT_SPAWNED_AT") or time.time())
+    marks = {"imports": time.time() - spawned}
     import torch
     import torch.multiprocessing
 
@@ -336,10 +340,15 @@ def main() -> None:
     if torch.cuda.is_available():  # before connecting: a standby worker is warm when it is taken
         torch.cuda.init()
         torch.empty(1, device="cuda")
+        marks["cuda_init"] = time.time() - spawned
         info["device"] = torch.cuda.get_device_name()
         _warm_profiler(torch)
+        marks["profiler"] = time.time() - spawned
     import kernelcraft.verify.inputs  # noqa: F401
     import kernelcraft.verify.timing  # noqa: F401
+
+    marks["ready"] = time.time() - spawned
+    info["start_marks_s"] = {k: round(v, 4) for k, v in marks.items()}
 
     conn = Client(address, family="AF_UNIX", authkey=key)
     conn.send(info)

@@ -79,7 +79,9 @@ def test_suite_transposed_convs_are_covered_and_match_on_their_small_sizes(name,
     engineer = BuiltinProposer("cpu")
     op = engineer.coverage(problem, "triton").single
     assert op.kind == "conv_transpose2d" and op.detail["steps"] == steps
-    for move in engineer.moves(op, "triton")[:2]:  # 3xTF32 and exact fp32
+    ms = engineer.moves(op, "triton")
+    exact = next(m for m in ms if m.params.precision == "ieee")
+    for move in (ms[0], ms[1], exact):  # 3xTF32 over the taps (first), 3xTF32 packed, exact fp32
         check_small_problem(op, problem, move.params, tmp_path)
 
 

@@ -101,3 +101,18 @@ def test_a_number_passed_to_forward_is_an_operand(tmp_path, forward):
 @needs_kernelbench
 def test_upstream_matrix_scalar_multiplication(tmp_path):
     check_first_answer(load_problem(KERNELBENCH / "level1" / "5_Matrix_scalar_multiplication.py"), tmp_path)
+
+
+@pytest.mark.parametrize("forward", ["return torch.cumsum(x * m, dim=1)", "return x * m + 1.0", "return m / (x * x + 1.0)"])
+def test_a_bool_or_integer_operand_of_a_floating_x(tmp_path, forward):
+    """x * mask (KernelBench's masked cumsum): torch promotes a bool or integer tensor to x's floating dtype; the
+    kernel loads it as it is. Integer x with a bool operand is still refused (its promotion is not followed)."""
+    cases = [[torch.randn(6, 37), torch.rand(6, 37) > 0.5],
+             [torch.randn(3, 5), torch.randint(-3, 4, (3, 5), dtype=torch.int32)],
+             [torch.randn(4, 9), torch.rand(9) > 0.3]]
+    check_chain(tmp_path, forward, "", cases, args="x, m")
+
+
+@needs_kernelbench
+def test_upstream_masked_cumsum(tmp_path):
+    check_first_answer(load_problem(KERNELBENCH / "level1" / "93_masked_cumsum.py"), tmp_path)

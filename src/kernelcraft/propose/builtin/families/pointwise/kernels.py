@@ -73,6 +73,12 @@ def kc_bcast_numbers(x, ts):
     return out
 
 
+def kc_promotes_to(x, t):
+    """Whether x (op) t has x's dtype by torch's promotion though t's differs: x floating, t bool or integer (a lower
+    category, e.g. x * mask). The kernel loads t as it is and converts it to fp32 like any operand."""
+    return x.is_floating_point() and not (t.is_floating_point() or t.dtype.is_complex)
+
+
 def kc_bcast_layout(ts, max_dims):
     """The broadcast shape of tensors ts (torch's rules), and that shape's dims of size > 1 coalesced where every
     tensor allows, padded to max_dims with leading 1s: (shape, sizes, strides of each tensor over the sizes (0
@@ -163,9 +169,10 @@ def broadcast(op: Op, p, names: Names) -> Rendered:
                            num_warps=int(p.num_warps))
     listed = ", ".join(tensors)
     operands = ", ".join(tensors[1:])
-    return Rendered((inspect.getsource(kc_bcast_numbers), inspect.getsource(kc_bcast_layout), kernel), f'''
+    return Rendered((inspect.getsource(kc_bcast_numbers), inspect.getsource(kc_promotes_to),
+                     inspect.getsource(kc_bcast_layout), kernel), f'''
 {operands}, = kc_bcast_numbers(x, [{operands}])
-if any(t.dtype != x.dtype for t in [{listed}]):
+if any(t.dtype != x.dtype and not kc_promotes_to(x, t) for t in [{listed}]):
     raise ValueError("tensor operands of another dtype: torch's type promotion is not followed")
 shape, sizes, strides, nd, wide = kc_bcast_layout([{listed}], {MAX_DIMS})
 y = torch.empty(shape, dtype=x.dtype, device=x.device)
