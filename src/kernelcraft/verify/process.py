@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from multiprocessing.connection import Listener
 from pathlib import Path
@@ -136,7 +135,6 @@ class WorkerProcess:
         self.started = time.monotonic()
         self.conn = None
         self.info: dict = {}
-        self.gone = threading.Event()  # set once the worker is killed, has exited and its directory is removed
 
     def ready(self) -> dict:
         if self.conn is None:
@@ -203,20 +201,12 @@ class WorkerProcess:
             return ""
         return "\n".join(text.strip().splitlines()[-lines:])
 
-    def kill(self, wait: bool = True) -> None:
-        """Kill the worker's whole process group and remove its directory. `wait=False`: the group is killed now and
-        reaped by a thread (a process holding a CUDA context takes a while to exit while the driver tears the
-        context down); `gone` is set once it has exited and its directory is removed."""
+    def kill(self) -> None:
+        """Kill the worker's whole process group and remove its directory."""
         try:  # the group, not just the leader: whatever the candidate started goes too
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        if wait:
-            self._reap()
-        else:
-            threading.Thread(target=self._reap, name=f"reap-{self.proc.pid}", daemon=True).start()
-
-    def _reap(self) -> None:
         self._wait_exit(5.0)
         for closable in (self.conn, self.listener):
             try:
@@ -225,7 +215,6 @@ class WorkerProcess:
             except OSError:
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
-        self.gone.set()
 
 
 def _protectable(cwd: Path) -> list[Path]:

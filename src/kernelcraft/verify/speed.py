@@ -84,7 +84,6 @@ def fresh_baselines(sup, problem: Problem, key: str, result: Result):
 
 def measure_baselines(sup, problem: Problem, result: Result):
     """Eager (and torch.compile) timed in a worker that has loaded no candidate code."""
-    sup._await_retired()  # the last candidate's worker gone, its device memory free
     worker = sup._spawn()
     try:
         worker.ready()

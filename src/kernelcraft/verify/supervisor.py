@@ -15,7 +15,6 @@ import contextlib
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,9 +122,7 @@ class Supervisor:
             self.worker_env.update(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
             if config.cpu_threads is not None:  # baseline workers are spawned with this env too
                 self.worker_env.update(OMP_NUM_THREADS=str(config.cpu_threads), MKL_NUM_THREADS=str(config.cpu_threads))
-        self.standby: list[Future] = []  # workers being spawned or warming up (Future[WorkerProcess]), oldest first
-        self._spawner = ThreadPoolExecutor(1, thread_name_prefix="kc-spawn")
-        self._retiring: list[WorkerProcess] = []  # killed, maybe not yet exited
+        self.standby: list[WorkerProcess] = []
         self.restarts = 0  # workers lost to crashes
         self.device_lock = DeviceLock(device_key(self.device))
         self.too_large: dict[str, str] = {}  # problem key -> why it cannot be evaluated here
@@ -145,33 +142,17 @@ class Supervisor:
         return "cuda:0" if self.device.type == "cuda" else "cpu"  # the worker sees one GPU
 
     def _take_worker(self, ahead: int) -> WorkerProcess:
-        """The next worker: the oldest standby one (spawned ahead), else a new one; standby workers are topped up
-        for the jobs queued `ahead`, spawned by a thread (forking this process, which holds a CUDA context and the
-        device's inputs, is not free) so that the job in hand does not wait for them."""
-        worker = self.standby.pop(0).result() if self.standby else self._spawn()
+        worker = self.standby.pop(0) if self.standby else self._spawn()
         if self.device.type == "cpu":
             ahead = 0
         while len(self.standby) < min(ahead, self.config.standby_workers):  # they warm up while this one works
-            self.standby.append(self._spawner.submit(self._spawn))
+            self.standby.append(self._spawn())
         return worker
 
-    def _retire(self, worker: WorkerProcess) -> None:
-        """Kill a worker that has served its candidate without waiting for its exit; the next candidate waits for
-        it (`_await_retired`) only before it loads, so its device memory is free again by then."""
-        worker.kill(wait=False)
-        self._retiring.append(worker)
-
-    def _await_retired(self, timeout: float = 30.0) -> None:
-        for worker in self._retiring:
-            worker.gone.wait(timeout)
-        self._retiring = []
-
     def close(self) -> None:
-        for pending in self.standby:
-            pending.result().kill()
+        for worker in self.standby:
+            worker.kill()
         self.standby = []
-        self._spawner.shutdown(wait=True)
-        self._await_retired()
 
     # -- the reference side ---------------------------------------------------------------------
 
@@ -259,16 +240,13 @@ class Supervisor:
         result.memory = {"estimate": ref.need.total}
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        clock = _PhaseClock(result.phases)
-        with clock("spawn"):
-            worker = self._take_worker(ahead)
+        worker = self._take_worker(ahead)
         result.containment = worker.containment_info()
         case = judge.Case(worker, ref, result, self.policy, self.device, self.config, self.l2_bytes, self.spec)
+        clock = _PhaseClock(result.phases)
         try:
             with clock("worker_start"):
                 worker.ready()
-            with clock("retired_wait"):  # the last candidate's worker gone (its device memory free) before this loads
-                self._await_retired()
             with clock("load"):
                 ok = self._load(worker, problem, candidate, result)
             with clock("check"), self.device_phase(result, shared=True):
@@ -293,7 +271,7 @@ class Supervisor:
             result.fail("verifier_error", "harness_oom", f"out of memory in the harness (the supervisor), not the "
                         f"candidate: {str(exc).splitlines()[0]}")
         finally:
-            self._retire(worker)
+            worker.kill()
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
                 result.memory["supervisor_peak_reserved"] = torch.cuda.max_memory_reserved(self.device)
