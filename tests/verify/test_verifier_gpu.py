@@ -98,7 +98,7 @@ def test_exact_convolution_passes_strict(gpu_verifier):
 
     problem = load_problem("level1/conv2d_alexnet")
     op = analyze(problem).single
-    exact = next(m for m in moves(op) if m.params["precision"] == "ieee")
+    exact = next(m for m in moves(op) if m.params.precision == "ieee")
     result = gpu_verifier.evaluate(problem, Candidate(render(op, problem.source, exact.params), "exact_conv"))
     assert result.status == "ok", (result.reasons, result.message)
     assert result.max_rel_error < 1e-5
