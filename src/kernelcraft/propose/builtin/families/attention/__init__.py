@@ -7,7 +7,8 @@ folded into the scale), the output tile accumulated in fp32 and rescaled wheneve
 the sum once at the end. Causal attention is torch's top-left alignment (key j is seen by query i iff j <= i, for
 any L and S): key tiles wholly past a query tile's diagonal are never visited, those on it are masked, the rest run
 unmasked. Ragged L, S, E and Ev are masks (E and Ev padded to powers of two, at least 16 and 32, as constexprs); every size
-and the scale (1/sqrt(E) unless the reference gives one) are read at run time.
+and the scale (1/sqrt(E) unless the reference gives one) are read at run time. Heads too wide for the kernel's
+registers take, at run time, an unfused path (unfused.py): the scores by a tiled GEMM, a row softmax, p @ v.
 
 Precision: fp16/bf16 inputs take the tensor cores with fp32 accumulation (the probabilities are rounded to the
 input dtype before the product with v, as torch's own fused kernels do). For fp32 inputs "ieee" is exact fp32,
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelcraft.propose.builtin.families.attention import kernels
+from kernelcraft.propose.builtin.families.attention import kernels, unfused
 from kernelcraft.propose.builtin.families.attention.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -34,6 +35,10 @@ _PRECISION = {  # what each precision does to fp32 inputs, in a move's words
 _FOLD = ("the softmax scale (times log2 e) folded into the fp32 query tile once when it is loaded, so no score needs "
          "a multiply (fp16/bf16 inputs scale the scores: a 16-bit tile rounded after scaling would put an error of "
          "1e-3 relative on every score)")
+
+_WIDE = (f"; heads too wide for the kernel's registers (a padded query row over {unfused.Q_ROW_BYTES} bytes or an fp32 "
+         f"accumulator row over {unfused.ACC_ROW_BYTES}) take three kernels instead: the scores by a tiled GEMM into "
+         "memory, a softmax over each row of them, p @ v by the tiled GEMM, products at the same precision")
 
 
 @dataclass(frozen=True)
@@ -58,15 +63,18 @@ class Flash(Params):
                 f"{self.BLOCK_N}-wide tiles with an online softmax (running max and sum in fp32, exp2), so the L x S "
                 f"scores never reach memory{causal}; {_PRECISION[self.precision]}; {self.num_warps} warps, "
                 f"{self.num_stages} stages")
+        return text + self._variant() + _WIDE
+
+    def _variant(self) -> str:
         if self.fold_q:
-            return text + "; " + _FOLD
+            return "; " + _FOLD
         if self.num_stages > 3:
-            return text + " (a deeper pipeline of narrow key tiles to hide load latency)"
+            return " (a deeper pipeline of narrow key tiles to hide load latency)"
         if self.BLOCK_N > 64:
-            return text + " (wider key tiles: half the loop steps)"
+            return " (wider key tiles: half the loop steps)"
         if self.BLOCK_M < 128:
-            return text + " (twice the programs of 128-query tiles: for few heads or short sequences)"
-        return text
+            return " (twice the programs of 128-query tiles: for few heads or short sequences)"
+        return ""
 
     def category(self) -> str:
         if self.precision == "tf32":

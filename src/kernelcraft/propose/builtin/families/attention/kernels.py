@@ -1,12 +1,14 @@
 """The attention family's kernels (the package docstring says what they compute): `kc_attention_keys`, a
 @triton.jit function the kernel calls for the key tiles below a query tile's diagonal (unmasked) and on it
-(masked), and `kc_attention_kernel`, one program per (batch·head, query tile); and ModelNew.forward's body."""
+(masked), and `kc_attention_kernel`, one program per (batch·head, query tile); and ModelNew.forward's body, which
+sends heads too wide for their registers to unfused.py's kernels."""
 
 from __future__ import annotations
 
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr, num
+from kernelcraft.propose.builtin.codegen import attr, indent, num
+from kernelcraft.propose.builtin.families.attention import unfused
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 
@@ -91,13 +93,15 @@ batch = math.prod(q.shape[:-2])  # the leading dims as one
 q3, k3, v3, o3 = (t.reshape(batch, t.shape[-2], t.shape[-1]) for t in (q, k, v, o))
 # Ev padded to at least 32 (16-bit inputs, E padded to 32 and Ev to 16, came out wrong on an H100 with Triton 3.6)
 e_pad, ev_pad = max(16, triton.next_power_of_2(E)), max(32, triton.next_power_of_2(EV))
+prec = "$prec" if q.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
+qk_scale = $scale * $log2e  # softmax in base 2
+if $wide:  # rows too wide for the fused kernel's registers (unfused.py)
+$unfused
 bm, bn, warps = $bm, $bn, $warps
 if max(e_pad, ev_pad) * q.element_size() > 256:  # wide rows: smaller tiles keep the stages in shared memory
     bm, bn = min(bm, 64), min(bn, 32)
 if q.dtype != torch.float32:  # 16-bit inputs: 128-query tiles came out wrong on an H100 (Triton 3.6) for some
     bm, bn, warps = min(bm, 64), min(bn, 32), 4  # ragged head sizes; 64 x 32 tiles, 4 warps were right on all
-prec = "$prec" if q.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
-qk_scale = $scale * $log2e  # softmax in base 2
 grid = (triton.cdiv(L, bm) * batch,)
 $launch
 return o''')
@@ -131,6 +135,8 @@ def flash(op: Op, p, names: Names) -> Rendered:
                             "CAUSAL": bool(d.get("causal")), "SCALED_Q": fold, "PREC": "prec"},
                            num_warps="warps", num_stages=int(p.num_stages))
     k_view = "\nk = k.transpose(-2, -1)  # passed as k^T (..., E, S): its strides read as k's" if d.get("k_t") else ""
+    wide_kernels, wide = unfused.body(bool(d.get("causal")), p, names)
     body = _BODY.substitute(bm=int(p.BLOCK_M), bn=int(p.BLOCK_N), warps=int(p.num_warps), prec=p.precision,
-                            scale=scale, log2e=repr(LOG2E), launch=launch, k_view=k_view)
-    return Rendered((keys, kernel), body)
+                            scale=scale, log2e=repr(LOG2E), launch=launch, k_view=k_view, wide=unfused.WIDE,
+                            unfused=indent(wide, 4))
+    return Rendered((keys, kernel, *wide_kernels), body)

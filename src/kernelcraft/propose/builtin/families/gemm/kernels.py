@@ -159,11 +159,12 @@ def _flags(op: Op) -> tuple[str, ...]:
     return ("HAS_BIAS",) if op.kind == "linear" else ()
 
 
-def tiled(op: Op, names: Names) -> TritonKernel:
-    """The strided tiled kernel (any layout, batched): a program per (output tile, batch)."""
+def tiled(op: Op, names: Names, base: str | None = None) -> TritonKernel:
+    """The strided tiled kernel (any layout, batched): a program per (output tile, batch); named `base` (through
+    `names`) where another family launches it for products of its own, else after the op's kind."""
     skip, k_end = _skip(op, 0)
     body = _TILED.substitute(epilogue=_epilogue(op, 0), skip=skip, k_end=k_end)
-    return TritonKernel(names(f"kc_{op.kind}_kernel"),
+    return TritonKernel(names(base or f"kc_{op.kind}_kernel"),
                         ("a_ptr", "b_ptr", "c_ptr", *operands(op), *SIZES, *STRIDES, *_mask_params(op)),
                         ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *_flags(op)), body, Scalars.of(op))
 

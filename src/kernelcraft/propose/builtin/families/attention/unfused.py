@@ -1,0 +1,112 @@
+"""The attention family's path for wide heads, chosen at run time in ModelNew.forward: heads whose padded rows are
+too wide for the FlashAttention kernel's registers (WIDE: a 1024-wide fp32 head spilled so badly that one
+verification ran past 60 s on an H100) take three kernels, the L x S scores in memory (batch·heads·L·S fp32: 1 GiB
+at KernelBench's 97_ScaledDotProductAttention):
+
+1. scores = q @ k^T: the GEMM family's strided tiled kernel (its K loop over E in BLOCK_K steps), batched over the
+   leading dims, fp32 out; causal, it is the kernel with torch.tril's mask, so the tiles wholly above the diagonal
+   run no products (their scores are masked by the softmax anyway);
+2. `kc_attention_softmax`: each score row scaled and soft-maxed in fp32 (two passes over the row in BLOCK_S tiles,
+   an online max and sum, then the probabilities), the causal mask applied there (-inf past the query: torch's
+   top-left alignment), written over the scores (fp32 inputs) or to a 16-bit copy (16-bit inputs: the
+   probabilities rounded to the input dtype before the product with v, as the fused kernel and torch's do);
+3. out = p @ v: the same tiled kernel, its K loop over the keys (causal: only the first min(S, L), as no query
+   sees a key past L - 1), out in q's dtype.
+
+The products take the move's precision ("ieee", "tf32x3", or "tf32" in the relaxed move) for fp32 inputs."""
+
+from __future__ import annotations
+
+from kernelcraft.propose.builtin.codegen import indent
+from kernelcraft.propose.builtin.families.gemm import kernels as gemm
+from kernelcraft.propose.builtin.family import Names, TritonKernel
+from kernelcraft.propose.builtin.plan import Op
+
+# The bound (bytes of one padded row) past which heads take this path. The fused kernel holds a BLOCK_M x E_PAD
+# query tile and a BLOCK_M x EV_PAD fp32 accumulator in registers; wide rows run it with 64-query tiles, 4 warps
+# at the least, so a 512-byte query row is 64 registers a thread and a 1024-byte accumulator row 128: with the
+# score tile, its exponentials and the addresses, about the 255 a thread has. fp32 heads up to 128 and 16-bit
+# ones up to 256 (Ev up to 256 either way) stay fused, where they ran well; wider ones spill.
+Q_ROW_BYTES, ACC_ROW_BYTES = 512, 1024
+WIDE = f"e_pad * q.element_size() > {Q_ROW_BYTES} or ev_pad * 4 > {ACC_ROW_BYTES}"
+
+BLOCK_N, BLOCK_K, GROUP_M = 128, 32, 8  # the GEMMs' tiles: BLOCK_M and warps are the move's
+MAX_BATCH = 65535  # the GEMM kernel takes the batch in its grid's second dim, which CUDA bounds at 65535
+
+_SOFTMAX = '''
+# program -> one row r of scores (batch·head r // L, query r % L), S wide, contiguous: p = softmax(s * scale) over
+# keys [0, hi), zeros past hi (causal: hi = query + 1, torch's top-left alignment). Base 2: qk_scale holds log2 e
+pid = tl.program_id(0)
+row = pid.to(tl.int64)  # offsets row * S past 2^31
+hi = S
+if CAUSAL:
+    hi = tl.minimum(S, pid % L + 1)
+cols = tl.arange(0, BLOCK_S)
+m = tl.full([], -float("inf"), tl.float32)  # the first tile holds key 0, so m is finite after it
+l = tl.full([], 0.0, tl.float32)
+for n0 in range(0, hi, BLOCK_S):  # online max and sum, one tile at a time
+    c = n0 + cols
+    x = tl.where(c < hi, tl.load(s_ptr + row * S + c, mask=c < hi, other=0.0) * qk_scale, -float("inf"))
+    m_new = tl.maximum(m, tl.max(x, 0))
+    l = l * tl.exp2(m - m_new) + tl.sum(tl.exp2(x - m_new), 0)
+    m = m_new
+inv = tl.where(l > 0.0, 1.0 / l, 0.0)  # no key at all (S == 0): nothing to weigh, the row is zeros
+for n0 in range(0, S, BLOCK_S):
+    c = n0 + cols
+    x = tl.load(s_ptr + row * S + c, mask=c < hi, other=0.0) * qk_scale
+    p = tl.where(c < hi, tl.exp2(x - m) * inv, 0.0)
+    tl.store(p_ptr + row * S + c, p.to(p_ptr.dtype.element_ty), mask=c < S)
+'''
+
+# the GEMMs' strides: the batch, then a's rows and columns, b's rows (the K dim) and columns, c's rows and columns
+_SCORES_ARGS = ["qb", "kb", "sb", "L", "S", "E", "qb.stride(0)", "qb.stride(1)", "qb.stride(2)", "kb.stride(0)",
+                "kb.stride(2)", "kb.stride(1)", "sb.stride(0)", "sb.stride(1)", "sb.stride(2)"]  # k read as k^T
+_PV_ARGS = ["pb", "vb", "ob", "L", "EV", "keys", "pb.stride(0)", "pb.stride(1)", "pb.stride(2)", "vb.stride(0)",
+            "vb.stride(1)", "vb.stride(2)", "ob.stride(0)", "ob.stride(1)", "ob.stride(2)"]
+
+
+def softmax_kernel(names: Names) -> TritonKernel:
+    return TritonKernel(names("kc_attention_softmax"), ("s_ptr", "p_ptr", "L", "S", "qk_scale"), ("BLOCK_S", "CAUSAL"),
+                        _SOFTMAX, comment="wide heads: one row of scores soft-maxed (the causal mask applied here)")
+
+
+def gemm_kernels(causal: bool, names: Names) -> tuple[TritonKernel, TritonKernel]:
+    """(the scores' kernel, p @ v's): the GEMM family's tiled kernel, the scores' with torch.tril's mask (diagonal
+    0: query i keeps keys j <= i) when causal, named for this op (a plain matmul's kernel in the same file keeps its
+    own name)."""
+    plain = gemm.tiled(Op("matmul", {}), names, "kc_attention_gemm")
+    if not causal:
+        return plain, plain
+    tril = Op("matmul", {"mask": {"op": "tril", "diagonal": 0, "diagonal_attr": None}})
+    return gemm.tiled(tril, names, "kc_attention_scores_gemm"), plain
+
+
+def body(causal: bool, p, names: Names) -> tuple[tuple[TritonKernel, ...], str]:
+    """(the kernels, the forward's lines for wide heads): q3, k3, v3, o3 (batch, rows, cols), L, S, E, EV, batch,
+    prec and qk_scale (the scale times log2 e) are set before them; they end by returning o."""
+    scores, pv = gemm_kernels(causal, names)
+    soft = softmax_kernel(names)
+    tiles = {"BLOCK_M": int(p.BLOCK_M), "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K, "GROUP_M": GROUP_M, "PREC": "prec"}
+    options = {"num_warps": int(p.num_warps), "num_stages": 3}
+    grid = "(triton.cdiv(L, {}) * triton.cdiv({{}}, {}), nb)".format(int(p.BLOCK_M), BLOCK_N)
+    launches = [scores.launch(grid.format("S"), _SCORES_ARGS + (["0"] if causal else []), tiles, **options),
+                soft.launch("(nb * L,)", ["sb", "pb", "L", "S", "qk_scale"],
+                            {"BLOCK_S": "block_s", "CAUSAL": causal}, num_warps=4),
+                pv.launch(grid.format("EV"), _PV_ARGS, tiles, **options)]
+    keys = "min(S, L)  # causal: no query sees a key past L - 1" if causal else "S"
+    lines = [
+        "# the scores in memory (batch·heads·L·S fp32), the softmax in place over them for fp32 inputs",
+        "scores = torch.empty((batch, L, S), dtype=torch.float32, device=q.device)",
+        "probs = scores if q.dtype == torch.float32 else torch.empty_like(scores, dtype=q.dtype)",
+        "block_s = min(1024, triton.next_power_of_2(max(S, 1)))",
+        f"keys = {keys}",
+        f"for b0 in range(0, batch, {MAX_BATCH}):  # the GEMMs' grid holds the batch in its second dim",
+        f"    nb = min({MAX_BATCH}, batch - b0)",
+        "    qb, kb, vb, sb, pb, ob = (t[b0:b0 + nb] for t in (q3, k3, v3, scores, probs, o3))",
+        "    if S > 0:  # no keys: p @ v below runs no K step and stores zeros",
+        *indent("\n".join(launches[:2]), 8).split("\n"),
+        f"    {launches[2]}",
+        "return o",
+    ]
+    kernels = (scores, soft) if scores is pv else (scores, pv, soft)
+    return kernels, "\n".join(lines)

@@ -1,0 +1,101 @@
+"""The attention family's path for wide heads (unfused.py: scores GEMM, row softmax, p @ v GEMM), taken at run time
+by every move's candidate: against torch on heads of 512 and 1024 (and Ev wide alone), ragged small L and S, causal
+or not, fp32 and fp16, k passed transposed, a given scale; which path the bound picks; the batch cut into chunks."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelcraft.propose.builtin.families.attention import unfused
+from tests.propose.builtin.families.attention.test_attention import (KT_OP, attn_op, check_attention, kt_reference,
+                                                                     sdpa_reference, tolerance)
+from tests.propose.builtin.kernel_check import DEVICE, Launches, ident, load, moves, needs_relaxed, render
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+# (q, k, v): E 512 (padded: 1024) with Ev != E, L < S and L > S; E 1024 with a narrow Ev; a narrow E with an Ev
+# whose fp32 accumulator row is too wide; 4-D with a size-1 dim
+WIDE = [((2, 7, 520), (2, 9, 520), (2, 9, 300)), ((1, 21, 1024), (1, 5, 1024), (1, 5, 13)),
+        ((3, 11, 24), (3, 13, 24), (3, 13, 257)), ((1, 2, 5, 512), (1, 2, 37, 512), (1, 2, 37, 40))]
+FLASH, SOFTMAX = "kc_attention_kernel", "kc_attention_softmax"
+
+
+def launched(module, q, k, v, *init) -> tuple[torch.Tensor, list]:
+    """The candidate's output and the names of the kernels it launched."""
+    spy = Launches(FLASH, SOFTMAX)
+    spy(module)
+    return module.ModelNew(*init)(q, k, v), spy.seen
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("params", [m.params for m in moves(attn_op())], ids=ident)
+def test_every_move_on_wide_heads(params, causal, tmp_path):
+    check_attention(attn_op(causal), params, WIDE, tmp_path, init=(causal,))
+    check_attention(attn_op(causal), params, WIDE[:2], tmp_path, dtype=torch.float16, init=(causal,))
+
+
+@pytest.mark.parametrize("move", moves(KT_OP), ids=lambda m: ident(m.params))
+def test_wide_heads_with_k_passed_transposed(move, tmp_path):
+    """k handed over as k^T (..., E, S), causal, scale 0.25: the scores' GEMM reads it as it lies."""
+    if needs_relaxed(move):
+        pytest.skip("a relaxed-policy move (TF32): checked at its own tolerance elsewhere")
+    module = load(render(KT_OP, kt_reference(), move.params), tmp_path)
+    for qs, ks, vs in WIDE[:2]:
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(s, device=DEVICE) for s in (qs, ks, vs))
+        got, seen = launched(module, q, k.transpose(-2, -1).contiguous(), v)
+        assert SOFTMAX in seen and FLASH not in seen
+        torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.25),
+                                   **tolerance(torch.float32))
+
+
+def test_a_scale_read_from_the_module_and_a_literal_one(tmp_path):
+    params = moves(attn_op())[4].params  # the move that folds the scale into q: the wide path scales the scores
+    check_attention(attn_op(True, 0.3, "scale"), params, WIDE[:2], tmp_path, init=(True, 0.3),
+                    ref_src=sdpa_reference(", scale=self.scale"))
+    check_attention(attn_op(False, -0.7), params, WIDE[:2], tmp_path, ref_src=sdpa_reference(", scale=-0.7"))
+
+
+@pytest.mark.parametrize("dtype, e, ev, wide", [
+    (torch.float32, 128, 128, False), (torch.float32, 129, 16, True), (torch.float32, 16, 256, False),
+    (torch.float32, 16, 257, True), (torch.float16, 256, 256, False), (torch.float16, 257, 8, True),
+    (torch.float16, 8, 257, True)], ids=str)
+def test_the_bound_picks_the_path(dtype, e, ev, wide, tmp_path):
+    """Padded query rows over 512 bytes or fp32 accumulator rows over 1024 take the unfused path, others the fused
+    kernel; both right."""
+    module = load(render(attn_op(), sdpa_reference(), {}), tmp_path)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(s, device=DEVICE).to(dtype) for s in ((1, 5, e), (1, 6, e), (1, 6, ev)))
+    got, seen = launched(module, q, k, v)
+    assert seen == ([SOFTMAX] if wide else [FLASH])
+    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float()).to(dtype)
+    torch.testing.assert_close(got, want, **tolerance(dtype))
+
+
+def test_no_keys_strided_views_and_a_batch_in_chunks(tmp_path, monkeypatch):
+    """S == 0 gives zeros; (B, H, L, E) views are read as given; a batch past the GEMMs' grid limit is cut into
+    chunks (the limit lowered to 2 here: 3 chunks of 5 batch·heads)."""
+    monkeypatch.setattr(unfused, "MAX_BATCH", 2)
+    module = load(render(attn_op(True), sdpa_reference(), {}), tmp_path)
+    q, k, v = torch.randn(3, 600, device=DEVICE), torch.randn(0, 600, device=DEVICE), torch.randn(0, 7, device=DEVICE)
+    torch.testing.assert_close(module.ModelNew(True)(q, k, v), torch.zeros(3, 7, device=DEVICE))
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, n, 5, 300, device=DEVICE).transpose(1, 2) for n in (9, 11, 11))  # (1, 5, n, 300)
+    got, seen = launched(module, q, k, v, True)
+    assert seen == [SOFTMAX] * 3
+    torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                               **tolerance(torch.float32))
+
+
+def test_large_scores_stay_fp32_accurate(tmp_path):
+    """Inputs whose every element has its own scale (0.01x to 100x, the verifier's mixed-scale trial): scores in
+    the thousands, softmax rows dominated by one key; the exact move against float64 attention."""
+    module = load(render(attn_op(True), sdpa_reference(), {}), tmp_path)
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(s, generator=g) * 10 ** (torch.rand(s, generator=g) * 4 - 2)
+               for s in ((2, 19, 520), (2, 23, 520), (2, 23, 520)))
+    q, k, v = (t.to(DEVICE) for t in (q, k, v))
+    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
+    got = module.ModelNew(True)(q, k, v).double()
+    err = ((got - want).abs() / (want.abs() + want.pow(2).mean().sqrt())).max().item()
+    assert err < 1e-4, err
