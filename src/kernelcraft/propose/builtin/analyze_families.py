@@ -1,7 +1,8 @@
 """The op families analyze.py's interpreter reads beyond its core (elementwise, softmax, reductions, norms,
 matmul): the folding of what follows an op into it (pointwise epilogues, while reading and once the ops are
-finished; an eval batchnorm into a conv), and of a pointwise chain into the reduction after it (a prologue); the families' own recognizers (families/*/recognize.py) read the rest. A
-mixin: the methods use the interpreter's own (value, realize, emit, refuse, attr_name, ...)."""
+finished; an eval batchnorm into a conv), and of a pointwise chain into the reduction after it (a prologue); the
+families' own recognizers (families/*/recognize.py) read the rest. A mixin: the methods use the interpreter's own
+(value, realize, emit, refuse, attr_name, ...)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from torch import fx
 
 from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.families.rows import prologue
-from kernelcraft.propose.builtin.plan import TENSOR_STEPS, Op, can_cut, drop, is_own, operand_refs, readers, reads, shift
+from kernelcraft.propose.builtin.plan import (TENSOR_STEPS, Op, can_cut, drop, is_own, operand_refs, readers, reads,
+                                              shift)
 from kernelcraft.propose.builtin.values import Ew, Prod, chains_in, mentions
 
 

@@ -86,8 +86,8 @@ def test_a_number_forward_reads_from_the_module_in_the_prologue(tmp_path):
 
 @pytest.mark.parametrize("dim", ["", ", dim=-1", ", dim=0"])
 def test_a_parameter_operand(dim, tmp_path):
-    ops, _ = check_chain(tmp_path, f"return torch.sum((x - self.w) ** 2{dim})", "self.w = nn.Parameter(torch.randn(53))",
-                         [[(37, 53)], [(2, 3, 53)]])
+    ops, _ = check_chain(tmp_path, f"return torch.sum((x - self.w) ** 2{dim})",
+                         "self.w = nn.Parameter(torch.randn(53))", [[(37, 53)], [(2, 3, 53)]])
     assert [op.kind for op in ops] == ["reduce"] and ops[0].detail["pre"] == [["tsub", ("attr", "w")], ["square"]]
 
 

@@ -8,7 +8,8 @@ Each tensor operand, broadcast to x's shape, is read in one of three ways, chose
 `kc_fold_layout` (a host helper, emitted as its source and asked by analyze_families.py whether the fold pays):
   SAME (0): x's shape and contiguous, read at x's own offsets (its loads vectorize as x's do);
   ALONG (1): its strides coalesce over each of the view's three groups of dims (outer, R, inner), so the element at
-    (o, r, i) is at o * so + r * sr + i * si;
+    (o, r, i) is at o * so + r * sr + i * si, and it is contiguous or constant along x's fastest index (so a warp's
+    loads do not scatter);
   HOISTED (2): as ALONG, constant along R (sr == 0): loaded once per program, before the walk over R.
 An operand whose strides do not coalesce is copied to x's shape first (SAME). A full reduction may instead view x as
 [1, R, inner], R its leading dims, where that lets every operand coalesce (Hinge's targets (N,) against
@@ -81,8 +82,8 @@ def kc_fold_layout(x, ts, outer, R, inner, lo, hi, copy=True):
     """How the reducing kernel reads the operands ts against the contiguous x reduced over dims [lo, hi) (the view
     [outer, R, inner]): (outer, R, inner, grouped, operands), each operand (tensor, so, sr, si, mode) (kc_fold_read).
     A full reduction (lo 0, hi x.dim()) may regroup x as [1, R, inner], R its leading dims, where the operands
-    coalesce only so (`grouped`: the kernel's columns are partial results). An operand that coalesces under no view is copied to
-    x's shape (SAME); with copy False, None is returned instead."""
+    coalesce only so (`grouped`: the kernel's columns are partial results). An operand that coalesces under no view
+    is copied to x's shape (SAME); with copy False, None is returned instead."""
     for k in [hi] + (list(range(hi - 1, 0, -1)) if lo == 0 and hi == x.dim() else []):
         got = [kc_fold_read(x, t, lo, k) for t in ts]
         if None not in got:
@@ -182,4 +183,5 @@ def render(op: Op, p, names: Names) -> Rendered:
                      num_warps=warps),
         "return y"])
     helpers = (inspect.getsource(kc_bcast_numbers), inspect.getsource(kc_fold_grow)) if n else ()
-    return Rendered((*helpers, *(inspect.getsource(f) for f in (kc_fold_group, kc_fold_read, kc_fold_layout)), TILES, PLAN, kernel, plain), body)
+    layout = tuple(inspect.getsource(f) for f in (kc_fold_group, kc_fold_read, kc_fold_layout))
+    return Rendered((*helpers, *layout, TILES, PLAN, kernel, plain), body)
