@@ -82,7 +82,7 @@ def test_a_softmax_with_an_epilogue_has_kernels_of_its_own(tmp_path):
     ("y = self.fc(x)\nreturn torch.relu(y) + torch.softmax(y, -1)", "self.fc = nn.Linear(6, 9)",
      [[(4, 6)], [(1, 6)], [(5, 6)]], ["linear", "softmax", "elementwise", "elementwise"]),
     ("return x.pow(2).mean(-1, keepdim=True) + 1.0", "", [[(4, 6)], [(3, 1)], [(2, 3, 37)]],
-     ["elementwise", "reduce", "elementwise"]),
+     ["reduce", "elementwise"]),  # the square is the mean's prologue
     ("t = torch.softmax(x * 2.0, -1)\nreturn torch.softmax(x * 2.0, 0)", "", [[(4, 6)], [(3, 1)], [(2, 3, 37)]],
      ["elementwise", "softmax"]),  # the first softmax's result is thrown away: not computed
 ])
@@ -215,4 +215,5 @@ def test_ideas_for_a_chain_are_its_moves_in_order():
 def test_a_mean_of_squares_as_a_tensor_operand(tmp_path):
     ops, _ = check_chain(tmp_path, "return x / (x.pow(2).mean(-1, keepdim=True) + 1e-3)", "",
                          [[(4, 6)], [(3, 1)], [(2, 3, 37)]])
-    assert [(op.kind, op.src) for op in ops] == [("elementwise", "x"), ("reduce", 0), ("elementwise", 1)]
+    assert [(op.kind, op.src) for op in ops] == [("reduce", "x"), ("elementwise", 0)]  # the square: a prologue
+    assert ops[0].detail["pre"] == [["square"]] and ops[1].detail["steps"] == [["add", 1e-3], ["trdiv", "x"]]

@@ -10,8 +10,10 @@ tensors keeps the chain over the latest op pending and takes the other value as 
 for x (op) f(x), the chain's own earlier value (plan.py's ("step", k)).
 Pointwise steps after a conv, linear, matmul or norm fold into its epilogue, a batchnorm or pooling after a
 conv into the conv, but only while no value still to be read needs the op's result as it was (foldable). Once the
-forward is read, consecutive elementwise ops merge into one (plan.merge_elementwise) and an elementwise op's leading
-steps fold into the op it reads where nothing else reads that op's result (fold_elementwise).
+forward is read, consecutive elementwise ops merge into one (plan.merge_elementwise), an elementwise op's leading
+steps fold into the op it reads where nothing else reads that op's result (fold_elementwise), and an elementwise op
+read only by a reduction becomes that reduction's prologue where its kernel reads the operands in place
+(fold_prologues).
 
 Mixins of the interpreter read the folding of epilogues into ops (analyze_families.py), attention
 (analyze_attention.py), matmul operands, the tensor operands of pointwise steps and free reshapes
@@ -112,7 +114,7 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
                                 node)
                 elif isinstance(chain := self.realize(self.env[out]), Ew):
                     needed = needed_ops(self.ops, self.emit_chain(chain).base)
-                    self.ops = self.fold_elementwise(merge_elementwise(needed))
+                    self.ops = self.fold_prologues(self.fold_elementwise(merge_elementwise(needed)))
                 elif isinstance(self.env[out], Attr):
                     self.note("returns a parameter")
             else:

@@ -1,17 +1,21 @@
 """The op families analyze.py's interpreter reads beyond its core (elementwise, softmax, reductions, norms,
 matmul): the folding of what follows an op into it (pointwise epilogues, while reading and once the ops are
-finished; an eval batchnorm into a conv); the families' own recognizers (families/*/recognize.py) read the rest. A
-mixin: the methods use the interpreter's own (value, realize, emit, refuse, attr_name, ...)."""
+finished; an eval batchnorm into a conv), and of a pointwise chain into the reduction after it (a prologue); the
+families' own recognizers (families/*/recognize.py) read the rest. A mixin: the methods use the interpreter's own
+(value, realize, emit, refuse, attr_name, ...)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import torch
 from torch import fx
 
 from kernelcraft.propose.builtin import registry
-from kernelcraft.propose.builtin.plan import TENSOR_STEPS, Op, can_cut, drop, is_own, readers, reads, shift
+from kernelcraft.propose.builtin.families.rows import prologue
+from kernelcraft.propose.builtin.plan import (TENSOR_STEPS, Op, can_cut, drop, is_own, operand_refs, readers, reads,
+                                              shift)
 from kernelcraft.propose.builtin.values import Ew, Prod, chains_in, mentions
 
 
@@ -64,6 +68,64 @@ class FamilyOps:
                 if not op.detail["steps"]:
                     return self.fold_elementwise(drop(ops, i, src))
         return ops
+
+    def fold_prologues(self, ops: list[Op]) -> list[Op]:
+        """The finished `ops` with each elementwise op read only as a reduce's src folded into that reduce as its
+        prologue ("pre": the reduce kernel applies the steps to what it loads, so the elementwise result is never
+        written), where the reduce kernel reads every tensor operand in place (prologue_reads). Renumbered."""
+        for i, op in enumerate(ops):
+            if op.kind != "elementwise" or len(found := readers(ops, i)) != 1:
+                continue
+            reduce = ops[found[0]]
+            if reduce.kind == "reduce" and reduce.src == i and not reduce.detail.get("pre") \
+                    and self.prologue_reads(op, reduce):
+                reduce.detail["pre"] = [list(s) for s in op.detail["steps"]]
+                return self.fold_prologues(drop(ops, i, op.src))
+        return ops
+
+    def prologue_reads(self, op: Op, reduce: Op) -> bool:
+        """Whether `reduce`'s kernel can apply elementwise `op`'s steps as it loads op's src: steps with no tensor
+        operand always; else the src and every operand a forward input or a parameter of a known shape and of one
+        dtype, the operands broadcasting to the src's shape without growing it and read in place there under the
+        reduction's view (prologue.kc_fold_layout, at the traced shapes: no copy)."""
+        refs = operand_refs(op.detail["steps"])
+        if not refs:
+            return True
+        metas = [self.value_meta(ref) for ref in [op.src, *refs]]
+        if any(m is None for m in metas) or len({dtype for _, dtype in metas}) != 1:
+            return False
+        x = torch.empty(metas[0][0], device="meta")
+        ts = [torch.empty(shape, device="meta") for shape, _ in metas[1:]]
+        try:
+            if prologue.kc_fold_grow(x, ts) is not x:
+                return False
+        except RuntimeError:  # sizes that do not broadcast
+            return False
+        dim = reduce.detail.get("dim")
+        nd = x.dim()
+        if dim is None:
+            lo, hi = 0, nd
+        else:
+            dims = [int(d) % max(nd, 1) for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
+            lo, hi = min(dims), max(dims) + 1
+        view = (math.prod(x.shape[:lo]), math.prod(x.shape[lo:hi]), math.prod(x.shape[hi:]))
+        return prologue.kc_fold_layout(x, ts, *view, lo, hi, copy=False) is not None
+
+    def value_meta(self, ref) -> tuple | None:
+        """(shape, dtype name) of a forward input or a parameter (its views applied) the reference reads; None for
+        anything else (an op's result, a number)."""
+        if ref == "x" or (isinstance(ref, tuple) and ref[0] == "input"):
+            meta = self.inputs_meta()
+            index = 0 if ref == "x" else int(ref[1])
+            return meta[index] if index < len(meta) and meta[index] else None
+        if isinstance(ref, tuple) and ref[0] == "attr" and (t := self.tensor_at(ref[1])) is not None:
+            try:
+                for method, args in ref[2] if len(ref) > 2 else ():
+                    t = getattr(t, method)(*args)
+            except (RuntimeError, TypeError, AttributeError):
+                return None
+            return tuple(t.shape), str(t.dtype).removeprefix("torch.")
+        return None
 
     def operand_folds(self, op, ref) -> bool:
         """Whether `op`'s epilogue reads tensor operand `ref` itself: its own earlier value (any epilogue), a

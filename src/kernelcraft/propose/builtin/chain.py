@@ -7,8 +7,9 @@ the forward's first two inputs as passed; the numbers forward reads from the mod
 scalars.Scalars.of(op), come first after `self`: the forward reads them all once and passes them as values, so no
 helper reads a scalar from `self`), and ModelNew's forward calls the helpers in order (results kc_v<i>),
 each on the value it reads: a forward input (made contiguous) or an earlier op's result (fresh and contiguous);
-an elementwise op's tensor operands (o0, ...) are inputs, results or parameters as they are (read through their
-strides), while other families read the parameters of their epilogue themselves. A view op (flatten, reshape)
+an elementwise op's tensor operands (o0, ...), and those of a reduction's prologue, are inputs, results or parameters
+as they are (read through their strides: plan.argument_refs), while other families read the parameters of their
+epilogue themselves. A view op (flatten, reshape)
 is a reshape in the forward, no kernel. Each op's family names what it defines with the op's suffix
 (`kc_conv2d_kernel_op3`: family.Names), so no two ops define a name differently; ops whose kernels are the same
 apart from those names (a network's repeated layers) take the first such op's names and share its kernels, which
@@ -32,7 +33,7 @@ from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.codegen import indent, parameter
 from kernelcraft.propose.builtin.compose import assemble, forward_signature
 from kernelcraft.propose.builtin.family import Move, Names, Params
-from kernelcraft.propose.builtin.plan import RECURRENT, Op, operand_refs, states
+from kernelcraft.propose.builtin.plan import RECURRENT, Op, argument_refs, states
 from kernelcraft.propose.builtin.scalars import Scalars
 
 LEAD_KINDS = ("matmul", "linear", "conv2d", "conv1d")  # the most expensive kinds: a chain's lead is one of them
@@ -135,8 +136,8 @@ def render(ops: list[Op], reference_source: str, params: Params | None = None, l
             signature, args = "*parts", ", ".join(value(r) for r in op.detail["parts"])
         elif states(op):  # a recurrent op's input, then its initial states (inputs, results or parameters)
             signature, args = "x, *states", ", ".join([value(op.src), *(value(r) for r in states(op))])
-        else:  # an elementwise op's tensor operands are arguments; other families read their parameters themselves
-            refs = operand_refs(op.detail.get("steps") or []) if op.kind == "elementwise" else []
+        else:  # an elementwise op's and a prologue's tensor operands are arguments (plan.argument_refs)
+            refs = argument_refs(op)
             signature = ", ".join(["x", *(f"o{k}" for k in range(len(refs)))])
             args = ", ".join([value(op.src), *(value(r, operand=True) for r in refs)])
         helper, s = f"kc_op{j}_{op.kind}", Scalars.of(op)

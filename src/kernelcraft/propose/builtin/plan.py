@@ -51,8 +51,11 @@ class Op:
       log_softmax  {"dim": int}
                    (both may carry "steps": [[name, *params], ...], pointwise ops after them, as an epilogue)
       reduce       {"op": "sum"|"mean"|"max"|"min"|"logsumexp"|"norm2", "dim": int | [int, ...] | None,
-                    "dim_attr": str | None, "keepdim": bool}
+                    "dim_attr": str | None, "keepdim": bool[, "pre": [[name, *params], ...]]}
                    (dim_attr: the module attribute holding dim, e.g. "dim", when the reference reads self.dim;
+                    pre: pointwise steps applied to each element of src before it is reduced, tensor steps too
+                    (their operands broadcast to src's shape, read by the reduce kernel: a prologue, so
+                    mean((a - b) ** 2) reads a and b once and writes no elementwise result);
                     max/min are the values only, as torch.amax/amin; norm2 sqrt(sum(x^2)), torch.norm's p 2 or
                     "fro"; a list of dims: several adjacent ones, sorted,
                     all counted from the front or all from the back, reduced as one)
@@ -199,6 +202,14 @@ def operand_refs(steps) -> list:
     return refs
 
 
+def argument_refs(op: Op) -> list:
+    """The tensor operands a chain passes to `op`'s helper (o0, o1, ...): an elementwise op's, and those of any op's
+    prologue ("pre"); the other families read their epilogue's parameters themselves."""
+    if op.kind == "elementwise":
+        return operand_refs(op.detail.get("steps") or [])
+    return operand_refs(op.detail.get("pre") or [])
+
+
 def is_own(ref) -> bool:
     """Whether a tensor step's operand is ("step", k), the op's own value after its first k steps."""
     return isinstance(ref, tuple) and len(ref) == 2 and ref[0] == "step"
@@ -239,6 +250,7 @@ class Analysis:
         op = self.ops[0]
         refs = operand_refs(op.detail.get("steps") or [])  # an epilogue's parameters are read by its family
         plain = op.src == "x" and op.kind not in ("view", "cat") and not (op.kind == "elementwise" and refs) \
+            and not operand_refs(op.detail.get("pre") or []) \
             and all(isinstance(r, tuple) and r[0] == "attr" for r in refs) and not states(op)
         return op if plain else None
 
@@ -264,17 +276,19 @@ def states(op: Op) -> list:
 
 
 def reads(op: Op) -> list:
-    """Every value ref `op` reads: its src, its steps' tensor operands, a view's size sources, a cat's parts, a
-    recurrent op's initial states."""
-    return [op.src, *operand_refs(op.detail.get("steps") or []), *size_refs(op),
+    """Every value ref `op` reads: its src, its steps' and its prologue's tensor operands, a view's size sources, a
+    cat's parts, a recurrent op's initial states."""
+    return [op.src, *operand_refs(op.detail.get("steps") or []), *operand_refs(op.detail.get("pre") or []),
+            *size_refs(op),
             *(op.detail.get("parts") or [] if op.kind == "cat" else []), *states(op)]
 
 
 def renumber(op: Op, new) -> None:
     """Make every value ref `op` reads (those `reads` lists) `new(ref)` instead."""
     op.src = new(op.src)
-    if "steps" in op.detail:
-        op.detail["steps"] = [[s[0], new(s[1])] if s[0] in TENSOR_STEPS else s for s in op.detail["steps"]]
+    for key in ("steps", "pre"):
+        if key in op.detail:
+            op.detail[key] = [[s[0], new(s[1])] if s[0] in TENSOR_STEPS else s for s in op.detail[key]]
     if op.kind == "view" and "shape" in op.detail:
         op.detail["shape"] = [["size", new(s[1]), s[2]] if isinstance(s, list) else s for s in op.detail["shape"]]
     if op.kind == "cat":

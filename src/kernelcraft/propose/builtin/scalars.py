@@ -25,6 +25,7 @@ from kernelcraft.propose.builtin.plan import TENSOR_STEPS
 PREFIX = "kc_s_"
 # parameters whose value shapes the code (pow's exponent picks the expansion): always the traced number
 STRUCTURAL = {"pow"}
+STEP_KEYS = ("steps", "pre")  # an op's pointwise steps: its epilogue (or an elementwise op's own), its prologue
 
 
 def is_ref(value) -> bool:
@@ -58,9 +59,10 @@ def resolve(ops: list, model, forward_src: str, find) -> list[str]:
     other number (1 / self.t), right only at the traced sizes."""
     used = set()
     for op in ops:
-        if op.detail.get("steps"):
-            op.detail["steps"] = attach(op.detail["steps"], find)
-            used |= {r[len("self."):] for r in refs(op.detail["steps"])}
+        for key in STEP_KEYS:
+            if op.detail.get(key):
+                op.detail[key] = attach(op.detail[key], find)
+                used |= {r[len("self."):] for r in refs(op.detail[key])}
         used |= _attr_keys(op.detail)
     return [attr for attr, v in vars(model).items()
             if type(v) is float and attr not in used and not attr.startswith("_")
@@ -110,8 +112,8 @@ class Scalars:
 
     @classmethod
     def of(cls, op) -> Scalars:
-        """The scalars of `op` (a plan.Op): the "self.<path>" parameters of its steps, by path."""
-        return cls.of_refs(refs(op.detail.get("steps") or []))
+        """The scalars of `op` (a plan.Op): the "self.<path>" parameters of its steps (and prologue), by path."""
+        return cls.of_refs(set().union(*(refs(op.detail.get(key) or []) for key in STEP_KEYS)))
 
     @classmethod
     def of_refs(cls, found) -> Scalars:

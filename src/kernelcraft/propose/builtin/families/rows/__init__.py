@@ -6,8 +6,10 @@ coalesce (softmax: one outer index and up to COLUMNS adjacent columns per progra
 of R in one tile when it fits (falls back to an online running max and sum at run time when not) and applies the
 pointwise steps after it, parameter operands too, as an epilogue; reduce splits R over programs when there are few
 columns and combines the fp32 partials with a second launch, and over a leading or middle dim takes adjacent columns
-of one outer index per program (columns.py's PLAN and PLACE: contiguous, vectorized loads). The reduce kernels also
-serve the pooling families' global pools.
+of one outer index per program (columns.py's PLAN and PLACE: contiguous, vectorized loads). A reduction may carry a
+prologue, the pointwise steps before it (tensor operands too: mean((a - b) ** 2)), applied to each tile as it is
+loaded (prologue.py), so the elementwise result is never written. The reduce kernels also serve the pooling
+families' global pools.
 
 Two families, one per parameter set: `softmax` (kinds softmax, log_softmax) and `reduce`. Their ops are read by
 analyze.py's core (recognize=None): softmax and the reductions interact with the interpreter's pending abstract
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelcraft.propose.builtin.families.rows import kernels, softmax
+from kernelcraft.propose.builtin.families.rows import kernels, prologue, softmax
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
 
@@ -114,6 +116,8 @@ def render_softmax(op: Op, p: Softmax, names: Names) -> Rendered:
 
 
 def render_reduce(op: Op, p: Reduce, names: Names) -> Rendered:
+    if op.detail.get("pre"):  # pointwise steps before the reduction, applied as each tile is loaded (prologue.py)
+        return prologue.render(op, p, names)
     return kernels.reduce(op, p, names)
 
 

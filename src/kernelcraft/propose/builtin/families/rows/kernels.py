@@ -4,9 +4,11 @@ PLAN and PLACE, so a reduction over a leading or middle dim reads adjacent colum
 (softmax's kernels are in softmax.py). The reduce kernel and its launches (`reduce_blocks`, `reduce_launches`) also
 serve the pooling families' global pools.
 
-The kernels apply no steps and read no scalars: each is the same text for every op of its kind (the kind is in its
-name), so it keeps its plain name and a chain of two such ops emits it once; everything op-specific (the dim, the
-tile sizes) is in the forward body, which the chain makes a helper of its own per op."""
+The kernels here apply no steps and read no scalars: each is the same text for every op of its kind (the kind is in
+its name), so it keeps its plain name and a chain of two such ops emits it once; everything op-specific (the dim, the
+tile sizes) is in the forward body, which the chain makes a helper of its own per op. A reduction with a prologue
+(pointwise steps before it) fills the body's slots ($operands, $prologue, $store) in prologue.py, under its op's
+names."""
 
 from __future__ import annotations
 
@@ -21,17 +23,21 @@ _REDUCE = Template('''
 # program (column tile, split): R tiles [split * chunk, split * chunk + chunk); result row `split` of y. A split's
 # tiles never cross its end (chunk is whole tiles), so only R bounds the rows.
 $columns
+$operands
 k0 = tl.program_id(1) * chunk
 k1 = tl.minimum(k0 + chunk, tl.cdiv(R, BLOCK_R))
 $init
 for k in range(k0, k1):
     rr = k * BLOCK_R + r
     mask = (rr < R)[:, None] & cmask[None, :]
-    x = tl.load(x_ptr + base[None, :] + rr.to(tl.int64)[:, None] * inner, mask=mask, other=$ident)
+    offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
+    x = tl.load(x_ptr + offs, mask=mask, other=$ident)
+$prologue
 $combine
 $final
-tl.store(y_ptr + tl.program_id(1).to(tl.int64) * C + c, out.to(y_ptr.dtype.element_ty), mask=cmask)
+$store
 ''')
+STORE = "tl.store(y_ptr + tl.program_id(1).to(tl.int64) * C + c, out.to(y_ptr.dtype.element_ty), mask=cmask)"
 
 # logsumexp: per element of the tile a running max m and a sum s of exp(x - m), rescaled when m grows; the column's
 # result max(m) + log(sum(s * exp(m - max(m)))). Split partials are logsumexps, combined by the same kernel.
@@ -66,13 +72,44 @@ def _reduction(kind: str) -> tuple[str, str, str, str]:
     raise ValueError(f"unknown reduction {kind!r}")
 
 
+def identity(kind: str) -> str:
+    """The value a lane out of bounds holds for `kind` (what leaves a column's result unchanged)."""
+    return _reduction(kind)[0]
+
+
+def total(kind: str) -> str:
+    """Lines folding the BLOCK_C column results `out` of a tile into one value of the same kind (columns out of
+    bounds hold the identity: 0, -inf or +inf, a logsumexp's -inf), NaN winning where it does in the columns."""
+    nan = 'tl.max((out != out).to(tl.int32), 0) > 0'
+    if kind in ("sum", "mean"):
+        return "out = tl.sum(out, 0)"
+    if kind in ("max", "min"):
+        return f'out = tl.where({nan}, float("nan"), tl.{kind}(out, 0))'
+    if kind == "norm2":  # the 2-norm of the columns' 2-norms
+        return "out = tl.sqrt(tl.sum(out * out, 0))"
+    if kind == "logsumexp":  # the logsumexp of the columns' logsumexps
+        return "\n".join(['mo = tl.max(out, 0)',
+                          'mo_safe = tl.where((mo == -float("inf")) | (mo == float("inf")), 0.0, mo)',
+                          'so = tl.sum(tl.exp(out - mo_safe), 0)',
+                          f'out = tl.where({nan}, float("nan"), '
+                          'tl.where(mo == float("inf"), float("inf"), mo_safe + tl.log(so)))'])
+    raise ValueError(f"unknown reduction {kind!r}")
+
+
+def reduce_body(kind: str, operands: str = "", prologue: str = "", store: str = STORE) -> str:
+    """The reducing kernel's body for `kind`: `operands` placed after the columns, `prologue` applied to each loaded
+    tile x in the loop, `store` writing the columns' results `out` (prologue.py's, for pointwise steps before the
+    reduction; by default none and the plain store)."""
+    ident, init, combine, final = _reduction(kind)
+    return _REDUCE.substitute(columns=PLACE, operands=operands, ident=ident, init=init, prologue=indent(prologue, 4),
+                              combine=indent(combine, 4), final=final, store=store)
+
+
 def reduce_kernel(kind: str) -> TritonKernel:
     """The kernel reducing along R for `kind`: one text per kind (no scalars, no suffix), so the reduce family and
     the pooling families' global pools share it, and a chain emits it once."""
-    ident, init, combine, final = _reduction(kind)
-    body = _REDUCE.substitute(columns=PLACE, ident=ident, init=init, combine=indent(combine, 4), final=final)
     return TritonKernel(f"kc_{kind}_reduce_kernel", ("x_ptr", "y_ptr", "R_v", "inner_v", "C", "n_cb", "chunk", "div"),
-                        ("BLOCK_R", "BLOCK_C", "WITHIN", "VEC_R", "VEC_I"), body)
+                        ("BLOCK_R", "BLOCK_C", "WITHIN", "VEC_R", "VEC_I"), reduce_body(kind))
 
 
 def reduce_blocks(kind: str) -> tuple:
@@ -105,6 +142,15 @@ def reduce_launches(kind: str, div: str, block_r: int, tile: int, warps: int, ta
 
 def reduce(op: Op, p, names: Names) -> Rendered:
     kind = op.detail["op"]
+    launches = reduce_launches(kind, "float(R0)" if kind == "mean" else "1.0", int(p.BLOCK_R), int(p.TILE),
+                               int(p.num_warps), int(p.split_target), int(p.COLUMNS))
+    return Rendered(reduce_blocks(kind), f"{view_lines(op)}\n{launches}")
+
+
+def view_lines(op: Op) -> str:
+    """Forward lines binding the reduction's view of the contiguous x: outer, R, inner, the reduced dims
+    [d_lo, d_hi) (all of them when dim is None), R0 (the elements per result, a mean's divisor), C (the results'
+    count) and y, the result; an empty result is returned at once."""
     keep = bool(op.detail.get("keepdim"))
     if isinstance(op.detail.get("dim"), (list, tuple)):  # adjacent dims (analyze.py checks): reduced as one
         dims = [int(d) for d in op.detail["dim"]]
@@ -114,12 +160,11 @@ def reduce(op: Op, p, names: Names) -> Rendered:
     else:
         dim = attr(op.detail["dim_attr"]) if op.detail.get("dim_attr") else repr(op.detail.get("dim"))
         span = "d_lo = dim % max(x.dim(), 1)\n    d_hi = d_lo + 1"
-    launches = reduce_launches(kind, "float(R0)" if kind == "mean" else "1.0", int(p.BLOCK_R), int(p.TILE),
-                               int(p.num_warps), int(p.split_target), int(p.COLUMNS))
-    return Rendered(reduce_blocks(kind), f'''
+    return f'''
 dim = {dim}
 if dim is None:  # all elements
     outer, R, inner, shape = 1, x.numel(), 1, {"[1] * x.dim()" if keep else "[]"}
+    d_lo, d_hi = 0, x.dim()
 else:
     {span}
     outer, R, inner, shape = math.prod(x.shape[:d_lo]), math.prod(x.shape[d_lo:d_hi]), math.prod(x.shape[d_hi:]), list(x.shape)
@@ -128,5 +173,4 @@ else:
 y = torch.empty(shape, dtype=x.dtype, device=x.device)
 C, R0 = y.numel(), R
 if C == 0:
-    return y
-{launches}''')
+    return y'''
