@@ -7,7 +7,8 @@ so a chain such as `torch.relu(x * 2.0) - 1.0` becomes one elementwise Op, and t
 written by hand (square, mean, + eps, rsqrt, products in any order) become one rmsnorm Op. Each Op names the
 value it reads (its src), so a forward of several ops is a chain (chain.py renders it); a product or sum of two
 tensors keeps the chain over the latest op pending and takes the other value as a tensor operand (a step), or,
-for x (op) f(x), the chain's own earlier value (plan.py's ("step", k)).
+for x (op) f(x), the chain's own earlier value (plan.py's ("step", k)), and for g(x) (op) f(x), g a chain of scalar
+steps sharing f's first k, that value with g's other steps applied beside the chain (("step", k, branch): plan.Own).
 Pointwise steps after a conv, linear, matmul or norm fold into its epilogue, a batchnorm or pooling after a
 conv into the conv, but only while no value still to be read needs the op's result as it was (foldable). Once the
 forward is read, consecutive elementwise ops merge into one (plan.merge_elementwise), an elementwise op's leading

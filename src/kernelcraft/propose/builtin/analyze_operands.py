@@ -14,7 +14,7 @@ import torch.nn as nn
 from torch import fx
 
 from kernelcraft.propose.builtin import spellings as sp
-from kernelcraft.propose.builtin.values import Attr, AttrT, AttrView, Ew, MeanSq, Operand, Pending, Probs, own_step
+from kernelcraft.propose.builtin.values import Attr, AttrT, AttrView, Ew, MeanSq, Operand, Pending, Probs, own_value
 
 
 class OperandOps:
@@ -155,14 +155,13 @@ class OperandOps:
 
         swap = rank(cb) > rank(ca) or (rank(cb) == rank(ca) and cb.steps and not ca.steps)
         main, other = (cb, ca) if swap else (ca, cb)
-        if own_step(main, other) is None and own_step(other, main) is not None:
-            main, other, swap = other, main, not swap  # x (op) f(x): f(x) goes on, reading x as its own value
+        main, other, swap, own = own_order(main, other, swap)
         if isinstance(other, Attr):
             ref = ("attr", other.path)
         elif isinstance(other, AttrView):
             ref = other.ref
-        elif (k := own_step(main, other)) is not None:
-            ref = ("step", k)  # main's own value after k steps: nothing to emit
+        elif own is not None:
+            ref = own  # main's own value after k steps (and a scalar branch of it): nothing to emit
         else:
             self.no_fold, was = True, self.no_fold  # folding now could change what `main` reads
             try:
@@ -172,3 +171,15 @@ class OperandOps:
         step = {"add": "tadd", "mul": "tmul", "sub": "trsub" if swap else "tsub",
                 "div": "trdiv" if swap else "tdiv", "minimum": "tmin", "maximum": "tmax"}[kind]
         return replace(main, steps=main.steps + ((step, ref),))
+
+
+def own_order(main, other, swap: bool) -> tuple:
+    """(main, other, swap, ref): which side of a (op) b goes on reading the other as its own value (values.own_value),
+    and how (ref; None: neither can). x (op) f(x) first, either way round (f(x) goes on, reading x as its own
+    value); else a scalar branch of either (0.5 * x * f(x): f(x) goes on, 0.5 * x computed beside it), main first."""
+    orders = [(main, other, swap, own_value(main, other)), (other, main, not swap, own_value(other, main))]
+    for prefix in (True, False):
+        for m, o, s, ref in orders:
+            if ref is not None and (not ref.branch) == prefix:
+                return m, o, s, ref
+    return main, other, swap, None

@@ -7,8 +7,8 @@ generated ModelNew reads them from itself at run time: nothing about sizes is ba
 
 Passes over a finished list of ops (each keeps every value ref right, `renumber`): `needed_ops` keeps what the
 result reads, `merge_elementwise` makes an elementwise op read only as the next one's src part of it, `drop` removes
-an op whose readers read another value instead. Steps that read the op's own earlier values ("step", k) are split
-only where `can_cut`, the rest `shift`ed.
+an op whose readers read another value instead. Steps that read the op's own earlier values (`Own`: ("step", k), or
+("step", k, branch) with scalar steps applied to it apart) are split only where `can_cut`, the rest `shift`ed.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 # parameters: any in a conv's (conv1d/2d/3d, conv_transpose1d/2d/3d), a channel norm's (batchnorm, groupnorm,
 # instancenorm) or a softmax's (read at the output's coordinates: families/conv/operands.py), in a linear's those of
 # one value or one per column. Or ref is ("step", k), the op's own value after its first k steps (0: what
-# it reads, the src or the producer's result; x * sigmoid(x + b) is [["tadd", b], ["sigmoid"], ["tmul", ("step", 1)]]):
-# no tensor to read, no value ref (operand_refs and reads leave it out), so any op that applies steps takes it
+# it reads, the src or the producer's result; x * sigmoid(x + b) is [["tadd", b], ["sigmoid"], ["tmul", ("step", 1)]]),
+# or ("step", k, branch), that value with the scalar steps `branch` (no tensor step) applied to it apart, in registers
+# (0.5 * x * f(x) is f's steps then ["tmul", ("step", 0, (("mul", 0.5),))]): `Own`. No tensor to read, no value ref
+# (operand_refs and reads leave it out), so any op that applies steps takes it
 TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv", "tmin", "tmax"}
 UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
          "square", "mish", "selu", "hardsigmoid", "hardswish", "softsign"}
@@ -194,7 +196,7 @@ class Op:
 
 def operand_refs(steps) -> list:
     """The tensor operands of elementwise `steps`, each once, in order of first use (the kernel's o0, o1, ...): their
-    value refs, not the op's own values ("step", k)."""
+    value refs, not the op's own values (Own)."""
     refs = []
     for step in steps:
         if step[0] in TENSOR_STEPS and not is_own(step[1]) and step[1] not in refs:
@@ -210,27 +212,59 @@ def argument_refs(op: Op) -> list:
     return operand_refs(op.detail.get("pre") or [])
 
 
+class Own(tuple):
+    """A tensor step's operand that is the op's own value: ("step", k), its value after its first k steps (x in
+    x * f(x)), or ("step", k, branch), that value with the scalar steps `branch` ((name, *params), ...; no tensor
+    step) applied to it apart, computed in registers beside the chain (0.5 * x in 0.5 * x * f(x)). A tuple, so it is
+    hashable (chains hold it), equal to the literal it spells and JSON as a list; `Own.of` reads any such tuple."""
+
+    __slots__ = ()
+
+    def __new__(cls, k: int, branch=()):
+        branch = tuple(tuple(s) for s in branch)
+        return super().__new__(cls, ("step", k, branch) if branch else ("step", k))
+
+    def __getnewargs__(self):  # copies and pickles rebuild it from (k, branch), not from the tuple it is
+        return self.k, self.branch
+
+    @classmethod
+    def of(cls, ref) -> Own:
+        return ref if isinstance(ref, Own) else cls(ref[1], ref[2] if len(ref) > 2 else ())
+
+    @property
+    def k(self) -> int:
+        return self[1]
+
+    @property
+    def branch(self) -> tuple:
+        return self[2] if len(self) > 2 else ()
+
+
 def is_own(ref) -> bool:
-    """Whether a tensor step's operand is ("step", k), the op's own value after its first k steps."""
-    return isinstance(ref, tuple) and len(ref) == 2 and ref[0] == "step"
+    """Whether a tensor step's operand is the op's own value (Own: ("step", k) or ("step", k, branch))."""
+    return isinstance(ref, tuple) and len(ref) in (2, 3) and ref[0] == "step"
 
 
 def own_steps(steps) -> set[int]:
-    """The k of every own value ("step", k) that `steps` read: the points where the kernel keeps x."""
-    return {s[1][1] for s in steps if s[0] in TENSOR_STEPS and is_own(s[1])}
+    """The k of every own value (Own) that `steps` read: the points where the kernel keeps x."""
+    return {Own.of(s[1]).k for s in steps if s[0] in TENSOR_STEPS and is_own(s[1])}
 
 
 def can_cut(steps, n: int) -> bool:
     """Whether steps[n:] can run on their own over the value steps[:n] make (in another op, or after a producer's
-    epilogue): none of them reads an own value from before step n."""
+    epilogue): none of them reads an own value from before step n (a branch's own steps read nothing else)."""
     return not any(k < n for k in own_steps(steps[n:]))
 
 
 def shift(steps, d: int):
-    """`steps` (a list or tuple, of lists or tuples) with each own value ("step", k) read as ("step", k + d): what
-    they read once d more steps come first (d < 0: once the first -d steps are gone, can_cut)."""
+    """`steps` (a list or tuple, of lists or tuples) with each own value ("step", k[, branch]) read as
+    ("step", k + d[, branch]): what they read once d more steps come first (d < 0: once the first -d steps are gone,
+    can_cut)."""
     def moved(s):
-        return type(s)([s[0], ("step", s[1][1] + d)]) if s[0] in TENSOR_STEPS and is_own(s[1]) else s
+        if s[0] in TENSOR_STEPS and is_own(s[1]):
+            own = Own.of(s[1])
+            return type(s)([s[0], Own(own.k + d, own.branch)])
+        return s
     return type(steps)(moved(s) for s in steps)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kernelcraft.propose.builtin.plan import TENSOR_STEPS
+from kernelcraft.propose.builtin.plan import TENSOR_STEPS, Own, is_own
 
 PREFIX = "kc_s_"
 # parameters whose value shapes the code (pow's exponent picks the expansion): always the traced number
@@ -42,6 +42,9 @@ def attach(steps: list, find) -> list:
     as self.<attr>) replaced by "self.<attr>"."""
     out = []
     for step in steps:
+        if step[0] in TENSOR_STEPS and is_own(step[1]) and (own := Own.of(step[1])).branch:  # the branch's too
+            out.append([step[0], Own(own.k, attach(own.branch, find))])
+            continue
         if step[0] in STRUCTURAL or step[0] in TENSOR_STEPS:
             out.append(list(step))
             continue
@@ -81,7 +84,12 @@ def _attr_keys(detail: dict) -> set[str]:
 
 
 def refs(steps: list) -> set[str]:
-    return {v for step in steps for v in step[1:] if is_ref(v)}
+    """The "self.<path>" parameters of `steps`, those of the scalar branches their own values apply included."""
+    found = {v for step in steps for v in step[1:] if is_ref(v)}
+    for step in steps:
+        if step[0] in TENSOR_STEPS and is_own(step[1]):
+            found |= refs(Own.of(step[1]).branch)
+    return found
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelcraft.propose.builtin.plan import TENSOR_STEPS
+from kernelcraft.propose.builtin.plan import TENSOR_STEPS, Own
 
 X = "x"  # the base of chains over the first input; ("input", i) over input i >= 1; an int: an emitted Op's result
 
@@ -147,13 +147,17 @@ def chains_in(v) -> list[Ew]:
     return [c for f in ("src", "inv_src") if isinstance(c := getattr(v, f, None), Ew)]
 
 
-def own_step(chain: Ew, other) -> int | None:
-    """How many of `chain`'s steps make `other`, when other is a chain over the same base whose steps start chain's
-    (x and f(x) in x * f(x)): chain can read it as its own value ("step", k), plan.py; else None."""
-    if isinstance(chain, Ew) and isinstance(other, Ew) and other.base == chain.base \
-            and chain.steps[:len(other.steps)] == other.steps:
-        return len(other.steps)
-    return None
+def own_value(chain: Ew, other) -> Own | None:
+    """How `chain` can read `other` as its own value (plan.Own), when other is a chain over the same base: ("step", k)
+    when other's steps start chain's (x and f(x) in x * f(x)); ("step", k, branch) when other shares chain's first
+    k steps (k may be 0: the base itself) and the rest of its steps, `branch`, are scalar steps reading no other value
+    (0.5 * x and f(x) in 0.5 * x * f(x)): computed beside chain, no op of its own. Else None."""
+    if not (isinstance(chain, Ew) and isinstance(other, Ew) and other.base == chain.base):
+        return None
+    k = next((i for i, (a, b) in enumerate(zip(chain.steps, other.steps)) if a != b),
+             min(len(chain.steps), len(other.steps)))
+    branch = other.steps[k:]
+    return None if any(s[0] in TENSOR_STEPS for s in branch) else Own(k, branch)
 
 
 def mentions(v, i) -> bool:
