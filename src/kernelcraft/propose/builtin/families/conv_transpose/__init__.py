@@ -72,9 +72,14 @@ class ConvTransposeTiles(GemmTiles):
 
 
 def moves(op: Op) -> list[ConvTransposeTiles]:
-    """The implicit-GEMM moves with the 3xTF32 taps move first: at published sizes on an H100 it beat the packed
-    first move on 7 of 8 KernelBench transposed-conv problems (level 1: 57, 65, 69; level 2: 10, 11, 19, 42; by 9 to
-    70%) and lost 4% on one (level 1: 81, dilated); benchmarks/results/moves-conv-transpose-h100-2026-11-26.json."""
+    """The implicit-GEMM moves with the 3xTF32 taps move first. At published sizes on an H100 it beat the packed
+    first move on 7 of 8 KernelBench transposed-conv problems in one sweep (level 1: 57, 65, 69; level 2: 10, 11,
+    19, 42; by 9 to 70%) and lost 4% on one (level 1: 81, dilated): moves-conv-transpose-h100-2026-11-26.json.
+    Verified as first kernels (kernelbench-level{1,2}-session-h100-2026-11-26.json against the earlier records) it
+    took 10 to 53% off level 1's 57, 64, 65, 69, 78 and level 2's 10, 11, 19, 42, and added 4 to 65% to level 1's
+    71, 74, 75, 79, 81: every loser has 32 or fewer in-channels per group, every winner but 78 has 64 or more. The
+    taps loop reads a tap's in-channels 32 at a time; a run-time choice by in-channels per group (the forward knows
+    them) is the next step."""
     out = gemm_moves(ConvTransposeTiles)
     first = next(i for i, p in enumerate(out) if p.k_order == "taps" and p.precision == "tf32x3")
     out = [out[first], *out[:first], *out[first + 1:]]
