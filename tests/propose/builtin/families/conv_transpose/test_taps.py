@@ -35,21 +35,22 @@ def narrow(op: Op, precision: str = "tf32x3") -> ConvTransposeTiles:
     return next(p for p in taps_moves(op) if p.precision == precision).but(BLOCK_K=4 * S)
 
 
-# ((cin, cout, k, s, p, op, g, bias, d), input shape), every group with at least 4 in-channels (times S): the taps
-# kernel runs
+# ((cin, cout, k, s, p, op, g, bias, d), input shape), every group with at least two 4-channel chunks (times S): the
+# taps kernel runs
 TAPS_CASES = more_channels([
-    ((5, 6, 3, 1, 1), (2, 5, 5, 7)),  # stride 1 (one phase, every tap); 5 channels: a full chunk and a masked one
+    ((9, 6, 3, 1, 1), (2, 9, 5, 7)),  # stride 1 (one phase, every tap); 9 channels: two full chunks and a masked one
     ((8, 6, 4, 2, 1), (1, 8, 5, 6)),  # the suite's 2x upsampling: kernel 4, stride 2, padding 1; two full chunks
-    ((6, 4, (3, 2), (2, 3), (1, 0), (1, 2), 1, False, (2, 1)), (2, 6, 5, 4)),  # dilation 2 with stride 2: odd rows
-    # get no tap; stride 3 along W with output_padding 2; no bias
-    ((10, 6, 3, 3, 2, 1, 2), (1, 10, 4, 5)),  # groups 2 (5 in-, 3 out-channels each), stride 3, output_padding
-    ((5, 3, 3, 2, 1), (5, 4, 6)),  # unbatched
-    ((4, 3, 1, 2), (1, 4, 3, 5)),  # 1x1 kernel, stride 2: only phase (0, 0) has a tap
-    ((6, 5, (1, 3), (3, 1), (0, 1)), (2, 6, 3, 4)),  # stride 3 over a 1-tall kernel
-    ((4, 3, 3, 1, 2), (1, 4, 4, 4))], 2)  # padding as large as the kernel: the output shrinks
-# a group with fewer in-channels than a chunk: the packed K loop
+    ((10, 4, (3, 2), (2, 3), (1, 0), (1, 2), 1, False, (2, 1)), (2, 10, 5, 4)),  # dilation 2 with stride 2: odd
+    # rows get no tap; stride 3 along W with output_padding 2; no bias
+    ((18, 6, 3, 3, 2, 1, 2), (1, 18, 4, 5)),  # groups 2 (9 in-, 3 out-channels each), stride 3, output_padding
+    ((9, 3, 3, 2, 1), (9, 4, 6)),  # unbatched
+    ((8, 3, 1, 2), (1, 8, 3, 5)),  # 1x1 kernel, stride 2: only phase (0, 0) has a tap
+    ((10, 5, (1, 3), (3, 1), (0, 1)), (2, 10, 3, 4)),  # stride 3 over a 1-tall kernel
+    ((8, 3, 3, 1, 2), (1, 8, 4, 4))], 2)  # padding as large as the kernel: the output shrinks
+# a group with fewer in-channels than two chunks: the packed K loop
 PACKED_CASES = more_channels([((3, 5, 3, 2, 1), (2, 3, 5, 7)),  # 3 channels
                               ((6, 4, 3, 2, 0, 1, 2), (1, 6, 7, 5)),  # groups 2: 3 each
+                              ((7, 4, 3, 2, 1), (1, 7, 4, 5)),  # 7 channels: one full chunk, not two
                               ((6, 6, 3, 3, 2, 1, 6), (2, 6, 5, 5))], 2)  # depthwise
 
 
@@ -84,11 +85,11 @@ def test_the_taps_move_comes_first_then_the_packed_one():
 
 @pytest.mark.parametrize("params", taps_moves(convt_op()), ids=lambda p: p.precision)
 def test_taps_moves_as_offered(params, tmp_path):
-    """The moves' own 32-wide chunks: 33 channels (a group's, in the second case) fill one and a 1-channel masked
+    """The moves' own 32-wide chunks: 65 channels (a group's, in the second case) fill two and a 1-channel masked
     one; fewer fall back."""
     spy = Launches(PACKED, TAPS)
     check(convt_op(), reference("self.conv(x)", INIT, CONV), params,
-          [((33, 5, 3, 2, 1, 1), (1, 33, 4, 5)), ((66, 6, 4, 2, 1, 0, 2), (2, 66, 3, 4))], tmp_path, patch=spy,
+          [((65, 5, 3, 2, 1, 1), (1, 65, 4, 5)), ((130, 6, 4, 2, 1, 0, 2), (2, 130, 3, 4))], tmp_path, patch=spy,
           **tolerance(params))
     assert set(spy.seen) == {TAPS}
     spy = Launches(PACKED, TAPS)
@@ -139,9 +140,9 @@ def test_taps_with_epilogue_steps_and_functional_values(tmp_path):
                                  "groups": 2, "module": None, "groups_attr": "g", "weight": "w", "bias": "b",
                                  "steps": []})
     ref = reference("F.conv_transpose2d(x, self.w, self.b, (2, 3), (1, 2), (1, 0), self.g, (1, 2))", "self",
-                    f"self.g = 2\nself.w = nn.Parameter(torch.randn({8 * S}, 3, 3, 4))\n"
+                    f"self.g = 2\nself.w = nn.Parameter(torch.randn({16 * S}, 3, 3, 4))\n"
                     "self.b = nn.Parameter(torch.randn(6))")
-    check(op, ref, narrow(op, "ieee"), [((), (2, 8 * S, 5, 3)), ((), (1, 8 * S, 1, 1))], tmp_path, patch=spy,
+    check(op, ref, narrow(op, "ieee"), [((), (2, 16 * S, 5, 3)), ((), (1, 16 * S, 1, 1))], tmp_path, patch=spy,
           rtol=1e-4, atol=1e-4)
     assert set(spy.seen) == {TAPS}
 
@@ -165,23 +166,23 @@ CONV1 = "self.conv = nn.ConvTranspose1d"
 
 
 @pytest.mark.parametrize("args, shapes", [
-    (f"{5 * S}, 6, 3", [(2, 5 * S, 11), (5 * S, 4)]),  # stride 1; unbatched
-    (f"{4 * S}, 6, 5, stride=3, padding=2, output_padding=1", [(2, 4 * S, 9), (1, 4 * S, 1)]),
-    (f"{8 * S}, 4, 3, stride=2, dilation=2, groups=2, bias=False", [(2, 8 * S, 10)]),  # phase 1 gets no tap
+    (f"{9 * S}, 6, 3", [(2, 9 * S, 11), (9 * S, 4)]),  # stride 1; unbatched
+    (f"{8 * S}, 6, 5, stride=3, padding=2, output_padding=1", [(2, 8 * S, 9), (1, 8 * S, 1)]),
+    (f"{16 * S}, 4, 3, stride=2, dilation=2, groups=2, bias=False", [(2, 16 * S, 10)]),  # phase 1 gets no tap
 ], ids=["stride1", "stride3", "dilated-groups"])
 def test_taps_conv_transpose1d(args, shapes, tmp_path):
     _check_problem("return torch.relu(self.conv(x))", f"{CONV1}({args})", shapes, "conv_transpose1d", tmp_path)
 
 
 @pytest.mark.parametrize("forward, init, shapes", [
-    ("return torch.sigmoid(self.conv(x) + self.b)", f"self.conv = nn.ConvTranspose2d({6 * S}, 4, 3, stride=2, "
+    ("return torch.sigmoid(self.conv(x) + self.b)", f"self.conv = nn.ConvTranspose2d({10 * S}, 4, 3, stride=2, "
      "padding=1, output_padding=1)\nself.b = nn.Parameter(torch.randn(4, 1, 1))",
-     [(2, 6 * S, 5, 4), (6 * S, 3, 3)]),  # per channel (one vector per tile); unbatched
-    ("return torch.tanh(self.conv(x) - self.a) * self.b", f"self.conv = nn.ConvTranspose2d({5 * S}, 4, (3, 2), "
+     [(2, 10 * S, 5, 4), (10 * S, 3, 3)]),  # per channel (one vector per tile); unbatched
+    ("return torch.tanh(self.conv(x) - self.a) * self.b", f"self.conv = nn.ConvTranspose2d({9 * S}, 4, (3, 2), "
      "stride=(3, 2), padding=(1, 0))\nself.a = nn.Parameter(torch.randn(4, 10, 6))\n"
-     "self.b = nn.Parameter(torch.randn(10, 1))", [(2, 5 * S, 4, 3), (5 * S, 4, 3)]),  # per output; along the height
-    ("return self.conv(x) * self.s", f"{CONV1}({5 * S}, 3, 3, stride=2)\nself.s = nn.Parameter(torch.randn(3, 1))",
-     [(2, 5 * S, 7)]),  # 1-D with an operand
+     "self.b = nn.Parameter(torch.randn(10, 1))", [(2, 9 * S, 4, 3), (9 * S, 4, 3)]),  # per output; along the height
+    ("return self.conv(x) * self.s", f"{CONV1}({9 * S}, 3, 3, stride=2)\nself.s = nn.Parameter(torch.randn(3, 1))",
+     [(2, 9 * S, 7)]),  # 1-D with an operand
 ])
 def test_taps_with_parameter_operands(forward, init, shapes, tmp_path):
     kind = "conv_transpose1d" if "ConvTranspose1d" in init else "conv_transpose2d"
@@ -190,6 +191,6 @@ def test_taps_with_parameter_operands(forward, init, shapes, tmp_path):
 
 def test_taps_with_an_operand_in_one_launch(tmp_path):
     _check_problem("return torch.relu(self.conv(x) * self.a + self.b)",
-                   f"self.conv = nn.ConvTranspose2d({8 * S}, 6, 3, stride=2, groups=2, dilation=2)\n"
+                   f"self.conv = nn.ConvTranspose2d({16 * S}, 6, 3, stride=2, groups=2, dilation=2)\n"
                    "self.a = nn.Parameter(torch.randn(6, 1, 1))\nself.b = nn.Parameter(torch.randn(13))",
-                   [(2, 8 * S, 5, 5), (8 * S, 3, 5)], "conv_transpose2d", tmp_path, one_launch=True)
+                   [(2, 16 * S, 5, 5), (16 * S, 3, 5)], "conv_transpose2d", tmp_path, one_launch=True)

@@ -52,6 +52,7 @@ class GemmTiles(Params):
     OUTPUTS: ClassVar[str] = "pixels"  # the GEMM's rows
     GEMM: ClassVar[str] = "implicit GEMM"  # names the formulation in the tensor-core moves' text
     TAPS: ClassVar[bool] = False  # the family's kernels have the taps K loop (k_order "taps" allowed, offered)
+    TAPS_IDEA: ClassVar[str] = TAPS_IDEA  # what a taps move's text says of its K loop (and where it stands aside)
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -60,7 +61,7 @@ class GemmTiles(Params):
             raise ValueError(f"k_order {self.k_order!r} is not one of {type(self).__name__}'s")
 
     def tile(self) -> str:
-        taps = f"; {TAPS_IDEA}" if self.k_order == "taps" else ""
+        taps = f"; {self.TAPS_IDEA}" if self.k_order == "taps" else ""
         return (f"{self.BLOCK_M}x{self.BLOCK_N} output tiles ({self.OUTPUTS} x out-channels), {self.BLOCK_K}-wide K "
                 f"steps, {self.num_warps} warps, {self.num_stages} stages{taps}")
 

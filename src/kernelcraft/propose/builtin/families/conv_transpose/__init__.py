@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kernelcraft.propose.builtin.families.conv.implicit_gemm import TAPS_IDEA, GemmTiles, gemm_moves
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import GemmTiles, gemm_moves
 from kernelcraft.propose.builtin.families.conv_transpose import kernels
 from kernelcraft.propose.builtin.families.conv_transpose.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Rendered
@@ -56,6 +56,11 @@ class ConvTransposeTiles(GemmTiles):
                                   "over only the taps that reach it, inputs gathered straight from x (no "
                                   "zero-inserted buffer)")
     GEMM: ClassVar[str] = "implicit GEMM per output phase"
+    TAPS_IDEA: ClassVar[str] = (
+        "K loop over the kernel taps, each tap's in-channels in BLOCK_K chunks (tap coordinates and bounds as row "
+        "vectors, no div/mod per K element; the weight as (CO, taps, CPG), each chunk contiguous) where a group has "
+        f"{kernels.TAPS_MIN_CHUNKS} chunks of in-channels or more; fewer: the packed (channel, tap) K in "
+        f"{kernels.PACKED_K}-wide steps")
 
     def idea(self) -> str:
         if not self.one_launch:
@@ -65,21 +70,22 @@ class ConvTransposeTiles(GemmTiles):
         return ("All output phases in one launch (the phase a grid axis, its taps worked out in the kernel): no launch "
                 f"and tail wave per phase; {self.BLOCK_M}x{self.BLOCK_N} tiles, {self.BLOCK_K}-wide K steps, "
                 f"{self.num_warps} warps, {self.num_stages} stages, {products[self.precision]}"
-                + (f"; {TAPS_IDEA}" if self.k_order == "taps" else ""))
+                + (f"; {self.TAPS_IDEA}" if self.k_order == "taps" else ""))
 
     def category(self) -> str:
         return "parallelism" if self.one_launch and not self.relaxed else super().category()
 
 
 def moves(op: Op) -> list[ConvTransposeTiles]:
-    """The implicit-GEMM moves with the 3xTF32 taps move first. At published sizes on an H100 it beat the packed
-    first move on 7 of 8 KernelBench transposed-conv problems in one sweep (level 1: 57, 65, 69; level 2: 10, 11,
-    19, 42; by 9 to 70%) and lost 4% on one (level 1: 81, dilated): moves-conv-transpose-h100-2026-11-26.json.
-    Verified as first kernels (kernelbench-level{1,2}-session-h100-2026-11-26.json against the earlier records) it
+    """The implicit-GEMM moves with the 3xTF32 taps move first; a taps move runs the packed K loop, in the first
+    packed move's 16-wide steps, where a group has fewer than kernels.TAPS_MIN_CHUNKS chunks of in-channels.
+    At published sizes on an H100 the taps move beat the packed first move on 7 of 8 KernelBench transposed-conv
+    problems in one sweep (level 1: 57, 65, 69; level 2: 10, 11, 19, 42; by 9 to 70%) and lost 4% on one (level 1:
+    81, dilated): moves-conv-transpose-h100-2026-11-26.json. Verified as first kernels with the taps loop at any
+    group of 32+ in-channels (kernelbench-level{1,2}-session-h100-2026-11-26.json against the earlier records), it
     took 10 to 53% off level 1's 57, 64, 65, 69, 78 and level 2's 10, 11, 19, 42, and added 4 to 65% to level 1's
-    71, 74, 75, 79, 81: every loser has 32 or fewer in-channels per group, every winner but 78 has 64 or more. The
-    taps loop reads a tap's in-channels 32 at a time; a run-time choice by in-channels per group (the forward knows
-    them) is the next step."""
+    71, 74, 75, 79, 81: every loser has 32 or fewer in-channels per group (one chunk), every winner but 78 has 64 or
+    more; hence two chunks."""
     out = gemm_moves(ConvTransposeTiles)
     first = next(i for i, p in enumerate(out) if p.k_order == "taps" and p.precision == "tf32x3")
     out = [out[first], *out[:first], *out[first + 1:]]

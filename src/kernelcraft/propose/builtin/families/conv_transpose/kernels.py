@@ -20,6 +20,11 @@ from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import epilogue_lines
 
 NDIM = 4  # the kernels' output dims, (n, co, oh, ow): an epilogue operand's strides
+# A taps move runs the taps K loop where a group has this many BLOCK_K chunks of in-channels or more; with fewer,
+# the packed (channel, tap) K loop in PACKED_K-wide steps, the first packed move's (families/conv_transpose moves()
+# says what was measured).
+TAPS_MIN_CHUNKS = 2
+PACKED_K = 16
 
 
 def kc_phase_taps(r, s, p, d, k):
@@ -185,12 +190,14 @@ def render(op: Op, p, names: Names) -> Rendered:
                              {"NH": "max(nh, 1)", "NW": "max(nw, 1)", **consts}, **options)
 
     run, kernels, choose = launch(packed), (packed,), ""
-    if p.k_order == "taps":  # the taps K loop where a group's in-channels fill a chunk; fewer: the packed K
+    if p.k_order == "taps":  # the taps K loop where a group's in-channels fill chunks; fewer: the packed K
         taps = make(op, names, taps=True)
         kernels += (taps,)
-        run = f"if use_taps:\n    {launch(taps)}\nelse:  # the packed (channel, th, tw) K\n    {run}"
+        taps_run = launch(taps)
+        consts["BLOCK_K"] = PACKED_K  # the packed kernel in the first packed move's steps
+        run = f"if use_taps:\n    {taps_run}\nelse:  # the packed (channel, th, tw) K\n    {launch(packed)}"
         choose = f'''
-use_taps = CPG >= {bk}  # the taps K loop where a group's in-channels fill a chunk; fewer: the packed K wastes less
+use_taps = CPG >= {TAPS_MIN_CHUNKS * bk}  # the taps K loop where a group's in-channels fill chunks; fewer: packed
 if use_taps:  # w as (CO, KH, KW, CPG): each tap's channel chunk contiguous
     w = w.reshape(groups, CPG, COPG, KH, KW).permute(0, 2, 3, 4, 1).contiguous()'''
     if p.one_launch:
