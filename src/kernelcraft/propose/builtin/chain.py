@@ -9,8 +9,7 @@ helper reads a scalar from `self`), and ModelNew's forward calls the helpers in 
 each on the value it reads: a forward input (made contiguous) or an earlier op's result (fresh and contiguous);
 an elementwise op's tensor operands (o0, ...), and those of a reduction's prologue, are inputs, results or parameters
 as they are (read through their strides: plan.argument_refs), while other families read the parameters of their
-epilogue themselves. A view op (flatten, reshape)
-is a reshape in the forward, no kernel. Each op's family names what it defines with the op's suffix
+epilogue themselves. A view op (flatten, reshape) is a reshape in the forward, no kernel. Each op's family names what it defines with the op's suffix
 (`kc_conv2d_kernel_op3`: family.Names), so no two ops define a name differently; ops whose kernels are the same
 apart from those names (a network's repeated layers) take the first such op's names and share its kernels, which
 are emitted once.
