@@ -1,0 +1,50 @@
+"""The latest verdict per problem over several `benchmarks/kernelbench.py` records of one level, and the level's
+fast_p and geomeans over them (the same `kernelcraft.metrics.bench_metrics` the script writes). Records are given
+oldest first; a later record's row replaces an earlier one's, except that a failed row never replaces a correct one
+(a later failure for memory beside other processes says nothing of the kernel). Each row says which record it came
+from, so a reader sees which code and day measured it. Nothing is run or timed here.
+
+    python benchmarks/kernelbench_latest.py OLD.json NEWER.json ... --out LATEST.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from kernelcraft.metrics import bench_metrics  # noqa: E402
+
+
+def latest(paths: list[Path]) -> dict:
+    rows: dict[str, dict] = {}
+    for path in paths:
+        record = json.loads(path.read_text())
+        for row in record["rows"]:
+            kept = rows.get(row["problem"])
+            if kept is None or row["status"] == "ok" or kept["status"] != "ok":
+                rows[row["problem"]] = {**row, "record": path.name, "code": record.get("code"),
+                                        "date": record.get("date")}
+    ordered = sorted(rows.values(), key=lambda r: int(r["problem"].split("_")[0]))
+    metrics = bench_metrics([{**r, "correct": r.get("status") == "ok"} for r in ordered])
+    return {"what": "the latest verdict per problem over the records below (benchmarks/kernelbench_latest.py); "
+                    "rows of older records were measured on older code",
+            "records": [p.name for p in paths], "problems": len(ordered), "fast_1_and_geomeans": metrics,
+            "rows": ordered}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("records", type=Path, nargs="+", help="kernelbench.py records of one level, oldest first")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    out = latest(args.records)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps({k: out[k] for k in ("problems", "fast_1_and_geomeans")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
