@@ -5,6 +5,7 @@ judging the same candidates directly (the cost of going through Ray per candidat
     PYTHONPATH=src python benchmarks/scale.py level1/relu --device cpu --actors 1,2 --candidates 8 --out s.json
     PYTHONPATH=src python benchmarks/scale.py shared/kernelbench/level1 --bench 12 --device cuda --actors 1,2 ...
     PYTHONPATH=src python benchmarks/scale.py - --spawn 1,4,8,16 --out s.json
+    PYTHONPATH=src python benchmarks/scale.py - --spawn 4,16 --worker-start fork --out s.json
 
 Jobs mode (a problem): the built-in engineer's kernels for it (each of its ideas, repeated up to --candidates,
 each copy a distinct source), judged once directly (`Verifier`) and once per actor count (`ClusterVerifier`
@@ -17,7 +18,9 @@ once per actor count; candidates judged per minute over the bench's wall time.
 Spawn mode (--spawn N,M,…; no Ray): N verifier workers started at once, spread over the visible GPUs as each
 device's supervisor starts them, then M, …: each one's time from its start to its handshake, and where that time
 went inside it (the worker's own marks: interpreter, torch import, CUDA init, profiler warm-up, ready). It says what a
-worker's start costs when several devices' supervisors start workers together.
+worker's start costs when several devices' supervisors start workers together. --worker-start fork: workers forked
+from one fork server per device (started first, timed apart), as VerifyConfig(worker_start="fork") does; in every
+mode.
 
 On one machine's CPU, actors share its cores and the device's timing lock (one timing phase at a time per
 device: the CPU is one device), so CPU rates do not scale with actors; GPUs each have their own lock.
@@ -147,17 +150,26 @@ def bench_mode(args) -> dict:
 
 
 def spawn_mode(args) -> dict:
-    from kernelcraft.verify.process import WorkerProcess
+    from kernelcraft.verify.forkserver import ForkServer
+    from kernelcraft.verify.process import WorkerProcess, sandbox_paths, worker_environment
 
     gpus = torch.cuda.device_count() if args.device == "cuda" else 0
     cache = tempfile.mkdtemp(prefix="kc-spawn-")
     out = {"gpus": gpus, "passes": []}
+    envs = [{"KERNELCRAFT_CACHE": cache, "CUDA_VISIBLE_DEVICES": str(g) if gpus else ""} for g in range(max(gpus, 1))]
+    servers = []
+    if args.worker_start == "fork":  # one fork server per device, as each device's supervisor has; started first
+        t0 = time.perf_counter()
+        servers = [ForkServer(worker_environment(env)[0], *sandbox_paths([Path(cache)])) for env in envs]
+        out["servers_ready_s"] = round(time.perf_counter() - t0, 3)
+        out["server_ready_s"] = [s.info.get("ready_s") for s in servers]
     for n in args.spawn:
         t0 = time.perf_counter()
         workers = []
         for i in range(n):
-            env = {"KERNELCRAFT_CACHE": cache, "CUDA_VISIBLE_DEVICES": str(i % gpus) if gpus else ""}
-            workers.append(WorkerProcess(env, writable=[Path(cache)], cuda_index=i % gpus if gpus else None))
+            g = i % len(envs)
+            workers.append(WorkerProcess(envs[g], writable=[Path(cache)], cuda_index=g if gpus else None,
+                                         server=servers[g] if servers else None))
         ready, marks = [], []
         for w in workers:  # every worker's handshake; each is timed from the moment all were started
             info = w.ready()
@@ -171,6 +183,8 @@ def spawn_mode(args) -> dict:
                               "mean_marks_s": {k: round(statistics.mean(m.get(k, 0.0) for m in marks), 3) for k in keys}})
         print(f"{n} workers at once: all ready in {max(ready):.2f} s, marks {out['passes'][-1]['mean_marks_s']}",
               file=sys.stderr)
+    for server in servers:
+        server.close()
     return out
 
 
@@ -206,6 +220,8 @@ def main() -> None:
                     help="workers each supervisor starts ahead (VerifyConfig.standby_workers; an actor's depth follows)")
     ap.add_argument("--spawn", default=None, type=lambda s: [int(x) for x in s.split(",")],
                     help="spawn mode: start this many workers at once, then the next count (no Ray)")
+    ap.add_argument("--worker-start", default="spawn", choices=["spawn", "fork"],
+                    help="how workers start (VerifyConfig.worker_start): a new interpreter, or forked from a fork server")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     if args.standby is not None and args.bench:
@@ -215,8 +231,9 @@ def main() -> None:
                           cache_dir=Path(tempfile.mkdtemp(prefix="kc-scale-")))
     if args.standby is not None:
         config.standby_workers = args.standby
+    config.worker_start = args.worker_start
     record = {**provenance(args), "mode": "spawn" if args.spawn else "bench" if args.bench else "jobs",
-              "standby_workers": config.standby_workers}
+              "standby_workers": config.standby_workers, "worker_start": config.worker_start}
     if args.spawn:
         record.update(spawn_mode(args))
     else:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kernelcraft.verify import ipc
 from kernelcraft.verify.containment import Containment, Limits, breach, containment, preexec
+from kernelcraft.verify.forkserver import ForkServer
 
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.I)
 _KEEP = {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER", "LOGNAME", "SHELL", "CUDA_HOME", "CUDA_PATH",
@@ -104,9 +105,10 @@ class WorkerProcess:
 
     def __init__(self, extra_env: dict[str, str] | None = None, start_timeout: float = 120.0,
                  limits: Limits | None = None, writable: list[Path] = (), sandbox: bool = True,
-                 cuda_index: int | None = None):
+                 cuda_index: int | None = None, server: ForkServer | None = None):
         """`cuda_index`: this process's ordinal of the one GPU the worker sees (its cuda:0), for the CUDA tensors
-        the worker hands back (verify/ipc.py)."""
+        the worker hands back (verify/ipc.py). `server`: fork the worker from this fork server (its imports done;
+        its namespaces are the server's) instead of spawning a new interpreter."""
         self.limits = limits or Limits()
         self.cuda_index = cuda_index
         self.dir = Path(tempfile.mkdtemp(prefix="kernelcraft-worker-"))
@@ -117,20 +119,19 @@ class WorkerProcess:
                                                  "KERNELCRAFT_SUPERVISOR_PID": str(os.getpid()),
                                                  "KERNELCRAFT_SPAWNED_AT": f"{time.time():.6f}"})
         self.log_path = self.dir / "worker.log"
-        # Read-only for the candidate: kernelcraft itself and the user's working directory. Writable:
-        # its own directory, the build and kernel caches, the temporary directory.
-        home_caches = [Path.home() / ".triton", Path.home() / ".cache"]
-        self.sandbox = containment(
-            read_only=[Path(__file__).resolve().parents[1], *_protectable(Path.cwd())],
-            writable=[self.dir, Path(tempfile.gettempdir()), *writable, *home_caches]) if sandbox else \
-            Containment(notes=["sandbox turned off by the caller"])
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [*self.sandbox.prefix, sys.executable, "-m", "kernelcraft.verify.worker", address],
-                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.dir,
-                start_new_session=True, preexec_fn=preexec(self.limits))
-        self.proc.stdin.write(self.key.hex().encode() + b"\n")
-        self.proc.stdin.close()
+        if server is not None:  # in the server's namespaces; its session, limits, cwd, log and env set after fork
+            self.sandbox = server.sandbox
+            self.proc = server.spawn(address, self.key, env, self.dir, self.log_path, self.limits)
+        else:
+            self.sandbox = containment(*sandbox_paths(writable)) if sandbox else \
+                Containment(notes=["sandbox turned off by the caller"])
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(
+                    [*self.sandbox.prefix, sys.executable, "-m", "kernelcraft.verify.worker", address],
+                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.dir,
+                    start_new_session=True, preexec_fn=preexec(self.limits))
+            self.proc.stdin.write(self.key.hex().encode() + b"\n")
+            self.proc.stdin.close()
         self.start_timeout = start_timeout
         self.started = time.monotonic()
         self.conn = None
@@ -215,6 +216,15 @@ class WorkerProcess:
             except OSError:
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def sandbox_paths(writable: list[Path] = ()) -> tuple[list[Path], list[Path]]:
+    """(read-only, writable) paths of a worker's mount namespace. Read-only for the candidate: kernelcraft itself
+    and the user's working directory. Writable: the temporary directory (its private one is inside), the build and
+    kernel caches."""
+    home_caches = [Path.home() / ".triton", Path.home() / ".cache"]
+    return ([Path(__file__).resolve().parents[1], *_protectable(Path.cwd())],
+            [Path(tempfile.gettempdir()), *writable, *home_caches])
 
 
 def _protectable(cwd: Path) -> list[Path]:

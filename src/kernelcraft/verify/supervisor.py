@@ -38,8 +38,13 @@ from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.inputs import fresh_seed
 from kernelcraft.verify.memory import MemoryNeed, ProblemTooLarge, check_fits
 from kernelcraft.verify.policy import Policy, get_policy
-from kernelcraft.verify.process import UnsafeReply, WorkerDied, WorkerLimit, WorkerProcess, WorkerTimeout
+from kernelcraft.verify.forkserver import ForkServer, ForkServerError
+from kernelcraft.verify.process import (UnsafeReply, WorkerDied, WorkerLimit, WorkerProcess, WorkerTimeout,
+                                        sandbox_paths, worker_environment)
 from kernelcraft.verify.timing import TimingConfig
+
+
+WORKER_STARTS = ("spawn", "fork")
 
 
 @dataclass
@@ -60,6 +65,10 @@ class VerifyConfig:
     # Workers spawned ahead on a GPU, so a start-up (torch import, CUDA init) overlaps work. None on
     # the CPU: a start-up there would share the cores with the timing.
     standby_workers: int = 2
+    # How a worker starts: "spawn" (a new interpreter that imports torch itself) or "fork" (forked from a fork
+    # server that has imported torch and Triton once: verify/forkserver.py; for hosts of several GPUs, where
+    # start-ups that run together slow each other down).
+    worker_start: str = "spawn"
     cache_dir: Path = Path.home() / ".cache" / "kernelcraft"
     # hardening
     static_guards: bool = True  # read the source for forbidden moves before running it
@@ -80,6 +89,8 @@ class VerifyConfig:
     def __post_init__(self):
         if self.small is not None:
             self.size, self.small = ("small" if self.small else "full"), None
+        if self.worker_start not in WORKER_STARTS:
+            raise ValueError(f"worker_start must be one of {WORKER_STARTS}, not {self.worker_start!r}")
 
 
 @dataclass
@@ -123,6 +134,8 @@ class Supervisor:
             if config.cpu_threads is not None:  # baseline workers are spawned with this env too
                 self.worker_env.update(OMP_NUM_THREADS=str(config.cpu_threads), MKL_NUM_THREADS=str(config.cpu_threads))
         self.standby: list[WorkerProcess] = []
+        self.fork_server: ForkServer | None = None  # under worker_start="fork"
+        self.fork_failure = ""  # why workers are spawned after all
         self.restarts = 0  # workers lost to crashes
         self.device_lock = DeviceLock(device_key(self.device))
         self.too_large: dict[str, str] = {}  # problem key -> why it cannot be evaluated here
@@ -133,9 +146,30 @@ class Supervisor:
         return visible.split(",")[index] if visible else str(index)
 
     def _spawn(self) -> WorkerProcess:
+        cuda_index = (self.device.index or 0) if self.device.type == "cuda" else None
+        server = self._fork_server()
+        if server is not None:
+            try:
+                return WorkerProcess(self.worker_env, limits=self.config.limits, cuda_index=cuda_index, server=server)
+            except ForkServerError as exc:  # the server is gone: spawned workers from here on, and why
+                self.fork_failure = str(exc)
         return WorkerProcess(self.worker_env, limits=self.config.limits, sandbox=self.config.sandbox,
-                             writable=[Path(self.config.cache_dir)],
-                             cuda_index=(self.device.index or 0) if self.device.type == "cuda" else None)
+                             writable=[Path(self.config.cache_dir)], cuda_index=cuda_index)
+
+    def _fork_server(self) -> ForkServer | None:
+        """The fork server workers come from under worker_start="fork", started on first use; None (spawned
+        workers) otherwise, or once it has failed (`fork_failure` says why)."""
+        if self.config.worker_start != "fork" or self.fork_failure:
+            return None
+        if self.fork_server is None:
+            env, _ = worker_environment(self.worker_env)
+            read_only, writable = sandbox_paths([Path(self.config.cache_dir)])
+            try:
+                self.fork_server = ForkServer(env, read_only, writable, sandbox=self.config.sandbox)
+            except ForkServerError as exc:
+                self.fork_failure = str(exc)
+                return None
+        return self.fork_server
 
     @property
     def worker_device(self) -> str:
@@ -153,6 +187,9 @@ class Supervisor:
         for worker in self.standby:
             worker.kill()
         self.standby = []
+        if self.fork_server is not None:
+            self.fork_server.close()
+            self.fork_server = None
 
     # -- the reference side ---------------------------------------------------------------------
 

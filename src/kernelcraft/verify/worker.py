@@ -1,7 +1,7 @@
 """The worker: the only process that runs a candidate's code. One worker serves one candidate.
 
-Started by a supervisor (`python -m kernelcraft.verify.worker ADDRESS`, the channel's key on stdin),
-it loads the problem and the candidate, then answers requests: run the candidate on inputs the
+Started by a supervisor (`python -m kernelcraft.verify.worker ADDRESS`, the channel's key on stdin), or
+forked by its fork server (verify/forkserver.py) with the imports done, it loads the problem and the candidate, then answers requests: run the candidate on inputs the
 supervisor sends (CUDA IPC on a GPU, shared memory on the CPU) and hand back its outputs; time the
 candidate beside the reference. It never sees a reference output or a correctness seed: those stay
 with the supervisor, which judges what comes back.
@@ -324,10 +324,16 @@ def _end_with_parent(poll: float = 0.5) -> None:
 
 
 def main() -> None:
-    _end_with_parent()
     address = sys.argv[1]
     key = bytes.fromhex(sys.stdin.readline().strip())
     sys.stdin.close()
+    run(address, key, "spawn")
+
+
+def run(address: str, key: bytes, start: str) -> None:
+    """Start up, connect to the supervisor at `address` with `key`, serve it, exit. A spawned worker comes here
+    from `main`; one forked by the fork server (verify/forkserver.py) with its imports already done."""
+    _end_with_parent()
     # where a start-up's time goes (seconds since the supervisor spawned this process), so a slow start can be told
     # apart: the interpreter and the package's imports (torch among them), CUDA's initialisation, CUPTI's
     spawned = float(os.environ.get("KERNELCRAFT_SPAWNED_AT") or time.time())
@@ -336,7 +342,8 @@ def main() -> None:
     import torch.multiprocessing
 
     torch.multiprocessing.set_sharing_strategy("file_system")
-    info = {"ready": True, "pid": os.getpid(), "torch": str(torch.__version__), "threads": torch.get_num_threads()}
+    info = {"ready": True, "pid": os.getpid(), "torch": str(torch.__version__), "threads": torch.get_num_threads(),
+            "start": start}
     if torch.cuda.is_available():  # before connecting: a standby worker is warm when it is taken
         torch.cuda.init()
         torch.empty(1, device="cuda")

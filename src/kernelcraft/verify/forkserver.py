@@ -1,0 +1,286 @@
+"""A fork server for workers: one process per supervisor that has already imported torch, Triton and the worker's
+modules (never CUDA), and forks a fresh worker for each request.
+
+A spawned worker spends 1.7-2.8 s of CPU importing torch before it can initialise CUDA; on a host of several GPUs
+those start-ups run together and slow each other (docs/cluster.md). A worker forked from here starts with the
+imports done. Each one is still a process of its own, used for one candidate and then killed, so nothing a
+candidate does to torch or to the process outlives it: the server's own copy of every module is never touched by
+candidate code.
+
+What a spawned worker gets, a forked one gets too, set in the child before the worker runs: its own session (so
+a kill takes its whole group), the resource limits, its private directory as cwd and TMPDIR, its log as stdout
+and stderr, the supervisor's scrubbed environment (os.environ; /proc/PID/environ keeps the server's own, as it was at its
+exec, scrubbed the same way). The server itself is started like a worker (the same
+namespace prefix, so every worker it forks shares its network and mount namespaces, and a scrubbed
+environment), and CUDA is initialised only in the forked child, after CUDA_VISIBLE_DEVICES is its own. The child
+closes its copy of the server's channel before running anything, so a candidate cannot ask the server for
+anything. The server reaps its children and answers for their exit status (Popen's convention: -N for signal N).
+
+    python -m kernelcraft.verify.forkserver ADDRESS   (the channel's key on stdin; started by ForkServer)
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import asdict
+from multiprocessing.connection import Client, Listener
+from pathlib import Path
+
+from kernelcraft.verify.containment import Containment, Limits, containment, preexec
+
+# What the server imports before it forks: the worker's own imports and what nearly every candidate imports.
+# Optional ones (absent on a CPU-only install) are skipped.
+PRELOAD = ("torch", "torch.multiprocessing", "kernelcraft.verify.worker", "kernelcraft.verify.inputs",
+           "kernelcraft.verify.timing", "kernelcraft.verify.check", "triton", "triton.language")
+UNKNOWN_EXIT = 255  # the exit status of a child whose server is gone (nobody reaped it for us)
+
+
+class ForkServerError(Exception):
+    """The fork server did not start, or stopped answering."""
+
+
+class ForkedProcess:
+    """A worker forked by the server: the part of Popen's interface a WorkerProcess uses (pid, poll, wait)."""
+
+    def __init__(self, pid: int, server: ForkServer):
+        self.pid = pid
+        self.server = server
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.server.status(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"forked worker {self.pid}", timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+
+class ForkServer:
+    """The supervisor's side: starts the server (like a worker: namespace prefix, scrubbed environment, own
+    session), then asks it for workers. Thread-safe; `close` ends it (its workers are killed by their owners)."""
+
+    def __init__(self, env: dict[str, str], read_only: list[Path], writable: list[Path], sandbox: bool = True,
+                 start_timeout: float = 120.0):
+        self.dir = Path(tempfile.mkdtemp(prefix="kernelcraft-forkserver-"))
+        key = secrets.token_bytes(32)
+        self.listener = Listener(str(self.dir / "channel.sock"), family="AF_UNIX", authkey=key)
+        self.sandbox = containment(read_only, [self.dir, *writable]) if sandbox else \
+            Containment(notes=["sandbox turned off by the caller"])
+        self.log_path = self.dir / "server.log"
+        self._lock = threading.Lock()
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [*self.sandbox.prefix, sys.executable, "-m", "kernelcraft.verify.forkserver",
+                 self.listener.address], stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                env={**env, "TMPDIR": str(self.dir), "KERNELCRAFT_SPAWNED_AT": f"{time.time():.6f}"}, cwd=self.dir,
+                start_new_session=True)
+        self.proc.stdin.write(key.hex().encode() + b"\n")
+        self.proc.stdin.close()
+        self.conn = None
+        self.info = self._handshake(start_timeout)
+
+    def _handshake(self, timeout: float) -> dict:
+        started = time.monotonic()
+        self.listener._listener._socket.settimeout(1.0)
+        while self.conn is None:
+            try:
+                self.conn = self.listener.accept()
+            except OSError:  # socket.timeout included: is the server still starting?
+                if self.proc.poll() is not None or time.monotonic() - started > timeout:
+                    self.close()
+                    raise ForkServerError(f"the fork server did not start: {self.log_tail()}") from None
+        info = self.conn.recv() if self.conn.poll(timeout) else {"error": f"no word within {timeout:.0f} s"}
+        if not info.get("ready"):
+            self.close()
+            raise ForkServerError(f"the fork server is not ready: {info.get('error')}; {self.log_tail()}")
+        return info
+
+    def alive(self) -> bool:
+        return self.conn is not None and self.proc.poll() is None
+
+    def _ask(self, request: dict, timeout: float = 30.0) -> dict:
+        with self._lock:
+            if self.conn is None:
+                raise ForkServerError("the fork server is closed")
+            try:
+                self.conn.send(request)
+                if not self.conn.poll(timeout):
+                    raise ForkServerError(f"no answer to {request['op']!r} within {timeout:.0f} s")
+                return self.conn.recv()
+            except (EOFError, OSError) as exc:
+                raise ForkServerError(f"the fork server is gone ({type(exc).__name__}): {self.log_tail()}") from None
+
+    def spawn(self, address: str, key: bytes, env: dict[str, str], cwd: Path, log: Path,
+              limits: Limits) -> ForkedProcess:
+        """A worker forked to connect to `address` with `key`, as `python -m kernelcraft.verify.worker` would."""
+        reply = self._ask({"op": "spawn", "address": address, "key": key.hex(), "env": env, "cwd": str(cwd),
+                           "log": str(log), "limits": asdict(limits)})
+        if "error" in reply:
+            raise ForkServerError(reply["error"])
+        return ForkedProcess(reply["pid"], self)
+
+    def status(self, pid: int) -> int | None:
+        """A child's exit status (None while it runs); UNKNOWN_EXIT once it is gone and the server with it."""
+        if self.alive():
+            try:
+                return self._ask({"op": "status", "pid": pid})["code"]
+            except ForkServerError:
+                pass
+        try:
+            os.kill(pid, 0)
+            return None
+        except ProcessLookupError:
+            return UNKNOWN_EXIT
+        except PermissionError:
+            return None
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").strip().splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        if self.alive():
+            try:
+                with self._lock:
+                    self.conn.send({"op": "exit"})
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for closable in (self.conn, self.listener):
+            try:
+                if closable is not None:
+                    closable.close()
+            except OSError:
+                pass
+        self.conn = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -- the server process -------------------------------------------------------------------------------------------
+
+
+def _preload() -> list[str]:
+    loaded = []
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+            loaded.append(name)
+        except ImportError:
+            continue
+    return loaded
+
+
+def _cuda_driver_loaded() -> bool:
+    """Whether the CUDA driver library is mapped into this process: a preloaded module that asked torch about
+    devices would have initialised it, and a child forked after that cannot use CUDA."""
+    try:
+        return "libcuda.so" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+
+
+def _reap(exits: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        exits[pid] = os.waitstatus_to_exitcode(status)
+
+
+def _child(conn, request: dict) -> None:
+    """In the forked child: become the worker a spawn would have started, then run it. Never returns."""
+    try:
+        conn.close()  # the server's channel stays the server's: a candidate cannot reach it
+        os.setsid()
+        preexec(Limits(**request["limits"]))()
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        tempfile.tempdir = None  # TMPDIR is the worker's own now
+        from kernelcraft.verify import worker
+
+        sys.argv = [worker.__file__, request["address"]]
+        worker.run(request["address"], bytes.fromhex(request["key"]), "fork")
+    except BaseException:  # noqa: BLE001 - whatever stops the child is told in its log
+        traceback.print_exc()
+        sys.stderr.flush()
+    os._exit(1)
+
+
+def main() -> None:
+    address = sys.argv[1]
+    key = bytes.fromhex(sys.stdin.readline().strip())
+    sys.stdin.close()
+    loaded = _preload()
+    spawned = float(os.environ.get("KERNELCRAFT_SPAWNED_AT") or time.time())
+    conn = Client(address, family="AF_UNIX", authkey=key)
+    if _cuda_driver_loaded():  # its children could not use CUDA: say so and stop
+        conn.send({"ready": False, "error": "the CUDA driver was loaded while the fork server imported " + ", ".join(loaded)})
+        conn.close()
+        os._exit(1)
+    conn.send({"ready": True, "pid": os.getpid(), "preloaded": loaded, "ready_s": round(time.time() - spawned, 4)})
+    exits: dict[int, int] = {}
+    while True:
+        _reap(exits)
+        try:
+            if not conn.poll(0.1):
+                continue
+            request = conn.recv()
+        except (EOFError, OSError):  # the supervisor is gone
+            break
+        op = request.get("op")
+        if op == "exit":
+            break
+        if op == "status":
+            _reap(exits)
+            conn.send({"code": exits.get(request["pid"])})
+        elif op == "spawn":
+            sys.stdout.flush()
+            sys.stderr.flush()
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                conn.send({"error": f"fork failed: {exc}"})
+                continue
+            if pid == 0:
+                _child(conn, request)
+            conn.send({"pid": pid})
+        else:
+            conn.send({"error": f"unknown request {op!r}"})
+    conn.close()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""The fork server: workers forked with torch already imported, each set up and contained as a spawned one is, and
+the verifier end to end with them."""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from kernelcraft.candidate import Candidate
+from kernelcraft.problems import load_problem
+from kernelcraft.verify import Verifier, VerifyConfig
+from kernelcraft.verify.forkserver import ForkServer, ForkServerError
+from kernelcraft.verify.process import WorkerDied, WorkerProcess, WorkerTimeout, sandbox_paths, worker_environment
+from tests.helpers import FIXTURES, fixture_candidate, small_config
+
+CPU = {"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
+
+
+@pytest.fixture(scope="module")
+def server():
+    server = ForkServer(worker_environment(CPU)[0], *sandbox_paths())
+    yield server
+    server.close()
+
+
+def _sockets(pid: int) -> int:
+    fds = Path(f"/proc/{pid}/fd")
+    return sum(1 for fd in fds.iterdir() if os.readlink(fd).startswith("socket:"))
+
+
+def test_the_server_preloads_torch_and_never_the_cuda_driver(server):
+    assert server.alive() and server.info["ready"] is True
+    assert {"torch", "kernelcraft.verify.worker"} <= set(server.info["preloaded"])
+    assert "libcuda.so" not in Path(f"/proc/{server.proc.pid}/maps").read_text()
+
+
+def test_a_forked_worker_is_set_up_as_a_spawned_one(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    worker = WorkerProcess(CPU, server=server, limits=None)
+    try:
+        info = worker.ready()
+        assert info["start"] == "fork" and info["pid"] == worker.proc.pid
+        assert info["start_marks_s"]["ready"] < 2.0  # no torch import of its own (a spawn takes seconds here)
+        proc = psutil.Process(worker.proc.pid)
+        assert proc.ppid() == server.proc.pid
+        assert proc.cwd() == str(worker.dir)
+        env = proc.environ()  # /proc's copy: the server's environment at its exec, scrubbed as a worker's is
+        assert "OPENAI_API_KEY" not in env and "OPENAI_API_KEY" in worker.stripped
+        assert os.getpgid(worker.proc.pid) == worker.proc.pid  # its own session and group
+        assert proc.rlimit(resource.RLIMIT_CORE)[0] == 0 and proc.rlimit(resource.RLIMIT_FSIZE)[0] == 8 << 30
+        assert _sockets(worker.proc.pid) == 1  # its own channel; the server's was closed before it ran anything
+        assert (worker.dir / "worker.log").exists()
+        assert worker.containment_info()["network_off"] == server.sandbox.network_off
+    finally:
+        worker.kill()
+    assert worker.proc.poll() == -9  # reaped by the server, reported as Popen would
+    assert not worker.dir.exists()
+
+
+def test_a_request_never_answered_times_out_and_kill_takes_the_forked_group(server, tmp_path):
+    pid_file = tmp_path / "child.pid"
+    worker = WorkerProcess({**CPU, "KC_TEST_PID_FILE": str(pid_file)}, server=server)
+    try:
+        worker.ready()
+        request = {"op": "load", "problem_source": load_problem("level1/relu").source,
+                   "candidate_source": (FIXTURES / "spawn_child_and_hang.py").read_text(), "device": "cpu",
+                   "init_seed": 1, "sizes": {"batch_size": 37, "dim": 1000}, "build_cache": str(tmp_path / "inline"),
+                   "arch_list": "9.0"}
+        with pytest.raises(WorkerTimeout, match="no answer within 3 s"):
+            worker.ask(request, 3)
+        child = int(pid_file.read_text())
+        assert os.getpgid(child) == worker.proc.pid
+    finally:
+        worker.kill()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(child).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the candidate's child process {child} outlived the worker's kill")
+
+
+def test_a_forked_worker_that_dies_mid_request(server):
+    worker = WorkerProcess(CPU, server=server)
+    try:
+        worker.ready()
+        os.kill(worker.proc.pid, 9)
+        with pytest.raises(WorkerDied, match="killed by SIGKILL") as info:
+            worker.ask({"op": "exit"}, 5)
+        assert info.value.exitcode == -9
+    finally:
+        worker.kill()
+
+
+def test_a_closed_server_refuses_and_the_supervisor_spawns_instead(tmp_path):
+    server = ForkServer(worker_environment(CPU)[0], *sandbox_paths())
+    server.close()
+    with pytest.raises(ForkServerError):
+        WorkerProcess(CPU, server=server)
+    assert not server.dir.exists()
+
+
+def test_worker_start_is_checked():
+    with pytest.raises(ValueError, match="worker_start"):
+        VerifyConfig(worker_start="thread")
+
+
+def test_the_verifier_with_forked_workers(tmp_path, relu_problem):
+    """Forked workers judge as spawned ones do: an honest kernel passes, and what a candidate does to torch in its
+    own process (here: every x.contiguous() negated) is gone for the next candidate, forked from the same server."""
+    honest = fixture_candidate("relu_triton")
+    patched = Candidate(honest.source.replace("import torch\n", "import torch\n\ntorch.Tensor.contiguous = "
+                                              "lambda self, *a, **k: self.neg()\n", 1), "patches_torch")
+    assert patched.source != honest.source
+    with Verifier("cpu", small_config(tmp_path, worker_start="fork")) as verifier:
+        results = [verifier.evaluate(relu_problem, c) for c in (honest, patched, honest)]
+        supervisor = verifier.supervisors[0]
+        assert supervisor.fork_server is not None and supervisor.fork_failure == ""
+    first, wrong, again = results
+    for result in (first, again):
+        assert result.status == "ok" and result.correct, (result.reasons, result.message)
+    assert wrong.status == "incorrect" and not wrong.correct, (wrong.status, wrong.reasons)
+
+
+@pytest.mark.gpu
+def test_forked_workers_on_a_gpu_initialise_cuda_themselves(tmp_path):
+    """On a GPU each forked worker initialises CUDA after the fork (the server never loads the driver): an
+    honest Triton kernel passes, a wrong one fails, and the workers said they were forked."""
+    from kernelcraft.verify import TimingConfig
+
+    config = VerifyConfig(worker_start="fork", compile_baseline=False, trials=3, cache_dir=tmp_path,
+                          timing=TimingConfig(budget_s=0.5))
+    problem = load_problem("level1/relu")
+    with Verifier("cuda", config) as verifier:
+        ok = verifier.evaluate(problem, fixture_candidate("relu_triton"))
+        wrong = verifier.evaluate(problem, fixture_candidate("relu_wrong_math"))
+        supervisor = verifier.supervisors[0]
+        assert supervisor.fork_server is not None and supervisor.fork_failure == ""
+        assert "libcuda.so" not in Path(f"/proc/{supervisor.fork_server.proc.pid}/maps").read_text()
+    assert ok.status == "ok" and ok.correct and ok.device != "cpu", (ok.reasons, ok.message)
+    assert wrong.status == "incorrect"
