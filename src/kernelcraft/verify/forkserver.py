@@ -1,5 +1,5 @@
 """A fork server for workers: one process per supervisor that has already imported torch, Triton and the worker's
-modules (never CUDA), and forks a fresh worker for each request.
+modules (never initialising CUDA), and forks a fresh worker for each request.
 
 A spawned worker spends 1.7-2.8 s of CPU importing torch before it can initialise CUDA; on a host of several GPUs
 those start-ups run together and slow each other (docs/cluster.md). A worker forked from here starts with the
@@ -21,6 +21,7 @@ anything. The server reaps its children and answers for their exit status (Popen
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
 import secrets
@@ -191,13 +192,21 @@ def _preload() -> list[str]:
     return loaded
 
 
-def _cuda_driver_loaded() -> bool:
-    """Whether the CUDA driver library is mapped into this process: a preloaded module that asked torch about
-    devices would have initialised it, and a child forked after that cannot use CUDA."""
+def _cuda_initialised() -> bool:
+    """Whether CUDA was initialised in this process (torch's lazy init, or cuInit by anyone): a child forked after
+    that cannot use CUDA. Importing torch maps the driver library without initialising it; cuDeviceGetCount on
+    the library already loaded answers CUDA_ERROR_NOT_INITIALIZED (3) until cuInit has run, and initialises
+    nothing itself."""
+    import torch
+
+    if torch.cuda.is_initialized():
+        return True
     try:
-        return "libcuda.so" in Path("/proc/self/maps").read_text()
+        driver = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD)  # only if already loaded: never loads it
     except OSError:
         return False
+    count = ctypes.c_int(0)
+    return driver.cuDeviceGetCount(ctypes.byref(count)) != 3
 
 
 def _reap(exits: dict[int, int]) -> None:
@@ -245,8 +254,8 @@ def main() -> None:
     loaded = _preload()
     spawned = float(os.environ.get("KERNELCRAFT_SPAWNED_AT") or time.time())
     conn = Client(address, family="AF_UNIX", authkey=key)
-    if _cuda_driver_loaded():  # its children could not use CUDA: say so and stop
-        conn.send({"ready": False, "error": "the CUDA driver was loaded while the fork server imported " + ", ".join(loaded)})
+    if _cuda_initialised():  # its children could not use CUDA: say so and stop
+        conn.send({"ready": False, "error": "CUDA was initialised while the fork server imported " + ", ".join(loaded)})
         conn.close()
         os._exit(1)
     conn.send({"ready": True, "pid": os.getpid(), "preloaded": loaded, "ready_s": round(time.time() - spawned, 4)})
