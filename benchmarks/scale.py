@@ -5,7 +5,7 @@ judging the same candidates directly (the cost of going through Ray per candidat
     PYTHONPATH=src python benchmarks/scale.py level1/relu --device cpu --actors 1,2 --candidates 8 --out s.json
     PYTHONPATH=src python benchmarks/scale.py shared/kernelbench/level1 --bench 12 --device cuda --actors 1,2 ...
     PYTHONPATH=src python benchmarks/scale.py - --spawn 1,4,8,16 --out s.json
-    PYTHONPATH=src python benchmarks/scale.py - --spawn 4,16 --worker-start fork --out s.json
+    PYTHONPATH=src python benchmarks/scale.py - --spawn 4,16 --worker-start spawn --out s.json
 
 Jobs mode (a problem): the built-in engineer's kernels for it (each of its ideas, repeated up to --candidates,
 each copy a distinct source), judged once directly (`Verifier`) and once per actor count (`ClusterVerifier`
@@ -18,9 +18,9 @@ once per actor count; candidates judged per minute over the bench's wall time.
 Spawn mode (--spawn N,M,…; no Ray): N verifier workers started at once, spread over the visible GPUs as each
 device's supervisor starts them, then M, …: each one's time from its start to its handshake, and where that time
 went inside it (the worker's own marks: interpreter, torch import, CUDA init, profiler warm-up, ready). It says what a
-worker's start costs when several devices' supervisors start workers together. --worker-start fork: workers forked
-from one fork server per device (started first, timed apart), as VerifyConfig(worker_start="fork") does; in every
-mode.
+worker's start costs when several devices' supervisors start workers together. --worker-start (every mode): "fork"
+(the verifier's default: workers forked from one fork server per device, started first and timed apart) or "spawn"
+(a new interpreter per worker).
 
 On one machine's CPU, actors share its cores and the device's timing lock (one timing phase at a time per
 device: the CPU is one device), so CPU rates do not scale with actors; GPUs each have their own lock.
@@ -220,8 +220,8 @@ def main() -> None:
                     help="workers each supervisor starts ahead (VerifyConfig.standby_workers; an actor's depth follows)")
     ap.add_argument("--spawn", default=None, type=lambda s: [int(x) for x in s.split(",")],
                     help="spawn mode: start this many workers at once, then the next count (no Ray)")
-    ap.add_argument("--worker-start", default="spawn", choices=["spawn", "fork"],
-                    help="how workers start (VerifyConfig.worker_start): a new interpreter, or forked from a fork server")
+    ap.add_argument("--worker-start", default="fork", choices=["spawn", "fork"],
+                    help="how workers start (VerifyConfig.worker_start): forked from a fork server, or a new interpreter")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     if args.standby is not None and args.bench:

@@ -109,8 +109,16 @@ def test_a_closed_server_refuses_and_the_supervisor_spawns_instead(tmp_path):
 
 
 def test_worker_start_is_checked():
+    assert VerifyConfig().worker_start == "fork"
     with pytest.raises(ValueError, match="worker_start"):
         VerifyConfig(worker_start="thread")
+
+
+def test_the_verifier_with_spawned_workers(tmp_path, relu_problem):
+    with Verifier("cpu", small_config(tmp_path, worker_start="spawn")) as verifier:
+        result = verifier.evaluate(relu_problem, fixture_candidate("relu_triton"))
+        assert verifier.supervisors[0].fork_server is None
+    assert result.status == "ok" and result.correct, (result.reasons, result.message)
 
 
 def test_the_verifier_with_forked_workers(tmp_path, relu_problem):
