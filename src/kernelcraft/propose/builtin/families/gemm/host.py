@@ -58,6 +58,13 @@ def _precision(p: Tiles) -> str:
     return p.precision
 
 
+def _strided(p: Tiles) -> tuple[Tiles, str]:
+    """The move the strided kernel runs under `p` (Tiles.strided: a 3xTF32 TMA move's is exact fp32 at the first
+    exact move's tiles) and its PREC argument: the body's `prec` where it is p's own precision, else that one's."""
+    q = p.strided()
+    return q, "prec" if q.precision == p.precision else f'"{_precision(q)}"'
+
+
 def _programs(p: Tiles) -> str:
     """A persistent kernel's grid: one program per SM, fewer when there are fewer tiles."""
     return (f"programs = min(triton.cdiv(M, {int(p.BLOCK_M)}) * triton.cdiv(N, {int(p.BLOCK_N)}),\n"
@@ -129,9 +136,10 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
     bk, bn = (-1, -2) if tb else (-2, -1)
     strides = ["s_ab", f"s_a[{am}]", f"s_a[{ak}]", "s_bb", f"s_b[{bk}]", f"s_b[{bn}]", "s_cb", "s_c[-2]", "s_c[-1]"]
     strides += ["diag"] if mask else []  # the triangle's diagonal, read when forward runs
+    q, strided_prec = _strided(p)
     tiled = kernels.tiled(op, names)
-    launch = tiled.launch("grid", ["a", "b", "c", "M", "N", "K", *strides], {**_tiles(p), "PREC": "prec"},
-                          **_options(p))
+    launch = tiled.launch("grid", ["a", "b", "c", "M", "N", "K", *strides], {**_tiles(q), "PREC": strided_prec},
+                          **_options(q))
     blocks: list = [tiled]
     gemv = ""
     if p.gemv:
@@ -165,11 +173,11 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
         part_launch = tiled.launch(
             "(tiles, splits)", ["a", "b", "ws", "M", "N", "part", f"part * s_a[{ak}]", f"s_a[{am}]", f"s_a[{ak}]",
                                 f"part * s_b[{bk}]", f"s_b[{bk}]", f"s_b[{bn}]", "M * N", "N", "1"],
-            {**_tiles(p), "PREC": "prec"}, **_options(p))
+            {**_tiles(q), "PREC": strided_prec}, **_options(q))
         sum_launch = total.launch("(triton.cdiv(M * N, 1024),)", ["ws", "c", "M * N", "splits"], {"BLOCK": 1024},
                                   num_warps=4)
-        split = (f"tiles = triton.cdiv(M, {int(p.BLOCK_M)}) * triton.cdiv(N, {int(p.BLOCK_N)})\n"
-                 f"splits = kc_k_splits(tiles, K, {int(p.BLOCK_K)}, a) if batch == 1 and c.dim() == 2 else 1\n"
+        split = (f"tiles = triton.cdiv(M, {int(q.BLOCK_M)}) * triton.cdiv(N, {int(q.BLOCK_N)})\n"
+                 f"splits = kc_k_splits(tiles, K, {int(q.BLOCK_K)}, a) if batch == 1 and c.dim() == 2 else 1\n"
                  "if splits > 1:  # split-K: too few output tiles to fill the GPU; part p of K is batch p\n"
                  "    ws = torch.empty((splits, M, N), dtype=torch.float32, device=a.device)\n"
                  "    part = K // splits\n"
@@ -178,8 +186,8 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
     if mask:
         diagonal = f"int({attr(mask['diagonal_attr'])})" if mask.get("diagonal_attr") else repr(int(mask["diagonal"]))
         diag = f"diag = {diagonal}  # torch.{mask['op']}'s diagonal\n"
-    body = _MATMUL.substitute(am=am, ak=ak, bn=bn, gemv=gemv, prec=prec, tma=tma, bm=int(p.BLOCK_M),
-                              bn_tile=int(p.BLOCK_N), launch=launch, diag=diag, split=split,
+    body = _MATMUL.substitute(am=am, ak=ak, bn=bn, gemv=gemv, prec=prec, tma=tma, bm=int(q.BLOCK_M),
+                              bn_tile=int(q.BLOCK_N), launch=launch, diag=diag, split=split,
                               **_FLAT[not ta and not mask])
     return Rendered(tuple(blocks), body)
 
@@ -219,10 +227,11 @@ def linear(op: Op, p: Tiles, names: Names) -> Rendered:
     epi = [v for k in range(len(refs)) for v in (f"o{k}", f"o{k}_s")]  # the epilogue's operands and their strides
     operands = "".join(f"o{k}, o{k}_s = kc_column_args({parameter(r)}, N, c.dim())  # an epilogue operand, its column "
                        "stride\n" for k, r in enumerate(refs))
+    q, strided_prec = _strided(p)
     tiled = kernels.tiled(op, names)
     launch = tiled.launch("grid", ["a", "w", "c2", "bias_arg", *epi, "M", "N", "K", "0", "a.stride(0)", "a.stride(1)",
                                    "0", "w.stride(1)", "w.stride(0)", "0", "c2.stride(0)", "c2.stride(1)"],
-                          {**_tiles(p), "PREC": "prec", "HAS_BIAS": "bias is not None"}, **_options(p))
+                          {**_tiles(q), "PREC": strided_prec, "HAS_BIAS": "bias is not None"}, **_options(q))
     blocks: list = [COLUMN_ARGS] if refs else []
     blocks.append(tiled)
     tma = ""
@@ -242,6 +251,6 @@ def linear(op: Op, p: Tiles, names: Names) -> Rendered:
                f"    {helper}({s.params}a, w, bias_arg, c2, prec, bias is not None{''.join(f', {v}' for v in epi)})\n"
                "    return c\n")
     body = _LINEAR.substitute(weight=attr(d["weight"]), bias=attr(d["bias"]) if d.get("bias") else "None",
-                              operands=operands, prec=prec, tma=tma, bm=int(p.BLOCK_M), bn=int(p.BLOCK_N),
+                              operands=operands, prec=prec, tma=tma, bm=int(q.BLOCK_M), bn=int(q.BLOCK_N),
                               launch=launch)
     return Rendered(tuple(blocks), body)
