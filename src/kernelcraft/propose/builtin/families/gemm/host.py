@@ -1,7 +1,8 @@
 """The GEMM family's host code: ModelNew.forward's body for a matmul and for a linear layer, and the module-level
-helpers they call. The TMA moves add `kc_tma_ok` (whether operands can be read through tensor descriptors: the
-same for every op) and a per-op helper (`kc_matmul_tma`, `kc_linear_tma`, named through `names`) that builds the
-descriptors and launches the persistent kernel; like every kernel of the op it takes the op's scalars first."""
+helpers they call. The TMA moves add tma.py's helpers (whether a tensor is on a Hopper GPU and read by TMA as it
+lies: the same for every op) and a per-op helper (`kc_matmul_tma` there, `kc_linear_tma` here, named through
+`names`) that builds the descriptors and launches the persistent kernel; like every kernel of the op it takes the
+op's scalars first."""
 
 from __future__ import annotations
 
@@ -10,16 +11,10 @@ from string import Template
 from kernelcraft.propose.builtin.codegen import attr, indent, parameter
 from kernelcraft.propose.builtin.family import Names, Rendered
 from kernelcraft.propose.builtin.families.gemm import kernels
+from kernelcraft.propose.builtin.families.gemm import tma as tma_path
 from kernelcraft.propose.builtin.families.gemm.tiles import GEMV_COLUMNS, PRECISIONS, Tiles
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.scalars import Scalars
-
-TMA_OK = '''
-def kc_tma_ok(*ts):  # Hopper or newer; 2-D, unit last stride, 16-byte aligned rows and base
-    return all(t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9 and t.dim() == 2
-               and t.stride(-1) == 1 and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0
-               for t in ts)
-'''
 
 COLUMN_ARGS = '''
 def kc_column_args(o, n, ndim):
@@ -65,12 +60,6 @@ def _strided(p: Tiles) -> tuple[Tiles, str]:
     return q, "prec" if q.precision == p.precision else f'"{_precision(q)}"'
 
 
-def _programs(p: Tiles) -> str:
-    """A persistent kernel's grid: one program per SM, fewer when there are fewer tiles."""
-    return (f"programs = min(triton.cdiv(M, {int(p.BLOCK_M)}) * triton.cdiv(N, {int(p.BLOCK_N)}),\n"
-            "               torch.cuda.get_device_properties(a.device).multi_processor_count)")
-
-
 _MATMUL = Template('''
 M, K, N = a.shape[$am], a.shape[$ak], b.shape[$bn]
 out = torch.empty((*(a.shape if a.dim() > 2 else b.shape)[:-2], M, N), dtype=a.dtype, device=a.device)
@@ -98,35 +87,11 @@ _FLAT = {True: {"flat_why": "A's leading dims flattened into its rows, one GEMM"
          False: {"flat_why": "A's leading dims flattened into one batch", "flat_c": "-1, M, N",
                  "flat_a": "c.shape[0], *a.shape[-2:]"}}
 
-_MATMUL_TMA = Template('''
-def $name(${scalars}a, b, c, prec$diag):
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    M, K = a.shape
-    N = b.shape[$b_n]
-$b_desc$programs
-    $launch
-    return True
-''')
-
-_B_DESC = {  # b_kmajor -> the TMA helper's descriptor of B
-    True: Template('''bt = b.t().contiguous()  # (N, K): K-major tiles for the tensor cores; a copy of B, small beside the GEMM
-if not kc_tma_ok(bt):
-    return False
-b_desc = TensorDescriptor.from_tensor(bt, [$bn, $bk])
-'''),
-    False: Template('''b_desc = TensorDescriptor.from_tensor(b, [$bk, $bn])  # (K, N) tiles as B lies: no copy
-'''),
-}
-_B_GIVEN_T = Template('''b_desc = TensorDescriptor.from_tensor(b, [$bn, $bk])  # B given (N, K) for A @ B.T: K-major as it lies
-''')
-
-
 def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
     """C = op(A) @ op(B) (2-D, batched 3-D with a 2-D operand shared, or A of more dims flattened over a 2-D B): the
-    strided kernel, the GEMV kernel for few columns under the GEMV move, the TMA kernel for 2-D row-major operands
-    on a Hopper GPU under a TMA move (A untransposed; B (K, N), or (N, K) for A @ B.T, read K-major as it lies);
-    then the steps and a triangle mask on the fp32 tile."""
+    strided kernel, the GEMV kernel for few columns under the GEMV move, the TMA kernel on a Hopper GPU under a TMA
+    move (tma.py: any operands under an fp32 move, copied where TMA cannot read them; 2-D ones as they lie under
+    a 16-bit one); then the steps and a triangle mask on the fp32 tile."""
     ta, tb = bool(op.detail.get("trans_a")), bool(op.detail.get("trans_b"))
     s = Scalars.of(op)  # the numbers the steps read from the module: the kernels' and helper's first parameters
     prec = _precision(p)
@@ -150,22 +115,9 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
         gemv = (f"if N <= {GEMV_COLUMNS}:  # matrix-vector: each column of C from one pass over A\n"
                 f"    {gemv_launch}\n    return out\n")
     tma = ""
-    if p.tma and not ta:  # TMA reads A as the row-major matrix it is, B as it lies: (K, N), or (N, K) for A @ B.T
-        # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
-        # strided kernel
-        helper, kernel = names("kc_matmul_tma"), kernels.tma(op, names)
-        tiles = _tiles(p)
-        b_desc = (_B_GIVEN_T if tb else _B_DESC[bool(p.b_kmajor)]).substitute(bn=tiles["BLOCK_N"], bk=tiles["BLOCK_K"])
-        tma_launch = kernel.launch(
-            "(programs,)", [f"TensorDescriptor.from_tensor(a, [{tiles['BLOCK_M']}, {tiles['BLOCK_K']}])", "b_desc",
-                            "c", "M", "N", "K", *(["diag"] if mask else [])],
-            {**tiles, "PREC": "prec", "PROGRAMS": "programs", "B_KMAJOR": tb or bool(p.b_kmajor)}, **_options(p))
-        tail = ", diag" if mask else ""  # the helper passes the diagonal on
-        blocks += [kernel, TMA_OK, _MATMUL_TMA.substitute(name=helper, scalars=s.params, b_n=0 if tb else 1,
-                                                          b_desc=indent(b_desc, 4), programs=indent(_programs(p), 4),
-                                                          launch=tma_launch, diag=tail)]
-        tma = (f"if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and {helper}({s.params}a, b, c, prec{tail}):\n"
-               "    return out\n")
+    if p.tma and (p.tma_copies or not ta):  # (tma.py: which operands take the TMA path)
+        tma_blocks, tma = tma_path.matmul(op, p, names, _tiles(p), _options(p))
+        blocks += tma_blocks
     split = ""
     if p.split_k and not mask and not op.detail.get("steps"):  # partial sums must not pass through steps or a mask
         total = kernels.split_sum(names)
@@ -241,12 +193,12 @@ def linear(op: Op, p: Tiles, names: Names) -> Rendered:
         tma_launch = kernel.launch(
             "(programs,)", [f"TensorDescriptor.from_tensor(a, [{tiles['BLOCK_M']}, {tiles['BLOCK_K']}])",
                             f"TensorDescriptor.from_tensor(w, [{tiles['BLOCK_N']}, {tiles['BLOCK_K']}])", "c", "bias",
-                            *epi, "M", "N", "K"],
-            {**tiles, "PREC": "prec", "HAS_BIAS": "has_bias", "PROGRAMS": "programs", "B_KMAJOR": True},
-            **_options(p))
-        blocks += [kernel, TMA_OK, _LINEAR_TMA.substitute(name=helper, scalars=s.params,
-                                                          operands="".join(f", {v}" for v in epi),
-                                                          programs=indent(_programs(p), 4), launch=tma_launch)]
+                            *epi, "M", "N", "K", "1", "0", "0", "0"],  # one product: batch 1, steps and s_cb 0
+            {**tiles, "PREC": "prec", "HAS_BIAS": "has_bias", "PROGRAMS": "programs", "B_KMAJOR": True,
+             "BATCHED": False}, **_options(p))
+        blocks += [kernel, tma_path.TMA_OK,
+                   _LINEAR_TMA.substitute(name=helper, scalars=s.params, operands="".join(f", {v}" for v in epi),
+                                          programs=indent(tma_path.programs(p), 4), launch=tma_launch)]
         tma = (f"if K > 0 and kc_tma_ok(a, w, c2):  # w (N, K) row-major is K-major already: no copy\n"
                f"    {helper}({s.params}a, w, bias_arg, c2, prec, bias is not None{''.join(f', {v}' for v in epi)})\n"
                "    return c\n")
