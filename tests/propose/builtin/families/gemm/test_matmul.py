@@ -128,15 +128,20 @@ def test_gemv_kernel_only_under_its_move():
     assert not any(m.params.gemv for m in moves(Op("linear", {"weight": "w", "bias": None})))
 
 
-def test_tma_only_where_the_move_asks_and_a_is_untransposed():
-    """A move's flags never leak from the first move's defaults, and A.T never goes through TMA (its descriptor
-    reads A as the row-major matrix it is); B.T does, B (N, K) read K-major as it lies, without a copy."""
+def test_tma_only_where_the_move_asks():
+    """A move's flags never leak from the first move's defaults. An fp32 TMA move takes every layout through TMA
+    (A.T copied once into (M, K) rows: its descriptor reads row-major rows); a 16-bit one never A.T. B.T, given
+    (N, K), is read K-major as it lies (copied only where TMA cannot read it), B (K, N) transposed once."""
     ref = HEAD + "class Model(nn.Module):\n    def forward(self, A, B):\n        return torch.matmul(A, B)\n"
-    for trans_a in (False, True):
-        for trans_b in (False, True):
-            op = Op("matmul", {"trans_a": trans_a, "trans_b": trans_b})
-            for m in moves(op):
-                src = render(op, ref, m.params)
-                assert ("kc_matmul_tma(" in src) == (m.params.tma and not trans_a), (trans_a, trans_b, m.params)
-                if m.params.tma and trans_b and not trans_a:
-                    assert "b.t().contiguous()" not in src and "N = b.shape[0]" in src
+    for dtype in ("float32", "float16"):
+        for trans_a in (False, True):
+            for trans_b in (False, True):
+                op = Op("matmul", {"trans_a": trans_a, "trans_b": trans_b, "dtype": dtype})
+                for m in moves(op):
+                    src = render(op, ref, m.params)
+                    takes = m.params.tma and (not trans_a or m.params.half is None)
+                    assert ("kc_matmul_tma(" in src) == takes, (trans_a, trans_b, m.params)
+                    assert ("a.mT" in src) == (takes and trans_a)
+                    if takes:
+                        b = "b" if trans_b or not m.params.b_kmajor else "b.mT"
+                        assert f"kc_tma_rows({b})" in src and "b.t().contiguous()" not in src

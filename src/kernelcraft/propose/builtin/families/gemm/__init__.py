@@ -2,8 +2,10 @@
 BLOCK_M x BLOCK_N output tile (GROUP_M swizzle) and batch, a masked K loop of tl.dot into an fp32 accumulator;
 operands read through their strides (a transpose is a stride swap). input_precision "ieee" (exact fp32),
 "tf32x3" (fp32-grade on the tensor cores) or "tf32" (fp32 inputs rounded: a relaxed move). TMA moves add a
-persistent kernel whose operand tiles come through tensor descriptors (TMA on Hopper): used at run time for 2-D
-row-major operands on a GPU, the strided kernel otherwise. Under the GEMV move, products with at most
+persistent kernel whose operand tiles come through tensor descriptors (TMA on Hopper), used at run time on a Hopper
+GPU (tma.py: a matmul's fp32 moves take any operands, copying those TMA cannot read as they lie; 16-bit moves and
+linears 2-D operands with aligned rows), the strided kernel otherwise (under a 3xTF32 TMA move, exact fp32 at the
+first exact move's tiles: Tiles.strided). Under the GEMV move, products with at most
 GEMV_COLUMNS columns (matrix-vector) take a GEMV kernel. The pointwise steps after a matmul (scaling,
 activations) are applied to the fp32 tile before its store, as a linear's bias and steps are (with parameter
 operands of one value or one per column, read along the columns). A matmul of 16-bit inputs (op.detail["dtype"])

@@ -1,7 +1,8 @@
 """The GEMM family's host code: ModelNew.forward's body for a matmul and for a linear layer, and the module-level
-helpers they call. The TMA moves add `kc_tma_ok` (whether operands can be read through tensor descriptors: the
-same for every op) and a per-op helper (`kc_matmul_tma`, `kc_linear_tma`, named through `names`) that builds the
-descriptors and launches the persistent kernel; like every kernel of the op it takes the op's scalars first."""
+helpers they call. The TMA moves add tma.py's helpers (whether a tensor is on a Hopper GPU and read by TMA as it
+lies: the same for every op) and a per-op helper (`kc_matmul_tma` there, `kc_linear_tma` here, named through
+`names`) that builds the descriptors and launches the persistent kernel; like every kernel of the op it takes the
+op's scalars first."""
 
 from __future__ import annotations
 
@@ -10,16 +11,10 @@ from string import Template
 from kernelcraft.propose.builtin.codegen import attr, indent, parameter
 from kernelcraft.propose.builtin.family import Names, Rendered
 from kernelcraft.propose.builtin.families.gemm import kernels
+from kernelcraft.propose.builtin.families.gemm import tma as tma_path
 from kernelcraft.propose.builtin.families.gemm.tiles import GEMV_COLUMNS, PRECISIONS, Tiles
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.scalars import Scalars
-
-TMA_OK = '''
-def kc_tma_ok(*ts):  # Hopper or newer; 2-D, unit last stride, 16-byte aligned rows and base
-    return all(t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9 and t.dim() == 2
-               and t.stride(-1) == 1 and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0
-               for t in ts)
-'''
 
 COLUMN_ARGS = '''
 def kc_column_args(o, n, ndim):
@@ -58,10 +53,11 @@ def _precision(p: Tiles) -> str:
     return p.precision
 
 
-def _programs(p: Tiles) -> str:
-    """A persistent kernel's grid: one program per SM, fewer when there are fewer tiles."""
-    return (f"programs = min(triton.cdiv(M, {int(p.BLOCK_M)}) * triton.cdiv(N, {int(p.BLOCK_N)}),\n"
-            "               torch.cuda.get_device_properties(a.device).multi_processor_count)")
+def _strided(p: Tiles) -> tuple[Tiles, str]:
+    """The move the strided kernel runs under `p` (Tiles.strided: a 3xTF32 TMA move's is exact fp32 at the first
+    exact move's tiles) and its PREC argument: the body's `prec` where it is p's own precision, else that one's."""
+    q = p.strided()
+    return q, "prec" if q.precision == p.precision else f'"{_precision(q)}"'
 
 
 _MATMUL = Template('''
@@ -91,35 +87,11 @@ _FLAT = {True: {"flat_why": "A's leading dims flattened into its rows, one GEMM"
          False: {"flat_why": "A's leading dims flattened into one batch", "flat_c": "-1, M, N",
                  "flat_a": "c.shape[0], *a.shape[-2:]"}}
 
-_MATMUL_TMA = Template('''
-def $name(${scalars}a, b, c, prec$diag):
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    M, K = a.shape
-    N = b.shape[$b_n]
-$b_desc$programs
-    $launch
-    return True
-''')
-
-_B_DESC = {  # b_kmajor -> the TMA helper's descriptor of B
-    True: Template('''bt = b.t().contiguous()  # (N, K): K-major tiles for the tensor cores; a copy of B, small beside the GEMM
-if not kc_tma_ok(bt):
-    return False
-b_desc = TensorDescriptor.from_tensor(bt, [$bn, $bk])
-'''),
-    False: Template('''b_desc = TensorDescriptor.from_tensor(b, [$bk, $bn])  # (K, N) tiles as B lies: no copy
-'''),
-}
-_B_GIVEN_T = Template('''b_desc = TensorDescriptor.from_tensor(b, [$bn, $bk])  # B given (N, K) for A @ B.T: K-major as it lies
-''')
-
-
 def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
     """C = op(A) @ op(B) (2-D, batched 3-D with a 2-D operand shared, or A of more dims flattened over a 2-D B): the
-    strided kernel, the GEMV kernel for few columns under the GEMV move, the TMA kernel for 2-D row-major operands
-    on a Hopper GPU under a TMA move (A untransposed; B (K, N), or (N, K) for A @ B.T, read K-major as it lies);
-    then the steps and a triangle mask on the fp32 tile."""
+    strided kernel, the GEMV kernel for few columns under the GEMV move, the TMA kernel on a Hopper GPU under a TMA
+    move (tma.py: any operands under an fp32 move, copied where TMA cannot read them; 2-D ones as they lie under
+    a 16-bit one); then the steps and a triangle mask on the fp32 tile."""
     ta, tb = bool(op.detail.get("trans_a")), bool(op.detail.get("trans_b"))
     s = Scalars.of(op)  # the numbers the steps read from the module: the kernels' and helper's first parameters
     prec = _precision(p)
@@ -129,9 +101,10 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
     bk, bn = (-1, -2) if tb else (-2, -1)
     strides = ["s_ab", f"s_a[{am}]", f"s_a[{ak}]", "s_bb", f"s_b[{bk}]", f"s_b[{bn}]", "s_cb", "s_c[-2]", "s_c[-1]"]
     strides += ["diag"] if mask else []  # the triangle's diagonal, read when forward runs
+    q, strided_prec = _strided(p)
     tiled = kernels.tiled(op, names)
-    launch = tiled.launch("grid", ["a", "b", "c", "M", "N", "K", *strides], {**_tiles(p), "PREC": "prec"},
-                          **_options(p))
+    launch = tiled.launch("grid", ["a", "b", "c", "M", "N", "K", *strides], {**_tiles(q), "PREC": strided_prec},
+                          **_options(q))
     blocks: list = [tiled]
     gemv = ""
     if p.gemv:
@@ -142,22 +115,9 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
         gemv = (f"if N <= {GEMV_COLUMNS}:  # matrix-vector: each column of C from one pass over A\n"
                 f"    {gemv_launch}\n    return out\n")
     tma = ""
-    if p.tma and not ta:  # TMA reads A as the row-major matrix it is, B as it lies: (K, N), or (N, K) for A @ B.T
-        # 2-D row-major operands on a GPU take TMA (unit last stride, 16-byte aligned rows); anything else the
-        # strided kernel
-        helper, kernel = names("kc_matmul_tma"), kernels.tma(op, names)
-        tiles = _tiles(p)
-        b_desc = (_B_GIVEN_T if tb else _B_DESC[bool(p.b_kmajor)]).substitute(bn=tiles["BLOCK_N"], bk=tiles["BLOCK_K"])
-        tma_launch = kernel.launch(
-            "(programs,)", [f"TensorDescriptor.from_tensor(a, [{tiles['BLOCK_M']}, {tiles['BLOCK_K']}])", "b_desc",
-                            "c", "M", "N", "K", *(["diag"] if mask else [])],
-            {**tiles, "PREC": "prec", "PROGRAMS": "programs", "B_KMAJOR": tb or bool(p.b_kmajor)}, **_options(p))
-        tail = ", diag" if mask else ""  # the helper passes the diagonal on
-        blocks += [kernel, TMA_OK, _MATMUL_TMA.substitute(name=helper, scalars=s.params, b_n=0 if tb else 1,
-                                                          b_desc=indent(b_desc, 4), programs=indent(_programs(p), 4),
-                                                          launch=tma_launch, diag=tail)]
-        tma = (f"if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c) and {helper}({s.params}a, b, c, prec{tail}):\n"
-               "    return out\n")
+    if p.tma and (p.tma_copies or not ta):  # (tma.py: which operands take the TMA path)
+        tma_blocks, tma = tma_path.matmul(op, p, names, _tiles(p), _options(p))
+        blocks += tma_blocks
     split = ""
     if p.split_k and not mask and not op.detail.get("steps"):  # partial sums must not pass through steps or a mask
         total = kernels.split_sum(names)
@@ -165,11 +125,11 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
         part_launch = tiled.launch(
             "(tiles, splits)", ["a", "b", "ws", "M", "N", "part", f"part * s_a[{ak}]", f"s_a[{am}]", f"s_a[{ak}]",
                                 f"part * s_b[{bk}]", f"s_b[{bk}]", f"s_b[{bn}]", "M * N", "N", "1"],
-            {**_tiles(p), "PREC": "prec"}, **_options(p))
+            {**_tiles(q), "PREC": strided_prec}, **_options(q))
         sum_launch = total.launch("(triton.cdiv(M * N, 1024),)", ["ws", "c", "M * N", "splits"], {"BLOCK": 1024},
                                   num_warps=4)
-        split = (f"tiles = triton.cdiv(M, {int(p.BLOCK_M)}) * triton.cdiv(N, {int(p.BLOCK_N)})\n"
-                 f"splits = kc_k_splits(tiles, K, {int(p.BLOCK_K)}, a) if batch == 1 and c.dim() == 2 else 1\n"
+        split = (f"tiles = triton.cdiv(M, {int(q.BLOCK_M)}) * triton.cdiv(N, {int(q.BLOCK_N)})\n"
+                 f"splits = kc_k_splits(tiles, K, {int(q.BLOCK_K)}, a) if batch == 1 and c.dim() == 2 else 1\n"
                  "if splits > 1:  # split-K: too few output tiles to fill the GPU; part p of K is batch p\n"
                  "    ws = torch.empty((splits, M, N), dtype=torch.float32, device=a.device)\n"
                  "    part = K // splits\n"
@@ -178,8 +138,8 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
     if mask:
         diagonal = f"int({attr(mask['diagonal_attr'])})" if mask.get("diagonal_attr") else repr(int(mask["diagonal"]))
         diag = f"diag = {diagonal}  # torch.{mask['op']}'s diagonal\n"
-    body = _MATMUL.substitute(am=am, ak=ak, bn=bn, gemv=gemv, prec=prec, tma=tma, bm=int(p.BLOCK_M),
-                              bn_tile=int(p.BLOCK_N), launch=launch, diag=diag, split=split,
+    body = _MATMUL.substitute(am=am, ak=ak, bn=bn, gemv=gemv, prec=prec, tma=tma, bm=int(q.BLOCK_M),
+                              bn_tile=int(q.BLOCK_N), launch=launch, diag=diag, split=split,
                               **_FLAT[not ta and not mask])
     return Rendered(tuple(blocks), body)
 
@@ -219,10 +179,11 @@ def linear(op: Op, p: Tiles, names: Names) -> Rendered:
     epi = [v for k in range(len(refs)) for v in (f"o{k}", f"o{k}_s")]  # the epilogue's operands and their strides
     operands = "".join(f"o{k}, o{k}_s = kc_column_args({parameter(r)}, N, c.dim())  # an epilogue operand, its column "
                        "stride\n" for k, r in enumerate(refs))
+    q, strided_prec = _strided(p)
     tiled = kernels.tiled(op, names)
     launch = tiled.launch("grid", ["a", "w", "c2", "bias_arg", *epi, "M", "N", "K", "0", "a.stride(0)", "a.stride(1)",
                                    "0", "w.stride(1)", "w.stride(0)", "0", "c2.stride(0)", "c2.stride(1)"],
-                          {**_tiles(p), "PREC": "prec", "HAS_BIAS": "bias is not None"}, **_options(p))
+                          {**_tiles(q), "PREC": strided_prec, "HAS_BIAS": "bias is not None"}, **_options(q))
     blocks: list = [COLUMN_ARGS] if refs else []
     blocks.append(tiled)
     tma = ""
@@ -232,16 +193,16 @@ def linear(op: Op, p: Tiles, names: Names) -> Rendered:
         tma_launch = kernel.launch(
             "(programs,)", [f"TensorDescriptor.from_tensor(a, [{tiles['BLOCK_M']}, {tiles['BLOCK_K']}])",
                             f"TensorDescriptor.from_tensor(w, [{tiles['BLOCK_N']}, {tiles['BLOCK_K']}])", "c", "bias",
-                            *epi, "M", "N", "K"],
-            {**tiles, "PREC": "prec", "HAS_BIAS": "has_bias", "PROGRAMS": "programs", "B_KMAJOR": True},
-            **_options(p))
-        blocks += [kernel, TMA_OK, _LINEAR_TMA.substitute(name=helper, scalars=s.params,
-                                                          operands="".join(f", {v}" for v in epi),
-                                                          programs=indent(_programs(p), 4), launch=tma_launch)]
+                            *epi, "M", "N", "K", "1", "0", "0", "0"],  # one product: batch 1, steps and s_cb 0
+            {**tiles, "PREC": "prec", "HAS_BIAS": "has_bias", "PROGRAMS": "programs", "B_KMAJOR": True,
+             "BATCHED": False}, **_options(p))
+        blocks += [kernel, tma_path.TMA_OK,
+                   _LINEAR_TMA.substitute(name=helper, scalars=s.params, operands="".join(f", {v}" for v in epi),
+                                          programs=indent(tma_path.programs(p), 4), launch=tma_launch)]
         tma = (f"if K > 0 and kc_tma_ok(a, w, c2):  # w (N, K) row-major is K-major already: no copy\n"
                f"    {helper}({s.params}a, w, bias_arg, c2, prec, bias is not None{''.join(f', {v}' for v in epi)})\n"
                "    return c\n")
     body = _LINEAR.substitute(weight=attr(d["weight"]), bias=attr(d["bias"]) if d.get("bias") else "None",
-                              operands=operands, prec=prec, tma=tma, bm=int(p.BLOCK_M), bn=int(p.BLOCK_N),
+                              operands=operands, prec=prec, tma=tma, bm=int(q.BLOCK_M), bn=int(q.BLOCK_N),
                               launch=launch)
     return Rendered(tuple(blocks), body)

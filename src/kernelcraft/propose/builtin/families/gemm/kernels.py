@@ -1,10 +1,10 @@
 """The GEMM family's Triton kernels as specs: the strided tiled kernel, the matrix-vector (GEMV) kernel and the
 persistent TMA-fed kernel, each one template whose `$epilogue` slot takes what runs on the fp32 result before its
-store. A matmul's epilogue is its pointwise steps, then its triangle mask if it has one (torch.triu/tril of the
-product: zeros outside the triangle, read by a run-time `diag`; an output tile wholly outside runs no K loop); a
-linear's kernels are the same templates with a bias pointer, HAS_BIAS and the steps' parameter operands (o<k>_ptr,
-o<k>_s: read along the output's columns, stride 0 for one value) among their parameters, and the bias added before
-the steps."""
+store; and the copy that makes an operand readable by TMA. A matmul's epilogue is its pointwise steps, then its
+triangle mask if it has one (torch.triu/tril of the product: zeros outside the triangle, read by a run-time `diag`;
+an output tile wholly outside runs no K loop); a linear's kernels are the same templates with a bias pointer,
+HAS_BIAS and the steps' parameter operands (o<k>_ptr, o<k>_s: read along the output's columns, stride 0 for one
+value) among their parameters, and the bias added before the steps."""
 
 from __future__ import annotations
 
@@ -67,30 +67,57 @@ ${epilogue}tl.store(c_ptr + bid * s_cb + rm * s_cm + n * s_cn, ${result}.to(c_pt
 ''')
 
 _TMA = Template('''
-# persistent: program p takes output tiles p, p + PROGRAMS, ... (GROUP_M swizzle). TMA brings A tiles and
-# B tiles, zero-filled past the edges: of B transposed (N, K) when B_KMAJOR (K-major, the layout Hopper's
-# TF32 tensor-core instructions read), else of B (K, N) as it lies (16-bit instructions read either); C is
-# stored through plain masked pointers (no shared-memory staging)
+# persistent: program p takes output tiles p, p + PROGRAMS, ... of the batch's products (tiles_m x tiles_n per
+# matrix, GROUP_M swizzle within one). TMA brings A tiles and B tiles, zero-filled past the edges: of B transposed
+# (N, K) when B_KMAJOR (K-major, the layout Hopper's TF32 tensor-core instructions read), else of B (K, N) as it
+# lies (16-bit instructions read either). BATCHED: 3-D descriptors, a (1, rows, cols) block of matrix bid (step
+# 0: the one matrix of an operand every product shares). C is stored through plain masked pointers (rows of any
+# length; no shared-memory staging)
 tiles_m = tl.cdiv(M, BLOCK_M)
 tiles_n = tl.cdiv(N, BLOCK_N)
 in_group = GROUP_M * tiles_n
-for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS):
-    first_m = (tile // in_group) * GROUP_M
+per_matrix = tiles_m * tiles_n
+for tile in tl.range(tl.program_id(0), batch * per_matrix, PROGRAMS):
+    bid = tile // per_matrix
+    at = tile % per_matrix
+    first_m = (at // in_group) * GROUP_M
     group_m = tl.minimum(tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (tile % in_group) % group_m
-    pid_n = (tile % in_group) // group_m
+    pid_m = first_m + (at % in_group) % group_m
+    pid_n = (at % in_group) // group_m
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
 ${skip}    for k0 in range(0, ${k_end}, BLOCK_K):
-        a = a_desc.load([pid_m * BLOCK_M, k0])
-        if B_KMAJOR:
-            acc = tl.dot(a, b_desc.load([pid_n * BLOCK_N, k0]).T, acc, input_precision=PREC)
+        if BATCHED:
+            a = a_desc.load([bid * a_step, pid_m * BLOCK_M, k0]).reshape([BLOCK_M, BLOCK_K])
+            if B_KMAJOR:
+                b = b_desc.load([bid * b_step, pid_n * BLOCK_N, k0]).reshape([BLOCK_N, BLOCK_K]).T
+            else:
+                b = b_desc.load([bid * b_step, k0, pid_n * BLOCK_N]).reshape([BLOCK_K, BLOCK_N])
         else:
-            acc = tl.dot(a, b_desc.load([k0, pid_n * BLOCK_N]), acc, input_precision=PREC)
+            a = a_desc.load([pid_m * BLOCK_M, k0])
+            if B_KMAJOR:
+                b = b_desc.load([pid_n * BLOCK_N, k0]).T
+            else:
+                b = b_desc.load([k0, pid_n * BLOCK_N])
+        acc = tl.dot(a, b, acc, input_precision=PREC)
     rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
-${epilogue}    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
+${epilogue}    tl.store(c_ptr + bid.to(tl.int64) * s_cb + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
              mask=(rm < M)[:, None] & (rn < N)[None, :])
 ''')
+
+_ROWS = '''
+# dst[b, r, j] = src[b, r, j] for j < cols, program (rows x cols tile, b): an operand TMA cannot read as it lies
+# (rows not a multiple of 16 bytes), read through its strides (a transposed view along its unit-stride rows) and
+# written into row-major rows of ld elements (cols rounded up to 16 bytes); the pad past cols is left unwritten
+tiles_c = tl.cdiv(cols, BLOCK_C)
+r = ((tl.program_id(0) // tiles_c) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)
+j = ((tl.program_id(0) % tiles_c) * BLOCK_C + tl.arange(0, BLOCK_C)).to(tl.int64)
+bid = tl.program_id(1).to(tl.int64)
+mask = (r[:, None] < rows) & (j[None, :] < cols)
+v = tl.load(src_ptr + bid * s_b + r[:, None] * s_r + j[None, :] * s_c, mask=mask)
+tl.store(dst_ptr + (bid * rows + r[:, None]) * ld + j[None, :], v, mask=mask)
+'''
+
 
 # a linear's epilogue operand k along the output's columns rn: one value per column, or one for all (stride 0)
 _COLUMN_LOAD = "tl.load(o{k}_ptr + rn * o{k}_s, mask=rn < N, other=0.0).to(tl.float32)[None, :]"
@@ -197,10 +224,18 @@ def split_sum(names: Names) -> TritonKernel:
 
 
 def tma(op: Op, names: Names) -> TritonKernel:
-    """The persistent kernel whose operand tiles come through tensor descriptors (2-D row-major operands)."""
+    """The persistent kernel whose operand tiles come through tensor descriptors (row-major operands with 16-byte
+    aligned rows: 2-D, or 3-D under BATCHED); a linear's is never batched (batch 1, steps and s_cb 0)."""
     skip, k_end = _skip(op, 4)
     body = _TMA.substitute(epilogue=_epilogue(op, 4), skip=skip, k_end=k_end)
     return TritonKernel(names(f"kc_{op.kind}_tma_kernel"),
-                        ("a_desc", "b_desc", "c_ptr", *operands(op), *SIZES, *_mask_params(op)),
-                        ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *_flags(op), "PROGRAMS", "B_KMAJOR"),
-                        body, Scalars.of(op))
+                        ("a_desc", "b_desc", "c_ptr", *operands(op), *SIZES, "batch", "a_step", "b_step", "s_cb",
+                         *_mask_params(op)),
+                        ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *_flags(op), "PROGRAMS", "B_KMAJOR",
+                         "BATCHED"), body, Scalars.of(op))
+
+
+def rows_copy(names: Names) -> TritonKernel:
+    """The copy of an operand into row-major rows TMA can read (host kc_tma_rows launches it)."""
+    return TritonKernel(names("kc_tma_rows_kernel"), ("src_ptr", "dst_ptr", "rows", "cols", "ld", "s_b", "s_r", "s_c"),
+                        ("BLOCK_R", "BLOCK_C"), _ROWS)

@@ -10,7 +10,7 @@ exact in fp32), so precision is not the question; feeding them is (TMA tiles of 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from kernelcraft.propose.builtin.family import Params
@@ -25,6 +25,10 @@ HALF_TMA = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 4))
 HALF_PLAIN = ((128, 256, 64, 8, 3),)
 # fp32 TMA tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the H100 probe, 2026-11-22
 TMA_TILES = ((128, 256, 32, 8, 3), (256, 128, 32, 8, 3))
+# the first exact move's tiles; a 3xTF32 TMA move's strided kernel (off TMA, and for split-K) runs exact fp32 at
+# them: its splits cost more on the strided kernel than the exact FMA path gains (H200, KernelBench level 1 3_, 6_,
+# 8_, 16_: 3xTF32 at the TMA tiles 1.2-1.5x slower than the exact first move's)
+EXACT_TILES = (128, 128, 32, 8, 3)
 # a linear layer's come after 128x128 ones: a batch of 128 rows (KernelBench level 2) makes one row of tiles, and
 # 256-wide ones leave half of an H100's SMs idle (1.2x slower there: benchmarks/results/README.md, 2026-11-25)
 LINEAR_TMA_TILES = ((128, 128, 32, 8, 3),) + TMA_TILES
@@ -53,11 +57,43 @@ class Tiles(Params):
     split_k: bool = False
 
     K_MAJOR: ClassVar[str] = ""  # how the operand B becomes the K-major one TF32 tensor cores read
+    OFF_TMA: ClassVar[str] = ""  # where a TMA move's operands take the strided kernel instead
+    TMA_TAKES: ClassVar[str] = ""  # the operands an fp32 TMA move's TMA path takes
+
+    def strided(self) -> Tiles:
+        """The move the strided kernel runs under this one (where TMA does not apply, and for split-K): a 3xTF32
+        TMA move's is exact fp32 at the first exact move's tiles (EXACT_TILES: faster there than 3xTF32 at the TMA
+        tiles); any other move's is itself."""
+        if not (self.tma and self.precision == "tf32x3" and not self.half):
+            return self
+        m, n, k, w, s = EXACT_TILES
+        return replace(self, BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s, precision="ieee", tma=False)
+
+    @property
+    def tma_copies(self) -> bool:
+        """A matmul's TMA path takes any operands on a Hopper GPU, copying once those TMA cannot read as they lie
+        (an fp32 move: the copies are small beside its GEMM; tma.py), not only 2-D ones as they lie (16-bit)."""
+        return self.tma and not self.half
 
     def idea(self) -> str:
         split = ("; a product with few output tiles and a long K (too few tiles to fill the GPU) splits K among "
                  "programs, each writing an fp32 partial tile, summed by a second kernel") if self.split_k else ""
-        return self._idea() + split
+        return self._idea() + self._off_tma() + split
+
+    def _tma_takes(self) -> str:
+        """The operands the move's TMA path takes, in words: a 16-bit move's copy nothing (tma.py)."""
+        return ("2-D operands as they lie, A untransposed (others take the plain kernel)" if self.half else
+                self.TMA_TAKES)
+
+    def _off_tma(self) -> str:
+        """What a move whose strided kernel is another move's (strided()) runs off TMA, in words."""
+        q = self.strided()
+        if q is self:
+            return ""
+        where = self.OFF_TMA + (" and for split-K" if self.split_k else "")
+        return (f"; {where} the strided kernel runs exact fp32 products (ieee) at {q.BLOCK_M}x{q.BLOCK_N} tiles "
+                f"({q.BLOCK_K}-wide K steps, {q.num_warps} warps, {q.num_stages} stages), faster there than "
+                f"{self.precision}")
 
     def _idea(self) -> str:
         m, n, k, w, s = self.BLOCK_M, self.BLOCK_N, self.BLOCK_K, self.num_warps, self.num_stages
@@ -66,7 +102,7 @@ class Tiles(Params):
                      f"the exact {m}x{n} tiled kernel" if self.precision == "ieee" else
                      f"the {self.precision} {m}x{n} tiled kernel")
             if self.tma:
-                wider += " fed by TMA where the operands allow"
+                wider += f" fed by TMA for {self._tma_takes()}"
             return (f"Matrix-vector kernel for products with at most {GEMV_COLUMNS} columns of C: the rows of A walked "
                     "once in 512-wide tiles against each column of B, products summed in fp32 lanes, so A streams at "
                     "full bandwidth instead of filling 128-wide output tiles with one live column; wider products "
@@ -76,8 +112,8 @@ class Tiles(Params):
                    "copy)") if not self.b_kmajor else f"({self.K_MAJOR})"
             return (f"{self.half} tensor cores fed by TMA, fp32 accumulation: a persistent grid (one program per SM) "
                     f"walks {m}x{n} output tiles, operand tiles ({k}-wide K steps, {s} stages, {w} warps) copied by "
-                    f"the tensor memory accelerator {lie}, zero-filled edges, no masks in the K loop (strided or "
-                    "batched operands take the plain kernel)")
+                    f"the tensor memory accelerator {lie}, zero-filled edges, no masks in the K loop; TMA for "
+                    f"{self._tma_takes()}")
         if self.half:
             return (f"{self.half} tensor cores, {m}x{n} output tiles ({k}-wide K steps, {w} warps, {s} stages), "
                     f"GROUP_M={self.GROUP_M} swizzle for L2 reuse, strided masked loads (transposes and batches cost "
@@ -85,13 +121,14 @@ class Tiles(Params):
         if self.tma and self.precision == "tf32x3":
             return ("3xTF32 at fp32 accuracy, fed by TMA: each fp32 operand split into a TF32 part and a TF32 "
                     "remainder, three tensor-core products per step (error ~1e-6 relative); " + self.K_MAJOR +
-                    f", a persistent grid walks {m}x{n} output tiles, {k}-wide K steps in {s} stages")
+                    f", a persistent grid walks {m}x{n} output tiles, {k}-wide K steps in {s} stages; TMA for "
+                    f"{self._tma_takes()}")
         if self.tma and self.precision == "tf32":
             return (f"TF32 tensor cores fed by TMA: {self.K_MAJOR} (the layout Hopper's TF32 tensor-core "
                     f"instructions read), a persistent grid (one program per SM) walks {m}x{n} output tiles, operand "
                     f"tiles ({k}-wide K steps, {s} stages) copied by the tensor memory accelerator with zero-filled "
-                    "edges, no masks in the K loop; needs a tolerance policy that admits TF32 (strided or batched "
-                    "operands take the plain kernel)")
+                    f"edges, no masks in the K loop, TMA for {self._tma_takes()}; needs a tolerance policy that admits "
+                    "TF32")
         if self.precision == "tf32":
             return (f"TF32 tensor cores for fp32 inputs: {m}x{n} tiles ({k}-wide K steps, {w} warps, {s} stages), "
                     "fp32 accumulation; inputs rounded to TF32 (10-bit mantissa), so it needs a tolerance policy "
@@ -120,6 +157,9 @@ class MatmulTiles(Tiles):
     """A matmul's moves: B (K, N) is transposed once to be K-major for the TF32 tensor cores."""
 
     K_MAJOR: ClassVar[str] = "B transposed once so both operands are K-major"
+    OFF_TMA: ClassVar[str] = "off a Hopper GPU"
+    TMA_TAKES: ClassVar[str] = ("any operands on a Hopper GPU (batches through 3-D descriptors; a transposed A, and "
+                                "rows not 16-byte aligned, copied once into rows TMA reads)")
 
 
 @dataclass(frozen=True)
@@ -127,6 +167,8 @@ class LinearTiles(Tiles):
     """A linear layer's moves: its weight (N, K) is the K-major operand B as it lies; no GEMV move."""
 
     K_MAJOR: ClassVar[str] = "the weight (N, K) is the K-major operand as it is"
+    OFF_TMA: ClassVar[str] = "where TMA does not apply (rows not 16-byte aligned; no Hopper GPU)"
+    TMA_TAKES: ClassVar[str] = "2-D operands with 16-byte aligned rows on a Hopper GPU"
 
 
 def moves(op: Op) -> list[Tiles]:
@@ -138,7 +180,7 @@ def moves(op: Op) -> list[Tiles]:
     out = [tiles(m, n, k, 8, w, s, "tf32x3", tma=True) for m, n, k, w, s in tma_tiles]
     # the first exact move of a matmul splits K where few output tiles meet a long K (split_k)
     out += [tiles(m, n, k, 8, w, s, "ieee", split_k=op.kind == "matmul" and i == 0)
-            for i, (m, n, k, w, s) in enumerate(((128, 128, 32, 8, 3), (64, 128, 32, 4, 4)))]
+            for i, (m, n, k, w, s) in enumerate((EXACT_TILES, (64, 128, 32, 4, 4)))]
     out += [tiles(m, n, k, 8, w, s, "tf32", tma=True) for m, n, k, w, s in TMA_TILES]
     out.append(tiles(128, 128, 32, 8, 8, 3, "tf32"))
     if op.kind == "matmul":
