@@ -77,6 +77,7 @@ def test_no_keys_strided_views_and_a_batch_in_chunks(tmp_path, monkeypatch):
     chunks (the limit lowered to 2 here: 3 chunks of 5 batch·heads)."""
     monkeypatch.setattr(unfused, "MAX_BATCH", 2)
     module = load(render(attn_op(True), sdpa_reference(), {}), tmp_path)
+    module.kc_tma_gpu = lambda t: False  # the strided GEMMs' path, as off a Hopper GPU (it alone is cut in chunks)
     q, k, v = torch.randn(3, 600, device=DEVICE), torch.randn(0, 600, device=DEVICE), torch.randn(0, 7, device=DEVICE)
     torch.testing.assert_close(module.ModelNew(True)(q, k, v), torch.zeros(3, 7, device=DEVICE))
     torch.manual_seed(0)
@@ -85,6 +86,33 @@ def test_no_keys_strided_views_and_a_batch_in_chunks(tmp_path, monkeypatch):
     assert seen == [SOFTMAX] * 3
     torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, is_causal=True),
                                **tolerance(torch.float32))
+
+
+TMA_KERNELS = ("kc_matmul_tma_kernel_qk", "kc_matmul_tma_kernel_pv", "kc_attention_gemm", "kc_attention_scores_gemm")
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("params", [m.params for m in moves(attn_op()) if not m.params.relaxed], ids=ident)
+def test_wide_heads_through_tma_as_on_a_hopper_gpu(params, causal, tmp_path):
+    """On a Hopper GPU fp32 wide heads take the GEMM family's TMA kernel for both products (3xTF32), v copied
+    K-major once: here the candidate's kc_tma_gpu says yes, so they run in the interpreter, against torch at the
+    strict tolerance; 16-bit heads keep the strided GEMMs."""
+    module = load(render(attn_op(causal), sdpa_reference(), params), tmp_path)
+    module.kc_tma_gpu = lambda t: True
+    for qs, ks, vs in WIDE:
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(s, device=DEVICE) for s in (qs, ks, vs))
+        spy = Launches(SOFTMAX, *(k for k in TMA_KERNELS if hasattr(module, k)))
+        spy(module)
+        got = module.ModelNew(causal)(q, k, v)
+        assert spy.seen == ["kc_matmul_tma_kernel_qk", SOFTMAX, "kc_matmul_tma_kernel_pv"], (qs, spy.seen)
+        torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                   **tolerance(torch.float32))
+    q, k, v = (torch.randn(s, device=DEVICE).half() for s in WIDE[0])
+    spy = Launches(SOFTMAX, *(k for k in TMA_KERNELS if hasattr(module, k)))
+    spy(module)
+    module.ModelNew(causal)(q, k, v)
+    assert "kc_matmul_tma_kernel_qk" not in spy.seen and SOFTMAX in spy.seen
 
 
 def test_large_scores_stay_fp32_accurate(tmp_path):

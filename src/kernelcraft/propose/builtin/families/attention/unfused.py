@@ -13,12 +13,20 @@ at KernelBench's 97_ScaledDotProductAttention):
 3. out = p @ v: the same tiled kernel, its K loop over the keys (causal: only the first min(S, L), as no query
    sees a key past L - 1), out in q's dtype.
 
-The products take the move's precision ("ieee", "tf32x3", or "tf32" in the relaxed move) for fp32 inputs."""
+The products take the move's precision ("ieee", "tf32x3", or "tf32" in the relaxed move) for fp32 inputs, except on
+a Hopper GPU: there fp32 inputs take the GEMM family's TMA kernel for both products (gemm/tma.py: q and k read as
+they lie, k being the K-major operand of q @ k^T; v copied once K-major, 2 GiB at KernelBench's 97 beside ~20 ms of
+GEMMs) as 3xTF32 (fp32-grade, ~1e-6 relative; TF32 under the relaxed move), the tensor-core path that reached
+cuBLAS's exact fp32 speed on level-1 matmuls where the strided exact kernel ran at ~0.85 of it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kernelcraft.propose.builtin.codegen import indent
 from kernelcraft.propose.builtin.families.gemm import kernels as gemm
+from kernelcraft.propose.builtin.families.gemm import tma
+from kernelcraft.propose.builtin.families.gemm.tiles import TMA_TILES, MatmulTiles
 from kernelcraft.propose.builtin.family import Names, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 
@@ -81,6 +89,43 @@ def gemm_kernels(causal: bool, names: Names) -> tuple[TritonKernel, TritonKernel
     return gemm.tiled(tril, names, "kc_attention_scores_gemm"), plain
 
 
+# the TMA GEMMs' move on a Hopper GPU (fp32 inputs): the matmul family's first 3xTF32 TMA tiles
+TMA_MOVE = MatmulTiles(*TMA_TILES[0][:3], 8, *TMA_TILES[0][3:], "tf32x3", tma=True)
+
+
+def _tma_gemm(op: Op, names: Names) -> tuple[list, str]:
+    """(the module-level blocks, the helper's name) of one product through the GEMM family's TMA helper, its names
+    suffixed so that the scores' and p @ v's never clash."""
+    tiles = {"BLOCK_M": TMA_MOVE.BLOCK_M, "BLOCK_N": TMA_MOVE.BLOCK_N, "BLOCK_K": TMA_MOVE.BLOCK_K,
+             "GROUP_M": TMA_MOVE.GROUP_M}
+    blocks, _ = tma.matmul(op, TMA_MOVE, names, tiles,
+                           {"num_warps": TMA_MOVE.num_warps, "num_stages": TMA_MOVE.num_stages})
+    return blocks, names("kc_matmul_tma")
+
+
+def tma_lines(causal: bool, names: Names) -> tuple[list, list[str]]:
+    """(the blocks, the forward's lines) of the wide path on a Hopper GPU for fp32 inputs: the scores by the TMA
+    kernel (q (batch, L, E) rows, k (batch, S, E) the K-major operand as it lies; causal, with torch.tril's mask so
+    that tiles above the diagonal run no products), the softmax in place, p @ v by the TMA kernel (v copied once
+    K-major); they end by returning o."""
+    tril = {"mask": {"op": "tril", "diagonal": 0, "diagonal_attr": None}} if causal else {}
+    qk_blocks, qk = _tma_gemm(Op("matmul", {"trans_b": True, **tril}), replace(names, suffix=names.suffix + "_qk"))
+    pv_blocks, pv = _tma_gemm(Op("matmul", {}), replace(names, suffix=names.suffix + "_pv"))
+    pv_blocks = [b for b in pv_blocks if not (isinstance(b, str) and b in qk_blocks)]  # the shared host helpers
+    soft = softmax_kernel(names)
+    lines = [
+        "tprec = \"tf32\" if prec == \"tf32\" else \"tf32x3\"  # fp32-grade on the tensor cores (TF32: the relaxed move)",
+        "scores = torch.empty((batch, L, S), dtype=torch.float32, device=q.device)",
+        f"{qk}(q3, k3, scores, tprec{', 0' if causal else ''})",
+        soft.launch("(batch * L,)", ["scores", "scores", "L", "S", "qk_scale"],
+                    {"BLOCK_S": "min(1024, triton.next_power_of_2(S))", "CAUSAL": causal}, num_warps=4),
+        f"keys = {'min(S, L)  # causal: no query sees a key past L - 1' if causal else 'S'}",
+        f"{pv}(scores[..., :keys], v3[:, :keys], o3, tprec)",
+        "return o",
+    ]
+    return qk_blocks + pv_blocks, lines
+
+
 def body(causal: bool, p, names: Names) -> tuple[tuple[TritonKernel, ...], str]:
     """(the kernels, the forward's lines for wide heads): q3, k3, v3, o3 (batch, rows, cols), L, S, E, EV, batch,
     prec and qk_scale (the scale times log2 e) are set before them; they end by returning o."""
@@ -94,7 +139,10 @@ def body(causal: bool, p, names: Names) -> tuple[tuple[TritonKernel, ...], str]:
                             {"BLOCK_S": "block_s", "CAUSAL": causal}, num_warps=4),
                 pv.launch(grid.format("EV"), _PV_ARGS, tiles, **options)]
     keys = "min(S, L)  # causal: no query sees a key past L - 1" if causal else "S"
+    fast, fast_lines = tma_lines(causal, names)
     lines = [
+        "if q.dtype == torch.float32 and S > 0 and kc_tma_gpu(q3):  # a Hopper GPU: the GEMMs through TMA",
+        *indent("\n".join(fast_lines), 4).split("\n"),
         "# the scores in memory (batch·heads·L·S fp32), the softmax in place over them for fp32 inputs",
         "scores = torch.empty((batch, L, S), dtype=torch.float32, device=q.device)",
         "probs = scores if q.dtype == torch.float32 else torch.empty_like(scores, dtype=q.dtype)",
@@ -109,4 +157,4 @@ def body(causal: bool, p, names: Names) -> tuple[tuple[TritonKernel, ...], str]:
         "return o",
     ]
     kernels = (scores, soft) if scores is pv else (scores, pv, soft)
-    return kernels, "\n".join(lines)
+    return (*kernels, *fast), "\n".join(lines)
