@@ -89,21 +89,22 @@ def render(op: Op, p, names: Names) -> Rendered:
         return TritonKernel(               # offsets one its table and BOUNDS too
             names(name),
             ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *("tab_ptr",) * table, *operands.params(op, NDIM), "M", "C", "D",
-             "H", "W", "CO", "OD",
-             "OH", "OW", "K", "CPG", "COPG", "SD", "SH", "SW", "PD", "PH", "PW", "DD", "DH", "DW"),
+             "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "SD", "SH", "SW", "PD", "PH", "PW", "DD", "DH",
+             "DW"),
             ("KD", "KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *("BOUNDS",) * table,
              *operands.flags(op)),
             _CONV3D.substitute(tile=TILE, kloop=kloop,
                                epilogue="\n".join(epilogue_lines(d.get("steps") or [], _load))),
             Scalars.of(op))  # the numbers the steps read from the module: the kernel's first parameters
 
-    def launch(k, extra=None):  # extra: the offsets kernel's BOUNDS (its table argument goes with it)
+    def launch(k, bounds=None):  # bounds: the offsets kernel's BOUNDS (Python source), which takes its table too
+        extra = {} if bounds is None else {"BOUNDS": bounds}
         return k.launch(
-            "grid", ["x", "w", "x if bias is None else bias", "y", *("tab",) * bool(extra), *operands.args(op, NDIM),
+            "grid", ["x", "w", "x if bias is None else bias", "y", *("tab",) * len(extra), *operands.args(op, NDIM),
                      "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "sd", "sh", "sw", "pd", "ph",
                      "pw", "dd", "dh", "dw"],
             {"KD": "KD", "KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn",
-             "BLOCK_K": bk, "GROUP_M": group, "PREC": "prec", **(extra or {}), **operands.flag_consts(op)},
+             "BLOCK_K": bk, "GROUP_M": group, "PREC": "prec", **extra, **operands.flag_consts(op)},
             num_warps=int(p.num_warps), num_stages=int(p.num_stages))
 
     packed = kernel("kc_conv3d_kernel", _PACKED_K)
@@ -127,7 +128,7 @@ def render(op: Op, p, names: Names) -> Rendered:
         run = (f"if CPG * D * H * W < 2**31:  # a K index's offset in a group's input fits int32\n"
                f"        tab = torch.empty(({1 + len(_AXES)}, K), dtype=torch.int32, device=x.device)\n"
                f"        {fill}\n"
-               f"        {launch(offsets, {'BOUNDS': '(pd > 0 or ph > 0 or pw > 0)'})}  # unpadded: no bounds masks\n"
+               f"        {launch(offsets, '(pd > 0 or ph > 0 or pw > 0)')}  # unpadded: no bounds masks\n"
                f"    else:\n        {run}")
     bias = attr(d["bias"]) if d.get("bias") else "None"
     body = f'''
