@@ -39,7 +39,7 @@ TAPS_IDEA = ("K loop over the kernel taps, each tap's in-channels in BLOCK_K chu
 OFFSETS_IDEA = ("K loop as offsets: each output row's window origin in x computed once per tile, each K index's "
                 "(channel, tap) decoded once per call into a table of input offsets, so a patch element's address is "
                 "one add (no div/mod or coordinates per element); bounds masks only where the conv pads; the patch "
-                "loaded rows fastest, coalesced along the output's rows; the packed K where a group's input has "
+                "loaded rows fastest, coalesced along the output's rows (the packed K where a group's input has "
                 "2**31 values or more)")
 
 
