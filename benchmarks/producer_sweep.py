@@ -9,8 +9,8 @@ so a tile table can be chosen against the baseline the verifier uses.
     python benchmarks/producer_sweep.py ../shared/kernelbench/level2 --only 4_,19_,47_ --out OUT.json
     python benchmarks/producer_sweep.py ../shared/kernelbench/level1 --only 47_,51_ --moves --out OUT.json
 
---k-order both times each tile variant with the conv families' packed and taps K loops (implicit_gemm.GemmTiles.k_order;
-a lead of a family without the taps loop takes its own).
+--k-order both times each tile variant with the conv families' packed and taps K loops, all with those and the offsets
+loop too (implicit_gemm.GemmTiles.k_order; a lead takes only the orders its family has, else its own).
 """
 
 from __future__ import annotations
@@ -43,8 +43,10 @@ VARIANTS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, precision)
 
 def tile_variants(base, k_orders=(None,)) -> list[tuple[dict, object]]:
     """The lead's first strict move with each of VARIANTS' tiles and precision (an implicit-GEMM or GEMM family's),
-    in each of `k_orders` where the family has the taps K loop (None: the move's own)."""
-    orders = k_orders if getattr(base.params, "TAPS", False) else (None,)
+    in each of `k_orders` the family has (None: the move's own)."""
+    has = {"packed": hasattr(base.params, "k_order"), "taps": getattr(base.params, "TAPS", False),
+           "offsets": getattr(base.params, "OFFSETS", False), None: True}
+    orders = tuple(o for o in k_orders if has[o]) or (None,)
     out = []
     for (m, n, k, w, s, precision), order in ((tiles, o) for tiles in VARIANTS for o in orders):
         extra = {"k_order": order} if order else {}
@@ -109,10 +111,11 @@ def main() -> None:
                     help="time every strict move the engineer offers for the lead, not the tile table")
     ap.add_argument("--minutes", type=float, default=0.0, help="stop starting problems after this long")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--k-order", choices=("packed", "taps", "both"), default=None,
+    ap.add_argument("--k-order", choices=("packed", "taps", "offsets", "both", "all"), default=None,
                     help="the conv families' K loop for every tile variant (default: the first strict move's)")
     args = ap.parse_args()
-    k_orders = {None: (None,), "both": ("packed", "taps")}.get(args.k_order, (args.k_order,))
+    k_orders = {None: (None,), "both": ("packed", "taps"), "all": ("packed", "taps", "offsets")}.get(
+        args.k_order, (args.k_order,))
     problems = [p for p in load_problem_dir(args.suite) if any(p.name.startswith(k) for k in args.only.split(","))]
     engineer = BuiltinProposer("cuda")
     rows, started = [], time.monotonic()

@@ -12,7 +12,13 @@ walks the kernel's taps (a transposed conv's phase: only the taps that reach it)
 chunks: the input coordinates and bounds of a tap are BLOCK_M vectors, the channel chunk a BLOCK_K vector, the tile
 their broadcast sum (no div/mod per element), and the weight, permuted once per call to (CO, KD, KH, KW, CPG), gives
 each chunk contiguously. `taps_loop` writes that loop for every family. The forward takes the taps kernel only where
-a group has at least BLOCK_K in-channels (fewer: the packed K wastes less of each step).
+a group has at least BLOCK_K in-channels (fewer: the packed K wastes less of each step). "offsets" (families whose
+tiles set OFFSETS) walks K packed as "packed" does, but splits a patch element's input offset into a per-row part
+(the row's window origin, once per tile) and a per-K part (the K index's channel and tap as one offset, decoded once
+per call into a table by a small kernel), so an element's address is one add; its bounds masks are compiled in only
+where the conv pads (without padding every tap of an output lies in the input), and the patch is loaded rows
+fastest (a warp reads consecutive outputs' inputs, as the taps loop does). `offsets_loop` writes that loop,
+`offsets_table` the table's kernel.
 """
 
 from __future__ import annotations
@@ -26,10 +32,15 @@ from kernelcraft.propose.builtin.family import Params
 
 GATHER = "gather input patches straight from x (padding as a mask, no im2col buffer)"
 PRECISIONS = ("ieee", "tf32x3", "tf32")
-K_ORDERS = ("packed", "taps")
+K_ORDERS = ("packed", "taps", "offsets")
 TAPS_IDEA = ("K loop over the kernel taps, each tap's in-channels in BLOCK_K chunks (tap coordinates and bounds as "
              "row vectors, no div/mod per K element; the weight as (CO, taps, CPG), each chunk contiguous; a packed "
              "(channel, tap) K where a group has fewer than BLOCK_K in-channels)")
+OFFSETS_IDEA = ("K loop as offsets: each output row's window origin in x computed once per tile, each K index's "
+                "(channel, tap) decoded once per call into a table of input offsets, so a patch element's address is "
+                "one add (no div/mod or coordinates per element); bounds masks only where the conv pads; the patch "
+                "loaded rows fastest, coalesced along the output's rows (the packed K where a group's input has "
+                "2**31 values or more)")
 
 
 @dataclass(frozen=True)
@@ -53,17 +64,20 @@ class GemmTiles(Params):
     GEMM: ClassVar[str] = "implicit GEMM"  # names the formulation in the tensor-core moves' text
     TAPS: ClassVar[bool] = False  # the family's kernels have the taps K loop (k_order "taps" allowed, offered)
     TAPS_IDEA: ClassVar[str] = TAPS_IDEA  # what a taps move's text says of its K loop (and where it stands aside)
+    OFFSETS: ClassVar[bool] = False  # the family's kernels have the offsets K loop (k_order "offsets" allowed)
+    OFFSETS_IDEA: ClassVar[str] = OFFSETS_IDEA  # what an offsets move's text says of its K loop
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
             raise ValueError(f"unknown conv precision {self.precision!r}")
-        if self.k_order not in (K_ORDERS if self.TAPS else K_ORDERS[:1]):
+        orders = ("packed",) + ("taps",) * self.TAPS + ("offsets",) * self.OFFSETS
+        if self.k_order not in orders:
             raise ValueError(f"k_order {self.k_order!r} is not one of {type(self).__name__}'s")
 
     def tile(self) -> str:
-        taps = f"; {self.TAPS_IDEA}" if self.k_order == "taps" else ""
+        loop = {"taps": f"; {self.TAPS_IDEA}", "offsets": f"; {self.OFFSETS_IDEA}"}.get(self.k_order, "")
         return (f"{self.BLOCK_M}x{self.BLOCK_N} output tiles ({self.OUTPUTS} x out-channels), {self.BLOCK_K}-wide K "
-                f"steps, {self.num_warps} warps, {self.num_stages} stages{taps}")
+                f"steps, {self.num_warps} warps, {self.num_stages} stages{loop}")
 
     def idea(self) -> str:
         if self.precision == "tf32x3":
@@ -78,7 +92,7 @@ class GemmTiles(Params):
     def category(self) -> str:
         if self.precision == "tf32":
             return "precision"
-        if self.k_order == "taps":  # coalesced gathers, contiguous weight chunks, no div/mod per K element
+        if self.k_order in ("taps", "offsets"):  # coalesced gathers, no div/mod per K element
             return "memory"
         if self.precision == "tf32x3":
             return "compute"
@@ -166,6 +180,96 @@ def taps_loop(taps: str, coords: Sequence[tuple[str, str, str]], plane: str, row
     note = f"  # {tap_note}" if tap_note else ""
     return _TAPS_LOOP.format(taps=taps, tap_note=note, coords=lines, bounds=bounds, plane=plane, row=row,
                              w_row=w_row, w_tap=w_tap)
+
+
+# The offsets K loop (module docstring). A is loaded as [BLOCK_K, BLOCK_M], rows on the fast axis (a warp reads
+# consecutive outputs' inputs: at stride 1 one or two cache lines a load, where the packed loop's K-fast layout
+# spreads a warp over a row's taps, planes apart), and transposed for the dot, as the taps loop does. That layout
+# gives each thread one row and BLOCK_K / (warps along K) K indices, the same ones for all 32 lanes of a warp:
+# decoded in the loop (div/mod by the kernel's extents, some 30 instructions a K index) they cost more than the
+# packed loop (in the SASS Triton 3.9 makes for sm_90, level1/54's conv on 128x64 tiles of 8 warps, 3xTF32: 650
+# instructions a thread a step against the packed loop's 532). So the K indices are decoded once per call, by
+# `offsets_table`'s kernel, into a table the loop reads (one address a warp; the pipeline prefetches it with the
+# patch): then a step runs 334 instructions, an element of A a pointer add and a mask. Table row 0 is the K index's
+# input offset from the window origin (int32: the forward takes this loop only where a group's input has fewer than
+# 2**31 values), rows 1.. its dilated tap offset along each spatial axis, read only where BOUNDS (the conv pads;
+# without padding every tap of an output lies in the input, the output size being what fits, so the mask is rows x
+# K alone). The weight stays (CO, K): a step's K indices are consecutive in it.
+_OFFSETS_LOOP = '''x_win = x_ptr + x_row + {origin}  # per row: its window's first input (in the padding: masked)
+for k0 in range(0, K, BLOCK_K):
+    kk = k0 + tl.arange(0, BLOCK_K)
+    kmask = kk < K
+    delta = tl.load(tab_ptr + kk, mask=kmask, other=0)  # the K index's input offset from the window origin
+    amask = kmask[:, None] & mmask[None, :]
+    if BOUNDS:  # padding: the taps outside the input read zeros
+{bound_lines}
+    a = tl.load(x_win[None, :] + delta[:, None], mask=amask, other=0.0)
+    b = tl.load(w_ptr + co.to(tl.int64)[None, :] * K + kk[:, None], mask=kmask[:, None] & nmask[None, :],
+                other=0.0)
+    acc = tl.dot(tl.trans(a), b, acc, input_precision=PREC)'''
+
+# The table's kernel: K indices (channel, taps) packed channel-major, as the weight (CO, CPG, *kernel) is, decoded by
+# div/mod once per call; table rows as _OFFSETS_LOOP reads them.
+_OFFSETS_TABLE = '''kk = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+kmask = kk < K
+c = kk // ({taps})
+r = kk % ({taps})
+{tap_lines}
+tl.store(tab_ptr + kk, c * ({plane}) + {within}, mask=kmask)
+{store_lines}'''
+
+OFFSETS_TABLE_BLOCK = 256  # K indices a program of the table's kernel decodes
+
+
+def _tap_offsets(axes: Sequence[tuple[str, str, str, str, str]]) -> list[tuple[str, str]]:
+    """(name, expression) of each axis's dilated tap offset of the K index's tap r (offsets_loop's `axes`)."""
+    kernel = [k for _, _, k, _, _ in axes]
+    out = []
+    for i, (name, _, k, dil, _) in enumerate(axes):
+        later = kernel[i + 1:]
+        divisor = f"({' * '.join(later)})" if len(later) > 1 else "".join(later)
+        out.append((name, "r" + (f" // {divisor}" if later else "") + (f" % {k}" if i else "") + f" * {dil}"))
+    return out
+
+
+def _horner(terms: Sequence[str], extents: Sequence[str]) -> str:
+    """((t0 * E1 + t1) * E2 + t2): an offset within a channel plane of `extents` from per-axis `terms`."""
+    out = terms[0]
+    for extent, term in zip(extents[1:], terms[1:]):
+        out = f"({out}) * {extent} + {term}" if " + " in out else f"{out} * {extent} + {term}"
+    return out
+
+
+def offsets_loop(axes: Sequence[tuple[str, str, str, str, str]]) -> str:
+    """An implicit-GEMM kernel's offsets K loop (above) over K = (channel, taps) packed channel-major, reading the
+    table `offsets_table` fills at tab_ptr. `axes`: per spatial axis, outermost first, (the name of its tap offset,
+    the rows' input coordinate of tap 0, the kernel extent constexpr, the dilation, the input extent). The kernel
+    defines x_row (the rows' group start in x, int64), mmask, nmask, co and acc before it, and takes tab_ptr and the
+    constexpr BOUNDS."""
+    bound_lines = []
+    for j, (name, origin, _, _, extent) in enumerate(axes):
+        row = "K" if j == 0 else f"{j + 1} * K"  # the table's row j + 1
+        bound_lines.append(f"        {name} = {origin}[None, :] + tl.load(tab_ptr + {row} + kk, mask=kmask, "
+                           f"other=0)[:, None]")
+        bound_lines.append(f"        amask = amask & ({name} >= 0) & ({name} < {extent})")
+    return _OFFSETS_LOOP.format(origin=_horner([o for _, o, _, _, _ in axes], [e for *_, e in axes]),
+                                bound_lines="\n".join(bound_lines))
+
+
+def offsets_table(axes: Sequence[tuple[str, str, str, str, str]]) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """The run-time parameters, constexprs and body of the kernel that fills `offsets_loop`'s table, int32 of shape
+    (1 + len(axes), K), OFFSETS_TABLE_BLOCK K indices a program (`axes` as offsets_loop's)."""
+    taps = _tap_offsets(axes)
+    stores = [f"tl.store(tab_ptr + {'K' if j == 0 else f'{j + 1} * K'} + kk, {name}, mask=kmask)"
+              for j, (name, _) in enumerate(taps)]
+    body = _OFFSETS_TABLE.format(taps=" * ".join(k for _, _, k, _, _ in axes),
+                                 tap_lines="\n".join(f"{name} = {expr}" for name, expr in taps),
+                                 plane=" * ".join(e for *_, e in axes),
+                                 within=_horner([n for n, _ in taps], [e for *_, e in axes]),
+                                 store_lines="\n".join(stores))
+    params = ("tab_ptr", "K", *(e for *_, e in axes), *(d for _, _, _, d, _ in axes))
+    return params, (*(k for _, _, k, _, _ in axes), "BLOCK"), body
+
 
 def hyper_lines(d: dict, names: tuple, spatial: str, padding_strings: bool = True) -> str:
     """Generated lines binding a conv's hyper-parameters: `names` (e.g. ("stride", "dilation")) as tuples of the

@@ -7,8 +7,12 @@ indices into (channel, kd, kh, kw), gathers the BLOCK_M x BLOCK_K patch straight
 im2col buffer) and the matching weights (contiguous along K), and accumulates tl.dot in fp32 at the move's
 precision; or (k_order "taps", where a group has at least BLOCK_K in-channels) walks the taps (kd, kh, kw) outer
 and each tap's in-channels in BLOCK_K chunks inner, over a weight permuted to (CO, KD, KH, KW, CPG), with no div/mod
-per K element. Bias and the pointwise steps after the conv (with the parameter tensors they read, x + self.bias, at
-the output's coordinates) are applied to the fp32 tile before its only store.
+per K element; or (k_order "offsets") walks the packed K with each patch element's input offset split into its
+row's window origin (once per tile) and its K index's channel-and-tap offset (decoded once per call into a small
+table by a kernel of its own), bounds masks only where the conv pads, the patch loaded rows fastest
+(implicit_gemm.offsets_loop). Bias and the pointwise steps after the conv (with the parameter tensors they read,
+x + self.bias, at the output's coordinates) are applied to the fp32 tile before its only store, which writes the
+tile transposed so that a warp stores consecutive voxels of one out-channel (kernels.py).
 Depthwise 3-D convs run on the same grouped GEMM (no stencil kernel of their own: correct, though most of a
 BLOCK_N tile idles).
 """
@@ -33,10 +37,31 @@ class Conv3dTiles(GemmTiles):
     OUTPUTS: ClassVar[str] = "voxels"
     GEMM: ClassVar[str] = "3-D implicit GEMM"
     TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop
+    OFFSETS: ClassVar[bool] = True  # and the offsets K loop
+
+    def tile(self) -> str:
+        return super().tile() + ", stored a warp to consecutive voxels"
 
 
 def moves(op: Op) -> list[Conv3dTiles]:
-    return gemm_moves(Conv3dTiles)
+    """implicit_gemm.gemm_moves with the offsets K loop's moves: 3xTF32 on 16-wide K steps first (the packed first
+    move's tiles, its loop's per-element index work cut to an add and a mask), 32-wide steps and exact fp32 after
+    the two taps moves, then the packed moves; a relaxed TF32 one before the first relaxed packed move.
+
+    Not timed when ordered; by the SASS Triton 3.9 makes for sm_90 (level1/54's conv: 3 in-channels, K 81, 128x64
+    tiles of 8 warps, 3xTF32): the packed loop's step runs 532 instructions a thread, the offsets loop's 334 (16-wide
+    steps, 120 registers) or 514 (32-wide, 168 registers: one program an SM where 16-wide steps fit two), 120 of
+    them 3xTF32's own (splitting, the NaN guard, adding the partial products). At 32+ in-channels per group the taps
+    moves (second, third) read each chunk of a tap with no table at all. 16- and 32-wide steps pad K = 27, 81, 216,
+    315 alike (32, 96, 224, 320); one step of next_power_of_2(K) (81 -> 128) would waste a third of the dot and
+    double the registers a thread holds of A."""
+    base = gemm_moves(Conv3dTiles)
+    first = base[0]  # 128x128x16, 3xTF32, packed
+    offsets = first.but(k_order="offsets")
+    later = [offsets.but(BLOCK_K=32), offsets.but(precision="ieee")]
+    relaxed = next(i for i, p in enumerate(base) if p.precision == "tf32")
+    strict = [offsets, *base[1:3], *later, first, *base[3:relaxed]]
+    return strict + [offsets.but(precision="tf32"), *base[relaxed:]]
 
 
 def render(op: Op, p: Conv3dTiles, names: Names) -> Rendered:

@@ -1,7 +1,8 @@
 """The conv3d family's kernels (an implicit GEMM over output voxels, the epilogue applied before its one store: the
 pointwise steps, their parameter operands read at the output's coordinates, families/conv/operands.py; a K loop over
-packed (channel, kd, kh, kw) indices or over the taps and channel chunks, the rest shared) and the forward that
-launches one (the conv family's kernels.py explains the taps loop's layout choices)."""
+packed (channel, kd, kh, kw) indices, over the taps and channel chunks, or over packed indices as per-row and per-K
+offsets, the rest shared) and the forward that launches one (implicit_gemm.py explains the taps and offsets loops'
+layout choices)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import (SIZE_HELPERS, TILE, hyper_lines,
-                                                                     taps_loop)
+                                                                     OFFSETS_TABLE_BLOCK, offsets_loop,
+                                                                     offsets_table, taps_loop)
 from kernelcraft.propose.builtin.families.conv import operands
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
@@ -19,7 +21,8 @@ from kernelcraft.propose.builtin.steps import epilogue_lines
 
 NDIM = 5  # the kernel's output dims, (n, co, od, oh, ow): an epilogue operand's strides
 
-# The 3-D implicit GEMM: the tile prologue, a K loop ($kloop: _PACKED_K or _TAPS_K, the rest shared), bias, steps.
+# The 3-D implicit GEMM: the tile prologue, a K loop ($kloop: _PACKED_K, _TAPS_K or _OFFSETS_K, the rest shared),
+# bias, steps.
 _CONV3D = Template('''
 # program (tile, group): output voxels rm (n, od, oh, ow) x out-channels co of one group
 $tile
@@ -40,8 +43,12 @@ x = acc
 if HAS_BIAS:
     x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
 $epilogue
-out = (n.to(tl.int64) * CO * OD * OH * OW + vox)[:, None] + (co.to(tl.int64) * OD * OH * OW)[None, :]
-tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+# stored as [BLOCK_N, BLOCK_M], the voxels on the fast axis: with no contiguity it can prove (rm's div/mod), Triton
+# spreads a store's lanes along the last axis, here consecutive voxels of one out-channel (a warp writes 128 bytes);
+# the tile's own orientation would put them on 32 out-channels, a plane apart (a sector each), as the TTGIR of
+# Triton 3.9 for sm_90 shows
+out = (co.to(tl.int64) * OD * OH * OW)[:, None] + (n.to(tl.int64) * CO * OD * OH * OW + vox)[None, :]
+tl.store(y_ptr + out, tl.trans(x).to(y_ptr.dtype.element_ty), mask=nmask[:, None] & mmask[None, :])
 ''')
 
 # K = (channel, kd, kh, kw) packed: each step decodes its K indices and gathers a 2-D patch; w is (CO, K).
@@ -66,29 +73,39 @@ _TAPS_K = taps_loop("KD * KH * KW", (("id_", "id0 + tap // (KH * KW) * DD", "D")
                                      ("ih", "ih0 + tap // KW % KH * DH", "H"), ("iw", "iw0 + tap % KW * DW", "W")),
                     "cin.to(tl.int64) * D * H * W", "(id_ * H + ih) * W + iw")
 
+# K = (channel, kd, kh, kw) packed as in _PACKED_K, each element's input offset the sum of its row's window origin
+# and its K index's offset, read from a table decoded once per call (implicit_gemm.offsets_loop, offsets_table);
+# bounds masks only where BOUNDS (the conv pads); w is (CO, K).
+_AXES = (("td", "id0", "KD", "DD", "D"), ("th", "ih0", "KH", "DH", "H"), ("tw", "iw0", "KW", "DW", "W"))
+_OFFSETS_K = offsets_loop(_AXES)
+
 
 def render(op: Op, p, names: Names) -> Rendered:
     """conv3d on tiles `p` (the family's Conv3dTiles)."""
     d = op.detail
     bm, bn, bk, group = int(p.BLOCK_M), int(p.BLOCK_N), int(p.BLOCK_K), int(p.GROUP_M)
 
-    def kernel(name, kloop):  # the packed and taps kernels take the same parameters (the taps one a permuted w)
-        return TritonKernel(
+    def kernel(name, kloop, table=False):  # the kernels take the same parameters (the taps one a permuted w), the
+        return TritonKernel(               # offsets one its table and BOUNDS too
             names(name),
-            ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *operands.params(op, NDIM), "M", "C", "D", "H", "W", "CO", "OD",
-             "OH", "OW", "K", "CPG", "COPG", "SD", "SH", "SW", "PD", "PH", "PW", "DD", "DH", "DW"),
-            ("KD", "KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *operands.flags(op)),
+            ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *("tab_ptr",) * table, *operands.params(op, NDIM), "M", "C", "D",
+             "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "SD", "SH", "SW", "PD", "PH", "PW", "DD", "DH",
+             "DW"),
+            ("KD", "KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *("BOUNDS",) * table,
+             *operands.flags(op)),
             _CONV3D.substitute(tile=TILE, kloop=kloop,
                                epilogue="\n".join(epilogue_lines(d.get("steps") or [], _load))),
             Scalars.of(op))  # the numbers the steps read from the module: the kernel's first parameters
 
-    def launch(k):
+    def launch(k, bounds=None):  # bounds: the offsets kernel's BOUNDS (Python source), which takes its table too
+        extra = {} if bounds is None else {"BOUNDS": bounds}
         return k.launch(
-            "grid", ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM), "M", "C", "D", "H", "W",
-                     "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "sd", "sh", "sw", "pd", "ph", "pw", "dd", "dh", "dw"],
+            "grid", ["x", "w", "x if bias is None else bias", "y", *("tab",) * len(extra), *operands.args(op, NDIM),
+                     "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "sd", "sh", "sw", "pd", "ph",
+                     "pw", "dd", "dh", "dw"],
             {"KD": "KD", "KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn",
-             "BLOCK_K": bk, "GROUP_M": group, "PREC": "prec", **operands.flag_consts(op)}, num_warps=int(p.num_warps),
-            num_stages=int(p.num_stages))
+             "BLOCK_K": bk, "GROUP_M": group, "PREC": "prec", **extra, **operands.flag_consts(op)},
+            num_warps=int(p.num_warps), num_stages=int(p.num_stages))
 
     packed = kernel("kc_conv3d_kernel", _PACKED_K)
     kernels = (packed,)
@@ -100,6 +117,19 @@ def render(op: Op, p, names: Names) -> Rendered:
                f"        w = w.permute(0, 2, 3, 4, 1).contiguous()\n        {launch(taps)}\n"
                f"    else:  # fewer in-channels per group than a K step: the packed (channel, kd, kh, kw) K\n"
                f"        {run}")
+    elif p.k_order == "offsets":  # the offsets K loop where its int32 per-K offsets fit; else the packed K
+        offsets = kernel("kc_conv3d_offsets_kernel", _OFFSETS_K, table=True)
+        params, consts, body = offsets_table(_AXES)
+        table = TritonKernel(names("kc_conv3d_offsets_table"), params, consts, body,
+                             comment="the offsets K loop's table: each K index's input offset and tap offsets")
+        kernels += (table, offsets)
+        fill = table.launch(f"(triton.cdiv(K, {OFFSETS_TABLE_BLOCK}),)", ["tab", "K", "D", "H", "W", "dd", "dh", "dw"],
+                            {"KD": "KD", "KH": "KH", "KW": "KW", "BLOCK": OFFSETS_TABLE_BLOCK})
+        run = (f"if CPG * D * H * W < 2**31:  # a K index's offset in a group's input fits int32\n"
+               f"        tab = torch.empty(({1 + len(_AXES)}, K), dtype=torch.int32, device=x.device)\n"
+               f"        {fill}\n"
+               f"        {launch(offsets, '(pd > 0 or ph > 0 or pw > 0)')}  # unpadded: no bounds masks\n"
+               f"    else:\n        {run}")
     bias = attr(d["bias"]) if d.get("bias") else "None"
     body = f'''
 w, bias = {attr(d["weight"])}, {bias}

@@ -1,0 +1,91 @@
+"""The conv3d family's offsets K loop (k_order "offsets": the packed (channel, kd, kh, kw) K, each patch element's
+input offset its row's window origin plus its K index's offset; bounds masks only where the conv pads) against
+nn.Conv3d / F.conv3d on odd volumes: K not a multiple of the step and smaller than one, tiles across batch
+boundaries, stride, dilation, padding on every axis, on one axis, "same" and none, groups, depthwise, no bias,
+unbatched, fp16, an epilogue with a parameter operand. A spy on the candidate's kernels checks that the offsets
+kernel ran and whether it was built with bounds masks (BOUNDS: any padding)."""
+
+import pytest
+import torch
+
+from kernelcraft.propose.builtin.plan import Op
+from tests.propose.builtin.families.conv3d.test_conv3d import CONV, INIT, conv3d_op
+from tests.propose.builtin.kernel_check import check, moves, reference
+from tests.propose.builtin.kernel_check import move_tolerance as tolerance
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+OFFSETS = "kc_conv3d_offsets_kernel"
+
+# (init args, input shape, the BOUNDS the forward should pass)
+CASES = [((3, 5, 3), (2, 3, 5, 7, 6), False),  # 3 channels: K 81, six 16-wide steps, the last masked
+         ((3, 7, 3), (2, 3, 9, 10, 11), False),  # 1008 outputs: eight row tiles, one across the batch boundary
+         ((4, 6, 3, 1, 1), (1, 4, 5, 6, 7), True),  # padded on every axis
+         ((3, 4, (1, 3, 3), 1, (0, 0, 2)), (2, 3, 3, 5, 4), True),  # padded along the width only
+         ((4, 6, (3, 2, 1), (2, 1, 2), (1, 0, 1), (1, 2, 1), 2, False), (1, 4, 6, 7, 5), True),  # groups, no bias
+         ((3, 5, 3, 2, 0, 1), (1, 3, 7, 8, 9), False),  # strided, unpadded
+         ((2, 3, 2, 1, 0, 2), (1, 2, 5, 6, 5), False),  # dilated, unpadded
+         ((3, 4, (3, 3, 1)), (2, 3, 6, 7, 3), False),  # level1/59's kernel: K 27
+         ((2, 3, 2, 2, 1), (2, 5, 4, 3), True),  # unbatched (C, D, H, W), even kernel, strided, padded
+         ((4, 4, 3, 1, 1, 1, 4), (1, 4, 3, 5, 4), True),  # depthwise: one in-channel per group, K 27
+         ((3, 7, 3, 1, "same", 2), (1, 3, 5, 6, 7), True),  # "same" padding, dilated
+         ((2, 3, 1, 1, "valid"), (1, 2, 1, 1, 1), False),  # 1x1x1 kernel on one voxel: K 2, one masked step
+         ((8, 5, 3), (1, 8, 4, 5, 6), False)]  # 8 channels: K 216
+
+
+class Bounds:
+    """A `check(patch=...)` spy: records the BOUNDS each launch of the offsets kernel passes."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, module) -> None:
+        kernel, seen = getattr(module, OFFSETS), self.seen
+
+        class Spy:
+            def __getitem__(self, grid):
+                def run(*args, **kwargs):
+                    seen.append(kwargs["BOUNDS"])
+                    return kernel[grid](*args, **kwargs)
+                return run
+
+        setattr(module, OFFSETS, Spy())
+
+
+def offsets_moves(op: Op) -> list:
+    return [m.params for m in moves(op) if m.params.k_order == "offsets"]
+
+
+def test_offsets_moves_lead_and_say_what_their_loop_does():
+    ms = [m.params for m in moves(conv3d_op())]
+    assert (ms[0].k_order, ms[0].precision, ms[0].BLOCK_K) == ("offsets", "tf32x3", 16)
+    assert [(p.precision, p.BLOCK_K) for p in offsets_moves(conv3d_op())] == [
+        ("tf32x3", 16), ("tf32x3", 32), ("ieee", 16), ("tf32", 16)]
+    assert "K loop as offsets" in ms[0].idea() and ms[0].idea() != ms[0].but(k_order="packed").idea()
+    assert ms[0].category() == "memory" and not ms[0].relaxed
+
+
+@pytest.mark.parametrize("params", offsets_moves(conv3d_op()), ids=lambda p: f"{p.precision}-{p.BLOCK_K}")
+def test_offsets_moves_on_odd_volumes(params, tmp_path):
+    spy = Bounds()
+    check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, [c[:2] for c in CASES], tmp_path, patch=spy,
+          **tolerance(params))
+    assert spy.seen == [bounds for *_, bounds in CASES]
+
+
+def test_offsets_epilogue_operand_functional_values_and_half_inputs(tmp_path):
+    params = offsets_moves(conv3d_op())[0]
+    op = conv3d_op([["relu"], ["mul", 0.5]])
+    spy = Bounds()
+    check(op, reference("torch.relu(self.conv(x)) * 0.5", INIT, CONV), params, [c[:2] for c in CASES[:5]], tmp_path,
+          patch=spy, rtol=1e-4, atol=1e-4)
+    op = Op("conv3d", {"stride": [2, 1, 1], "padding": [1, 0, 2], "dilation": [1, 2, 1], "groups": 2, "module": None,
+                       "groups_attr": "g", "weight": "w", "bias": None, "steps": [["tadd", ("attr", "a")]],
+                       "pool": None})
+    ref = reference("F.conv3d(x, self.w, None, (2, 1, 1), (1, 0, 2), (1, 2, 1), self.g) + self.a", "self",
+                    "self.g = 2\nself.w = nn.Parameter(torch.randn(6, 2, 3, 2, 3))\n"
+                    "self.a = nn.Parameter(torch.randn(6, 1, 1, 1))")
+    check(op, ref, params, [((), (2, 4, 7, 6, 5)), ((), (1, 4, 3, 3, 1))], tmp_path, patch=spy, rtol=1e-4, atol=1e-4)
+    check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, [c[:2] for c in CASES[:3]], tmp_path,
+          patch=spy, rtol=1e-2, atol=1e-2, dtype=torch.float16)
+    assert spy.seen == [False, False, True, True, True] + [True, True] + [False, False, True]
