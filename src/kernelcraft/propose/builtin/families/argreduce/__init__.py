@@ -22,8 +22,15 @@ class ArgTiles(Params):
     TILE: int = 4096  # elements per program's tile (short rows packed)
     num_warps: int = 4
     split_target: int = 2048  # few column tiles: the reduced dim split so that about this many programs run (0: never)
+    lean: bool = False  # the lean first pass (kernels.py): NaN carried in the value, no flags, pointer walked by tiles
 
     def idea(self) -> str:
+        if self.lean:
+            return (f"Lean arg-reduction loop: NaN carried in the running value and each slot started at its own "
+                    f"first row, so per element one load, two compares and two selects (no NaN or seen flags, no "
+                    f"64-bit offsets recomputed, rows masked only in a ragged last tile); {self.BLOCK_R}-element "
+                    f"tiles of the reduced dim, {self.TILE}-element tiles on {self.num_warps} warps, split aim "
+                    f"{self.split_target}")
         if self.ROW_MAX:
             return (f"Whole reduced extent in one tile when it fits (up to {self.ROW_MAX} values; short rows packed "
                     f"{self.TILE} per program): extreme and first index found in registers from one read; "
@@ -36,11 +43,17 @@ class ArgTiles(Params):
                 f"combined in order; {self.num_warps} warps")
 
     def category(self) -> str:
+        if self.lean:
+            return "compute"
         return "memory" if self.ROW_MAX else "parallelism" if self.split_target else "control"
 
 
 def moves(op: Op) -> list[ArgTiles]:
-    return [ArgTiles(), ArgTiles(num_warps=8), ArgTiles(ROW_MAX=0),
+    """The lean kernel first, on 8, 4 and 16 warps per 4096-element tile (16, 32 or 8 values of each running pair
+    per thread: at (128, 4096, 4095) over dim 1, sm_90 code of 64, 128 and 62 registers), then the tiled kernel's
+    moves."""
+    return [ArgTiles(lean=True, num_warps=8), ArgTiles(lean=True), ArgTiles(lean=True, num_warps=16), ArgTiles(),
+            ArgTiles(num_warps=8), ArgTiles(ROW_MAX=0),
             ArgTiles(ROW_MAX=0, BLOCK_R=4096, TILE=8192, num_warps=8, split_target=8192),
             ArgTiles(ROW_MAX=0, split_target=0)]
 
