@@ -8,14 +8,17 @@ Without a GPU the kernels run in Triton's interpreter (conftest.py)."""
 import pytest
 import torch
 
+from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.families.argreduce import ArgTiles
 from kernelcraft.propose.builtin.plan import Op
+from tests.propose.builtin.families.rows.test_columns import _compile_loads, _plan
 from tests.propose.builtin.kernel_check import DEVICE, load, moves, reference, render
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
+# the first three lean moves (test_kernels.py runs every move at its cases, ties and NaNs included)
 LEAN = [m.params for m in moves(Op("argreduce", {"op": "argmax", "dim": 1, "dim_attr": None, "keepdim": False}))
-        if m.params.lean]
+        if m.params.lean][:3]
 # forced paths: tiny tiles (a ragged last tile at most sizes, several column blocks), and the split path (PARTIAL
 # lean partials combined by the tiled kernel's GATHER pass)
 FORCED = [ArgTiles(ROW_MAX=0, BLOCK_R=8, TILE=64, lean=True),
@@ -65,11 +68,29 @@ def test_lean_matches_torch_at_odd_shapes_and_special_values(case, tmp_path):
 
 def test_lean_moves_come_first_and_keep_the_tiled_ones():
     ms = moves(Op("argreduce", {"op": "argmin", "dim": 0, "dim_attr": None, "keepdim": False}))
-    assert [m.params.lean for m in ms][:3] == [True, True, True] and not any(m.params.lean for m in ms[3:])
-    assert {m.params.num_warps for m in ms[:3]} == {4, 8, 16}
+    lean = [m.params.lean for m in ms]
+    assert lean[:3] == [True] * 3 and lean.count(False) == 1 and ms[lean.index(False)].params == ArgTiles()
+    assert {m.params.num_warps for m in ms if m.params.lean} == {4, 8, 16}
 
 
 def test_lean_falls_back_to_the_tiled_kernel_where_int32_offsets_could_overflow():
     op = Op("argreduce", {"op": "argmax", "dim": 1, "dim_attr": None, "keepdim": False})
     source = render(op, reference("torch.argmax(x, 1)"), LEAN[0])
     assert "if br * inner + bc < 2 ** 31:" in source and "kc_argmax_kernel[(tiles, 1)]" in source
+
+
+def test_lean_loads_stay_vectors_where_the_columns_allow(tmp_path, monkeypatch):
+    """As the tiled kernel's: 16-byte loads over a middle dim whose inner size is a multiple of 4 and along rows
+    whose length is, one load per element with an odd inner size (KernelBench's 51 / 52)."""
+    op = Op("argreduce", {"op": "argmax", "dim": 1, "dim_attr": None, "keepdim": False})
+    blocks = registry.parts(op, LEAN[0]).blocks
+    lean = next(b for b in blocks if getattr(b, "name", "").startswith("kc_argmax_lean"))
+    plan = _plan()
+    vector, scalar = "ld.global.v4.b32", "ld.global.b32"
+    for (outer, R, inner), want in (((128, 64, 254 * 254), vector), ((8192, 254 * 254, 1), vector),
+                                    ((128, 4096, 4095), scalar)):
+        br, bc, within, n_cb, _, _, _, vr, vi = plan(outer, R, inner, 16384, 1024, 4096, 256, 2048, 4)
+        consts = {"BLOCK_R": br, "BLOCK_C": bc, "PARTIAL": False, "WITHIN": within, "VEC_R": vr, "VEC_I": vi}
+        if inner == 1:
+            consts.update(inner_v=1, n_cb=1)  # Triton specializes arguments equal to 1 as constants
+        assert _compile_loads(lean, consts, tmp_path, monkeypatch) == {want}, (outer, R, inner)
