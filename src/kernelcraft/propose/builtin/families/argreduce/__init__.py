@@ -3,7 +3,9 @@
 outer index: columns.py's PLAN and PLACE, contiguous vector loads) and walks R in BLOCK_R tiles, keeping a running
 (value, first index, seen NaN) per column. torch's rules: ties give the first index, and a NaN counts as the
 extreme (the first NaN's index wins). With few columns R is split over programs and the partial (value, index)
-pairs are combined in split order by a second launch of the same kernel."""
+pairs are combined in split order by a second launch of the same kernel. The lean first pass (ArgTiles.lean, the
+first moves) keeps only (value, index) per slot, the NaN carried in the value (kernels.py); the tiled kernel still
+combines its split partials."""
 
 from __future__ import annotations
 
