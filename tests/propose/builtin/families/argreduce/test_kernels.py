@@ -37,7 +37,7 @@ CASES = [
 
 
 def test_moves_are_distinct():
-    assert 3 <= len(MOVES) <= 6 and len({m.text for m in MOVES}) == len(MOVES)
+    assert 3 <= len(MOVES) <= 8 and len({m.text for m in MOVES}) == len(MOVES)
     assert len({json.dumps(m.params.to_json(), sort_keys=True) for m in MOVES}) == len(MOVES)
     assert all(m.category in CATEGORIES for m in MOVES)
 

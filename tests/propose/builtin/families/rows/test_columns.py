@@ -33,7 +33,8 @@ def _reduce(kind, dim=None, keep=False):
 
 
 @pytest.mark.parametrize("kind", sorted(TORCH))
-@pytest.mark.parametrize("params", [None, SMALL, {**SMALL, "split_target": 0}, {**SMALL, "COLUMNS": 512}],
+@pytest.mark.parametrize("params", [None, SMALL, {**SMALL, "split_target": 0}, {**SMALL, "COLUMNS": 512},
+                                    {**SMALL, "lean": True}, {**SMALL, "lean": True, "split_target": 0}],
                          ids=lambda p: "first" if p is None else ident(p))
 def test_every_kind_at_every_placement(kind, params, tmp_path):
     for dim, keep, shapes in CASES:
@@ -49,15 +50,19 @@ def test_every_move_over_a_middle_dim(index, tmp_path):
           [((), (3, 70, 300)), ((), (2, 9, 1030)), ((), (1, 300, 3))], tmp_path, rtol=1e-5, atol=1e-5)
 
 
-def test_nan_and_half_over_a_middle_dim(tmp_path):
+@pytest.mark.parametrize("lean", [False, True])
+def test_nan_and_half_over_a_middle_dim(lean, tmp_path):
+    small = {**SMALL, "lean": lean}
     for kind in ("max", "min", "logsumexp"):
-        module = load(render(_reduce(kind, 1), reference(f"{TORCH[kind]}(x, dim=1)"), SMALL), tmp_path)
+        module = load(render(_reduce(kind, 1), reference(f"{TORCH[kind]}(x, dim=1)"), small), tmp_path)
         x = torch.randn(2, 40, 300, device=DEVICE)
         x[0, 7, 5] = float("nan")
-        x[1, 39, 299] = float("nan")
+        x[1, 39, 299] = float("nan")  # in the ragged last tile, in the last column block
+        x[0, 0, 0] = float("nan")
+        x[1, :, 3] = float("inf")
         torch.testing.assert_close(module.ModelNew()(x), module.Model()(x), equal_nan=True)
     op = _reduce("sum", -2)
-    check(op, reference("torch.sum(x, dim=-2)"), SMALL, [((), (3, 40, 300))], tmp_path, rtol=2e-3, atol=2e-2,
+    check(op, reference("torch.sum(x, dim=-2)"), small, [((), (3, 40, 300))], tmp_path, rtol=2e-3, atol=2e-2,
           dtype=torch.float16)
 
 
@@ -123,7 +128,7 @@ def _compile_loads(kernel, constexprs, tmp_path, monkeypatch) -> set[str]:
     fn = fn if isinstance(fn, JITFunction) else JITFunction(fn.fn)  # the interpreter wraps the function
     signature = {p: "*fp32" if p.endswith("_ptr") else "fp32" if p == "div" else "i32" for p in fn.arg_names}
     signature.update({k: "constexpr" for k in constexprs})
-    attrs = {(fn.arg_names.index(p),): [["tt.divisibility", 16]] for p in ("x_ptr", "y_ptr")}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(fn.arg_names) if p.endswith("_ptr")}
     try:
         compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
@@ -132,12 +137,13 @@ def _compile_loads(kernel, constexprs, tmp_path, monkeypatch) -> set[str]:
     return set(re.findall(r"ld\.global[.\w]*", compiled.asm["ptx"]))
 
 
+@pytest.mark.parametrize("lean", [False, True])
 @pytest.mark.parametrize("kind", ["min", "logsumexp"])
-def test_adjacent_columns_and_rows_load_in_vectors(kind, tmp_path, monkeypatch):
+def test_adjacent_columns_and_rows_load_in_vectors(kind, lean, tmp_path, monkeypatch):
     """Over a middle dim whose inner size is a multiple of 4 (level-2 25's min over channels), and along rows whose
-    length is (a global pool of 254 x 254 planes), fp32 loads are 16-byte vectors; with an odd inner size they
-    cannot be (unaligned rows), but stay one load per element of adjacent columns."""
-    plan, kernel = _plan(), reduce_kernel(kind)
+    length is (a global pool of 254 x 254 planes), fp32 loads are 16-byte vectors, in the lean loop too; with an odd
+    inner size they cannot be (unaligned rows), but stay one load per element of adjacent columns."""
+    plan, kernel = _plan(), reduce_kernel(kind, lean)
     for (outer, R, inner), want in (((128, 64, 254 * 254), "ld.global.v4.b32"), ((8192, 254 * 254, 1), "ld.global.v4.b32"),
                                     ((128, 4096, 4095), "ld.global.b32")):
         br, bc, within, n_cb, _, _, _, vr, vi = plan(outer, R, inner, 0, 1024, 4096, 256, 2048, 4)

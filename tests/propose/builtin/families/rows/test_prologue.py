@@ -21,7 +21,8 @@ from tests.propose.builtin.test_analyze import write
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's notes on masked lanes (inf, NaN)
 
-N_MOVES = len(moves(Op("reduce", {"op": "sum", "dim": None, "dim_attr": None, "keepdim": False})))
+# a reduction with a prologue: the tiled loop's moves (the lean loop has no prologue)
+N_MOVES = len(moves(Op("reduce", {"op": "sum", "dim": None, "dim_attr": None, "keepdim": False, "pre": [["square"]]})))
 HINGE = "torch.clamp(1 - x * y, min=0)"
 CASES = [  # (forward, input shape cases (the first is traced), the prologue's steps)
     ("return torch.mean((x - y) ** 2)", [[(37, 53), (37, 53)], [(3000,), (3000,)], [(2, 1, 5), (2, 1, 5)]],

@@ -3,7 +3,9 @@
 outer index: columns.py's PLAN and PLACE, contiguous vector loads) and walks R in BLOCK_R tiles, keeping a running
 (value, first index, seen NaN) per column. torch's rules: ties give the first index, and a NaN counts as the
 extreme (the first NaN's index wins). With few columns R is split over programs and the partial (value, index)
-pairs are combined in split order by a second launch of the same kernel."""
+pairs are combined in split order by a second launch of the same kernel. The lean first pass (ArgTiles.lean, the
+first moves) keeps only (value, index) per slot, the NaN carried in the value (kernels.py); the tiled kernel still
+combines its split partials."""
 
 from __future__ import annotations
 
@@ -22,8 +24,16 @@ class ArgTiles(Params):
     TILE: int = 4096  # elements per program's tile (short rows packed)
     num_warps: int = 4
     split_target: int = 2048  # few column tiles: the reduced dim split so that about this many programs run (0: never)
+    lean: bool = False  # the lean first pass (kernels.py): NaN carried in the value, no flags, pointer walked by tiles
 
     def idea(self) -> str:
+        if self.lean:
+            whole = f"whole reduced extent in one tile up to {self.ROW_MAX} values, else " if self.ROW_MAX else ""
+            split = f"split aim {self.split_target}" if self.split_target else "no split (one program per column tile)"
+            return (f"Lean arg-reduction loop: NaN carried in the running value and each slot started at its own "
+                    f"first row, so per element one load, two compares, a select and a max (no NaN or seen flags, no "
+                    f"64-bit offsets recomputed, rows masked only in a ragged last tile); {whole}{self.BLOCK_R}-value "
+                    f"tiles of the reduced dim, {self.TILE}-element tiles on {self.num_warps} warps, {split}")
         if self.ROW_MAX:
             return (f"Whole reduced extent in one tile when it fits (up to {self.ROW_MAX} values; short rows packed "
                     f"{self.TILE} per program): extreme and first index found in registers from one read; "
@@ -36,13 +46,19 @@ class ArgTiles(Params):
                 f"combined in order; {self.num_warps} warps")
 
     def category(self) -> str:
+        if self.lean:
+            return "compute" if self.split_target else "control"
         return "memory" if self.ROW_MAX else "parallelism" if self.split_target else "control"
 
 
 def moves(op: Op) -> list[ArgTiles]:
-    return [ArgTiles(), ArgTiles(num_warps=8), ArgTiles(ROW_MAX=0),
-            ArgTiles(ROW_MAX=0, BLOCK_R=4096, TILE=8192, num_warps=8, split_target=8192),
-            ArgTiles(ROW_MAX=0, split_target=0)]
+    """The lean kernel first: per thread 16, 16 and 32 values of each running pair (at (128, 4096, 4095) over dim 1,
+    sm_90 code of 64, 64 and 128 registers: 4, 8 and 4 programs an SM); then the tiled kernel's first move, to
+    compare, and the lean kernel on the tiled moves' other tilings and on 16 warps."""
+    return [ArgTiles(lean=True, num_warps=8), ArgTiles(lean=True, TILE=2048), ArgTiles(lean=True), ArgTiles(),
+            ArgTiles(ROW_MAX=0, lean=True),
+            ArgTiles(ROW_MAX=0, BLOCK_R=4096, TILE=8192, num_warps=8, split_target=8192, lean=True),
+            ArgTiles(ROW_MAX=0, split_target=0, lean=True), ArgTiles(lean=True, num_warps=16)]
 
 
 def render(op: Op, p: ArgTiles, names: Names) -> Rendered:

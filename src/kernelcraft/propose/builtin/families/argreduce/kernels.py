@@ -1,11 +1,13 @@
-"""The arg-reduction kernel and its launches: one kernel serves the single pass, the split pass (PARTIAL: each
-split's (extreme, first index) pair) and the combining pass over those pairs (GATHER)."""
+"""The arg-reduction kernels and their launches. The tiled kernel serves the single pass, the split pass (PARTIAL:
+each split's (extreme, first index) pair) and the combining pass over those pairs (GATHER); the lean kernel
+(ArgTiles.lean) does the first two with fewer instructions and registers per element and hands its split partials
+to the tiled kernel's combining pass."""
 
 from __future__ import annotations
 
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr
+from kernelcraft.propose.builtin.codegen import attr, indent
 from kernelcraft.propose.builtin.columns import PLACE, PLAN, TILES
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
@@ -56,6 +58,68 @@ if PARTIAL:
 ''')
 
 
+# The lean first pass (at (128, 4096, 4095) over dim 1 on sm_90, 8 instructions and 4 registers per element against
+# the tiled kernel's 36 and 5). Per element: one load, two compares, one select (the index) and a NaN-propagating
+# max (the value; it equals where(take, x, acc_v), equal values being equal). A NaN rides in the value itself: a NaN
+# slot is never replaced (`acc_v == acc_v` fails) and a NaN replaces any number (`x <= acc_v` fails), so the first
+# NaN wins with no flag. Each slot starts at its own first row (tile 0, value the identity): a later equal value never
+# replaces it (ties keep the first) and an all-(-inf) column keeps its first row, with no "seen" flag; a slot past R's
+# end keeps the identity at an index >= R, so it loses every tie to a slot inside R. A tile's address is a uniform
+# start plus loop-invariant offsets (int32 over adjacent columns: the host checks BLOCK_R * inner fits); rows are
+# masked only in a ragged last tile, and full tiles' masked-off columns load no identity (never stored). The value
+# and the index are updated by different operations on purpose: two selects on one mask are merged by LLVM's
+# vectorizer into a shuffled mask that costs three more instructions an element.
+_LEAN_STEP = '''x = tl.load(x_ptr + (start + k * step) + offs, mask=$mask$other).to(tl.float32)
+take = ~(x $keep acc_v) & (acc_v == acc_v)  # strictly better, or a NaN over a number
+acc_i = tl.where(take, k - k0, acc_i)
+acc_v = tl.$ext(acc_v, x, propagate_nan=tl.PropagateNan.ALL)  # = where(take, x, acc_v): equal values are equal'''
+
+_LEAN = Template('''
+# program (column tile, split): R tiles [k0, k1); PARTIAL: also write the split's extreme (NaN if any).
+$columns
+k0 = tl.program_id(1) * chunk
+k1 = tl.minimum(k0 + chunk, tl.cdiv(R, BLOCK_R))
+k_full = tl.minimum(k1, R // BLOCK_R)  # tiles wholly inside R: no row mask
+step = tl.full([], BLOCK_R, tl.int64) * inner  # elements from one tile to the next (int64: k * step is too)
+if WITHIN:  # the program's first column at a uniform start, its columns at int32 offsets from it
+    pid = tl.program_id(0)
+    start = (pid // n_cb).to(tl.int64) * R * inner + (pid % n_cb) * BLOCK_C
+    offs = r[:, None] * inner + tl.arange(0, BLOCK_C)[None, :]
+else:
+    start = tl.zeros([], tl.int64)
+    offs = base[None, :] + r.to(tl.int64)[:, None] * inner
+acc_v = tl.full([BLOCK_R, BLOCK_C], $ident, tl.float32)
+acc_i = tl.zeros([BLOCK_R, BLOCK_C], tl.int32)  # the tile (counted from k0) of the slot's best
+for k in range(k0, k_full):
+$full
+if k_full < k1:  # the ragged last tile
+    k = k_full
+$ragged
+index = (k0 + acc_i).to(tl.int64) * BLOCK_R + r.to(tl.int64)[:, None]
+nan = acc_v != acc_v
+has_nan = tl.max(nan.to(tl.int32), 0) > 0
+best_v = tl.$red(tl.where(nan, $ident, acc_v), 0)  # the extreme among numbers
+hit = tl.where(has_nan[None, :], nan, acc_v == best_v[None, :])  # never empty
+best_i = tl.min(tl.where(hit, index, 9223372036854775807), 0)  # ties and NaNs: the first index
+out = tl.program_id(1).to(tl.int64) * C + c
+tl.store(i_ptr + out, best_i, mask=cmask)
+if PARTIAL:
+    tl.store(v_ptr + out, tl.where(has_nan, float("nan"), best_v), mask=cmask)
+''')
+
+
+def lean_body(kind: str) -> str:
+    mx = kind == "argmax"
+    ident = '-float("inf")' if mx else 'float("inf")'
+    step = Template(_LEAN_STEP)
+    ext, keep = ("maximum", "<=") if mx else ("minimum", ">=")
+    full = step.substitute(mask="cmask[None, :]", other="", keep=keep, ext=ext)
+    ragged = step.substitute(mask="((k * BLOCK_R + r) < R)[:, None] & cmask[None, :]", other=f", other={ident}",
+                             keep=keep, ext=ext)
+    return _LEAN.substitute(columns=PLACE, full=indent(full, 4), ragged=indent(ragged, 4), ident=ident,
+                            red="max" if mx else "min")
+
+
 def argreduce(op: Op, p, names: Names) -> Rendered:
     kind = op.detail["op"]
     if kind not in ("argmax", "argmin"):
@@ -66,6 +130,9 @@ def argreduce(op: Op, p, names: Names) -> Rendered:
     kernel = TritonKernel(names(f"kc_{kind}_kernel"), ("x_ptr", "xi_ptr", "v_ptr", "i_ptr", "R_v", "inner_v", "C", "n_cb",
                                                        "chunk"),
                           ("BLOCK_R", "BLOCK_C", "GATHER", "PARTIAL", "WITHIN", "VEC_R", "VEC_I"), body)
+    lean = TritonKernel(names(f"kc_{kind}_lean_kernel"), ("x_ptr", "v_ptr", "i_ptr", "R_v", "inner_v", "C", "n_cb",
+                                                         "chunk"),
+                        ("BLOCK_R", "BLOCK_C", "PARTIAL", "WITHIN", "VEC_R", "VEC_I"), lean_body(kind))
     dim = attr(op.detail["dim_attr"]) if op.detail.get("dim_attr") else repr(op.detail.get("dim"))
     keep = bool(op.detail.get("keepdim"))
     row_max, block_r, tile = int(p.ROW_MAX), int(p.BLOCK_R), int(p.TILE)
@@ -75,6 +142,17 @@ def argreduce(op: Op, p, names: Names) -> Rendered:
         return kernel.launch(grid, args.split(", "), {"BLOCK_R": "br", "BLOCK_C": "bc", "GATHER": gather,
                                                       "PARTIAL": partial, "WITHIN": "within", "VEC_R": "vr",
                                                       "VEC_I": "vi"}, num_warps=num_warps)
+
+    def first(grid: str, out: str, partial: bool) -> str:
+        """The first pass over x (writing `out`, the value and index buffers): the lean kernel where asked and its
+        int32 column offsets fit, else the tiled kernel."""
+        tiled = launch(grid, f"x, x, {out}, R // vr, inner // vi, C, n_cb, chunk", False, partial, "warps")
+        if not p.lean:
+            return tiled
+        fast = lean.launch(grid, f"x, {out}, R // vr, inner // vi, C, n_cb, chunk".split(", "),
+                           {"BLOCK_R": "br", "BLOCK_C": "bc", "PARTIAL": partial, "WITHIN": "within", "VEC_R": "vr",
+                            "VEC_I": "vi"}, num_warps="warps")
+        return f"if br * inner + bc < 2 ** 31:\n    {fast}\nelse:\n    {tiled}"
 
     body = f'''
 dim = {dim}
@@ -93,12 +171,12 @@ if C == 0:
 br, bc, within, n_cb, tiles, splits, chunk, vr, vi = kc_plan(outer, R, inner, {row_max}, {block_r}, {tile}, 256, {target}, x.element_size())
 warps = min(16, {warps} * max(1, br * bc // {tile}))
 if splits == 1:
-    {launch("(tiles, 1)", "x, x, y, y, R // vr, inner // vi, C, n_cb, chunk", False, False, "warps")}
+{indent(first("(tiles, 1)", "y, y", False), 4)}
     return y
 part_v = torch.empty((splits, C), dtype=torch.float32, device=x.device)  # per split: extreme (NaN if any)
 part_i = torch.empty((splits, C), dtype=torch.int64, device=x.device)  # and its first index
-{launch("(tiles, splits)", "x, x, part_v, part_i, R // vr, inner // vi, C, n_cb, chunk", False, True, "warps")}
+{first("(tiles, splits)", "part_v, part_i", True)}
 br, bc, within, n_cb, tiles, _, chunk, vr, vi = kc_plan(1, splits, C, 0, {block_r}, {tile}, 256, 0, 4)
 {launch("(tiles, 1)", "part_v, part_i, y, y, splits // vr, C // vi, C, n_cb, chunk", True, False, warps)}
 return y'''
-    return Rendered((TILES, PLAN, kernel), body)
+    return Rendered((TILES, PLAN, lean, kernel) if p.lean else (TILES, PLAN, kernel), body)

@@ -9,7 +9,8 @@ columns and combines the fp32 partials with a second launch, and over a leading 
 of one outer index per program (columns.py's PLAN and PLACE: contiguous, vectorized loads). A reduction may carry a
 prologue, the pointwise steps before it (tensor operands too: mean((a - b) ** 2)), applied to each tile as it is
 loaded (prologue.py), so the elementwise result is never written. The reduce kernels also serve the pooling
-families' global pools.
+families' global pools. A reduction without a prologue has a lean loop too (Reduce.lean, the first moves: a uniform
+tile start over loop-invariant offsets, rows masked only in a ragged last tile; kernels.py's _LEAN).
 
 Two families, one per parameter set: `softmax` (kinds softmax, log_softmax) and `reduce`. Their ops are read by
 analyze.py's core (recognize=None): softmax and the reductions interact with the interpreter's pending abstract
@@ -82,8 +83,15 @@ class Reduce(Params):
     num_warps: int = 4
     split_target: int = 2048
     COLUMNS: int = 256
+    lean: bool = False  # the lean loop (kernels.py's _LEAN; a reduction with a prologue keeps the tiled one)
 
     def idea(self) -> str:
+        if self.lean:
+            split = f"split aim {self.split_target}" if self.split_target else "no split (one program per column tile)"
+            return (f"Lean reduction loop: each tile addressed from one uniform start plus loop-invariant offsets "
+                    f"(no 64-bit offsets recomputed per element), rows masked only in a ragged last tile; tiles of "
+                    f"{self.TILE} elements, {self.BLOCK_R} of the reduced dim by up to {self.COLUMNS} adjacent "
+                    f"columns, on {self.num_warps} warps; {split}")
         if not self.split_target:
             return "One program per column tile walks the whole reduced dim: no partial buffer, a single launch"
         rows = max(1, self.TILE // self.COLUMNS)
@@ -102,13 +110,24 @@ class Reduce(Params):
     def category(self) -> str:
         if not self.split_target:
             return "control"
+        if self.lean:
+            return "compute"
         return "memory" if self.BLOCK_R >= 4096 or self.COLUMNS > Reduce.COLUMNS else "parallelism"
 
 
+TILED = [Reduce(), Reduce(256, 2048, 4, 8192), Reduce(4096, 8192, 8), Reduce(1024, 8192, 8), Reduce(split_target=0),
+         Reduce(1024, 8192, 8, COLUMNS=128), Reduce(1024, 4096, 4, COLUMNS=64), Reduce(1024, 4096, 4, COLUMNS=512)]
+
+
 def reduce_moves(op: Op) -> list[Reduce]:
-    return [Reduce(), Reduce(256, 2048, 4, 8192), Reduce(4096, 8192, 8), Reduce(1024, 8192, 8),
-            Reduce(split_target=0), Reduce(1024, 8192, 8, COLUMNS=128), Reduce(1024, 4096, 4, COLUMNS=64),
-            Reduce(1024, 4096, 4, COLUMNS=512)]
+    """The lean loop first: per thread 16 and 16 values (at (128, 4096, 4095) over dim 1, sm_90 code of 64 and 48
+    registers: 4 and 10 programs an SM); then the tiled loop's first move, to compare, and the lean loop on the
+    tiled moves' other tilings. A reduction with a prologue has the tiled loop only (prologue.py's kernel)."""
+    if op.detail.get("pre"):
+        return list(TILED)
+    return [Reduce(lean=True, num_warps=8), Reduce(lean=True, TILE=2048), Reduce(),
+            Reduce(256, 2048, 4, 8192, lean=True), Reduce(4096, 8192, 8, lean=True), Reduce(split_target=0, lean=True),
+            Reduce(1024, 8192, 8, COLUMNS=128, lean=True), Reduce(1024, 4096, 4, COLUMNS=512, lean=True)]
 
 
 def render_softmax(op: Op, p: Softmax, names: Names) -> Rendered:

@@ -37,6 +37,35 @@ $combine
 $final
 $store
 ''')
+# The lean variant of _REDUCE for a reduction with no prologue (Reduce.lean): a tile's address is a uniform start
+# plus loop-invariant offsets (int32 over adjacent columns: the host checks BLOCK_R * inner fits) instead of 64-bit
+# offsets recomputed per element, and rows are masked only in a ragged last tile (full tiles' masked-off columns load
+# no identity: their results are never stored).
+_LEAN = Template('''
+# program (column tile, split): R tiles [split * chunk, split * chunk + chunk); result row `split` of y.
+$columns
+k0 = tl.program_id(1) * chunk
+k1 = tl.minimum(k0 + chunk, tl.cdiv(R, BLOCK_R))
+k_full = tl.minimum(k1, R // BLOCK_R)  # tiles wholly inside R: no row mask
+step = tl.full([], BLOCK_R, tl.int64) * inner  # elements from one tile to the next (int64: k * step is too)
+if WITHIN:  # the program's first column at a uniform start, its columns at int32 offsets from it
+    pid = tl.program_id(0)
+    start = (pid // n_cb).to(tl.int64) * R * inner + (pid % n_cb) * BLOCK_C
+    offs = r[:, None] * inner + tl.arange(0, BLOCK_C)[None, :]
+else:
+    start = tl.zeros([], tl.int64)
+    offs = base[None, :] + r.to(tl.int64)[:, None] * inner
+$init
+for k in range(k0, k_full):
+    x = tl.load(x_ptr + (start + k * step) + offs, mask=cmask[None, :])
+$combine
+if k_full < k1:  # the ragged last tile
+    k = k_full
+    x = tl.load(x_ptr + (start + k * step) + offs, mask=((k * BLOCK_R + r) < R)[:, None] & cmask[None, :], other=$ident)
+$combine
+$final
+$store
+''')
 STORE = "tl.store(y_ptr + tl.program_id(1).to(tl.int64) * C + c, out.to(y_ptr.dtype.element_ty), mask=cmask)"
 
 # logsumexp: per element of the tile a running max m and a sum s of exp(x - m), rescaled when m grows; the column's
@@ -105,46 +134,63 @@ def reduce_body(kind: str, operands: str = "", prologue: str = "", store: str = 
                               combine=indent(combine, 4), final=final, store=store)
 
 
-def reduce_kernel(kind: str) -> TritonKernel:
-    """The kernel reducing along R for `kind`: one text per kind (no scalars, no suffix), so the reduce family and
-    the pooling families' global pools share it, and a chain emits it once."""
-    return TritonKernel(f"kc_{kind}_reduce_kernel", ("x_ptr", "y_ptr", "R_v", "inner_v", "C", "n_cb", "chunk", "div"),
-                        ("BLOCK_R", "BLOCK_C", "WITHIN", "VEC_R", "VEC_I"), reduce_body(kind))
+def reduce_kernel(kind: str, lean: bool = False) -> TritonKernel:
+    """The kernel reducing along R for `kind` (lean: _LEAN's): one text per kind (no scalars, no suffix), so the
+    reduce family and the pooling families' global pools share it, and a chain emits it once."""
+    if lean:
+        ident, init, combine, final = _reduction(kind)
+        body = _LEAN.substitute(columns=PLACE, ident=ident, init=init, combine=indent(combine, 4), final=final,
+                                store=STORE)
+    else:
+        body = reduce_body(kind)
+    return TritonKernel(f"kc_{kind}_{'lean_' if lean else ''}reduce_kernel",
+                        ("x_ptr", "y_ptr", "R_v", "inner_v", "C", "n_cb", "chunk", "div"),
+                        ("BLOCK_R", "BLOCK_C", "WITHIN", "VEC_R", "VEC_I"), body)
 
 
-def reduce_blocks(kind: str) -> tuple:
+def reduce_blocks(kind: str, lean: bool = False) -> tuple:
     """The module-level blocks `reduce_launches` needs for `kind`."""
-    return (TILES, PLAN, reduce_kernel(kind))
+    return (TILES, PLAN, reduce_kernel(kind, True), reduce_kernel(kind)) if lean else (TILES, PLAN, reduce_kernel(kind))
 
 
-def reduce_launches(kind: str, div: str, block_r: int, tile: int, warps: int, target: int, columns: int) -> str:
+def reduce_launches(kind: str, div: str, block_r: int, tile: int, warps: int, target: int, columns: int,
+                    lean: bool = False) -> str:
     """Forward lines reducing the contiguous x, seen as [outer, R, inner] (names the lines before bind), into y
     (contiguous, outer * inner values), then `return y`; `div` the divisor of a sum (a mean's R) as Python source.
     With fewer column tiles than `target` R is split over programs and the fp32 partials combined by a second
-    launch, over the [1, splits, C] view of the partials."""
-    kernel = reduce_kernel(kind)
+    launch, over the [1, splits, C] view of the partials. lean: each launch takes the lean kernel where its int32
+    column offsets fit."""
+    kernel, fast = reduce_kernel(kind), reduce_kernel(kind, True)
     consts = {"BLOCK_R": "br", "BLOCK_C": "bc", "WITHIN": "within", "VEC_R": "vr", "VEC_I": "vi"}
     args = lambda src, dst, d: [src, dst, "R // vr", "inner // vi", "C", "n_cb", "chunk", d]  # noqa: E731
     plan = "br, bc, within, n_cb, tiles, splits, chunk, vr, vi = kc_plan({}, {}, {}, 0, %d, %d, %d, {}, {})" % (
         block_r, tile, columns)
+
+    def launch(grid: str, src: str, dst: str, d: str) -> str:
+        tiled = kernel.launch(grid, args(src, dst, d), consts, num_warps=warps)
+        if not lean:
+            return tiled
+        return (f"if br * inner + bc < 2 ** 31:\n    {fast.launch(grid, args(src, dst, d), consts, num_warps=warps)}"
+                f"\nelse:\n    {tiled}")
     return "\n".join([
         plan.format("outer", "R", "inner", target, "x.element_size()"),
         "if splits == 1:",
-        "    " + kernel.launch("(tiles, 1)", args("x", "y", div), consts, num_warps=warps),
+        indent(launch("(tiles, 1)", "x", "y", div), 4),
         "    return y",
         "part = torch.empty((splits, C), dtype=torch.float32, device=x.device)  # fp32 partials, one row per split",
-        kernel.launch("(tiles, splits)", args("x", "part", "1.0"), consts, num_warps=warps),
+        launch("(tiles, splits)", "x", "part", "1.0"),
         "outer, R, inner = 1, splits, C",
         plan.format("outer", "R", "inner", 0, "4"),
-        kernel.launch("(tiles, 1)", args("part", "y", div), consts, num_warps=warps),
+        launch("(tiles, 1)", "part", "y", div),
         "return y"])
 
 
 def reduce(op: Op, p, names: Names) -> Rendered:
     kind = op.detail["op"]
+    lean = bool(getattr(p, "lean", False))
     launches = reduce_launches(kind, "float(R0)" if kind == "mean" else "1.0", int(p.BLOCK_R), int(p.TILE),
-                               int(p.num_warps), int(p.split_target), int(p.COLUMNS))
-    return Rendered(reduce_blocks(kind), f"{view_lines(op)}\n{launches}")
+                               int(p.num_warps), int(p.split_target), int(p.COLUMNS), lean)
+    return Rendered(reduce_blocks(kind, lean), f"{view_lines(op)}\n{launches}")
 
 
 def view_lines(op: Op) -> str:
