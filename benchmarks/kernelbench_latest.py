@@ -1,6 +1,6 @@
 """The latest verdict per problem over several `benchmarks/kernelbench.py` records of one level, and the level's
 fast_p and geomeans over them (the same `kernelcraft.metrics.bench_metrics` the script writes). Records are given
-oldest first; a later record's row replaces an earlier one's, except that a failed row never replaces a correct one
+oldest first, all of one device; a later record's row replaces an earlier one's, except that a failed row never replaces a correct one
 (a later failure for memory beside other processes says nothing of the kernel). Each row says which record it came
 from, so a reader sees which code and day measured it. Nothing is run or timed here.
 
@@ -21,8 +21,13 @@ from kernelcraft.metrics import bench_metrics  # noqa: E402
 
 def latest(paths: list[Path]) -> dict:
     rows: dict[str, dict] = {}
+    devices = set()
     for path in paths:
         record = json.loads(path.read_text())
+        devices.add(record.get("device"))
+        if len(devices) > 1:  # speedups are against each device's own baselines: one device per figure
+            raise SystemExit(f"{path.name} was measured on {record.get('device')}, the records before it on "
+                             f"{sorted(d for d in devices if d != record.get('device'))}")
         for row in record["rows"]:
             kept = rows.get(row["problem"])
             if kept is None or row["status"] == "ok" or kept["status"] != "ok":
@@ -32,7 +37,8 @@ def latest(paths: list[Path]) -> dict:
     metrics = bench_metrics([{**r, "correct": r.get("status") == "ok"} for r in ordered])
     return {"what": "the latest verdict per problem over the records below (benchmarks/kernelbench_latest.py); "
                     "rows of older records were measured on older code",
-            "records": [p.name for p in paths], "problems": len(ordered), "fast_1_and_geomeans": metrics,
+            "device": devices.pop(), "records": [p.name for p in paths], "problems": len(ordered),
+            "fast_1_and_geomeans": metrics,
             "rows": ordered}
 
 
