@@ -87,13 +87,13 @@ _FLAT = {True: {"flat_why": "A's leading dims flattened into its rows, one GEMM"
          False: {"flat_why": "A's leading dims flattened into one batch", "flat_c": "-1, M, N",
                  "flat_a": "c.shape[0], *a.shape[-2:]"}}
 
+
 def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
     """C = op(A) @ op(B) (2-D, batched 3-D with a 2-D operand shared, or A of more dims flattened over a 2-D B): the
     strided kernel, the GEMV kernel for few columns under the GEMV move, the TMA kernel on a Hopper GPU under a TMA
     move (tma.py: any operands under an fp32 move, copied where TMA cannot read them; 2-D ones as they lie under
     a 16-bit one); then the steps and a triangle mask on the fp32 tile."""
     ta, tb = bool(op.detail.get("trans_a")), bool(op.detail.get("trans_b"))
-    s = Scalars.of(op)  # the numbers the steps read from the module: the kernels' and helper's first parameters
     prec = _precision(p)
     mask = kernels.mask(op)
     # op(A)[m, k] is A[k, m] when transposed: swap the last two dims' sizes and strides, no copy
