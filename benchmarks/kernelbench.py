@@ -107,7 +107,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--start", type=int, default=0, help="skip the first N problems (sorted by number)")
     ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--only", default="", help="comma-separated name fragments")
+    ap.add_argument("--only", default="", help="comma-separated name fragments (a bare number, 67 or 67_, names one problem)")
     ap.add_argument("--budget", type=float, default=1.0, help="timing budget per candidate, seconds")
     ap.add_argument("--minutes", type=float, default=0.0, help="stop starting problems after this long")
     ap.add_argument("--merge", type=Path, default=None, help="an earlier record whose rows are kept")
@@ -136,10 +136,18 @@ def number(name: str) -> int:
     return int(base.split("_")[0]) if base[0].isdigit() else 0
 
 
+def matches(fragment: str, name: str) -> bool:
+    """--only: a problem's number ("67_", "67") names that problem alone (not 167_ or 67 inside another name); any
+    other fragment matches anywhere in the name."""
+    if fragment.rstrip("_").isdigit():
+        return name.split("_")[0] == fragment.rstrip("_")
+    return fragment in name
+
+
 def select(args) -> list:
     problems = sorted(load_problem_dir(args.suite), key=lambda p: number(p.name))
     if args.only:
-        problems = [p for p in problems if any(k in p.name for k in args.only.split(","))]
+        problems = [p for p in problems if any(matches(k, p.name) for k in args.only.split(","))]
     problems = problems[args.start::args.every]
     problems = problems[:args.limit] if args.limit else problems
     if args.shard:
