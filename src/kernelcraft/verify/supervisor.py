@@ -6,6 +6,9 @@ them to a fresh worker, takes the outputs back, and only then computes the refer
 it; the next one is spawned while the current candidate runs, so a crash, a hang or a sticky CUDA error
 costs only that candidate. Before any of that, a problem's memory need is checked against the device
 (`admit`), and work on the device holds the device's lock across processes (`device_phase`).
+
+It runs a little past 400 lines: the trusted side of an evaluation is kept in one module, to be read as a whole
+(how workers start lives in process.py and forkserver.py, the judging in judge.py, the timing in speed.py).
 """
 
 from __future__ import annotations
