@@ -3,7 +3,7 @@
 It draws the inputs (secret seeds, several distributions), fingerprints them with a secret key, lends
 them to a fresh worker, takes the outputs back, and only then computes the reference from the inputs
 (the fingerprint proves them unchanged) and compares. A worker serves one candidate and is killed after
-it; the next one is spawned while the current candidate runs, so a crash, a hang or a sticky CUDA error
+it; the next one is started (forked, or spawned) while the current candidate runs, so a crash, a hang or a sticky CUDA error
 costs only that candidate. Before any of that, a problem's memory need is checked against the device
 (`admit`), and work on the device holds the device's lock across processes (`device_phase`).
 
