@@ -118,6 +118,84 @@ v = tl.load(src_ptr + bid * s_b + r[:, None] * s_r + j[None, :] * s_c, mask=mask
 tl.store(dst_ptr + (bid * rows + r[:, None]) * ld + j[None, :], v, mask=mask)
 '''
 
+# 3xTF32 on operands split once (TF32_SPLIT): the TMA kernel's persistent walk, hi and lo tiles of A (M, K) rows and
+# of B K-major (N, K) rows. Per K step three TF32 tensor-core products, lo_a hi_b + hi_a lo_b into `small` and
+# hi_a hi_b into `part`; every CHUNK steps, and after the last, an fp32 add folds them into the tile's `acc`: the
+# tensor cores' own running sum loses bits over a long K (KernelBench-sized products on an H100: 1.5e-4 of max |C|
+# at K = 65536 left to them, 1.4e-6 folded every 16 steps; benchmarks/tf32_split_probe.py). `small` is dropped
+# where it is not finite: an infinite operand's hi times a zero lo (NaN), or times a lo of the other sign, while
+# the hi products carry the infinity with its sign
+_TMA_SPLIT = Template('''
+tiles_m = tl.cdiv(M, BLOCK_M)
+tiles_n = tl.cdiv(N, BLOCK_N)
+in_group = GROUP_M * tiles_n
+per_matrix = tiles_m * tiles_n
+for tile in tl.range(tl.program_id(0), batch * per_matrix, PROGRAMS):
+    bid = tile // per_matrix
+    at = tile % per_matrix
+    first_m = (at // in_group) * GROUP_M
+    group_m = tl.minimum(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (at % in_group) % group_m
+    pid_n = (at % in_group) // group_m
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    part = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    small = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+${skip}    for i in range(0, tl.cdiv(${k_end}, BLOCK_K)):
+        k0 = i * BLOCK_K
+        if BATCHED:
+            a_hi = ah_desc.load([bid * a_step, pid_m * BLOCK_M, k0]).reshape([BLOCK_M, BLOCK_K])
+            a_lo = al_desc.load([bid * a_step, pid_m * BLOCK_M, k0]).reshape([BLOCK_M, BLOCK_K])
+            b_hi = bh_desc.load([bid * b_step, pid_n * BLOCK_N, k0]).reshape([BLOCK_N, BLOCK_K]).T
+            b_lo = bl_desc.load([bid * b_step, pid_n * BLOCK_N, k0]).reshape([BLOCK_N, BLOCK_K]).T
+        else:
+            a_hi = ah_desc.load([pid_m * BLOCK_M, k0])
+            a_lo = al_desc.load([pid_m * BLOCK_M, k0])
+            b_hi = bh_desc.load([pid_n * BLOCK_N, k0]).T
+            b_lo = bl_desc.load([pid_n * BLOCK_N, k0]).T
+        small = tl.dot(a_lo, b_hi, small, input_precision="tf32")
+        small = tl.dot(a_hi, b_lo, small, input_precision="tf32")
+        part = tl.dot(a_hi, b_hi, part, input_precision="tf32")
+        if i % CHUNK == CHUNK - 1:
+            acc += part + tl.where(tl.abs(small) < float("inf"), small, 0.0)
+            part = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            small = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    acc += part + tl.where(tl.abs(small) < float("inf"), small, 0.0)
+    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+${epilogue}    tl.store(c_ptr + bid.to(tl.int64) * s_cb + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(rm < M)[:, None] & (rn < N)[None, :])
+''')
+
+# x rounded to TF32 (nearest, ties away from zero: what cvt.rna.tf32.f32 does) as an fp32 whose low 13 bits are
+# zero, by integer arithmetic on its bits (the same in the interpreter); inf and NaN kept, and a finite x that would
+# round past the largest TF32 truncated instead
+TF32_ROUND = '''
+@triton.jit
+def kc_tf32_round(x):
+    bits = x.to(tl.uint32, bitcast=True)
+    up = (bits + 0x1000) & 0xFFFFE000
+    r = tl.where((up & 0x7F800000) == 0x7F800000, bits & 0xFFFFE000, up)
+    return tl.where(x != x, x, r.to(tl.float32, bitcast=True))
+'''
+
+_TF32_SPLIT = '''
+# hi, lo of src[b, r, j] for j < cols, program (rows x cols tile, b): 3xTF32's split of an fp32 operand, made once
+# before its GEMM: hi = x rounded to TF32, lo = the remainder x - hi (exact in fp32) rounded to TF32 (0 where x is
+# infinite or NaN: hi carries it), both written as fp32 into row-major rows of ld elements (cols rounded up to 16
+# bytes, the pad unwritten), read through src's strides (a transposed view along its unit-stride rows)
+tiles_c = tl.cdiv(cols, BLOCK_C)
+r = ((tl.program_id(0) // tiles_c) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)
+j = ((tl.program_id(0) % tiles_c) * BLOCK_C + tl.arange(0, BLOCK_C)).to(tl.int64)
+bid = tl.program_id(1).to(tl.int64)
+mask = (r[:, None] < rows) & (j[None, :] < cols)
+x = tl.load(src_ptr + bid * s_b + r[:, None] * s_r + j[None, :] * s_c, mask=mask, other=0.0)
+hi = kc_tf32_round(x)
+lo = kc_tf32_round(tl.where((hi == x) | (tl.abs(hi) == float("inf")) | (hi != hi), 0.0, x - hi))
+at = (bid * rows + r[:, None]) * ld + j[None, :]
+tl.store(hi_ptr + at, hi, mask=mask)
+tl.store(lo_ptr + at, lo, mask=mask)
+'''
+
 
 # a linear's epilogue operand k along the output's columns rn: one value per column, or one for all (stride 0)
 _COLUMN_LOAD = "tl.load(o{k}_ptr + rn * o{k}_s, mask=rn < N, other=0.0).to(tl.float32)[None, :]"
@@ -239,3 +317,23 @@ def rows_copy(names: Names) -> TritonKernel:
     """The copy of an operand into row-major rows TMA can read (host kc_tma_rows launches it)."""
     return TritonKernel(names("kc_tma_rows_kernel"), ("src_ptr", "dst_ptr", "rows", "cols", "ld", "s_b", "s_r", "s_c"),
                         ("BLOCK_R", "BLOCK_C"), _ROWS)
+
+
+def tma_split(op: Op, names: Names) -> TritonKernel:
+    """The persistent TMA kernel of 3xTF32 on operands split once: hi and lo descriptors of A and of B K-major,
+    CHUNK K steps summed by the tensor cores between fp32 folds (a matmul's; 2-D, or 3-D under BATCHED)."""
+    skip, k_end = _skip(op, 4)
+    body = _TMA_SPLIT.substitute(epilogue=_epilogue(op, 4), skip=skip, k_end=k_end)
+    return TritonKernel(names(f"kc_{op.kind}_split_kernel"),
+                        ("ah_desc", "al_desc", "bh_desc", "bl_desc", "c_ptr", *operands(op), *SIZES, "batch",
+                         "a_step", "b_step", "s_cb", *_mask_params(op)),
+                        ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "CHUNK", *_flags(op), "PROGRAMS", "BATCHED"),
+                        body, Scalars.of(op))
+
+
+def tf32_split(names: Names) -> TritonKernel:
+    """The split of an fp32 operand into its TF32 hi and lo parts, in rows TMA reads (host kc_tf32_split launches
+    it; it calls TF32_ROUND's kc_tf32_round)."""
+    return TritonKernel(names("kc_tf32_split_kernel"),
+                        ("src_ptr", "hi_ptr", "lo_ptr", "rows", "cols", "ld", "s_b", "s_r", "s_c"),
+                        ("BLOCK_R", "BLOCK_C"), _TF32_SPLIT)

@@ -2,9 +2,9 @@
 moves worth trying for a matmul or a linear layer; the idea text of each is derived from its fields.
 
 fp32 inputs: exact (ieee) tiled kernels, 3xTF32 (fp32-grade accuracy on the tensor cores) and TF32 fed by TMA,
-TF32 on the strided kernel; a matmul's first move is the matrix-vector (GEMV) one, whose wider products take the
-first 3xTF32 TMA tiles. TF32 rounds the inputs, so
-those moves are `relaxed` (a strict tolerance policy skips them). 16-bit inputs get 16-bit moves instead: the
+TF32 on the strided kernel; a matmul's first move is the matrix-vector (GEMV) one, whose wider products take 3xTF32
+fed by TMA, large ones on operands split into their TF32 parts once, before the GEMM (`split_once`). TF32 rounds
+the inputs, so those moves are `relaxed` (a strict tolerance policy skips them). 16-bit inputs get 16-bit moves instead: the
 tensor cores with fp32 accumulation are exact enough for any policy (the products of two 16-bit numbers are
 exact in fp32), so precision is not the question; feeding them is (TMA tiles of B read as it lies)."""
 
@@ -29,6 +29,20 @@ TMA_TILES = ((128, 256, 32, 8, 3), (256, 128, 32, 8, 3))
 # them: its splits cost more on the strided kernel than the exact FMA path gains (H200, KernelBench level 1 3_, 6_,
 # 8_, 16_: 3xTF32 at the TMA tiles 1.2-1.5x slower than the exact first move's)
 EXACT_TILES = (128, 128, 32, 8, 3)
+# a matmul's first move's tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), for its operands split once or, in
+# products too small for that, split in the K loop: split once, 128x256 tiles hold three 128x256 accumulators and
+# spill (6-12x slower than 128x128 on an H100, benchmarks/tf32_split_probe.py)
+SPLIT_TILES = (128, 128, 32, 8, 3)
+# 3xTF32's split made once pays where a product's work outgrows its operands: per output tile of a K step the
+# GEMM does 2 BLOCK_M BLOCK_N multiply-adds, the split pass moves 12 bytes per operand element (read once, two
+# parts written) and the GEMM reads each twice. Measured on an H100 (benchmarks/tf32_split_probe.py): split once
+# 1.3-1.8x faster than 3xTF32 split in the K loop from M N / (M + N) = 512 (1024 x 1024, K = 65536) to 16384
+# (KernelBench level 1's 1_, 2_, 7_, 8_); smaller products keep the in-loop split
+SPLIT_ONCE_MIN = 512
+SPLIT_CHUNK = 16  # K steps the tensor cores sum between fp32 folds (kernels._TMA_SPLIT)
+# the relaxed (TF32) TMA moves' tiles: TMA_TILES, 128x256 in 2 stages (in 3 it asks 272 KB of shared memory, its
+# tile's layout change before the store included: more than an H100 has)
+RELAXED_TMA_TILES = ((128, 256, 32, 8, 2), TMA_TILES[1])
 # a linear layer's come after 128x128 ones: a batch of 128 rows (KernelBench level 2) makes one row of tiles, and
 # 256-wide ones leave half of an H100's SMs idle (1.2x slower there: benchmarks/results/README.md, 2026-11-25)
 LINEAR_TMA_TILES = ((128, 128, 32, 8, 3),) + TMA_TILES
@@ -41,7 +55,9 @@ class Tiles(Params):
     operands allow it; `gemv`: products of at most GEMV_COLUMNS columns take the matrix-vector kernel; `b_kmajor`:
     the TMA kernel reads B K-major (a matmul's B transposed once; a linear's weight is so already), else as it
     lies; `half`: the 16-bit inputs the move is made for ("fp16", "bf16"), None for fp32 ones; `split_k`: a plain
-    2-D product whose output tiles fill under half the GPU's SMs splits a long K among programs (host.SPLIT_K)."""
+    2-D product whose output tiles fill under half the GPU's SMs splits a long K among programs (host.SPLIT_K);
+    `split_once` (a 3xTF32 TMA move of a matmul): products large enough (tma.SPLIT_ONCE_MIN) have their operands
+    split into TF32 parts by a pass before the GEMM, not at each K step in it."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128
@@ -55,6 +71,7 @@ class Tiles(Params):
     b_kmajor: bool = True
     half: str | None = None
     split_k: bool = False
+    split_once: bool = False
 
     K_MAJOR: ClassVar[str] = ""  # how the operand B becomes the K-major one TF32 tensor cores read
     OFF_TMA: ClassVar[str] = ""  # where a TMA move's operands take the strided kernel instead
@@ -76,9 +93,15 @@ class Tiles(Params):
         return self.tma and not self.half
 
     def idea(self) -> str:
+        once = (f"; where M N >= {SPLIT_ONCE_MIN} (M + N) each operand is split once, before the GEMM, by a "
+                "pass writing its TF32 high part and remainder as two fp32 tensors in rows TMA reads, so the K loop "
+                "runs three plain TF32 tensor-core products with no splitting; the tensor cores sum "
+                f"{SPLIT_CHUNK} K steps at a time and an fp32 add folds each sum into the tile's (their own long sums "
+                "lose bits); the two small products sum apart, dropped where not finite (an infinite operand)"
+                ) if self.split_once else ""
         split = ("; a product with few output tiles and a long K (too few tiles to fill the GPU) splits K among "
                  "programs, each writing an fp32 partial tile, summed by a second kernel") if self.split_k else ""
-        return self._idea() + self._off_tma() + split
+        return self._idea() + once + self._off_tma() + split
 
     def _tma_takes(self) -> str:
         """The operands the move's TMA path takes, in words: a 16-bit move's copy nothing (tma.py)."""
@@ -175,17 +198,16 @@ def moves(op: Op) -> list[Tiles]:
     if op.kind == "matmul" and op.detail.get("dtype") in HALF:
         return _half_moves(HALF[op.detail["dtype"]])
     tiles = MatmulTiles if op.kind == "matmul" else LinearTiles
-    # a matmul's first move is the GEMV move whose wider products take the first 3xTF32 TMA tiles, which it replaces
-    tma_tiles = TMA_TILES[1:] if op.kind == "matmul" else LINEAR_TMA_TILES
+    tma_tiles = TMA_TILES if op.kind == "matmul" else LINEAR_TMA_TILES
     out = [tiles(m, n, k, 8, w, s, "tf32x3", tma=True) for m, n, k, w, s in tma_tiles]
     # the first exact move of a matmul splits K where few output tiles meet a long K (split_k)
     out += [tiles(m, n, k, 8, w, s, "ieee", split_k=op.kind == "matmul" and i == 0)
             for i, (m, n, k, w, s) in enumerate((EXACT_TILES, (64, 128, 32, 4, 4)))]
-    out += [tiles(m, n, k, 8, w, s, "tf32", tma=True) for m, n, k, w, s in TMA_TILES]
+    out += [tiles(m, n, k, 8, w, s, "tf32", tma=True) for m, n, k, w, s in RELAXED_TMA_TILES]
     out.append(tiles(128, 128, 32, 8, 8, 3, "tf32"))
-    if op.kind == "matmul":
-        m, n, k, w, s = TMA_TILES[0]
-        out.insert(0, tiles(m, n, k, 8, w, s, "tf32x3", tma=True, gemv=True, split_k=True))
+    if op.kind == "matmul":  # first, the GEMV move, whose wider products split their operands once (or in the loop)
+        m, n, k, w, s = SPLIT_TILES
+        out.insert(0, tiles(m, n, k, 8, w, s, "tf32x3", tma=True, gemv=True, split_k=True, split_once=True))
     return out
 
 

@@ -18,7 +18,7 @@ from string import Template
 from kernelcraft.propose.builtin.codegen import indent
 from kernelcraft.propose.builtin.family import Names, TritonKernel
 from kernelcraft.propose.builtin.families.gemm import kernels
-from kernelcraft.propose.builtin.families.gemm.tiles import Tiles
+from kernelcraft.propose.builtin.families.gemm.tiles import SPLIT_CHUNK, SPLIT_ONCE_MIN, Tiles
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
 
@@ -83,6 +83,36 @@ $programs
     $launch
 ''')
 
+_SPLIT = Template('''
+def $name(t):
+    """(hi, lo): fp32 t (..., rows, cols) split into its TF32 parts ($kernel), each in row-major rows padded to 16
+    bytes (TMA reads them), the views of their first cols columns returned."""
+    rows, cols = t.shape[-2], t.shape[-1]
+    ld = triton.cdiv(cols, 4) * 4
+    hi = torch.empty((*t.shape[:-1], ld), dtype=t.dtype, device=t.device)
+    lo = torch.empty_like(hi)
+    batch, s_b = (t.shape[0], t.stride(0)) if t.dim() == 3 else (1, 0)
+    $launch
+    return hi[..., :cols], lo[..., :cols]
+''')
+
+_MATMUL_SPLIT = Template('''
+def $name(${scalars}a, b, c$diag):
+    """C = op(A) @ op(B) as 3xTF32 on operands split once ($split): A as (..., M, K) rows, B as (..., N, K) rows
+    (K-major), c (M, N), or (batch, M, N) with a 2-D operand shared by every product."""
+    (a_hi, a_lo), (b_hi, b_lo) = $split($a_view), $split($b_view)
+    batched = c.dim() == 3
+    M, K, N = a_hi.shape[-2], a_hi.shape[-1], c.shape[-1]
+    batch = c.shape[0] if batched else 1
+    ah_desc, a_step = kc_tma_desc(a_hi, [$bm, $bk], batched)
+    al_desc, _ = kc_tma_desc(a_lo, [$bm, $bk], batched)
+    bh_desc, b_step = kc_tma_desc(b_hi, [$bn, $bk], batched)
+    bl_desc, _ = kc_tma_desc(b_lo, [$bn, $bk], batched)
+$programs
+    $launch
+''')
+
+
 
 def programs(p: Tiles, batch: str = "") -> str:
     """A persistent kernel's grid: one program per SM (4 off a GPU: the interpreter), fewer when there are fewer
@@ -126,5 +156,34 @@ def matmul(op: Op, p: Tiles, names: Names, tiles: dict, options: dict) -> tuple[
         guard = "if K > 0 and kc_tma_gpu(a):  # a Hopper GPU: TMA for any operands, copied where it cannot read them"
     else:
         guard = "if c.dim() == 2 and K > 0 and kc_tma_ok(a, b, c):  # 2-D operands TMA reads as they lie"
-    lines = f"{guard}\n    {helper}({s.params}a, b, c, prec{tail})\n    return out\n"
-    return [kernel, copy, TMA_OK, TMA_DESC, rows_source, source], lines
+    call = f"{helper}({s.params}a, b, c, prec{tail})"
+    blocks = [kernel, copy, TMA_OK, TMA_DESC, rows_source, source]
+    if p.split_once:
+        split_blocks, split_call = _split_once(op, p, names, tiles, options)
+        blocks += split_blocks
+        call = (f"if a.dtype == b.dtype == torch.float32 and M * N >= {SPLIT_ONCE_MIN} * (M + N):  # split once\n"
+                f"        {split_call}\n    else:  # a product too small for the split pass to pay\n        {call}")
+    return blocks, f"{guard}\n    {call}\n    return out\n"
+
+
+def _split_once(op: Op, p: Tiles, names: Names, tiles: dict, options: dict) -> tuple[list, str]:
+    """(the module-level blocks, the call) of a matmul's 3xTF32 on operands split once (kernels.tma_split): A read
+    as op(A) (M, K), B as op(B).T (N, K), each split into rows TMA reads by kc_tf32_split."""
+    ta, tb = bool(op.detail.get("trans_a")), bool(op.detail.get("trans_b"))
+    mask = kernels.mask(op) is not None
+    helper, kernel, s = names("kc_matmul_split"), kernels.tma_split(op, names), Scalars.of(op)
+    part, split = kernels.tf32_split(names), names("kc_tf32_split")
+    launch = part.launch("(triton.cdiv(rows, 64) * triton.cdiv(cols, 64), batch)",
+                         ["t", "hi", "lo", "rows", "cols", "ld", "s_b", "t.stride(-2)", "t.stride(-1)"],
+                         {"BLOCK_R": 64, "BLOCK_C": 64}, num_warps=4)
+    bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
+    gemm = kernel.launch("(programs,)", ["ah_desc", "al_desc", "bh_desc", "bl_desc", "c", "M", "N", "K", "batch",
+                                         "a_step", "b_step", "c.stride(0) if batched else 0",
+                                         *(["diag"] if mask else [])],
+                         {**tiles, "CHUNK": SPLIT_CHUNK, "PROGRAMS": "programs", "BATCHED": "batched"}, **options)
+    tail = ", diag" if mask else ""
+    source = _MATMUL_SPLIT.substitute(name=helper, scalars=s.params, diag=tail, split=split,
+                                      a_view="a.mT" if ta else "a", b_view="b" if tb else "b.mT", bm=bm, bn=bn,
+                                      bk=bk, programs=indent(programs(p, "batch"), 4), launch=gemm)
+    return ([kernel, part, kernels.TF32_ROUND, _SPLIT.substitute(name=split, kernel=part.name, launch=launch),
+             source], f"{helper}({s.params}a, b, c{tail})")
