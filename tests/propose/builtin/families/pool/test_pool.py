@@ -52,9 +52,10 @@ CASES = {  # name: (op, module expression, input shapes)
                                                                                    (2, 5, 7)]),
     "adaptive_global": (adaptive([1, 1]), "nn.AdaptiveAvgPool2d(1)", [(2, 3, 9, 11), (1, 1, 1, 1), (4, 3, 5)]),
     "max1d": (pool("max", [1, 3], [1, 2], (0, 1), (1, 2), dims=1), "nn.MaxPool1d(3, 2, 1, dilation=2)",
-              [(2, 3, 17), (1, 1, 5), (4, 9)]),
+              [(2, 3, 17), (1, 1, 5), (4, 9), (2, 1, 2300)]),  # 2300: several 512-wide tiles of one row
     "avg1d": (pool("avg", [1, 3], [1, 2], (0, 1), ceil_mode=True, count_include_pad=False, dims=1),
-              "nn.AvgPool1d(3, 2, 1, ceil_mode=True, count_include_pad=False)", [(2, 3, 17), (1, 1, 4), (4, 9)]),
+              "nn.AvgPool1d(3, 2, 1, ceil_mode=True, count_include_pad=False)", [(2, 3, 17), (1, 1, 4), (4, 9),
+                                                                              (2, 1, 2300)]),
     "adaptive1d": (adaptive([1, 5], dims=1), "nn.AdaptiveAvgPool1d(5)", [(2, 3, 17), (1, 1, 3), (4, 9)]),
 }
 

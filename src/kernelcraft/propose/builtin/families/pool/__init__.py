@@ -29,7 +29,8 @@ class PoolTiles(Params):
     num_warps: int = 4
     BLOCK_P: int | None = 1  # tile: planes per program
     BLOCK_H: int | None = 8  # tile: output rows (at most the output's height, rounded up to a power of 2)
-    BLOCK_W: int | None = 64  # tile: output cols (likewise)
+    BLOCK_W: int | None = 64  # tile: output cols (likewise; widened where the output has fewer rows than BLOCK_H, so
+    # a program keeps BLOCK_H * BLOCK_W outputs: a 1-D pool's one row takes 512-wide tiles, not 64 with lanes idle)
     BLOCK: int | None = None  # flat: outputs per program
     evict_last: bool = False  # tile loads with evict_last: input rows shared with the next tile stay in L2
 
@@ -55,9 +56,10 @@ class PoolTiles(Params):
         if self.BLOCK_P > 1:
             return (f"Several planes per program: {self.BLOCK_P} planes x {self.BLOCK_H} x {self.BLOCK_W} outputs, "
                     "so small output planes (7x7, 14x14) do not leave most lanes of a one-plane tile idle")
-        return (f"Output tiles of {self.BLOCK_H} x {self.BLOCK_W} in one (n, c) plane per program; the window taps "
-                "are unrolled, each one strided tile load, so the input rows that overlapping windows share are "
-                f"served from L1/L2; {self.num_warps} warps")
+        return (f"Output tiles of {self.BLOCK_H} x {self.BLOCK_W} in one (n, c) plane per program (as wide as "
+                f"{self.BLOCK_H * self.BLOCK_W} where the output has one row: a 1-D pool); the window taps are "
+                "unrolled, each one strided tile load, so the input rows that overlapping windows share are served from L1/L2; "
+                f"{self.num_warps} warps")
 
     def category(self) -> str:
         if self.variant == "global":

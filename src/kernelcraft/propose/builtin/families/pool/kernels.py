@@ -150,7 +150,8 @@ def render(op: Op, p, names: Names) -> Rendered:
                           ("BLOCK_P", "BLOCK_H", "BLOCK_W", "BLOCK"), _body(op, p), Scalars.of(op))
     warps = int(p.num_warps)
     if p.variant == "tile":
-        launch = f'''bp, bh, bw = {int(p.BLOCK_P)}, min({int(p.BLOCK_H)}, np2(OH)), min({int(p.BLOCK_W)}, np2(OW))
+        launch = f'''bp, bh = {int(p.BLOCK_P)}, min({int(p.BLOCK_H)}, np2(OH))
+bw = min({int(p.BLOCK_H) * int(p.BLOCK_W)} // bh, np2(OW))  # rows the output lacks widen the tile (a 1-D pool: one row)
 n_th, n_tw = triton.cdiv(OH, bh), triton.cdiv(OW, bw)
 grid = (triton.cdiv(P, bp) * n_th * n_tw,)
 ''' + kernel.launch("grid", ["x", "y", "P", "H", "W", "OH", "OW", "n_th", "n_tw", "kh_max", "kw_max"],
