@@ -1,8 +1,7 @@
 """The implicit-GEMM conv3d family: moves against nn.Conv3d / F.conv3d on odd volumes and hyper-parameters
 (stride, padding incl. "same"/"valid", dilation, groups, depthwise, no bias, unbatched input), with and without an
-epilogue, in both stores of the tile (transposed, "voxels", and as computed, "tile": every move has a twin with the
-other); and the suite's conv3d problems end to end on their small sizes. On a GPU the reference runs with cuDNN's
-TF32 off, as under the strict policy."""
+epilogue; and the suite's conv3d problems end to end on their small sizes. On a GPU the reference runs with
+cuDNN's TF32 off, as under the strict policy."""
 
 import pytest
 import torch
@@ -10,12 +9,10 @@ import torch
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.analyze import analyze
-from kernelcraft.propose.builtin.families.conv3d import Conv3dTiles
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
 from tests.propose.builtin.kernel_check import moves, needs_relaxed
-from tests.propose.builtin.kernel_check import check, check_small_problem, reference, render
-from tests.propose.builtin.kernel_check import move_tolerance as tolerance
+from tests.propose.builtin.kernel_check import check, check_small_problem, reference, move_tolerance as tolerance
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -47,38 +44,14 @@ def test_moves_are_distinct_and_tf32_is_marked():
     assert strict and not any(m.params.precision == "tf32" for m in strict)
 
 
-def test_every_move_has_a_twin_with_the_other_store_after_them_all():
-    """The moves as they were (store "voxels", the first answer unchanged), then each one's "tile" twin in order."""
-    ms = [m.params for m in moves(conv3d_op())]
-    half = len(ms) // 2
-    assert len(ms) == 2 * half and {p.store for p in ms[:half]} == {"voxels"}
-    assert ms[half:] == [p.but(store="tile") for p in ms[:half]]
-    assert ms[0] == Conv3dTiles(k_order="offsets", precision="tf32x3")
-    assert all("stored a warp to consecutive voxels" in p.idea() for p in ms[:half])
-    assert all("stored in the tile's own orientation" in p.idea() for p in ms[half:])
-    assert [p.relaxed for p in ms[half:]] == [p.relaxed for p in ms[:half]]
-    strict = [m.params for m in BuiltinProposer("cpu").moves(conv3d_op(), "triton")]
-    assert strict[:len(strict) // 2] == [p for p in ms[:half] if not p.relaxed]
-    assert Conv3dTiles.from_json({k: v for k, v in ms[0].to_json().items() if k != "store"}) == ms[0]  # older JSON
-    with pytest.raises(ValueError, match="store"):
-        Conv3dTiles(store="rows")
-
-
-def test_the_store_follows_the_move(tmp_path):
-    ref = reference("self.conv(x)", INIT, CONV)
-    voxels, tile = moves(conv3d_op())[0].params, moves(conv3d_op())[0].params.but(store="tile")
-    assert "tl.trans(x)" in render(conv3d_op(), ref, voxels) and "tl.trans(x)" not in render(conv3d_op(), ref, tile)
-
-
 @pytest.mark.parametrize("params", [m.params for m in moves(conv3d_op())],
-                         ids=lambda p: "{precision}-{k_order}-{BLOCK_M}x{BLOCK_K}-{store}".format(**p.to_json()))
+                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_K}".format(**p.to_json()))
 def test_conv3d_moves(params, tmp_path):
     check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, CASES, tmp_path, **tolerance(params))
 
 
-@pytest.mark.parametrize("store", ["voxels", "tile"])
-def test_epilogue_and_functional_values(store, tmp_path):
-    params = moves(conv3d_op())[1].params.but(store=store)
+def test_epilogue_and_functional_values(tmp_path):
+    params = moves(conv3d_op())[1].params
     check(conv3d_op([["relu"], ["mul", 0.5]]), reference("torch.relu(self.conv(x)) * 0.5", INIT, CONV), params,
           CASES[:3], tmp_path, **tolerance(params))
     op = Op("conv3d", {"stride": [2, 1, 1], "padding": [1, 0, 2], "dilation": [1, 2, 1], "groups": 2, "module": None,
@@ -88,10 +61,9 @@ def test_epilogue_and_functional_values(store, tmp_path):
     check(op, ref, params, [((), (2, 4, 7, 6, 5)), ((), (1, 4, 3, 3, 1))], tmp_path, **tolerance(params))
 
 
-@pytest.mark.parametrize("store", ["voxels", "tile"])
-def test_half_inputs(store, tmp_path):
-    check(conv3d_op(), reference("self.conv(x)", INIT, CONV), moves(conv3d_op())[1].params.but(store=store),
-          CASES[:2], tmp_path, rtol=1e-2, atol=1e-2, dtype=torch.float16)
+def test_half_inputs(tmp_path):
+    check(conv3d_op(), reference("self.conv(x)", INIT, CONV), moves(conv3d_op())[1].params, CASES[:2], tmp_path,
+          rtol=1e-2, atol=1e-2, dtype=torch.float16)
 
 
 def test_suite_conv3d_is_covered_and_matches_on_its_small_sizes(tmp_path):

@@ -1,14 +1,11 @@
 """Parameter operands in the conv3d epilogue (x + self.bias, x * self.scale): folded into the conv by analyze(),
 read by the kernel at the output's coordinates and broadcast by torch's rules (per channel, scalars, along one
-spatial dim, full), against the reference on odd volumes, batched and not, in both stores of the tile (a move and
-its "tile" twin); and what does not fold."""
+spatial dim, full), against the reference on odd volumes, batched and not; and what does not fold."""
 
 import pytest
 
 from kernelcraft.propose.builtin.analyze import analyze
 from tests.propose.builtin.chain_check import check_chain
-from tests.propose.builtin.families.conv3d.test_conv3d import conv3d_op
-from tests.propose.builtin.kernel_check import moves
 from tests.propose.builtin.test_analyze import write
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -16,7 +13,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 CONV = "self.conv = nn.Conv3d(3, 4, 3, padding=1)\n"  # the output's (D, H, W) is the input's
 FORWARD = "return torch.sigmoid(self.conv(x) + self.a) * self.b"
 STEPS = [["tadd", ("attr", "a")], ["sigmoid"], ["tmul", ("attr", "b")]]
-TWIN = len(moves(conv3d_op())) // 2  # move i's "tile" store twin is move TWIN + i
 
 
 def params(a: tuple, b: tuple) -> str:
@@ -30,19 +26,17 @@ def params(a: tuple, b: tuple) -> str:
     ((2, 4, 3, 5, 2), (3, 1, 1), [[(2, 3, 3, 5, 2)]]),  # one value per output (batch too); along the depth
     ((1,), (5, 1), [[(1, 3, 2, 5, 3)], [(2, 3, 4, 5, 1)]]),  # one value; along the height
 ])
-@pytest.mark.parametrize("move", [0, TWIN], ids=["voxels", "tile"])
-def test_parameter_operands_fold_and_match(tmp_path, a, b, cases, move):
-    ops, source = check_chain(tmp_path, FORWARD, params(a, b), cases, move=move, single=True)
+def test_parameter_operands_fold_and_match(tmp_path, a, b, cases):
+    ops, source = check_chain(tmp_path, FORWARD, params(a, b), cases, single=True)
     assert ops[0].kind == "conv3d" and ops[0].detail["steps"] == STEPS
     assert "kc_operand_args" in source and "kc_bcast_kernel" not in source
 
 
-@pytest.mark.parametrize("move", [3, TWIN + 3], ids=["voxels", "tile"])
-def test_another_move_and_a_grouped_strided_conv(tmp_path, move):
+def test_another_move_and_a_grouped_strided_conv(tmp_path):
     init = ("self.conv = nn.Conv3d(4, 6, (3, 2, 1), stride=(2, 1, 2), groups=2, bias=False)\n"
             "self.a = nn.Parameter(torch.randn(6, 1, 1, 1))")
     ops, _ = check_chain(tmp_path, "return self.a - torch.relu(self.conv(x)) / self.a", init,
-                         [[(2, 4, 5, 4, 7)], [(1, 4, 3, 2, 1)]], move=move, single=True)
+                         [[(2, 4, 5, 4, 7)], [(1, 4, 3, 2, 1)]], move=3, single=True)
     assert ops[0].detail["steps"] == [["relu"], ["tdiv", ("attr", "a")], ["trsub", ("attr", "a")]]
 
 

@@ -2,8 +2,8 @@
 input offset its row's window origin plus its K index's offset; bounds masks only where the conv pads) against
 nn.Conv3d / F.conv3d on odd volumes: K not a multiple of the step and smaller than one, tiles across batch
 boundaries, stride, dilation, padding on every axis, on one axis, "same" and none, groups, depthwise, no bias,
-unbatched, fp16, an epilogue with a parameter operand, in both stores of the tile. A spy on the candidate's kernels
-checks that the offsets kernel ran and whether it was built with bounds masks (BOUNDS: any padding)."""
+unbatched, fp16, an epilogue with a parameter operand. A spy on the candidate's kernels checks that the offsets
+kernel ran and whether it was built with bounds masks (BOUNDS: any padding)."""
 
 import pytest
 import torch
@@ -59,14 +59,13 @@ def offsets_moves(op: Op) -> list:
 def test_offsets_moves_lead_and_say_what_their_loop_does():
     ms = [m.params for m in moves(conv3d_op())]
     assert (ms[0].k_order, ms[0].precision, ms[0].BLOCK_K) == ("offsets", "tf32x3", 16)
-    order = [("tf32x3", 16), ("tf32x3", 32), ("ieee", 16), ("tf32", 16)]
-    assert [(p.precision, p.BLOCK_K, p.store) for p in offsets_moves(conv3d_op())] == [
-        (*o, store) for store in ("voxels", "tile") for o in order]
+    assert [(p.precision, p.BLOCK_K) for p in offsets_moves(conv3d_op())] == [
+        ("tf32x3", 16), ("tf32x3", 32), ("ieee", 16), ("tf32", 16)]
     assert "K loop as offsets" in ms[0].idea() and ms[0].idea() != ms[0].but(k_order="packed").idea()
     assert ms[0].category() == "memory" and not ms[0].relaxed
 
 
-@pytest.mark.parametrize("params", offsets_moves(conv3d_op()), ids=lambda p: f"{p.precision}-{p.BLOCK_K}-{p.store}")
+@pytest.mark.parametrize("params", offsets_moves(conv3d_op()), ids=lambda p: f"{p.precision}-{p.BLOCK_K}")
 def test_offsets_moves_on_odd_volumes(params, tmp_path):
     spy = Bounds()
     check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, [c[:2] for c in CASES], tmp_path, patch=spy,
@@ -74,9 +73,8 @@ def test_offsets_moves_on_odd_volumes(params, tmp_path):
     assert spy.seen == [bounds for *_, bounds in CASES]
 
 
-@pytest.mark.parametrize("store", ["voxels", "tile"])
-def test_offsets_epilogue_operand_functional_values_and_half_inputs(store, tmp_path):
-    params = offsets_moves(conv3d_op())[0].but(store=store)
+def test_offsets_epilogue_operand_functional_values_and_half_inputs(tmp_path):
+    params = offsets_moves(conv3d_op())[0]
     op = conv3d_op([["relu"], ["mul", 0.5]])
     spy = Bounds()
     check(op, reference("torch.relu(self.conv(x)) * 0.5", INIT, CONV), params, [c[:2] for c in CASES[:5]], tmp_path,

@@ -46,7 +46,7 @@ def test_taps_moves_follow_the_first_and_the_relaxed_one_follows_the_first_relax
     assert "K loop over the kernel taps" in ms[1].idea() and ms[1].idea() != ms[1].but(k_order="packed").idea()
 
 
-@pytest.mark.parametrize("params", taps_moves(conv3d_op()), ids=lambda p: f"{p.precision}-{p.store}")
+@pytest.mark.parametrize("params", taps_moves(conv3d_op()), ids=lambda p: p.precision)
 def test_taps_moves_as_offered(params, tmp_path):
     """The moves' own 32-wide chunks: 33 channels fill one and a 1-channel masked one; 3 fall back."""
     spy = Launches(PACKED, TAPS)
@@ -55,10 +55,9 @@ def test_taps_moves_as_offered(params, tmp_path):
     assert spy.seen == [TAPS, PACKED]
 
 
-@pytest.mark.parametrize("store", ["voxels", "tile"])
 @pytest.mark.parametrize("precision", ["tf32x3", "ieee"])
-def test_taps_on_odd_volumes(precision, store, tmp_path):
-    params = narrow(conv3d_op(), precision).but(store=store)
+def test_taps_on_odd_volumes(precision, tmp_path):
+    params = narrow(conv3d_op(), precision)
     spy = Launches(PACKED, TAPS)
     check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, TAPS_CASES, tmp_path, patch=spy,
           **tolerance(params))

@@ -12,12 +12,7 @@ row's window origin (once per tile) and its K index's channel-and-tap offset (de
 table by a kernel of its own), bounds masks only where the conv pads, the patch loaded rows fastest
 (implicit_gemm.offsets_loop). Bias and the pointwise steps after the conv (with the parameter tensors they read,
 x + self.bias, at the output's coordinates) are applied to the fp32 tile before its only store, which writes the
-tile transposed so that a warp stores consecutive voxels of one out-channel (store "voxels"), or (store "tile") in
-its own orientation, with no layout conversion through shared memory (kernels.py). Each move comes in both stores:
-on an H100 the transposed store made every move 1.3-2.5x slower on level1/54 and 59 (3 in-channels: a K loop of a
-few steps, where the conversion weighs most), while the level-2 Conv3d chains with many in-channels gained, in a
-measurement that changed their K loop too; so the "tile" twins follow every move until a sweep per move picks a
-rule.
+tile transposed so that a warp stores consecutive voxels of one out-channel (kernels.py).
 Depthwise 3-D convs run on the same grouped GEMM (no stencil kernel of their own: correct, though most of a
 BLOCK_N tile idles).
 """
@@ -44,22 +39,8 @@ class Conv3dTiles(GemmTiles):
     TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop
     OFFSETS: ClassVar[bool] = True  # and the offsets K loop
 
-    store: str = "voxels"  # one of STORES: how the output tile is written (kernels.py's store lines)
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.store not in STORES:
-            raise ValueError(f"conv3d store {self.store!r} is not one of {sorted(STORES)}")
-
     def tile(self) -> str:
-        return super().tile() + STORES[self.store]
-
-
-# How a tile is stored, with what a move's text says of it: "voxels" transposed to [BLOCK_N, BLOCK_M] (a warp
-# writes consecutive voxels of one out-channel; Triton converts the layout through shared memory), "tile" as the
-# dot leaves it, [BLOCK_M, BLOCK_N] (no conversion; a warp's lanes on out-channels a plane apart)
-STORES = {"voxels": ", stored a warp to consecutive voxels",
-          "tile": ", stored in the tile's own orientation (no transposition; a warp across out-channels)"}
+        return super().tile() + ", stored a warp to consecutive voxels"
 
 
 def moves(op: Op) -> list[Conv3dTiles]:
@@ -73,18 +54,14 @@ def moves(op: Op) -> list[Conv3dTiles]:
     them 3xTF32's own (splitting, the NaN guard, adding the partial products). At 32+ in-channels per group the taps
     moves (second, third) read each chunk of a tap with no table at all. 16- and 32-wide steps pad K = 27, 81, 216,
     315 alike (32, 96, 224, 320); one step of next_power_of_2(K) (81 -> 128) would waste a third of the dot and
-    double the registers a thread holds of A.
-
-    Then every one of those moves again, its tile stored in its own orientation (store "tile", module docstring):
-    later, so the first moves stay as they are until the sweep of both stores per move decides."""
+    double the registers a thread holds of A."""
     base = gemm_moves(Conv3dTiles)
     first = base[0]  # 128x128x16, 3xTF32, packed
     offsets = first.but(k_order="offsets")
     later = [offsets.but(BLOCK_K=32), offsets.but(precision="ieee")]
     relaxed = next(i for i, p in enumerate(base) if p.precision == "tf32")
     strict = [offsets, *base[1:3], *later, first, *base[3:relaxed]]
-    voxels = strict + [offsets.but(precision="tf32"), *base[relaxed:]]
-    return voxels + [p.but(store="tile") for p in voxels]  # each move's twin with the other store, after them all
+    return strict + [offsets.but(precision="tf32"), *base[relaxed:]]
 
 
 def render(op: Op, p: Conv3dTiles, names: Names) -> Rendered:

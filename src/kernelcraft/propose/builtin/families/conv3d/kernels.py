@@ -22,7 +22,7 @@ from kernelcraft.propose.builtin.steps import epilogue_lines
 NDIM = 5  # the kernel's output dims, (n, co, od, oh, ow): an epilogue operand's strides
 
 # The 3-D implicit GEMM: the tile prologue, a K loop ($kloop: _PACKED_K, _TAPS_K or _OFFSETS_K, the rest shared),
-# bias, steps, the store ($store: one of _STORES, the move's `store`).
+# bias, steps.
 _CONV3D = Template('''
 # program (tile, group): output voxels rm (n, od, oh, ow) x out-channels co of one group
 $tile
@@ -43,26 +43,13 @@ x = acc
 if HAS_BIAS:
     x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
 $epilogue
-$store
-''')
-
-# The tile's one store, by the move's `store` (the family's STORES). "voxels": transposed, so that a warp writes
-# consecutive voxels of one out-channel, at the price of a layout conversion through shared memory; "tile": as the
-# dot leaves it, no conversion, a warp's lanes on out-channels a plane apart. On level1/54 and 59 (3 in-channels,
-# a K loop of a few steps) "voxels" was measured 1.3-2.5x slower on an H100: there the conversion is not amortized.
-_STORES = {
-    "voxels": '''\
 # stored as [BLOCK_N, BLOCK_M], the voxels on the fast axis: with no contiguity it can prove (rm's div/mod), Triton
 # spreads a store's lanes along the last axis, here consecutive voxels of one out-channel (a warp writes 128 bytes);
 # the tile's own orientation would put them on 32 out-channels, a plane apart (a sector each), as the TTGIR of
 # Triton 3.9 for sm_90 shows
 out = (co.to(tl.int64) * OD * OH * OW)[:, None] + (n.to(tl.int64) * CO * OD * OH * OW + vox)[None, :]
-tl.store(y_ptr + out, tl.trans(x).to(y_ptr.dtype.element_ty), mask=nmask[:, None] & mmask[None, :])''',
-    "tile": '''\
-# stored as computed, [BLOCK_M, BLOCK_N]: no layout conversion (a warp's lanes spread over out-channels)
-out = (n.to(tl.int64) * CO * OD * OH * OW + vox)[:, None] + (co.to(tl.int64) * OD * OH * OW)[None, :]
-tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])''',
-}
+tl.store(y_ptr + out, tl.trans(x).to(y_ptr.dtype.element_ty), mask=nmask[:, None] & mmask[None, :])
+''')
 
 # K = (channel, kd, kh, kw) packed: each step decodes its K indices and gathers a 2-D patch; w is (CO, K).
 _PACKED_K = '''for k0 in range(0, K, BLOCK_K):
@@ -107,8 +94,7 @@ def render(op: Op, p, names: Names) -> Rendered:
             ("KD", "KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *("BOUNDS",) * table,
              *operands.flags(op)),
             _CONV3D.substitute(tile=TILE, kloop=kloop,
-                               epilogue="\n".join(epilogue_lines(d.get("steps") or [], _load)),
-                               store=_STORES[p.store]),
+                               epilogue="\n".join(epilogue_lines(d.get("steps") or [], _load))),
             Scalars.of(op))  # the numbers the steps read from the module: the kernel's first parameters
 
     def launch(k, bounds=None):  # bounds: the offsets kernel's BOUNDS (Python source), which takes its table too
