@@ -11,8 +11,8 @@ per K element; or (k_order "offsets") walks the packed K with each patch element
 row's window origin (once per tile) and its K index's channel-and-tap offset (decoded once per call into a small
 table by a kernel of its own), bounds masks only where the conv pads, the patch loaded rows fastest
 (implicit_gemm.offsets_loop). Bias and the pointwise steps after the conv (with the parameter tensors they read,
-x + self.bias, at the output's coordinates) are applied to the fp32 tile before its only store, which writes the
-tile transposed so that a warp stores consecutive voxels of one out-channel (kernels.py).
+x + self.bias, at the output's coordinates) are applied to the fp32 tile before its only store, in the tile's own
+orientation (kernels.py: a transposed store measured slower on every move).
 Depthwise 3-D convs run on the same grouped GEMM (no stencil kernel of their own: correct, though most of a
 BLOCK_N tile idles).
 """
@@ -38,9 +38,6 @@ class Conv3dTiles(GemmTiles):
     GEMM: ClassVar[str] = "3-D implicit GEMM"
     TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop
     OFFSETS: ClassVar[bool] = True  # and the offsets K loop
-
-    def tile(self) -> str:
-        return super().tile() + ", stored a warp to consecutive voxels"
 
 
 def moves(op: Op) -> list[Conv3dTiles]:

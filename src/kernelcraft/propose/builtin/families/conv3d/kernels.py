@@ -43,12 +43,13 @@ x = acc
 if HAS_BIAS:
     x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
 $epilogue
-# stored as [BLOCK_N, BLOCK_M], the voxels on the fast axis: with no contiguity it can prove (rm's div/mod), Triton
-# spreads a store's lanes along the last axis, here consecutive voxels of one out-channel (a warp writes 128 bytes);
-# the tile's own orientation would put them on 32 out-channels, a plane apart (a sector each), as the TTGIR of
-# Triton 3.9 for sm_90 shows
-out = (co.to(tl.int64) * OD * OH * OW)[:, None] + (n.to(tl.int64) * CO * OD * OH * OW + vox)[None, :]
-tl.store(y_ptr + out, tl.trans(x).to(y_ptr.dtype.element_ty), mask=nmask[:, None] & mmask[None, :])
+# stored as the dot leaves the tile, [BLOCK_M, BLOCK_N]. Transposed first (so that a warp would write consecutive
+# voxels of one out-channel), the layout change through shared memory made every move 1.4-3.4x slower on an H100 on
+# level1/54 and 59 (3 in-channels, a K loop of a few steps) and the first move 1.17-1.24x slower on level 2's Conv3d
+# chains; of 50 strict moves timed there only the second (at 3 in-channels: the packed loop, 32-wide K steps) was
+# faster transposed, by 1.1-1.16x (benchmarks/results/moves-conv3d-store-h100-2026-11-26.json)
+out = (n.to(tl.int64) * CO * OD * OH * OW + vox)[:, None] + (co.to(tl.int64) * OD * OH * OW)[None, :]
+tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
 ''')
 
 # K = (channel, kd, kh, kw) packed: each step decodes its K indices and gathers a 2-D patch; w is (CO, K).
