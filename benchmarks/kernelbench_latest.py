@@ -2,7 +2,8 @@
 fast_p and geomeans over them (the same `kernelcraft.metrics.bench_metrics` the script writes). Records are given
 oldest first, all of one device; a later record's row replaces an earlier one's, except that a failed row never replaces a correct one
 (a later failure for memory beside other processes says nothing of the kernel). Each row says which record it came
-from, so a reader sees which code and day measured it. Nothing is run or timed here.
+from, so a reader sees which code and day measured it. A row of the candidate that calls the reference (a problem
+the engineer did not cover then) is kept but not counted. Nothing is run or timed here.
 
     python benchmarks/kernelbench_latest.py OLD.json NEWER.json ... --out LATEST.json
 """
@@ -34,11 +35,14 @@ def latest(paths: list[Path]) -> dict:
                 rows[row["problem"]] = {**row, "record": path.name, "code": record.get("code"),
                                         "date": record.get("date")}
     ordered = sorted(rows.values(), key=lambda r: int(r["problem"].split("_")[0]))
-    metrics = bench_metrics([{**r, "correct": r.get("status") == "ok"} for r in ordered])
+    # a problem the engineer did not cover ran the candidate that calls the reference: kept, not counted
+    own = [r for r in ordered if r.get("candidate") != "reference"]
+    metrics = bench_metrics([{**r, "correct": r.get("status") == "ok"} for r in own])
     return {"what": "the latest verdict per problem over the records below (benchmarks/kernelbench_latest.py); "
                     "rows of older records were measured on older code",
             "device": devices.pop(), "records": [p.name for p in paths], "problems": len(ordered),
             "fast_1_and_geomeans": metrics,
+            "not_counted": [r["problem"] for r in ordered if r.get("candidate") == "reference"],
             "rows": ordered}
 
 
