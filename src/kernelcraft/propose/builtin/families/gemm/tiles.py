@@ -35,9 +35,10 @@ EXACT_TILES = (128, 128, 32, 8, 3)
 SPLIT_TILES = (128, 128, 32, 8, 3)
 # 3xTF32's split made once pays where a product's work outgrows its operands: per output tile of a K step the
 # GEMM does 2 BLOCK_M BLOCK_N multiply-adds, the split pass moves 12 bytes per operand element (read once, two
-# parts written) and the GEMM reads each twice. Measured on an H100 (benchmarks/tf32_split_probe.py): split once
-# 1.3-1.8x faster than 3xTF32 split in the K loop from M N / (M + N) = 512 (1024 x 1024, K = 65536) to 16384
-# (KernelBench level 1's 1_, 2_, 7_, 8_); smaller products keep the in-loop split
+# parts written) and the GEMM reads each twice. Measured on an H100 (benchmarks/tf32_split_probe.py, both at
+# 128x128x32 tiles, the split pass included): split once 1.05-1.34x faster than 3xTF32 split in the K loop from
+# M N / (M + N) = 512 (1024 x 1024, K = 65536: 1.34x) to 16384 (KernelBench level 1's 7_, K = 64: 1.05x); smaller
+# products keep the in-loop split, not measured against it
 SPLIT_ONCE_MIN = 512
 SPLIT_CHUNK = 16  # K steps the tensor cores sum between fp32 folds (kernels._TMA_SPLIT)
 # the relaxed (TF32) TMA moves' tiles: TMA_TILES, 128x256 in 2 stages (in 3 it asks 272 KB of shared memory, its
