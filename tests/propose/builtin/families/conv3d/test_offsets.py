@@ -89,3 +89,40 @@ def test_offsets_epilogue_operand_functional_values_and_half_inputs(tmp_path):
     check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, [c[:2] for c in CASES[:3]], tmp_path,
           patch=spy, rtol=1e-2, atol=1e-2, dtype=torch.float16)
     assert spy.seen == [False, False, True, True, True] + [True, True] + [False, False, True]
+
+
+class Launched:
+    """A `check(patch=...)` spy: records which of the conv3d kernels each forward launched."""
+
+    NAMES = (OFFSETS, "kc_conv3d_taps_kernel", "kc_conv3d_kernel")
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, module) -> None:
+        for name in self.NAMES:
+            kernel, seen = getattr(module, name), self.seen
+
+            class Spy:
+                def __getitem__(self, grid, kernel=kernel, name=name):
+                    def run(*args, **kwargs):
+                        seen.append((name, kwargs["BLOCK_K"]))
+                        return kernel[grid](*args, **kwargs)
+                    return run
+
+            setattr(module, name, Spy())
+
+
+@pytest.mark.parametrize("params", offsets_moves(conv3d_op()), ids=lambda p: f"{p.precision}-{p.BLOCK_K}")
+def test_offsets_moves_take_the_taps_loop_from_32_channels_a_group(params, tmp_path):
+    """At TAPS_FIRST in-channels per group or more an offsets move runs the taps loop in chunks of that many (a chunk
+    and a masked part at 33; two groups of 32 at 64); at 31 the offsets loop."""
+    from kernelcraft.propose.builtin.families.conv3d.kernels import TAPS_FIRST
+
+    spy = Launched()
+    cases = [((33, 4, 3, 1, 1), (1, 33, 4, 3, 5)), ((64, 6, (1, 3, 2), 1, 0, 1, 2), (2, 64, 3, 4, 3)),
+             ((31, 4, 2), (1, 31, 3, 4, 3))]
+    check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, cases, tmp_path, patch=spy,
+          **tolerance(params))
+    assert spy.seen == [("kc_conv3d_taps_kernel", TAPS_FIRST)] * 2 + [(OFFSETS, params.BLOCK_K)]
+    assert f"{TAPS_FIRST}+ in-channels, the taps K loop" in params.idea()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr
+from kernelcraft.propose.builtin.codegen import attr, indent
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import (SIZE_HELPERS, TILE, hyper_lines,
                                                                      OFFSETS_TABLE_BLOCK, offsets_loop,
                                                                      offsets_table, taps_loop)
@@ -20,6 +20,10 @@ from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import epilogue_lines
 
 NDIM = 5  # the kernel's output dims, (n, co, od, oh, ow): an epilogue operand's strides
+# an offsets move's in-channels per group from which it runs the taps loop in chunks of this many instead: on an H100
+# level2/43 (32 in-channels) ran the taps move in 5.7 ms, the offsets first move in 9.0
+# (benchmarks/results/moves-conv3d-store-h100-2026-11-26.json); 3 in-channels (the rest there) stay offsets
+TAPS_FIRST = 32
 
 # The 3-D implicit GEMM: the tile prologue, a K loop ($kloop: _PACKED_K, _TAPS_K or _OFFSETS_K, the rest shared),
 # bias, steps.
@@ -98,26 +102,28 @@ def render(op: Op, p, names: Names) -> Rendered:
                                epilogue="\n".join(epilogue_lines(d.get("steps") or [], _load))),
             Scalars.of(op))  # the numbers the steps read from the module: the kernel's first parameters
 
-    def launch(k, bounds=None):  # bounds: the offsets kernel's BOUNDS (Python source), which takes its table too
-        extra = {} if bounds is None else {"BOUNDS": bounds}
+    def launch(k, bounds=None, block_k=bk):  # bounds: the offsets kernel's BOUNDS (Python source), which takes its
+        extra = {} if bounds is None else {"BOUNDS": bounds}  # table too
         return k.launch(
             "grid", ["x", "w", "x if bias is None else bias", "y", *("tab",) * len(extra), *operands.args(op, NDIM),
                      "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "sd", "sh", "sw", "pd", "ph",
                      "pw", "dd", "dh", "dw"],
             {"KD": "KD", "KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn",
-             "BLOCK_K": bk, "GROUP_M": group, "PREC": "prec", **extra, **operands.flag_consts(op)},
+             "BLOCK_K": block_k, "GROUP_M": group, "PREC": "prec", **extra, **operands.flag_consts(op)},
             num_warps=int(p.num_warps), num_stages=int(p.num_stages))
 
     packed = kernel("kc_conv3d_kernel", _PACKED_K)
     kernels = (packed,)
     run = launch(packed)
+    def taps_branch(chunk: int, other: str) -> str:  # the taps loop over `chunk`-wide channel chunks at CPG >= chunk
+        return (f"if CPG >= {chunk}:  # taps K loop over w as (CO, KD, KH, KW, CPG): each tap's channel chunk "
+                f"contiguous\n        w = w.permute(0, 2, 3, 4, 1).contiguous()\n"
+                f"        {launch(taps, block_k=chunk)}\n    else:\n        {other}")
+
+    taps = kernel("kc_conv3d_taps_kernel", _TAPS_K)
     if p.k_order == "taps":  # the taps K loop where a group's in-channels fill a chunk; fewer: the packed K
-        taps = kernel("kc_conv3d_taps_kernel", _TAPS_K)
         kernels += (taps,)
-        run = (f"if CPG >= {bk}:  # taps K loop over w as (CO, KD, KH, KW, CPG): each tap's channel chunk contiguous\n"
-               f"        w = w.permute(0, 2, 3, 4, 1).contiguous()\n        {launch(taps)}\n"
-               f"    else:  # fewer in-channels per group than a K step: the packed (channel, kd, kh, kw) K\n"
-               f"        {run}")
+        run = taps_branch(bk, run)
     elif p.k_order == "offsets":  # the offsets K loop where its int32 per-K offsets fit; else the packed K
         offsets = kernel("kc_conv3d_offsets_kernel", _OFFSETS_K, table=True)
         params, consts, body = offsets_table(_AXES)
@@ -131,6 +137,9 @@ def render(op: Op, p, names: Names) -> Rendered:
                f"        {fill}\n"
                f"        {launch(offsets, '(pd > 0 or ph > 0 or pw > 0)')}  # unpadded: no bounds masks\n"
                f"    else:\n        {run}")
+        # where a group has TAPS_FIRST in-channels or more, the taps loop instead (Conv3dTiles.OFFSETS_IDEA)
+        kernels += (taps,)
+        run = taps_branch(TAPS_FIRST, indent(run, 4).lstrip())
     bias = attr(d["bias"]) if d.get("bias") else "None"
     body = f'''
 w, bias = {attr(d["weight"])}, {bias}
