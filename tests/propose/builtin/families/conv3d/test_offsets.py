@@ -115,14 +115,14 @@ class Launched:
 
 @pytest.mark.parametrize("params", offsets_moves(conv3d_op()), ids=lambda p: f"{p.precision}-{p.BLOCK_K}")
 def test_offsets_moves_take_the_taps_loop_from_32_channels_a_group(params, tmp_path):
-    """At TAPS_FIRST in-channels per group or more an offsets move runs the taps loop in chunks of that many (a chunk
-    and a masked part at 33; two groups of 32 at 64); at 31 the offsets loop."""
+    """In a padded conv with TAPS_FIRST in-channels per group or more an offsets move runs the taps loop in chunks of
+    that many (a chunk and a masked part at 33; two groups of 32 at 64); at 31, or unpadded, the offsets loop."""
     from kernelcraft.propose.builtin.families.conv3d.kernels import TAPS_FIRST
 
     spy = Launched()
-    cases = [((33, 4, 3, 1, 1), (1, 33, 4, 3, 5)), ((64, 6, (1, 3, 2), 1, 0, 1, 2), (2, 64, 3, 4, 3)),
-             ((31, 4, 2), (1, 31, 3, 4, 3))]
+    cases = [((33, 4, 3, 1, 1), (1, 33, 4, 3, 5)), ((64, 6, (1, 3, 2), 1, (0, 1, 0), 1, 2), (2, 64, 3, 4, 3)),
+             ((31, 4, 2, 1, 1), (1, 31, 3, 4, 3)), ((33, 4, 2), (1, 33, 3, 4, 3))]
     check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, cases, tmp_path, patch=spy,
           **tolerance(params))
-    assert spy.seen == [("kc_conv3d_taps_kernel", TAPS_FIRST)] * 2 + [(OFFSETS, params.BLOCK_K)]
-    assert f"{TAPS_FIRST}+ in-channels, the taps K loop" in params.idea()
+    assert spy.seen == [("kc_conv3d_taps_kernel", TAPS_FIRST)] * 2 + [(OFFSETS, params.BLOCK_K)] * 2
+    assert f"a group has {TAPS_FIRST}+ in-channels, the taps K loop" in params.idea()

@@ -10,8 +10,8 @@ and each tap's in-channels in BLOCK_K chunks inner, over a weight permuted to (C
 per K element; or (k_order "offsets") walks the packed K with each patch element's input offset split into its
 row's window origin (once per tile) and its K index's channel-and-tap offset (decoded once per call into a small
 table by a kernel of its own), bounds masks only where the conv pads, the patch loaded rows fastest
-(implicit_gemm.offsets_loop), except where a group has kernels.TAPS_FIRST in-channels or more: there an offsets move
-runs the taps loop in chunks of that many. Bias and the pointwise steps after the conv (with the parameter tensors they read,
+(implicit_gemm.offsets_loop), except in a padded conv whose groups have kernels.TAPS_FIRST in-channels or more:
+there an offsets move runs the taps loop in chunks of that many. Bias and the pointwise steps after the conv (with the parameter tensors they read,
 x + self.bias, at the output's coordinates) are applied to the fp32 tile before its only store, in the tile's own
 orientation (kernels.py: a transposed store measured slower on every move).
 Depthwise 3-D convs run on the same grouped GEMM (no stencil kernel of their own: correct, though most of a
@@ -39,8 +39,9 @@ class Conv3dTiles(GemmTiles):
     GEMM: ClassVar[str] = "3-D implicit GEMM"
     TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop
     OFFSETS: ClassVar[bool] = True  # and the offsets K loop
-    OFFSETS_IDEA: ClassVar[str] = (OFFSETS_IDEA + f"; where a group has {kernels.TAPS_FIRST}+ in-channels, the taps "
-                                   f"K loop in {kernels.TAPS_FIRST}-wide channel chunks instead (faster there)")
+    OFFSETS_IDEA: ClassVar[str] = (OFFSETS_IDEA + f"; where the conv pads and a group has {kernels.TAPS_FIRST}+ "
+                                   f"in-channels, the taps K loop in {kernels.TAPS_FIRST}-wide channel chunks instead "
+                                   "(its bounds checks are per tap, not per element)")
 
 
 def moves(op: Op) -> list[Conv3dTiles]:

@@ -20,9 +20,10 @@ from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import epilogue_lines
 
 NDIM = 5  # the kernel's output dims, (n, co, od, oh, ow): an epilogue operand's strides
-# an offsets move's in-channels per group from which it runs the taps loop in chunks of this many instead: on an H100
-# level2/43 (32 in-channels) ran the taps move in 5.7 ms, the offsets first move in 9.0
-# (benchmarks/results/moves-conv3d-store-h100-2026-11-26.json); 3 in-channels (the rest there) stay offsets
+# a padded conv's in-channels per group from which an offsets move runs the taps loop in chunks of this many
+# instead. On an H100, level2/43 (32 in-channels, padded: the offsets loop needs bounds masks) took 5.6 ms so
+# against the offsets first move's 9.0, while level2/47 (32, unpadded: no masks) took 14.1 against 8.8
+# (benchmarks/results/kernelbench-level2-taps-h100-2026-11-26.json); 3 in-channels stay offsets
 TAPS_FIRST = 32
 
 # The 3-D implicit GEMM: the tile prologue, a K loop ($kloop: _PACKED_K, _TAPS_K or _OFFSETS_K, the rest shared),
@@ -115,9 +116,9 @@ def render(op: Op, p, names: Names) -> Rendered:
     packed = kernel("kc_conv3d_kernel", _PACKED_K)
     kernels = (packed,)
     run = launch(packed)
-    def taps_branch(chunk: int, other: str) -> str:  # the taps loop over `chunk`-wide channel chunks at CPG >= chunk
-        return (f"if CPG >= {chunk}:  # taps K loop over w as (CO, KD, KH, KW, CPG): each tap's channel chunk "
-                f"contiguous\n        w = w.permute(0, 2, 3, 4, 1).contiguous()\n"
+    def taps_branch(chunk: int, other: str, where: str = "") -> str:  # the taps loop over `chunk`-wide channel
+        return (f"if CPG >= {chunk}{where}:  # taps K loop over w as (CO, KD, KH, KW, CPG): each tap's channel chunk "
+                f"contiguous\n        w = w.permute(0, 2, 3, 4, 1).contiguous()\n"  # chunks at CPG >= chunk
                 f"        {launch(taps, block_k=chunk)}\n    else:\n        {other}")
 
     taps = kernel("kc_conv3d_taps_kernel", _TAPS_K)
@@ -137,9 +138,9 @@ def render(op: Op, p, names: Names) -> Rendered:
                f"        {fill}\n"
                f"        {launch(offsets, '(pd > 0 or ph > 0 or pw > 0)')}  # unpadded: no bounds masks\n"
                f"    else:\n        {run}")
-        # where a group has TAPS_FIRST in-channels or more, the taps loop instead (Conv3dTiles.OFFSETS_IDEA)
+        # a padded conv whose groups have TAPS_FIRST in-channels or more: the taps loop instead (OFFSETS_IDEA)
         kernels += (taps,)
-        run = taps_branch(TAPS_FIRST, indent(run, 4).lstrip())
+        run = taps_branch(TAPS_FIRST, indent(run, 4).lstrip(), " and (pd > 0 or ph > 0 or pw > 0)")
     bias = attr(d["bias"]) if d.get("bias") else "None"
     body = f'''
 w, bias = {attr(d["weight"])}, {bias}
