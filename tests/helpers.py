@@ -14,6 +14,7 @@ REPO = TESTS.parent
 # checkout run on another machine); tests that read them skip otherwise.
 KERNELBENCH = next((p for p in (REPO.parent / "shared" / "kernelbench", REPO / "shared" / "kernelbench")
                     if p.exists()), REPO.parent / "shared" / "kernelbench")
+CPU_WORKER_ENV = {"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}  # a worker's extra environment without a GPU
 
 
 def small_config(cache_dir: Path, **overrides) -> VerifyConfig:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import resource
-import time
 from pathlib import Path
 
 import psutil
@@ -15,17 +14,8 @@ from kernelcraft.candidate import Candidate
 from kernelcraft.problems import load_problem
 from kernelcraft.verify import Verifier, VerifyConfig
 from kernelcraft.verify.forkserver import ForkServer, ForkServerError
-from kernelcraft.verify.process import WorkerDied, WorkerProcess, WorkerTimeout, sandbox_paths, worker_environment
-from tests.helpers import FIXTURES, fixture_candidate, small_config
-
-CPU = {"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
-
-
-@pytest.fixture(scope="module")
-def server():
-    server = ForkServer(worker_environment(CPU)[0], *sandbox_paths())
-    yield server
-    server.close()
+from kernelcraft.verify.process import WorkerDied, WorkerProcess, sandbox_paths, worker_environment
+from tests.helpers import CPU_WORKER_ENV, fixture_candidate, small_config
 
 
 def _sockets(pid: int) -> int:
@@ -33,20 +23,20 @@ def _sockets(pid: int) -> int:
     return sum(1 for fd in fds.iterdir() if os.readlink(fd).startswith("socket:"))
 
 
-def test_the_server_preloads_torch_and_never_initialises_cuda(server):
-    assert server.alive() and server.info["ready"] is True  # it refuses to serve once CUDA is initialised
-    assert {"torch", "kernelcraft.verify.worker"} <= set(server.info["preloaded"])
+def test_the_server_preloads_torch_and_never_initialises_cuda(fork_server):
+    assert fork_server.alive() and fork_server.info["ready"] is True  # it refuses to serve once CUDA is initialised
+    assert {"torch", "kernelcraft.verify.worker"} <= set(fork_server.info["preloaded"])
 
 
-def test_a_forked_worker_is_set_up_as_a_spawned_one(server, monkeypatch):
+def test_a_forked_worker_is_set_up_as_a_spawned_one(fork_server, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
-    worker = WorkerProcess(CPU, server=server, limits=None)
+    worker = WorkerProcess(CPU_WORKER_ENV, server=fork_server, limits=None)
     try:
         info = worker.ready()
         assert info["start"] == "fork" and info["pid"] == worker.proc.pid
         assert info["start_marks_s"]["ready"] < 2.0  # no torch import of its own (a spawn takes seconds here)
         proc = psutil.Process(worker.proc.pid)
-        assert proc.ppid() == server.proc.pid
+        assert proc.ppid() == fork_server.proc.pid
         assert proc.cwd() == str(worker.dir)
         env = proc.environ()  # /proc's copy: the server's environment at its exec, scrubbed as a worker's is
         assert "OPENAI_API_KEY" not in env and "OPENAI_API_KEY" in worker.stripped
@@ -54,42 +44,15 @@ def test_a_forked_worker_is_set_up_as_a_spawned_one(server, monkeypatch):
         assert proc.rlimit(resource.RLIMIT_CORE)[0] == 0 and proc.rlimit(resource.RLIMIT_FSIZE)[0] == 8 << 30
         assert _sockets(worker.proc.pid) == 1  # its own channel; the server's was closed before it ran anything
         assert (worker.dir / "worker.log").exists()
-        assert worker.containment_info()["network_off"] == server.sandbox.network_off
+        assert worker.containment_info()["network_off"] == fork_server.sandbox.network_off
     finally:
         worker.kill()
     assert worker.proc.poll() == -9  # reaped by the server, reported as Popen would
     assert not worker.dir.exists()
 
 
-def test_a_request_never_answered_times_out_and_kill_takes_the_forked_group(server, tmp_path):
-    pid_file = tmp_path / "child.pid"
-    worker = WorkerProcess({**CPU, "KC_TEST_PID_FILE": str(pid_file)}, server=server)
-    try:
-        worker.ready()
-        request = {"op": "load", "problem_source": load_problem("level1/relu").source,
-                   "candidate_source": (FIXTURES / "spawn_child_and_hang.py").read_text(), "device": "cpu",
-                   "init_seed": 1, "sizes": {"batch_size": 37, "dim": 1000}, "build_cache": str(tmp_path / "inline"),
-                   "arch_list": "9.0"}
-        with pytest.raises(WorkerTimeout, match="no answer within 3 s"):
-            worker.ask(request, 3)
-        child = int(pid_file.read_text())
-        assert os.getpgid(child) == worker.proc.pid
-    finally:
-        worker.kill()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(child).status() == psutil.STATUS_ZOMBIE:
-                break
-        except psutil.NoSuchProcess:
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail(f"the candidate's child process {child} outlived the worker's kill")
-
-
-def test_a_forked_worker_that_dies_mid_request(server):
-    worker = WorkerProcess(CPU, server=server)
+def test_a_forked_worker_that_dies_mid_request(fork_server):
+    worker = WorkerProcess(CPU_WORKER_ENV, server=fork_server)
     try:
         worker.ready()
         os.kill(worker.proc.pid, 9)
@@ -101,10 +64,10 @@ def test_a_forked_worker_that_dies_mid_request(server):
 
 
 def test_a_closed_server_refuses_and_the_supervisor_spawns_instead(tmp_path):
-    server = ForkServer(worker_environment(CPU)[0], *sandbox_paths())
+    server = ForkServer(worker_environment(CPU_WORKER_ENV)[0], *sandbox_paths())
     server.close()
     with pytest.raises(ForkServerError):
-        WorkerProcess(CPU, server=server)
+        WorkerProcess(CPU_WORKER_ENV, server=server)
     assert not server.dir.exists()
 
 

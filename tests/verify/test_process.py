@@ -1,4 +1,5 @@
-"""The worker process: a scrubbed environment, a private channel, and a group kill on timeout."""
+"""The worker process: a scrubbed environment, a private channel, and a group kill on timeout (spawned and, where
+the test says, forked from the fork server: tests/verify/test_forkserver.py has the rest of the forked start)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from kernelcraft.problems import load_problem
 from kernelcraft.verify.process import WorkerDied, WorkerProcess, WorkerTimeout, worker_environment
-from tests.helpers import FIXTURES
+from tests.helpers import CPU_WORKER_ENV, FIXTURES
 
 SECRETS = {"OPENAI_API_KEY": "sk-test", "MY_TOKEN": "t", "AWS_SECRET_ACCESS_KEY": "s", "GH_PASSWORD": "p",
            "CUDA_API_KEY": "c", "TORCH_AUTH_HEADER": "h"}
@@ -59,18 +60,23 @@ def test_worker_starts_answers_ready_and_cleans_up(monkeypatch):
     assert not worker.dir.exists()
 
 
-def test_a_request_the_worker_never_answers_times_out_and_kill_takes_the_group(tmp_path):
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_a_request_the_worker_never_answers_times_out_and_kill_takes_the_group(start, request, tmp_path):
+    """Spawned, or forked from the fork server, a worker times out on a request it never answers, and its kill takes
+    its whole group: the candidate's child too."""
+    server = request.getfixturevalue("fork_server") if start == "fork" else None
     pid_file = tmp_path / "child.pid"
-    worker = WorkerProcess({"CUDA_VISIBLE_DEVICES": "", "KC_TEST_PID_FILE": str(pid_file)})
+    worker = WorkerProcess({**CPU_WORKER_ENV, "KC_TEST_PID_FILE": str(pid_file)}, server=server)
     try:
-        worker.ready()
-        request = {"op": "load", "problem_source": load_problem("level1/relu").source,
-                   "candidate_source": (FIXTURES / "spawn_child_and_hang.py").read_text(), "device": "cpu",
-                   "init_seed": 1, "sizes": {"batch_size": 37, "dim": 1000}, "build_cache": str(tmp_path / "inline"), "arch_list": "9.0"}
-        start = time.monotonic()
+        assert worker.ready()["start"] == start
+        load = {"op": "load", "problem_source": load_problem("level1/relu").source,
+                "candidate_source": (FIXTURES / "spawn_child_and_hang.py").read_text(), "device": "cpu",
+                "init_seed": 1, "sizes": {"batch_size": 37, "dim": 1000}, "build_cache": str(tmp_path / "inline"),
+                "arch_list": "9.0"}
+        began = time.monotonic()
         with pytest.raises(WorkerTimeout, match="no answer within 4 s"):
-            worker.ask(request, 4)
-        assert 3.9 <= time.monotonic() - start < 10
+            worker.ask(load, 4)
+        assert 3.9 <= time.monotonic() - began < 10
         child = int(pid_file.read_text())
         assert psutil.pid_exists(child)
         assert os.getpgid(child) == worker.proc.pid  # the candidate's child is in the worker's group

@@ -45,6 +45,19 @@ PRELOAD = ("torch", "torch.multiprocessing", "kernelcraft.verify.worker", "kerne
 UNKNOWN_EXIT = 255  # the exit status of a child whose server is gone (nobody reaped it for us)
 
 
+def close_channel(conn, listener: Listener, directory: Path) -> None:
+    """The last step of ending a worker or the server: close its channel's connection (None if it never connected)
+    and listener, ignoring one the other side already broke, and remove its private directory. Here rather than in
+    process.py, which imports this module."""
+    for closable in (conn, listener):
+        try:
+            if closable is not None:
+                closable.close()
+        except OSError:
+            pass
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 class ForkServerError(Exception):
     """The fork server did not start, or stopped answering."""
 
@@ -168,14 +181,8 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        for closable in (self.conn, self.listener):
-            try:
-                if closable is not None:
-                    closable.close()
-            except OSError:
-                pass
+        close_channel(self.conn, self.listener, self.dir)
         self.conn = None
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # -- the server process -------------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import io
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from kernelcraft.verify import ipc
 from kernelcraft.verify.containment import Containment, Limits, breach, containment, preexec
-from kernelcraft.verify.forkserver import ForkServer
+from kernelcraft.verify.forkserver import ForkServer, close_channel
 
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.I)
 _KEEP = {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER", "LOGNAME", "SHELL", "CUDA_HOME", "CUDA_PATH",
@@ -209,13 +208,7 @@ class WorkerProcess:
         except (ProcessLookupError, PermissionError):
             pass
         self._wait_exit(5.0)
-        for closable in (self.conn, self.listener):
-            try:
-                if closable is not None:
-                    closable.close()
-            except OSError:
-                pass
-        shutil.rmtree(self.dir, ignore_errors=True)
+        close_channel(self.conn, self.listener, self.dir)
 
 
 def sandbox_paths(writable: list[Path] = ()) -> tuple[list[Path], list[Path]]:

@@ -10,9 +10,14 @@ placed and the grid, and PLACE places them. Columns found by dividing a flat col
 proven adjacent in memory, so the compiler loads them one element at a time; over a leading or middle dim PLACE
 instead takes BLOCK_C adjacent columns of one outer index (WITHIN), the program id split once into (outer index,
 column block) on the host's n_cb, and the row length and column stride enter as multiples of the widest vector they
-allow (VEC_R, VEC_I), so the loads are provably contiguous and aligned and become vector loads."""
+allow (VEC_R, VEC_I), so the loads are provably contiguous and aligned and become vector loads. `lean_walk` is the
+loop of their lean kernels (reduce's and argreduce's) over a split's R tiles after PLACE."""
 
 from __future__ import annotations
+
+from string import Template
+
+from kernelcraft.propose.builtin.codegen import indent
 
 TILES = '''
 def kc_tiles(R, C, inner, row_max, block_r, tile, columns=32):
@@ -72,6 +77,38 @@ else:  # BLOCK_C consecutive columns of C (whole rows when inner == 1)
     cmask = c < C
     base = (c // inner) * R * inner + c % inner
 r = tl.arange(0, BLOCK_R)'''
+
+
+# The lean walk over a split's R tiles [k0, k1) (the reductions' lean kernels, after PLACE): a tile's address is a
+# uniform start plus loop-invariant offsets (int32 over adjacent columns: the host checks BLOCK_R * inner fits)
+# instead of 64-bit offsets recomputed per element, and rows are masked only in a ragged last tile (full tiles'
+# masked-off columns load no identity: their results are never stored).
+_LEAN_WALK = Template('''k0 = tl.program_id(1) * chunk
+k1 = tl.minimum(k0 + chunk, tl.cdiv(R, BLOCK_R))
+k_full = tl.minimum(k1, R // BLOCK_R)  # tiles wholly inside R: no row mask
+step = tl.full([], BLOCK_R, tl.int64) * inner  # elements from one tile to the next (int64: k * step is too)
+if WITHIN:  # the program's first column at a uniform start, its columns at int32 offsets from it
+    pid = tl.program_id(0)
+    start = (pid // n_cb).to(tl.int64) * R * inner + (pid % n_cb) * BLOCK_C
+    offs = r[:, None] * inner + tl.arange(0, BLOCK_C)[None, :]
+else:
+    start = tl.zeros([], tl.int64)
+    offs = base[None, :] + r.to(tl.int64)[:, None] * inner
+$init
+for k in range(k0, k_full):
+    x = tl.load(x_ptr + (start + k * step) + offs, mask=cmask[None, :])$cast
+$tile
+if k_full < k1:  # the ragged last tile
+    k = k_full
+    x = tl.load(x_ptr + (start + k * step) + offs, mask=((k * BLOCK_R + r) < R)[:, None] & cmask[None, :], other=$ident)$cast
+$tile''')
+
+
+def lean_walk(init: str, tile: str, ident: str, cast: str = "") -> str:
+    """Kernel lines walking a split's R tiles the lean way (_LEAN_WALK): `init` before the loop, then each tile
+    loaded into x (`cast` appended to the load, e.g. ".to(tl.float32)"; masked rows hold `ident`) and folded in by
+    the `tile` lines (unindented; run once in the loop and once for the ragged last tile)."""
+    return _LEAN_WALK.substitute(init=init, tile=indent(tile, 4), ident=ident, cast=cast)
 
 
 # The online statistics of each column's R values (softmax, logsumexp, cross-entropy): a running max and a sum of

@@ -8,7 +8,7 @@ from __future__ import annotations
 from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent
-from kernelcraft.propose.builtin.columns import PLACE, PLAN, TILES
+from kernelcraft.propose.builtin.columns import PLACE, PLAN, TILES, lean_walk
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 
@@ -64,37 +64,19 @@ if PARTIAL:
 # slot is never replaced (`acc_v == acc_v` fails) and a NaN replaces any number (`x <= acc_v` fails), so the first
 # NaN wins with no flag. Each slot starts at its own first row (tile 0, value the identity): a later equal value never
 # replaces it (ties keep the first) and an all-(-inf) column keeps its first row, with no "seen" flag; a slot past R's
-# end keeps the identity at an index >= R, so it loses every tie to a slot inside R. A tile's address is a uniform
-# start plus loop-invariant offsets (int32 over adjacent columns: the host checks BLOCK_R * inner fits); rows are
-# masked only in a ragged last tile, and full tiles' masked-off columns load no identity (never stored). The value
-# and the index are updated by different operations on purpose: two selects on one mask are merged by LLVM's
-# vectorizer into a shuffled mask that costs three more instructions an element.
-_LEAN_STEP = '''x = tl.load(x_ptr + (start + k * step) + offs, mask=$mask$other).to(tl.float32)
-take = ~(x $keep acc_v) & (acc_v == acc_v)  # strictly better, or a NaN over a number
+# end keeps the identity at an index >= R, so it loses every tie to a slot inside R. The tiles are walked by
+# columns.py's lean_walk. The value and the index are updated by different operations on purpose: two selects on one
+# mask are merged by LLVM's vectorizer into a shuffled mask that costs three more instructions an element.
+_LEAN_INIT = '''acc_v = tl.full([BLOCK_R, BLOCK_C], $ident, tl.float32)
+acc_i = tl.zeros([BLOCK_R, BLOCK_C], tl.int32)  # the tile (counted from k0) of the slot's best'''
+_LEAN_STEP = '''take = ~(x $keep acc_v) & (acc_v == acc_v)  # strictly better, or a NaN over a number
 acc_i = tl.where(take, k - k0, acc_i)
 acc_v = tl.$ext(acc_v, x, propagate_nan=tl.PropagateNan.ALL)  # = where(take, x, acc_v): equal values are equal'''
 
 _LEAN = Template('''
 # program (column tile, split): R tiles [k0, k1); PARTIAL: also write the split's extreme (NaN if any).
 $columns
-k0 = tl.program_id(1) * chunk
-k1 = tl.minimum(k0 + chunk, tl.cdiv(R, BLOCK_R))
-k_full = tl.minimum(k1, R // BLOCK_R)  # tiles wholly inside R: no row mask
-step = tl.full([], BLOCK_R, tl.int64) * inner  # elements from one tile to the next (int64: k * step is too)
-if WITHIN:  # the program's first column at a uniform start, its columns at int32 offsets from it
-    pid = tl.program_id(0)
-    start = (pid // n_cb).to(tl.int64) * R * inner + (pid % n_cb) * BLOCK_C
-    offs = r[:, None] * inner + tl.arange(0, BLOCK_C)[None, :]
-else:
-    start = tl.zeros([], tl.int64)
-    offs = base[None, :] + r.to(tl.int64)[:, None] * inner
-acc_v = tl.full([BLOCK_R, BLOCK_C], $ident, tl.float32)
-acc_i = tl.zeros([BLOCK_R, BLOCK_C], tl.int32)  # the tile (counted from k0) of the slot's best
-for k in range(k0, k_full):
-$full
-if k_full < k1:  # the ragged last tile
-    k = k_full
-$ragged
+$walk
 index = (k0 + acc_i).to(tl.int64) * BLOCK_R + r.to(tl.int64)[:, None]
 nan = acc_v != acc_v
 has_nan = tl.max(nan.to(tl.int32), 0) > 0
@@ -111,13 +93,10 @@ if PARTIAL:
 def lean_body(kind: str) -> str:
     mx = kind == "argmax"
     ident = '-float("inf")' if mx else 'float("inf")'
-    step = Template(_LEAN_STEP)
     ext, keep = ("maximum", "<=") if mx else ("minimum", ">=")
-    full = step.substitute(mask="cmask[None, :]", other="", keep=keep, ext=ext)
-    ragged = step.substitute(mask="((k * BLOCK_R + r) < R)[:, None] & cmask[None, :]", other=f", other={ident}",
-                             keep=keep, ext=ext)
-    return _LEAN.substitute(columns=PLACE, full=indent(full, 4), ragged=indent(ragged, 4), ident=ident,
-                            red="max" if mx else "min")
+    walk = lean_walk(Template(_LEAN_INIT).substitute(ident=ident),
+                     Template(_LEAN_STEP).substitute(keep=keep, ext=ext), ident, cast=".to(tl.float32)")
+    return _LEAN.substitute(columns=PLACE, walk=walk, ident=ident, red="max" if mx else "min")
 
 
 def argreduce(op: Op, p, names: Names) -> Rendered:

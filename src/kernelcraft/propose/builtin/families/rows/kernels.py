@@ -15,7 +15,7 @@ from __future__ import annotations
 from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent
-from kernelcraft.propose.builtin.columns import PLACE, PLAN, TILES
+from kernelcraft.propose.builtin.columns import PLACE, PLAN, TILES, lean_walk
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 
@@ -37,32 +37,11 @@ $combine
 $final
 $store
 ''')
-# The lean variant of _REDUCE for a reduction with no prologue (Reduce.lean): a tile's address is a uniform start
-# plus loop-invariant offsets (int32 over adjacent columns: the host checks BLOCK_R * inner fits) instead of 64-bit
-# offsets recomputed per element, and rows are masked only in a ragged last tile (full tiles' masked-off columns load
-# no identity: their results are never stored).
+# The lean variant of _REDUCE for a reduction with no prologue (Reduce.lean): columns.py's lean walk over the tiles.
 _LEAN = Template('''
 # program (column tile, split): R tiles [split * chunk, split * chunk + chunk); result row `split` of y.
 $columns
-k0 = tl.program_id(1) * chunk
-k1 = tl.minimum(k0 + chunk, tl.cdiv(R, BLOCK_R))
-k_full = tl.minimum(k1, R // BLOCK_R)  # tiles wholly inside R: no row mask
-step = tl.full([], BLOCK_R, tl.int64) * inner  # elements from one tile to the next (int64: k * step is too)
-if WITHIN:  # the program's first column at a uniform start, its columns at int32 offsets from it
-    pid = tl.program_id(0)
-    start = (pid // n_cb).to(tl.int64) * R * inner + (pid % n_cb) * BLOCK_C
-    offs = r[:, None] * inner + tl.arange(0, BLOCK_C)[None, :]
-else:
-    start = tl.zeros([], tl.int64)
-    offs = base[None, :] + r.to(tl.int64)[:, None] * inner
-$init
-for k in range(k0, k_full):
-    x = tl.load(x_ptr + (start + k * step) + offs, mask=cmask[None, :])
-$combine
-if k_full < k1:  # the ragged last tile
-    k = k_full
-    x = tl.load(x_ptr + (start + k * step) + offs, mask=((k * BLOCK_R + r) < R)[:, None] & cmask[None, :], other=$ident)
-$combine
+$walk
 $final
 $store
 ''')
@@ -139,8 +118,7 @@ def reduce_kernel(kind: str, lean: bool = False) -> TritonKernel:
     reduce family and the pooling families' global pools share it, and a chain emits it once."""
     if lean:
         ident, init, combine, final = _reduction(kind)
-        body = _LEAN.substitute(columns=PLACE, ident=ident, init=init, combine=indent(combine, 4), final=final,
-                                store=STORE)
+        body = _LEAN.substitute(columns=PLACE, walk=lean_walk(init, combine, ident), final=final, store=STORE)
     else:
         body = reduce_body(kind)
     return TritonKernel(f"kc_{kind}_{'lean_' if lean else ''}reduce_kernel",
