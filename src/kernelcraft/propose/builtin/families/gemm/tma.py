@@ -9,7 +9,12 @@ beside the GEMMs they feed (KernelBench level 1 on an H200: 16_'s A.T copied to 
 GEMM; 8_'s A (8205, 2949) padded to 2952 floats a row is ~97 MB beside a ~6 ms GEMM, its B.T ~70 MB; 3_'s B.T,
 128 x (2048, 1024), is 1 GB, ~0.5 ms of copying beside a ~5 ms batched GEMM: the largest share). A 16-bit move takes
 it for 2-D operands as they lie (A untransposed), as before: its GEMM is several times faster, so copies weigh
-more, and none was measured."""
+more, and none was measured.
+
+Under a move that splits once (Tiles.split_once), a product large enough (M N >= SPLIT_ONCE_MIN (M + N)) of fp32
+operands takes `kc_matmul_split` instead: `kc_tf32_split` writes each operand's TF32 hi and lo parts into rows TMA
+reads (A as (M, K), B K-major as (N, K), any layout or batch read through its strides, so no other copy), and the
+persistent split kernel runs three TF32 products per K step (kernels._TMA_SPLIT)."""
 
 from __future__ import annotations
 
@@ -111,7 +116,6 @@ def $name(${scalars}a, b, c$diag):
 $programs
     $launch
 ''')
-
 
 
 def programs(p: Tiles, batch: str = "") -> str:
