@@ -11,9 +11,9 @@ per K element; or (k_order "offsets") walks the packed K with each patch element
 row's window origin (once per tile) and its K index's channel-and-tap offset (decoded once per call into a small
 table by a kernel of its own), bounds masks only where the conv pads, the patch loaded rows fastest
 (implicit_gemm.offsets_loop), except in a padded conv whose groups have kernels.TAPS_FIRST in-channels or more:
-there an offsets move runs the taps loop in chunks of that many. Bias and the pointwise steps after the conv (with the parameter tensors they read,
-x + self.bias, at the output's coordinates) are applied to the fp32 tile before its only store, in the tile's own
-orientation (kernels.py: a transposed store measured slower on every move).
+there an offsets move runs the taps loop in chunks of that many. Bias and the pointwise steps after the conv (with
+the parameter tensors they read, x + self.bias, at the output's coordinates) are applied to the fp32 tile before
+its only store, in the tile's own orientation (kernels.py: a transposed store measured slower on every move).
 Depthwise 3-D convs run on the same grouped GEMM (no stencil kernel of their own: correct, though most of a
 BLOCK_N tile idles).
 """

@@ -103,8 +103,9 @@ def render(op: Op, p, names: Names) -> Rendered:
                                epilogue="\n".join(epilogue_lines(d.get("steps") or [], _load))),
             Scalars.of(op))  # the numbers the steps read from the module: the kernel's first parameters
 
-    def launch(k, bounds=None, block_k=bk):  # bounds: the offsets kernel's BOUNDS (Python source), which takes its
-        extra = {} if bounds is None else {"BOUNDS": bounds}  # table too
+    # bounds: the offsets kernel's BOUNDS (Python source), which takes its table too; block_k: the K step's width
+    def launch(k, bounds=None, block_k=bk):
+        extra = {} if bounds is None else {"BOUNDS": bounds}
         return k.launch(
             "grid", ["x", "w", "x if bias is None else bias", "y", *("tab",) * len(extra), *operands.args(op, NDIM),
                      "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "sd", "sh", "sw", "pd", "ph",
@@ -116,9 +117,12 @@ def render(op: Op, p, names: Names) -> Rendered:
     packed = kernel("kc_conv3d_kernel", _PACKED_K)
     kernels = (packed,)
     run = launch(packed)
-    def taps_branch(chunk: int, other: str, where: str = "") -> str:  # the taps loop over `chunk`-wide channel
+
+    # the taps loop in `chunk`-wide channel chunks where a group has `chunk` in-channels or more (and `where`
+    # holds), else the lines `other`
+    def taps_branch(chunk: int, other: str, where: str = "") -> str:
         return (f"if CPG >= {chunk}{where}:  # taps K loop over w as (CO, KD, KH, KW, CPG): each tap's channel chunk "
-                f"contiguous\n        w = w.permute(0, 2, 3, 4, 1).contiguous()\n"  # chunks at CPG >= chunk
+                f"contiguous\n        w = w.permute(0, 2, 3, 4, 1).contiguous()\n"
                 f"        {launch(taps, block_k=chunk)}\n    else:\n        {other}")
 
     taps = kernel("kc_conv3d_taps_kernel", _TAPS_K)

@@ -58,8 +58,8 @@ class PoolTiles(Params):
                     "so small output planes (7x7, 14x14) do not leave most lanes of a one-plane tile idle")
         return (f"Output tiles of {self.BLOCK_H} x {self.BLOCK_W} in one (n, c) plane per program (as wide as "
                 f"{self.BLOCK_H * self.BLOCK_W} where the output has one row: a 1-D pool); the window taps are "
-                "unrolled, each one strided tile load, so the input rows that overlapping windows share are served from L1/L2; "
-                f"{self.num_warps} warps")
+                "unrolled, each one strided tile load, so the input rows that overlapping windows share are served "
+                f"from L1/L2; {self.num_warps} warps")
 
     def category(self) -> str:
         if self.variant == "global":
