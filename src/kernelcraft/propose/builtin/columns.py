@@ -57,8 +57,10 @@ def kc_plan(outer, R, inner, row_max, block_r, tile, columns, target, item):
     steps = triton.cdiv(rows, br)
     splits = 1 if single or tiles >= target else max(1, min(steps, triton.cdiv(target, tiles), 1024))
     chunk = triton.cdiv(steps, splits)
-    vr = next(v for v in (8, 4, 2, 1) if v * item <= 16 and R % v == 0) if inner == 1 else 1
-    vi = next(v for v in (8, 4, 2, 1) if v * item <= 16 and inner % v == 0) if within else 1
+    # R and inner reach the kernels as R // VEC_R and inner // VEC_I, int32 below 2**31, multiplied back there: a
+    # size of 2**31 or more takes no vector width, so that it arrives, and is multiplied, as int64
+    vr = next(v for v in (8, 4, 2, 1) if v * item <= 16 and R % v == 0) if inner == 1 and R < 2**31 else 1
+    vi = next(v for v in (8, 4, 2, 1) if v * item <= 16 and inner % v == 0) if within and inner < 2**31 else 1
     return br, bc, within, n_cb, tiles, triton.cdiv(steps, chunk), chunk, vr, vi
 '''
 

@@ -104,6 +104,18 @@ def test_the_plan_at_kernelbench_sizes():
     assert plan(1, 4096, 4095, 0, 1024, 4096, 256, 2048, 2)[8] == 1  # fp16 with odd inner: no vectors
 
 
+def test_the_plan_takes_no_vectors_for_sizes_past_int32():
+    """R // VEC_R would reach the kernel as int32 and R_v * VEC_R overflow there: from 2**31 no vector width (the
+    size then arrives as int64)."""
+    plan = _plan()
+    assert plan(1, 2**31 - 16, 1, 0, 1024, 4096, 256, 2048, 4)[7] == 4
+    assert plan(1, 2**31, 1, 0, 1024, 4096, 256, 2048, 4)[7] == 1
+    assert plan(1, 2**31 + 8, 1, 0, 1024, 4096, 256, 2048, 2)[7] == 1
+    within = plan(1, 2, 2**31, 0, 1024, 4096, 256, 2048, 4)
+    assert within[2] and within[8] == 1
+    assert plan(1, 2, 2**31 - 16, 0, 1024, 4096, 256, 2048, 4)[8] == 4
+
+
 def _compile_loads(kernel, constexprs, tmp_path, monkeypatch) -> set[str]:
     """The kinds of global loads of `kernel` compiled for sm_90 (skips where Triton cannot compile for it here)."""
     import importlib.util
