@@ -66,14 +66,10 @@ for k0 in range(0, K, BLOCK_K):
 ${epilogue}tl.store(c_ptr + bid * s_cb + rm * s_cm + n * s_cn, ${result}.to(c_ptr.dtype.element_ty), mask=rm < M)
 ''')
 
-_TMA = Template('''
-# persistent: program p takes output tiles p, p + PROGRAMS, ... of the batch's products (tiles_m x tiles_n per
-# matrix, GROUP_M swizzle within one). TMA brings A tiles and B tiles, zero-filled past the edges: of B transposed
-# (N, K) when B_KMAJOR (K-major, the layout Hopper's TF32 tensor-core instructions read), else of B (K, N) as it
-# lies (16-bit instructions read either). BATCHED: 3-D descriptors, a (1, rows, cols) block of matrix bid (step
-# 0: the one matrix of an operand every product shares). C is stored through plain masked pointers (rows of any
-# length; no shared-memory staging)
-tiles_m = tl.cdiv(M, BLOCK_M)
+# The persistent TMA kernels' walk: program p takes output tiles p, p + PROGRAMS, ... of the batch's products
+# (tiles_m x tiles_n per matrix, GROUP_M swizzle within one), each with its matrix bid and tile (pid_m, pid_n); and
+# their store of the fp32 tile `acc` through plain masked pointers, after the $epilogue
+_WALK = '''tiles_m = tl.cdiv(M, BLOCK_M)
 tiles_n = tl.cdiv(N, BLOCK_N)
 in_group = GROUP_M * tiles_n
 per_matrix = tiles_m * tiles_n
@@ -84,7 +80,21 @@ for tile in tl.range(tl.program_id(0), batch * per_matrix, PROGRAMS):
     group_m = tl.minimum(tiles_m - first_m, GROUP_M)
     pid_m = first_m + (at % in_group) % group_m
     pid_n = (at % in_group) // group_m
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+'''
+_STORE = '''    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+${epilogue}    tl.store(c_ptr + bid.to(tl.int64) * s_cb + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(rm < M)[:, None] & (rn < N)[None, :])
+'''
+
+_TMA = Template('''
+# persistent: program p takes output tiles p, p + PROGRAMS, ... of the batch's products (tiles_m x tiles_n per
+# matrix, GROUP_M swizzle within one). TMA brings A tiles and B tiles, zero-filled past the edges: of B transposed
+# (N, K) when B_KMAJOR (K-major, the layout Hopper's TF32 tensor-core instructions read), else of B (K, N) as it
+# lies (16-bit instructions read either). BATCHED: 3-D descriptors, a (1, rows, cols) block of matrix bid (step
+# 0: the one matrix of an operand every product shares). C is stored through plain masked pointers (rows of any
+# length; no shared-memory staging)
+''' + _WALK + '''    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
 ${skip}    for k0 in range(0, ${k_end}, BLOCK_K):
         if BATCHED:
             a = a_desc.load([bid * a_step, pid_m * BLOCK_M, k0]).reshape([BLOCK_M, BLOCK_K])
@@ -99,11 +109,7 @@ ${skip}    for k0 in range(0, ${k_end}, BLOCK_K):
             else:
                 b = b_desc.load([k0, pid_n * BLOCK_N])
         acc = tl.dot(a, b, acc, input_precision=PREC)
-    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
-${epilogue}    tl.store(c_ptr + bid.to(tl.int64) * s_cb + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
-             mask=(rm < M)[:, None] & (rn < N)[None, :])
-''')
+''' + _STORE)
 
 _ROWS = '''
 # dst[b, r, j] = src[b, r, j] for j < cols, program (rows x cols tile, b): an operand TMA cannot read as it lies
@@ -126,18 +132,7 @@ tl.store(dst_ptr + (bid * rows + r[:, None]) * ld + j[None, :], v, mask=mask)
 # where it is not finite: an infinite operand's hi times a zero lo (NaN), or times a lo of the other sign, while
 # the hi products carry the infinity with its sign
 _TMA_SPLIT = Template('''
-tiles_m = tl.cdiv(M, BLOCK_M)
-tiles_n = tl.cdiv(N, BLOCK_N)
-in_group = GROUP_M * tiles_n
-per_matrix = tiles_m * tiles_n
-for tile in tl.range(tl.program_id(0), batch * per_matrix, PROGRAMS):
-    bid = tile // per_matrix
-    at = tile % per_matrix
-    first_m = (at // in_group) * GROUP_M
-    group_m = tl.minimum(tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (at % in_group) % group_m
-    pid_n = (at % in_group) // group_m
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+''' + _WALK + '''    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     part = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     small = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
 ${skip}    for i in range(0, tl.cdiv(${k_end}, BLOCK_K)):
@@ -160,11 +155,7 @@ ${skip}    for i in range(0, tl.cdiv(${k_end}, BLOCK_K)):
             part = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             small = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     acc += part + tl.where(tl.abs(small) < float("inf"), small, 0.0)
-    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
-${epilogue}    tl.store(c_ptr + bid.to(tl.int64) * s_cb + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
-             mask=(rm < M)[:, None] & (rn < N)[None, :])
-''')
+''' + _STORE)
 
 # x rounded to TF32 (nearest, ties away from zero: what cvt.rna.tf32.f32 does) as an fp32 whose low 13 bits are
 # zero, by integer arithmetic on its bits (the same in the interpreter); inf and NaN kept, and a finite x that would
