@@ -70,18 +70,27 @@ def builtin_candidates(problem, backend: str, device: str, count: int) -> list[C
 
 
 def timed_pass(verifier, problem, candidates, warm: int) -> dict:
-    """Warm each device (`warm` jobs at once), then judge the candidates; wall time and verdicts."""
+    """Warm each device (`warm` jobs at once), then judge the candidates; wall time and verdicts. The steady rate
+    is that of the second half of the candidates (from the moment half were judged to the last): the first half
+    holds each device's first, cold worker and the pipeline filling."""
     verifier.evaluate_many([Job(problem, c) for c in candidates[:warm]])
+    done: list[float] = []
     t0 = time.perf_counter()
-    results = verifier.evaluate_many([Job(problem, c) for c in candidates])
+    results = verifier.evaluate_many([Job(problem, c) for c in candidates],
+                                     on_result=lambda i, r: done.append(time.perf_counter() - t0))
     wall = time.perf_counter() - t0
+    done.sort()
+    half = len(done) // 2
+    steady = 60 * (len(done) - half) / (done[-1] - done[half - 1]) if half >= 1 and done[-1] > done[half - 1] else None
     statuses = {}
     for r in results:
         statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
     usage = verifier.usage()
     phases = sorted({k for r in results for k in r.phases})
     mean_phases = {k: round(statistics.mean(r.phases.get(k, 0.0) for r in results), 4) for k in phases}
-    return {"candidates": len(candidates), "mean_phases_s": mean_phases, "wall_s": round(wall, 3), "per_minute": round(60 * len(candidates) / wall, 2),
+    return {"candidates": len(candidates), "mean_phases_s": mean_phases, "wall_s": round(wall, 3),
+            "per_minute": round(60 * len(candidates) / wall, 2),
+            "steady_per_minute": round(steady, 2) if steady else None, "done_s": [round(t, 3) for t in done],
             "seconds_per_candidate": round(wall / len(candidates), 4), "statuses": statuses,
             "median_result_wall_s": round(statistics.median(r.wall_seconds for r in results), 4),
             "devices": usage}
@@ -103,7 +112,7 @@ def jobs_mode(args, config: VerifyConfig, record: dict) -> dict:
             if len(cluster.devices) < n:
                 print(f"{n} actors asked, {len(cluster.devices)} up: skipped", file=sys.stderr)
                 continue
-            p = timed_pass(cluster, problem, candidates, n)
+            p = timed_pass(cluster, problem, candidates, 2 * n)  # two per actor: each measures the baselines
             p["actors"] = n
             out["passes"].append(p)
             print(f"{n} actor(s): {p['per_minute']} candidates/min", file=sys.stderr)
@@ -121,6 +130,8 @@ def _derived(out: dict) -> dict:
     if one:
         for p in out["passes"]:
             p["scaling_vs_1_actor"] = round(p["per_minute"] / (one["per_minute"] * p["actors"]), 3)
+            if p.get("steady_per_minute") and one.get("steady_per_minute"):
+                p["steady_scaling_vs_1_actor"] = round(p["steady_per_minute"] / (one["steady_per_minute"] * p["actors"]), 3)
     return out
 
 

@@ -1,5 +1,6 @@
 """The cluster's verifier on a local Ray cluster of two CPU "devices": the verdicts of the one-process verifier,
-candidates of an actor killed mid-job judged by the others, and the cluster's one-line errors."""
+targets measured together spread over the actors and candidates sent where their baselines are, candidates of an
+actor killed mid-job judged by the others, and the cluster's one-line errors."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from kernelcraft.cluster import ClusterError, connect, plan  # noqa: E402
 from kernelcraft.cluster.connect import hold, release  # noqa: E402
 from kernelcraft.cluster.pool import ClusterVerifier  # noqa: E402
 from kernelcraft.candidate import Candidate  # noqa: E402
+from kernelcraft.problems import load_problem  # noqa: E402
 from kernelcraft.verify import Job  # noqa: E402
 from tests.helpers import fixture_candidate, small_config  # noqa: E402
 
@@ -56,6 +58,22 @@ def test_verdicts_are_those_of_the_one_process_verifier(verifier, cpu_verifier, 
     assert verifier.load() == {"busy": 0, "idle": 2, "queued": 0, "lost": 0, "starting": 0}
     assert verifier.target(relu_problem).eager is not None
     assert verifier.admit(relu_problem).total > 0
+
+
+def test_targets_spread_and_candidates_go_where_their_baselines_are(verifier, relu_problem):
+    from concurrent.futures import ThreadPoolExecutor
+
+    problems = [relu_problem, load_problem("level1/gelu")]
+    with ThreadPoolExecutor(2) as pool:  # a bench's first two runs measure their targets at once
+        targets = list(pool.map(verifier.target, problems))
+    assert all(t.eager is not None for t in targets)
+    assert sorted(u["problems"] for u in verifier.usage()) == [1, 1]  # one on each actor, not both on the first
+    source = fixture_candidate("relu_torch").source
+    result = verifier.evaluate_many([Job(relu_problem, Candidate(source, "c0"))])[0]
+    assert str(result.status) == "ok", result.message
+    usage = verifier.usage()
+    assert sorted(u["problems"] for u in usage) == [1, 1]  # judged where relu's baselines were: none measured again
+    assert sum(u["judged"] for u in usage) == 1
 
 
 def test_an_actor_killed_mid_job_loses_nothing(verifier, relu_problem, events):

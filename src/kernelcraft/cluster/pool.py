@@ -1,9 +1,11 @@
 """The verifier of a cluster: the local verifier's interface (`submit`, `admit`, `target`, `busy_seconds`, …) over
 one verifier actor per device, so a search, a bench or an apply runs on it unchanged.
 
-The driver (this process) keeps the queue. Jobs go out in submission order to the actor with the fewest in
-flight, at most `depth` each (one judged, the next ones building on the node's CPUs and their workers starting
-meanwhile), so no device waits on another. An actor lost mid-job (its process killed, its node stopped) has its jobs put back at the head of the
+The driver (this process) keeps the queue. Jobs go out in submission order, at most `depth` in flight per actor (one
+judged, the next ones building on the node's CPUs and their workers starting meanwhile), so no device waits on
+another. A job goes to an actor that has measured its problem's baselines already where one has room, else to the
+least loaded (`pick`): each device measures a problem's baselines before its first candidate, seconds of GPU time, so
+a bench of many problems spread over every actor would measure each problem's baselines on each of them. An actor lost mid-job (its process killed, its node stopped) has its jobs put back at the head of the
 queue for the others, and a replacement is asked of Ray; nothing judged is lost. A job lost `MAX_LOSSES` times
 is failed as the verifier's fault rather than sent on to take down more actors.
 """
@@ -55,11 +57,17 @@ class Slot:
     busy_s: float = 0.0
     busy_since: float | None = None
     judged: int = 0
+    calls: int = 0  # one-off calls in flight (a problem's target: its baselines measured)
+    known: set = field(default_factory=set)  # problems (sha) whose baselines it has measured or is measuring
+
+    def load(self) -> int:
+        return len(self.inflight) + self.calls
 
     def usage(self, now: float, wall: float) -> dict:
         busy = self.busy_s + (now - self.busy_since if self.busy_since is not None else 0.0)
         return {"device": self.label, "name": self.info.get("device"), "node": self.info.get("node", "")[:16],
-                "host": self.info.get("host"), "judged": self.judged, "busy_s": round(busy, 3),
+                "host": self.info.get("host"), "judged": self.judged, "problems": len(self.known),
+                "busy_s": round(busy, 3),
                 "utilisation": round(busy / wall, 4) if wall > 0 else None, "lost": self.lost}
 
 
@@ -123,7 +131,7 @@ class ClusterVerifier(JobFront):
         """Sizes, baselines and roofline floor on the least loaded device (what a run shows its proposer); each
         result's own speedups are against its own device's baselines."""
         spec = ProblemSpec.of(problem)
-        return self._call_one(lambda a: a.target.remote(spec))
+        return self._call_one(lambda a: a.target.remote(spec), problem.sha)
 
     def profile(self, problem, candidate):
         from kernelcraft.verify.profile import ProfileError
@@ -136,7 +144,8 @@ class ClusterVerifier(JobFront):
             return sum(s.busy_s + (now - s.busy_since if s.busy_since is not None else 0.0) for s in self._slots)
 
     def usage(self) -> list[dict]:
-        """Per actor (live or lost): device, node, host, candidates judged, busy seconds and utilisation."""
+        """Per actor (live or lost): device, node, host, candidates judged, problems whose baselines it measured,
+        busy seconds and utilisation."""
         now = time.monotonic()
         with self._lock:
             return [s.usage(now, now - s.started) for s in self._slots if s.info]
@@ -205,14 +214,14 @@ class ClusterVerifier(JobFront):
     def _assign(self) -> None:
         """Send queued jobs to actors with room, the least loaded first (the lock held)."""
         while self._queue:
-            free = [s for s in self._slots if s.alive and len(s.inflight) < self.depth]
-            if not free:
+            slot = pick(self._slots, self._queue[0].job.problem.sha, self.depth)
+            if slot is None:
                 return
-            slot = min(free, key=lambda s: len(s.inflight))
             sent = self._queue.popleft()
             if not _claim(sent.future):
                 continue
             ref = slot.actor.evaluate.remote(ProblemSpec.of(sent.job.problem), sent.job.candidate)
+            slot.known.add(sent.job.problem.sha)
             if not slot.inflight:
                 slot.busy_since = time.monotonic()
             slot.inflight[ref] = sent
@@ -302,11 +311,21 @@ class ClusterVerifier(JobFront):
             actors = [s.actor for s in self._slots if s.alive]
         return [self._get(call(a)) for a in actors]
 
-    def _call_one(self, call):
-        """On the least loaded actor (a bench's runs measure their targets at once: not all on the first)."""
+    def _call_one(self, call, key: str):
+        """On an actor that knows problem `key` (it answers from what it measured), else on the least loaded,
+        counting calls in flight (a bench's runs measure their targets at once: one on each actor, not all on
+        the first); that actor then knows the problem and is sent its candidates."""
         with self._lock:
-            actor = min((s for s in self._slots if s.alive), key=lambda s: len(s.inflight)).actor
-        return self._get(call(actor))
+            slot = pick(self._slots, key, None)
+            if slot is None:
+                raise ClusterError("no verifier actor of the cluster is up")
+            slot.calls += 1
+            slot.known.add(key)
+        try:
+            return self._get(call(slot.actor))
+        finally:
+            with self._lock:
+                slot.calls -= 1
 
     def _get(self, ref):
         """The call's value; an exception the actor raised is raised here as itself (ProblemTooLarge …)."""
@@ -317,6 +336,23 @@ class ClusterVerifier(JobFront):
             if isinstance(cause, Exception):
                 raise cause from None
             raise
+
+
+def pick(slots: list[Slot], key: str, depth: int | None) -> Slot | None:
+    """The actor for work on problem `key`: among those up with room (fewer than `depth` jobs in flight; None: no
+    bound), one that knows the problem, the least loaded of them, unless it has `EXTRA_DEPTH` or more in flight
+    while another actor has nothing at all (an idle device costs more than measuring baselines); else the least
+    loaded. None where no actor has room."""
+    free = [s for s in slots if s.alive and (depth is None or len(s.inflight) < depth)]
+    if not free:
+        return None
+    least = min(free, key=Slot.load)
+    knowing = [s for s in free if key in s.known]
+    if knowing:
+        best = min(knowing, key=Slot.load)
+        if best.load() < EXTRA_DEPTH or least.load() > 0:
+            return best
+    return least
 
 
 def _threads_per_gpu(ray) -> int:
