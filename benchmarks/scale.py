@@ -3,6 +3,7 @@ judging the same candidates directly (the cost of going through Ray per candidat
 
     PYTHONPATH=src python benchmarks/scale.py level1/softmax --device cuda --actors 1 --candidates 24 --out s.json
     PYTHONPATH=src python benchmarks/scale.py level1/relu --device cpu --actors 1,2 --candidates 8 --out s.json
+    PYTHONPATH=src python benchmarks/scale.py level1/softmax --device cuda --actors 1,4 --per-actor 48 --no-direct ...
     PYTHONPATH=src python benchmarks/scale.py shared/kernelbench/level1 --bench 12 --device cuda --actors 1,2 ...
     PYTHONPATH=src python benchmarks/scale.py - --spawn 1,4,8,16 --out s.json
     PYTHONPATH=src python benchmarks/scale.py - --spawn 4,16 --worker-start spawn --out s.json
@@ -100,19 +101,21 @@ def jobs_mode(args, config: VerifyConfig, record: dict) -> dict:
     from kernelcraft.cluster import ClusterVerifier
 
     problem = as_problem(args.problem)
-    candidates = builtin_candidates(problem, args.backend, args.device, args.candidates)
+    count = max(args.candidates, args.per_actor * max(args.actors)) if args.per_actor else args.candidates
+    candidates = builtin_candidates(problem, args.backend, args.device, count)
     out = {"problem": problem.name, "backend": args.backend, "passes": []}
     local_device = "cuda:0" if args.device == "cuda" else "cpu"
     if not args.no_direct:
         with Verifier(local_device, config) as direct:
-            out["direct"] = timed_pass(direct, problem, candidates, 1)
+            out["direct"] = timed_pass(direct, problem, candidates[:args.per_actor or args.candidates], 1)
             print(f"direct: {out['direct']['per_minute']} candidates/min", file=sys.stderr)
     for n in args.actors:
         with ClusterVerifier(args.cluster, args.device, config, actors=n) as cluster:
             if len(cluster.devices) < n:
                 print(f"{n} actors asked, {len(cluster.devices)} up: skipped", file=sys.stderr)
                 continue
-            p = timed_pass(cluster, problem, candidates, 2 * n)  # two per actor: each measures the baselines
+            judged = candidates[:args.per_actor * n] if args.per_actor else candidates[:args.candidates]
+            p = timed_pass(cluster, problem, judged, 2 * n)  # two per actor: each measures the baselines
             p["actors"] = n
             out["passes"].append(p)
             print(f"{n} actor(s): {p['per_minute']} candidates/min", file=sys.stderr)
@@ -220,6 +223,8 @@ def main() -> None:
     ap.add_argument("--actors", default="1", type=lambda s: [int(x) for x in s.split(",")])
     ap.add_argument("--cluster", default="local")
     ap.add_argument("--candidates", type=int, default=16)
+    ap.add_argument("--per-actor", type=int, default=None, metavar="K",
+                    help="jobs mode: K candidates per actor in each pass (N actors judge K x N), in place of --candidates")
     ap.add_argument("--no-direct", action="store_true", help="jobs mode: skip the pass on this machine's verifier")
     ap.add_argument("--backend", default="triton")
     ap.add_argument("--bench", type=int, default=None, metavar="K", help="bench mode over the first K problems")
