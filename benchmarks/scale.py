@@ -14,7 +14,8 @@ through `--cluster`, default `local`). Each pass first warms every device (a wor
 measured), then times `evaluate_many` over the candidates: candidates per minute = N / wall. Overhead per
 candidate = (1-actor wall - direct wall) / N.
 Bench mode (--bench K, a directory): `kernelcraft bench` over its first K problems (built-in engineer, --rounds),
-once per actor count; candidates judged per minute over the bench's wall time.
+once per actor count; candidates judged per minute over the bench's wall time, and over the time after its start
+(Ray and its actors up, every problem admitted: until the first run begins).
 
 Spawn mode (--spawn N,M,…; no Ray): N verifier workers started at once, spread over the visible GPUs as each
 device's supervisor starts them, then M, …: each one's time from its start to its handshake, and where that time
@@ -148,18 +149,28 @@ def bench_mode(args) -> dict:
     for n in args.actors:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            summary = api.bench(args.problem, limit=args.bench, rounds=args.rounds, ideas=args.ideas,
+            first: list[float] = []  # when the first run began: the cluster up, its actors started
+
+            def heard(kind: str, info: dict) -> None:
+                if kind == "problem" and not first:
+                    first.append(time.perf_counter() - t0)
+
+            summary = api.bench(args.problem, limit=args.bench, rounds=args.rounds, ideas=args.ideas, on_event=heard,
                                 device=args.device, cluster=args.cluster, actors=n, store=Path(tmp) / "runs.db",
                                 backend=args.backend, timing_budget=args.timing_budget,
                                 compile_baseline=not args.no_compile_baseline, cache_dir=Path(tmp) / "cache")
             wall = time.perf_counter() - t0
         judged = sum(d["judged"] for d in summary["devices"])
+        start = first[0] if first else 0.0
         out["passes"].append({"actors": n, "wall_s": round(wall, 2), "judged": judged,
-                              "per_minute": round(60 * judged / wall, 2), "correct": summary["metrics"]["correct"],
+                              "per_minute": round(60 * judged / wall, 2), "start_s": round(start, 2),
+                              "per_minute_after_start": round(60 * judged / (wall - start), 2),
+                              "correct": summary["metrics"]["correct"],
                               "rows": [{k: r.get(k) for k in ("problem", "status", "correct", "speedup_eager",
                                                               "candidates")} for r in summary["rows"]],
                               "devices": summary["devices"]})
-        print(f"bench, {n} actor(s): {out['passes'][-1]['per_minute']} candidates/min", file=sys.stderr)
+        print(f"bench, {n} actor(s): {out['passes'][-1]['per_minute']} candidates/min "
+              f"({out['passes'][-1]['per_minute_after_start']} after the {start:.1f} s start)", file=sys.stderr)
     return out
 
 

@@ -307,9 +307,10 @@ class ClusterVerifier(JobFront):
 
     # one-off calls -----------------------------------------------------------------------------------
     def _call_all(self, call) -> list:
+        """On every actor at once (each loads the problem: seconds where its module is large), then each answer."""
         with self._lock:
             actors = [s.actor for s in self._slots if s.alive]
-        return [self._get(call(a)) for a in actors]
+        return [self._get(ref) for ref in [call(a) for a in actors]]
 
     def _call_one(self, call, key: str):
         """On an actor that knows problem `key` (it answers from what it measured), else on the least loaded,

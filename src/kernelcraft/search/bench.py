@@ -27,7 +27,11 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
     # them as problems without a correct kernel, as KernelBench counts them.
     not_covered = {p.name: why for p in problems if (why := uncovered(proposer, p, config.backend))}
     # Problems the device cannot hold are said once each, as the problem's error, and start no run either.
-    too_large = {p.name: why for p in problems if p.name not in not_covered and (why := _too_large(verifier, p))}
+    # Asked of every problem at once where there are several devices: each device loads the problem to answer.
+    asked = [p for p in problems if p.name not in not_covered]
+    with ThreadPoolExecutor(max(1, min(len(verifier.devices), len(asked), 8))) as pool:
+        answers = list(pool.map(lambda p: _too_large(verifier, p), asked))
+    too_large = {p.name: why for p, why in zip(asked, answers) if why}
     store.create_bench(bench_id, suite, {"run": config.to_dict(), **(settings or {}), "not_covered": not_covered,
                                          "too_large": too_large})
     rows: list[dict | None] = [None] * len(problems)
