@@ -3,9 +3,10 @@ one verifier actor per device, so a search, a bench or an apply runs on it uncha
 
 The driver (this process) keeps the queue. Jobs go out in submission order, at most `depth` in flight per actor (one
 judged, the next ones building on the node's CPUs and their workers starting meanwhile), so no device waits on
-another. A job goes to an actor that has measured its problem's baselines already where one has room, else to the
-least loaded (`pick`): each device measures a problem's baselines before its first candidate, seconds of GPU time, so
-a bench of many problems spread over every actor would measure each problem's baselines on each of them. An actor lost mid-job (its process killed, its node stopped) has its jobs put back at the head of the
+another. A job goes to an actor that knows its problem already where one has room, else to the least loaded (`pick`):
+an actor's first candidate of a problem loads the problem's reference and its baselines, measured there (seconds of
+GPU time) unless the actor's host has them cached for that GPU model, so a bench spread problem by problem over
+every actor pays that on each of them. An actor lost mid-job (its process killed, its node stopped) has its jobs put back at the head of the
 queue for the others, and a replacement is asked of Ray; nothing judged is lost. A job lost `MAX_LOSSES` times
 is failed as the verifier's fault rather than sent on to take down more actors.
 """
@@ -57,8 +58,8 @@ class Slot:
     busy_s: float = 0.0
     busy_since: float | None = None
     judged: int = 0
-    calls: int = 0  # one-off calls in flight (a problem's target: its baselines measured)
-    known: set = field(default_factory=set)  # problems (sha) whose baselines it has measured or is measuring
+    calls: int = 0  # one-off calls in flight (a problem's target: its baselines measured or read)
+    known: set = field(default_factory=set)  # problems (sha) sent to it: reference loaded, baselines had
 
     def load(self) -> int:
         return len(self.inflight) + self.calls
@@ -144,8 +145,8 @@ class ClusterVerifier(JobFront):
             return sum(s.busy_s + (now - s.busy_since if s.busy_since is not None else 0.0) for s in self._slots)
 
     def usage(self) -> list[dict]:
-        """Per actor (live or lost): device, node, host, candidates judged, problems whose baselines it measured,
-        busy seconds and utilisation."""
+        """Per actor (live or lost): device, node, host, candidates judged, problems sent to it (each one's
+        reference loaded and baselines had there), busy seconds and utilisation."""
         now = time.monotonic()
         with self._lock:
             return [s.usage(now, now - s.started) for s in self._slots if s.info]
@@ -342,7 +343,7 @@ class ClusterVerifier(JobFront):
 def pick(slots: list[Slot], key: str, depth: int | None) -> Slot | None:
     """The actor for work on problem `key`: among those up with room (fewer than `depth` jobs in flight; None: no
     bound), one that knows the problem, the least loaded of them, unless it has `EXTRA_DEPTH` or more in flight
-    while another actor has nothing at all (an idle device costs more than measuring baselines); else the least
+    while another actor has nothing at all (an idle device costs more than loading a problem); else the least
     loaded. None where no actor has room."""
     free = [s for s in slots if s.alive and (depth is None or len(s.inflight) < depth)]
     if not free:
