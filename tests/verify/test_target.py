@@ -3,6 +3,8 @@ are compared with) and, on a CPU, no roofline floor (no ceilings are known for i
 
 from __future__ import annotations
 
+import pytest
+
 from kernelcraft.problems import load_problem
 from kernelcraft.verify import Verifier
 from tests.helpers import fixture_candidate, small_config
@@ -24,3 +26,30 @@ def test_the_target_is_measured_once_and_is_what_candidates_are_measured_against
     # the candidate used the target's baseline, unless eager beside it disagreed and it was measured again
     assert (result.baseline_cached and result.eager.median_ms == target.eager.median_ms) \
         or any("baseline re-measured" in n for n in result.notes)
+
+
+def test_a_target_goes_to_the_least_busy_device():
+    from kernelcraft.verify.verifier import least_busy
+
+    assert least_busy(1, {0}, [3]) == 0  # one device: always it
+    assert least_busy(3, set(), [0, 0, 0]) == 0  # all idle: the first
+    assert least_busy(3, {0}, [0, 0, 0]) == 1  # the first judging a candidate
+    assert least_busy(3, {0}, [0, 1, 0]) == 2  # the second measuring a target
+    assert least_busy(2, {0, 1}, [1, 0]) == 1  # all busy: the one with the least in flight
+
+
+@pytest.mark.gpu
+def test_targets_asked_at_once_are_measured_on_different_gpus(tmp_path):
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    from concurrent.futures import ThreadPoolExecutor
+
+    problems = [load_problem("level1/relu"), load_problem("level1/gelu")]
+    with Verifier("cuda", small_config(tmp_path)) as verifier:
+        with ThreadPoolExecutor(2) as pool:  # a bench's first two runs
+            targets = list(pool.map(verifier.target, problems))
+        assert all(t.eager is not None for t in targets)
+        loaded = [len(sup.references) for sup in verifier.supervisors]
+    assert loaded[:2] == [1, 1] and sum(loaded) == 2, loaded  # one on each of two GPUs, not both on the first

@@ -83,6 +83,12 @@ class JobFront(abc.ABC):
         return [f.result() for f in futures]
 
 
+def least_busy(devices: int, judging, targets: list[int]) -> int:
+    """The device to measure a target on: the fewest targets in flight plus one for a candidate being judged
+    (`judging` holds the indices of those judging), the first of equals."""
+    return min(range(devices), key=lambda i: (targets[i] + (i in judging), i))
+
+
 class Verifier(JobFront):
     """Judges candidates on every device given. `submit` returns at once (a future); jobs are taken
     in submission order by one driver thread per device, while builds run ahead in the CPU pool."""
@@ -104,6 +110,7 @@ class Verifier(JobFront):
         self._busy_s = [0.0] * len(self.devices)  # seconds each device spent judging
         self._judged = [0] * len(self.devices)
         self._busy_since: dict[int, float] = {}  # driver index -> start of the job it is judging
+        self._targets = [0] * len(self.devices)  # targets being measured on each device
         self._started = time.monotonic()
         self._profiler = None
 
@@ -127,9 +134,19 @@ class Verifier(JobFront):
         return max(needs, key=lambda n: n.total)
 
     def target(self, problem: Problem) -> Target:
-        """The sizes timed, the baselines and the roofline floor of `problem` on the first device (measured
-        now unless cached; they are the baselines its candidates are compared with). Raises ProblemTooLarge."""
-        return self.supervisors[0].target(problem)
+        """The sizes timed, the baselines and the roofline floor of `problem` (measured now unless cached; they are
+        the baselines its candidates are compared with), on the least busy device: one judging no candidate and
+        measuring no other target where there is one (a bench's runs, started together, ask at once; a supervisor
+        measures after the candidate it is judging, so on one device they would wait for each other and for its
+        queue). Raises ProblemTooLarge."""
+        with self._lock:
+            index = least_busy(len(self.supervisors), self._busy_since, self._targets)
+            self._targets[index] += 1
+        try:
+            return self.supervisors[index].target(problem)
+        finally:
+            with self._lock:
+                self._targets[index] -= 1
 
     def submit(self, job: Job) -> Future:
         """Queue one job; its build (if its backend has one) starts now. The future holds its Result."""
