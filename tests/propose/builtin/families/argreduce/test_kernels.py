@@ -80,3 +80,25 @@ def test_an_argmax_after_a_scan_in_a_chain(tmp_path):
                               [[(3, 40)], [(2500, 3)]], rtol=0, atol=0)
     assert [op.kind for op in ops] == ["scan", "argreduce"]
     assert "def kc_argmax_kernel_op1(" in source and source.count("def kc_tiles(") == 1
+
+
+@pytest.mark.parametrize("move", range(len(MOVES)))
+def test_integers_past_fp32_precision_are_compared_exactly(move, tmp_path):
+    """Values 2**30 + k differ by less than fp32's step there (128): compared as floats they would tie and the first
+    index would win; compared as integers the largest (smallest) wins, in one tile, across tiles and across splits."""
+    for kind in ("argmax", "argmin"):
+        for dim in (1, 0):
+            op = arg(kind, dim)
+            mod = load(render(op, reference(f"torch.{kind}(x, {dim})"), MOVES[move].params), tmp_path)
+            for dtype in (torch.int32, torch.int64):
+                x = torch.full((4, 2100), 2 ** 30, dtype=dtype)
+                x[0, 3], x[0, 7] = 2 ** 30 + 1, 2 ** 30 - 1  # one tile
+                x[1, 100], x[1, 2050] = 2 ** 30 + 1, 2 ** 30 + 2  # the winner in a later tile
+                x[2, 5], x[2, 1999] = 2 ** 30 - 2, 2 ** 30 - 1
+                x[3] = torch.randint(-2 ** 31, 2 ** 31 - 1, (2100,), dtype=dtype)
+                x = (x if dim == 1 else x.T.contiguous()).to(DEVICE)
+                torch.testing.assert_close(mod.ModelNew()(x), getattr(torch, kind)(x, dim), rtol=0, atol=0)
+            x = (torch.arange(2100, dtype=torch.int64) * 3 + 2 ** 40).repeat(2, 1)  # beyond int32 too
+            x[1] = x[1].flip(0)
+            x = (x if dim == 1 else x.T.contiguous()).to(DEVICE)
+            torch.testing.assert_close(mod.ModelNew()(x), getattr(torch, kind)(x, dim), rtol=0, atol=0)

@@ -20,7 +20,7 @@ _ARGREDUCE = Template('''
 $columns
 k0 = tl.program_id(1) * chunk
 k1 = tl.minimum(k0 + chunk, tl.cdiv(R, BLOCK_R))
-acc_v = tl.full([BLOCK_R, BLOCK_C], $ident, tl.float32)
+acc_v = tl.full([BLOCK_R, BLOCK_C], $ident, $acc)
 acc_nan = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.int1)
 if GATHER:  # the partial pair's stored index
     acc_i = tl.full([BLOCK_R, BLOCK_C], -1, tl.int64)
@@ -30,7 +30,7 @@ for k in range(k0, k1):  # a split's tiles never cross its end (chunk is whole t
     rr = k * BLOCK_R + r
     mask = (rr < R)[:, None] & cmask[None, :]
     offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
-    x = tl.load(x_ptr + offs, mask=mask, other=$ident).to(tl.float32)
+    x = tl.load(x_ptr + offs, mask=mask, other=$other).to($acc)
     nan = x != x
     # the slot's first value, else a NaN or a strictly better number until a NaN was kept (earlier ones win ties)
     take = mask & ((acc_i < 0) | (~acc_nan & (nan | (x $cmp acc_v))))
@@ -54,7 +54,7 @@ best_i = tl.where(best_i == 9223372036854775807, k0 * BLOCK_R, best_i)  # (an em
 out = tl.program_id(1).to(tl.int64) * C + c
 tl.store(i_ptr + out, best_i, mask=cmask)
 if PARTIAL:
-    tl.store(v_ptr + out, tl.where(has_nan, float("nan"), best_v), mask=cmask)
+    tl.store(v_ptr + out, $partial, mask=cmask)
 ''')
 
 
@@ -104,11 +104,19 @@ def argreduce(op: Op, p, names: Names) -> Rendered:
     if kind not in ("argmax", "argmin"):
         raise ValueError(f"unknown arg-reduction {kind!r}")
     mx = kind == "argmax"
-    body = _ARGREDUCE.substitute(columns=PLACE, ident='-float("inf")' if mx else 'float("inf")',
-                                 red="max" if mx else "min", cmp=">" if mx else "<")
-    kernel = TritonKernel(names(f"kc_{kind}_kernel"), ("x_ptr", "xi_ptr", "v_ptr", "i_ptr", "R_v", "inner_v", "C", "n_cb",
-                                                       "chunk"),
-                          ("BLOCK_R", "BLOCK_C", "GATHER", "PARTIAL", "WITHIN", "VEC_R", "VEC_I"), body)
+    params = ("x_ptr", "xi_ptr", "v_ptr", "i_ptr", "R_v", "inner_v", "C", "n_cb", "chunk")
+    consts = ("BLOCK_R", "BLOCK_C", "GATHER", "PARTIAL", "WITHIN", "VEC_R", "VEC_I")
+    ident = '-float("inf")' if mx else 'float("inf")'
+    body = _ARGREDUCE.substitute(columns=PLACE, ident=ident, other=ident, acc="tl.float32", red="max" if mx else "min",
+                                 cmp=">" if mx else "<", partial='tl.where(has_nan, float("nan"), best_v)')
+    kernel = TritonKernel(names(f"kc_{kind}_kernel"), params, consts, body)
+    # Integer inputs compared as int64: in fp32, integers past 2**24 round together and tie (no NaN; masked lanes
+    # are never taken, so they load 0)
+    whole = str(-2 ** 63) if mx else str(2 ** 63 - 1)
+    int_body = _ARGREDUCE.substitute(columns=PLACE, ident=whole, other="0", acc="tl.int64", red="max" if mx else "min",
+                                     cmp=">" if mx else "<", partial="best_v")
+    int_kernel = TritonKernel(names(f"kc_{kind}_int_kernel"), params, consts, int_body,
+                              comment="the integer inputs' kernel: values compared as int64")
     lean = TritonKernel(names(f"kc_{kind}_lean_kernel"), ("x_ptr", "v_ptr", "i_ptr", "R_v", "inner_v", "C", "n_cb",
                                                          "chunk"),
                         ("BLOCK_R", "BLOCK_C", "PARTIAL", "WITHIN", "VEC_R", "VEC_I"), lean_body(kind))
@@ -117,22 +125,26 @@ def argreduce(op: Op, p, names: Names) -> Rendered:
     row_max, block_r, tile = int(p.ROW_MAX), int(p.BLOCK_R), int(p.TILE)
     warps, target = int(p.num_warps), int(p.split_target)
 
-    def launch(grid: str, args: str, gather: bool, partial: bool, num_warps) -> str:
-        return kernel.launch(grid, args.split(", "), {"BLOCK_R": "br", "BLOCK_C": "bc", "GATHER": gather,
-                                                      "PARTIAL": partial, "WITHIN": "within", "VEC_R": "vr",
-                                                      "VEC_I": "vi"}, num_warps=num_warps)
+    def launch(grid: str, args: str, gather: bool, partial: bool, num_warps, k=kernel) -> str:
+        return k.launch(grid, args.split(", "), {"BLOCK_R": "br", "BLOCK_C": "bc", "GATHER": gather,
+                                                 "PARTIAL": partial, "WITHIN": "within", "VEC_R": "vr",
+                                                 "VEC_I": "vi"}, num_warps=num_warps)
 
     def first(grid: str, out: str, partial: bool) -> str:
-        """The first pass over x (writing `out`, the value and index buffers): the lean kernel where asked and its
-        int32 column offsets fit, else the tiled kernel."""
-        tiled = launch(grid, f"x, x, {out}, R // vr, inner // vi, C, n_cb, chunk", False, partial, "warps")
+        """The first pass over x (writing `out`, the value and index buffers): integers by the integer kernel; else
+        the lean kernel where asked and its int32 column offsets fit, else the tiled kernel."""
+        args = f"x, x, {out}, R // vr, inner // vi, C, n_cb, chunk"
+        whole = launch(grid, args, False, partial, "warps", int_kernel)
+        tiled = launch(grid, args, False, partial, "warps")
         if not p.lean:
-            return tiled
+            return f"if not x.is_floating_point():\n    {whole}\nelse:\n    {tiled}"
         fast = lean.launch(grid, f"x, {out}, R // vr, inner // vi, C, n_cb, chunk".split(", "),
                            {"BLOCK_R": "br", "BLOCK_C": "bc", "PARTIAL": partial, "WITHIN": "within", "VEC_R": "vr",
                             "VEC_I": "vi"}, num_warps="warps")
-        return f"if br * inner + bc < 2 ** 31:\n    {fast}\nelse:\n    {tiled}"
+        return (f"if not x.is_floating_point():\n    {whole}\nelif br * inner + bc < 2 ** 31:\n    {fast}\n"
+                f"else:\n    {tiled}")
 
+    gather = "part_v, part_i, y, y, splits // vr, C // vi, C, n_cb, chunk"
     body = f'''
 dim = {dim}
 if dim is None:  # the index into the flattened input
@@ -152,10 +164,15 @@ warps = min(16, {warps} * max(1, br * bc // {tile}))
 if splits == 1:
 {indent(first("(tiles, 1)", "y, y", False), 4)}
     return y
-part_v = torch.empty((splits, C), dtype=torch.float32, device=x.device)  # per split: extreme (NaN if any)
+part_v = torch.empty((splits, C), dtype=torch.float32 if x.is_floating_point() else torch.int64,
+                     device=x.device)  # per split: extreme (NaN if any)
 part_i = torch.empty((splits, C), dtype=torch.int64, device=x.device)  # and its first index
 {first("(tiles, splits)", "part_v, part_i", True)}
-br, bc, within, n_cb, tiles, _, chunk, vr, vi = kc_plan(1, splits, C, 0, {block_r}, {tile}, 256, 0, 4)
-{launch("(tiles, 1)", "part_v, part_i, y, y, splits // vr, C // vi, C, n_cb, chunk", True, False, warps)}
+br, bc, within, n_cb, tiles, _, chunk, vr, vi = kc_plan(1, splits, C, 0, {block_r}, {tile}, 256, 0,
+                                                      part_v.element_size())
+if not x.is_floating_point():
+    {launch("(tiles, 1)", gather, True, False, warps, int_kernel)}
+    return y
+{launch("(tiles, 1)", gather, True, False, warps)}
 return y'''
-    return Rendered((TILES, PLAN, lean, kernel) if p.lean else (TILES, PLAN, kernel), body)
+    return Rendered((TILES, PLAN, *([lean] if p.lean else []), kernel, int_kernel), body)
