@@ -1,6 +1,6 @@
 """The op families analyze.py's interpreter reads beyond its core (elementwise, softmax, reductions, norms,
 matmul): the folding of what follows an op into it (pointwise epilogues, while reading and once the ops are
-finished; an eval batchnorm into a conv), and of a pointwise chain into the reduction after it (a prologue); the
+finished; an eval batchnorm into a conv), and of a pointwise chain into the reduction or scan after it (a prologue); the
 families' own recognizers (families/*/recognize.py) read the rest. A mixin: the methods use the interpreter's own
 (value, realize, emit, refuse, attr_name, ...)."""
 
@@ -70,18 +70,37 @@ class FamilyOps:
         return ops
 
     def fold_prologues(self, ops: list[Op]) -> list[Op]:
-        """The finished `ops` with each elementwise op read only as a reduce's src folded into that reduce as its
-        prologue ("pre": the reduce kernel applies the steps to what it loads, so the elementwise result is never
-        written), where the reduce kernel reads every tensor operand in place (prologue_reads). Renumbered."""
+        """The finished `ops` with each elementwise op read only as a reduce's or a scan's src folded into it as its
+        prologue ("pre": the kernel applies the steps to what it loads, so the elementwise result is never
+        written), where that kernel reads every tensor operand in place (prologue_reads, scan_reads). Renumbered."""
         for i, op in enumerate(ops):
             if op.kind != "elementwise" or len(found := readers(ops, i)) != 1:
                 continue
-            reduce = ops[found[0]]
-            if reduce.kind == "reduce" and reduce.src == i and not reduce.detail.get("pre") \
-                    and self.prologue_reads(op, reduce):
-                reduce.detail["pre"] = [list(s) for s in op.detail["steps"]]
+            into = ops[found[0]]
+            if into.src != i or into.detail.get("pre"):
+                continue
+            if (into.kind == "reduce" and self.prologue_reads(op, into)) \
+                    or (into.kind == "scan" and self.scan_reads(op)):
+                into.detail["pre"] = [list(s) for s in op.detail["steps"]]
                 return self.fold_prologues(drop(ops, i, op.src))
         return ops
+
+    def scan_reads(self, op: Op) -> bool:
+        """Whether the scan kernel can apply elementwise `op`'s steps as it loads op's src (families/scan/kernels.py):
+        steps with no tensor operand always; else the src a floating forward input or parameter and every operand
+        one of its shape, of its dtype or a bool or integer one (torch.cumsum(x * mask, 1)), read at the src's own
+        offsets."""
+        refs = operand_refs(op.detail["steps"])
+        if not refs:
+            return True
+        metas = [self.value_meta(ref) for ref in [op.src, *refs]]
+        if any(m is None for m in metas):
+            return False
+        (shape, dtype), operands = metas[0], metas[1:]
+        if not getattr(torch, dtype).is_floating_point:
+            return False
+        lower = lambda d: not getattr(torch, d).is_floating_point and not getattr(torch, d).is_complex  # noqa: E731
+        return all(list(s) == list(shape) and (d == dtype or lower(d)) for s, d in operands)
 
     def prologue_reads(self, op: Op, reduce: Op) -> bool:
         """Whether `reduce`'s kernel can apply elementwise `op`'s steps as it loads op's src: steps with no tensor

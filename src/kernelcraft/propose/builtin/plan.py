@@ -78,10 +78,13 @@ class Op:
       argreduce    {"op": "argmax"|"argmin", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
                    int64 indices (dim None: into the flattened input); ties give the first index, NaN counts as
                    the extreme (torch's rules); also the indices of torch.max/min(x, dim)
-      scan         {"op": "cumsum"|"cumprod", "dim": int, "dim_attr": str | None[, "reverse": True][, "exclusive": True]}
+      scan         {"op": "cumsum"|"cumprod", "dim": int, "dim_attr": str | None[, "reverse": True][, "exclusive": True]
+                    [, "pre": [[name, *params], ...]]}
                    inclusive, along dim; reverse: from the end (flip(scan(flip(x, dim)), dim), as torch spells it);
                    exclusive: entry r the scan of entries 0..r-1, entry 0 the identity (cat of zeros_like (cumsum) or
-                   ones_like (cumprod) of one slice and the scan of x narrowed to all but its last entry)
+                   ones_like (cumprod) of one slice and the scan of x narrowed to all but its last entry);
+                   pre: pointwise steps applied to each element of src as it is loaded, tensor steps too where
+                   every operand has src's shape (analyze_families.scan_reads: cumsum(x * mask) reads the mask in place)
       pool2d       {"pool": "max"|"avg"|"adaptive_avg", "dims": 2|1, "kernel": [kh, kw], "stride": [sh, sw],
                     "padding": [ph, pw], "dilation": [dh, dw], "ceil_mode": bool, "count_include_pad": bool,
                     "output_size": [oh | None, ow | None] | None}

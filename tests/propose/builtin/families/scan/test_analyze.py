@@ -60,7 +60,11 @@ def test_scan_refusals(tmp_path, forward, missing):
 
 
 def test_a_chain_feeds_a_scan(tmp_path):
+    """Pointwise steps only the scan reads become its prologue (test_prologue.py); read by another op too, they stay
+    an elementwise op the scan reads."""
     analysis = analyze(write(tmp_path, "return torch.cumsum(torch.relu(x) * 2.0, 1)"))
-    assert [op.kind for op in analysis.ops] == ["elementwise", "scan"]
-    assert analysis.ops[0].detail == {"steps": [["relu"], ["mul", 2.0]]} and analysis.ops[1].src == 0
-    assert analysis.single is None and analysis.chain == analysis.ops
+    assert analysis.single is not None and analysis.single.kind == "scan", analysis
+    assert analysis.single.detail["pre"] == [["relu"], ["mul", 2.0]] and analysis.single.src == "x"
+    analysis = analyze(write(tmp_path, "y = torch.relu(x) * 2.0\nreturn torch.cumsum(y, 1) + y"))
+    assert [op.kind for op in analysis.ops][:2] == ["elementwise", "scan"], analysis
+    assert analysis.ops[1].src == 0 and not analysis.ops[1].detail.get("pre")

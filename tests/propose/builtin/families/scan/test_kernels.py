@@ -80,6 +80,6 @@ def test_scans_in_a_chain_each_launch_their_own_kernels(tmp_path):
     """Two scans of one forward: each op's kernels under its own names, the shared tile helper defined once."""
     ops, source = check_chain(tmp_path, "return torch.cumprod(torch.cumsum(x, 1) * 0.01 + 1.0, 0)", "",
                               [[(3, 40)], [(5, 300)], [(2100, 2)]])
-    assert [op.kind for op in ops] == ["scan", "elementwise", "scan"]
-    assert "def kc_cumsum_kernel_op0(" in source and "def kc_cumprod_kernel_op2(" in source
-    assert "kc_cumprod_total_op2(t, BLOCK_S)" in source and source.count("def kc_tiles(") == 1
+    assert [op.kind for op in ops] == ["scan", "scan"] and ops[1].detail["pre"] == [["mul", 0.01], ["add", 1.0]]
+    assert "def kc_cumsum_kernel_op0(" in source and "def kc_cumprod_kernel_op1(" in source
+    assert "kc_cumprod_total_op1(t, BLOCK_S)" in source and source.count("def kc_tiles(") == 1
