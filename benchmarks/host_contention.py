@@ -67,9 +67,9 @@ def one_gpu(args) -> None:
                  for (f, line, name), (cc, nc, tt, ct, _) in stats.stats.items() if ct >= 0.02 or tt >= 0.005}
     phases = sorted({k for r in results for k in r.phases})
     Path(args.child).write_text(json.dumps({
-        "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"), "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
-        "wall_s": round(wall, 3),
-        "per_minute": round(60 * len(results) / wall, 2),
+        "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+        "wall_s": round(wall, 3), "per_minute": round(60 * len(results) / wall, 2),
         "statuses": sorted({str(r.status) for r in results}),
         "mean_phases_s": {k: round(statistics.mean(r.phases.get(k, 0.0) for r in results), 4) for k in phases},
         "functions": functions}))

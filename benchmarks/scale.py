@@ -83,7 +83,8 @@ def timed_pass(verifier, problem, candidates, warm: int) -> dict:
     wall = time.perf_counter() - t0
     done.sort()
     half = len(done) // 2
-    steady = 60 * (len(done) - half) / (done[-1] - done[half - 1]) if half >= 1 and done[-1] > done[half - 1] else None
+    span = done[-1] - done[half - 1] if half >= 1 else 0.0
+    steady = 60 * (len(done) - half) / span if span > 0 else None
     statuses = {}
     for r in results:
         statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
@@ -116,7 +117,8 @@ def jobs_mode(args, config: VerifyConfig, record: dict) -> dict:
                 print(f"{n} actors asked, {len(cluster.devices)} up: skipped", file=sys.stderr)
                 continue
             judged = candidates[:args.per_actor * n] if args.per_actor else candidates[:args.candidates]
-            p = timed_pass(cluster, problem, judged, 2 * n)  # two per actor: each measures the baselines
+            # warm with two per actor: pick sends a second job where the first went, so N would leave actors cold
+            p = timed_pass(cluster, problem, judged, 2 * n)
             p["actors"] = n
             out["passes"].append(p)
             print(f"{n} actor(s): {p['per_minute']} candidates/min", file=sys.stderr)
@@ -135,7 +137,8 @@ def _derived(out: dict) -> dict:
         for p in out["passes"]:
             p["scaling_vs_1_actor"] = round(p["per_minute"] / (one["per_minute"] * p["actors"]), 3)
             if p.get("steady_per_minute") and one.get("steady_per_minute"):
-                p["steady_scaling_vs_1_actor"] = round(p["steady_per_minute"] / (one["steady_per_minute"] * p["actors"]), 3)
+                p["steady_scaling_vs_1_actor"] = round(
+                    p["steady_per_minute"] / (one["steady_per_minute"] * p["actors"]), 3)
     return out
 
 

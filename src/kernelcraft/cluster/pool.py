@@ -6,9 +6,9 @@ judged, the next ones building on the node's CPUs and their workers starting mea
 another. A job goes to an actor that knows its problem already where one has room, else to the least loaded (`pick`):
 an actor's first candidate of a problem loads the problem's reference and its baselines, measured there (seconds of
 GPU time) unless the actor's host has them cached for that GPU model, so a bench spread problem by problem over
-every actor pays that on each of them. An actor lost mid-job (its process killed, its node stopped) has its jobs put back at the head of the
-queue for the others, and a replacement is asked of Ray; nothing judged is lost. A job lost `MAX_LOSSES` times
-is failed as the verifier's fault rather than sent on to take down more actors.
+every actor pays that on each of them. An actor lost mid-job (its process killed, its node stopped) has its jobs
+put back at the head of the queue for the others, and a replacement is asked of Ray; nothing judged is lost. A job
+lost `MAX_LOSSES` times is failed as the verifier's fault rather than sent on to take down more actors.
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ class ClusterVerifier(JobFront):
         return max(needs, key=lambda n: n.total)
 
     def target(self, problem):
-        """Sizes, baselines and roofline floor on the least loaded device (what a run shows its proposer); each
-        result's own speedups are against its own device's baselines."""
+        """Sizes, baselines and roofline floor on an actor that knows the problem, else the least loaded (what a
+        run shows its proposer); each result's own speedups are against its own device's baselines."""
         spec = ProblemSpec.of(problem)
         return self._call_one(lambda a: a.target.remote(spec), problem.sha)
 
@@ -213,7 +213,7 @@ class ClusterVerifier(JobFront):
 
     # dispatch ----------------------------------------------------------------------------------------
     def _assign(self) -> None:
-        """Send queued jobs to actors with room, the least loaded first (the lock held)."""
+        """Send queued jobs, in order, each to the actor `pick` chooses, while one has room (the lock held)."""
         while self._queue:
             slot = pick(self._slots, self._queue[0].job.problem.sha, self.depth)
             if slot is None:
