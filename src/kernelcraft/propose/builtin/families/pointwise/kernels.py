@@ -79,6 +79,15 @@ def kc_promotes_to(x, t):
     return x.is_floating_point() and not (t.is_floating_point() or t.dtype.is_complex)
 
 
+def operand_checks(numbers: str, checked: str) -> str:
+    """Host lines of a kernel reading tensor operands beside x: the `numbers` (operand names) passed to forward as
+    Python numbers made 0-dim tensors (kc_bcast_numbers), then every tensor of `checked` of x's dtype or one that
+    promotes to it (kc_promotes_to), else a ValueError (the render includes both helpers' sources)."""
+    return (f"{numbers}, = kc_bcast_numbers(x, [{numbers}])\n"
+            f"if any(t.dtype != x.dtype and not kc_promotes_to(x, t) for t in [{checked}]):\n"
+            "    raise ValueError(\"tensor operands of another dtype: torch's type promotion is not followed\")")
+
+
 def kc_bcast_layout(ts, max_dims):
     """The broadcast shape of tensors ts (torch's rules), and that shape's dims of size > 1 coalesced where every
     tensor allows, padded to max_dims with leading 1s: (shape, sizes, strides of each tensor over the sizes (0
@@ -171,9 +180,7 @@ def broadcast(op: Op, p, names: Names) -> Rendered:
     operands = ", ".join(tensors[1:])
     return Rendered((inspect.getsource(kc_bcast_numbers), inspect.getsource(kc_promotes_to),
                      inspect.getsource(kc_bcast_layout), kernel), f'''
-{operands}, = kc_bcast_numbers(x, [{operands}])
-if any(t.dtype != x.dtype and not kc_promotes_to(x, t) for t in [{listed}]):
-    raise ValueError("tensor operands of another dtype: torch's type promotion is not followed")
+{operand_checks(operands, listed)}
 shape, sizes, strides, nd, wide = kc_bcast_layout([{listed}], {MAX_DIMS})
 y = torch.empty(shape, dtype=x.dtype, device=x.device)
 n = y.numel()

@@ -12,7 +12,8 @@ import inspect
 
 from kernelcraft.propose.builtin.codegen import attr, indent
 from kernelcraft.propose.builtin.columns import COLUMNS, TILES
-from kernelcraft.propose.builtin.families.pointwise.kernels import kc_bcast_numbers, kc_promotes_to
+from kernelcraft.propose.builtin.families.pointwise.kernels import (kc_bcast_numbers, kc_promotes_to,
+                                                                   operand_checks)
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -90,9 +91,7 @@ def scan(op: Op, p, names: Names) -> Rendered:
 
     listed = ", ".join(operands)
     head = "" if not n else "\n".join([
-        f"{listed}, = kc_bcast_numbers(x, [{listed}])",
-        f"if any(t.dtype != x.dtype and not kc_promotes_to(x, t) for t in [{listed}]):",
-        "    raise ValueError(\"tensor operands of another dtype: torch's type promotion is not followed\")",
+        operand_checks(listed, listed),
         *(f"{o} = {o}.expand(x.shape).contiguous()  # read at x's offsets (a copy only where it is not x's layout)"
           for o in operands)])
     body = head + f'''
