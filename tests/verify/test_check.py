@@ -220,3 +220,52 @@ def test_compare_exact_fails_what_is_wrong_by_more_than_rounding():
     # where torch is exact to fp32 precision the allowance is ulps: a 1e-3 error still fails strict
     assert not compare_exact(well_conditioned.float() * (1 + 1e-3), well_conditioned.float(), well_conditioned,
                              STRICT).ok
+
+
+# -- outputs compared a slice at a time ----------------------------------------------------------------------
+
+@pytest.fixture
+def small_slices(monkeypatch):
+    """Slices of 64 elements, so a small tensor takes the path a multi-GB output takes."""
+    from kernelcraft.verify import memory
+
+    monkeypatch.setattr(memory, "SLICE", 64)
+
+
+def test_sliced_comparison_matches_the_whole(ref, small_slices):
+    out = ref.clone()
+    out[40, 3] += 0.5  # in a later slice
+    out[2, 1] += 0.25  # a smaller error in an earlier one
+    cmp = compare(out, ref, RELAXED)
+    assert not cmp.ok and "at index [40, 3]" in cmp.detail
+    rms = ref.pow(2).mean().sqrt()
+    assert cmp.max_rel_error == pytest.approx((0.5 / (ref[40, 3].abs() + rms)).item(), rel=1e-5)
+    assert "0.06% of elements out of tolerance" in cmp.detail  # 2 of 3200
+    assert compare(ref.clone(), ref, STRICT).ok
+
+
+def test_sliced_ties_point_at_the_first_occurrence(small_slices):
+    r = torch.ones(640)
+    out = r.clone()
+    out[[100, 500]] = 3.0  # the same error in two slices
+    cmp = compare(out, r, RELAXED)
+    assert not cmp.ok and "at index [100]" in cmp.detail
+
+
+def test_sliced_non_finite_and_integers(small_slices):
+    r = torch.randn(1000, generator=torch.Generator().manual_seed(2))
+    out = r.clone()
+    out[[10, 900]] = float("nan")
+    cmp = compare(out, r, STRICT)
+    assert cmp.reason == "non_finite" and cmp.detail.startswith("2 NaN/Inf elements")
+    ints = torch.arange(1000)
+    wrong = ints.clone()
+    wrong[[5, 700, 999]] += 1
+    assert compare(wrong, ints, STRICT).detail == "3 of 1000 elements differ"
+
+
+def test_a_finite_output_against_an_infinite_reference_fails(ref):
+    r = ref.clone()
+    r[1, 1] = float("inf")  # the error there is inf / inf: NaN, which must never read as a pass
+    cmp = compare(ref.clone(), r, RELAXED)
+    assert not cmp.ok and math.isinf(cmp.max_rel_error)

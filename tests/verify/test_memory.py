@@ -8,7 +8,7 @@ import torch
 
 from kernelcraft.problems import load_problem
 from kernelcraft.problems.cost import compute_cost
-from kernelcraft.verify.memory import FLUSH_MIN_BYTES, GiB, fingerprint, need, new_key
+from kernelcraft.verify.memory import FLUSH_MIN_BYTES, KEEP_CACHED, GiB, fingerprint, need, new_key, release_cache
 from tests.helpers import FIXTURES
 
 
@@ -59,3 +59,33 @@ def test_a_fingerprint_sees_a_nan_where_a_nan_was_not_and_keys_differ():
     assert fingerprint([x], key) != before
     assert fingerprint([x], key) == fingerprint([x], key)
     assert fingerprint([x], new_key()) != fingerprint([x], key)
+
+
+def test_fingerprints_of_several_tensors_are_each_their_own():
+    key = new_key()
+    a, b = torch.arange(100.0), torch.arange(100.0)
+    prints = fingerprint([a, 7, b, a.view(10, 10)], key)
+    assert prints[1] is None and len(prints) == 4
+    assert prints[0] != prints[2]  # the same bytes at another position of the list: salted apart
+    assert prints[3] != prints[0]  # one storage, two positions
+    b[99] = 0.0
+    after = fingerprint([a, 7, b, a.view(10, 10)], key)
+    assert [x == y for x, y in zip(after, prints)] == [True, True, False, True]
+
+
+def test_the_cpu_has_no_cache_to_release():
+    assert release_cache(torch.device("cpu")) is False
+
+
+@pytest.mark.gpu
+def test_the_supervisors_cache_goes_back_only_above_what_it_may_keep():
+    device = torch.device("cuda")
+    torch.cuda.empty_cache()
+    small = torch.empty(KEEP_CACHED // 4, dtype=torch.uint8, device=device)
+    del small
+    assert release_cache(device) is False  # a few unused blocks are kept: no device-wide sync for them
+    assert torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) > 0
+    big = torch.empty(2 * KEEP_CACHED, dtype=torch.uint8, device=device)
+    del big
+    assert release_cache(device) is True
+    assert torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) == 0

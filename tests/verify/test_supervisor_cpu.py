@@ -6,6 +6,8 @@ import threading
 import time
 from concurrent.futures import Future
 
+import psutil
+
 from kernelcraft.problems import load_problem
 from kernelcraft.verify import Verifier
 from kernelcraft.verify.baselines import BaselineStore
@@ -75,3 +77,35 @@ def test_admitting_a_problem_builds_nothing_and_only_two_reference_models_are_ke
         assert sup.reference(p).model is not None
     assert [sup.references[p.sha].model is not None for p in problems] == [False, True, True]
     assert sup.reference(problems[0]).model is not None  # built again when it is judged again
+
+
+def test_a_killed_worker_exits_in_the_background_and_is_gone_before_the_next_candidates_checks(tmp_path, monkeypatch):
+    from kernelcraft.verify import judge
+
+    sup = _supervisor(tmp_path)
+    problem = load_problem("level1/relu")
+    seen = []  # at each candidate's checks: the earlier workers' processes and directories, still there or not
+    workers = []
+    real_trials, real_retire = judge.trials, sup._retire
+
+    def trials(case):
+        seen.append([(psutil.pid_exists(w.proc.pid) and psutil.Process(w.proc.pid).status() != psutil.STATUS_ZOMBIE,
+                      w.dir.exists()) for w in workers])
+        return real_trials(case)
+
+    def retire(worker):
+        workers.append(worker)
+        reap = worker.reap
+        worker.reap = lambda: (time.sleep(1.0), reap())  # an exit slower than the next candidate's start
+        real_retire(worker)
+        assert sup.exiting  # the reaper runs on; the evaluation does not wait for the exit
+
+    monkeypatch.setattr(judge, "trials", trials)
+    monkeypatch.setattr(sup, "_retire", retire)
+    try:
+        results = [sup.evaluate(problem, fixture_candidate("relu_triton"), None) for _ in range(3)]
+    finally:
+        sup.close()
+    assert [r.status for r in results] == ["ok"] * 3, [r.message for r in results]
+    assert seen == [[], [(False, False)], [(False, False)] * 2]
+    assert not sup.exiting and not any(w.dir.exists() for w in workers)

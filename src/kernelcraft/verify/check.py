@@ -62,27 +62,52 @@ def _dense(t: torch.Tensor) -> bool:
 
 
 def _rms(ref: torch.Tensor) -> float:
-    squares = sum(float(torch.linalg.vector_norm(r, dtype=torch.float64) ** 2) for (r,) in _slices(ref))
-    return math.sqrt(squares / ref.numel())
+    return float(_rms_on_device(ref))
 
 
-def _worst(out: torch.Tensor, ref: torch.Tensor, scale: float, allowance: float = 0.0, tol: float = math.inf):
-    """(largest error, flat index of it, elements over `tol`) of |out − ref| (less `allowance`) over
-    |ref| + scale, computed in float64 where either side is float64, else fp32."""
+def _rms_on_device(ref: torch.Tensor) -> torch.Tensor:
+    """The root mean square of `ref` as a 0-d float64 tensor on its device (no sync)."""
+    squares = sum(torch.linalg.vector_norm(r, dtype=torch.float64) ** 2 for (r,) in _slices(ref))
+    return torch.sqrt(squares / ref.numel())
+
+
+def _errors(out: torch.Tensor, ref: torch.Tensor, scale, allowance: float = 0.0, tol: float = math.inf):
+    """|out − ref| (less `allowance`) over |ref| + scale, slice by slice, in float64 where either side is float64,
+    else fp32; `scale` a float or a 0-d tensor (0: the plain difference). Device tensors, nothing read: each
+    slice's largest error, the flat index of its first occurrence, and the count of elements over `tol`."""
     dtype = torch.float64 if torch.float64 in (out.dtype, ref.dtype) else torch.float32
-    worst, where, over, seen = -1.0, 0, 0, 0
+    scale = torch.as_tensor(scale, dtype=dtype, device=out.device)
+    tops, where, over, seen = [], [], torch.zeros((), dtype=torch.int64, device=out.device), 0
     for o, r in _slices(out, ref):
         o, r = o.to(dtype), r.to(dtype)
         diff = (o - r).abs()
         if allowance:
             diff = (diff - allowance).clamp_min(0)
-        err = diff / (r.abs() + scale) if scale > 0 else diff
-        top = err.max().item()
-        over += int((err > tol).sum()) if math.isfinite(tol) else 0
-        if top > worst:
-            worst, where = top, seen + int(err.argmax())
+        err = diff / torch.where(scale > 0, r.abs() + scale, torch.ones_like(r))
+        err = err.reshape(-1)
+        tops.append(err.max())
+        where.append(err.argmax() + seen)
+        if math.isfinite(tol):
+            over += (err > tol).sum()
         seen += err.numel()
-    return worst, where, over
+    return torch.stack(tops), torch.stack(where), over
+
+
+def _first_worst(tops: list[float], where: list[float]) -> tuple[float, int]:
+    """The largest error over the slices and its flat index: the first slice's that reaches it. A NaN error (the
+    reference infinite where the output is finite) counts as infinite: never a pass."""
+    tops = [math.inf if math.isnan(t) else t for t in tops]
+    best = max(range(len(tops)), key=lambda i: (tops[i], -i))
+    return tops[best], int(where[best])
+
+
+def _worst(out: torch.Tensor, ref: torch.Tensor, scale: float, allowance: float = 0.0, tol: float = math.inf):
+    """(largest error, flat index of it, elements over `tol`), read in one sync."""
+    tops, where, over = _errors(out, ref, scale, allowance, tol)
+    n = tops.numel()
+    values = torch.cat([tops.double(), where.double(), over.double().reshape(1)]).tolist()
+    worst, flat = _first_worst(values[:n], values[n:2 * n])
+    return worst, flat, int(values[-1])
 
 
 def _at(t: torch.Tensor, flat: int) -> tuple[list[int], float]:
@@ -103,25 +128,30 @@ def _at(t: torch.Tensor, flat: int) -> tuple[list[int], float]:
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, policy: Policy) -> Comparison:
+    """Every figure the verdict needs is computed on the device and read back in one sync."""
     if not (out.is_floating_point() or out.is_complex()):
-        mismatched = sum(int((o != r).sum()) for o, r in _slices(out, ref))
+        mismatched = int(sum((o != r).sum() for o, r in _slices(out, ref)))
         if mismatched:
             return Comparison(False, math.inf, "mismatch", f"{mismatched} of {out.numel()} elements differ")
         return Comparison(True, 0.0)
     if out.numel() == 0:
         return Comparison(True, 0.0)
-    bad = sum(int((~torch.isfinite(o)).sum()) for (o,) in _slices(out))
-    if bad:
-        ref_bad = any(bool((~torch.isfinite(r)).any()) for (r,) in _slices(ref))
-        where = "elements the reference also has non-finite" if ref_bad else "elements"
-        return Comparison(False, math.inf, "non_finite", f"{bad} NaN/Inf {where} in the output")
     tol = policy.tolerance(ref.dtype)
-    worst, flat, over = _worst(out, ref, _rms(ref), tol=tol)
+    bad = sum((~torch.isfinite(o)).sum() for (o,) in _slices(out))
+    ref_bad = sum((~torch.isfinite(r)).sum() for (r,) in _slices(ref))
+    tops, where, over = _errors(out, ref, _rms_on_device(ref), tol=tol)
+    n = tops.numel()
+    values = torch.cat([tops.double(), where.double(), torch.stack([bad, ref_bad, over]).double()]).tolist()
+    bad, ref_bad, over = (int(v) for v in values[2 * n:])
+    if bad:
+        where_text = "elements the reference also has non-finite" if ref_bad else "elements"
+        return Comparison(False, math.inf, "non_finite", f"{bad} NaN/Inf {where_text} in the output")
+    worst, flat = _first_worst(values[:n], values[n:2 * n])
     if worst <= tol:
         return Comparison(True, worst)
-    where, got = _at(out, flat)
+    where_at, got = _at(out, flat)
     _, expected = _at(ref, flat)
-    detail = (f"max relative error {worst:.3g} > {tol:g} ({policy.name}) at index {where}: got "
+    detail = (f"max relative error {worst:.3g} > {tol:g} ({policy.name}) at index {where_at}: got "
               f"{got:.6g}, expected {expected:.6g}; {over / out.numel():.2%} of elements out of tolerance")
     return Comparison(False, worst, "mismatch", detail)
 

@@ -101,12 +101,51 @@ def containment(read_only: list[Path], writable: list[Path]) -> Containment:
     return result
 
 
+@functools.lru_cache(maxsize=None)
+def kernel_children_lists() -> bool:
+    """Whether this kernel lists each task's children (/proc/PID/task/TID/children)."""
+    return Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
+
+
+def descendants(pid: int) -> list[int]:
+    """The pids below `pid` in its process tree.
+
+    From the kernel's children lists where it has them: they cost reads of the tree's own few files, where
+    psutil reads every process's stat file on the host (10 times a candidate, 86 ms a candidate on a 64-core
+    host with Ray). A list can miss a child that is created or exits during its one read; the watch reads it
+    again at every poll. Elsewhere, psutil."""
+    if not kernel_children_lists():
+        try:
+            return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            return []
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:  # gone
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", "rb") as listing:
+                    children = [int(c) for c in listing.read().split()]
+            except OSError:
+                continue
+            found += children
+            todo += children
+    return found
+
+
 def tree(pid: int) -> list[psutil.Process]:
-    try:
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return []
+    """The process `pid` and its descendants (those still there)."""
+    procs = []
+    for each in (pid, *descendants(pid)):
+        try:
+            procs.append(psutil.Process(each))
+        except psutil.Error:
+            continue
+    return procs
 
 
 def directory_bytes(path: Path, stop_at: int) -> int:

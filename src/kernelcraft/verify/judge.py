@@ -13,18 +13,17 @@ reference's outputs and the candidate's, and lets them go before the next trial 
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass
 
-import time
-
-import psutil
 import torch
 
 from kernelcraft import hardware
 from kernelcraft.result import Result
 from kernelcraft.verify.check import Comparison, check_form, compare, compare_exact
+from kernelcraft.verify.containment import descendants
 from kernelcraft.verify.inputs import distributions_for, draw_inputs, fresh_seed, mutate_inputs, mutation_kind
-from kernelcraft.verify.memory import GiB, fingerprint, new_key
+from kernelcraft.verify.memory import GiB, fingerprint, new_key, release_cache
 from kernelcraft.verify.policy import Policy, reference_math
 
 
@@ -142,20 +141,17 @@ class Case:
         return Comparison(False, first.max_rel_error, "mismatch", f"{first.detail}; {second.detail}")
 
     def release(self) -> None:
-        """Hand the supervisor's cached device blocks back, so the worker can have them."""
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
+        """Hand the supervisor's cached device blocks back (beyond what it may keep), so the worker can have them."""
+        release_cache(self.device)
 
 
 def children_alive(worker) -> bool:
-    try:
-        return bool(psutil.Process(worker.proc.pid).children(recursive=True))
-    except psutil.Error:
-        return False
+    return bool(descendants(worker.proc.pid))
 
 
 def _finite(expected: list) -> bool:
-    return all(bool(torch.isfinite(e).all()) for e in expected if e.is_floating_point())
+    flags = [torch.isfinite(e).all() for e in expected if e.is_floating_point()]
+    return not flags or bool(torch.stack(flags).all())  # one read for every output
 
 
 def trials(case: Case) -> bool:

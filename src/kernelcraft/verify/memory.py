@@ -21,6 +21,9 @@ GiB = 1 << 30
 # A CUDA context, the profiler's buffers and allocator rounding, per process that holds one on the
 # device during an evaluation (the supervisor, the worker, a standby worker).
 CONTEXT_BYTES = 600 << 20
+# Unused blocks the supervisor's allocator may keep between phases instead of handing them back: each hand-back
+# is a device-wide sync and driver calls, which slow down when several GPUs of a host do them at once.
+KEEP_CACHED = 512 << 20
 FLUSH_MIN_BYTES = 256 << 20
 _CHUNK = 1 << 22  # fingerprint words per step: the temporaries stay near 128 MB whatever the input
 
@@ -37,7 +40,7 @@ class MemoryNeed:
     candidate_outputs: int  # two calls' outputs, held for the determinism check
     params: int  # the candidate's copy of the model's parameters
     flush: int
-    contexts: int
+    contexts: int  # CUDA contexts, and the supervisor's kept cache
 
     @property
     def total(self) -> int:
@@ -58,7 +61,16 @@ def need(cost: Cost, l2_bytes: int, processes: int = 3) -> MemoryNeed:
     memory go. Both are bounded by the same sum."""
     return MemoryNeed(reference=cost.peak_bytes, candidate_outputs=2 * cost.output_bytes,
                       params=cost.params_bytes, flush=max(2 * l2_bytes, FLUSH_MIN_BYTES),
-                      contexts=processes * CONTEXT_BYTES)
+                      contexts=processes * CONTEXT_BYTES + KEEP_CACHED)
+
+
+def release_cache(device: torch.device) -> bool:
+    """Hand the supervisor's unused cached blocks back to the device when they are more than KEEP_CACHED (so the
+    worker can have them); True if they were handed back."""
+    if device.type != "cuda" or torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) <= KEEP_CACHED:
+        return False
+    torch.cuda.empty_cache()
+    return True
 
 
 def free_bytes(device: torch.device) -> tuple[int, int]:
@@ -107,12 +119,18 @@ def new_key() -> tuple[int, int, int]:
 
 
 def fingerprint(values: list, key: tuple[int, int, int]) -> list[int | None]:
-    """A keyed 64-bit digest of every byte of each tensor's storage (None for non-tensors)."""
-    return [_digest(v, key, i) if isinstance(v, torch.Tensor) else None for i, v in enumerate(values)]
-
-
-def _digest(t: torch.Tensor, key: tuple[int, int, int], salt: int) -> int:
-    return int(digest(t, key, salt)) ^ t.untyped_storage().nbytes()
+    """A keyed 64-bit digest of every byte of each tensor's storage (None for non-tensors), the digests of one
+    device read back together."""
+    found: dict[int, int] = {}
+    by_device: dict[torch.device, list[int]] = {}
+    for i, v in enumerate(values):
+        if isinstance(v, torch.Tensor):
+            by_device.setdefault(v.device, []).append(i)
+    for indices in by_device.values():
+        digests = torch.stack([digest(values[i], key, i) for i in indices]).tolist()
+        for i, d in zip(indices, digests):
+            found[i] = d ^ values[i].untyped_storage().nbytes()
+    return [found.get(i) for i in range(len(values))]
 
 
 def digest(t: torch.Tensor, key: tuple[int, int, int], salt: int = 0) -> torch.Tensor:

@@ -201,12 +201,18 @@ class WorkerProcess:
             return ""
         return "\n".join(text.strip().splitlines()[-lines:])
 
-    def kill(self) -> None:
-        """Kill the worker's whole process group and remove its directory."""
+    def kill(self, wait: bool = True) -> None:
+        """Kill the worker's whole process group; with `wait`, wait for its exit and remove its directory, else
+        leave that to `reap` (from any thread: a GPU worker's exit, its context torn down, takes tens of ms)."""
         try:  # the group, not just the leader: whatever the candidate started goes too
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if wait:
+            self.reap()
+
+    def reap(self) -> None:
+        """Wait (up to 5 s) for the killed worker's exit, then close its channel and remove its directory."""
         self._wait_exit(5.0)
         close_channel(self.conn, self.listener, self.dir)
 

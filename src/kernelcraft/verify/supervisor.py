@@ -4,10 +4,11 @@ It draws the inputs (secret seeds, several distributions), fingerprints them wit
 them to a fresh worker, takes the outputs back, and only then computes the reference from the inputs
 (the fingerprint proves them unchanged) and compares. A worker serves one candidate and is killed after
 it; the next one is started (forked, or spawned) while the current candidate runs, so a crash, a hang or a sticky CUDA error
-costs only that candidate. Before any of that, a problem's memory need is checked against the device
-(`admit`), and work on the device holds the device's lock across processes (`device_phase`).
+costs only that candidate. A killed worker exits in the background while the next candidate starts and loads;
+the next work on the device waits for it (`_settle`). Before any of that, a problem's memory need is checked
+against the device (`admit`), and work on the device holds the device's lock across processes (`device_phase`).
 
-It runs a little past 400 lines: the trusted side of an evaluation is kept in one module, to be read as a whole
+It runs past 400 lines: the trusted side of an evaluation is kept in one module, to be read as a whole
 (how workers start lives in process.py and forkserver.py, the judging in judge.py, the timing in speed.py).
 """
 
@@ -21,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import torch
 import torch.multiprocessing
 
@@ -39,7 +41,7 @@ from kernelcraft.verify.containment import Limits
 from kernelcraft.verify.devicelock import DeviceLock, device_key
 from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.inputs import fresh_seed
-from kernelcraft.verify.memory import MemoryNeed, ProblemTooLarge, check_fits
+from kernelcraft.verify.memory import MemoryNeed, ProblemTooLarge, check_fits, release_cache
 from kernelcraft.verify.policy import Policy, get_policy
 from kernelcraft.verify.forkserver import ForkServer, ForkServerError
 from kernelcraft.verify.process import (UnsafeReply, WorkerDied, WorkerLimit, WorkerProcess, WorkerTimeout,
@@ -48,6 +50,9 @@ from kernelcraft.verify.timing import TimingConfig
 
 
 WORKER_STARTS = ("spawn", "fork")
+# A problem whose evaluation needs more than this share of the device waits for the last worker's exit (its
+# memory back) before its candidate loads; a smaller one loads while that worker exits.
+LOAD_BESIDE_EXITING = 0.25
 
 
 @dataclass
@@ -123,11 +128,12 @@ class Supervisor:
         self.lock = threading.Lock()  # one evaluation at a time on a device
         if self.device.type == "cuda":
             props = torch.cuda.get_device_properties(self.device)
-            self.device_name, self.l2_bytes = props.name, props.L2_cache_size
+            self.device_name, self.l2_bytes, self.total_memory = props.name, props.L2_cache_size, props.total_memory
             self.spec = hardware.spec_for(props.name)
             self.arch_list = f"{props.major}.{props.minor}"
         else:
             self.device_name, self.l2_bytes, self.spec, self.arch_list = "cpu", 0, None, "9.0"
+            self.total_memory = psutil.virtual_memory().total
         # Triton's autotuning results are cached on disk too, so a fresh worker does not re-tune.
         self.worker_env = {"KERNELCRAFT_CACHE": str(config.cache_dir), "TRITON_CACHE_AUTOTUNING": "1"}
         if self.device.type == "cuda":
@@ -137,6 +143,7 @@ class Supervisor:
             if config.cpu_threads is not None:  # baseline workers are spawned with this env too
                 self.worker_env.update(OMP_NUM_THREADS=str(config.cpu_threads), MKL_NUM_THREADS=str(config.cpu_threads))
         self.standby: list[WorkerProcess] = []
+        self.exiting: list[threading.Thread] = []  # reapers of killed workers, waited for before device work
         self.fork_server: ForkServer | None = None  # under worker_start="fork"
         self.fork_failure = ""  # why workers are spawned after all
         self.restarts = 0  # workers lost to crashes
@@ -186,7 +193,20 @@ class Supervisor:
             self.standby.append(self._spawn())
         return worker
 
+    def _retire(self, worker: WorkerProcess) -> None:
+        """Kill a worker and reap it in the background: its exit overlaps the next candidate's start."""
+        worker.kill(wait=False)
+        reaper = threading.Thread(target=worker.reap, name="worker-reaper", daemon=True)
+        reaper.start()
+        self.exiting.append(reaper)
+
+    def _settle(self) -> None:
+        """Wait for killed workers to be gone (their device memory back) before the next work on the device."""
+        while self.exiting:
+            self.exiting.pop().join()
+
     def close(self) -> None:
+        self._settle()
         for worker in self.standby:
             worker.kill()
         self.standby = []
@@ -209,6 +229,7 @@ class Supervisor:
             ignored = [n for n in overrides if n not in module_constants(problem)] if overrides else []
             module = problem.load(sizes=sizes)
             cost = compute_cost(module)
+            self._settle()  # what is free is measured: no killed worker's memory counted as taken
             try:
                 need = check_fits(problem.name, sizes.describe(), cost, self.device, self.l2_bytes)
             except ProblemTooLarge as exc:
@@ -245,6 +266,7 @@ class Supervisor:
     def target(self, problem: Problem) -> target_mod.Target:
         """What a candidate of `problem` is measured against here: sizes, baselines, roofline floor."""
         with self.lock:
+            self._settle()
             return target_mod.measure(self, problem)
 
     # -- one evaluation -------------------------------------------------------------------------
@@ -287,8 +309,11 @@ class Supervisor:
         try:
             with clock("worker_start"):
                 worker.ready()
+            if ref.need.total > LOAD_BESIDE_EXITING * self.total_memory:
+                self._settle()  # a large problem's load allocates: the last worker's memory first
             with clock("load"):
                 ok = self._load(worker, problem, candidate, result)
+            self._settle()
             with clock("check"), self.device_phase(result, shared=True):
                 ok = ok and judge.trials(case)
             with clock("attribution"), self.device_phase(result, shared=True):
@@ -311,9 +336,9 @@ class Supervisor:
             result.fail("verifier_error", "harness_oom", f"out of memory in the harness (the supervisor), not the "
                         f"candidate: {str(exc).splitlines()[0]}")
         finally:
-            worker.kill()
+            self._retire(worker)
             if self.device.type == "cuda":
-                torch.cuda.empty_cache()
+                release_cache(self.device)
                 result.memory["supervisor_peak_reserved"] = torch.cuda.max_memory_reserved(self.device)
         if result.status is None:
             result.status, result.correct = Status.OK, True
