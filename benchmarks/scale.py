@@ -15,7 +15,8 @@ measured), then times `evaluate_many` over the candidates: candidates per minute
 candidate = (1-actor wall - direct wall) / N.
 Bench mode (--bench K, a directory): `kernelcraft bench` over its first K problems (built-in engineer, --rounds),
 once per actor count; candidates judged per minute over the bench's wall time, and over the time after its start
-(Ray and its actors up, every problem admitted: until the first run begins).
+(Ray and its actors up, every problem admitted: until the first run begins), and the mean phases of its candidates.
+Each pass has a Triton cache of its own, so every pass compiles the same kernels.
 
 Spawn mode (--spawn N,M,…; no Ray): N verifier workers started at once, spread over the visible GPUs as each
 device's supervisor starts them, then M, …: each one's time from its start to its handshake, and where that time
@@ -158,23 +159,44 @@ def bench_mode(args) -> dict:
                 if kind == "problem" and not first:
                     first.append(time.perf_counter() - t0)
 
-            summary = api.bench(args.problem, limit=args.bench, rounds=args.rounds, ideas=args.ideas, on_event=heard,
-                                device=args.device, cluster=args.cluster, actors=n, store=Path(tmp) / "runs.db",
-                                backend=args.backend, timing_budget=args.timing_budget,
-                                compile_baseline=not args.no_compile_baseline, cache_dir=Path(tmp) / "cache")
+            # Every pass compiles its kernels afresh: with one Triton cache, the passes after the first would find
+            # the first's kernels compiled (about a second a candidate) and look faster for it.
+            before = os.environ.get("TRITON_CACHE_DIR")
+            os.environ["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")  # the actors' workers inherit it
+            try:
+                summary = api.bench(args.problem, limit=args.bench, rounds=args.rounds, ideas=args.ideas,
+                                    on_event=heard, device=args.device, cluster=args.cluster, actors=n,
+                                    store=Path(tmp) / "runs.db", backend=args.backend, timing_budget=args.timing_budget,
+                                    compile_baseline=not args.no_compile_baseline, cache_dir=Path(tmp) / "cache")
+            finally:
+                os.environ.pop("TRITON_CACHE_DIR") if before is None else os.environ.update(TRITON_CACHE_DIR=before)
             wall = time.perf_counter() - t0
+            phases = bench_phases(Path(tmp) / "runs.db")
         judged = sum(d["judged"] for d in summary["devices"])
         start = first[0] if first else 0.0
         out["passes"].append({"actors": n, "wall_s": round(wall, 2), "judged": judged,
                               "per_minute": round(60 * judged / wall, 2), "start_s": round(start, 2),
                               "per_minute_after_start": round(60 * judged / (wall - start), 2),
-                              "correct": summary["metrics"]["correct"],
+                              "correct": summary["metrics"]["correct"], "mean_phases_s": phases,
                               "rows": [{k: r.get(k) for k in ("problem", "status", "correct", "speedup_eager",
                                                               "candidates")} for r in summary["rows"]],
                               "devices": summary["devices"]})
         print(f"bench, {n} actor(s): {out['passes'][-1]['per_minute']} candidates/min "
               f"({out['passes'][-1]['per_minute_after_start']} after the {start:.1f} s start)", file=sys.stderr)
     return out
+
+
+def bench_phases(db: Path) -> dict:
+    """The mean of each phase (Result.phases) over every candidate the bench in `db` judged."""
+    from kernelcraft.store import Store
+
+    store = Store(db)
+    try:
+        results = [r for run in store.runs(limit=100_000) for r in store.results(run["id"]).values()]
+    finally:
+        store.close()
+    names = sorted({k for r in results for k in r.phases})
+    return {k: round(statistics.mean(r.phases.get(k, 0.0) for r in results), 4) for k in names} if results else {}
 
 
 def spawn_mode(args) -> dict:
