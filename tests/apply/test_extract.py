@@ -164,3 +164,35 @@ def test_a_copy_of_a_region_problem_run_elsewhere_reads_the_weights_where_they_w
     module = load_problem(elsewhere).load()
     copy = module.Model(*module.get_init_inputs())
     torch.testing.assert_close(dict(copy.state_dict()), dict(extraction.regions[0].module.state_dict()))
+
+
+class _MaskedRunningSum(nn.Module):
+    def forward(self, x, mask):
+        return torch.cumsum(x * mask, dim=1)
+
+
+class _SharedProduct(nn.Module):  # the product is read by the sum and by the output: it cannot join the sum
+    def forward(self, x, y):
+        p = x * y
+        return torch.sum(p, 1), torch.relu(p)
+
+
+class _MaxParts(nn.Module):  # torch.max over a dim returns (values, indices): parts read by index and by name
+    def forward(self, x, y):
+        top = torch.max(torch.abs(x), dim=1)
+        return top[0] * 2, torch.max(y, dim=0).values, top.indices
+
+
+@pytest.mark.parametrize("model, inputs, expected", [
+    (_MaskedRunningSum(), [torch.randn(4, 96), torch.rand(4, 96) > 0.5], [("00_reduce_cumsum", ["mul", "cumsum"])]),
+    (_SharedProduct(), [torch.randn(4, 96), torch.randn(4, 96)], [("00_elementwise_mul", ["mul"]),
+                                                                 ("01_reduce_sum_1", ["sum_1"]),
+                                                                 ("02_elementwise_relu", ["relu"])]),
+    (_MaxParts(), [torch.randn(4, 96), torch.randn(5, 96)], [("00_reduce_max_1", ["abs_1", "max_1", "getitem",
+                                                                                  "getattr_2"]),
+                                                            ("01_elementwise_mul", ["mul"]),
+                                                            ("02_reduce_max_2", ["max_2", "getattr_1"])]),
+], ids=["prologue", "shared-prologue-stays-out", "tuple-parts"])
+def test_a_reduction_takes_the_pointwise_ops_only_it_reads_and_the_parts_it_returns(model, inputs, expected, tmp_path):
+    extraction = _check_regions(model, inputs, tmp_path, "m")
+    assert sorted((r.name, r.nodes) for r in extraction.regions) == sorted(expected)

@@ -41,7 +41,7 @@ class TensorMeta:
 
 @dataclass
 class Region:
-    name: str  # "03_conv_conv2d_1": its position in running order, kind, first node
+    name: str  # "03_conv_conv2d_1": its position in running order, kind, the op that started it (else its first)
     kind: str  # conv, linear, matmul, norm, pool, softmax, reduce, attention, elementwise, layout, other
     nodes: list[str]  # the captured graph's nodes it computes, in graph order
     inputs: list[str]  # the nodes (or model inputs) whose tensors its forward takes, in order
@@ -167,7 +167,7 @@ def write_problems(extraction: Extraction, out_dir: str | Path) -> list[Path]:
 
 def _region(gm: fx.GraphModule, group: Group, index: int, constants: set, values: dict, model: str,
             captured: Captured) -> Region:
-    name = f"{index:02d}_{group.kind}_{group.nodes[0].name}"
+    name = f"{index:02d}_{group.kind}_{group.named_by.name}"
     inside = set(group.nodes)
     external = list(dict.fromkeys(i for n in group.nodes for i in n.all_input_nodes if i not in inside))
     outputs = [n for n in group.nodes if any(u not in inside for u in n.users)]

@@ -4,6 +4,8 @@
   ops that follow it while nothing else reads what they overwrite: first a chain of pointwise ops (and, after a conv,
   linear or matmul, one norm), each the only reader of the last; then, where the chain's end is read by several
   pointwise ops (x * 0.5 * (1 + tanh(x))), all the pointwise ops reachable from it, when they end in one value.
+  A reduction (a sum, a mean, a cumsum, an argmax, ...) also takes the pointwise ops before it whose values only the
+  region reads (cumsum(x * mask), mean((a - b) ** 2)): a kernel can apply them as it loads, the product never written.
 - softmax(q @ k^T ...) @ v, with only pointwise ops and masking between, is one attention region.
 - What is left, runs of consecutive ops in graph order, is cut into its connected pieces: elementwise ops and
   free reshapes.
@@ -47,6 +49,7 @@ _FREE = {"view", "reshape", "transpose", "permute", "t", "expand", "expand_as", 
          "contiguous", "detach", "clone", "alias", "slice", "size", "_unsafe_view", "repeat", "cat", "stack", "pad", "getattr"}
 _COPIES = {"clone", "alias", "contiguous", "detach"}  # free, yet a copy a pointwise chain may carry along
 _MATMULS = ("linear", "matmul")  # kinds a norm may follow inside one region
+_PROLOGUE_KINDS = ("reduce",)  # heads that also take the pointwise ops before them that only they read
 
 
 def op_name(node: fx.Node) -> str:
@@ -75,6 +78,11 @@ def op_kind(node: fx.Node) -> str:
 class Group:
     kind: str
     nodes: list[fx.Node]  # in graph order
+    head: fx.Node | None = None  # the op that started the region (its name names the region), if one did
+
+    @property
+    def named_by(self) -> fx.Node:
+        return self.head if self.head is not None else self.nodes[0]
 
 
 def compute_nodes(graph: fx.Graph) -> list[fx.Node]:
@@ -99,10 +107,10 @@ def partition(graph: fx.Graph, constants: set[fx.Node]) -> list[Group]:
     assigned: dict[fx.Node, int] = {}
     groups: list[Group] = []
 
-    def claim(kind: str, members: list[fx.Node]) -> None:
+    def claim(kind: str, members: list[fx.Node], head: fx.Node | None = None) -> None:
         for m in members:
             assigned[m] = len(groups)
-        groups.append(Group(kind, sorted(members, key=position.get)))
+        groups.append(Group(kind, sorted(members, key=position.get), head))
 
     for node in nodes:
         kind = op_kind(node)
@@ -111,8 +119,10 @@ def partition(graph: fx.Graph, constants: set[fx.Node]) -> list[Group]:
         members = _attention(node, assigned, constants) if kind == "matmul" else None
         if members:
             kind = "attention"
-        members = _epilogue(members or [node], kind, assigned, constants, ancestors)
-        claim(kind, members)
+        elif kind in _PROLOGUE_KINDS:
+            members = [*_prologue(node, assigned, constants), node]
+        members = _epilogue(_with_parts(members or [node]), kind, assigned, constants, ancestors)
+        claim(kind, members, node)
     for run in _runs(nodes, assigned):
         for piece in _pieces(run):
             kinds = {op_kind(n) for n in piece}
@@ -169,6 +179,34 @@ def _epilogue(members: list[fx.Node], kind: str, assigned, constants, ancestors)
     if fan and _convex(members + fan, ancestors) and len(_outputs(members + fan)) == 1:
         members += fan
     return members
+
+
+def _with_parts(members: list[fx.Node]) -> list[fx.Node]:
+    """An op that returns several values (torch.max(x, dim): values and indices) with the reads of its parts
+    (`[0]`, `.values`): a region's inputs and outputs are tensors, never the tuple."""
+    tail = members[-1]
+    parts = list(tail.users)
+    if parts and all(op_name(u) in ("getitem", "getattr") and u.args and u.args[0] is tail for u in parts):
+        return members + parts
+    return members
+
+
+def _prologue(head: fx.Node, assigned, constants) -> list[fx.Node]:
+    """The pointwise ops before `head` whose values only the region reads: its inputs, theirs, and so on up through
+    pointwise ops (cumsum(x * mask): the product need never be written)."""
+    found: list[fx.Node] = []
+    grew = True
+    while grew:  # again until nothing joins: an op read by two that joined only joins after both
+        grew = False
+        inside = {head, *found}
+        for node in [i for m in (head, *found) for i in m.all_input_nodes]:
+            if node in inside or not _open(node, assigned, constants) or op_kind(node) != "pointwise":
+                continue
+            if all(u in inside for u in node.users):
+                found.append(node)
+                inside.add(node)
+                grew = True
+    return found
 
 
 def _pointwise_closure(tail: fx.Node, assigned, constants) -> list[fx.Node]:
