@@ -66,6 +66,13 @@ extern "C" __global__ void k(float* y) { y[0] = 0.0f; }
     assert static_findings(source) == []
 
 
+def test_a_modules_eval_method_is_not_the_builtin():
+    # apply's model files say `model = Net().eval()`; the reassembled model carries that text
+    source = "import torch.nn as nn\nmodel = nn.Sequential(nn.ReLU()).eval()\nother = [model][0].eval()\n"
+    assert static_findings(source) == []
+    assert {f.reason for f in static_findings("x = eval('1 + 1')\n")} == {"static_introspection"}
+
+
 @pytest.mark.parametrize("snippet, reason", [
     ("import time\nfrom time import perf_counter\ntime.perf_counter = perf_counter\n", "static_patching"),
     ("import torch\ntorch.cuda.synchronize = lambda *a: None\n", "static_patching"),

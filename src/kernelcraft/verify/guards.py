@@ -58,12 +58,13 @@ _CUDA_RULES = [
 
 
 def _dotted(node: ast.AST) -> str:
+    """`a.b.c` for a name and its attributes; a chain rooted in anything else (a call, a subscript) starts with
+    "?": Net().eval() is "?.eval", a module's method, never the builtin eval."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
+    parts.append(node.id if isinstance(node, ast.Name) else "?")
     return ".".join(reversed(parts))
 
 
