@@ -1,7 +1,7 @@
 """`kernelcraft apply` end to end on the CPU (the built-in engineer, the Triton interpreter): through the CLI, a
 model whose one region has a kernel and whose other the engineer cannot cover (said, naming the op; the rest goes
 on); the apply stored, shown, resumed without running its regions again, and its kernels swapped into a live model;
-and an upstream level-3 model at small sizes."""
+a model file in the model-and-inputs form reassembled and verified; and an upstream level-3 model at small sizes."""
 
 from __future__ import annotations
 
@@ -174,3 +174,36 @@ def test_an_apply_stopped_by_sigterm_is_stored_and_resumes(tmp_path, monkeypatch
     s = Store(store)
     assert [r["status"] for r in s.runs(bench_id=apply_id)] == ["done"]  # the stopped run went on, none new
     s.close()
+
+
+MODEL_FORM = '''
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(24, 8)
+
+    def forward(self, x, mask):
+        return self.head(torch.cumsum(x * mask, dim=1))
+
+
+model = Net().eval()
+example_inputs = [torch.randn(4, 16, 24), torch.rand(4, 16, 24) > 0.5]
+'''
+
+
+def test_a_model_file_in_the_model_and_inputs_form_is_reassembled_and_verified(tmp_path, monkeypatch):
+    """The documented form (`model = Net().eval()`, example inputs): the masked running sum is one region, and the
+    model with every region replaced passes end to end (its file's text goes through the static guards)."""
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    path = tmp_path / "scorer.py"
+    path.write_text(MODEL_FORM)
+    outcome = api.apply(path, rounds=1, device=DEVICE, store=tmp_path / "runs.db", out_dir=tmp_path / "out",
+                        max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0, replace="correct")
+    regions = {r.name: r for r in outcome.regions}
+    assert sorted(regions) == ["00_reduce_cumsum", "01_linear_linear"], sorted(regions)
+    assert all(r.status == "replaced" for r in regions.values()), [(r.name, r.status, r.reason) for r in regions.values()]
+    assert outcome.status == "done" and outcome.end_to_end.correct, outcome.end_to_end
