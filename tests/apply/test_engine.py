@@ -207,3 +207,23 @@ def test_a_model_file_in_the_model_and_inputs_form_is_reassembled_and_verified(t
     assert sorted(regions) == ["00_reduce_cumsum", "01_linear_linear"], sorted(regions)
     assert all(r.status == "replaced" for r in regions.values()), [(r.name, r.status, r.reason) for r in regions.values()]
     assert outcome.status == "done" and outcome.end_to_end.correct, outcome.end_to_end
+
+
+def test_a_model_file_the_static_guards_refuse_is_said_before_the_regions_run(tmp_path, monkeypatch):
+    """A model file that calls setattr (the guards refuse it in a candidate, and the reassembled model carries its
+    text): said once, before any region's run, its regions still optimized, none put in the model."""
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    path = tmp_path / "scorer.py"
+    path.write_text(MODEL_FORM.replace("        self.head = nn.Linear(24, 8)\n",
+                                       "        setattr(self, 'head', nn.Linear(24, 8))\n"))
+    events = []
+    outcome = api.apply(path, rounds=1, device=DEVICE, store=tmp_path / "runs.db", out_dir=tmp_path / "out",
+                        max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0, replace="correct",
+                        on_event=lambda kind, data: events.append((kind, data)))
+    said = [i for i, (kind, data) in enumerate(events) if kind == "note" and "setattr" in data["message"]]
+    first_region = next(i for i, (kind, _) in enumerate(events) if kind == "apply_region")
+    assert len(said) == 1 and said[0] < first_region
+    assert any("calls setattr() (static_patching)" in n for n in outcome.notes), outcome.notes
+    assert outcome.status == "done" and outcome.end_to_end is None and outcome.model_file is None
+    assert {r.status for r in outcome.regions} == {"dropped"} and all(r.result.correct for r in outcome.regions)
+    assert not any(kind == "apply_verify" for kind, _ in events)  # no whole-model evaluation spent on it
