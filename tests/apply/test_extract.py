@@ -16,7 +16,8 @@ needs_kernelbench = pytest.mark.skipif(not KERNELBENCH.exists(), reason=f"no Ker
 
 SUITE = ["level3/mlp", "level3/resnet_basic_block", "level3/transformer_encoder_block", "level3/fire_module",
          "level3/lenet5", "level3/mlp_mixer"]
-UPSTREAM = ["1_MLP", "8_ResNetBasicBlock", "44_MiniGPTBlock", "43_MinGPTCausalAttention"]
+UPSTREAM = ["1_MLP", "8_ResNetBasicBlock", "44_MiniGPTBlock", "43_MinGPTCausalAttention",
+            "46_NetVladWithGhostClusters"]
 
 
 def _built(spec):
@@ -76,6 +77,9 @@ def test_kernelbench_models_become_region_problems(name, tmp_path):
         assert any("torch.fx could not trace it" in note for note in extraction.notes)
         gelu = next(r for r in extraction.regions if "tanh" in r.nodes)
         assert gelu.kind == "linear"  # x * 0.5 * (1 + tanh(...)): every reader of the linear in one epilogue
+    if name == "46_NetVladWithGhostClusters":  # export's batch norm returns (output, mean, rstd): read by index
+        norm = next(r for r in extraction.regions if "_native_batch_norm_legit_no_training" in r.nodes)
+        assert norm.kind == "matmul" and "getitem" in norm.nodes
 
 
 @needs_kernelbench

@@ -74,7 +74,8 @@ def test_suite_models_with_every_region_replaced(spec, tmp_path):
 
 
 @needs_kernelbench
-@pytest.mark.parametrize("name", ["1_MLP", "8_ResNetBasicBlock", "44_MiniGPTBlock"])  # 44: torch.export
+# 44 and 46: torch.export (46's batch norm returns a tuple, read by index)
+@pytest.mark.parametrize("name", ["1_MLP", "8_ResNetBasicBlock", "44_MiniGPTBlock", "46_NetVladWithGhostClusters"])
 def test_upstream_models_with_every_region_replaced(name, tmp_path):
     _check(str(KERNELBENCH / "level3" / f"{name}.py"), tmp_path, tol=2e-4)
 

@@ -174,7 +174,7 @@ def _epilogue(members: list[fx.Node], kind: str, assigned, constants, ancestors)
         if not (step == "pointwise" or op_name(user) in _COPIES or norm_ok) or not _convex(members + [user], ancestors):
             break
         normed = normed or norm_ok
-        members.append(user)
+        members = _with_parts(members + [user])  # a norm of an export graph returns (output, mean, rstd)
     fan = _pointwise_closure(members[-1], assigned, constants)
     if fan and _convex(members + fan, ancestors) and len(_outputs(members + fan)) == 1:
         members += fan
