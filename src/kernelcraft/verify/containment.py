@@ -4,9 +4,9 @@
   files and on CPU seconds.
 - Namespaces (`unshare`, when this machine allows it): no network, and the harness (kernelcraft's
   own files) and the user's working directory mounted read-only, the caches it needs left writable.
-- A watch from outside (psutil), at every poll of the channel: the worker's process tree, its
-  memory and its private directory's size; past a limit the whole group is killed and the reason
-  named.
+- A watch from outside, at every poll of the channel: the worker's process tree (the kernel's children
+  lists, else psutil), its memory and its private directory's size; past a limit the whole group is
+  killed and the reason named.
 Where a layer is unavailable the verifier says so (`Containment.notes`), it never pretends.
 """
 
