@@ -61,10 +61,6 @@ def _dense(t: torch.Tensor) -> bool:
     return True
 
 
-def _rms(ref: torch.Tensor) -> float:
-    return float(_rms_on_device(ref))
-
-
 def _rms_on_device(ref: torch.Tensor) -> torch.Tensor:
     """The root mean square of `ref` as a 0-d float64 tensor on its device (no sync)."""
     squares = sum(torch.linalg.vector_norm(r, dtype=torch.float64) ** 2 for (r,) in _slices(ref))
@@ -93,21 +89,21 @@ def _errors(out: torch.Tensor, ref: torch.Tensor, scale, allowance: float = 0.0,
     return torch.stack(tops), torch.stack(where), over
 
 
-def _first_worst(tops: list[float], where: list[float]) -> tuple[float, int]:
-    """The largest error over the slices and its flat index: the first slice's that reaches it. A NaN error (the
-    reference infinite where the output is finite) counts as infinite: never a pass."""
-    tops = [math.inf if math.isnan(t) else t for t in tops]
-    best = max(range(len(tops)), key=lambda i: (tops[i], -i))
-    return tops[best], int(where[best])
-
-
-def _worst(out: torch.Tensor, ref: torch.Tensor, scale: float, allowance: float = 0.0, tol: float = math.inf):
-    """(largest error, flat index of it, elements over `tol`), read in one sync."""
-    tops, where, over = _errors(out, ref, scale, allowance, tol)
+def _read(tops: torch.Tensor, where: torch.Tensor, counts: list[torch.Tensor]) -> tuple[float, int, list[int]]:
+    """One sync: the largest error over the slices, its flat index (the first slice's that reaches it) and the
+    `counts`. A NaN error (the reference infinite where the output is finite) counts as infinite: never a pass."""
     n = tops.numel()
-    values = torch.cat([tops.double(), where.double(), over.double().reshape(1)]).tolist()
-    worst, flat = _first_worst(values[:n], values[n:2 * n])
-    return worst, flat, int(values[-1])
+    values = torch.cat([tops.double(), where.double(), torch.stack(counts).double()]).tolist()
+    errors = [math.inf if math.isnan(t) else t for t in values[:n]]
+    best = max(range(n), key=lambda i: (errors[i], -i))
+    return errors[best], int(values[n + best]), [int(v) for v in values[2 * n:]]
+
+
+def _worst(out: torch.Tensor, ref: torch.Tensor, scale, allowance: float = 0.0, tol: float = math.inf):
+    """(largest error, flat index of it, elements over `tol`)."""
+    tops, where, over = _errors(out, ref, scale, allowance, tol)
+    worst, flat, (over,) = _read(tops, where, [over])
+    return worst, flat, over
 
 
 def _at(t: torch.Tensor, flat: int) -> tuple[list[int], float]:
@@ -140,13 +136,10 @@ def compare(out: torch.Tensor, ref: torch.Tensor, policy: Policy) -> Comparison:
     bad = sum((~torch.isfinite(o)).sum() for (o,) in _slices(out))
     ref_bad = sum((~torch.isfinite(r)).sum() for (r,) in _slices(ref))
     tops, where, over = _errors(out, ref, _rms_on_device(ref), tol=tol)
-    n = tops.numel()
-    values = torch.cat([tops.double(), where.double(), torch.stack([bad, ref_bad, over]).double()]).tolist()
-    bad, ref_bad, over = (int(v) for v in values[2 * n:])
+    worst, flat, (bad, ref_bad, over) = _read(tops, where, [bad, ref_bad, over])
     if bad:
         where_text = "elements the reference also has non-finite" if ref_bad else "elements"
         return Comparison(False, math.inf, "non_finite", f"{bad} NaN/Inf {where_text} in the output")
-    worst, flat = _first_worst(values[:n], values[n:2 * n])
     if worst <= tol:
         return Comparison(True, worst)
     where_at, got = _at(out, flat)
@@ -160,7 +153,7 @@ def compare_exact(out: torch.Tensor, torch_out: torch.Tensor, exact: torch.Tenso
     """The candidate against a float64 reference (`exact`), allowed `policy.rounding_factor` times torch's own
     worst error against it on the same inputs (`torch_out`), on top of the policy's tolerance."""
     tol = policy.tolerance(torch_out.dtype)
-    scale = _rms(exact)
+    scale = _rms_on_device(exact)
     own, _, _ = _worst(torch_out, exact, 0.0)  # torch's worst absolute error
     allowance = policy.rounding_factor * own
     worst, flat, over = _worst(out, exact, scale, allowance, tol)
