@@ -16,7 +16,8 @@ candidate = (1-actor wall - direct wall) / N.
 Bench mode (--bench K, a directory): `kernelcraft bench` over its first K problems (built-in engineer, --rounds),
 once per actor count; candidates judged per minute over the bench's wall time, and over the time after its start
 (Ray and its actors up, every problem admitted: until the first run begins), and the mean phases of its candidates.
-Each pass has a Triton cache of its own, so every pass compiles the same kernels.
+Each pass has a Triton cache of its own, so every pass compiles the same kernels. --runs-at-once K: K runs at once
+per actor (the bench's default is two per GPU).
 
 Spawn mode (--spawn N,M,…; no Ray): N verifier workers started at once, spread over the visible GPUs as each
 device's supervisor starts them, then M, …: each one's time from its start to its handshake, and where that time
@@ -165,6 +166,7 @@ def bench_mode(args) -> dict:
             os.environ["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")  # the actors' workers inherit it
             try:
                 summary = api.bench(args.problem, limit=args.bench, rounds=args.rounds, ideas=args.ideas,
+                                    runs_at_once=args.runs_at_once and args.runs_at_once * n,
                                     on_event=heard, device=args.device, cluster=args.cluster, actors=n,
                                     store=Path(tmp) / "runs.db", backend=args.backend, timing_budget=args.timing_budget,
                                     compile_baseline=not args.no_compile_baseline, cache_dir=Path(tmp) / "cache")
@@ -174,7 +176,8 @@ def bench_mode(args) -> dict:
             phases = bench_phases(Path(tmp) / "runs.db")
         judged = sum(d["judged"] for d in summary["devices"])
         start = first[0] if first else 0.0
-        out["passes"].append({"actors": n, "wall_s": round(wall, 2), "judged": judged,
+        out["passes"].append({"actors": n, "runs_at_once": summary["runs_at_once"], "wall_s": round(wall, 2),
+                              "judged": judged,
                               "per_minute": round(60 * judged / wall, 2), "start_s": round(start, 2),
                               "per_minute_after_start": round(60 * judged / (wall - start), 2),
                               "correct": summary["metrics"]["correct"], "mean_phases_s": phases,
@@ -264,6 +267,8 @@ def main() -> None:
     ap.add_argument("--no-direct", action="store_true", help="jobs mode: skip the pass on this machine's verifier")
     ap.add_argument("--backend", default="triton")
     ap.add_argument("--bench", type=int, default=None, metavar="K", help="bench mode over the first K problems")
+    ap.add_argument("--runs-at-once", type=int, default=None, metavar="K",
+                    help="bench mode: K runs at once per actor (default: the bench's own, two per GPU)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--ideas", type=int, default=4)
     ap.add_argument("--timing-budget", type=float, default=2.0)

@@ -311,6 +311,7 @@ class PreparedBench:
     settings: dict
     out_dir: Path | None = None
     owns_store: bool = True
+    runs_at_once: int | None = None  # None: search.bench.runs_at_once
 
     def run(self, on_event: OnEvent | None = None) -> dict:
         """The bench summary: `bench_id`, `suite`, one row per problem, `metrics` (fast_p and kin)."""
@@ -319,7 +320,7 @@ class PreparedBench:
         try:
             with self.verifier:
                 return run_bench(self.store, self.name, self.problems, self.proposer, self.verifier, self.config,
-                                 self.settings, self.out_dir, on_event)
+                                 self.settings, self.out_dir, on_event, self.runs_at_once)
         finally:
             self.proposer.close()
             if self.owns_store:
@@ -327,9 +328,12 @@ class PreparedBench:
 
 
 def prepare_bench(problems, *, only: str | list[str] = "", limit: int | None = None, store=None,
-                  out_dir: str | Path | None = None, on_event: OnEvent | None = None, **options) -> PreparedBench:
+                  out_dir: str | Path | None = None, on_event: OnEvent | None = None,
+                  runs_at_once: int | None = None, **options) -> PreparedBench:
     """What `bench` runs, made ready. Raises before anything runs."""
     with _config_errors():
+        if runs_at_once is not None and runs_at_once < 1:
+            raise ConfigError(f"--runs-at-once must be at least 1, got {runs_at_once}")
         from kernelcraft import assemble
         from kernelcraft.inputs import problem_set
 
@@ -362,17 +366,18 @@ def prepare_bench(problems, *, only: str | list[str] = "", limit: int | None = N
                 the_store.close()
             raise
         return PreparedBench(str(name), chosen, the_store, proposer, verifier, config, settings,
-                             Path(out_dir) if out_dir else None, owns_store)
+                             Path(out_dir) if out_dir else None, owns_store, runs_at_once)
 
 
 def bench(problems, *, model: str | None = None, strategy: str = "tree", device: str = "auto", store=None,
           only: str | list[str] = "", limit: int | None = None, out_dir: str | Path | None = None,
-          on_event: OnEvent | None = None, **options) -> dict:
+          on_event: OnEvent | None = None, runs_at_once: int | None = None, **options) -> dict:
     """One run per problem with the same strategy and proposer, then KernelBench's metrics. `problems`:
     `level1`…, `all`, a directory, one problem, or a list of problems; `only` keeps names containing a
-    fragment, `limit` the first so many. Options as for `optimize`. Returns the bench summary (a dict)."""
+    fragment, `limit` the first so many; `runs_at_once` runs go together (None: two per GPU, one per device on
+    the CPU or with a wall-clock budget). Options as for `optimize`. Returns the bench summary (a dict)."""
     prepared = prepare_bench(problems, only=only, limit=limit, store=store, out_dir=out_dir, on_event=on_event,
-                             model=model, strategy=strategy, device=device, **options)
+                             runs_at_once=runs_at_once, model=model, strategy=strategy, device=device, **options)
     return prepared.run(on_event)
 
 

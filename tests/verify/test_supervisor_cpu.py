@@ -109,3 +109,16 @@ def test_a_killed_worker_exits_in_the_background_and_is_gone_before_the_next_can
     assert [r.status for r in results] == ["ok"] * 3, [r.message for r in results]
     assert seen == [[], [(False, False)], [(False, False)] * 2]
     assert not sup.exiting and not any(w.dir.exists() for w in workers)
+
+
+def test_standby_workers_wanted():
+    """One standby per queued job; from the second candidate on at least one, as a search's next candidate comes
+    with nothing queued; never more than the limit; none on the CPU."""
+    from kernelcraft.verify.supervisor import standby_wanted
+
+    assert standby_wanted("cuda", ahead=0, taken=1, limit=2) == 0  # a single evaluation starts no spare worker
+    assert standby_wanted("cuda", ahead=0, taken=2, limit=2) == 1
+    assert standby_wanted("cuda", ahead=3, taken=1, limit=2) == 2
+    assert standby_wanted("cuda", ahead=1, taken=5, limit=2) == 1
+    assert standby_wanted("cuda", ahead=0, taken=5, limit=0) == 0  # standby_workers=0 turns them off
+    assert standby_wanted("cpu", ahead=4, taken=5, limit=2) == 0

@@ -102,3 +102,22 @@ def test_exact_convolution_passes_strict(gpu_verifier):
     result = gpu_verifier.evaluate(problem, Candidate(render(op, problem.source, exact.params), "exact_conv"))
     assert result.status == "ok", (result.reasons, result.message)
     assert result.max_rel_error < 1e-5
+
+
+@pytest.mark.gpu
+def test_a_stream_of_candidates_keeps_a_worker_started(tmp_path):
+    """Candidates judged one at a time, nothing queued behind them (a search's rounds): from the second on, a
+    worker is started ahead for the next, so none waits for a worker's start."""
+    config = VerifyConfig(compile_baseline=False, timing=TimingConfig(budget_s=0.2), trials=1, cache_dir=tmp_path)
+    problem, path = load_problem("level1/relu"), CANDIDATES / "triton" / "relu.py"
+    with Verifier("cuda:0", config) as verifier:
+        sup = verifier.supervisors[0]
+        first = verifier.evaluate(problem, Candidate.from_file(path))
+        assert first.status == "ok", first.message
+        assert not sup.standby  # one evaluation alone starts no spare
+        second = verifier.evaluate(problem, Candidate.from_file(path))
+        assert second.status == "ok", second.message
+        assert len(sup.standby) == 1
+        third = verifier.evaluate(problem, Candidate.from_file(path))
+        assert third.status == "ok", third.message
+        assert third.phases["worker_start"] < first.phases["worker_start"]

@@ -16,6 +16,9 @@ def add_parser(sub) -> None:
     p.add_argument("suite", help="level1, level2, level3, all, a directory of problem files, or a file")
     p.add_argument("--only", default="", help="comma-separated problem names (or name fragments) to keep")
     p.add_argument("--limit", type=int, default=None, help="at most this many problems")
+    p.add_argument("--runs-at-once", type=int, default=None, metavar="N",
+                   help="runs going together (default: two per GPU, one per device on the CPU or with "
+                        "--max-minutes: a run queued behind another's candidates would spend its minutes)")
     add_search_args(p)
 
 
@@ -26,7 +29,8 @@ def run(args) -> int:
     progress = Progress()  # on stderr, --json or not: stdout holds the summary alone
     with usage_errors(NAME):
         prepared = api.prepare_bench(args.suite, only=args.only, limit=args.limit, store=args.store,
-                                     out_dir=args.out, on_event=progress.event, **search_options(args))
+                                     out_dir=args.out, on_event=progress.event, runs_at_once=args.runs_at_once,
+                                     **search_options(args))
     with progress:
         summary = prepared.run(progress.event)
     if args.json:

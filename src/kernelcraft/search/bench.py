@@ -16,12 +16,26 @@ from kernelcraft.store import Store, new_id
 from kernelcraft.verify import Verifier
 
 
+def runs_at_once(devices: list[str], config: RunConfig) -> int:
+    """How many of a bench's runs go at once by default: two per GPU, so that while one run waits (its round's
+    last candidate judged, its next ideas proposed, its target measured) the other's candidates keep the GPU
+    busy; one per device on the CPU, where a run's proposing would share the cores with the other's timing, or
+    where runs have a wall-clock budget (queued behind another run's candidates, a run would spend its own)."""
+    on_cpu = any(d.split("@")[0].split(":")[0] == "cpu" for d in devices)
+    per_device = 1 if on_cpu or config.budget.wall_s is not None else 2
+    return max(1, per_device * len(devices))
+
+
 def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Proposer, verifier: Verifier,
               config: RunConfig, settings: dict | None = None, out_dir: Path | None = None,
-              on_event: Callable[[str, dict], None] | None = None) -> dict:
-    """Run every problem; returns the bench summary (per problem rows, the metrics, each device's use). With
-    several devices (GPUs, a cluster's actors) as many problems run at once, so no device waits for a run's next
-    round; rows stay in the problems' order, so the table and fast_p are those of a one-device bench."""
+              on_event: Callable[[str, dict], None] | None = None, at_once: int | None = None) -> dict:
+    """Run every problem; returns the bench summary (per problem rows, the metrics, each device's use). `at_once`
+    runs go together (None: `runs_at_once`), their candidates judged on every device (a GPU judges one at a time,
+    so runs at once share devices, not timings); rows stay in the problems' order, so the table and fast_p are
+    those of a bench that ran them one by one."""
+    if at_once is not None and at_once < 1:
+        raise ValueError(f"runs at once must be at least 1, got {at_once}")
+    at_once = at_once or runs_at_once(verifier.devices, config)
     bench_id = new_id("bench-")
     # Problems the proposer cannot cover start no run; the bench keeps them (and why) so that its reports count
     # them as problems without a correct kernel, as KernelBench counts them.
@@ -33,7 +47,7 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
         answers = list(pool.map(lambda p: _too_large(verifier, p), asked))
     too_large = {p.name: why for p, why in zip(asked, answers) if why}
     store.create_bench(bench_id, suite, {"run": config.to_dict(), **(settings or {}), "not_covered": not_covered,
-                                         "too_large": too_large})
+                                         "too_large": too_large, "runs_at_once": at_once})
     rows: list[dict | None] = [None] * len(problems)
     refused: list[str] = []  # set by the first run whose endpoint refused: every later problem would meet it
     cancel = threading.Event()
@@ -54,7 +68,7 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
         if (rows[i]["stop_reason"] or "").startswith(REFUSED) and not refused:
             refused.append(f"the model endpoint refused the requests of {problem.name}'s run")
 
-    spread = min(len(verifier.devices), len(problems))
+    spread = min(at_once, len(problems))
     if spread <= 1:
         for i, problem in enumerate(problems):
             one(i, problem)
@@ -62,7 +76,7 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
         _spread(one, problems, spread, cancel)
     usage = getattr(verifier, "usage", None)
     return {"bench_id": bench_id, "suite": suite, "rows": rows, "metrics": bench_metrics(rows),
-            "devices": usage() if usage else []}
+            "devices": usage() if usage else [], "runs_at_once": at_once}
 
 
 def _spread(one: Callable[[int, Problem], None], problems: list[Problem], workers: int,

@@ -111,6 +111,15 @@ class _Reference:
     need: MemoryNeed
 
 
+def standby_wanted(device_type: str, ahead: int, taken: int, limit: int) -> int:
+    """Standby workers to keep after taking the `taken`-th worker with `ahead` jobs queued: one per queued job,
+    at least one from the second candidate on, at most `limit`; none on the CPU (a start there shares the
+    cores with the timing)."""
+    if device_type == "cpu":
+        return 0
+    return min(max(ahead, 1 if taken > 1 else 0), limit)
+
+
 class Supervisor:
     def __init__(self, device: str, config: VerifyConfig, baselines: BaselineStore, on_event=None):
         self.device = torch.device(device)
@@ -147,6 +156,7 @@ class Supervisor:
         self.fork_server: ForkServer | None = None  # under worker_start="fork"
         self.fork_failure = ""  # why workers are spawned after all
         self.restarts = 0  # workers lost to crashes
+        self.taken = 0  # workers taken for candidates
         self.device_lock = DeviceLock(device_key(self.device))
         self.too_large: dict[str, str] = {}  # problem key -> why it cannot be evaluated here
 
@@ -186,11 +196,14 @@ class Supervisor:
         return "cuda:0" if self.device.type == "cuda" else "cpu"  # the worker sees one GPU
 
     def _take_worker(self, ahead: int) -> WorkerProcess:
+        """A started worker for the next candidate, and standby workers started for those after it: one per job
+        queued behind it, and from the second candidate on at least one (a search's next candidate comes when
+        its round's are judged, or another run's, with no job queued as this one is taken: without a standby it
+        would wait for a worker's start, 0.9 s a candidate in a bench of level-1 problems on an H200)."""
         worker = self.standby.pop(0) if self.standby else self._spawn()
-        if self.device.type == "cpu":
-            ahead = 0
-        while len(self.standby) < min(ahead, self.config.standby_workers):  # they warm up while this one works
-            self.standby.append(self._spawn())
+        self.taken += 1
+        while len(self.standby) < standby_wanted(self.device.type, ahead, self.taken, self.config.standby_workers):
+            self.standby.append(self._spawn())  # they warm up while this one works
         return worker
 
     def _retire(self, worker: WorkerProcess) -> None:
