@@ -91,9 +91,8 @@ def timed_pass(verifier, problem, candidates, warm: int) -> dict:
     for r in results:
         statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
     usage = verifier.usage()
-    phases = sorted({k for r in results for k in r.phases})
-    mean_phases = {k: round(statistics.mean(r.phases.get(k, 0.0) for r in results), 4) for k in phases}
-    return {"candidates": len(candidates), "mean_phases_s": mean_phases, "wall_s": round(wall, 3),
+    return {"candidates": len(candidates), "mean_phases_s": mean_phases(results),
+            "baselines_remeasured": remeasured(results), "wall_s": round(wall, 3),
             "per_minute": round(60 * len(candidates) / wall, 2),
             "steady_per_minute": round(steady, 2) if steady else None, "done_s": [round(t, 3) for t in done],
             "seconds_per_candidate": round(wall / len(candidates), 4), "statuses": statuses,
@@ -173,14 +172,15 @@ def bench_mode(args) -> dict:
             finally:
                 os.environ.pop("TRITON_CACHE_DIR") if before is None else os.environ.update(TRITON_CACHE_DIR=before)
             wall = time.perf_counter() - t0
-            phases = bench_phases(Path(tmp) / "runs.db")
+            results = bench_results(Path(tmp) / "runs.db")
         judged = sum(d["judged"] for d in summary["devices"])
         start = first[0] if first else 0.0
         out["passes"].append({"actors": n, "runs_at_once": summary["runs_at_once"], "wall_s": round(wall, 2),
                               "judged": judged,
                               "per_minute": round(60 * judged / wall, 2), "start_s": round(start, 2),
                               "per_minute_after_start": round(60 * judged / (wall - start), 2),
-                              "correct": summary["metrics"]["correct"], "mean_phases_s": phases,
+                              "correct": summary["metrics"]["correct"], "mean_phases_s": mean_phases(results),
+                              "baselines_remeasured": remeasured(results),
                               "rows": [{k: r.get(k) for k in ("problem", "status", "correct", "speedup_eager",
                                                               "candidates")} for r in summary["rows"]],
                               "devices": summary["devices"]})
@@ -189,17 +189,26 @@ def bench_mode(args) -> dict:
     return out
 
 
-def bench_phases(db: Path) -> dict:
-    """The mean of each phase (Result.phases) over every candidate the bench in `db` judged."""
+def bench_results(db: Path) -> list:
+    """Every Result the bench in `db` judged."""
     from kernelcraft.store import Store
 
     store = Store(db)
     try:
-        results = [r for run in store.runs(limit=100_000) for r in store.results(run["id"]).values()]
+        return [r for run in store.runs(limit=100_000) for r in store.results(run["id"]).values()]
     finally:
         store.close()
+
+
+def mean_phases(results: list) -> dict:
+    """The mean of each phase (Result.phases) over the results."""
     names = sorted({k for r in results for k in r.phases})
     return {k: round(statistics.mean(r.phases.get(k, 0.0) for r in results), 4) for k in names} if results else {}
+
+
+def remeasured(results: list) -> int:
+    """Results whose timing measured the baselines again (eager beside the candidate drifted): a long "time" phase."""
+    return sum(any(n.startswith("baseline re-measured") for n in r.notes) for r in results)
 
 
 def spawn_mode(args) -> dict:

@@ -415,10 +415,26 @@ class Supervisor:
             fraction = max(fraction, min(0.95, (ref.need.total - ref.need.contexts) / total + 0.05))
         return fraction
 
+    def _standby_started(self, result: Result) -> None:
+        """Wait for the standby workers' starts (CUDA initialised, the profiler warmed up); a worker that fails
+        to start is dropped, as taking it would have. The wait is recorded as the phase `standby_wait`."""
+        start = time.perf_counter()
+        for worker in list(self.standby):
+            try:
+                worker.ready()
+            except WorkerDied:
+                self.standby.remove(worker)
+        if self.standby:
+            result.phases["standby_wait"] = round(result.phases.get("standby_wait", 0.0)
+                                                  + time.perf_counter() - start, 4)
+
     @contextlib.contextmanager
     def device_phase(self, result: Result, shared: bool = False):
         """Hold the device's lock (across processes) for the block: exclusively for timing, `shared` for other
-        work on the device. The wait is recorded, and each exclusive window."""
+        work on the device. The wait is recorded, and each exclusive window. A timing waits first for the standby
+        workers to have started: one starting beside it would put its CUDA start and warm-up on the device."""
+        if not shared:
+            self._standby_started(result)
         if not self.config.device_lock:
             yield
             return
