@@ -173,6 +173,7 @@ def bench_mode(args) -> dict:
                 os.environ.pop("TRITON_CACHE_DIR") if before is None else os.environ.update(TRITON_CACHE_DIR=before)
             wall = time.perf_counter() - t0
             results = bench_results(Path(tmp) / "runs.db")
+            idle = idle_breakdown(Path(tmp) / "runs.db", len(summary["devices"]))
         judged = sum(d["judged"] for d in summary["devices"])
         start = first[0] if first else 0.0
         out["passes"].append({"actors": n, "runs_at_once": summary["runs_at_once"], "wall_s": round(wall, 2),
@@ -180,7 +181,7 @@ def bench_mode(args) -> dict:
                               "per_minute": round(60 * judged / wall, 2), "start_s": round(start, 2),
                               "per_minute_after_start": round(60 * judged / (wall - start), 2),
                               "correct": summary["metrics"]["correct"], "mean_phases_s": mean_phases(results),
-                              "baselines_remeasured": remeasured(results),
+                              "baselines_remeasured": remeasured(results), "idle": idle,
                               "rows": [{k: r.get(k) for k in ("problem", "status", "correct", "speedup_eager",
                                                               "candidates")} for r in summary["rows"]],
                               "devices": summary["devices"]})
@@ -198,6 +199,41 @@ def bench_results(db: Path) -> list:
         return [r for run in store.runs(limit=100_000) for r in store.results(run["id"]).values()]
     finally:
         store.close()
+
+
+def idle_breakdown(db: Path, devices: int, step: float = 0.05) -> dict:
+    """Where the devices' idle time went, from the store's clocks: from the first run's start to the last result,
+    at each moment, how many candidates were being judged (a result's last `wall_seconds` before it was stored)
+    and how many were proposed but not yet being judged. Idle device-seconds while some waited (queued behind a
+    target's measurement or a build) and while none did (every run measuring its target, proposing, or done)."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        begin = con.execute("SELECT min(created) FROM runs").fetchone()[0]
+        rows = con.execute("SELECT c.created, r.evaluated, json_extract(r.result, '$.wall_seconds') FROM candidates c"
+                           " JOIN results r ON r.candidate_id = c.id").fetchall()
+    finally:
+        con.close()
+    if not rows or begin is None:
+        return {}
+    spans = [(created, evaluated - (wall or 0.0), evaluated) for created, evaluated, wall in rows]
+    end = max(e for _, _, e in spans)
+    with_waiting = nothing_waiting = judging_s = 0.0
+    t = begin
+    while t < end:
+        judging = sum(1 for _, s, e in spans if s <= t < e)
+        waiting = sum(1 for c, s, _ in spans if c <= t < s)
+        idle = max(0, devices - judging) * step
+        judging_s += min(judging, devices) * step
+        if waiting:
+            with_waiting += idle
+        else:
+            nothing_waiting += idle
+        t += step
+    return {"span_s": round(end - begin, 2), "judging_device_s": round(judging_s, 1),
+            "idle_device_s_candidates_waiting": round(with_waiting, 1),
+            "idle_device_s_nothing_waiting": round(nothing_waiting, 1)}
 
 
 def mean_phases(results: list) -> dict:
