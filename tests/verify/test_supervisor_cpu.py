@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from concurrent.futures import Future
@@ -122,3 +124,25 @@ def test_standby_workers_wanted():
     assert standby_wanted("cuda", ahead=1, taken=5, limit=2) == 1
     assert standby_wanted("cuda", ahead=0, taken=5, limit=0) == 0  # standby_workers=0 turns them off
     assert standby_wanted("cpu", ahead=4, taken=5, limit=2) == 0
+
+
+def test_a_timing_waits_for_the_standby_workers_to_have_started(tmp_path):
+    """Standby workers are started on a GPU only, but the wait is the supervisor's own: real workers, spawned here.
+    Before an exclusive (timing) phase each has handshaken; one that died starting is dropped; a shared phase
+    (the checks) does not wait."""
+    from kernelcraft.result import Result
+
+    sup = _supervisor(tmp_path)
+    try:
+        starting, dead = sup._spawn(), sup._spawn()
+        os.kill(dead.proc.pid, signal.SIGKILL)  # it dies starting, as a crash would end it
+        sup.standby = [starting, dead]
+        result = Result("level1/relu", "c", "triton")
+        with sup.device_phase(result, shared=True):
+            assert starting.conn is None  # the checks go on beside a start
+        with sup.device_phase(result):
+            assert starting.conn is not None and starting.info["ready"]
+        assert sup.standby == [starting]
+        assert result.phases["standby_wait"] > 0
+    finally:
+        sup.close()
