@@ -42,7 +42,7 @@ def verifier(cluster, cache_root, events):
     v.close()
 
 
-def test_verdicts_are_those_of_the_one_process_verifier(verifier, cpu_verifier, relu_problem):
+def test_verdicts_are_those_of_the_one_process_verifier(verifier, cpu_verifier, relu_problem, events):
     names = ["relu_torch", "relu_wrong_math", "relu_raises", "relu_segfault"]
     jobs = [Job(relu_problem, fixture_candidate(n)) for n in names]
     there = verifier.evaluate_many(jobs)
@@ -56,6 +56,12 @@ def test_verdicts_are_those_of_the_one_process_verifier(verifier, cpu_verifier, 
     usage = verifier.usage()
     assert sum(u["judged"] for u in usage) == 4 and all(u["judged"] for u in usage), usage  # both devices worked
     assert verifier.load() == {"busy": 0, "idle": 2, "queued": 0, "lost": 0, "starting": 0}
+    # what the progress line shows, as jobs went and came back (the last heard just after the last verdict)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any(k == "devices" and d["busy"] == 0 for k, d in events):
+        time.sleep(0.05)
+    loads = [d for k, d in events if k == "devices"]
+    assert any(d["busy"] == 2 for d in loads) and loads[-1] == {**verifier.load()}, loads
     assert verifier.target(relu_problem).eager is not None
     assert verifier.admit(relu_problem).total > 0
 

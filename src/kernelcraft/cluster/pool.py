@@ -119,6 +119,7 @@ class ClusterVerifier(JobFront):
                 raise RuntimeError("the cluster verifier is closed")
             self._queue.append(_Sent(job, future))
             self._assign()
+        self.on_event("devices", self.load())
         return future
 
     def admit(self, problem):
@@ -244,6 +245,8 @@ class ClusterVerifier(JobFront):
                     else:
                         self._finished(ref)
                     self._assign()
+            if ready:  # for progress: devices busy and idle, jobs queued (the lock is not held while it is heard)
+                self.on_event("devices", self.load())
             with self._lock:
                 self._give_up_if_stranded()
 
