@@ -43,3 +43,11 @@ def test_targets_in_flight_count_as_load_and_lost_actors_take_nothing():
     assert pick([a, b], "p", None) is a  # p's is answered where it was measured
     assert pick([slot("a", alive=False, known=("p",)), b], "p", DEPTH) is b
     assert pick([slot("a", alive=False)], "p", DEPTH) is None
+
+
+def test_a_job_does_not_wait_behind_a_target_while_a_device_is_idle():
+    a, b = slot("a", calls=1, known=("p",)), slot("b")  # a measures another problem's target (its baselines)
+    assert pick([a, b], "p", DEPTH) is b  # p's job goes to the idle device rather than queue behind it
+    assert pick([a, b], "p", None) is a  # a target call for p is still answered where p is known
+    b.inflight = {"x": None}  # no device idle: the knowing one, target or not
+    assert pick([a, b], "p", DEPTH) is a

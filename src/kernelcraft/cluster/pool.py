@@ -345,9 +345,10 @@ class ClusterVerifier(JobFront):
 
 def pick(slots: list[Slot], key: str, depth: int | None) -> Slot | None:
     """The actor for work on problem `key`: among those up with room (fewer than `depth` jobs in flight; None: no
-    bound), one that knows the problem, the least loaded of them, unless it has `EXTRA_DEPTH` or more in flight
-    while another actor has nothing at all (an idle device costs more than loading a problem); else the least
-    loaded. None where no actor has room."""
+    bound, a target's call), one that knows the problem, the least loaded of them, unless another actor has nothing
+    at all while the knowing one has `EXTRA_DEPTH` or more in flight or, for a job, is measuring a target (seconds
+    of baselines, a torch.compile among them, that the job would wait behind): an idle device costs more than
+    loading a problem. Else the least loaded. None where no actor has room."""
     free = [s for s in slots if s.alive and (depth is None or len(s.inflight) < depth)]
     if not free:
         return None
@@ -355,7 +356,9 @@ def pick(slots: list[Slot], key: str, depth: int | None) -> Slot | None:
     knowing = [s for s in free if key in s.known]
     if knowing:
         best = min(knowing, key=Slot.load)
-        if best.load() < EXTRA_DEPTH or least.load() > 0:
+        idle_elsewhere = least is not best and least.load() == 0
+        behind_a_target = depth is not None and best.calls > 0
+        if not idle_elsewhere or (best.load() < EXTRA_DEPTH and not behind_a_target):
             return best
     return least
 
