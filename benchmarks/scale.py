@@ -173,7 +173,7 @@ def bench_mode(args) -> dict:
                 os.environ.pop("TRITON_CACHE_DIR") if before is None else os.environ.update(TRITON_CACHE_DIR=before)
             wall = time.perf_counter() - t0
             results = bench_results(Path(tmp) / "runs.db")
-            idle = idle_breakdown(Path(tmp) / "runs.db", len(summary["devices"]))
+            idle = idle_breakdown(Path(tmp) / "runs.db", len(summary["devices"]), len(summary["rows"]))
         judged = sum(d["judged"] for d in summary["devices"])
         start = first[0] if first else 0.0
         out["passes"].append({"actors": n, "runs_at_once": summary["runs_at_once"], "wall_s": round(wall, 2),
@@ -186,7 +186,8 @@ def bench_mode(args) -> dict:
                                                               "candidates")} for r in summary["rows"]],
                               "devices": summary["devices"]})
         print(f"bench, {n} actor(s): {out['passes'][-1]['per_minute']} candidates/min "
-              f"({out['passes'][-1]['per_minute_after_start']} after the {start:.1f} s start)", file=sys.stderr)
+              f"({out['passes'][-1]['per_minute_after_start']} after the {start:.1f} s start); "
+              f"idle device-seconds {idle.get('idle_device_s')}", file=sys.stderr)
     return out
 
 
@@ -201,39 +202,46 @@ def bench_results(db: Path) -> list:
         store.close()
 
 
-def idle_breakdown(db: Path, devices: int, step: float = 0.05) -> dict:
+def idle_breakdown(db: Path, devices: int, problems: int, step: float = 0.05) -> dict:
     """Where the devices' idle time went, from the store's clocks: from the first run's start to the last result,
     at each moment, how many candidates were being judged (a result's last `wall_seconds` before it was stored)
     and how many were proposed but not yet being judged. Idle device-seconds while some waited (queued behind a
-    target's measurement or a build) and while none did (every run measuring its target, proposing, or done)."""
+    target's measurement or a build) and while none did, the latter split by whether runs were still to start
+    (held back by the runs-at-once limit) or none was (the tail: the last runs measuring their targets,
+    proposing, or their rounds one after another). With each run's span: start, first candidate, last result."""
     import sqlite3
 
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        begin = con.execute("SELECT min(created) FROM runs").fetchone()[0]
+        runs = con.execute("SELECT r.id, r.problem, r.created, min(c.created), max(x.evaluated), count(x.evaluated)"
+                           " FROM runs r LEFT JOIN candidates c ON c.run_id = r.id"
+                           " LEFT JOIN results x ON x.candidate_id = c.id GROUP BY r.id ORDER BY r.created").fetchall()
         rows = con.execute("SELECT c.created, r.evaluated, json_extract(r.result, '$.wall_seconds') FROM candidates c"
                            " JOIN results r ON r.candidate_id = c.id").fetchall()
     finally:
         con.close()
-    if not rows or begin is None:
+    if not rows or not runs:
         return {}
+    begin = runs[0][2]
+    starts = sorted(created for _, _, created, _, _, _ in runs)
     spans = [(created, evaluated - (wall or 0.0), evaluated) for created, evaluated, wall in rows]
     end = max(e for _, _, e in spans)
-    with_waiting = nothing_waiting = judging_s = 0.0
-    t = begin
+    idle = {"candidates_waiting": 0.0, "runs_to_start": 0.0, "tail": 0.0}
+    judging_s, t = 0.0, begin
     while t < end:
         judging = sum(1 for _, s, e in spans if s <= t < e)
         waiting = sum(1 for c, s, _ in spans if c <= t < s)
-        idle = max(0, devices - judging) * step
+        free = max(0, devices - judging) * step
         judging_s += min(judging, devices) * step
-        if waiting:
-            with_waiting += idle
-        else:
-            nothing_waiting += idle
+        started = sum(1 for s in starts if s <= t)
+        idle["candidates_waiting" if waiting else "runs_to_start" if started < problems else "tail"] += free
         t += step
     return {"span_s": round(end - begin, 2), "judging_device_s": round(judging_s, 1),
-            "idle_device_s_candidates_waiting": round(with_waiting, 1),
-            "idle_device_s_nothing_waiting": round(nothing_waiting, 1)}
+            "idle_device_s": {k: round(v, 1) for k, v in idle.items()},
+            "runs": [{"problem": problem, "start_s": round(created - begin, 2),
+                      "first_candidate_s": round(first - begin, 2) if first else None,
+                      "last_result_s": round(last - begin, 2) if last else None, "judged": judged}
+                     for _, problem, created, first, last, judged in runs]}
 
 
 def mean_phases(results: list) -> dict:

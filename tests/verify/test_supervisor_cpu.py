@@ -113,17 +113,20 @@ def test_a_killed_worker_exits_in_the_background_and_is_gone_before_the_next_can
     assert not sup.exiting and not any(w.dir.exists() for w in workers)
 
 
-def test_standby_workers_wanted():
+def test_standby_workers_to_start():
     """One standby per queued job; from the second candidate on at least one, as a search's next candidate comes
-    with nothing queued; never more than the limit; none on the CPU."""
-    from kernelcraft.verify.supervisor import standby_wanted
+    with nothing queued; never more than the limit; none on the CPU; and started as a batch once none is left."""
+    from kernelcraft.verify.supervisor import standby_to_start
 
-    assert standby_wanted("cuda", ahead=0, taken=1, limit=2) == 0  # a single evaluation starts no spare worker
-    assert standby_wanted("cuda", ahead=0, taken=2, limit=2) == 1
-    assert standby_wanted("cuda", ahead=3, taken=1, limit=2) == 2
-    assert standby_wanted("cuda", ahead=1, taken=5, limit=2) == 1
-    assert standby_wanted("cuda", ahead=0, taken=5, limit=0) == 0  # standby_workers=0 turns them off
-    assert standby_wanted("cpu", ahead=4, taken=5, limit=2) == 0
+    assert standby_to_start("cuda", ahead=0, taken=1, limit=2, have=0) == 0  # a single evaluation: no spare worker
+    assert standby_to_start("cuda", ahead=0, taken=2, limit=2, have=0) == 1
+    assert standby_to_start("cuda", ahead=3, taken=1, limit=2, have=0) == 2
+    assert standby_to_start("cuda", ahead=1, taken=5, limit=2, have=0) == 1
+    assert standby_to_start("cuda", ahead=0, taken=5, limit=0, have=0) == 0  # standby_workers=0 turns them off
+    assert standby_to_start("cpu", ahead=4, taken=5, limit=2, have=0) == 0
+    # a deep queue: the one left is taken next, and then two start together
+    assert standby_to_start("cuda", ahead=9, taken=5, limit=2, have=1) == 0
+    assert standby_to_start("cuda", ahead=8, taken=6, limit=2, have=0) == 2
 
 
 def test_a_timing_waits_for_the_standby_workers_to_have_started(tmp_path):

@@ -111,11 +111,13 @@ class _Reference:
     need: MemoryNeed
 
 
-def standby_wanted(device_type: str, ahead: int, taken: int, limit: int) -> int:
-    """Standby workers to keep after taking the `taken`-th worker with `ahead` jobs queued: one per queued job,
-    at least one from the second candidate on, at most `limit`; none on the CPU (a start there shares the
-    cores with the timing)."""
-    if device_type == "cpu":
+def standby_to_start(device_type: str, ahead: int, taken: int, limit: int, have: int) -> int:
+    """Standby workers to start after taking the `taken`-th worker with `ahead` jobs queued and `have` standby
+    workers left. Wanted: one per queued job, at least one from the second candidate on, at most `limit`; none on
+    the CPU (a start there shares the cores with the timing). They are started together, once none is left: a
+    start (1.3 s on an H200 with its GPU busy) outlasts a candidate's load and check, and every timing waits for
+    the starts in flight, so one start per candidate made every timing wait; a batch makes one timing wait."""
+    if device_type == "cpu" or have:
         return 0
     return min(max(ahead, 1 if taken > 1 else 0), limit)
 
@@ -202,7 +204,8 @@ class Supervisor:
         would wait for a worker's start, 0.9 s a candidate in a bench of level-1 problems on an H200)."""
         worker = self.standby.pop(0) if self.standby else self._spawn()
         self.taken += 1
-        while len(self.standby) < standby_wanted(self.device.type, ahead, self.taken, self.config.standby_workers):
+        for _ in range(standby_to_start(self.device.type, ahead, self.taken, self.config.standby_workers,
+                                        len(self.standby))):
             self.standby.append(self._spawn())  # they warm up while this one works
         return worker
 
