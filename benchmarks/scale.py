@@ -148,7 +148,8 @@ def save(args, record: dict) -> None:
     args.out.write_text(json.dumps(record, indent=2) + "\n")
 
 
-def bench_mode(args) -> dict:
+def bench_mode(args, record: dict) -> dict:
+    """Each pass saved as it ends (a later pass cut short by a time limit loses only itself)."""
     out = {"suite": args.problem, "problems": args.bench, "rounds": args.rounds, "passes": []}
     for n in args.actors:
         with tempfile.TemporaryDirectory() as tmp:
@@ -185,6 +186,7 @@ def bench_mode(args) -> dict:
                               "rows": [{k: r.get(k) for k in ("problem", "status", "correct", "speedup_eager",
                                                               "candidates")} for r in summary["rows"]],
                               "devices": summary["devices"]})
+        save(args, {**record, **out})
         print(f"bench, {n} actor(s): {out['passes'][-1]['per_minute']} candidates/min "
               f"({out['passes'][-1]['per_minute_after_start']} after the {start:.1f} s start); "
               f"idle device-seconds {idle.get('idle_device_s')}", file=sys.stderr)
@@ -347,7 +349,7 @@ def main() -> None:
     if args.spawn:
         record.update(spawn_mode(args))
     else:
-        record.update(bench_mode(args) if args.bench else jobs_mode(args, config, record))
+        record.update(bench_mode(args, record) if args.bench else jobs_mode(args, config, record))
     save(args, record)
     print(json.dumps({k: v for k, v in record.items() if k not in ("passes", "direct")}, indent=2))
 

@@ -129,6 +129,20 @@ def test_standby_workers_to_start():
     assert standby_to_start("cuda", ahead=8, taken=6, limit=2, have=0) == 2
 
 
+def test_baselines_go_beside_evaluations_only_where_safe():
+    """A target's baselines compile with the supervisor's lock released only on a GPU, with the device lock on
+    (timings stay exclusive), and while all measured beside fit a quarter of the device's memory."""
+    from kernelcraft.verify.supervisor import goes_beside
+
+    gib = 1 << 30
+    assert goes_beside("cuda", True, beside=0, need=2 * gib, total=80 * gib)
+    assert goes_beside("cuda", True, beside=18 * gib, need=2 * gib, total=80 * gib)
+    assert not goes_beside("cuda", True, beside=19 * gib, need=2 * gib, total=80 * gib)
+    assert not goes_beside("cuda", True, beside=0, need=21 * gib, total=80 * gib)  # a large problem: alone
+    assert not goes_beside("cuda", False, beside=0, need=gib, total=80 * gib)  # no device lock: nothing exclusive
+    assert not goes_beside("cpu", True, beside=0, need=gib, total=80 * gib)  # the compile would share the cores
+
+
 def test_a_timing_waits_for_the_standby_workers_to_have_started(tmp_path):
     """Standby workers are started on a GPU only, but the wait is the supervisor's own: real workers, spawned here.
     Before an exclusive (timing) phase each has handshaken; one that died starting is dropped; a shared phase

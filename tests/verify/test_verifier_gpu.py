@@ -105,6 +105,34 @@ def test_exact_convolution_passes_strict(gpu_verifier):
 
 
 @pytest.mark.gpu
+def test_a_target_compiles_its_baselines_beside_an_evaluation(tmp_path):
+    """A target's torch.compile baseline compiles with the supervisor's lock released: a candidate of another
+    problem is judged meanwhile, and both come out right (the target with both baselines)."""
+    import threading
+    import time
+
+    config = VerifyConfig(timing=TimingConfig(budget_s=0.2), trials=1, cache_dir=tmp_path)
+    with Verifier("cuda:0", config) as verifier:
+        sup = verifier.supervisors[0]
+        problem, path = load_problem("level1/relu"), CANDIDATES / "triton" / "relu.py"
+        assert verifier.evaluate(problem, Candidate.from_file(path)).status == "ok"  # its baselines are measured
+        targets: list = []
+        thread = threading.Thread(target=lambda: targets.append(verifier.target(load_problem("level1/softmax"))))
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not sup.beside_need and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert sup.beside_need, "the target was measured holding the supervisor's lock"
+        assert sup.lock.acquire(timeout=5)  # free while the baseline worker starts and compiles
+        sup.lock.release()
+        result = verifier.evaluate(problem, Candidate.from_file(path))
+        thread.join(timeout=300)
+        assert result.status == "ok", result.message
+        assert targets and targets[0].eager is not None and targets[0].compiled is not None
+        assert not sup.beside_need
+
+
+@pytest.mark.gpu
 def test_a_stream_of_candidates_keeps_a_worker_started(tmp_path):
     """Candidates judged one at a time, nothing queued behind them (a search's rounds): from the second on, a
     worker is started ahead for the next, so none waits for a worker's start."""

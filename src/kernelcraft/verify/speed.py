@@ -5,6 +5,8 @@ code. A baseline the eager control disagrees with is measured again before any s
 
 from __future__ import annotations
 
+import contextlib
+
 from kernelcraft.problems import Problem
 from kernelcraft.result import Result
 from kernelcraft.verify import judge, target
@@ -72,9 +74,9 @@ def _baseline_drift(sup, problem: Problem, key: str, result: Result) -> None:
                             "runs PyTorch at another speed, or the device is shared")
 
 
-def fresh_baselines(sup, problem: Problem, key: str, result: Result):
+def fresh_baselines(sup, problem: Problem, key: str, result: Result, unlocked=contextlib.nullcontext):
     try:
-        fresh = measure_baselines(sup, problem, result)
+        fresh = measure_baselines(sup, problem, result, unlocked)
         sup.baselines.put(key, *fresh)
         return fresh
     except (RuntimeError, WorkerDied, WorkerTimeout) as exc:
@@ -82,19 +84,23 @@ def fresh_baselines(sup, problem: Problem, key: str, result: Result):
         return None, None
 
 
-def measure_baselines(sup, problem: Problem, result: Result):
-    """Eager (and torch.compile) timed in a worker that has loaded no candidate code."""
+def measure_baselines(sup, problem: Problem, result: Result, unlocked=contextlib.nullcontext):
+    """Eager (and torch.compile) timed in a worker that has loaded no candidate code. The worker's start, load
+    and first calls (torch.compile's compilation, seconds of CPU) run inside `unlocked()`: the supervisor's
+    lock released where the caller may (`Supervisor.target`), so its device judges candidates meanwhile."""
     worker = sup._spawn()
+    request = sup._load_request(problem, None)
+    names = ["eager", "compile"] if sup.config.compile_baseline else ["eager"]
     try:
-        worker.ready()
-        reply = worker.ask(sup._load_request(problem, None), sup.config.load_timeout)
-        if "error" in reply:
-            raise RuntimeError(f"the reference of {problem.name} failed to load: {reply['error']}")
-        names = ["eager", "compile"] if sup.config.compile_baseline else ["eager"]
-        with sup.device_phase(result, shared=True):
-            reply = worker.ask({"op": "warm", "seed": fresh_seed(), "names": names}, sup.config.baseline_timeout)
-        if "error" in reply:
-            raise RuntimeError(f"compiling the reference of {problem.name} failed: {reply['error']}")
+        with unlocked():
+            worker.ready()
+            reply = worker.ask(request, sup.config.load_timeout)
+            if "error" in reply:
+                raise RuntimeError(f"the reference of {problem.name} failed to load: {reply['error']}")
+            with sup.device_phase(result, shared=True):
+                reply = worker.ask({"op": "warm", "seed": fresh_seed(), "names": names}, sup.config.baseline_timeout)
+            if "error" in reply:
+                raise RuntimeError(f"compiling the reference of {problem.name} failed: {reply['error']}")
         with sup.device_phase(result):
             reply = worker.ask({"op": "time", "seed": fresh_seed(), "names": names, "config": sup.config.timing,
                                 "l2_bytes": sup.l2_bytes}, sup.config.baseline_timeout)

@@ -122,6 +122,13 @@ def standby_to_start(device_type: str, ahead: int, taken: int, limit: int, have:
     return min(max(ahead, 1 if taken > 1 else 0), limit)
 
 
+def goes_beside(device_type: str, device_lock: bool, beside: int, need: int, total: int) -> bool:
+    """Whether a target's baselines are measured beside evaluations (`Supervisor.target`): on a GPU, with the
+    device lock keeping timings exclusive, and with every baseline measured beside (`beside` bytes, this one's
+    `need` added) within a quarter of the device's memory."""
+    return device_type == "cuda" and device_lock and beside + need <= LOAD_BESIDE_EXITING * total
+
+
 class Supervisor:
     def __init__(self, device: str, config: VerifyConfig, baselines: BaselineStore, on_event=None):
         self.device = torch.device(device)
@@ -137,6 +144,8 @@ class Supervisor:
         self.references: dict[str, _Reference] = {}
         self._with_model: collections.OrderedDict[str, None] = collections.OrderedDict()  # problems whose model is built
         self.lock = threading.Lock()  # one evaluation at a time on a device
+        self.beside_need = 0  # bytes the baselines measured beside evaluations may take (`target`)
+        self.beside_done = threading.Condition(self.lock)
         if self.device.type == "cuda":
             props = torch.cuda.get_device_properties(self.device)
             self.device_name, self.l2_bytes, self.total_memory = props.name, props.L2_cache_size, props.total_memory
@@ -280,10 +289,39 @@ class Supervisor:
             return self.plan(problem).need
 
     def target(self, problem: Problem) -> target_mod.Target:
-        """What a candidate of `problem` is measured against here: sizes, baselines, roofline floor."""
+        """What a candidate of `problem` is measured against here: sizes, baselines, roofline floor. Baselines
+        still to measure are measured beside evaluations where that is safe: their worker starts, loads and
+        compiles (torch.compile, seconds of CPU) with this supervisor's lock released, the device judging
+        candidates meanwhile; their timing holds the lock and the device, as a candidate's does. Safe: on a GPU
+        with the device lock on (it keeps timings exclusive), and with every baseline measured beside small
+        together (`goes_beside`); a larger problem is judged or measured alone."""
         with self.lock:
             self._settle()
-            return target_mod.measure(self, problem)
+            ref = self.plan(problem)
+            need = ref.need.total
+            if not goes_beside(self.device.type, self.config.device_lock, self.beside_need, need, self.total_memory):
+                self._alone(ref)
+                return target_mod.measure(self, problem)
+            self.beside_need += need
+            try:
+                return target_mod.measure(self, problem, unlocked=self._unlocked)
+            finally:
+                self.beside_need -= need
+                self.beside_done.notify_all()
+
+    def _alone(self, ref: _Reference) -> None:
+        """Wait (the lock held, released while waiting) for the baselines measured beside to be done, if this
+        problem is too large to share the device's memory with them."""
+        while self.beside_need and ref.need.total > LOAD_BESIDE_EXITING * self.total_memory:
+            self.beside_done.wait()
+
+    @contextlib.contextmanager
+    def _unlocked(self):
+        self.lock.release()
+        try:
+            yield
+        finally:
+            self.lock.acquire()
 
     # -- one evaluation -------------------------------------------------------------------------
 
@@ -307,6 +345,7 @@ class Supervisor:
         if not self._admissible(candidate, build, result):
             return
         try:
+            self._alone(self.plan(problem))
             ref = self.reference(problem)
         except ProblemTooLarge as exc:
             result.fail("verifier_error", "problem_too_large", str(exc))

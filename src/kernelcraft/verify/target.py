@@ -9,6 +9,7 @@ not have spent.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass
 
 import torch
@@ -80,9 +81,10 @@ def floor(spec: hardware.DeviceSpec | None, cost: Cost, allow_tf32: bool) -> Flo
                  rate if bound == "compute" else spec.bandwidth)
 
 
-def measure(sup, problem: Problem) -> Target:
+def measure(sup, problem: Problem, unlocked=contextlib.nullcontext) -> Target:
     """The target of `problem` on a supervisor's device: cached baselines, or measured now (the caller
-    holds the supervisor's lock). Raises ProblemTooLarge where the device cannot hold the problem."""
+    holds the supervisor's lock; `unlocked` releases it for the baseline worker's start and compilation).
+    Raises ProblemTooLarge where the device cannot hold the problem."""
     from kernelcraft.verify import speed  # speed imports this module
 
     ref = sup.plan(problem)
@@ -91,7 +93,7 @@ def measure(sup, problem: Problem) -> Target:
     cached = sup.baselines.get(key)
     if cached is None or (sup.config.compile_baseline and cached[1] is None):
         scratch = Result(problem.name, "(baselines)", "torch", device=sup.device_name, policy=sup.policy.name)
-        cached = speed.fresh_baselines(sup, problem, key, scratch)
+        cached = speed.fresh_baselines(sup, problem, key, scratch, unlocked)
         notes.extend(scratch.notes)
     inputs = [{"shape": list(s.shape), "dtype": str(s.dtype).removeprefix("torch.")} for s in ref.cost.inputs]
     return Target(problem.name, sup.device_name, ref.sizes.describe(), inputs, cached[0], cached[1],
