@@ -374,7 +374,7 @@ def bench(problems, *, model: str | None = None, strategy: str = "tree", device:
           on_event: OnEvent | None = None, runs_at_once: int | None = None, **options) -> dict:
     """One run per problem with the same strategy and proposer, then KernelBench's metrics. `problems`:
     `level1`…, `all`, a directory, one problem, or a list of problems; `only` keeps names containing a
-    fragment, `limit` the first so many; `runs_at_once` runs go together (None: two per GPU, one per device on
+    fragment, `limit` the first so many; `runs_at_once` runs go together (None: three per GPU, one per device on
     the CPU or with a wall-clock budget). Options as for `optimize`. Returns the bench summary (a dict)."""
     prepared = prepare_bench(problems, only=only, limit=limit, store=store, out_dir=out_dir, on_event=on_event,
                              runs_at_once=runs_at_once, model=model, strategy=strategy, device=device, **options)

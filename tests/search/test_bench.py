@@ -11,9 +11,9 @@ from kernelcraft.search.config import Budget, RunConfig
 from kernelcraft.store import Store
 
 
-def test_two_runs_per_gpu_one_per_device_on_the_cpu_or_under_a_wall_budget():
-    assert runs_at_once(["cuda:0"], RunConfig()) == 2
-    assert runs_at_once(["cuda:0@a1b2", "cuda:1@a1b2", "cuda:0@c3d4", "cuda:1@c3d4"], RunConfig()) == 8
+def test_three_runs_per_gpu_one_per_device_on_the_cpu_or_under_a_wall_budget():
+    assert runs_at_once(["cuda:0"], RunConfig()) == 3
+    assert runs_at_once(["cuda:0@a1b2", "cuda:1@a1b2", "cuda:0@c3d4", "cuda:1@c3d4"], RunConfig()) == 12
     assert runs_at_once(["cpu"], RunConfig()) == 1
     assert runs_at_once(["cpu@a1b2", "cpu@c3d4"], RunConfig()) == 2  # a cluster's CPU actors
     assert runs_at_once(["cuda:0", "cuda:1"], RunConfig(budget=Budget(wall_s=600))) == 2

@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
     p.add_argument("--only", default="", help="comma-separated problem names (or name fragments) to keep")
     p.add_argument("--limit", type=int, default=None, help="at most this many problems")
     p.add_argument("--runs-at-once", type=int, default=None, metavar="N",
-                   help="runs going together (default: two per GPU, one per device on the CPU or with "
+                   help="runs going together (default: three per GPU, one per device on the CPU or with "
                         "--max-minutes: a run queued behind another's candidates would spend its minutes)")
     add_search_args(p)
 

@@ -16,13 +16,18 @@ from kernelcraft.store import Store, new_id
 from kernelcraft.verify import Verifier
 
 
+RUNS_PER_GPU = 3
+
+
 def runs_at_once(devices: list[str], config: RunConfig) -> int:
-    """How many of a bench's runs go at once by default: two per GPU, so that while one run waits (its round's
-    last candidate judged, its next ideas proposed, its target measured) the other's candidates keep the GPU
-    busy; one per device on the CPU, where a run's proposing would share the cores with the other's timing, or
-    where runs have a wall-clock budget (queued behind another run's candidates, a run would spend its own)."""
+    """How many of a bench's runs go at once by default: three per GPU, so that while a run waits (its round's
+    last candidate judged, its next ideas proposed, its target measured) the others' candidates keep the GPU
+    busy. Three against two: 16.7 against 13.7 candidates a minute on one H200, 54.9 against 43.8 on four
+    (12 level-1 problems, 2026-11-26). One per device on the CPU, where a run's proposing would share the cores
+    with another's timing, or where runs have a wall-clock budget (queued behind another run's candidates, a
+    run would spend its own)."""
     on_cpu = any(d.split("@")[0].split(":")[0] == "cpu" for d in devices)
-    per_device = 1 if on_cpu or config.budget.wall_s is not None else 2
+    per_device = 1 if on_cpu or config.budget.wall_s is not None else RUNS_PER_GPU
     return max(1, per_device * len(devices))
 
 
