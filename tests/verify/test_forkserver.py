@@ -80,7 +80,7 @@ def test_worker_start_is_checked():
 def test_the_verifier_with_spawned_workers(tmp_path, relu_problem):
     with Verifier("cpu", small_config(tmp_path, worker_start="spawn")) as verifier:
         result = verifier.evaluate(relu_problem, fixture_candidate("relu_triton"))
-        assert verifier.supervisors[0].fork_server is None
+        assert verifier.supervisors[0].workers.fork_server is None
     assert result.status == "ok" and result.correct, (result.reasons, result.message)
 
 
@@ -94,7 +94,7 @@ def test_the_verifier_with_forked_workers(tmp_path, relu_problem):
     with Verifier("cpu", small_config(tmp_path, worker_start="fork")) as verifier:
         results = [verifier.evaluate(relu_problem, c) for c in (honest, patched, honest)]
         supervisor = verifier.supervisors[0]
-        assert supervisor.fork_server is not None and supervisor.fork_failure == ""
+        assert supervisor.workers.fork_server is not None and supervisor.workers.fork_failure == ""
     first, wrong, again = results
     for result in (first, again):
         assert result.status == "ok" and result.correct, (result.reasons, result.message)
@@ -114,6 +114,6 @@ def test_forked_workers_on_a_gpu_initialise_cuda_themselves(tmp_path):
         ok = verifier.evaluate(problem, fixture_candidate("relu_triton"))
         wrong = verifier.evaluate(problem, fixture_candidate("relu_wrong_math"))
         supervisor = verifier.supervisors[0]
-        assert supervisor.fork_server is not None and supervisor.fork_failure == ""
+        assert supervisor.workers.fork_server is not None and supervisor.workers.fork_failure == ""
     assert ok.status == "ok" and ok.correct and ok.device != "cpu", (ok.reasons, ok.message)
     assert wrong.status == "incorrect"

@@ -25,10 +25,10 @@ def _supervisor(tmp_path, **overrides) -> Supervisor:
 
 def test_cpu_workers_time_on_one_intra_op_thread(tmp_path, monkeypatch):
     # A thread pool on a shared machine made CPU timings noise; candidate and baseline workers alike
-    # come from _spawn, so both are pinned.
+    # come from Workers.spawn, so both are pinned.
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     sup = _supervisor(tmp_path)
-    worker = sup._spawn()
+    worker = sup.workers.spawn()
     try:
         assert worker.ready()["threads"] == 1
     finally:
@@ -88,7 +88,7 @@ def test_a_killed_worker_exits_in_the_background_and_is_gone_before_the_next_can
     problem = load_problem("level1/relu")
     seen = []  # at each candidate's checks: the earlier workers' processes and directories, still there or not
     workers = []
-    real_trials, real_retire = judge.trials, sup._retire
+    real_trials, real_retire = judge.trials, sup.workers.retire
 
     def trials(case):
         seen.append([(psutil.pid_exists(w.proc.pid) and psutil.Process(w.proc.pid).status() != psutil.STATUS_ZOMBIE,
@@ -100,33 +100,17 @@ def test_a_killed_worker_exits_in_the_background_and_is_gone_before_the_next_can
         reap = worker.reap
         worker.reap = lambda: (time.sleep(1.0), reap())  # an exit slower than the next candidate's start
         real_retire(worker)
-        assert sup.exiting  # the reaper runs on; the evaluation does not wait for the exit
+        assert sup.workers.exiting  # the reaper runs on; the evaluation does not wait for the exit
 
     monkeypatch.setattr(judge, "trials", trials)
-    monkeypatch.setattr(sup, "_retire", retire)
+    monkeypatch.setattr(sup.workers, "retire", retire)
     try:
         results = [sup.evaluate(problem, fixture_candidate("relu_triton"), None) for _ in range(3)]
     finally:
         sup.close()
     assert [r.status for r in results] == ["ok"] * 3, [r.message for r in results]
     assert seen == [[], [(False, False)], [(False, False)] * 2]
-    assert not sup.exiting and not any(w.dir.exists() for w in workers)
-
-
-def test_standby_workers_to_start():
-    """One standby per queued job; from the second candidate on at least one, as a search's next candidate comes
-    with nothing queued; never more than the limit; none on the CPU; and started as a batch once none is left."""
-    from kernelcraft.verify.supervisor import standby_to_start
-
-    assert standby_to_start("cuda", ahead=0, taken=1, limit=2, have=0) == 0  # a single evaluation: no spare worker
-    assert standby_to_start("cuda", ahead=0, taken=2, limit=2, have=0) == 1
-    assert standby_to_start("cuda", ahead=3, taken=1, limit=2, have=0) == 2
-    assert standby_to_start("cuda", ahead=1, taken=5, limit=2, have=0) == 1
-    assert standby_to_start("cuda", ahead=0, taken=5, limit=0, have=0) == 0  # standby_workers=0 turns them off
-    assert standby_to_start("cpu", ahead=4, taken=5, limit=2, have=0) == 0
-    # a deep queue: the one left is taken next, and then two start together
-    assert standby_to_start("cuda", ahead=9, taken=5, limit=2, have=1) == 0
-    assert standby_to_start("cuda", ahead=8, taken=6, limit=2, have=0) == 2
+    assert not sup.workers.exiting and not any(w.dir.exists() for w in workers)
 
 
 def test_baselines_go_beside_evaluations_only_where_safe():
@@ -151,15 +135,15 @@ def test_a_timing_waits_for_the_standby_workers_to_have_started(tmp_path):
 
     sup = _supervisor(tmp_path)
     try:
-        starting, dead = sup._spawn(), sup._spawn()
+        starting, dead = sup.workers.spawn(), sup.workers.spawn()
         os.kill(dead.proc.pid, signal.SIGKILL)  # it dies starting, as a crash would end it
-        sup.standby = [starting, dead]
+        sup.workers.standby = [starting, dead]
         result = Result("level1/relu", "c", "triton")
         with sup.device_phase(result, shared=True):
             assert starting.conn is None  # the checks go on beside a start
         with sup.device_phase(result):
             assert starting.conn is not None and starting.info["ready"]
-        assert sup.standby == [starting]
+        assert sup.workers.standby == [starting]
         assert result.phases["standby_wait"] > 0
     finally:
         sup.close()

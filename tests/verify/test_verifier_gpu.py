@@ -142,10 +142,10 @@ def test_a_stream_of_candidates_keeps_a_worker_started(tmp_path):
         sup = verifier.supervisors[0]
         first = verifier.evaluate(problem, Candidate.from_file(path))
         assert first.status == "ok", first.message
-        assert not sup.standby  # one evaluation alone starts no spare
+        assert not sup.workers.standby  # one evaluation alone starts no spare
         second = verifier.evaluate(problem, Candidate.from_file(path))
         assert second.status == "ok", second.message
-        assert len(sup.standby) == 1
+        assert len(sup.workers.standby) == 1
         third = verifier.evaluate(problem, Candidate.from_file(path))
         assert third.status == "ok", third.message
         assert third.phases["worker_start"] < first.phases["worker_start"]

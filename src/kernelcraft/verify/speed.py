@@ -88,7 +88,7 @@ def measure_baselines(sup, problem: Problem, result: Result, unlocked=contextlib
     """Eager (and torch.compile) timed in a worker that has loaded no candidate code. The worker's start, load
     and first calls (torch.compile's compilation, seconds of CPU) run inside `unlocked()`: the supervisor's
     lock released where the caller may (`Supervisor.target`), so its device judges candidates meanwhile."""
-    worker = sup._spawn()
+    worker = sup.workers.spawn()
     request = sup._load_request(problem, None)
     names = ["eager", "compile"] if sup.config.compile_baseline else ["eager"]
     try:

@@ -3,15 +3,14 @@
 It draws the inputs (secret seeds, several distributions), fingerprints them with a secret key, lends
 them to a fresh worker, takes the outputs back, and only then computes the reference from the inputs
 (the fingerprint proves them unchanged) and compares. A worker serves one candidate and is killed after
-it; the next one is started (forked, or spawned) while the current candidate runs, so a crash, a hang or a sticky CUDA error
-costs only that candidate. A killed worker exits in the background while the next candidate starts and loads;
-the next work on the device waits for it (`_settle`). Before any of that, a problem's memory need is checked
+it; the next one is started while the current candidate runs, so a crash, a hang or a sticky CUDA error costs
+only that candidate (the workers' life: workers.py). Before any of that, a problem's memory need is checked
 against the device (`admit`), and work on the device holds the device's lock across processes (`device_phase`).
 
 It runs past 400 lines: the trusted side of an evaluation is kept in one module, to be read as a whole
-(how workers start lives in process.py and forkserver.py, the judging in judge.py, the timing in speed.py).
+(how workers start and end lives in workers.py, process.py and forkserver.py, the judging in judge.py, the
+timing in speed.py).
 """
-
 from __future__ import annotations
 
 import collections
@@ -43,10 +42,9 @@ from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.inputs import fresh_seed
 from kernelcraft.verify.memory import MemoryNeed, ProblemTooLarge, check_fits, release_cache
 from kernelcraft.verify.policy import Policy, get_policy
-from kernelcraft.verify.forkserver import ForkServer, ForkServerError
-from kernelcraft.verify.process import (UnsafeReply, WorkerDied, WorkerLimit, WorkerProcess, WorkerTimeout,
-                                        sandbox_paths, worker_environment)
+from kernelcraft.verify.process import UnsafeReply, WorkerDied, WorkerLimit, WorkerTimeout
 from kernelcraft.verify.timing import TimingConfig
+from kernelcraft.verify.workers import Workers
 
 
 WORKER_STARTS = ("spawn", "fork")
@@ -111,17 +109,6 @@ class _Reference:
     need: MemoryNeed
 
 
-def standby_to_start(device_type: str, ahead: int, taken: int, limit: int, have: int) -> int:
-    """Standby workers to start after taking the `taken`-th worker with `ahead` jobs queued and `have` standby
-    workers left. Wanted: one per queued job, at least one from the second candidate on, at most `limit`; none on
-    the CPU (a start there shares the cores with the timing). They are started together, once none is left: a
-    start (1.3 s on an H200 with its GPU busy) outlasts a candidate's load and check, and every timing waits for
-    the starts in flight, so one start per candidate made every timing wait; a batch makes one timing wait."""
-    if device_type == "cpu" or have:
-        return 0
-    return min(max(ahead, 1 if taken > 1 else 0), limit)
-
-
 def goes_beside(device_type: str, device_lock: bool, beside: int, need: int, total: int) -> bool:
     """Whether a target's baselines are measured beside evaluations (`Supervisor.target`): on a GPU, with the
     device lock keeping timings exclusive, and with every baseline measured beside (`beside` bytes, this one's
@@ -162,12 +149,8 @@ class Supervisor:
             self.worker_env.update(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
             if config.cpu_threads is not None:  # baseline workers are spawned with this env too
                 self.worker_env.update(OMP_NUM_THREADS=str(config.cpu_threads), MKL_NUM_THREADS=str(config.cpu_threads))
-        self.standby: list[WorkerProcess] = []
-        self.exiting: list[threading.Thread] = []  # reapers of killed workers, waited for before device work
-        self.fork_server: ForkServer | None = None  # under worker_start="fork"
-        self.fork_failure = ""  # why workers are spawned after all
+        self.workers = Workers(self.device, config, self.worker_env)
         self.restarts = 0  # workers lost to crashes
-        self.taken = 0  # workers taken for candidates
         self.device_lock = DeviceLock(device_key(self.device))
         self.too_large: dict[str, str] = {}  # problem key -> why it cannot be evaluated here
 
@@ -176,68 +159,12 @@ class Supervisor:
         index = self.device.index or 0
         return visible.split(",")[index] if visible else str(index)
 
-    def _spawn(self) -> WorkerProcess:
-        cuda_index = (self.device.index or 0) if self.device.type == "cuda" else None
-        server = self._fork_server()
-        if server is not None:
-            try:
-                return WorkerProcess(self.worker_env, limits=self.config.limits, cuda_index=cuda_index, server=server)
-            except ForkServerError as exc:  # the server is gone: spawned workers from here on, and why
-                self.fork_failure = str(exc)
-        return WorkerProcess(self.worker_env, limits=self.config.limits, sandbox=self.config.sandbox,
-                             writable=[Path(self.config.cache_dir)], cuda_index=cuda_index)
-
-    def _fork_server(self) -> ForkServer | None:
-        """The fork server workers come from under worker_start="fork", started on first use; None (spawned
-        workers) otherwise, or once it has failed (`fork_failure` says why)."""
-        if self.config.worker_start != "fork" or self.fork_failure:
-            return None
-        if self.fork_server is None:
-            env, _ = worker_environment(self.worker_env)
-            read_only, writable = sandbox_paths([Path(self.config.cache_dir)])
-            try:
-                self.fork_server = ForkServer(env, read_only, writable, sandbox=self.config.sandbox)
-            except ForkServerError as exc:
-                self.fork_failure = str(exc)
-                return None
-        return self.fork_server
-
     @property
     def worker_device(self) -> str:
         return "cuda:0" if self.device.type == "cuda" else "cpu"  # the worker sees one GPU
 
-    def _take_worker(self, ahead: int) -> WorkerProcess:
-        """A started worker for the next candidate, and standby workers started for those after it: one per job
-        queued behind it, and from the second candidate on at least one (a search's next candidate comes when
-        its round's are judged, or another run's, with no job queued as this one is taken: without a standby it
-        would wait for a worker's start, 0.9 s a candidate in a bench of level-1 problems on an H200)."""
-        worker = self.standby.pop(0) if self.standby else self._spawn()
-        self.taken += 1
-        for _ in range(standby_to_start(self.device.type, ahead, self.taken, self.config.standby_workers,
-                                        len(self.standby))):
-            self.standby.append(self._spawn())  # they warm up while this one works
-        return worker
-
-    def _retire(self, worker: WorkerProcess) -> None:
-        """Kill a worker and reap it in the background: its exit overlaps the next candidate's start."""
-        worker.kill(wait=False)
-        reaper = threading.Thread(target=worker.reap, name="worker-reaper", daemon=True)
-        reaper.start()
-        self.exiting.append(reaper)
-
-    def _settle(self) -> None:
-        """Wait for killed workers to be gone (their device memory back) before the next work on the device."""
-        while self.exiting:
-            self.exiting.pop().join()
-
     def close(self) -> None:
-        self._settle()
-        for worker in self.standby:
-            worker.kill()
-        self.standby = []
-        if self.fork_server is not None:
-            self.fork_server.close()
-            self.fork_server = None
+        self.workers.close()
 
     # -- the reference side ---------------------------------------------------------------------
 
@@ -254,12 +181,16 @@ class Supervisor:
             ignored = [n for n in overrides if n not in module_constants(problem)] if overrides else []
             module = problem.load(sizes=sizes)
             cost = compute_cost(module)
-            self._settle()  # what is free is measured: no killed worker's memory counted as taken
+            self.workers.settle()  # what is free is measured: no killed worker's memory counted as taken
             try:
                 need = check_fits(problem.name, sizes.describe(), cost, self.device, self.l2_bytes)
             except ProblemTooLarge as exc:
-                self.too_large[key] = str(exc)
-                raise
+                if not self.beside_need:
+                    self.too_large[key] = str(exc)
+                    raise
+                while self.beside_need:  # baselines measured beside hold memory now: asked again without them
+                    self.beside_done.wait()
+                return self.plan(problem)
             self.references[key] = _Reference(module, None, cost, sizes, ignored, need)
         return self.references[key]
 
@@ -296,7 +227,7 @@ class Supervisor:
         with the device lock on (it keeps timings exclusive), and with every baseline measured beside small
         together (`goes_beside`); a larger problem is judged or measured alone."""
         with self.lock:
-            self._settle()
+            self.workers.settle()
             ref = self.plan(problem)
             need = ref.need.total
             if not goes_beside(self.device.type, self.config.device_lock, self.beside_need, need, self.total_memory):
@@ -357,7 +288,7 @@ class Supervisor:
         result.memory = {"estimate": ref.need.total}
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        worker = self._take_worker(ahead)
+        worker = self.workers.take(ahead)
         result.containment = worker.containment_info()
         case = judge.Case(worker, ref, result, self.policy, self.device, self.config, self.l2_bytes, self.spec)
         clock = _PhaseClock(result.phases)
@@ -365,10 +296,10 @@ class Supervisor:
             with clock("worker_start"):
                 worker.ready()
             if ref.need.total > LOAD_BESIDE_EXITING * self.total_memory:
-                self._settle()  # a large problem's load allocates: the last worker's memory first
+                self.workers.settle()  # a large problem's load allocates: the last worker's memory first
             with clock("load"):
                 ok = self._load(worker, problem, candidate, result)
-            self._settle()
+            self.workers.settle()
             with clock("check"), self.device_phase(result, shared=True):
                 ok = ok and judge.trials(case)
             with clock("attribution"), self.device_phase(result, shared=True):
@@ -391,7 +322,7 @@ class Supervisor:
             result.fail("verifier_error", "harness_oom", f"out of memory in the harness (the supervisor), not the "
                         f"candidate: {str(exc).splitlines()[0]}")
         finally:
-            self._retire(worker)
+            self.workers.retire(worker)
             if self.device.type == "cuda":
                 release_cache(self.device)
                 result.memory["supervisor_peak_reserved"] = torch.cuda.max_memory_reserved(self.device)
@@ -458,15 +389,9 @@ class Supervisor:
         return fraction
 
     def _standby_started(self, result: Result) -> None:
-        """Wait for the standby workers' starts (CUDA initialised, the profiler warmed up); a worker that fails
-        to start is dropped, as taking it would have. The wait is recorded as the phase `standby_wait`."""
+        """Wait for the standby workers' starts; the wait is recorded as the phase `standby_wait`."""
         start = time.perf_counter()
-        for worker in list(self.standby):
-            try:
-                worker.ready()
-            except WorkerDied:
-                self.standby.remove(worker)
-        if self.standby:
+        if self.workers.standby_started():
             result.phases["standby_wait"] = round(result.phases.get("standby_wait", 0.0)
                                                   + time.perf_counter() - start, 4)
 
