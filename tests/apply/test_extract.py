@@ -181,6 +181,26 @@ class _SharedProduct(nn.Module):  # the product is read by the sum and by the ou
         return torch.sum(p, 1), torch.relu(p)
 
 
+class _ReverseScanAndNorm(nn.Module):  # torch's reverse scan (a flip each side) and torch.linalg's 2-norm
+    def forward(self, x, mask, y):
+        return torch.cumsum((x * mask).flip(1), 1).flip(1), y / torch.linalg.vector_norm(y, dim=-1, keepdim=True)
+
+
+def test_a_reverse_scan_takes_its_flips_and_the_engineer_covers_it_and_the_vector_norm(tmp_path):
+    """The flips around a scan join its region (else each is a region of its own, a copy written and read back),
+    and the engineer covers both regions' problems."""
+    from kernelcraft.propose.builtin.proposer import BuiltinProposer
+
+    inputs = [torch.randn(4, 96), torch.rand(4, 96) > 0.5, torch.randn(4, 40)]
+    extraction = _check_regions(_ReverseScanAndNorm(), inputs, tmp_path, "m")
+    assert sorted((r.name, r.nodes) for r in extraction.regions) == [
+        ("00_reduce_cumsum", ["mul", "flip", "cumsum", "flip_1"]),
+        ("01_reduce_linalg_vector_norm", ["linalg_vector_norm", "truediv"])]
+    engineer = BuiltinProposer("cpu")
+    for path in write_problems(extraction, tmp_path / "again"):
+        engineer.coverage(load_problem(path), "triton")  # raises CoverageError if not covered
+
+
 class _MaxParts(nn.Module):  # torch.max over a dim returns (values, indices): parts read by index and by name
     def forward(self, x, y):
         top = torch.max(torch.abs(x), dim=1)

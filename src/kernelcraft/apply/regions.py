@@ -6,6 +6,7 @@
   pointwise ops (x * 0.5 * (1 + tanh(x))), all the pointwise ops reachable from it, when they end in one value.
   A reduction (a sum, a mean, a cumsum, an argmax, ...) also takes the pointwise ops before it whose values only the
   region reads (cumsum(x * mask), mean((a - b) ** 2)): a kernel can apply them as it loads, the product never written.
+  A scan takes the flips torch spells a reverse scan with, flip(cumsum(flip(x, d), d), d), when only it reads them.
 - softmax(q @ k^T ...) @ v, with only pointwise ops and masking between, is one attention region.
 - What is left, runs of consecutive ops in graph order, is cut into its connected pieces: elementwise ops and
   free reshapes.
@@ -32,8 +33,8 @@ _HEAVY = {
              "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
              "adaptive_max_pool2d", "max_pool2d_with_indices", "max_pool3d_with_indices", "_adaptive_avg_pool2d"},
     "softmax": {"softmax", "log_softmax", "_softmax", "_log_softmax"},
-    "reduce": {"sum", "mean", "amax", "amin", "max", "min", "var", "std", "logsumexp", "norm", "cumsum", "prod",
-               "argmax", "argmin"},
+    "reduce": {"sum", "mean", "amax", "amin", "max", "min", "var", "std", "logsumexp", "norm", "linalg_vector_norm",
+               "cumsum", "cumprod", "prod", "argmax", "argmin"},
     "attention": {"scaled_dot_product_attention"},
 }
 _POINTWISE = {
@@ -50,6 +51,7 @@ _FREE = {"view", "reshape", "transpose", "permute", "t", "expand", "expand_as", 
 _COPIES = {"clone", "alias", "contiguous", "detach"}  # free, yet a copy a pointwise chain may carry along
 _MATMULS = ("linear", "matmul")  # kinds a norm may follow inside one region
 _PROLOGUE_KINDS = ("reduce",)  # heads that also take the pointwise ops before them that only they read
+_SCANS = ("cumsum", "cumprod")  # heads that also take the flips around them: torch's spelling of a reverse scan
 
 
 def op_name(node: fx.Node) -> str:
@@ -120,7 +122,7 @@ def partition(graph: fx.Graph, constants: set[fx.Node]) -> list[Group]:
         if members:
             kind = "attention"
         elif kind in _PROLOGUE_KINDS:
-            members = [*_prologue(node, assigned, constants), node]
+            members = [*_prologue(node, assigned, constants), node, *_flipped_back(node, assigned, constants)]
         members = _epilogue(_with_parts(members or [node]), kind, assigned, constants, ancestors)
         claim(kind, members, node)
     for run in _runs(nodes, assigned):
@@ -191,9 +193,28 @@ def _with_parts(members: list[fx.Node]) -> list[fx.Node]:
     return members
 
 
+def _flip_into(head: fx.Node, assigned, constants) -> fx.Node | None:
+    """The flip a scan reads, when the scan is its only reader (flip(cumsum(flip(x, d), d), d): a reverse scan)."""
+    if op_name(head) not in _SCANS or not head.args or not isinstance(head.args[0], fx.Node):
+        return None
+    flip = head.args[0]
+    return flip if op_name(flip) == "flip" and _open(flip, assigned, constants) and _only_user(flip) is head else None
+
+
+def _flipped_back(head: fx.Node, assigned, constants) -> list[fx.Node]:
+    """The flip after a scan that read a flip, when it is the scan's only reader: the reverse scan's other half."""
+    user = _only_user(head)
+    if _flip_into(head, assigned, constants) is None or user is None or op_name(user) != "flip":
+        return []
+    return [user] if _open(user, assigned, constants) else []
+
+
 def _prologue(head: fx.Node, assigned, constants) -> list[fx.Node]:
     """The pointwise ops before `head` whose values only the region reads: its inputs, theirs, and so on up through
-    pointwise ops (cumsum(x * mask): the product need never be written)."""
+    pointwise ops (cumsum(x * mask): the product need never be written); a scan's flip first, and what feeds it."""
+    flip = _flip_into(head, assigned, constants)
+    if flip is not None:
+        return [*_prologue(flip, assigned, constants), flip]
     found: list[fx.Node] = []
     grew = True
     while grew:  # again until nothing joins: an op read by two that joined only joins after both

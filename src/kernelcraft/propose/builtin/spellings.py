@@ -27,6 +27,7 @@ SPECS = {**{k: [] for k in ("sigmoid", "tanh", "exp", "log", "abs", "neg", "sqrt
           "mean": [("dim", None), ("keepdim", False), ("dtype", None)],
           "amax": [("dim", ()), ("keepdim", False)], "logsumexp": [("dim", None), ("keepdim", False)],
           "norm": [("p", "fro"), ("dim", None), ("keepdim", False), ("out", None), ("dtype", None)], "amin": [("dim", ()), ("keepdim", False)],
+          "vector_norm": [("ord", 2), ("dim", None), ("keepdim", False), ("out", None), ("dtype", None)],
           "max": [("dim", None), ("keepdim", False)], "min": [("dim", None), ("keepdim", False)],
           "layer_norm": [("normalized_shape", None), ("weight", None), ("bias", None), ("eps", 1e-5)],
           "masked_fill": [("mask", None), ("value", None)]}
@@ -40,7 +41,7 @@ FUNCS = {torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid
           operator.mul: "mul", torch.div: "div", torch.true_divide: "div", operator.truediv: "div",
           torch.softmax: "softmax", F.softmax: "softmax", torch.log_softmax: "log_softmax",
           F.log_softmax: "log_softmax", torch.sum: "sum", torch.mean: "mean", torch.amax: "amax",
-          torch.amin: "amin", torch.logsumexp: "logsumexp", torch.norm: "norm", torch.clone: "identity", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm",
+          torch.amin: "amin", torch.logsumexp: "logsumexp", torch.norm: "norm", torch.linalg.vector_norm: "vector_norm", torch.clone: "identity", torch.max: "max", torch.min: "min", F.layer_norm: "layer_norm",
           F.mish: "mish", torch.selu: "selu", F.selu: "selu",
           F.hardsigmoid: "hardsigmoid", F.hardswish: "hardswish", F.softsign: "softsign",
           torch.multiply: "mul", torch.subtract: "sub", torch.divide: "div", torch.minimum: "minimum",
@@ -51,7 +52,7 @@ METHODS = {**{k: k for k in SPECS if k in dir(torch.Tensor)}, "clip": "clamp", "
 MATMUL_FUNCS = {operator.matmul, torch.matmul, torch.mm, torch.bmm}
 MATMUL_METHODS = {"matmul", "mm", "bmm", "__matmul__"}
 REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "max", "min": "min",
-          "logsumexp": "logsumexp", "norm": "norm2"}  # norm: the 2-norm (p 2 or "fro"; bind refuses others)
+          "logsumexp": "logsumexp", "norm": "norm2", "vector_norm": "norm2"}  # the 2-norm (bind refuses others)
 
 
 def module_op(mod: nn.Module) -> tuple[str, dict] | None:
@@ -130,5 +131,5 @@ def bind(kind: str | list, args: tuple, kwargs: dict) -> dict | None:
         return None
     p = {n: args[i] if i < len(args) else kwargs.get(n, d) for i, (n, d) in enumerate(spec)}
     flags_ok = p.get("dtype") is None and p.get("rounding_mode") is None and p.get("alpha", 1) == 1 \
-        and p.get("out") is None and p.get("p", 2) in ("fro", 2)
+        and p.get("out") is None and p.get("p", 2) in ("fro", 2) and p.get("ord", 2) == 2
     return p if flags_ok else None

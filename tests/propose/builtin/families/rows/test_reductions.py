@@ -59,6 +59,8 @@ SEVERAL = [  # (torch expression, detail op, dims, keepdim, shapes)
     ("torch.norm(x, dim=(1, 2))", "norm2", [1, 2], False, [(3, 40, 50), (2, 5, 7, 3)]),
     ("torch.norm(x, p=2, dim=1, keepdim=True)", "norm2", 1, True, [(4, 3000), (3, 17, 5)]),
     ("x.norm(p='fro', dim=-1)", "norm2", -1, False, [(5, 33), (2, 2, 4100)]),
+    ("torch.linalg.vector_norm(x, dim=(1, 2))", "norm2", [1, 2], False, [(3, 40, 50), (2, 5, 7, 3)]),
+    ("torch.linalg.vector_norm(x, ord=2, dim=-1, keepdim=True)", "norm2", -1, True, [(4, 3000), (3, 17, 5)]),
 ]
 
 
@@ -81,9 +83,10 @@ def test_dims_that_are_not_adjacent_at_every_rank_are_refused(expr, tmp_path):
 
 
 def test_norms_other_than_the_2_norm_are_refused(tmp_path):
-    for expr in ("torch.norm(x, p=1, dim=1)", "torch.norm(x, p=float('inf'))", "torch.norm(x, p='nuc')"):
+    for expr in ("torch.norm(x, p=1, dim=1)", "torch.norm(x, p=float('inf'))", "torch.norm(x, p='nuc')",
+                 "torch.linalg.vector_norm(x, ord=1, dim=1)", "torch.linalg.vector_norm(x, 3)"):
         analysis = analyze(write(tmp_path, f"return {expr}"))
-        assert analysis.single is None and "norm" in analysis.unsupported, (expr, analysis)
+        assert analysis.single is None and any("norm" in u for u in analysis.unsupported), (expr, analysis)
 
 
 def test_logsumexp_spellings(tmp_path):
@@ -102,7 +105,9 @@ def test_logsumexp_spellings(tmp_path):
      [[(2, 2, 5, 6, 7)], [(1, 2, 4, 4, 4)]]),
     ("return x / torch.norm(x, p='fro')", "", [[(3, 5, 40, 7)], [(2, 9)]]),
     ("return x / torch.norm(x, p=2, dim=1, keepdim=True)", "", [[(6, 3000)], [(3, 7)]]),
-], ids=["linear-logsumexp-relu", "conv-globalavg-logsumexp", "conv3d-mean-dhw", "frobenius", "l2-rows"])
+    ("return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)", "", [[(6, 3000)], [(3, 7)]]),
+], ids=["linear-logsumexp-relu", "conv-globalavg-logsumexp", "conv3d-mean-dhw", "frobenius", "l2-rows",
+        "vector-norm-rows"])
 def test_in_chains(forward, init, cases, tmp_path):
     ops, _ = check_chain(tmp_path, forward, init, cases)
     assert len(ops) >= 2 and ops[-1].kind in ("reduce", "elementwise")
