@@ -11,6 +11,7 @@ It runs past 400 lines: the trusted side of an evaluation is kept in one module,
 (how workers start and end lives in workers.py, process.py and forkserver.py, the judging in judge.py, the
 timing in speed.py).
 """
+
 from __future__ import annotations
 
 import collections
