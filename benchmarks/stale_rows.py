@@ -1,0 +1,124 @@
+"""Which rows of a KernelBench record the current code would not reproduce: for every row of the built-in engineer's
+first kernel, that kernel rendered by the row's own code (its `code` commit, taken from git) and by the checkout's,
+compared as code (its kernels, the @triton.jit functions, and apart from them the host code that launches them). A row whose kernel changed is stale: its timing is not the current code's, so it is run
+again (`benchmarks/kernelbench.py --only ...`) or marked superseded. Nothing runs on a device: the engineer renders
+on the CPU as it would for a GPU. The comparison is of text, so it errs toward stale: a kernel added for sizes the
+row never reaches, or a host-code guard its sizes never meet, counts as a change; read the two renders to know.
+
+    python benchmarks/stale_rows.py benchmarks/results/kernelbench-level1-latest-h100-2026-11-26.json \\
+        --suite ../shared/kernelbench/level1 --out stale.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from io import BytesIO
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Run in a fresh interpreter with one code's src first on the path: each problem's first kernel, hashed.
+RENDER = r'''
+import ast, hashlib, json, sys
+from kernelcraft.problems import load_problem
+from kernelcraft.propose.base import Request
+from kernelcraft.propose.builtin.proposer import BuiltinProposer
+from kernelcraft.propose.parse import parse_kernel
+
+def digest(source):
+    """Hashes of the kernels (the @triton.jit functions) and of the rest (the host code that launches them)."""
+    tree = ast.parse(source)
+    jit = [n for n in tree.body if isinstance(n, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in n.decorator_list)]
+    kernels = "\n".join(ast.unparse(n) for n in jit)
+    host = "\n".join(ast.unparse(n) for n in tree.body if n not in jit)
+    return [hashlib.sha256(t.encode()).hexdigest()[:16] for t in (kernels, host)]
+
+engineer = BuiltinProposer("cuda")
+out = {}
+for path in sys.argv[1:]:
+    problem = load_problem(path)
+    try:
+        answer = engineer.ask(Request("implement", problem, "triton"))
+        source = parse_kernel(answer.text).source if answer.text else None
+        out[problem.name] = digest(source) if source else None
+    except Exception as exc:  # an old code may not read a problem the way the current one does
+        out[problem.name] = f"error: {type(exc).__name__}: {exc}"[:300]
+print(json.dumps(out))
+'''
+
+
+def renders(src: Path, paths: list[Path]) -> dict[str, str | None]:
+    """Each problem's first-kernel hash under the package in `src`."""
+    env = {**os.environ, "PYTHONPATH": str(src), "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-c", RENDER, *map(str, paths)], env=env, capture_output=True, text=True,
+                          cwd=tempfile.gettempdir())
+    if done.returncode != 0:
+        raise RuntimeError(f"rendering under {src} failed: {done.stderr.strip()[-800:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def src_at(commit: str, into: Path) -> Path:
+    """The package's source at `commit`, written under `into`."""
+    archive = subprocess.run(["git", "archive", commit, "src"], cwd=ROOT, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into / commit, filter="data")
+    return into / commit / "src"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("record", type=Path, help="a KernelBench record with `rows`, each with `problem` and `code`")
+    ap.add_argument("--suite", type=Path, required=True, help="the directory of the record's problem files")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    rows = [r for r in json.loads(args.record.read_text())["rows"] if r.get("candidate") == "builtin"]
+    files = {p.stem: p.resolve() for p in args.suite.glob("*.py")}
+    missing = sorted(r["problem"] for r in rows if r["problem"] not in files)
+    if missing:
+        sys.exit(f"not in {args.suite}: {', '.join(missing)}")
+    now = renders(ROOT / "src", [files[r["problem"]] for r in rows])
+    by_code: dict[str, list[dict]] = {}
+    for r in rows:
+        # a commit, possibly followed by words on the row's provenance ("5a45f6d (the 21 rows merged from ...)")
+        by_code.setdefault((r.get("code") or "unknown").split()[0], []).append(r)
+    stale, same, unknown = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for code, group in sorted(by_code.items()):
+            try:
+                then = renders(src_at(code, Path(tmp)), [files[r["problem"]] for r in group])
+            except (subprocess.CalledProcessError, RuntimeError) as exc:
+                unknown += [{"problem": r["problem"], "code": code, "why": str(exc)[-300:]} for r in group]
+                continue
+            for r in group:
+                old, new = then.get(r["problem"]), now.get(r["problem"])
+                entry = {"problem": r["problem"], "code": code, "speedup_compile": r.get("speedup_compile")}
+                if old is None or new is None or str(old).startswith("error") or str(new).startswith("error"):
+                    unknown.append({**entry, "why": f"then {old}; now {new}"})
+                elif old == new:
+                    same.append(entry)
+                else:
+                    stale.append({**entry, "changed": "kernels" if old[0] != new[0] else "host code only"})
+    report = {"record": str(args.record), "head": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                                                 capture_output=True, text=True).stdout.strip(),
+              "stale": stale, "unchanged": len(same), "unknown": unknown}
+    print(f"{len(stale)} stale, {len(same)} unchanged, {len(unknown)} unknown of {len(rows)} rows", file=sys.stderr)
+    for e in stale:
+        print(f"  stale: {e['problem']} (row of {e['code']}, {e['speedup_compile']}x torch.compile; {e['changed']})",
+              file=sys.stderr)
+    for e in unknown:
+        print(f"  unknown: {e['problem']}: {e['why'][:160]}", file=sys.stderr)
+    text = json.dumps(report, indent=1) + "\n"
+    if args.out:
+        args.out.write_text(text)
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()
