@@ -127,6 +127,41 @@ def test_baselines_go_beside_evaluations_only_where_safe():
     assert not goes_beside("cpu", True, beside=0, need=gib, total=80 * gib)  # the compile would share the cores
 
 
+def test_a_baseline_worker_starts_loads_and_warms_with_the_lock_released_and_times_holding_it(tmp_path):
+    """The mechanism `Supervisor.target` uses on a GPU, run here with real CPU workers: the baseline worker's start,
+    load and warm-up inside `unlocked` (another thread can take the supervisor's lock then), its timing after it,
+    the lock held again; the baselines measured."""
+    import contextlib
+
+    from kernelcraft.verify import target as target_mod
+
+    sup = _supervisor(tmp_path)
+    problem = load_problem("level1/relu")
+    taken = []
+
+    def take_and_give_back():
+        taken.append(sup.lock.acquire(timeout=10))
+        if taken[-1]:
+            sup.lock.release()
+
+    @contextlib.contextmanager
+    def unlocked():
+        with sup._unlocked():
+            other = threading.Thread(target=take_and_give_back)
+            other.start()
+            other.join()
+            yield
+
+    try:
+        with sup.lock:
+            measured = target_mod.measure(sup, problem, unlocked=unlocked)
+            assert sup.lock.locked()
+        assert taken == [True]  # the other thread took the lock while the worker started
+        assert measured.eager is not None and measured.eager.median_ms > 0
+    finally:
+        sup.close()
+
+
 def test_a_timing_waits_for_the_standby_workers_to_have_started(tmp_path):
     """Standby workers are started on a GPU only, but the wait is the supervisor's own: real workers, spawned here.
     Before an exclusive (timing) phase each has handshaken; one that died starting is dropped; a shared phase
