@@ -104,15 +104,20 @@ def main() -> None:
                     same.append(entry)
                 else:
                     stale.append({**entry, "changed": "kernels" if old[0] != new[0] else "host code only"})
+    numbers = [e["problem"].split("_")[0] for e in stale if e["changed"] == "kernels"]
+    rerun = (f"python benchmarks/kernelbench.py {args.suite} --compile --only {','.join(numbers)} --out OUT.json"
+             if numbers else None)
     report = {"record": str(args.record), "head": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                                                                  capture_output=True, text=True).stdout.strip(),
-              "stale": stale, "unchanged": len(same), "unknown": unknown}
+              "stale": stale, "unchanged": len(same), "unknown": unknown, "rerun_changed_kernels": rerun}
     print(f"{len(stale)} stale, {len(same)} unchanged, {len(unknown)} unknown of {len(rows)} rows", file=sys.stderr)
     for e in stale:
         print(f"  stale: {e['problem']} (row of {e['code']}, {e['speedup_compile']}x torch.compile; {e['changed']})",
               file=sys.stderr)
     for e in unknown:
         print(f"  unknown: {e['problem']}: {e['why'][:160]}", file=sys.stderr)
+    if rerun:
+        print(f"the rows whose kernels changed, timed again: {rerun}", file=sys.stderr)
     text = json.dumps(report, indent=1) + "\n"
     if args.out:
         args.out.write_text(text)
