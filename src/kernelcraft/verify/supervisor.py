@@ -52,6 +52,9 @@ WORKER_STARTS = ("spawn", "fork")
 # A problem whose evaluation needs more than this share of the device waits for the last worker's exit (its
 # memory back) before its candidate loads; a smaller one loads while that worker exits.
 LOAD_BESIDE_EXITING = 0.25
+# Baselines measured beside evaluations (`Supervisor.target`) take at most this share of the device's memory together,
+# and a problem needing more than it is judged or measured with none beside it.
+BASELINES_BESIDE = 0.25
 
 
 @dataclass
@@ -114,7 +117,7 @@ def goes_beside(device_type: str, device_lock: bool, beside: int, need: int, tot
     """Whether a target's baselines are measured beside evaluations (`Supervisor.target`): on a GPU, with the
     device lock keeping timings exclusive, and with every baseline measured beside (`beside` bytes, this one's
     `need` added) within a quarter of the device's memory."""
-    return device_type == "cuda" and device_lock and beside + need <= LOAD_BESIDE_EXITING * total
+    return device_type == "cuda" and device_lock and beside + need <= BASELINES_BESIDE * total
 
 
 class Supervisor:
@@ -244,7 +247,7 @@ class Supervisor:
     def _alone(self, ref: _Reference) -> None:
         """Wait (the lock held, released while waiting) for the baselines measured beside to be done, if this
         problem is too large to share the device's memory with them."""
-        while self.beside_need and ref.need.total > LOAD_BESIDE_EXITING * self.total_memory:
+        while self.beside_need and ref.need.total > BASELINES_BESIDE * self.total_memory:
             self.beside_done.wait()
 
     @contextlib.contextmanager
