@@ -1,0 +1,169 @@
+"""Probe: where the built-in engineer's flat pointwise kernel loses its last percent to torch.compile at KernelBench's
+published sizes (level 1's activations read and write 6.4 GB; the recorded rows time 0.99-1.0x compile).
+
+Per problem, in one process, timed interleaved with the verifier's own clock (`verify.timing.time_interleaved`:
+CUDA events, the L2 flushed before each call, rounds of every callable in turn): eager, torch.compile, the engineer's
+first kernel as it renders today, and variants of its flat kernel that differ in one thing each:
+- `loop64`: today's body (a grid-stride loop over tiles, 64-bit offsets), at other tiles;
+- `i32`: one program per tile, no loop, 32-bit offsets (the host takes it only below 2**31 elements);
+- `i32_even`: the same without the mask where the tile divides the element count.
+The variants run the problem's own op (its elementwise steps, from the engineer's plan) so each is a real candidate
+for it; every variant's output is compared with eager's before it is timed.
+
+    python benchmarks/pointwise_probe.py shared/kernelbench/level1 --only 19,21,26,30 --out probe.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import types
+from pathlib import Path
+
+import torch
+import triton
+
+from kernelcraft.problems import load_problem_dir
+from kernelcraft.propose.base import Request
+from kernelcraft.propose.builtin.codegen import indent
+from kernelcraft.propose.builtin.proposer import BuiltinProposer
+from kernelcraft.propose.builtin.steps import step_lines
+from kernelcraft.propose.parse import parse_kernel
+from kernelcraft.verify.timing import TimingConfig, time_interleaved
+
+LOOP64 = '''
+@triton.jit
+def k(x_ptr, y_ptr, n, n_tiles, BLOCK: tl.constexpr):
+    for tile in range(tl.program_id(0).to(tl.int64), n_tiles, tl.num_programs(0)):
+        offs = tile * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+{steps}
+        tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty), mask=mask)
+'''
+
+I32 = '''
+@triton.jit
+def k(x_ptr, y_ptr, n, n_tiles, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        x = tl.load(x_ptr + offs).to(tl.float32)
+    else:
+        x = tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)
+{steps}
+    if EVEN:
+        tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty))
+    else:
+        tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty), mask=offs < n)
+'''
+
+
+def _kernel(template: str, steps: list, depth: int):
+    """The template with the op's steps (the engineer's step lines), compiled as a module of its own."""
+    source = "import triton\nimport triton.language as tl\n" + template.format(
+        steps=indent("\n".join(step_lines(steps)), depth))
+    path = Path(f"/tmp/kc_pointwise_probe_{abs(hash(source))}.py")  # Triton reads a jit function's source file
+    path.write_text(source)
+    module = types.ModuleType(path.stem)
+    module.__file__ = str(path)
+    exec(compile(source, str(path), "exec"), module.__dict__)
+    return module.k
+
+
+def variants(steps: list) -> dict:
+    loop64, i32 = _kernel(LOOP64, steps, 8), _kernel(I32, steps, 4)
+
+    def run_loop(block, warps):
+        def fn(x):
+            y = torch.empty_like(x)
+            n = x.numel()
+            n_tiles = triton.cdiv(n, block)
+            loop64[(n_tiles,)](x, y, n, n_tiles, BLOCK=block, num_warps=warps)
+            return y
+        return fn
+
+    def run_i32(block, warps, even_ok):
+        def fn(x):
+            y = torch.empty_like(x)
+            n = x.numel()
+            assert n < 2**31
+            n_tiles = triton.cdiv(n, block)
+            i32[(n_tiles,)](x, y, n, n_tiles, BLOCK=block, EVEN=even_ok and n % block == 0, num_warps=warps)
+            return y
+        return fn
+
+    out = {}
+    for block, warps in ((4096, 8), (1024, 4), (2048, 4)):
+        out[f"loop64_{block}_{warps}"] = run_loop(block, warps)
+        out[f"i32_{block}_{warps}"] = run_i32(block, warps, False)
+        out[f"i32_even_{block}_{warps}"] = run_i32(block, warps, True)
+    return out
+
+
+def probe(problem, engineer, budget_s: float) -> dict:
+    module = problem.load()
+    model = module.Model(*module.get_init_inputs()).cuda()
+    op = engineer.coverage(problem, "triton").single
+    answer = engineer.ask(Request("implement", problem, "triton"))
+    rendered = types.ModuleType("kc_rendered")
+    source = parse_kernel(answer.text).source
+    path = Path(f"/tmp/kc_rendered_{problem.name}.py")
+    path.write_text(source)
+    rendered.__file__ = str(path)
+    exec(compile(source, str(path), "exec"), rendered.__dict__)
+    new = rendered.ModelNew(*module.get_init_inputs()).cuda()
+    fns = {"eager": model, "compile": torch.compile(model), "engineer": new}
+    steps = op.detail["steps"] if op is not None and op.kind == "elementwise" else None
+    if steps is not None:
+        fns.update(variants(steps))
+    torch.manual_seed(0)
+    with torch.device("cuda"):  # drawn on the device: a 6.4 GB input drawn on the host would take seconds
+        inputs = list(module.get_inputs())
+    want = model(*inputs)
+    errors = {}
+    for name, fn in fns.items():
+        got = fn(*inputs)
+        errors[name] = float((got.float() - want.float()).abs().max())
+        del got
+    del want
+    torch.cuda.synchronize()
+
+    def make_inputs(_round):
+        return inputs
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    run = time_interleaved(fns, make_inputs, torch.device("cuda"), TimingConfig(budget_s=budget_s), l2)
+    compiled = run.timings["compile"].median_ms
+    rows = {name: {"median_ms": round(t.median_ms, 4), "vs_compile": round(compiled / t.median_ms, 4),
+                   "cv": round(t.cv, 4), "samples": t.samples, "max_abs_error": errors[name]}
+            for name, t in run.timings.items()}
+    return {"problem": problem.name, "first_kernel": answer.text.split("\n", 1)[0][:200], "plan_steps": steps is not None,
+            "rows": rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("suite", type=Path)
+    ap.add_argument("--only", required=True, help="comma-separated problem numbers")
+    ap.add_argument("--budget", type=float, default=8.0, help="timing seconds per problem, all callables together")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    wanted = {f"{n}_" for n in args.only.split(",")}
+    problems = [p for p in load_problem_dir(args.suite) if any(p.name.startswith(w) for w in wanted)]
+    engineer = BuiltinProposer("cuda")
+    props = torch.cuda.get_device_properties(0)
+    record = {"what": "pointwise kernel variants against torch.compile, one process, interleaved (benchmarks/"
+                      "pointwise_probe.py)", "device": props.name, "torch": torch.__version__,
+              "triton": triton.__version__, "date": datetime.date.today().isoformat(),
+              "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "problems": []}
+    for problem in problems:
+        record["problems"].append(probe(problem, engineer, args.budget))
+        args.out.write_text(json.dumps(record, indent=1))
+        rows = record["problems"][-1]["rows"]
+        print(problem.name, " ".join(f"{k}={v['median_ms']}({v['vs_compile']})" for k, v in rows.items()), flush=True)
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
