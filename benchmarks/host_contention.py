@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import provenance  # noqa: E402
+
 
 def one_gpu(args) -> None:
     """In a child: judge the candidates on the one GPU it sees, profiled; write its record to args.child."""
@@ -126,10 +128,9 @@ def main() -> None:
     all_gpus = together(args, list(range(n)), tmp)
     for r in all_gpus:
         print(f"GPU {r['gpu']} of {n}: {r['per_minute']} candidates/min, phases {r['mean_phases_s']}", file=sys.stderr)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     record = {"date": datetime.date.today().isoformat(), "torch": torch.__version__, "device": alone["device"],
               "gpus": n, "cpus": os.cpu_count(), "problem": args.problem, "per_gpu": args.per_gpu,
-              "code": os.environ.get("KERNELCRAFT_CODE") or commit.stdout.strip() or None,
+              "code": provenance.code(),
               "method": "wall clock of Verifier.evaluate_many per process after a warm-up of 2 candidates; cProfile of "
                         "each process's own side",
               "alone": alone, "together": all_gpus,

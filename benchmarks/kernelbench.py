@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import torch
+from provenance import code
 
 from kernelcraft.candidate import Candidate
 from kernelcraft.metrics import bench_metrics
@@ -248,7 +249,8 @@ def _count(rows) -> dict:
 def _write(args, rows, deferred=()) -> None:
     props = torch.cuda.get_device_properties(0) if torch.cuda.is_available() else None
     record = {"device": props.name if props else "cpu", "memory_gib": round(props.total_memory / GiB, 1) if props else None,
-              "torch": torch.__version__, "date": datetime.date.today().isoformat(), "suite": str(args.suite),
+              "torch": torch.__version__, "date": datetime.date.today().isoformat(), "code": code(),
+              "suite": str(args.suite),
               "method": "kernelcraft verifier, default trials, timing budget %.1f s, %s%s" % (
                   args.budget, "torch.compile baseline timed" if args.compile else "no torch.compile baseline",
                   f"; {getattr(args, 'method_note', '')}" if getattr(args, "method_note", "") else ""),

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 import triton
+from provenance import code
 
 from kernelcraft.problems import load_problem_dir
 from kernelcraft.propose.base import Request
@@ -155,7 +156,7 @@ def main() -> None:
     props = torch.cuda.get_device_properties(0)
     record = {"what": "pointwise kernel variants against torch.compile, one process, interleaved (benchmarks/"
                       "pointwise_probe.py)", "device": props.name, "torch": torch.__version__,
-              "triton": triton.__version__, "date": datetime.date.today().isoformat(),
+              "triton": triton.__version__, "date": datetime.date.today().isoformat(), "code": code(),
               "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "problems": []}
     for problem in problems:
         record["problems"].append(probe(problem, engineer, args.budget))

@@ -37,7 +37,6 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
+from provenance import code as provenance_code  # noqa: E402
 
 from kernelcraft import api  # noqa: E402
 from kernelcraft.candidate import Candidate  # noqa: E402
@@ -302,11 +302,9 @@ def provenance(args) -> dict:
     except ImportError:  # spawn mode needs no Ray
         ray = None
 
-    # KERNELCRAFT_CODE: the commit, where the checkout measured is a copy without its history
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return {"date": datetime.date.today().isoformat(), "torch": torch.__version__, "ray": ray.__version__ if ray else None,
             "device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu",
-            "cpus": os.cpu_count(), "code": os.environ.get("KERNELCRAFT_CODE") or commit.stdout.strip() or None, "cluster": args.cluster,
+            "cpus": os.cpu_count(), "code": provenance_code(), "cluster": args.cluster,
             "method": "wall clock of Verifier.evaluate_many / ClusterVerifier.evaluate_many after a warm-up pass"}
 
 
