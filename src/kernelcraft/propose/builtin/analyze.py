@@ -154,11 +154,16 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
             return v.realize(self)
         if isinstance(v, MeanSq):
             src = self.emit_chain(replace(v.src, steps=v.src.steps + (("square",),))).base
-            mean = self.emit("reduce", src, op="mean", dim=-1, dim_attr=self.attr_name(-1, int), keepdim=True)
+            mean = self.emit("reduce", src, op="mean", dim=v.dim, dim_attr=self.attr_name(v.dim, int), keepdim=True)
             return replace(mean, steps=v.post)
         if isinstance(v, Prod) and v.src is not None and v.src == v.inv_src:
             src = self.emit_chain(v.src).base
-            return self.emit("rmsnorm", src, eps=v.eps, eps_attr=self.attr_name(v.eps, float), weight=v.weight)
+            eps = {"eps": v.eps, "eps_attr": self.attr_name(v.eps, float)}
+            if v.dim == -1:
+                return self.emit("rmsnorm", src, **eps, weight=v.weight)
+            # over another dim: the weight, if any, a tensor step after it (it broadcasts by torch's rules)
+            norm = self.emit("rmsnorm", src, **eps, weight=None, dim=v.dim, dim_attr=self.attr_name(v.dim, int))
+            return replace(norm, steps=(("tmul", ("attr", v.weight)),)) if v.weight else norm
         if isinstance(v, Prod) and isinstance(chain := self.as_chain(v), Ew):
             return chain
         if isinstance(v, Scores):
@@ -315,9 +320,9 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
         dim = sp.dim_list(p["dim"])  # one dim as a list: that dim; () or []: all of them (None); several: sorted
         if isinstance(dim, fx.Node) or not sp.reducible_dims(kind, dim):
             return self.refuse(f"{name} over several dims" if isinstance(dim, list) else name, node)
-        if kind == "mean" and dim == -1 and p["keepdim"] is True and isinstance(a, Ew) \
+        if kind == "mean" and type(dim) is int and p["keepdim"] is True and isinstance(a, Ew) \
                 and a.steps[-1:] == (("square",),):
-            return MeanSq(replace(a, steps=a.steps[:-1]))  # maybe an rmsnorm: decided by its consumers
+            return MeanSq(replace(a, steps=a.steps[:-1]), dim=dim)  # maybe an rmsnorm: decided by its consumers
         if not isinstance(chain := self.realize(a), Ew):
             return self.refuse(name, node)
         if kind in ("max", "min") and dim is not None:  # a (values, indices) pair
@@ -348,11 +353,12 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
         if kind == "mul" and (fa := self.factor(a)) and (fb := self.factor(b)):
             merged = {k: getattr(fa, k) if getattr(fa, k) is not None else getattr(fb, k) for k in
                       ("src", "eps", "inv_src", "weight")}
+            merged["dim"] = fa.dim if fa.eps is not None else fb.dim  # the 1/rms factor's
             if all(getattr(fa, k) is None or getattr(fb, k) is None for k in ("src", "eps", "weight")):
                 return Prod(**merged)
         if kind == "div" and isinstance(b, MeanSq) and len(b.post) == 2 and b.post[1] in (("sqrt",), ("pow", 0.5)) \
                 and b.post[0][0] == "add" and (fa := self.factor(a)) and fa.eps is None:
-            return replace(fa, eps=b.post[0][1], inv_src=b.src)  # x / sqrt(mean(x^2) + eps)
+            return replace(fa, eps=b.post[0][1], inv_src=b.src, dim=b.dim)  # x / sqrt(mean(x^2) + eps)
         return self.tensor_binary(kind, a, b, node)
 
     @staticmethod
@@ -381,7 +387,7 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
             return Prod(weight=v.path)
         inverse = ((("rsqrt",),), (("pow", -0.5),), (("sqrt",), ("rdiv", 1.0)))
         if isinstance(v, MeanSq) and v.post[:1] and v.post[0][0] == "add" and v.post[1:] in inverse:
-            return Prod(eps=v.post[0][1], inv_src=v.src)
+            return Prod(eps=v.post[0][1], inv_src=v.src, dim=v.dim)
         return None
 
     # -- arg-reductions, scans and pooling over a chain ---------------------------------------------------

@@ -64,7 +64,9 @@ class Op:
       layernorm    {"ndim": int, "eps": float, "weight": str | None, "bias": str | None}
                    (over the trailing `ndim` dims; weight/bias: attribute paths such as "ln.weight")
       rmsnorm      {"eps": float, "eps_attr": str | None, "weight": str | None}   over the last dim:
-                   x * rsqrt(mean(x^2, -1, keepdim=True) + eps) [* weight]
+                   x * rsqrt(mean(x^2, -1, keepdim=True) + eps) [* weight]; over another dim, "dim": int and
+                   "dim_attr": str | None (the module attribute forward reads it from), weight None (a weight is a
+                   tensor step after it); x / sqrt(mean(x^2) + eps) is the same op
                    (both may carry "steps": [[name, *params], ...], pointwise ops after the norm, as an epilogue)
       matmul       {"trans_a": bool, "trans_b": bool, "dtype": str}  y = op(A) @ op(B), A and B the forward's first
                    two inputs (not only x): both 2-D, or both 3-D with equal batch (bmm, or matmul of 3-D

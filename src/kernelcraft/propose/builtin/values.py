@@ -16,17 +16,19 @@ class Ew:  # steps applied pointwise to base (no steps: the base itself)
 
 
 @dataclass(frozen=True)
-class MeanSq:  # post(mean(src**2, dim=-1, keepdim=True)): kept pending, it may be an rmsnorm denominator
+class MeanSq:  # post(mean(src**2, dim, keepdim=True)): kept pending, it may be an rmsnorm denominator
     src: Ew
     post: tuple = ()
+    dim: int = -1  # the one dim the mean is over
 
 
 @dataclass(frozen=True)
-class Prod:  # a product of rmsnorm factors: the input (src), 1/rms (eps, over inv_src), a weight
+class Prod:  # a product of rmsnorm factors: the input (src), 1/rms (eps, over inv_src, along dim), a weight
     src: Ew | None = None
     eps: float | None = None
     inv_src: Ew | None = None
     weight: str | None = None
+    dim: int = -1
 
 
 @dataclass(frozen=True)

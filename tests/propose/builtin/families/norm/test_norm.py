@@ -124,3 +124,35 @@ def test_suite_problems(name, tmp_path):
     op, init, shape = SUITE[name]
     check(op, (LEVEL1 / f"{name}.py").read_text(), moves(op)[0].params, [(init, shape)], tmp_path, rtol=1e-4,
           atol=1e-4)
+
+
+# ---------------------------------------------------------------- rmsnorm over a dim that is not the last
+
+RMS_DIM1 = reference("x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + self.eps)", "self, eps",
+                     "self.eps = eps")
+COLUMN_CASES = [((1e-5,), (3, 5, 7, 9)), ((1e-5,), (2, 64, 33)), ((1e-5,), (1, 1, 1)), ((1e-5,), (2, 3000, 5)),
+                ((1e-5,), (4, 7)), ((1e-5,), (3, 5, 0))]
+
+
+@pytest.mark.parametrize("params", [m.params for m in moves(RMS)], ids=ident)
+def test_rmsnorm_over_a_middle_dim_every_move(params, tmp_path):
+    """Columns of R elements inner apart: in registers (short R) or re-read (R 3000), odd sizes, a 2-D input whose
+    dim 1 is its last (the rows path), an empty one."""
+    op = Op("rmsnorm", {"eps": 1e-5, "eps_attr": "eps", "weight": None, "dim": 1, "dim_attr": None})
+    check(op, RMS_DIM1, params, COLUMN_CASES, tmp_path, rtol=1e-4, atol=1e-4)
+
+
+def test_rmsnorm_over_a_middle_dim_is_one_norm_and_runs(tmp_path):
+    """KernelBench's spelling (x / sqrt(mean(x ** 2, dim=1) + eps)) is one rmsnorm over dim 1, not a reduction and a
+    division; a weight after it is a tensor step (it broadcasts by torch's rules), an activation after that an
+    elementwise op, and a dim read from the module is read from it."""
+    from tests.propose.builtin.chain_check import check_chain
+
+    ops, _ = check_chain(tmp_path, "return x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + self.eps)",
+                         "self.eps = 1e-5", [[(3, 5, 7, 9)], [(2, 64, 33)], [(4, 7)]], single=True)
+    assert ops[0].kind == "rmsnorm" and ops[0].detail["dim"] == 1 and ops[0].detail["eps_attr"] == "eps"
+    ops, source = check_chain(
+        tmp_path, "return torch.relu(x * torch.rsqrt(x.pow(2).mean(self.dim, keepdim=True) + 1e-6) * self.w)",
+        "self.dim = 2\nself.w = nn.Parameter(torch.randn(6, 1))", [[(2, 3, 6, 5)], [(1, 2, 6, 1)], [(4, 1, 6, 2)]])
+    assert [o.kind for o in ops] == ["rmsnorm", "elementwise"] and ops[0].detail["dim_attr"] == "dim"
+    assert "dim = (self.dim) %" in source

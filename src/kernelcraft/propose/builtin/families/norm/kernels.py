@@ -1,6 +1,7 @@
 """The norm family's kernels: `row` (whole rows in registers), and for longer rows `STATS` (per-chunk statistics)
-then `apply` (the row's chunk statistics merged, the chunk normalized). The pointwise steps after the norm run on
-its fp32 output before each store (the `$epilogue` slots)."""
+then `apply` (the row's chunk statistics merged, the chunk normalized); an rmsnorm over a dim that is not the last
+(`torch.mean(x ** 2, dim=1, keepdim=True)`) takes `columns`. The pointwise steps after the norm run on its fp32
+output before each store (the `$epilogue` slots)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,39 @@ ${epilogue}    if i < full:
         tl.store(y_ptr + row * N + o, y.to(y_ptr.dtype.element_ty), mask=o < hi)
 ''')
 
+_COLUMNS = Template('''
+# x viewed as [outer, R, inner], normalized over R: program (outer index o, BLOCK_C adjacent inner columns), each
+# column's R elements inner apart. SINGLE: the whole column in registers (one read, one write); else the sum of
+# squares over BLOCK_R-row tiles, then the tiles read again and normalized
+pid = tl.program_id(0)
+o = (pid // n_cb).to(tl.int64)
+col = (pid % n_cb) * BLOCK_C + tl.arange(0, BLOCK_C)
+cmask = col < inner
+base = o * R * inner + col
+r = tl.arange(0, BLOCK_R)
+if SINGLE:
+    mask = (r < R)[:, None] & cmask[None, :]
+    offs = base[None, :] + r.to(tl.int64)[:, None] * inner
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    y = x * tl.rsqrt(tl.sum(x * x, 0) / R + eps)[None, :]
+${epilogue}    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+else:
+    acc = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
+    for k in range(0, tl.cdiv(R, BLOCK_R)):
+        rr = k * BLOCK_R + r
+        mask = (rr < R)[:, None] & cmask[None, :]
+        x = tl.load(x_ptr + base[None, :] + rr.to(tl.int64)[:, None] * inner, mask=mask, other=0.0).to(tl.float32)
+        acc += x * x
+    rstd = tl.rsqrt(tl.sum(acc, 0) / R + eps)
+    for k in range(0, tl.cdiv(R, BLOCK_R)):
+        rr = k * BLOCK_R + r
+        mask = (rr < R)[:, None] & cmask[None, :]
+        offs = base[None, :] + rr.to(tl.int64)[:, None] * inner
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        y = x * rstd[None, :]
+${epilogue_loop}        tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+''')
+
 # A module-level setting, the same for every op: tests state a small L2 to force several row groups.
 _L2 = "KC_L2_BYTES = None  # L2 bytes to plan row groups for; None: the device's own"
 
@@ -96,6 +130,9 @@ def render(op: Op, p, names: Names) -> Rendered:
                          ("BLOCK_N", "BLOCK_S", "RMS", "HAS_W", "HAS_B"), _APPLY.substitute(epilogue=_epilogue(steps, 4)),
                          s)
     flags = {"RMS": rms, "HAS_W": "w is not None", "HAS_B": "b is not None"}
+    columns = ""
+    if rms and d.get("dim", -1) != -1:
+        columns = _columns(d, p, names, steps, s)
     row_launch = row.launch("(triton.cdiv(M, bm),)", ["x", "y", "w_arg", "b_arg", "M", "N", "eps"],
                             {"BLOCK_M": "bm", "BLOCK_N": "bn", **flags}, num_warps="warps")
     stats_launch = STATS.launch("(rows, splits)", ["xs", "mean", "m2", "N", "chunk", "splits"],
@@ -103,9 +140,9 @@ def render(op: Op, p, names: Names) -> Rendered:
     apply_launch = apply.launch("(rows, splits)", ["xs", "ys", "w_arg", "b_arg", "mean", "m2", "N", "chunk", "splits",
                                                    "eps"], {"BLOCK_N": block_n, "BLOCK_S": "np2(splits)", **flags},
                                 num_warps=warps)
-    return Rendered((row, STATS, apply, _L2), f'''
+    return Rendered((row, STATS, apply, _L2, *([columns[0]] if columns else [])), f'''
 y = torch.empty_like(x)
-N = math.prod(x.shape[max(x.dim() - {ndim}, 0):])
+{columns[1] if columns else ""}N = math.prod(x.shape[max(x.dim() - {ndim}, 0):])
 if x.numel() == 0:
     return y
 M = x.numel() // N
@@ -135,3 +172,29 @@ for r0 in range(0, M, group):
     {stats_launch}
     {apply_launch}
 return y''')
+
+
+def _columns(d: dict, p, names: Names, steps: list, s: Scalars) -> tuple[TritonKernel, str]:
+    """The columns kernel and the host lines that take it where the rmsnorm's dim is not x's last (they return y);
+    the dim is the module's attribute where forward reads it from one."""
+    kernel = TritonKernel(names("kc_norm_columns_kernel"), ("x_ptr", "y_ptr", "R", "inner", "n_cb", "eps"),
+                          ("BLOCK_R", "BLOCK_C", "SINGLE"),
+                          _COLUMNS.substitute(epilogue=_epilogue(steps, 4), epilogue_loop=_epilogue(steps, 8)), s)
+    dim = attr(d["dim_attr"]) if d.get("dim_attr") else int(d["dim"])
+    eps = attr(d["eps_attr"]) if d.get("eps_attr") else num(d["eps"])
+    launch = kernel.launch("(outer * n_cb,)", ["x", "y", "R", "inner", "n_cb", "float(" + eps + ")"],
+                           {"BLOCK_R": "br", "BLOCK_C": "bc", "SINGLE": "single"}, num_warps=int(p.num_warps))
+    row_max, tile = int(p.ROW_MAX), int(p.TILE)
+    return kernel, f'''dim = ({dim}) % max(x.dim(), 1)
+if dim != x.dim() - 1:  # over a dim that is not the last: columns of R elements, inner apart
+    if x.numel() == 0:
+        return y
+    outer, R, inner = math.prod(x.shape[:dim]), x.shape[dim], math.prod(x.shape[dim + 1:])
+    np2 = triton.next_power_of_2
+    single = np2(R) * min(np2(inner), 16) <= {row_max}  # the whole column in registers, 16 columns at least
+    bc = min(np2(inner), max(16, {tile} // np2(R))) if single else min(np2(inner), 64)
+    br = np2(R) if single else max(1, {tile} // bc)
+    n_cb = triton.cdiv(inner, bc)
+    {launch}
+    return y
+'''
