@@ -1,0 +1,100 @@
+"""Probe: one op's family parameters beyond its moves, against torch.compile, at KernelBench's published sizes.
+
+For each problem (one op the built-in engineer covers): its first Triton move's parameters, then each `--vary` set
+of fields changed (`Params.but`), rendered by the family as a candidate would be, checked against eager on one input,
+and timed interleaved in one process with eager and torch.compile by the verifier's own clock
+(`verify.timing.time_interleaved`: CUDA events, the L2 flushed before each call). A variant that wins here becomes a
+move (or the first one) only through the family's code, and is then verified like any candidate.
+
+    python benchmarks/params_probe.py shared/kernelbench/level1 --only 41,44 \\
+        --vary '{"BLOCK_W": 128}' '{"BLOCK_W": 256, "num_warps": 8}' --out probe.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import types
+from pathlib import Path
+
+import torch
+import triton
+from provenance import code
+
+from kernelcraft.problems import load_problem_dir
+from kernelcraft.propose.builtin import registry
+from kernelcraft.propose.builtin.proposer import BuiltinProposer
+from kernelcraft.verify.timing import TimingConfig, time_interleaved
+
+
+def candidate(problem, op, params, label: str):
+    """ModelNew of the family's render of `op` with `params`, loaded from a file (Triton reads kernels' sources)."""
+    source = registry.render(op, problem.source, params)
+    path = Path(f"/tmp/kc_params_probe_{problem.name}_{label}.py")
+    path.write_text(source)
+    module = types.ModuleType(path.stem)
+    module.__file__ = str(path)
+    exec(compile(source, str(path), "exec"), module.__dict__)
+    return module
+
+
+def probe(problem, engineer, varies: list[dict], budget_s: float) -> dict:
+    op = engineer.coverage(problem, "triton").single
+    if op is None:
+        return {"problem": problem.name, "skipped": "not one op"}
+    first = registry.moves(op, "triton")[0].params
+    module = problem.load()
+    model = module.Model(*module.get_init_inputs()).cuda().eval()
+    fns = {"eager": model, "compile": torch.compile(model)}
+    params = {"first": first, **{json.dumps(v, sort_keys=True): first.but(**v) for v in varies}}
+    for i, (label, p) in enumerate(params.items()):
+        new = candidate(problem, op, p, str(i)).ModelNew(*module.get_init_inputs()).cuda().eval()
+        new.load_state_dict(model.state_dict())
+        fns[label] = new
+    torch.manual_seed(0)
+    with torch.device("cuda"):  # drawn on the device: a 6.4 GB input drawn on the host would take seconds
+        inputs = list(module.get_inputs())
+    with torch.no_grad():
+        want = model(*inputs)
+        errors = {}
+        for name, fn in fns.items():
+            got = fn(*inputs)
+            errors[name] = float((got.float() - want.float()).abs().max())
+            del got
+    del want
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    with torch.no_grad():
+        run = time_interleaved(fns, lambda _round: inputs, torch.device("cuda"), TimingConfig(budget_s=budget_s), l2)
+    compiled = run.timings["compile"].median_ms
+    rows = {name: {"median_ms": round(t.median_ms, 4), "vs_compile": round(compiled / t.median_ms, 4),
+                   "cv": round(t.cv, 4), "max_abs_error": errors[name]} for name, t in run.timings.items()}
+    return {"problem": problem.name, "op": op.kind, "first_move": first.to_json(), "rows": rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("suite", type=Path)
+    ap.add_argument("--only", required=True, help="comma-separated problem numbers")
+    ap.add_argument("--vary", nargs="+", default=[], help="JSON objects: fields of the first move's parameters")
+    ap.add_argument("--budget", type=float, default=8.0, help="timing seconds per problem, all callables together")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    wanted = {f"{n}_" for n in args.only.split(",")}
+    problems = [p for p in load_problem_dir(args.suite) if any(p.name.startswith(w) for w in wanted)]
+    varies = [json.loads(v) for v in args.vary]
+    engineer = BuiltinProposer("cuda")
+    record = {"what": "a family's parameters beyond its moves against torch.compile, one process, interleaved "
+                      "(benchmarks/params_probe.py)", "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+              "triton": triton.__version__, "date": datetime.date.today().isoformat(), "code": code(),
+              "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "vary": varies, "problems": []}
+    for problem in problems:
+        record["problems"].append(probe(problem, engineer, varies, args.budget))
+        args.out.write_text(json.dumps(record, indent=1))
+        rows = record["problems"][-1].get("rows", {})
+        print(problem.name, " ".join(f"{k}={v['median_ms']}({v['vs_compile']})" for k, v in rows.items()), flush=True)
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
