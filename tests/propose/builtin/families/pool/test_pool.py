@@ -74,7 +74,7 @@ def test_pool_moves(case, move, tmp_path):
 def test_moves_are_distinct_and_adaptive_packs_planes_first():
     for op in (CASES["max_3s2p1"][0], CASES["adaptive_7"][0]):
         ms = moves(op)
-        assert 3 <= len(ms) <= 6 and len({m.text for m in ms}) == len(ms)
+        assert 3 <= len(ms) <= 8 and len({m.text for m in ms}) == len(ms)
         assert len({json.dumps(m.params.to_json(), sort_keys=True) for m in ms}) == len(ms)
         assert all(m.category in CATEGORIES for m in ms)
     assert moves(CASES["adaptive_7"][0])[0].params.BLOCK_P > 1
