@@ -82,9 +82,12 @@ def moves(op: Op) -> list[PoolTiles]:
     planes, evict = PoolTiles("tile", 4, 16, 8, 8), PoolTiles("tile", 4, 1, 8, 64, evict_last=True)
     if op.detail["pool"] == "adaptive_avg":  # few outputs per plane (e.g. 7x7): the plane-packing moves first
         return [planes, _flat(1024, 4), _flat(256, 2), tile, tall]
-    # a 1-D pool's row as 512 outputs on 8 warps, or 1024 on 4: at KernelBench's sizes the first made AvgPool1d's 44
-    # 1.33x faster and MaxPool1d's 41 2% slower, the second 41 4% and 44 3% faster (params-probe-h100-2026-11-27.json)
+    # 512 outputs on 8 warps (two per thread) first for an average: at KernelBench's sizes on an H100 it made
+    # AvgPool1d's 44 1.33x and AvgPool2d's 45 1.12x faster, and MaxPool1d's 41 and MaxPool2d's 42 2% slower
+    # (params-probe-h100-2026-11-27.json); 1024 outputs on 4 warps made 41 4% and 44 3% faster, 42 6% slower
     wide, long = PoolTiles("tile", 8, 1, 8, 64), PoolTiles("tile", 4, 1, 8, 128)
+    if op.detail["pool"] == "avg":
+        return [wide, tile, tall, _flat(1024, 4), planes, evict, _flat(256, 2), long]
     return [tile, tall, _flat(1024, 4), planes, evict, _flat(256, 2), wide, long]
 
 
