@@ -5,7 +5,7 @@ again (`benchmarks/kernelbench.py --only ...`) or marked superseded. Nothing run
 on the CPU as it would for a GPU. The comparison is of text, so it errs toward stale: a kernel added for sizes the
 row never reaches, or a host-code guard its sizes never meet, counts as a change; read the two renders to know.
 
-    python benchmarks/stale_rows.py benchmarks/results/kernelbench-level1-latest-h100-2026-11-26.json \\
+    python benchmarks/stale_rows.py benchmarks/results/kernelbench-level1-latest-h100-2026-11-27.json \\
         --suite ../shared/kernelbench/level1 --out stale.json
 """
 
