@@ -17,7 +17,8 @@ Bench mode (--bench K, a directory): `kernelcraft bench` over its first K proble
 once per actor count; candidates judged per minute over the bench's wall time, and over the time after its start
 (Ray and its actors up, every problem admitted: until the first run begins), and the mean phases of its candidates.
 Each pass has a Triton cache of its own, so every pass compiles the same kernels. --runs-at-once K: K runs at once
-per actor (the bench's default is two per GPU).
+per actor (the bench's default is three per GPU). --skip S: the K problems after the first S (the directory's order),
+so a pass too long for one sitting is measured as parts, their judged candidates and walls after the start summed.
 
 Spawn mode (--spawn N,M,…; no Ray): N verifier workers started at once, spread over the visible GPUs as each
 device's supervisor starts them, then M, …: each one's time from its start to its handshake, and where that time
@@ -50,7 +51,7 @@ from provenance import code as provenance_code  # noqa: E402
 
 from kernelcraft import api  # noqa: E402
 from kernelcraft.candidate import Candidate  # noqa: E402
-from kernelcraft.inputs import as_problem  # noqa: E402
+from kernelcraft.inputs import as_problem, problem_set  # noqa: E402
 from kernelcraft.propose.base import Request  # noqa: E402
 from kernelcraft.propose.builtin.proposer import BuiltinProposer  # noqa: E402
 from kernelcraft.propose.parse import parse_ideas, parse_kernel  # noqa: E402
@@ -150,7 +151,8 @@ def save(args, record: dict) -> None:
 
 def bench_mode(args, record: dict) -> dict:
     """Each pass saved as it ends (a later pass cut short by a time limit loses only itself)."""
-    out = {"suite": args.problem, "problems": args.bench, "rounds": args.rounds, "passes": []}
+    out = {"suite": args.problem, "problems": args.bench, "skip": args.skip, "rounds": args.rounds, "passes": []}
+    chosen = [str(p.path) for p in problem_set(args.problem)[args.skip:args.skip + args.bench]]
     for n in args.actors:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
@@ -165,7 +167,7 @@ def bench_mode(args, record: dict) -> dict:
             before = os.environ.get("TRITON_CACHE_DIR")
             os.environ["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")  # the actors' workers inherit it
             try:
-                summary = api.bench(args.problem, limit=args.bench, rounds=args.rounds, ideas=args.ideas,
+                summary = api.bench(chosen, rounds=args.rounds, ideas=args.ideas,
                                     runs_at_once=args.runs_at_once and args.runs_at_once * n,
                                     on_event=heard, device=args.device, cluster=args.cluster, actors=n,
                                     store=Path(tmp) / "runs.db", backend=args.backend, timing_budget=args.timing_budget,
@@ -320,8 +322,9 @@ def main() -> None:
     ap.add_argument("--no-direct", action="store_true", help="jobs mode: skip the pass on this machine's verifier")
     ap.add_argument("--backend", default="triton")
     ap.add_argument("--bench", type=int, default=None, metavar="K", help="bench mode over the first K problems")
+    ap.add_argument("--skip", type=int, default=0, metavar="S", help="bench mode: the --bench K problems after the first S")
     ap.add_argument("--runs-at-once", type=int, default=None, metavar="K",
-                    help="bench mode: K runs at once per actor (default: the bench's own, two per GPU)")
+                    help="bench mode: K runs at once per actor (default: the bench's own, three per GPU)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--ideas", type=int, default=4)
     ap.add_argument("--timing-budget", type=float, default=2.0)
