@@ -28,15 +28,36 @@ from kernelcraft.propose.builtin.proposer import BuiltinProposer
 from kernelcraft.verify.timing import TimingConfig, time_interleaved
 
 
-def candidate(problem, op, params, label: str):
-    """ModelNew of the family's render of `op` with `params`, loaded from a file (Triton reads kernels' sources)."""
-    source = registry.render(op, problem.source, params)
-    path = Path(f"/tmp/kc_params_probe_{problem.name}_{label}.py")
+def loaded(source: str, label: str) -> types.ModuleType:
+    """A candidate's source as a module, loaded from a file of its own (Triton reads a kernel's source file)."""
+    path = Path(f"/tmp/kc_probe_{label}.py")
     path.write_text(source)
     module = types.ModuleType(path.stem)
     module.__file__ = str(path)
     exec(compile(source, str(path), "exec"), module.__dict__)
     return module
+
+
+def against_compile(fns: dict, module, budget_s: float) -> dict:
+    """Rows for the callables (`eager` and `compile` among them): each one's output on one input of the problem
+    `module` (drawn on the device) against eager's, then all timed interleaved; speed against torch.compile."""
+    torch.manual_seed(0)
+    with torch.device("cuda"):  # drawn on the device: a 6.4 GB input drawn on the host would take seconds
+        inputs = list(module.get_inputs())
+    errors = {}
+    with torch.no_grad():
+        want = fns["eager"](*inputs)
+        for name, fn in fns.items():
+            got = fn(*inputs)
+            errors[name] = float((got.float() - want.float()).abs().max())
+            del got
+        del want
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
+        run = time_interleaved(fns, lambda _round: inputs, torch.device("cuda"), TimingConfig(budget_s=budget_s), l2)
+    compiled = run.timings["compile"].median_ms
+    return {name: {"median_ms": round(t.median_ms, 4), "vs_compile": round(compiled / t.median_ms, 4),
+                   "cv": round(t.cv, 4), "samples": t.samples, "max_abs_error": errors[name]}
+            for name, t in run.timings.items()}
 
 
 def probe(problem, engineer, varies: list[dict], budget_s: float) -> dict:
@@ -49,27 +70,12 @@ def probe(problem, engineer, varies: list[dict], budget_s: float) -> dict:
     fns = {"eager": model, "compile": torch.compile(model)}
     params = {"first": first, **{json.dumps(v, sort_keys=True): first.but(**v) for v in varies}}
     for i, (label, p) in enumerate(params.items()):
-        new = candidate(problem, op, p, str(i)).ModelNew(*module.get_init_inputs()).cuda().eval()
+        source = registry.render(op, problem.source, p)
+        new = loaded(source, f"{problem.name}_{i}").ModelNew(*module.get_init_inputs()).cuda().eval()
         new.load_state_dict(model.state_dict())
         fns[label] = new
-    torch.manual_seed(0)
-    with torch.device("cuda"):  # drawn on the device: a 6.4 GB input drawn on the host would take seconds
-        inputs = list(module.get_inputs())
-    with torch.no_grad():
-        want = model(*inputs)
-        errors = {}
-        for name, fn in fns.items():
-            got = fn(*inputs)
-            errors[name] = float((got.float() - want.float()).abs().max())
-            del got
-    del want
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    with torch.no_grad():
-        run = time_interleaved(fns, lambda _round: inputs, torch.device("cuda"), TimingConfig(budget_s=budget_s), l2)
-    compiled = run.timings["compile"].median_ms
-    rows = {name: {"median_ms": round(t.median_ms, 4), "vs_compile": round(compiled / t.median_ms, 4),
-                   "cv": round(t.cv, 4), "max_abs_error": errors[name]} for name, t in run.timings.items()}
-    return {"problem": problem.name, "op": op.kind, "first_move": first.to_json(), "rows": rows}
+    return {"problem": problem.name, "op": op.kind, "first_move": first.to_json(),
+            "rows": against_compile(fns, module, budget_s)}
 
 
 def main() -> None:

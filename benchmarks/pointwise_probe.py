@@ -18,11 +18,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import types
 from pathlib import Path
 
 import torch
 import triton
+from params_probe import against_compile, loaded
 from provenance import code
 
 from kernelcraft.problems import load_problem_dir
@@ -31,7 +31,6 @@ from kernelcraft.propose.builtin.codegen import indent
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
 from kernelcraft.propose.builtin.steps import step_lines
 from kernelcraft.propose.parse import parse_kernel
-from kernelcraft.verify.timing import TimingConfig, time_interleaved
 
 LOOP64 = '''
 @triton.jit
@@ -64,12 +63,7 @@ def _kernel(template: str, steps: list, depth: int):
     """The template with the op's steps (the engineer's step lines), compiled as a module of its own."""
     source = "import triton\nimport triton.language as tl\n" + template.format(
         steps=indent("\n".join(step_lines(steps)), depth))
-    path = Path(f"/tmp/kc_pointwise_probe_{abs(hash(source))}.py")  # Triton reads a jit function's source file
-    path.write_text(source)
-    module = types.ModuleType(path.stem)
-    module.__file__ = str(path)
-    exec(compile(source, str(path), "exec"), module.__dict__)
-    return module.k
+    return loaded(source, f"pointwise_{template is I32}_{abs(hash(source))}").k
 
 
 def variants(steps: list) -> dict:
@@ -107,40 +101,13 @@ def probe(problem, engineer, budget_s: float) -> dict:
     model = module.Model(*module.get_init_inputs()).cuda()
     op = engineer.coverage(problem, "triton").single
     answer = engineer.ask(Request("implement", problem, "triton"))
-    rendered = types.ModuleType("kc_rendered")
-    source = parse_kernel(answer.text).source
-    path = Path(f"/tmp/kc_rendered_{problem.name}.py")
-    path.write_text(source)
-    rendered.__file__ = str(path)
-    exec(compile(source, str(path), "exec"), rendered.__dict__)
-    new = rendered.ModelNew(*module.get_init_inputs()).cuda()
+    new = loaded(parse_kernel(answer.text).source, f"rendered_{problem.name}").ModelNew(*module.get_init_inputs()).cuda()
     fns = {"eager": model, "compile": torch.compile(model), "engineer": new}
     steps = op.detail["steps"] if op is not None and op.kind == "elementwise" else None
     if steps is not None:
         fns.update(variants(steps))
-    torch.manual_seed(0)
-    with torch.device("cuda"):  # drawn on the device: a 6.4 GB input drawn on the host would take seconds
-        inputs = list(module.get_inputs())
-    want = model(*inputs)
-    errors = {}
-    for name, fn in fns.items():
-        got = fn(*inputs)
-        errors[name] = float((got.float() - want.float()).abs().max())
-        del got
-    del want
-    torch.cuda.synchronize()
-
-    def make_inputs(_round):
-        return inputs
-
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    run = time_interleaved(fns, make_inputs, torch.device("cuda"), TimingConfig(budget_s=budget_s), l2)
-    compiled = run.timings["compile"].median_ms
-    rows = {name: {"median_ms": round(t.median_ms, 4), "vs_compile": round(compiled / t.median_ms, 4),
-                   "cv": round(t.cv, 4), "samples": t.samples, "max_abs_error": errors[name]}
-            for name, t in run.timings.items()}
     return {"problem": problem.name, "first_kernel": answer.text.split("\n", 1)[0][:200], "plan_steps": steps is not None,
-            "rows": rows}
+            "rows": against_compile(fns, module, budget_s)}
 
 
 def main() -> None:
