@@ -76,6 +76,18 @@ def test_load_problem_dir_flat(tmp_path):
     assert [p.name for p in load_problem_dir(tmp_path)] == ["a", "z"]
 
 
+def test_load_problem_dir_takes_kernelbench_numbers_in_order(tmp_path):
+    """`bench DIR --limit 3` means problems 1, 2 and 3, not 1, 10 and 100 (the names' text order)."""
+    for name in ["100_HingeLoss", "10_Matmul", "1_Square", "2_Standard", "19_ReLU", "notes"]:
+        (tmp_path / f"{name}.py").write_text(RELU_SOURCE)
+    assert [p.name for p in load_problem_dir(tmp_path)] == ["1_Square", "2_Standard", "10_Matmul", "19_ReLU",
+                                                           "100_HingeLoss", "notes"]
+    for level in ("level10", "level2"):
+        (tmp_path / "suite" / level).mkdir(parents=True)
+        (tmp_path / "suite" / level / "3_a.py").write_text(RELU_SOURCE)
+    assert [p.name for p in load_problem_dir(tmp_path / "suite")] == ["level2/3_a", "level10/3_a"]
+
+
 def test_load_problem_dir_errors(tmp_path):
     with pytest.raises(ProblemError, match="holds no problem files"):
         load_problem_dir(tmp_path)

@@ -15,7 +15,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="run a strategy over many problems and report fast_p")
     p.add_argument("suite", help="level1, level2, level3, all, a directory of problem files, or a file")
     p.add_argument("--only", default="", help="comma-separated problem names (or name fragments) to keep")
-    p.add_argument("--limit", type=int, default=None, help="at most this many problems")
+    p.add_argument("--limit", type=int, default=None,
+                   help="the first N problems (by their numbers: 1, 2, … 10, not 1, 10, 100)")
     p.add_argument("--runs-at-once", type=int, default=None, metavar="N",
                    help="runs going together (default: three per GPU, one per device on the CPU or with "
                         "--max-minutes: a run queued behind another's candidates would spend its minutes)")

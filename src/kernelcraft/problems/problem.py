@@ -136,13 +136,20 @@ def load_problem(spec: str | Path) -> Problem:
     raise ProblemError(f"no problem file or suite problem named {spec!r}{hint}")
 
 
+def numbered_order(rel: Path) -> tuple:
+    """A problem file's place in its directory: the numbers in its path's parts compared as numbers (2_… before 10_…,
+    100_… last; level2/ before level10/), the rest as text."""
+    return tuple(tuple(int(t) if i % 2 else t for i, t in enumerate(re.split(r"(\d+)", part))) for part in rel.parts)
+
+
 def load_problem_dir(root: str | Path) -> list[Problem]:
-    """Every problem in a KernelBench-style directory (`level1/…py`, or a flat folder of files)."""
+    """Every problem in a KernelBench-style directory (`level1/…py`, or a flat folder of files), in the order of their
+    numbers (`numbered_order`)."""
     root = Path(root)
     if not root.is_dir():
         raise ProblemError(f"{root} is not a directory")
     problems = []
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(root.rglob("*.py"), key=lambda p: numbered_order(p.relative_to(root))):
         if path.name.startswith("_"):
             continue
         rel = path.relative_to(root).with_suffix("")
