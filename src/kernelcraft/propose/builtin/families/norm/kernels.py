@@ -130,9 +130,7 @@ def render(op: Op, p, names: Names) -> Rendered:
                          ("BLOCK_N", "BLOCK_S", "RMS", "HAS_W", "HAS_B"), _APPLY.substitute(epilogue=_epilogue(steps, 4)),
                          s)
     flags = {"RMS": rms, "HAS_W": "w is not None", "HAS_B": "b is not None"}
-    columns = ""
-    if rms and d.get("dim", -1) != -1:
-        columns = _columns(d, p, names, steps, s)
+    columns = _columns(d, p, names, steps, s) if rms and d.get("dim", -1) != -1 else None  # (kernel, host lines)
     row_launch = row.launch("(triton.cdiv(M, bm),)", ["x", "y", "w_arg", "b_arg", "M", "N", "eps"],
                             {"BLOCK_M": "bm", "BLOCK_N": "bn", **flags}, num_warps="warps")
     stats_launch = STATS.launch("(rows, splits)", ["xs", "mean", "m2", "N", "chunk", "splits"],
