@@ -24,7 +24,7 @@ from kernelcraft.cluster.actor import ProblemSpec, VerifierActor
 from kernelcraft.cluster.connect import ClusterError, connect, hold, plan, ray_module, release
 from kernelcraft.result import Result
 from kernelcraft.verify import Job
-from kernelcraft.verify.supervisor import VerifyConfig
+from kernelcraft.verify.config import VerifyConfig
 from kernelcraft.verify.verifier import JobFront
 
 # Jobs in flight per actor: one judged and, queued behind it on the actor, as many as its supervisor keeps standby

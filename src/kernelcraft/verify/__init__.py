@@ -1,7 +1,7 @@
 """The verifier: compile candidates, check them against the reference, time them. Nothing else."""
 
 from kernelcraft.result import Result, Timing
-from kernelcraft.verify.supervisor import VerifyConfig
+from kernelcraft.verify.config import VerifyConfig
 from kernelcraft.verify.timing import TimingConfig
 from kernelcraft.verify.verifier import Job, Verifier, resolve_devices
 

@@ -42,7 +42,7 @@ class Case:
     result: Result
     policy: Policy
     device: torch.device
-    config: object  # supervisor.VerifyConfig
+    config: object  # config.VerifyConfig
     l2_bytes: int
     spec: hardware.DeviceSpec | None
 

@@ -7,9 +7,9 @@ it; the next one is started while the current candidate runs, so a crash, a hang
 only that candidate (the workers' life: workers.py). Before any of that, a problem's memory need is checked
 against the device (`admit`), and work on the device holds the device's lock across processes (`device_phase`).
 
-It runs past 400 lines: the trusted side of an evaluation is kept in one module, to be read as a whole
-(how workers start and end lives in workers.py, process.py and forkserver.py, the judging in judge.py, the
-timing in speed.py).
+The trusted side of an evaluation is kept in this one module, to be read as a whole (how the verifier is set up
+lives in config.py; how workers start and end in workers.py, process.py and forkserver.py; the judging in judge.py;
+the timing in speed.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import contextlib
 import os
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import psutil
 import torch
@@ -37,70 +36,22 @@ from kernelcraft.verify import target as target_mod
 from kernelcraft.verify.attribution import declared_kernels
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildOutcome
-from kernelcraft.verify.containment import Limits
+from kernelcraft.verify.config import VerifyConfig
 from kernelcraft.verify.devicelock import DeviceLock, device_key
 from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.inputs import fresh_seed
 from kernelcraft.verify.memory import MemoryNeed, ProblemTooLarge, check_fits, release_cache
 from kernelcraft.verify.policy import Policy, get_policy
 from kernelcraft.verify.process import UnsafeReply, WorkerDied, WorkerLimit, WorkerTimeout
-from kernelcraft.verify.timing import TimingConfig
 from kernelcraft.verify.workers import Workers
 
 
-WORKER_STARTS = ("spawn", "fork")
 # A problem whose evaluation needs more than this share of the device waits for the last worker's exit (its
 # memory back) before its candidate loads; a smaller one loads while that worker exits.
 LOAD_BESIDE_EXITING = 0.25
 # Baselines measured beside evaluations (`Supervisor.target`) take at most this share of the device's memory together,
 # and a problem needing more than it is judged or measured with none beside it.
 BASELINES_BESIDE = 0.25
-
-
-@dataclass
-class VerifyConfig:
-    policy: str = "strict"
-    trials: int = 6  # one per input distribution
-    # Problem sizes: "full"; "small" (a problem's SMALL_SIZES, else sizes derived from its cost); "auto":
-    # small on the CPU, full on a GPU. `sizes` sets module-level constants on top, in every problem that
-    # defines them (a name a problem does not define is noted on its results).
-    size: str = "auto"
-    sizes: dict | None = None
-    small: bool | None = None  # older spelling: True is size="small", False is size="full"
-    compile_baseline: bool = True
-    timing: TimingConfig = field(default_factory=TimingConfig)
-    load_timeout: float = 300.0
-    run_timeout: float = 60.0
-    baseline_timeout: float = 600.0
-    # Workers spawned ahead on a GPU, so a start-up (torch import, CUDA init) overlaps work. None on
-    # the CPU: a start-up there would share the cores with the timing.
-    standby_workers: int = 2
-    # How a worker starts: "fork" (from a fork server that imported torch and Triton once: verify/forkserver.py;
-    # ready in 1.9 s instead of 3.2 with 4 GPUs' workers starting at once, 0.03 s instead of 3 on a CPU) or
-    # "spawn" (a new interpreter that imports torch itself). Fork falls back to spawn if its server fails.
-    worker_start: str = "fork"
-    cache_dir: Path = Path.home() / ".cache" / "kernelcraft"
-    # hardening
-    static_guards: bool = True  # read the source for forbidden moves before running it
-    determinism: bool = True  # the same inputs twice must give the same outputs
-    attribution: bool = True  # which kernels ran (profiler on a GPU, Triton launch counts on the CPU)
-    clock_check: bool = True  # the supervisor's own clock over back-to-back calls
-    sandbox: bool = True  # namespaces (no network, harness read-only) where the OS allows
-    allow_library: bool = True  # library (ATen, cuBLAS…) kernels may run beside the candidate's own
-    sanity_bound: float = 10.0  # speedups over eager beyond this are flagged for review
-    gpu_memory_fraction: float = 0.6  # of the GPU, for the worker's caching allocator (more if a problem needs it)
-    device_lock: bool = True  # timing phases on one device never overlap, across processes
-    baseline_drift: float = 0.15  # eager beside the candidate this far from the baseline: measure it again
-    # Intra-op threads of a CPU worker (None: torch's default, every core). One: on a small shared
-    # machine a thread pool's wake-ups made eager's CV 2-3 (benchmarks/cpu_timing_noise.py).
-    cpu_threads: int | None = 1
-    limits: Limits = field(default_factory=Limits)
-
-    def __post_init__(self):
-        if self.small is not None:
-            self.size, self.small = ("small" if self.small else "full"), None
-        if self.worker_start not in WORKER_STARTS:
-            raise ValueError(f"worker_start must be one of {WORKER_STARTS}, not {self.worker_start!r}")
 
 
 @dataclass

@@ -24,9 +24,10 @@ from kernelcraft.problems import Problem
 from kernelcraft.result import Result
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildPool
+from kernelcraft.verify.config import VerifyConfig
 from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.memory import MemoryNeed
-from kernelcraft.verify.supervisor import Supervisor, VerifyConfig
+from kernelcraft.verify.supervisor import Supervisor
 from kernelcraft.verify.target import Target
 
 
