@@ -1,6 +1,7 @@
 """The norm family (layernorm, rmsnorm): every move, rendered and run against torch on rows that fit in registers
 and rows long enough to take the split path, row groups sized for L2, pointwise epilogues on both paths, half
-inputs, and the suite's own problems. Without a GPU in Triton's interpreter (conftest.py)."""
+inputs, the suite's own problems, and an rmsnorm over a dim that is not the last (its columns kernel). Without a GPU
+in Triton's interpreter (conftest.py)."""
 
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import torch
 
 from kernelcraft.propose.builtin.families.norm import Rows
 from kernelcraft.propose.builtin.plan import Op
+from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.kernel_check import DEVICE, check, ident, load, moves, reference, render
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's NaN/inf notes from the interpreter
@@ -146,8 +148,6 @@ def test_rmsnorm_over_a_middle_dim_is_one_norm_and_runs(tmp_path):
     """KernelBench's spelling (x / sqrt(mean(x ** 2, dim=1) + eps)) is one rmsnorm over dim 1, not a reduction and a
     division; a weight after it is a tensor step (it broadcasts by torch's rules), an activation after that an
     elementwise op, and a dim read from the module is read from it."""
-    from tests.propose.builtin.chain_check import check_chain
-
     ops, _ = check_chain(tmp_path, "return x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + self.eps)",
                          "self.eps = 1e-5", [[(3, 5, 7, 9)], [(2, 64, 33)], [(4, 7)]], single=True)
     assert ops[0].kind == "rmsnorm" and ops[0].detail["dim"] == 1 and ops[0].detail["eps_attr"] == "eps"
