@@ -25,6 +25,7 @@ from provenance import code
 from kernelcraft.problems import load_problem_dir
 from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
+from kernelcraft.verify.policy import get_policy, set_exact_fp32
 from kernelcraft.verify.timing import TimingConfig, time_interleaved
 
 
@@ -84,8 +85,13 @@ def main() -> None:
     ap.add_argument("--only", required=True, help="comma-separated problem numbers")
     ap.add_argument("--vary", nargs="+", default=[], help="JSON objects: fields of the first move's parameters")
     ap.add_argument("--budget", type=float, default=8.0, help="timing seconds per problem, all callables together")
+    ap.add_argument("--policy", default="strict", help="the tolerance policy whose baselines are timed: under one "
+                    "that does not admit TF32, eager's and torch.compile's fp32 convolutions and matmuls run exact, "
+                    "as the verifier's do (cuDNN's TF32 default off)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
+    exact = not get_policy(args.policy).allow_tf32
+    set_exact_fp32(exact)
     wanted = {f"{n}_" for n in args.only.split(",")}
     problems = [p for p in load_problem_dir(args.suite) if any(p.name.startswith(w) for w in wanted)]
     varies = [json.loads(v) for v in args.vary]
@@ -93,7 +99,9 @@ def main() -> None:
     record = {"what": "a family's parameters beyond its moves against torch.compile, one process, interleaved "
                       "(benchmarks/params_probe.py)", "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
               "triton": triton.__version__, "date": datetime.date.today().isoformat(), "code": code(),
-              "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "vary": varies, "problems": []}
+              "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "policy": args.policy,
+              "reference_fp32": "exact (TF32 off for cuDNN and matmuls)" if exact else "torch defaults",
+              "vary": varies, "problems": []}
     for problem in problems:
         record["problems"].append(probe(problem, engineer, varies, args.budget))
         args.out.write_text(json.dumps(record, indent=1))

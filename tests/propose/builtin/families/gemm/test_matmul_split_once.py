@@ -18,12 +18,13 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 SPLIT = ("kc_matmul_split_kernel", "kc_tf32_split_kernel")
 FIRST = moves(Op("matmul", {"trans_a": False, "trans_b": False}))[0].params
+SPLITTING = FIRST.but(short_k=False)  # its short-K path set aside: the products below have K <= SHORT_K
 EDGE = 2 * SPLIT_ONCE_MIN  # M = N = EDGE: M N / (M + N) = SPLIT_ONCE_MIN, the smallest square product split once
 
 
 def module_for(ta: bool, tb: bool, tmp_path, op=None, ref=None, hopper=True):
     op = op or Op("matmul", {"trans_a": ta, "trans_b": tb})
-    module = load(render(op, ref or mm_reference(ta, tb), FIRST), tmp_path)
+    module = load(render(op, ref or mm_reference(ta, tb), SPLITTING), tmp_path)
     if hopper:
         on_hopper(module)
     return module

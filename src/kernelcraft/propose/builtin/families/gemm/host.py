@@ -12,7 +12,7 @@ from kernelcraft.propose.builtin.codegen import attr, indent, parameter
 from kernelcraft.propose.builtin.family import Names, Rendered
 from kernelcraft.propose.builtin.families.gemm import kernels
 from kernelcraft.propose.builtin.families.gemm import tma as tma_path
-from kernelcraft.propose.builtin.families.gemm.tiles import GEMV_COLUMNS, PRECISIONS, Tiles
+from kernelcraft.propose.builtin.families.gemm.tiles import GEMV_COLUMNS, PRECISIONS, SHORT_K, SHORT_K_TILES, Tiles
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.scalars import Scalars
 
@@ -75,7 +75,7 @@ s_a, s_b, s_c = a.stride(), b.stride(), c.stride()
 s_ab = s_a[0] if a.dim() == 3 and a.shape[0] > 1 else 0  # a 2-D operand is shared by every batch
 s_bb = s_b[0] if b.dim() == 3 and b.shape[0] > 1 else 0
 s_cb = s_c[0] if c.dim() == 3 else 0
-${diag}${gemv}prec = "$prec" if a.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
+${diag}${gemv}${short}prec = "$prec" if a.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
 ${split}${tma}grid = (triton.cdiv(M, $bm) * triton.cdiv(N, $bn_tile), batch)
 $launch
 return out''')
@@ -114,6 +114,15 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
                                     {"BLOCK_M": 8, "BLOCK_K": 512}, num_warps=4)
         gemv = (f"if N <= {GEMV_COLUMNS}:  # matrix-vector: each column of C from one pass over A\n"
                 f"    {gemv_launch}\n    return out\n")
+    short = ""
+    if p.short_k:
+        m, n, k, warps, stages = SHORT_K_TILES
+        short_launch = tiled.launch(f"(triton.cdiv(M, {m}) * triton.cdiv(N, {n}), batch)",
+                                    ["a", "b", "c", "M", "N", "K", *strides],
+                                    {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": int(p.GROUP_M),
+                                     "PREC": '"ieee"'}, num_warps=warps, num_stages=stages)
+        short = (f"if K <= {SHORT_K}:  # one K step: bound by writing C, exact fp32 on small tiles\n"
+                 f"    {short_launch}\n    return out\n")
     tma = ""
     if p.tma and (p.tma_copies or not ta):  # (tma.py: which operands take the TMA path)
         tma_blocks, tma = tma_path.matmul(op, p, names, _tiles(p), _options(p))
@@ -138,7 +147,7 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
     if mask:
         diagonal = f"int({attr(mask['diagonal_attr'])})" if mask.get("diagonal_attr") else repr(int(mask["diagonal"]))
         diag = f"diag = {diagonal}  # torch.{mask['op']}'s diagonal\n"
-    body = _MATMUL.substitute(am=am, ak=ak, bn=bn, gemv=gemv, prec=prec, tma=tma, bm=int(q.BLOCK_M),
+    body = _MATMUL.substitute(am=am, ak=ak, bn=bn, gemv=gemv, short=short, prec=prec, tma=tma, bm=int(q.BLOCK_M),
                               bn_tile=int(q.BLOCK_N), launch=launch, diag=diag, split=split,
                               **_FLAT[not ta and not mask])
     return Rendered(tuple(blocks), body)

@@ -40,6 +40,12 @@ SPLIT_TILES = (128, 128, 32, 8, 3)
 # M N / (M + N) = 512 (1024 x 1024, K = 65536: 1.34x) to 16384 (KernelBench level 1's 7_, K = 64: 1.05x); smaller
 # products keep the in-loop split, not measured against it
 SPLIT_ONCE_MIN = 512
+# a product whose K is one step of a 32-wide tile is bound by writing C, not by its products: under a move with
+# `short_k` it takes exact fp32 on 64x64 tiles of 4 warps (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages). KernelBench
+# level 1's 9 (32768 x 32 times 32 x 32768) on an H100: 2.39 ms, against 2.73 for the 3xTF32 operands split once
+# fed by TMA and 3.34 for exact fp32 at 128x128 (torch.compile 2.53; params-probe-h100-2026-11-27b.json)
+SHORT_K = 32
+SHORT_K_TILES = (64, 64, 32, 4, 3)
 SPLIT_CHUNK = 16  # K steps the tensor cores sum between fp32 folds (kernels._TMA_SPLIT)
 # the relaxed (TF32) TMA moves' tiles: TMA_TILES, 128x256 in 2 stages (in 3 it asks 272 KB of shared memory, its
 # tile's layout change before the store included: more than an H100 has)
@@ -58,7 +64,8 @@ class Tiles(Params):
     lies; `half`: the 16-bit inputs the move is made for ("fp16", "bf16"), None for fp32 ones; `split_k`: a plain
     2-D product whose output tiles fill under half the GPU's SMs splits a long K among programs (host.SPLIT_K);
     `split_once` (a 3xTF32 TMA move of a matmul): products large enough (tma.SPLIT_ONCE_MIN) have their operands
-    split into TF32 parts by a pass before the GEMM, not at each K step in it."""
+    split into TF32 parts by a pass before the GEMM, not at each K step in it; `short_k`: products with K at most
+    SHORT_K take exact fp32 products on the strided kernel's SHORT_K_TILES."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128
@@ -73,6 +80,7 @@ class Tiles(Params):
     half: str | None = None
     split_k: bool = False
     split_once: bool = False
+    short_k: bool = False
 
     K_MAJOR: ClassVar[str] = ""  # how the operand B becomes the K-major one TF32 tensor cores read
     OFF_TMA: ClassVar[str] = ""  # where a TMA move's operands take the strided kernel instead
@@ -102,7 +110,10 @@ class Tiles(Params):
                 ) if self.split_once else ""
         split = ("; a product with few output tiles and a long K (too few tiles to fill the GPU) splits K among "
                  "programs, each writing an fp32 partial tile, summed by a second kernel") if self.split_k else ""
-        return self._idea() + once + self._off_tma() + split
+        m, n, _, w, _ = SHORT_K_TILES
+        short = (f"; a product with K at most {SHORT_K} (one K step: writing C bounds it, not its products) takes "
+                 f"exact fp32 products (ieee) on {m}x{n} tiles of the strided kernel, {w} warps") if self.short_k else ""
+        return self._idea() + once + self._off_tma() + split + short
 
     def _tma_takes(self) -> str:
         """The operands the move's TMA path takes, in words: a 16-bit move's copy nothing (tma.py)."""
@@ -208,7 +219,8 @@ def moves(op: Op) -> list[Tiles]:
     out.append(tiles(128, 128, 32, 8, 8, 3, "tf32"))
     if op.kind == "matmul":  # first, the GEMV move, whose wider products split their operands once (or in the loop)
         m, n, k, w, s = SPLIT_TILES
-        out.insert(0, tiles(m, n, k, 8, w, s, "tf32x3", tma=True, gemv=True, split_k=True, split_once=True))
+        out.insert(0, tiles(m, n, k, 8, w, s, "tf32x3", tma=True, gemv=True, split_k=True, split_once=True,
+                            short_k=True))
     return out
 
 

