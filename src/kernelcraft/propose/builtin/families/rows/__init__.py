@@ -76,7 +76,8 @@ class Reduce(Params):
     launch; split_target 0: one program per column tile walks all of R. COLUMNS: at most this many adjacent
     columns of one outer index per tile (a reduction over a dim that is not the last: the grid is (outer index,
     column block), so the loads are contiguous and vectorize), more where R is short; a last-dim reduction packs
-    TILE // BLOCK_R rows per program instead."""
+    TILE // BLOCK_R rows per program instead. `long`: (tile, warps) that a reduced dim of BLOCK_R or more elements
+    takes instead of (TILE, num_warps), chosen when forward runs (None: the same tiles for every R)."""
 
     BLOCK_R: int = 1024
     TILE: int = 4096
@@ -84,8 +85,15 @@ class Reduce(Params):
     split_target: int = 2048
     COLUMNS: int = 256
     lean: bool = False  # the lean loop (kernels.py's _LEAN; a reduction with a prologue keeps the tiled one)
+    long: tuple[int, int] | None = None
 
     def idea(self) -> str:
+        if self.long and not self.lean:
+            return self._idea() + (f"; a reduced dim of {self.BLOCK_R} or more elements takes {self.long[0]}-element "
+                                   f"tiles on {self.long[1]} warps instead (more of it in flight per program)")
+        return self._idea()
+
+    def _idea(self) -> str:
         if self.lean:
             split = f"split aim {self.split_target}" if self.split_target else "no split (one program per column tile)"
             return (f"Lean reduction loop: each tile addressed from one uniform start plus loop-invariant offsets "
@@ -115,21 +123,24 @@ class Reduce(Params):
         return "memory" if self.BLOCK_R >= 4096 or self.COLUMNS > Reduce.COLUMNS else "parallelism"
 
 
+# A long reduced dim takes 8192-element tiles of 8 warps in the first move: at level 1's 47-49 and 53, (128, 4096,
+# 4095) over dim 1, on an H100 they took 3.35-3.38 ms against 3.55-3.58 for 4096 on 4 (torch.compile 3.52-3.62;
+# params-probe-h100-2026-11-27b.json, kernelbench-level1-firstmoves-h100-2026-11-27.json). Reductions over level 2's
+# 16-64 channels did not gain from those tiles (24: 1.23 -> 1.31 ms, 79 and 92 2% slower;
+# kernelbench-level2-firstmoves-h100-2026-11-27.json), so they keep TILE and num_warps; between 64 and 4096 untimed.
+LONG = (8192, 8)
 TILED = [Reduce(), Reduce(256, 2048, 4, 8192), Reduce(4096, 8192, 8), Reduce(1024, 8192, 8), Reduce(split_target=0),
          Reduce(1024, 8192, 8, COLUMNS=128), Reduce(1024, 4096, 4, COLUMNS=64), Reduce(1024, 4096, 4, COLUMNS=512)]
 
 
 def reduce_moves(op: Op) -> list[Reduce]:
-    """The tiled loop first, on 8192-element tiles of 8 warps: at KernelBench level 1's 47 and 48, (128, 4096, 4095)
-    over dim 1, on an H100 they took 3.37 and 3.36 ms against 3.57 and 3.55 for 4096 on 4 (torch.compile 3.52;
-    benchmarks/params_probe.py, params-probe-h100-2026-11-27b.json); then 4096 on 4, and the lean loop (its 8-warp
-    and TILE 2048 tilings), which lost to the tiled loop there (4.98 ms against 3.58-3.67, code 5593397), so it is
-    offered, not preferred; then the tiled loop's other tilings. A reduction with a prologue has the tiled loop only
-    (prologue.py's kernel), its tilings in TILED's order."""
+    """The tiled loop first, its reduced dims of BLOCK_R or more on LONG tiles; then the lean loop (its 8-warp and
+    TILE 2048 tilings), which lost to the tiled loop at KernelBench level 1's 47-49 and 53 (4.98 ms against
+    3.58-3.67, code 5593397), so it is offered, not preferred; then the tiled loop's other tilings. A reduction with a
+    prologue has the tiled loop only (prologue.py's kernel), its tilings in TILED's order."""
     if op.detail.get("pre"):
         return list(TILED)
-    return [TILED[3], TILED[0], Reduce(lean=True, num_warps=8), Reduce(lean=True, TILE=2048), *TILED[1:3],
-            *TILED[4:6]]
+    return [TILED[0].but(long=LONG), Reduce(lean=True, num_warps=8), Reduce(lean=True, TILE=2048), *TILED[1:6]]
 
 
 def render_softmax(op: Op, p: Softmax, names: Names) -> Rendered:

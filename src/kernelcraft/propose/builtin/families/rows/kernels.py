@@ -132,16 +132,21 @@ def reduce_blocks(kind: str, lean: bool = False) -> tuple:
 
 
 def reduce_launches(kind: str, div: str, block_r: int, tile: int, warps: int, target: int, columns: int,
-                    lean: bool = False) -> str:
+                    lean: bool = False, long: tuple[int, int] | None = None) -> str:
     """Forward lines reducing the contiguous x, seen as [outer, R, inner] (names the lines before bind), into y
     (contiguous, outer * inner values), then `return y`; `div` the divisor of a sum (a mean's R) as Python source.
     With fewer column tiles than `target` R is split over programs and the fp32 partials combined by a second
     launch, over the [1, splits, C] view of the partials. lean: each launch takes the lean kernel where its int32
-    column offsets fit."""
+    column offsets fit. long: the (tile, warps) a reduced dim of block_r or more takes instead of (tile, warps),
+    chosen when forward runs."""
     kernel, fast = reduce_kernel(kind), reduce_kernel(kind, True)
     consts = {"BLOCK_R": "br", "BLOCK_C": "bc", "WITHIN": "within", "VEC_R": "vr", "VEC_I": "vi"}
     args = lambda src, dst, d: [src, dst, "R // vr", "inner // vi", "C", "n_cb", "chunk", d]  # noqa: E731
-    plan = "br, bc, within, n_cb, tiles, splits, chunk, vr, vi = kc_plan({}, {}, {}, 0, %d, %d, %d, {}, {})" % (
+    choose = []
+    if long:  # the choice is made once, from the reduced dim; a second launch combining partials keeps it
+        choose = [f"tile, warps = ({int(long[0])}, {int(long[1])}) if R >= {block_r} else ({tile}, {warps})"]
+        tile, warps = "tile", "warps"
+    plan = "br, bc, within, n_cb, tiles, splits, chunk, vr, vi = kc_plan({}, {}, {}, 0, %d, %s, %d, {}, {})" % (
         block_r, tile, columns)
 
     def launch(grid: str, src: str, dst: str, d: str) -> str:
@@ -151,6 +156,7 @@ def reduce_launches(kind: str, div: str, block_r: int, tile: int, warps: int, ta
         return (f"if br * inner + bc < 2 ** 31:\n    {fast.launch(grid, args(src, dst, d), consts, num_warps=warps)}"
                 f"\nelse:\n    {tiled}")
     return "\n".join([
+        *choose,
         plan.format("outer", "R", "inner", target, "x.element_size()"),
         "if splits == 1:",
         indent(launch("(tiles, 1)", "x", "y", div), 4),
@@ -167,7 +173,8 @@ def reduce(op: Op, p, names: Names) -> Rendered:
     kind = op.detail["op"]
     lean = bool(getattr(p, "lean", False))
     launches = reduce_launches(kind, "float(R0)" if kind == "mean" else "1.0", int(p.BLOCK_R), int(p.TILE),
-                               int(p.num_warps), int(p.split_target), int(p.COLUMNS), lean)
+                               int(p.num_warps), int(p.split_target), int(p.COLUMNS), lean,
+                               None if lean else getattr(p, "long", None))
     return Rendered(reduce_blocks(kind, lean), f"{view_lines(op)}\n{launches}")
 
 
