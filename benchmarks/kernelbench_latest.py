@@ -6,6 +6,11 @@ from, so a reader sees which code and day measured it. A row of the candidate th
 the engineer did not cover then) is kept but not counted. Nothing is run or timed here.
 
     python benchmarks/kernelbench_latest.py OLD.json NEWER.json ... --out LATEST.json
+    python benchmarks/kernelbench_latest.py OLD.json NEWER.json --skip NEWER.json:8,13 --out LATEST.json
+
+`--skip RECORD:N,...` leaves problems N of that record out (by number): rows a record measured on code that the
+current code no longer renders (a change measured, then narrowed), so an earlier record's row, whose kernel the
+current code renders again, stays the latest. The output names what was skipped.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from kernelcraft.metrics import bench_metrics  # noqa: E402
 
 
-def latest(paths: list[Path]) -> dict:
+def latest(paths: list[Path], skip: dict[str, set[int]] | None = None) -> dict:
+    skip = skip or {}
     rows: dict[str, dict] = {}
     devices = set()
     for path in paths:
@@ -30,6 +36,8 @@ def latest(paths: list[Path]) -> dict:
             raise SystemExit(f"{path.name} was measured on {record.get('device')}, the records before it on "
                              f"{sorted(d for d in devices if d != record.get('device'))}")
         for row in record["rows"]:
+            if int(row["problem"].split("_")[0]) in skip.get(path.name, ()):
+                continue
             kept = rows.get(row["problem"])
             if kept is None or row["status"] == "ok" or kept["status"] != "ok":
                 rows[row["problem"]] = {**row, "record": path.name, "code": record.get("code"),
@@ -40,7 +48,8 @@ def latest(paths: list[Path]) -> dict:
     metrics = bench_metrics([{**r, "correct": r.get("status") == "ok"} for r in own])
     return {"what": "the latest verdict per problem over the records below (benchmarks/kernelbench_latest.py); "
                     "rows of older records were measured on older code",
-            "device": devices.pop(), "records": [p.name for p in paths], "problems": len(ordered),
+            "device": devices.pop(), "records": [p.name for p in paths],
+            "skipped": {name: sorted(numbers) for name, numbers in skip.items()}, "problems": len(ordered),
             "fast_1_and_geomeans": metrics,
             "not_counted": [r["problem"] for r in ordered if r.get("candidate") == "reference"],
             "rows": ordered}
@@ -49,9 +58,18 @@ def latest(paths: list[Path]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("records", type=Path, nargs="+", help="kernelbench.py records of one level, oldest first")
+    ap.add_argument("--skip", action="append", default=[], metavar="RECORD:N,...",
+                    help="problems (numbers) of a record (its file name) left out: rows the current code no longer "
+                         "renders as that record measured them")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    out = latest(args.records)
+    skip: dict[str, set[int]] = {}
+    for item in args.skip:
+        name, _, numbers = item.partition(":")
+        if name not in {p.name for p in args.records} or not numbers:
+            raise SystemExit(f"--skip {item!r}: want RECORD:N,... with RECORD one of the records given")
+        skip.setdefault(name, set()).update(int(n) for n in numbers.split(","))
+    out = latest(args.records, skip)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps({k: out[k] for k in ("problems", "fast_1_and_geomeans")}, indent=1))
 
