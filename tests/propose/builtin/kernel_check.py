@@ -225,6 +225,35 @@ class _Launched:
         return self.kernel[grid]
 
 
+class Keywords:
+    """A `check(patch=...)` spy (or one called with a loaded candidate): for each launch of the kernels `names`,
+    `seen` gets the launch's keyword arguments `keys` (its constexprs, num_warps, ...): the value of a single key, a
+    dict of several; as (kernel name, that) where several kernels are watched."""
+
+    def __init__(self, names: str | tuple[str, ...], *keys: str):
+        self.names = (names,) if isinstance(names, str) else tuple(names)
+        self.keys, self.seen = keys, []
+
+    def __call__(self, module) -> None:
+        for name in self.names:
+            setattr(module, name, _Watched(getattr(module, name), name, self))
+
+    def record(self, name: str, kwargs: dict) -> None:
+        value = kwargs[self.keys[0]] if len(self.keys) == 1 else {k: kwargs[k] for k in self.keys}
+        self.seen.append((name, value) if len(self.names) > 1 else value)
+
+
+class _Watched:
+    def __init__(self, kernel, name: str, spy: Keywords):
+        self.kernel, self.name, self.spy = kernel, name, spy
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.spy.record(self.name, kwargs)
+            return self.kernel[grid](*args, **kwargs)
+        return launch
+
+
 # Tests that narrow a move's channel chunk (BLOCK_K) so that a few channels fill several: 4 in the interpreter; a
 # GPU's tl.dot needs K >= 16, so there the chunk and every channel count of such a test are CHANNELS times larger
 # (the same cases: full chunks, a masked one, fewer channels than a chunk).

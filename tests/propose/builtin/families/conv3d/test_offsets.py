@@ -10,7 +10,7 @@ import torch
 
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.families.conv3d.test_conv3d import CONV, INIT, conv3d_op
-from tests.propose.builtin.kernel_check import check, moves, reference
+from tests.propose.builtin.kernel_check import Keywords, check, moves, reference
 from tests.propose.builtin.kernel_check import move_tolerance as tolerance
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -33,25 +33,6 @@ CASES = [((3, 5, 3), (2, 3, 5, 7, 6), False),  # 3 channels: K 81, six 16-wide s
          ((8, 5, 3), (1, 8, 4, 5, 6), False)]  # 8 channels: K 216
 
 
-class Bounds:
-    """A `check(patch=...)` spy: records the BOUNDS each launch of the offsets kernel passes."""
-
-    def __init__(self):
-        self.seen = []
-
-    def __call__(self, module) -> None:
-        kernel, seen = getattr(module, OFFSETS), self.seen
-
-        class Spy:
-            def __getitem__(self, grid):
-                def run(*args, **kwargs):
-                    seen.append(kwargs["BOUNDS"])
-                    return kernel[grid](*args, **kwargs)
-                return run
-
-        setattr(module, OFFSETS, Spy())
-
-
 def offsets_moves(op: Op) -> list:
     return [m.params for m in moves(op) if m.params.k_order == "offsets"]
 
@@ -67,7 +48,7 @@ def test_offsets_moves_lead_and_say_what_their_loop_does():
 
 @pytest.mark.parametrize("params", offsets_moves(conv3d_op()), ids=lambda p: f"{p.precision}-{p.BLOCK_K}")
 def test_offsets_moves_on_odd_volumes(params, tmp_path):
-    spy = Bounds()
+    spy = Keywords(OFFSETS, "BOUNDS")
     check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, [c[:2] for c in CASES], tmp_path, patch=spy,
           **tolerance(params))
     assert spy.seen == [bounds for *_, bounds in CASES]
@@ -76,7 +57,7 @@ def test_offsets_moves_on_odd_volumes(params, tmp_path):
 def test_offsets_epilogue_operand_functional_values_and_half_inputs(tmp_path):
     params = offsets_moves(conv3d_op())[0]
     op = conv3d_op([["relu"], ["mul", 0.5]])
-    spy = Bounds()
+    spy = Keywords(OFFSETS, "BOUNDS")
     check(op, reference("torch.relu(self.conv(x)) * 0.5", INIT, CONV), params, [c[:2] for c in CASES[:5]], tmp_path,
           patch=spy, rtol=1e-4, atol=1e-4)
     op = Op("conv3d", {"stride": [2, 1, 1], "padding": [1, 0, 2], "dilation": [1, 2, 1], "groups": 2, "module": None,
@@ -91,26 +72,8 @@ def test_offsets_epilogue_operand_functional_values_and_half_inputs(tmp_path):
     assert spy.seen == [False, False, True, True, True] + [True, True] + [False, False, True]
 
 
-class Launched:
-    """A `check(patch=...)` spy: records which of the conv3d kernels each forward launched."""
-
-    NAMES = (OFFSETS, "kc_conv3d_taps_kernel", "kc_conv3d_kernel")
-
-    def __init__(self):
-        self.seen = []
-
-    def __call__(self, module) -> None:
-        for name in self.NAMES:
-            kernel, seen = getattr(module, name), self.seen
-
-            class Spy:
-                def __getitem__(self, grid, kernel=kernel, name=name):
-                    def run(*args, **kwargs):
-                        seen.append((name, kwargs["BLOCK_K"]))
-                        return kernel[grid](*args, **kwargs)
-                    return run
-
-            setattr(module, name, Spy())
+# the conv3d kernels an offsets move may launch
+LAUNCHED = (OFFSETS, "kc_conv3d_taps_kernel", "kc_conv3d_kernel")
 
 
 @pytest.mark.parametrize("params", offsets_moves(conv3d_op()), ids=lambda p: f"{p.precision}-{p.BLOCK_K}")
@@ -119,7 +82,7 @@ def test_offsets_moves_take_the_taps_loop_from_32_channels_a_group(params, tmp_p
     that many (a chunk and a masked part at 33; two groups of 32 at 64); at 31, or unpadded, the offsets loop."""
     from kernelcraft.propose.builtin.families.conv3d.kernels import TAPS_FIRST
 
-    spy = Launched()
+    spy = Keywords(LAUNCHED, "BLOCK_K")
     cases = [((33, 4, 3, 1, 1), (1, 33, 4, 3, 5)), ((64, 6, (1, 3, 2), 1, (0, 1, 0), 1, 2), (2, 64, 3, 4, 3)),
              ((31, 4, 2, 1, 1), (1, 31, 3, 4, 3)), ((33, 4, 2), (1, 33, 3, 4, 3))]
     check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, cases, tmp_path, patch=spy,

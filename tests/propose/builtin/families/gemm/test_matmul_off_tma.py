@@ -9,7 +9,7 @@ from kernelcraft.propose.builtin.families.gemm.tiles import EXACT_TILES
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.families.gemm.test_linear import linear_op
 from tests.propose.builtin.families.gemm.test_matmul import mm_reference
-from tests.propose.builtin.kernel_check import DEVICE, ident, load, moves, reference, render
+from tests.propose.builtin.kernel_check import DEVICE, Keywords, ident, load, moves, reference, render
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -17,21 +17,7 @@ MM = Op("matmul", {"trans_a": False, "trans_b": False})
 TF32X3_TMA = [m for op in (MM, linear_op()) for m in moves(op) if m.params.tma and m.params.precision == "tf32x3"]
 
 
-class Constants:
-    """A spy on a loaded candidate's kernel `name`: the constants (BLOCK_*, PREC, warps, stages) of each launch."""
-
-    def __init__(self, module, name: str):
-        self.kernel, self.seen = getattr(module, name), []
-        setattr(module, name, self)
-
-    def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            self.seen.append({k: kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "PREC", "num_warps",
-                                                     "num_stages")})
-            return self.kernel[grid](*args, **kwargs)
-        return launch
-
-
+TILES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "PREC", "num_warps", "num_stages")  # what a spy reads of each launch
 EXACT = dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"), EXACT_TILES), PREC="ieee")
 
 
@@ -67,7 +53,8 @@ def test_matmul_strided_launches_are_exact_at_the_first_exact_tiles(move, sa, sb
     in the interpreter each product launches it once (on a Hopper GPU the ones TMA takes launch it never). The
     first move's short-K path (its own tiles, test_matmul_short_k.py) is set aside: K = 20 here."""
     module = load(render(MM, mm_reference(False, False), move.params.but(short_k=False)), tmp_path)
-    spy = Constants(module, "kc_matmul_kernel")
+    spy = Keywords("kc_matmul_kernel", *TILES)
+    spy(module)
     torch.manual_seed(0)
     a, b = torch.randn(sa, device=DEVICE), torch.randn(sb, device=DEVICE)
     torch.testing.assert_close(module.ModelNew()(a, b), module.Model()(a, b), rtol=1e-4, atol=1e-4)
@@ -79,7 +66,8 @@ def test_matmul_strided_launches_are_exact_at_the_first_exact_tiles(move, sa, sb
 def test_linear_strided_launch_is_exact_at_the_first_exact_tiles(move, tmp_path):
     ref = reference("self.fc(x)", "self, k, n", "self.fc = nn.Linear(k, n)")
     module = load(render(linear_op(), ref, move.params), tmp_path)
-    spy = Constants(module, "kc_linear_kernel")
+    spy = Keywords("kc_linear_kernel", *TILES)
+    spy(module)
     torch.manual_seed(0)
     model, new = module.Model(19, 37).to(DEVICE), module.ModelNew(19, 37).to(DEVICE)
     new.load_state_dict(model.state_dict())

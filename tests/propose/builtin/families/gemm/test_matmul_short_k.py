@@ -9,8 +9,8 @@ import torch
 from kernelcraft.propose.builtin.families.gemm.tiles import SHORT_K, SHORT_K_TILES
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.families.gemm.test_matmul import mm_reference
-from tests.propose.builtin.families.gemm.test_matmul_off_tma import Constants
-from tests.propose.builtin.kernel_check import DEVICE, load, moves, render
+from tests.propose.builtin.families.gemm.test_matmul_off_tma import TILES
+from tests.propose.builtin.kernel_check import DEVICE, Keywords, load, moves, render
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -23,7 +23,8 @@ def launches(op, ta, tb, sa, sb, tmp_path, ref=None):
     """The first move's constants at each launch of the strided kernel for op(A) (sa) @ op(B) (sb), its output
     checked against torch."""
     module = load(render(op, ref or mm_reference(ta, tb), FIRST), tmp_path)
-    spy = Constants(module, "kc_matmul_kernel")
+    spy = Keywords("kc_matmul_kernel", *TILES)
+    spy(module)
     torch.manual_seed(0)
     a, b = torch.randn(sa, device=DEVICE), torch.randn(sb, device=DEVICE)
     a, b = (a.transpose(-2, -1).contiguous() if ta else a), (b.transpose(-2, -1).contiguous() if tb else b)

@@ -10,7 +10,7 @@ import torch
 
 from kernelcraft.propose.builtin.families.rows import LONG, TILED, Reduce, Softmax
 from kernelcraft.propose.builtin.plan import Op
-from tests.propose.builtin.kernel_check import check, ident, moves, reference
+from tests.propose.builtin.kernel_check import Keywords, check, ident, moves, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's NaN/inf notes from the interpreter
 
@@ -70,24 +70,6 @@ def test_reduce_moves(params, tmp_path):
         check(op, ref, params, [((dim,), s) for s in shapes], tmp_path)
 
 
-class Warps:
-    """A spy on the candidate's reduce kernel: each launch's num_warps."""
-
-    def __init__(self, name: str):
-        self.name, self.seen = name, []
-
-    def __call__(self, module) -> None:
-        kernel, seen = getattr(module, self.name), self.seen
-
-        class Spy:
-            def __getitem__(self, grid):
-                def launch(*args, **kwargs):
-                    seen.append(kwargs["num_warps"])
-                    return kernel[grid](*args, **kwargs)
-                return launch
-        setattr(module, self.name, Spy())
-
-
 def test_the_first_move_takes_its_long_tiles_from_a_reduced_dim_of_block_r(tmp_path):
     """R >= BLOCK_R: LONG's tiles and warps (each launch, the split's combining one too); shorter: TILE's."""
     first = moves(SUM)[0].params
@@ -95,7 +77,7 @@ def test_the_first_move_takes_its_long_tiles_from_a_reduced_dim_of_block_r(tmp_p
     ref = reference("torch.sum(x, dim=1)")
     for i, (shape, warps) in enumerate((((3, first.BLOCK_R, 5), LONG[1]), ((3, first.BLOCK_R - 1, 5), first.num_warps),
                                         ((2, 3 * first.BLOCK_R + 7), LONG[1]), ((4, 130), first.num_warps))):
-        spy, work = Warps("kc_sum_reduce_kernel"), tmp_path / str(i)
+        spy, work = Keywords("kc_sum_reduce_kernel", "num_warps"), tmp_path / str(i)
         work.mkdir()
         check(SUM, ref, first, [((), shape)], work, patch=spy, rtol=1e-4, atol=1e-4)
         assert spy.seen and set(spy.seen) == {warps}, (shape, spy.seen)
