@@ -68,7 +68,10 @@ def main() -> None:
         name, _, numbers = item.partition(":")
         if name not in {p.name for p in args.records} or not numbers:
             raise SystemExit(f"--skip {item!r}: want RECORD:N,... with RECORD one of the records given")
-        skip.setdefault(name, set()).update(int(n) for n in numbers.split(","))
+        try:
+            skip.setdefault(name, set()).update(int(n) for n in numbers.split(","))
+        except ValueError:
+            raise SystemExit(f"--skip {item!r}: problem numbers, comma-separated") from None
     out = latest(args.records, skip)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps({k: out[k] for k in ("problems", "fast_1_and_geomeans")}, indent=1))

@@ -9,7 +9,7 @@ columns and combines the fp32 partials with a second launch, and over a leading 
 of one outer index per program (columns.py's PLAN and PLACE: contiguous, vectorized loads). A reduction may carry a
 prologue, the pointwise steps before it (tensor operands too: mean((a - b) ** 2)), applied to each tile as it is
 loaded (prologue.py), so the elementwise result is never written. The reduce kernels also serve the pooling
-families' global pools. A reduction without a prologue has a lean loop too (Reduce.lean, the third and fourth moves: a uniform
+families' global pools. A reduction without a prologue has a lean loop too (Reduce.lean, the second and third moves: a uniform
 tile start over loop-invariant offsets, rows masked only in a ragged last tile; kernels.py's _LEAN).
 
 Two families, one per parameter set: `softmax` (kinds softmax, log_softmax) and `reduce`. Their ops are read by
