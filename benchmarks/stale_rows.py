@@ -1,11 +1,18 @@
 """Which rows of a KernelBench record the current code would not reproduce: for every row of the built-in engineer's
 first kernel, that kernel rendered by the row's own code (its `code` commit, taken from git) and by the checkout's,
-compared as code (its kernels, the @triton.jit functions, and apart from them the host code that launches them). A row whose kernel changed is stale: its timing is not the current code's, so it is run
-again (`benchmarks/kernelbench.py --only ...`) or marked superseded. Nothing runs on a device: the engineer renders
-on the CPU as it would for a GPU. The comparison is of text, so it errs toward stale: a kernel added for sizes the
-row never reaches, or a host-code guard its sizes never meet, counts as a change; read the two renders to know.
+compared as code (its kernels, the @triton.jit functions, and apart from them the host code that launches them), and,
+where only the host code differs, by what it launches at the problem's published sizes. A row whose kernels or
+launches changed is stale: its timing is not the current code's, so it is run again (`benchmarks/kernelbench.py
+--only ...`) or marked superseded. Nothing runs on a device: the engineer renders on the CPU as it would for a GPU.
 
-    python benchmarks/stale_rows.py benchmarks/results/kernelbench-level1-latest-h100-2026-11-27.json \\
+The launches: the candidate's forward run on meta tensors of the published sizes, every Triton kernel replaced by
+a recorder of its launch (kernel, grid, arguments: tensors by shape, strides and dtype; constexprs and options), in
+a process that answers as an H100 would (CUDA available, compute capability 9.0, 132 SMs), so the host takes the
+paths it takes on a Hopper GPU (TMA, split-K's SM count). A host-code change the published sizes never reach (a
+guard they never meet) launches the same and leaves the row standing; a forward that cannot run on meta tensors
+counts as changed.
+
+    python benchmarks/stale_rows.py benchmarks/results/kernelbench-level1-latest-h100-2026-11-27b.json \\
         --suite ../shared/kernelbench/level1 --out stale.json
 """
 
@@ -23,9 +30,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Run in a fresh interpreter with one code's src first on the path: each problem's first kernel, hashed.
+# Run in a fresh interpreter with one code's src first on the path: each problem's first kernel, hashed, and the hash of
+# its launches at the published sizes (module docstring), in a process that answers as an H100 would.
 RENDER = r'''
-import ast, hashlib, json, sys
+import ast, hashlib, json, sys, tempfile, types
+from pathlib import Path
+import torch
+from triton.runtime.jit import JITFunction
+
+H100 = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0, multi_processor_count=132,
+                             total_memory=80 * 2 ** 30, L2_cache_size=50 * 2 ** 20)
+torch.cuda.is_available = lambda: True
+torch.cuda.get_device_properties = lambda *args, **kwargs: H100
+torch.cuda.get_device_capability = lambda *args, **kwargs: (9, 0)
+torch.cuda.current_device = lambda: 0
+torch.Tensor.is_cuda = property(lambda self: True)
+
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.base import Request
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
@@ -39,6 +59,43 @@ def digest(source):
     host = "\n".join(ast.unparse(n) for n in tree.body if n not in jit)
     return [hashlib.sha256(t.encode()).hexdigest()[:16] for t in (kernels, host)]
 
+def value(v):
+    if isinstance(v, torch.Tensor):
+        return [list(v.shape), list(v.stride()), str(v.dtype)]
+    return v if isinstance(v, (int, float, str, bool)) or v is None else type(v).__name__
+
+def launches(source, problem):
+    """The hash of the kernels the forward launches on meta tensors of the published sizes, or an error."""
+    path = Path(tempfile.mkdtemp()) / "candidate.py"
+    path.write_text(source)
+    module = types.ModuleType("candidate")
+    module.__file__ = str(path)
+    exec(compile(source, str(path), "exec"), module.__dict__)
+    log = []
+
+    class Recorder:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                shape = grid(kwargs) if callable(grid) else grid
+                log.append([self.name, [value(g) for g in shape], [value(a) for a in args],
+                            {k: value(v) for k, v in kwargs.items()}])
+            return launch
+
+    for name, v in list(vars(module).items()):
+        if isinstance(v, JITFunction):
+            setattr(module, name, Recorder(name))
+    scope = {}
+    exec(problem.source, scope)
+    model = module.ModelNew(*scope["get_init_inputs"]()).to("meta")
+    with torch.device("meta"):
+        inputs = scope["get_inputs"]()
+    with torch.no_grad():
+        model(*inputs)
+    return hashlib.sha256(json.dumps(log).encode()).hexdigest()[:16]
+
 engineer = BuiltinProposer("cuda")
 out = {}
 for path in sys.argv[1:]:
@@ -46,12 +103,19 @@ for path in sys.argv[1:]:
     try:
         answer = engineer.ask(Request("implement", problem, "triton"))
         source = parse_kernel(answer.text).source if answer.text else None
-        out[problem.name] = digest(source) if source else None
     except Exception as exc:  # an old code may not read a problem the way the current one does
         out[problem.name] = f"error: {type(exc).__name__}: {exc}"[:300]
+        continue
+    if not source:
+        out[problem.name] = None
+        continue
+    try:
+        ran = launches(source, problem)
+    except Exception as exc:  # a forward that cannot run on meta tensors: its launches are unknown
+        ran = f"error: {type(exc).__name__}: {exc}"[:200]
+    out[problem.name] = digest(source) + [ran]
 print(json.dumps(out))
 '''
-
 
 def renders(src: Path, paths: list[Path]) -> dict[str, str | None]:
     """Each problem's first-kernel hash under the package in `src`."""
@@ -102,14 +166,21 @@ def main() -> None:
                     unknown.append({**entry, "why": f"then {old}; now {new}"})
                 elif old == new:
                     same.append(entry)
-                else:
-                    stale.append({**entry, "changed": "kernels" if old[0] != new[0] else "host code only"})
-    numbers = [e["problem"].split("_")[0] for e in stale if e["changed"] == "kernels"]
+                elif old[0] != new[0]:
+                    stale.append({**entry, "changed": "kernels"})
+                elif old[2] != new[2] or str(new[2]).startswith("error"):
+                    stale.append({**entry, "changed": "launches at the published sizes"
+                                  + (f" (unknown: {new[2]})" if str(new[2]).startswith("error") else "")})
+                else:  # a host-code change the published sizes never reach
+                    same.append({**entry, "host_code_changed": True})
+    numbers = [e["problem"].split("_")[0] for e in stale]
     rerun = (f"python benchmarks/kernelbench.py {args.suite} --compile --only {','.join(numbers)} --out OUT.json"
              if numbers else None)
     report = {"record": str(args.record), "head": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                                                                  capture_output=True, text=True).stdout.strip(),
-              "stale": stale, "unchanged": len(same), "unknown": unknown, "rerun_changed_kernels": rerun}
+              "stale": stale, "unchanged": len(same),
+              "host_code_changed_same_launches": [e["problem"] for e in same if e.get("host_code_changed")],
+              "unknown": unknown, "rerun": rerun}
     print(f"{len(stale)} stale, {len(same)} unchanged, {len(unknown)} unknown of {len(rows)} rows", file=sys.stderr)
     for e in stale:
         print(f"  stale: {e['problem']} (row of {e['code']}, {e['speedup_compile']}x torch.compile; {e['changed']})",
@@ -117,7 +188,7 @@ def main() -> None:
     for e in unknown:
         print(f"  unknown: {e['problem']}: {e['why'][:160]}", file=sys.stderr)
     if rerun:
-        print(f"the rows whose kernels changed, timed again: {rerun}", file=sys.stderr)
+        print(f"the stale rows, timed again: {rerun}", file=sys.stderr)
     text = json.dumps(report, indent=1) + "\n"
     if args.out:
         args.out.write_text(text)
