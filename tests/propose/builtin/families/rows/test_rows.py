@@ -75,8 +75,9 @@ def test_the_first_move_takes_its_long_tiles_from_a_reduced_dim_of_block_r(tmp_p
     first = moves(SUM)[0].params
     assert first.long == LONG and first.but(long=None) == TILED[0] and f"{LONG[0]}-element" in moves(SUM)[0].text
     ref = reference("torch.sum(x, dim=1)")
-    for i, (shape, warps) in enumerate((((3, first.BLOCK_R, 5), LONG[1]), ((3, first.BLOCK_R - 1, 5), first.num_warps),
-                                        ((2, 3 * first.BLOCK_R + 7), LONG[1]), ((4, 130), first.num_warps))):
+    cases = [((3, first.BLOCK_R, 5), LONG[1]), ((3, first.BLOCK_R - 1, 5), first.num_warps),
+             ((2, 3 * first.BLOCK_R + 7), LONG[1]), ((4, 130), first.num_warps)]  # (2, 3079): split, then combined
+    for i, (shape, warps) in enumerate(cases):
         spy, work = Keywords("kc_sum_reduce_kernel", "num_warps"), tmp_path / str(i)
         work.mkdir()
         check(SUM, ref, first, [((), shape)], work, patch=spy, rtol=1e-4, atol=1e-4)

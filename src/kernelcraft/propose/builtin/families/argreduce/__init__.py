@@ -33,8 +33,8 @@ class ArgTiles(Params):
             return (f"Lean arg-reduction loop: NaN carried in the running value and each slot started at its own "
                     f"first row, so per element one load, two compares, a select and a max (no NaN or seen flags, no "
                     f"64-bit offsets recomputed, rows masked only in a ragged last tile); {whole}{self.BLOCK_R}-value "
-                    f"tiles of the reduced dim, {self.TILE}-element tiles on {self.num_warps} warps (scaled with a tile "
-                    f"that outgrows {self.TILE} elements, up to 16), {split}")
+                    f"tiles of the reduced dim, {self.TILE}-element tiles on {self.num_warps} warps (scaled with a "
+                    f"tile that outgrows {self.TILE} elements, up to 16), {split}")
         if self.ROW_MAX:
             return (f"Whole reduced extent in one tile when it fits (up to {self.ROW_MAX} values; short rows packed "
                     f"{self.TILE} per program): extreme and first index found in registers from one read; "

@@ -111,8 +111,9 @@ class Tiles(Params):
         split = ("; a product with few output tiles and a long K (too few tiles to fill the GPU) splits K among "
                  "programs, each writing an fp32 partial tile, summed by a second kernel") if self.split_k else ""
         m, n, _, w, _ = SHORT_K_TILES
-        short = (f"; a product with K at most {SHORT_K} (one K step: writing C bounds it, not its products) takes "
-                 f"exact fp32 products (ieee) on {m}x{n} tiles of the strided kernel, {w} warps") if self.short_k else ""
+        short = "" if not self.short_k else (
+            f"; a product with K at most {SHORT_K} (one K step: writing C bounds it, not its products) takes exact "
+            f"fp32 products (ieee) on {m}x{n} tiles of the strided kernel, {w} warps")
         return self._idea() + once + self._off_tma() + split + short
 
     def _tma_takes(self) -> str:
