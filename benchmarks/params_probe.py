@@ -1,13 +1,17 @@
 """Probe: one op's family parameters beyond its moves, against torch.compile, at KernelBench's published sizes.
 
-For each problem (one op the built-in engineer covers): its first Triton move's parameters, then each `--vary` set
-of fields changed (`Params.but`), rendered by the family as a candidate would be, checked against eager on one input,
+For each problem the built-in engineer covers: one op's first Triton move's parameters, then each `--vary` set of
+fields changed (`Params.but`), rendered as a candidate would be, checked against eager on one input,
 and timed interleaved in one process with eager and torch.compile by the verifier's own clock
 (`verify.timing.time_interleaved`: CUDA events, the L2 flushed before each call). A variant that wins here becomes a
 move (or the first one) only through the family's code, and is then verified like any candidate.
 
     python benchmarks/params_probe.py shared/kernelbench/level1 --only 41,44 \\
         --vary '{"BLOCK_W": 128}' '{"BLOCK_W": 256, "num_warps": 8}' --out probe.json
+
+A problem of several ops (a chain: level 1's 12, diag(A) @ B as a view and a broadcast product; 94, a mean over a
+prologue that reads a second input) varies its lead op (chain.py's `lead`), or op `--op N` of the chain, the others
+on their first strict moves, as the engineer renders it.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import triton
 from provenance import code
 
 from kernelcraft.problems import load_problem_dir
-from kernelcraft.propose.builtin import registry
+from kernelcraft.propose.builtin import chain, registry
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
 from kernelcraft.verify.policy import get_policy, set_exact_fp32
 from kernelcraft.verify.timing import TimingConfig, time_interleaved
@@ -61,21 +65,31 @@ def against_compile(fns: dict, module, budget_s: float) -> dict:
             for name, t in run.timings.items()}
 
 
-def probe(problem, engineer, varies: list[dict], budget_s: float) -> dict:
-    op = engineer.coverage(problem, "triton").single
-    if op is None:
-        return {"problem": problem.name, "skipped": "not one op"}
-    first = registry.moves(op, "triton")[0].params
+def probe(problem, engineer, varies: list[dict], budget_s: float, op_index: int | None = None) -> dict:
+    analysis = engineer.coverage(problem, "triton")
+    if analysis.single is not None:
+        ops, i = [analysis.single], 0
+        render = lambda p: registry.render(ops[0], problem.source, p)  # noqa: E731
+    elif analysis.chain:
+        ops = analysis.chain
+        i = chain.lead(ops) if op_index is None else op_index
+        if not 0 <= i < len(ops) or ops[i].kind in chain.FREE_KINDS:
+            return {"problem": problem.name, "skipped": f"op {i} of {[o.kind for o in ops]} has no moves"}
+        render = lambda p: chain.render(ops, problem.source, p, lead_index=i)  # noqa: E731
+    else:
+        return {"problem": problem.name, "skipped": "not covered"}
+    op = ops[i]
+    first = registry.moves(op, "triton")[0].params if i == chain.lead(ops) else registry.first_strict(op).params
     module = problem.load()
     model = module.Model(*module.get_init_inputs()).cuda().eval()
     fns = {"eager": model, "compile": torch.compile(model)}
     params = {"first": first, **{json.dumps(v, sort_keys=True): first.but(**v) for v in varies}}
-    for i, (label, p) in enumerate(params.items()):
-        source = registry.render(op, problem.source, p)
-        new = loaded(source, f"{problem.name}_{i}").ModelNew(*module.get_init_inputs()).cuda().eval()
+    for k, (label, p) in enumerate(params.items()):
+        new = loaded(render(p), f"{problem.name}_{k}").ModelNew(*module.get_init_inputs()).cuda().eval()
         new.load_state_dict(model.state_dict())
         fns[label] = new
-    return {"problem": problem.name, "op": op.kind, "first_move": first.to_json(),
+    return {"problem": problem.name, "op": op.kind, "op_index": i, "ops": [o.kind for o in ops],
+            "first_move": first.to_json(),
             "rows": against_compile(fns, module, budget_s)}
 
 
@@ -85,6 +99,8 @@ def main() -> None:
     ap.add_argument("--only", required=True, help="comma-separated problem numbers")
     ap.add_argument("--vary", nargs="+", default=[], help="JSON objects: fields of the first move's parameters")
     ap.add_argument("--budget", type=float, default=8.0, help="timing seconds per problem, all callables together")
+    ap.add_argument("--op", type=int, default=None,
+                    help="in a problem of several ops, the one to vary (its index in the chain; default its lead)")
     ap.add_argument("--policy", default="strict", help="the tolerance policy whose baselines are timed: under one "
                     "that does not admit TF32, eager's and torch.compile's fp32 convolutions and matmuls run exact, "
                     "as the verifier's do (cuDNN's TF32 default off)")
@@ -103,7 +119,7 @@ def main() -> None:
               "reference_fp32": "exact (TF32 off for cuDNN and matmuls)" if exact else "torch defaults",
               "vary": varies, "problems": []}
     for problem in problems:
-        record["problems"].append(probe(problem, engineer, varies, args.budget))
+        record["problems"].append(probe(problem, engineer, varies, args.budget, args.op))
         args.out.write_text(json.dumps(record, indent=1))
         rows = record["problems"][-1].get("rows", {})
         print(problem.name, " ".join(f"{k}={v['median_ms']}({v['vs_compile']})" for k, v in rows.items()), flush=True)
