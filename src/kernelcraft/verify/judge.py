@@ -21,6 +21,7 @@ import torch
 from kernelcraft import hardware
 from kernelcraft.result import Result
 from kernelcraft.verify.check import Comparison, check_form, compare, compare_exact
+from kernelcraft.verify.config import VerifyConfig
 from kernelcraft.verify.containment import descendants
 from kernelcraft.verify.inputs import distributions_for, draw_inputs, fresh_seed, mutate_inputs, mutation_kind
 from kernelcraft.verify.memory import GiB, fingerprint, new_key, release_cache
@@ -42,7 +43,7 @@ class Case:
     result: Result
     policy: Policy
     device: torch.device
-    config: object  # config.VerifyConfig
+    config: VerifyConfig
     l2_bytes: int
     spec: hardware.DeviceSpec | None
 
