@@ -72,6 +72,21 @@ def test_offsets_epilogue_operand_functional_values_and_half_inputs(tmp_path):
     assert spy.seen == [False, False, True, True, True] + [True, True] + [False, False, True]
 
 
+def test_the_first_move_doubles_the_voxel_tile_where_the_channel_tile_is_half_wide(tmp_path):
+    """wide_m: a group of 33 to 64 out-channels (a 64-wide channel tile) takes 256-voxel tiles; 32 or fewer (a
+    narrower channel tile), or more than 64 (the whole 128), keep 128."""
+    params = moves(conv3d_op())[0].params
+    assert params.wide_m and params.k_order == "offsets" and "64, 256-voxel tiles (the same area)" in params.idea()
+    assert not any(m.params.wide_m for m in moves(conv3d_op())[1:])
+    spy = Keywords(OFFSETS, "BLOCK_M", "BLOCK_N")
+    cases = [((3, 64, 3), (1, 3, 5, 6, 7)), ((3, 33, 2), (2, 3, 4, 5, 6)), ((3, 32, 3), (1, 3, 4, 5, 6)),
+             ((3, 65, 2), (1, 3, 3, 4, 5)), ((4, 96, 2, 1, 0, 1, 2), (1, 4, 3, 4, 5))]  # the last: 48 a group
+    check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, cases, tmp_path, patch=spy,
+          **tolerance(params))
+    assert [(s["BLOCK_M"], s["BLOCK_N"]) for s in spy.seen] == [(256, 64), (256, 64), (128, 32), (128, 128),
+                                                                   (256, 64)]
+
+
 # the conv3d kernels an offsets move may launch
 LAUNCHED = (OFFSETS, "kc_conv3d_taps_kernel", "kc_conv3d_kernel")
 

@@ -43,6 +43,16 @@ class Conv3dTiles(GemmTiles):
                                    f"in-channels, the taps K loop in {kernels.TAPS_FIRST}-wide channel chunks instead "
                                    "(its bounds checks are per tap, not per element)")
 
+    # wide_m: where a group's out-channels (33 to BLOCK_N/2 of them) narrow the channel tile to BLOCK_N/2, the voxel
+    # tile doubles to 2*BLOCK_M, so a tile keeps its area; chosen when forward runs (the forward's channel tile)
+    wide_m: bool = False
+
+    def tile(self) -> str:
+        if not self.wide_m:
+            return super().tile()
+        return (f"{super().tile()}; where a group's out-channels narrow the channel tile to {self.BLOCK_N // 2}, "
+                f"{2 * self.BLOCK_M}-voxel tiles (the same area)")
+
 
 def moves(op: Op) -> list[Conv3dTiles]:
     """implicit_gemm.gemm_moves with the offsets K loop's moves: 3xTF32 on 16-wide K steps first (the packed first
@@ -55,13 +65,19 @@ def moves(op: Op) -> list[Conv3dTiles]:
     them 3xTF32's own (splitting, the NaN guard, adding the partial products). At 32+ in-channels per group the taps
     moves (second, third) read each chunk of a tap with no table at all. 16- and 32-wide steps pad K = 27, 81, 216,
     315 alike (32, 96, 224, 320); one step of next_power_of_2(K) (81 -> 128) would waste a third of the dot and
-    double the registers a thread holds of A."""
+    double the registers a thread holds of A.
+
+    Timed since (H100, published sizes): the first move's wide_m, 256x64 tiles where the out-channels narrow the
+    channel tile to 64, took every such conv3d in KernelBench 1.11-1.37x faster: level 1's 54, 59, 60 and 66 (3
+    in-channels) and level 2's 43, 47 and 90 (kernelbench-level{1,2}-conv3d256-h100-2026-11-27.json). 256-voxel tiles
+    on 16-, 24- and 32-wide channel tiles were 2-22% slower (level 2's 6, 7, 8, 23, 24, 27, 48, 79, 83), so those
+    keep 128."""
     base = gemm_moves(Conv3dTiles)
     first = base[0]  # 128x128x16, 3xTF32, packed
     offsets = first.but(k_order="offsets")
     later = [offsets.but(BLOCK_K=32), offsets.but(precision="ieee")]
     relaxed = next(i for i, p in enumerate(base) if p.precision == "tf32")
-    strict = [offsets, *base[1:3], *later, first, *base[3:relaxed]]
+    strict = [offsets.but(wide_m=True), *base[1:3], *later, first, *base[3:relaxed]]
     return strict + [offsets.but(precision="tf32"), *base[relaxed:]]
 
 
