@@ -8,7 +8,8 @@ import torch
 
 from kernelcraft.problems import load_problem
 from kernelcraft.problems.cost import compute_cost
-from kernelcraft.verify.memory import FLUSH_MIN_BYTES, KEEP_CACHED, GiB, fingerprint, need, new_key, release_cache
+from kernelcraft.verify.memory import (CONTEXT_BYTES, FLUSH_MIN_BYTES, KEEP_CACHED, GiB, fingerprint, need, new_key,
+                                      release_cache)
 from tests.helpers import FIXTURES
 
 
@@ -32,6 +33,8 @@ def test_need_is_one_trial_whatever_the_trial_count():
     assert n.reference == cost.peak_bytes and n.candidate_outputs == 2 * cost.output_bytes
     assert n.flush == FLUSH_MIN_BYTES and n.total > 3 * 256 * GiB
     assert "GiB" in n.describe()
+    # a context for each process on the device: the supervisor, the worker judging, each standby worker
+    assert need(cost, 50 << 20, processes=5).contexts - n.contexts == 2 * CONTEXT_BYTES
 
 
 @pytest.mark.parametrize("make", [lambda: torch.randn(37, 1000), lambda: torch.randn(64, 33).T,

@@ -28,8 +28,9 @@ class VerifyConfig:
     run_timeout: float = 60.0
     baseline_timeout: float = 600.0
     # Workers spawned ahead on a GPU, so a start-up (torch import, CUDA init) overlaps work. None on
-    # the CPU: a start-up there would share the cores with the timing.
-    standby_workers: int = 2
+    # the CPU: a start-up there would share the cores with the timing. 3: one actor on an H100 judged 31.4 and 31.5
+    # candidates a minute with 3, 29.2 and 29.9 with 2, passes alternating (scale-standby-h100-2026-11-27.json).
+    standby_workers: int = 3
     # How a worker starts: "fork" (from a fork server that imported torch and Triton once: verify/forkserver.py;
     # ready in 1.9 s instead of 3.2 with 4 GPUs' workers starting at once, 0.03 s instead of 3 on a CPU) or
     # "spawn" (a new interpreter that imports torch itself). Fork falls back to spawn if its server fails.

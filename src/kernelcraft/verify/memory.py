@@ -79,9 +79,11 @@ def free_bytes(device: torch.device) -> tuple[int, int]:
     return torch.cuda.mem_get_info(device)
 
 
-def check_fits(name: str, sizes: str, cost: Cost, device: torch.device, l2_bytes: int) -> MemoryNeed:
-    """The problem's need; raises ProblemTooLarge when the device does not have it free."""
-    required = need(cost, l2_bytes)
+def check_fits(name: str, sizes: str, cost: Cost, device: torch.device, l2_bytes: int,
+               processes: int = 3) -> MemoryNeed:
+    """The problem's need, with `processes` CUDA contexts on the device (need()); raises ProblemTooLarge when the
+    device does not have it free."""
+    required = need(cost, l2_bytes, processes)
     if device.type != "cuda":
         return required
     free, total = free_bytes(device)

@@ -138,7 +138,8 @@ class Supervisor:
             cost = compute_cost(module)
             self.workers.settle()  # what is free is measured: no killed worker's memory counted as taken
             try:
-                need = check_fits(problem.name, sizes.describe(), cost, self.device, self.l2_bytes)
+                need = check_fits(problem.name, sizes.describe(), cost, self.device, self.l2_bytes,
+                                  processes=2 + self.config.standby_workers)  # and the worker judging
             except ProblemTooLarge as exc:
                 if not self.beside_need:
                     self.too_large[key] = str(exc)

@@ -1,0 +1,117 @@
+"""Probe: a stride-1 transposed 2-D convolution run as the plain convolution it equals, against the transposed
+conv family's first move, eager and torch.compile, at KernelBench's published sizes.
+
+With stride 1, no output padding and one group, ConvTranspose2d(x, w) = Conv2d(x, w') with w' the weight's in- and
+out-channels swapped and its taps flipped, padded dilation * (k - 1) - padding on each side. The probe renders the
+conv2d family's first move for that Conv2d (the built-in engineer on a problem written for it), gives it w', checks
+it against eager on one input and times it interleaved with the others (`params_probe.against_compile`: the
+verifier's clock, the L2 flushed). A result here becomes a move only through the families' code.
+
+    python benchmarks/convt_as_conv_probe.py shared/kernelbench/level1 --only 65,69 --out probe.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import triton
+from params_probe import against_compile, loaded
+from provenance import code
+
+from kernelcraft.problems import load_problem_dir
+from kernelcraft.problems.problem import Problem
+from kernelcraft.propose.builtin import registry
+from kernelcraft.propose.builtin.proposer import BuiltinProposer
+from kernelcraft.verify.policy import set_exact_fp32
+
+CONV = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d({cin}, {cout}, {k}, padding={pad}, dilation={dil}, bias={bias})
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return []
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def first_move(engineer: BuiltinProposer, problem: Problem, label: str) -> tuple[type, str, dict]:
+    """The engineer's first Triton kernel for a one-op problem: its ModelNew class, the op's kind, the move."""
+    op = engineer.coverage(problem, "triton").single
+    if op is None:
+        raise SystemExit(f"{problem.name}: not one op the engineer covers")
+    params = registry.moves(op, "triton")[0].params
+    return loaded(registry.render(op, problem.source, params), label).ModelNew, op.kind, params.to_json()
+
+
+def probe(problem: Problem, engineer: BuiltinProposer, budget_s: float) -> dict:
+    module = problem.load()
+    model = module.Model(*module.get_init_inputs()).cuda().eval()
+    ct = next((m for m in model.modules() if isinstance(m, nn.ConvTranspose2d)), None)
+    if ct is None or ct.stride != (1, 1) or ct.output_padding != (0, 0) or ct.groups != 1:
+        return {"problem": problem.name, "skipped": "not a stride-1 ConvTranspose2d of one group"}
+    pad = tuple(d * (k - 1) - p for d, k, p in zip(ct.dilation, ct.kernel_size, ct.padding))
+    source = CONV.format(cin=ct.in_channels, cout=ct.out_channels, k=tuple(ct.kernel_size), pad=pad,
+                         dil=tuple(ct.dilation), bias=ct.bias is not None)
+    path = Path(f"/tmp/kc_{problem.name}_as_conv.py")  # the engineer reads a problem from its file
+    path.write_text(source)
+    conv_problem = Problem(path.stem, path, source)
+    convt_cls, convt_kind, convt_params = first_move(engineer, problem, f"{problem.name}_convt")
+    conv_cls, conv_kind, conv_params = first_move(engineer, conv_problem, f"{problem.name}_conv")
+    convt = convt_cls(*module.get_init_inputs()).cuda().eval()
+    convt.load_state_dict(model.state_dict())
+    conv = conv_cls().cuda().eval()
+    with torch.no_grad():
+        conv.conv.weight.copy_(ct.weight.transpose(0, 1).flip(2, 3))
+        if ct.bias is not None:
+            conv.conv.bias.copy_(ct.bias)
+    fns = {"eager": model, "compile": torch.compile(model), "convt_first": convt, "as_conv_first": conv}
+    return {"problem": problem.name, "conv_padding": list(pad),
+            "convt_first": {"family": convt_kind, "params": convt_params},
+            "as_conv_first": {"family": conv_kind, "params": conv_params},
+            "rows": against_compile(fns, module, budget_s)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("suite", type=Path)
+    ap.add_argument("--only", required=True, help="comma-separated problem numbers")
+    ap.add_argument("--budget", type=float, default=8.0, help="timing seconds per problem, all callables together")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    set_exact_fp32(True)  # the strict policy's baselines: cuDNN's fp32 convolutions exact, as the verifier's
+    wanted = {f"{n}_" for n in args.only.split(",")}
+    problems = [p for p in load_problem_dir(args.suite) if any(p.name.startswith(w) for w in wanted)]
+    engineer = BuiltinProposer("cuda")
+    record = {"what": "stride-1 transposed conv2d as the conv2d it equals (benchmarks/convt_as_conv_probe.py)",
+              "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+              "date": datetime.date.today().isoformat(), "code": code(),
+              "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "policy": "strict",
+              "problems": []}
+    for problem in problems:
+        record["problems"].append(probe(problem, engineer, args.budget))
+        args.out.write_text(json.dumps(record, indent=1))
+        rows = record["problems"][-1].get("rows", {})
+        print(problem.name, " ".join(f"{k}={v['median_ms']}({v['vs_compile']}, err {v['max_abs_error']:.2e})"
+                                     for k, v in rows.items()), flush=True)
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
