@@ -72,7 +72,8 @@ ALLOWED_CALLS = {"torch.empty", "torch.empty_like", "torch.cuda.get_device_prope
 ALLOWED_METHODS = {"contiguous", "permute", "reshape", "view", "squeeze", "unsqueeze", "size", "numel", "dim", "stride", "element_size", "data_ptr", "t",
                    "blocks_per_sm",  # an NVRTC kernel's occupancy query
                    "is_floating_point", "append",  # a number passed to forward made an operand (kc_bcast_numbers)
-                   "expand"}  # a view: an epilogue operand broadcast before a copy (kc_operand_args)
+                   "expand",  # a view: an epilogue operand broadcast before a copy (kc_operand_args)
+                   "transpose", "flip"}  # a weight's copy with its taps reversed (a transposed conv as a conv)
 
 
 def _dotted(node) -> str:

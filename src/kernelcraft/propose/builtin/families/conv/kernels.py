@@ -116,31 +116,39 @@ def _gemm_load(k: int) -> str:
     return operands.tile_load(k, ("oh", "ow"))
 
 
+def _extra(op: Op) -> tuple[str, ...]:
+    """The kernels' run-time parameters after x, w, bias and y: a folded batchnorm's, then the epilogue operands'."""
+    return (_BN_PARAMS if op.detail.get("bn") else ()) + operands.params(op, NDIM)
+
+
+def _epilogue(op: Op, ch: str, mask: str | None, load) -> str:
+    d = op.detail
+    return "\n".join(bn_lines(d.get("bn"), ch, mask) + epilogue_lines(d.get("steps") or [], load))
+
+
+def gemm_kernel(op: Op, names: Names, taps: bool = False) -> TritonKernel:
+    """The op's implicit GEMM with its epilogue: the packed (channel, kh, kw) K loop over w as (CO, CPG, KH, KW), or
+    (`taps`) the taps loop over w as (CO, KH, KW, CPG); both take the same parameters. Its scalars: the numbers the
+    epilogue reads from the module, its first parameters."""
+    return TritonKernel(
+        names("kc_conv2d_taps_kernel" if taps else "kc_conv2d_kernel"),
+        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *_extra(op), "M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG",
+         "SH", "SW", "PH", "PW", "DH", "DW"),
+        ("KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *operands.flags(op)),
+        _GEMM.substitute(tile=TILE, kloop=_TAPS_K if taps else _PACKED_K,
+                         epilogue=_epilogue(op, "co", "nmask", _gemm_load)), Scalars.of(op))
+
+
 def kernels(op: Op, names: Names) -> tuple[TritonKernel, TritonKernel, TritonKernel]:
     """The op's implicit-GEMM (packed K), depthwise and implicit-GEMM (taps K) kernels, each with the op's epilogue.
     The two GEMMs differ only in their K loop and take the same parameters (the taps one a permuted weight)."""
-    d = op.detail
-    steps = d.get("steps") or []
-    extra = (_BN_PARAMS if d.get("bn") else ()) + operands.params(op, NDIM)
-    s = Scalars.of(op)  # the numbers the epilogue reads from the module: both kernels' first parameters
-
-    def epilogue(ch, mask, load):
-        return "\n".join(bn_lines(d.get("bn"), ch, mask) + epilogue_lines(steps, load))
-
-    def gemm(name, kloop):
-        return TritonKernel(
-            names(name),
-            ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *extra, "M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG",
-             "SH", "SW", "PH", "PW", "DH", "DW"),
-            ("KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *operands.flags(op)),
-            _GEMM.substitute(tile=TILE, kloop=kloop, epilogue=epilogue("co", "nmask", _gemm_load)), s)
-
     depthwise = TritonKernel(
         names("kc_dwconv2d_kernel"),
-        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *extra, "C", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "DH", "DW"),
+        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *_extra(op), "C", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "DH",
+         "DW"),
         ("KH", "KW", "HAS_BIAS", "BLOCK_H", "BLOCK_W"),
-        _DEPTHWISE.substitute(epilogue=epilogue("c", None, _depthwise_load)), s)
-    return gemm("kc_conv2d_kernel", _PACKED_K), depthwise, gemm("kc_conv2d_taps_kernel", _TAPS_K)
+        _DEPTHWISE.substitute(epilogue=_epilogue(op, "c", None, _depthwise_load)), Scalars.of(op))
+    return gemm_kernel(op, names), depthwise, gemm_kernel(op, names, taps=True)
 
 
 def _hyper(op: Op) -> str:

@@ -50,6 +50,9 @@ class ConvTransposeTiles(GemmTiles):
     phases (`one_launch`: the phase a grid axis, its taps worked out in the kernel)."""
 
     one_launch: bool = False
+    # as_conv: where the transposed conv has stride 1 and no output padding (and padding <= dilation * (k - 1)), the
+    # plain conv it equals, on the conv family's packed implicit GEMM (kernels.py: conv_route); else the phases
+    as_conv: bool = False
 
     TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop (a phase's taps outer, their in-channels inner)
     FORMULATION: ClassVar[str] = ("Sub-pixel decomposition: one implicit GEMM per output phase (oh, ow mod stride) "
@@ -62,18 +65,32 @@ class ConvTransposeTiles(GemmTiles):
         f"{kernels.TAPS_MIN_CHUNKS} chunks of in-channels or more; fewer: the packed (channel, tap) K in "
         f"{kernels.PACKED_K}-wide steps")
 
+    def __post_init__(self):
+        super().__post_init__()
+        if self.as_conv and (self.one_launch or self.k_order != "packed"):
+            raise ValueError("as_conv is the conv family's packed K loop in one launch: not with one_launch or taps")
+
     def idea(self) -> str:
+        if self.as_conv:
+            return ("Stride 1 as the plain conv it equals: the weight's in- and out-channels swapped and its taps "
+                    "flipped once per call, padded dilation*(k-1)-padding, then the conv family's implicit GEMM (the "
+                    f"weight contiguous along K); {self.tile()}, {_PRODUCTS[self.precision]}; other strides or "
+                    "output padding: the per-phase GEMMs")
         if not self.one_launch:
             return super().idea()
-        products = {"tf32x3": "3xTF32 tensor cores at fp32 accuracy", "ieee": "exact fp32 on the FMA units",
-                    "tf32": "TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32)"}
         return ("All output phases in one launch (the phase a grid axis, its taps worked out in the kernel): no launch "
                 f"and tail wave per phase; {self.BLOCK_M}x{self.BLOCK_N} tiles, {self.BLOCK_K}-wide K steps, "
-                f"{self.num_warps} warps, {self.num_stages} stages, {products[self.precision]}"
+                f"{self.num_warps} warps, {self.num_stages} stages, {_PRODUCTS[self.precision]}"
                 + (f"; {self.TAPS_IDEA}" if self.k_order == "taps" else ""))
 
     def category(self) -> str:
+        if self.as_conv:
+            return "memory"  # the weight read along K, as the conv family reads it
         return "parallelism" if self.one_launch and not self.relaxed else super().category()
+
+
+_PRODUCTS = {"tf32x3": "3xTF32 tensor cores at fp32 accuracy", "ieee": "exact fp32 on the FMA units",
+             "tf32": "TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32)"}
 
 
 def moves(op: Op) -> list[ConvTransposeTiles]:
@@ -86,10 +103,18 @@ def moves(op: Op) -> list[ConvTransposeTiles]:
     took 10 to 53% off level 1's 57, 64, 65, 69, 78 and level 2's 10, 11, 19, 42, and added 4 to 65% to level 1's
     71, 74, 75, 79, 81: every loser has 32 or fewer in-channels per group (one chunk), every winner but 78 has 64 or
     more; hence two chunks. With that choice (kernelbench-level{1,2}-convt-h100-2026-11-26.json) the losers are back
-    at their packed times and the winners keep theirs (78 goes back too)."""
+    at their packed times and the winners keep theirs (78 goes back too).
+
+    Second where the op has stride 1 and no output padding: the conv it equals (as_conv), on the conv family's first
+    move's tiles. Probed against the taps first move on an H100 at published sizes
+    (convt-as-conv-probe-h100-2026-11-27.json): level 1's 57 29.60 -> 20.04 ms, 65 16.51 -> 11.78, 78 10.84 ->
+    9.49; 69 12.64 -> 13.20. Not first until every stride-1 row (level 2's too) is timed with it."""
     out = gemm_moves(ConvTransposeTiles)
     first = next(i for i, p in enumerate(out) if p.k_order == "taps" and p.precision == "tf32x3")
     out = [out[first], *out[:first], *out[first + 1:]]
+    d = op.detail
+    if list(d.get("stride") or ()) == [1, 1] and not any(d.get("output_padding") or ()):
+        out.insert(1, ConvTransposeTiles(precision="tf32x3", as_conv=True))
     at = next(i for i, p in enumerate(out) if p.precision == "tf32")  # before the relaxed-only moves
     one = ConvTransposeTiles(BLOCK_M=128, BLOCK_N=128, BLOCK_K=16, GROUP_M=8, num_warps=8, num_stages=3,
                              one_launch=True)

@@ -12,6 +12,7 @@ import inspect
 from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.families.conv import kernels as conv_kernels
 from kernelcraft.propose.builtin.families.conv import operands
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE, hyper_lines, taps_loop
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
@@ -170,6 +171,26 @@ def _hyper(op: Op) -> str:
     return hyper_lines(d, ("stride", "padding", "output_padding", "dilation"), "hw", padding_strings=False)
 
 
+def conv_route(op: Op, names: Names, phases: str, consts: dict, options: dict) -> tuple[str, TritonKernel]:
+    """The forward's launch lines of an as_conv move: where stride is 1, output padding 0 and padding at most
+    dilation * (k - 1), the plain conv the transposed one equals, by the conv family's packed implicit GEMM: the
+    weight (C_in, C_out/groups, KH, KW) as (C_out, C_in/groups, KH, KW), its taps flipped, padded dilation * (k - 1)
+    - padding (the same output size); else the lines `phases`. And that GEMM's kernel."""
+    conv = conv_kernels.gemm_kernel(op, names)
+    run = conv.launch("grid", ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM), "M", "C", "H",
+                               "W", "CO", "OH", "OW", "K", "CPG", "COPG", "1", "1", "dh * (KH - 1) - ph",
+                               "dw * (KW - 1) - pw", "dh", "dw"], {"KH": "KH", "KW": "KW", **consts}, **options)
+    lines = f'''if (sh, sw) == (1, 1) and (oph, opw) == (0, 0) and ph <= dh * (KH - 1) and pw <= dw * (KW - 1):
+    # the conv it equals: w as (CO, CPG, KH, KW), each group's in- and out-channels swapped, its taps flipped
+    w = w.reshape(groups, CPG, COPG, KH, KW).transpose(1, 2).flip(3, 4).reshape(CO, CPG, KH, KW).contiguous()
+    M, K = N * OH * OW, CPG * KH * KW
+    grid = (triton.cdiv(M, {consts["BLOCK_M"]}) * triton.cdiv(COPG, bn), groups)
+    {run}
+else:  # the per-phase GEMMs
+{indent(phases.strip(chr(10)), 4)}'''
+    return lines, conv
+
+
 def render(op: Op, p, names: Names) -> Rendered:
     """conv_transpose2d / conv_transpose1d on tiles `p` (the family's ConvTransposeTiles)."""
     d = op.detail
@@ -219,6 +240,9 @@ for rh in range(min(sh, OH)):  # one launch per output phase (rh, rw)
         grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
 {indent(run, 8)}'''
         blocks = (inspect.getsource(kc_phase_taps), *kernels)
+    if p.as_conv:
+        launch_lines, conv = conv_route(op, names, launch_lines, consts, options)
+        blocks += (conv,)
     one_d = op.kind == "conv_transpose1d"  # a one-row 2-D one: x (N, C, 1, L), w (C_in, C_out/groups, 1, K)
     one_row = ("\nx = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2])  # (N, C, L) as one-row images"
                "\nw = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])") if one_d else ""
