@@ -12,18 +12,15 @@ verifier's clock, the L2 flushed). A result here becomes a move only through the
 
 from __future__ import annotations
 
-import argparse
 import datetime
-import json
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import triton
-from params_probe import against_compile, loaded
+from params_probe import against_compile, loaded, numbered, probe_all, probe_parser
 from provenance import code
 
-from kernelcraft.problems import load_problem_dir
 from kernelcraft.problems.problem import Problem
 from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
@@ -92,28 +89,15 @@ def probe(problem: Problem, engineer: BuiltinProposer, budget_s: float) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("suite", type=Path)
-    ap.add_argument("--only", required=True, help="comma-separated problem numbers")
-    ap.add_argument("--budget", type=float, default=8.0, help="timing seconds per problem, all callables together")
-    ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args()
+    args = probe_parser(__doc__).parse_args()
     set_exact_fp32(True)  # the strict policy's baselines: cuDNN's fp32 convolutions exact, as the verifier's
-    wanted = {f"{n}_" for n in args.only.split(",")}
-    problems = [p for p in load_problem_dir(args.suite) if any(p.name.startswith(w) for w in wanted)]
     engineer = BuiltinProposer("cuda")
     record = {"what": "stride-1 transposed convs as the convs they equal (benchmarks/convt_as_conv_probe.py)",
               "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
               "date": datetime.date.today().isoformat(), "code": code(),
               "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "policy": "strict",
               "problems": []}
-    for problem in problems:
-        record["problems"].append(probe(problem, engineer, args.budget))
-        args.out.write_text(json.dumps(record, indent=1))
-        rows = record["problems"][-1].get("rows", {})
-        print(problem.name, " ".join(f"{k}={v['median_ms']}({v['vs_compile']}, err {v['max_abs_error']:.2e})"
-                                     for k, v in rows.items()), flush=True)
-        torch.cuda.empty_cache()
+    probe_all(record, numbered(args.suite, args.only), lambda problem: probe(problem, engineer, args.budget), args.out)
 
 
 if __name__ == "__main__":

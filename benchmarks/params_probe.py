@@ -93,23 +93,44 @@ def probe(problem, engineer, varies: list[dict], budget_s: float, op_index: int 
             "rows": against_compile(fns, module, budget_s)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def probe_parser(doc: str) -> argparse.ArgumentParser:
+    """The probes' command line: a suite, the problems' numbers in it, a timing budget, the record's path."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("suite", type=Path)
     ap.add_argument("--only", required=True, help="comma-separated problem numbers")
-    ap.add_argument("--vary", nargs="+", default=[], help="JSON objects: fields of the first move's parameters")
     ap.add_argument("--budget", type=float, default=8.0, help="timing seconds per problem, all callables together")
+    ap.add_argument("--out", type=Path, required=True)
+    return ap
+
+
+def numbered(suite: Path, only: str) -> list:
+    """The suite's problems whose numbers `only` lists ("41,44")."""
+    wanted = {f"{n}_" for n in only.split(",")}
+    return [p for p in load_problem_dir(suite) if any(p.name.startswith(w) for w in wanted)]
+
+
+def probe_all(record: dict, problems: list, probe_one, out: Path) -> None:
+    """Each problem's probe appended to record["problems"] and the record written after each (a run cut short keeps
+    what it did), a line printed per problem."""
+    for problem in problems:
+        record["problems"].append(probe_one(problem))
+        out.write_text(json.dumps(record, indent=1))
+        rows = record["problems"][-1].get("rows", {})
+        print(problem.name, " ".join(f"{k}={v['median_ms']}({v['vs_compile']})" for k, v in rows.items()), flush=True)
+        torch.cuda.empty_cache()
+
+
+def main() -> None:
+    ap = probe_parser(__doc__)
+    ap.add_argument("--vary", nargs="+", default=[], help="JSON objects: fields of the first move's parameters")
     ap.add_argument("--op", type=int, default=None,
                     help="in a problem of several ops, the one to vary (its index in the chain; default its lead)")
     ap.add_argument("--policy", default="strict", help="the tolerance policy whose baselines are timed: under one "
                     "that does not admit TF32, eager's and torch.compile's fp32 convolutions and matmuls run exact, "
                     "as the verifier's do (cuDNN's TF32 default off)")
-    ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     exact = not get_policy(args.policy).allow_tf32
     set_exact_fp32(exact)
-    wanted = {f"{n}_" for n in args.only.split(",")}
-    problems = [p for p in load_problem_dir(args.suite) if any(p.name.startswith(w) for w in wanted)]
     varies = [json.loads(v) for v in args.vary]
     engineer = BuiltinProposer("cuda")
     record = {"what": "a family's parameters beyond its moves against torch.compile, one process, interleaved "
@@ -118,12 +139,8 @@ def main() -> None:
               "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "policy": args.policy,
               "reference_fp32": "exact (TF32 off for cuDNN and matmuls)" if exact else "torch defaults",
               "vary": varies, "problems": []}
-    for problem in problems:
-        record["problems"].append(probe(problem, engineer, varies, args.budget, args.op))
-        args.out.write_text(json.dumps(record, indent=1))
-        rows = record["problems"][-1].get("rows", {})
-        print(problem.name, " ".join(f"{k}={v['median_ms']}({v['vs_compile']})" for k, v in rows.items()), flush=True)
-        torch.cuda.empty_cache()
+    probe_all(record, numbered(args.suite, args.only),
+              lambda problem: probe(problem, engineer, varies, args.budget, args.op), args.out)
 
 
 if __name__ == "__main__":

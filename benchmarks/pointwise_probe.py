@@ -15,17 +15,13 @@ for it; every variant's output is compared with eager's before it is timed.
 
 from __future__ import annotations
 
-import argparse
 import datetime
-import json
-from pathlib import Path
 
 import torch
 import triton
-from params_probe import against_compile, loaded
+from params_probe import against_compile, loaded, numbered, probe_all, probe_parser
 from provenance import code
 
-from kernelcraft.problems import load_problem_dir
 from kernelcraft.propose.base import Request
 from kernelcraft.propose.builtin.codegen import indent
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
@@ -111,26 +107,14 @@ def probe(problem, engineer, budget_s: float) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("suite", type=Path)
-    ap.add_argument("--only", required=True, help="comma-separated problem numbers")
-    ap.add_argument("--budget", type=float, default=8.0, help="timing seconds per problem, all callables together")
-    ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args()
-    wanted = {f"{n}_" for n in args.only.split(",")}
-    problems = [p for p in load_problem_dir(args.suite) if any(p.name.startswith(w) for w in wanted)]
+    args = probe_parser(__doc__).parse_args()
     engineer = BuiltinProposer("cuda")
     props = torch.cuda.get_device_properties(0)
     record = {"what": "pointwise kernel variants against torch.compile, one process, interleaved (benchmarks/"
                       "pointwise_probe.py)", "device": props.name, "torch": torch.__version__,
               "triton": triton.__version__, "date": datetime.date.today().isoformat(), "code": code(),
               "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "problems": []}
-    for problem in problems:
-        record["problems"].append(probe(problem, engineer, args.budget))
-        args.out.write_text(json.dumps(record, indent=1))
-        rows = record["problems"][-1]["rows"]
-        print(problem.name, " ".join(f"{k}={v['median_ms']}({v['vs_compile']})" for k, v in rows.items()), flush=True)
-        torch.cuda.empty_cache()
+    probe_all(record, numbered(args.suite, args.only), lambda problem: probe(problem, engineer, args.budget), args.out)
 
 
 if __name__ == "__main__":
