@@ -71,6 +71,28 @@ def test_pool_moves(case, move, tmp_path):
     check(op, _ref(module), moves(op)[move].params, [((), s) for s in shapes], tmp_path)
 
 
+COMPILED = {"tile": {"compiled_sizes": True}, "flat": {"variant": "flat", "BLOCK": 512, "num_warps": 8,
+                                                       "compiled_sizes": True}}
+
+
+# sizes compiled in as constexprs (a build per shape), 32-bit offsets, and 64-bit ones where WIDE: every case
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("variant", sorted(COMPILED))
+@pytest.mark.parametrize("wide_at", [None, 0])
+def test_compiled_sizes(case, variant, wide_at, tmp_path, monkeypatch):
+    from kernelcraft.propose.builtin.families.pool import kernels
+
+    op, module, shapes = CASES[case]
+    if kernels.is_global(op):
+        return  # the global variant is a row reduction: no sizes to compile in
+    if wide_at is not None:  # every launch indexes in 64 bits
+        monkeypatch.setattr(kernels, "WIDE_AT", wide_at)
+    params = moves(op)[0].params.but(**COMPILED[variant])
+    source = render(op, _ref(module), params)
+    assert "OW: tl.constexpr" in source and f">= {kernels.WIDE_AT}" in source
+    check(op, _ref(module), params, [((), s) for s in shapes], tmp_path)
+
+
 def test_moves_are_distinct_and_adaptive_packs_planes_first():
     for op in (CASES["max_3s2p1"][0], CASES["adaptive_7"][0]):
         ms = moves(op)

@@ -33,13 +33,24 @@ class PoolTiles(Params):
     # a program keeps BLOCK_H * BLOCK_W outputs: a 1-D pool's one row takes 512-wide tiles, not 64 with lanes idle)
     BLOCK: int | None = None  # flat: outputs per program
     evict_last: bool = False  # tile loads with evict_last: input rows shared with the next tile stay in L2
+    compiled_sizes: bool = False  # the plane count and sizes compiled in as constants (a build per input shape, as
+    # torch.compile's kernels are: divisions by them are multiplies and shifts), offsets int32 where they fit
 
     def __post_init__(self):
         need = {"flat": ("BLOCK",), "global": ("BLOCK_P", "BLOCK")}.get(self.variant, ("BLOCK_P", "BLOCK_H", "BLOCK_W"))
         if self.variant not in ("tile", "flat", "global") or any(getattr(self, k) is None for k in need):
             raise ValueError(f"a {self.variant!r} pooling variant needs {', '.join(need)}")
+        if self.variant == "global" and self.compiled_sizes:
+            raise ValueError("the global pooling variant is a row reduction; it has no compiled sizes")
 
     def idea(self) -> str:
+        text = self._idea()
+        if self.compiled_sizes:
+            text += ("; the input's sizes compiled into the kernel as constants (one build per input shape: the "
+                     "index divisions become multiplies and shifts) and 32-bit offsets where every offset fits")
+        return text
+
+    def _idea(self) -> str:
         if self.variant == "global":
             if self.BLOCK_P == 1:
                 return (f"Global pool as one row reduction per (n, c) plane: a program per plane walks its H*W "

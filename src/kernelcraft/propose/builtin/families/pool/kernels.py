@@ -73,6 +73,32 @@ ow = o % OW
 oh = (o // OW) % OH
 p = o // (OW * OH)'''
 
+# The same with the sizes compiled in (PoolTiles.compiled_sizes): 32-bit offsets unless WIDE, which the forward sets
+# where the input or the output has 2**30 elements or more (a tile's or a run's lanes past the end stay in range).
+_TILE_INDEX_COMPILED = '''pid = tl.program_id(0)
+tw = pid % n_tw
+th = (pid // n_tw) % n_th
+pg = pid // (n_tw * n_th)
+p = pg * BLOCK_P + tl.arange(0, BLOCK_P)
+if WIDE:
+    p = p.to(tl.int64)
+p = p[:, None, None]
+oh = (th * BLOCK_H + tl.arange(0, BLOCK_H))[None, :, None]
+ow = (tw * BLOCK_W + tl.arange(0, BLOCK_W))[None, None, :]
+valid = (p < P) & (oh < OH) & (ow < OW)'''
+
+_FLAT_INDEX_COMPILED = '''if WIDE:
+    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+else:
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+valid = o < P * OH * OW
+ow = o % OW
+oh = (o // OW) % OH
+p = o // (OW * OH)'''
+WIDE_AT = 2 ** 30  # elements in the input or output from which compiled-size kernels index in 64 bits
+
+SIZES = ("P", "H", "W", "OH", "OW", "n_th", "n_tw", "KH_MAX", "KW_MAX")  # the kernel's sizes, run-time or compiled
+
 _POOL = Template('''
 $index
 plane = x_ptr + p * H * W
@@ -120,7 +146,10 @@ def _body(op: Op, p) -> str:
         sub.update(init='-float("inf")', combine="tl.where((v > acc) | (v != v), v, acc)")
     else:
         sub.update(init="0.0", combine="acc + v")
-    index = _TILE_INDEX if p.variant == "tile" else _FLAT_INDEX
+    if p.compiled_sizes:
+        index = _TILE_INDEX_COMPILED if p.variant == "tile" else _FLAT_INDEX_COMPILED
+    else:
+        index = _TILE_INDEX if p.variant == "tile" else _FLAT_INDEX
     hint = ', eviction_policy="evict_last"' if p.evict_last else ""
     return _POOL.substitute(index=index, bounds="\n".join(bounds), hint=hint, **sub)
 
@@ -148,21 +177,27 @@ def render(op: Op, p, names: Names) -> Rendered:
         return _global(op, p, names)
     dims = int(d.get("dims", 2))
     geometry = names("KC_POOL")
-    kernel = TritonKernel(names("kc_pool2d_kernel"),
-                          ("x_ptr", "y_ptr", "P", "H", "W", "OH", "OW", "n_th", "n_tw", "KH_MAX", "KW_MAX"),
-                          ("BLOCK_P", "BLOCK_H", "BLOCK_W", "BLOCK"), _body(op, p), Scalars.of(op))
+    blocks = ("BLOCK_P", "BLOCK_H", "BLOCK_W", "BLOCK")
+    sizes = SIZES if p.compiled_sizes else ()  # compiled in: constexprs, with WIDE (64-bit offsets)
+    kernel = TritonKernel(names("kc_pool2d_kernel"), ("x_ptr", "y_ptr", *(s for s in SIZES if s not in sizes)),
+                          (*sizes, *blocks, *("WIDE",) * p.compiled_sizes), _body(op, p), Scalars.of(op))
     warps = int(p.num_warps)
     if p.variant == "tile":
-        launch = f'''bp, bh = {int(p.BLOCK_P)}, min({int(p.BLOCK_H)}, np2(OH))
+        head = f'''bp, bh = {int(p.BLOCK_P)}, min({int(p.BLOCK_H)}, np2(OH))
 bw = min({int(p.BLOCK_H) * int(p.BLOCK_W)} // bh, np2(OW))  # rows the output lacks widen the tile (a 1-D pool: one row)
 n_th, n_tw = triton.cdiv(OH, bh), triton.cdiv(OW, bw)
 grid = (triton.cdiv(P, bp) * n_th * n_tw,)
-''' + kernel.launch("grid", ["x", "y", "P", "H", "W", "OH", "OW", "n_th", "n_tw", "kh_max", "kw_max"],
-                    {"BLOCK_P": "bp", "BLOCK_H": "bh", "BLOCK_W": "bw", "BLOCK": 1}, num_warps=warps)
+'''
+        values = dict(zip(SIZES, ("P", "H", "W", "OH", "OW", "n_th", "n_tw", "kh_max", "kw_max")))
+        values.update(BLOCK_P="bp", BLOCK_H="bh", BLOCK_W="bw", BLOCK=1)
     else:
-        launch = f'''grid = (triton.cdiv(y.numel(), {int(p.BLOCK)}),)
-''' + kernel.launch("grid", ["x", "y", "P", "H", "W", "OH", "OW", "1", "1", "kh_max", "kw_max"],
-                    {"BLOCK_P": 1, "BLOCK_H": 1, "BLOCK_W": 1, "BLOCK": int(p.BLOCK)}, num_warps=warps)
+        head = f"grid = (triton.cdiv(y.numel(), {int(p.BLOCK)}),)\n"
+        values = dict(zip(SIZES, ("P", "H", "W", "OH", "OW", "1", "1", "kh_max", "kw_max")))
+        values.update(BLOCK_P=1, BLOCK_H=1, BLOCK_W=1, BLOCK=int(p.BLOCK))
+    if p.compiled_sizes:
+        values["WIDE"] = f"max(x.numel(), y.numel()) >= {WIDE_AT}"
+    args = ["x", "y", *(str(values[k]) for k in kernel.params[2:])]
+    launch = head + kernel.launch("grid", args, {k: values[k] for k in kernel.constexprs}, num_warps=warps)
     reduce_blocks_, whole = (), ""
     if may_be_global(op):  # a window that is the whole plane: one row reduction per plane instead
         planes, block, warps_ = WHOLE_WINDOW
