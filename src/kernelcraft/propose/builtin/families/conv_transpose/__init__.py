@@ -105,16 +105,16 @@ def moves(op: Op) -> list[ConvTransposeTiles]:
     more; hence two chunks. With that choice (kernelbench-level{1,2}-convt-h100-2026-11-26.json) the losers are back
     at their packed times and the winners keep theirs (78 goes back too).
 
-    Second where the op has stride 1 and no output padding: the conv it equals (as_conv), on the conv family's first
-    move's tiles. Probed against the taps first move on an H100 at published sizes
-    (convt-as-conv-probe-h100-2026-11-27.json): level 1's 57 29.60 -> 20.04 ms, 65 16.51 -> 11.78, 78 10.84 ->
-    9.49; 69 12.64 -> 13.20. Not first until every stride-1 row (level 2's too) is timed with it."""
+    First where the op has stride 1 and no output padding: the conv it equals (as_conv), on the conv family's first
+    move's tiles, the taps move second. Probed against the taps first move at published sizes: on an H100
+    (convt-as-conv-probe-h100-2026-11-27.json) level 1's 57 29.60 -> 20.04 ms, 65 16.51 -> 11.78, 78 10.84 -> 9.49,
+    69 12.64 -> 13.20; on an H200 (convt-as-conv-probe-3d-h200-2026-11-27.json) 71 5.10 -> 4.48."""
     out = gemm_moves(ConvTransposeTiles)
     first = next(i for i, p in enumerate(out) if p.k_order == "taps" and p.precision == "tf32x3")
     out = [out[first], *out[:first], *out[first + 1:]]
     d = op.detail
     if list(d.get("stride") or ()) == [1, 1] and not any(d.get("output_padding") or ()):
-        out.insert(1, ConvTransposeTiles(precision="tf32x3", as_conv=True))
+        out.insert(0, ConvTransposeTiles(precision="tf32x3", as_conv=True))
     at = next(i for i, p in enumerate(out) if p.precision == "tf32")  # before the relaxed-only moves
     one = ConvTransposeTiles(BLOCK_M=128, BLOCK_N=128, BLOCK_K=16, GROUP_M=8, num_warps=8, num_stages=3,
                              one_launch=True)

@@ -97,9 +97,15 @@ def moves(op: Op) -> list[PoolTiles]:
     # AvgPool1d's 44 1.33x and AvgPool2d's 45 1.12x faster, and MaxPool1d's 41 and MaxPool2d's 42 2% slower
     # (params-probe-h100-2026-11-27.json); 1024 outputs on 4 warps made 41 4% and 44 3% faster, 42 6% slower
     wide, long = PoolTiles("tile", 8, 1, 8, 64), PoolTiles("tile", 4, 1, 8, 128)
-    if op.detail["pool"] == "avg":
-        return [wide, tile, tall, _flat(1024, 4), planes, evict, _flat(256, 2), long]
-    return [tile, tall, _flat(1024, 4), planes, evict, _flat(256, 2), wide, long]
+    out = ([wide, tile, tall, _flat(1024, 4), planes, evict, long] if op.detail["pool"] == "avg" else
+           [tile, tall, _flat(1024, 4), planes, evict, wide, long])
+    # The flat run with the sizes compiled in (1024 outputs on 8 warps), first where every stride is 1: on an H200 at
+    # KernelBench's sizes it made 41 (MaxPool1d) 1.68x, 42 (MaxPool2d) 1.51x and 44 (AvgPool1d) 1.36x faster than
+    # their first moves, and 45 (AvgPool2d, 11 x 11 windows at stride 11) 1.83x slower (params-probe-pool-
+    # h200-2026-11-27.json): overlapping windows, whose taps a flat run's neighbours share in L1, want it. (It took
+    # the place of a flat run of 256 on 2 warps with run-time sizes, the slowest kind of kernel in that probe.)
+    compiled = _flat(1024, 8).but(compiled_sizes=True)
+    return [compiled, *out] if all(s == 1 for s in op.detail["stride"]) else [*out[:2], compiled, *out[2:]]
 
 
 def render(op: Op, p: PoolTiles, names: Names) -> Rendered:
