@@ -1,7 +1,7 @@
 """The transposed conv's as_conv move: where stride is 1, output padding 0 and padding at most dilation * (k - 1), the
 plain conv it equals (the weight's in- and out-channels swapped, its taps flipped) on the conv family's packed
-implicit GEMM; elsewhere the per-phase GEMMs. Offered, second, only where the op's stride is 1 and it has no output
-padding; checked against torch at odd sizes on both sides of the run-time choice (a spy on the conv kernel says which
+implicit GEMM; elsewhere the per-phase GEMMs. Offered only where the op's stride is 1 and it has no output padding:
+first with the taps loop (the conv on large planes only), third packed (the conv at every size); checked against torch at odd sizes on both sides of the run-time choice (a spy on the conv kernel says which
 side ran), with groups, dilation, padding, no bias, unbatched and fp16 inputs, 1-D, and an epilogue with parameter
 operands."""
 
@@ -33,22 +33,29 @@ def _as_conv(op: Op):
     return [m.params for m in moves(op) if m.params.as_conv]
 
 
+def _everywhere(op: Op) -> ConvTransposeTiles:
+    """The as_conv move that takes the plain conv at every size (the packed one; the taps one weighs planes)."""
+    return next(p for p in _as_conv(op) if p.k_order == "packed")
+
+
 def test_first_where_the_stride_is_one_and_there_is_no_output_padding():
     ms = [m.params for m in moves(convt_op())]
-    assert ms[0].as_conv and not ms[1].as_conv and sum(p.as_conv for p in ms) == 1
-    assert (ms[1].precision, ms[1].k_order) == ("tf32x3", "taps")  # the taps move second
-    assert (ms[0].precision, ms[0].k_order, ms[0].BLOCK_M, ms[0].BLOCK_N, ms[0].BLOCK_K) == (
+    assert ms[0].as_conv and not ms[1].as_conv and ms[2].as_conv and sum(p.as_conv for p in ms) == 2
+    assert ms[0] == ms[1].but(as_conv=True) and (ms[1].precision, ms[1].k_order) == ("tf32x3", "taps")
+    assert (ms[2].precision, ms[2].k_order, ms[2].BLOCK_M, ms[2].BLOCK_N, ms[2].BLOCK_K) == (
         "tf32x3", "packed", 128, 128, 16)
-    assert "plain conv it equals" in ms[0].idea() and ms[0].category() == "memory" and not ms[0].relaxed
+    for p in (ms[0], ms[2]):
+        assert "plain conv it equals" in p.idea() and p.category() == "memory" and not p.relaxed
+    assert "input planes of 65536 elements or more" in ms[0].idea() and "planes" not in ms[2].idea()
     strided = Op("conv_transpose2d", {**convt_op().detail, "stride": [2, 1]})
     padded = Op("conv_transpose2d", {**convt_op().detail, "output_padding": [0, 1]})
     assert _as_conv(strided) == [] and _as_conv(padded) == []
     with pytest.raises(ValueError):
-        ConvTransposeTiles(as_conv=True, k_order="taps")
+        ConvTransposeTiles(as_conv=True, one_launch=True)
 
 
 def test_the_conv_it_equals_where_it_applies_and_the_phases_elsewhere(tmp_path):
-    params = _as_conv(convt_op())[0]
+    params = _everywhere(convt_op())
     ref = reference("self.conv(x)", INIT, CONV)
     spy = Keywords(CONV_KERNEL, "BLOCK_K")
     check(convt_op(), ref, params, ROUTED, tmp_path, patch=spy, **tolerance(params))
@@ -57,6 +64,22 @@ def test_the_conv_it_equals_where_it_applies_and_the_phases_elsewhere(tmp_path):
     check(convt_op(), ref, params, PHASES, tmp_path, patch=spy, **tolerance(params))
     assert spy.seen == []
     check(convt_op(), ref, params, ROUTED[:2], tmp_path, rtol=1e-2, atol=1e-2, dtype=torch.float16)
+
+
+def test_the_first_move_takes_the_conv_on_large_planes_only(tmp_path, monkeypatch):
+    from kernelcraft.propose.builtin.families.conv_transpose import kernels
+
+    monkeypatch.setattr(kernels, "AS_CONV_PLANES", (20, 40))  # planes of 20 and 40 elements stand for 2**16, 2**18
+    params = moves(convt_op())[0].params
+    assert params.as_conv and params.k_order == "taps"
+    ref = reference("self.conv(x)", INIT, CONV)
+    for init, shape, routed in [((3, 4, 3), (1, 3, 5, 6), True),  # 30 elements a plane, 3 in-channels: the conv
+                                ((3, 4, 3), (2, 3, 4, 4), False),  # 16: the phases
+                                ((64, 4, 3), (1, 64, 5, 6), False),  # 30, 64 in-channels (the taps loop): phases
+                                ((64, 4, 3), (1, 64, 7, 6), True)]:  # 42: the conv
+        spy = Keywords(CONV_KERNEL, "BLOCK_K")
+        check(convt_op(), ref, params, [(init, shape)], tmp_path, patch=spy, **tolerance(params))
+        assert spy.seen == ([16] if routed else []), (init, shape)
 
 
 def test_an_epilogue_with_parameter_operands_and_a_1d_conv(tmp_path):
@@ -77,4 +100,5 @@ def test_an_epilogue_with_parameter_operands_and_a_1d_conv(tmp_path):
 def _index(tmp_path, forward: str, init: str, inputs: str) -> int:
     """The as_conv move's place among the moves of the problem written from `forward`, `init` and `inputs`."""
     problem = write(tmp_path, forward, init, inputs=inputs)
-    return next(i for i, m in enumerate(moves(analyze(problem).single)) if m.params.as_conv)
+    return next(i for i, m in enumerate(moves(analyze(problem).single)) if m.params.as_conv
+                and m.params.k_order == "packed")

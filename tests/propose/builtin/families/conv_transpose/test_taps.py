@@ -27,7 +27,7 @@ ONE_PACKED, ONE_TAPS = "kc_conv_transpose2d_phases_kernel", "kc_conv_transpose2d
 
 
 def taps_moves(op: Op) -> list:
-    return [m.params for m in moves(op) if m.params.k_order == "taps"]
+    return [m.params for m in moves(op) if m.params.k_order == "taps" and not m.params.as_conv]
 
 
 def narrow(op: Op, precision: str = "tf32x3") -> ConvTransposeTiles:

@@ -51,7 +51,9 @@ class ConvTransposeTiles(GemmTiles):
 
     one_launch: bool = False
     # as_conv: where the transposed conv has stride 1 and no output padding (and padding <= dilation * (k - 1)), the
-    # plain conv it equals, on the conv family's packed implicit GEMM (kernels.py: conv_route); else the phases
+    # plain conv it equals, on the conv family's packed implicit GEMM (kernels.py: conv_route); else the phases. With
+    # the taps K order the phases keep the taps loop, and the plain conv is taken only where planes are large
+    # (kernels.AS_CONV_PLANES)
     as_conv: bool = False
 
     TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop (a phase's taps outer, their in-channels inner)
@@ -67,15 +69,17 @@ class ConvTransposeTiles(GemmTiles):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.as_conv and (self.one_launch or self.k_order != "packed"):
-            raise ValueError("as_conv is the conv family's packed K loop in one launch: not with one_launch or taps")
+        if self.as_conv and (self.one_launch or self.k_order == "offsets"):
+            raise ValueError("as_conv is the conv family's packed K loop in one launch, else the phases' packed or "
+                             "taps loop: not with one_launch or offsets")
 
     def idea(self) -> str:
         if self.as_conv:
             return ("Stride 1 as the plain conv it equals: the weight's in- and out-channels swapped and its taps "
                     "flipped once per call, padded dilation*(k-1)-padding, then the conv family's implicit GEMM (the "
                     f"weight contiguous along K); {self.tile()}, {_PRODUCTS[self.precision]}; other strides or "
-                    "output padding: the per-phase GEMMs")
+                    "output padding: the per-phase GEMMs" + (f"; {self.TAPS_IDEA}, {_TAPS_PLANES}"
+                                                              if self.k_order == "taps" else ""))
         if not self.one_launch:
             return super().idea()
         return ("All output phases in one launch (the phase a grid axis, its taps worked out in the kernel): no launch "
@@ -89,6 +93,9 @@ class ConvTransposeTiles(GemmTiles):
         return "parallelism" if self.one_launch and not self.relaxed else super().category()
 
 
+_TAPS_PLANES = (f"the plain conv only on input planes of {kernels.AS_CONV_PLANES[0]} elements or more, and where "
+                f"the taps loop would run on planes of {kernels.AS_CONV_PLANES[1]} or more (smaller: the per-phase "
+                "GEMMs' taps loop, whose channel chunks then lie close together)")
 _PRODUCTS = {"tf32x3": "3xTF32 tensor cores at fp32 accuracy", "ieee": "exact fp32 on the FMA units",
              "tf32": "TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32)"}
 
@@ -105,16 +112,20 @@ def moves(op: Op) -> list[ConvTransposeTiles]:
     more; hence two chunks. With that choice (kernelbench-level{1,2}-convt-h100-2026-11-26.json) the losers are back
     at their packed times and the winners keep theirs (78 goes back too).
 
-    First where the op has stride 1 and no output padding: the conv it equals (as_conv), on the conv family's first
-    move's tiles, the taps move second. Probed against the taps first move at published sizes: on an H100
-    (convt-as-conv-probe-h100-2026-11-27.json) level 1's 57 29.60 -> 20.04 ms, 65 16.51 -> 11.78, 78 10.84 -> 9.49,
-    69 12.64 -> 13.20; on an H200 (convt-as-conv-probe-3d-h200-2026-11-27.json) 71 5.10 -> 4.48."""
+    Where the op has stride 1 and no output padding, the conv it equals (as_conv) in two moves: first the taps move
+    that takes it where input planes are large (kernels.AS_CONV_PLANES), then the packed one that takes it at every
+    size. As first kernels on an H100 at published sizes (kernelbench-level{1,2}-asconv-h100-2026-11-27.json, the
+    plain conv at every size, against the taps first move's rows): level 1's 57 29.4 -> 20.3 ms, 64 10.2 -> 9.3, 65
+    16.6 -> 12.0, 71 4.96 -> 4.35, 74 3.52 -> 2.47, 78 11.1 -> 9.7, level 2's 19 32.2 -> 28.3 faster; level 1's 69
+    12.6 -> 13.2, level 2's 10 16.3 -> 21.2, 11 5.9 -> 6.6, 42 16.2 -> 16.9 slower. The losers but 42 have planes under
+    2**16 elements or the taps loop on planes under 2**18 (10: 64 in-channels a group on 256 x 256), the rule the
+    first move follows."""
     out = gemm_moves(ConvTransposeTiles)
     first = next(i for i, p in enumerate(out) if p.k_order == "taps" and p.precision == "tf32x3")
     out = [out[first], *out[:first], *out[first + 1:]]
     d = op.detail
     if list(d.get("stride") or ()) == [1, 1] and not any(d.get("output_padding") or ()):
-        out.insert(0, ConvTransposeTiles(precision="tf32x3", as_conv=True))
+        out = [out[0].but(as_conv=True), out[0], ConvTransposeTiles(precision="tf32x3", as_conv=True), *out[1:]]
     at = next(i for i, p in enumerate(out) if p.precision == "tf32")  # before the relaxed-only moves
     one = ConvTransposeTiles(BLOCK_M=128, BLOCK_N=128, BLOCK_K=16, GROUP_M=8, num_warps=8, num_stages=3,
                              one_launch=True)

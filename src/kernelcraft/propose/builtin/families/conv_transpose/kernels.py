@@ -26,6 +26,10 @@ NDIM = 4  # the kernels' output dims, (n, co, oh, ow): an epilogue operand's str
 # says what was measured).
 TAPS_MIN_CHUNKS = 2
 PACKED_K = 16
+# An as_conv move with the taps K order takes the plain conv where input planes (H * W) have AS_CONV_PLANES[0]
+# elements or more and, where a group's in-channels would run the taps loop, AS_CONV_PLANES[1] or more; else the
+# phases (families/conv_transpose moves(): the rows it is read from)
+AS_CONV_PLANES = (2 ** 16, 2 ** 18)
 
 
 def kc_phase_taps(r, s, p, d, k):
@@ -171,16 +175,21 @@ def _hyper(op: Op) -> str:
     return hyper_lines(d, ("stride", "padding", "output_padding", "dilation"), "hw", padding_strings=False)
 
 
-def conv_route(op: Op, names: Names, phases: str, consts: dict, options: dict) -> tuple[str, TritonKernel]:
+def conv_route(op: Op, names: Names, phases: str, consts: dict, options: dict, taps_chunk: int = 0
+               ) -> tuple[str, TritonKernel]:
     """The forward's launch lines of an as_conv move: where stride is 1, output padding 0 and padding at most
     dilation * (k - 1), the plain conv the transposed one equals, by the conv family's packed implicit GEMM: the
     weight (C_in, C_out/groups, KH, KW) as (C_out, C_in/groups, KH, KW), its taps flipped, padded dilation * (k - 1)
-    - padding (the same output size); else the lines `phases`. And that GEMM's kernel."""
+    - padding (the same output size); else the lines `phases`. And that GEMM's kernel. `taps_chunk` (the phases'
+    taps loop's BLOCK_K; 0: packed phases) adds the plane rule of AS_CONV_PLANES."""
     conv = conv_kernels.gemm_kernel(op, names)
     run = conv.launch("grid", ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM), "M", "C", "H",
                                "W", "CO", "OH", "OW", "K", "CPG", "COPG", "1", "1", "dh * (KH - 1) - ph",
                                "dw * (KW - 1) - pw", "dh", "dw"], {"KH": "KH", "KW": "KW", **consts}, **options)
-    lines = f'''if (sh, sw) == (1, 1) and (oph, opw) == (0, 0) and ph <= dh * (KH - 1) and pw <= dw * (KW - 1):
+    small, large = AS_CONV_PLANES
+    planes = (f" and H * W >= {small} and (H * W >= {large} or CPG < {TAPS_MIN_CHUNKS * taps_chunk})"
+              if taps_chunk else "")
+    lines = f'''if (sh, sw) == (1, 1) and (oph, opw) == (0, 0) and ph <= dh * (KH - 1) and pw <= dw * (KW - 1){planes}:
     # the conv it equals: w as (CO, CPG, KH, KW), each group's in- and out-channels swapped, its taps flipped
     w = w.reshape(groups, CPG, COPG, KH, KW).transpose(1, 2).flip(3, 4).reshape(CO, CPG, KH, KW).contiguous()
     M, K = N * OH * OW, CPG * KH * KW
@@ -241,7 +250,7 @@ for rh in range(min(sh, OH)):  # one launch per output phase (rh, rw)
 {indent(run, 8)}'''
         blocks = (inspect.getsource(kc_phase_taps), *kernels)
     if p.as_conv:
-        launch_lines, conv = conv_route(op, names, launch_lines, consts, options)
+        launch_lines, conv = conv_route(op, names, launch_lines, consts, options, bk if p.k_order == "taps" else 0)
         blocks += (conv,)
     one_d = op.kind == "conv_transpose1d"  # a one-row 2-D one: x (N, C, 1, L), w (C_in, C_out/groups, 1, K)
     one_row = ("\nx = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2])  # (N, C, L) as one-row images"
