@@ -1,9 +1,9 @@
 """The transposed conv's as_conv move: where stride is 1, output padding 0 and padding at most dilation * (k - 1), the
 plain conv it equals (the weight's in- and out-channels swapped, its taps flipped) on the conv family's packed
 implicit GEMM; elsewhere the per-phase GEMMs. Offered only where the op's stride is 1 and it has no output padding:
-first with the taps loop (the conv on large planes only), third packed (the conv at every size); checked against torch at odd sizes on both sides of the run-time choice (a spy on the conv kernel says which
-side ran), with groups, dilation, padding, no bias, unbatched and fp16 inputs, 1-D, and an epilogue with parameter
-operands."""
+first with the taps loop (the conv on large planes only), third packed (the conv at every size); checked against
+torch at odd sizes on both sides of the run-time choices (a spy on the conv kernel says which side ran), with groups,
+dilation, padding, no bias, unbatched and fp16 inputs, 1-D, and an epilogue with parameter operands."""
 
 import pytest
 import torch
