@@ -119,7 +119,9 @@ def moves(op: Op) -> list[ConvTransposeTiles]:
     16.6 -> 12.0, 71 4.96 -> 4.35, 74 3.52 -> 2.47, 78 11.1 -> 9.7, level 2's 19 32.2 -> 28.3 faster; level 1's 69
     12.6 -> 13.2, level 2's 10 16.3 -> 21.2, 11 5.9 -> 6.6, 42 16.2 -> 16.9 slower. The losers but 42 have planes under
     2**16 elements or the taps loop on planes under 2**18 (10: 64 in-channels a group on 256 x 256), the rule the
-    first move follows."""
+    first move follows; it also sends level 2's 19 (the same channels and planes as 10's, no padding) to the taps.
+    With it (kernelbench-level{1,2}-asconv-rule-h100-2026-11-27.json) 57, 65, 71, 74, 78 keep their gains, 64, 69,
+    10, 11, 19 their taps times, and 42 loses 5%."""
     out = gemm_moves(ConvTransposeTiles)
     first = next(i for i, p in enumerate(out) if p.k_order == "taps" and p.precision == "tf32x3")
     out = [out[first], *out[:first], *out[first + 1:]]
