@@ -62,8 +62,11 @@ def test_every_layout_takes_tma(params, ta, tb, tmp_path):
     for sa, sb in CASES:
         seen = run(params, ta, tb, sa, sb, tmp_path)
         assert "kc_matmul_tma_kernel" in seen and "kc_matmul_kernel" not in seen, (sa, sb, seen)
-        # A (M, K) and B.T (N, K), as given or transposed, need the padded copy exactly where K floats are not 16 bytes
-        assert ("kc_tma_rows_kernel" in seen) == (sa[-1] % 4 != 0), (sa, sb, ta, tb, seen)
+        # A as (M, K) rows, B as (N, K) rows (K-major moves) or (K, N): copied, by the rows kernel, exactly where the
+        # view is transposed or its rows are not 16 bytes apart
+        k_major = tb or params.b_kmajor
+        copied = ta or sa[-1] % 4 != 0 or (k_major and not tb) or (not k_major and sb[-1] % 4 != 0)
+        assert ("kc_tma_rows_kernel" in seen) == copied, (sa, sb, ta, tb, seen)
 
 
 def test_a_matmul_with_steps_and_a_triangle_through_tma(tmp_path):
@@ -90,10 +93,10 @@ def test_off_hopper_the_strided_kernel(tmp_path):
         assert run(params, True, False, (33, 20), (20, 17), tmp_path, hopper=False) == ["kc_matmul_kernel"]
 
 
-VIEWS = {  # a view -> (how kc_tma_rows returns it: "same", "contiguous" (torch's copy), "kernel" (the padded copy))
+VIEWS = {  # a view -> (how kc_tma_rows returns it: "same", or "kernel": the rows kernel's copy, padded where needed)
     "aligned": (lambda: torch.randn(70, 92)[4:, 8:], "same"),  # rows of 368 bytes, base 1504 bytes in
-    "transposed": (lambda: torch.randn(68, 88).mT, "contiguous"),  # rows of 68 floats
-    "offset": (lambda: torch.randn(70, 92)[:, 1:89], "contiguous"),  # base 4 bytes in, rows of 88 floats
+    "transposed": (lambda: torch.randn(68, 88).mT, "kernel"),  # rows of 68 floats
+    "offset": (lambda: torch.randn(70, 92)[:, 1:89], "kernel"),  # base 4 bytes in, rows of 88 floats
     "padded": (lambda: torch.randn(70, 87), "kernel"),
     "transposed_padded": (lambda: torch.randn(67, 70).mT, "kernel"),
     "batched": (lambda: torch.randn(3, 61, 65).mT, "kernel"),
@@ -102,8 +105,8 @@ VIEWS = {  # a view -> (how kc_tma_rows returns it: "same", "contiguous" (torch'
 
 @pytest.mark.parametrize("view", VIEWS)
 def test_rows_helper(view, tmp_path):
-    """kc_tma_rows: a view TMA reads as it lies comes back as it is; any other one a copy equal to it whose rows and
-    base are 16-byte aligned (the padded copy only where a contiguous one would not be)."""
+    """kc_tma_rows: a view TMA reads as it lies comes back as it is; any other one the rows kernel's copy equal to it,
+    its rows and base 16-byte aligned (padded where its rows are not 16 bytes long)."""
     module = load(render(Op("matmul", {"trans_a": False, "trans_b": False}), mm_reference(False, False),
                          TMA_MOVES[0]), tmp_path)
     spy = Launches("kc_tma_rows_kernel")
@@ -116,7 +119,8 @@ def test_rows_helper(view, tmp_path):
     assert torch.equal(got, t) and module.kc_tma_reads(got)
     assert got.stride(-1) == 1 and got.data_ptr() % 16 == 0 and all(s * 4 % 16 == 0 for s in got.stride()[:-1])
     assert (got.data_ptr() == t.data_ptr()) == (how == "same")
-    assert got.is_contiguous() == (how != "kernel") or how == "same"
+    if how == "kernel":  # unpadded where its rows are 16 bytes long
+        assert got.is_contiguous() == (t.shape[-1] % 4 == 0)
     assert (spy.seen == ["kc_tma_rows_kernel"]) == (how == "kernel")
 
 

@@ -112,9 +112,11 @@ ${skip}    for k0 in range(0, ${k_end}, BLOCK_K):
 ''' + _STORE)
 
 _ROWS = '''
-# dst[b, r, j] = src[b, r, j] for j < cols, program (rows x cols tile, b): an operand TMA cannot read as it lies
-# (rows not a multiple of 16 bytes), read through its strides (a transposed view along its unit-stride rows) and
-# written into row-major rows of ld elements (cols rounded up to 16 bytes); the pad past cols is left unwritten
+# dst[b, r, j] = src[b, r, j] for j < cols, program (rows x cols tile, b): an operand TMA cannot read as it lies (a
+# transposed view, or rows not a multiple of 16 bytes), read through its strides (a transposed view along its
+# unit-stride rows: Triton specializes a stride of 1, loads along it and stores along the rows, the tile turned in
+# shared memory) and written into row-major rows of ld elements (cols rounded up to 16 bytes); the pad past cols is
+# left unwritten
 tiles_c = tl.cdiv(cols, BLOCK_C)
 r = ((tl.program_id(0) // tiles_c) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)
 j = ((tl.program_id(0) % tiles_c) * BLOCK_C + tl.arange(0, BLOCK_C)).to(tl.int64)

@@ -4,10 +4,11 @@ per-op helper `kc_matmul_tma` (named through `names`) with the copy helper `kc_t
 ModelNew.forward that take the TMA path.
 
 Where a matmul's TMA path applies (Tiles.tma_copies): an fp32 move takes it on a Hopper GPU for any operands,
-copying once those TMA cannot read as they lie, as B is already copied once to be K-major; the copies are small
-beside the GEMMs they feed (KernelBench level 1 on an H200: 16_'s A.T copied to (M, K) is 64 MB beside a ~2.6 ms
-GEMM; 8_'s A (8205, 2949) padded to 2952 floats a row is ~97 MB beside a ~6 ms GEMM, its B.T ~70 MB; 3_'s B.T,
-128 x (2048, 1024), is 1 GB, ~0.5 ms of copying beside a ~5 ms batched GEMM: the largest share). A 16-bit move takes
+copying once those TMA cannot read as they lie, as B is already copied once to be K-major. The copies are the
+family's own Triton kernel (kernels.rows_copy: 64 x 64 tiles, loaded along a transposed view's unit stride and
+stored along the rows): on an H100 (transpose-copy-probe-h100-2026-11-27.json) it copies 3_'s B.T, 128 x (2048,
+1024), 1 GB, in 0.72 ms where torch's .contiguous() took 2.14 (beside a ~3.5 ms batched GEMM), 97_'s v.T (2 GB) in
+1.43 ms against 4.22, an 8192 x 8192 transpose in 0.19 ms against 0.55. A 16-bit move takes
 it for 2-D operands as they lie (A untransposed), as before: its GEMM is several times faster, so copies weigh
 more, and none was measured.
 
@@ -56,17 +57,12 @@ def kc_tma_desc(t, block, batched):
 
 _ROWS = Template('''
 def $name(t):
-    """t (..., rows, cols) as TMA reads it: itself where it can; where its rows are 16-byte aligned but it lies
-    otherwise (a transposed view), a contiguous copy (torch's: 64 MB transposed in ~40 us on an H100); else copied
-    into row-major rows padded to 16 bytes ($kernel), the copy's first cols columns returned (a descriptor's
-    shape stops there and zero-fills past it, so the pad is never read)."""
+    """t (..., rows, cols) as TMA reads it: itself where it can, else copied into row-major rows padded to 16 bytes
+    ($kernel; a transposed view too: 2.9x faster than torch's .contiguous() on an H100), the copy's first cols
+    columns returned (a descriptor's shape stops there and zero-fills past it, so the pad is never read)."""
     if kc_tma_reads(t):
         return t
     rows, cols = t.shape[-2], t.shape[-1]
-    if cols * t.element_size() % 16 == 0:
-        c = t.contiguous()
-        if kc_tma_reads(c):  # a dim of size 1 may keep an unaligned stride through .contiguous(): copied below
-            return c
     ld = triton.cdiv(cols * t.element_size(), 16) * 16 // t.element_size()
     dst = torch.empty((*t.shape[:-1], ld), dtype=t.dtype, device=t.device)
     batch, s_b = (t.shape[0], t.stride(0)) if t.dim() == 3 else (1, 0)
