@@ -12,8 +12,9 @@ output) are computed and dropped: a few percent of the work at 3x3 to 7x7 kernel
 the conv it equals (weight swapped and flipped, padded dilation*(k-1)-padding).
 
 Rows per problem: eager, compile, the engineer's first move, `shifted` (the copy and split of x included, as a
-forward would run them; the weight's split done once, as a module would hold it) and `shifted_kernel` (the GEMM
-alone, on an x prepared beforehand), for each tile in TILES. Timed interleaved with the verifier's clock
+forward would run them, in one Triton pass; the weight's split done once, as a module would hold it),
+`shifted_torch_prep` (the copy and split by torch ops instead) and `shifted_kernel` (the GEMM alone, on an x prepared
+beforehand), on the rule's tile (`rule_tile`) or, with --all-tiles, on each of TILES. Timed interleaved with the verifier's clock
 (`params_probe.against_compile`: CUDA events, the L2 flushed), each checked against eager on one input.
 
     python benchmarks/shifted_conv_probe.py shared/kernelbench/level1 --only 69,65,55,63 --out probe.json
@@ -37,7 +38,13 @@ from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
 from kernelcraft.verify.policy import set_exact_fp32
 
-TILES = [(128, 128, 32, 8, 3), (128, 128, 16, 8, 4), (128, 64, 32, 4, 4)]  # BLOCK_M, BLOCK_N, BLOCK_K, warps, stages
+# BLOCK_M, BLOCK_N, BLOCK_K, warps, stages: the rule the first probe's best tiles follow (BLOCK_N 64 for 64 or fewer
+# out-channels, BLOCK_K 16 for 16 or fewer in-channels), then the others
+TILES = [(128, 128, 32, 8, 3), (128, 128, 16, 8, 4), (128, 64, 32, 4, 4)]
+
+
+def rule_tile(c: int, co: int) -> tuple:
+    return (128, 64, 32, 4, 4) if co <= 64 else (128, 128, 16 if c <= 16 else 32, 8, 3 if c > 16 else 4)
 
 
 @triton.jit
@@ -74,6 +81,26 @@ def shifted_conv_kernel(xh_desc, xl_desc, wh_desc, wl_desc, y_ptr, b_ptr, M, C, 
     tl.store(y, acc, mask=ok[:, None] & (co < CO)[None, :])
 
 
+@triton.jit
+def shifted_prep_kernel(x_ptr, hi_ptr, lo_ptr, P, C, CP, H, W, HP, WP, PH, PW, BLOCK_P: tl.constexpr,
+                        BLOCK_C: tl.constexpr):
+    # x (N, C, H, W) -> hi, lo (N*HP*WP, CP): zero-padded, channels last, split into TF32 parts, in one pass (loaded
+    # along the positions of a channel, stored along the channels of a position)
+    p = tl.program_id(0).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    n = p // (HP * WP)
+    h = (p // WP) % HP - PH
+    w = p % WP - PW
+    inside = (p < P) & (h >= 0) & (h < H) & (w >= 0) & (w < W)
+    v = tl.load(x_ptr + (n * C)[:, None] * (H * W) + (c * (H * W))[None, :] + (h * W + w)[:, None],
+                mask=inside[:, None] & (c < C)[None, :], other=0.0)
+    hi = (v.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
+    out = p[:, None] * CP + c[None, :]
+    keep = (p < P)[:, None] & (c < CP)[None, :]
+    tl.store(hi_ptr + out, hi, mask=keep)
+    tl.store(lo_ptr + out, v - hi, mask=keep)
+
+
 def tf32_parts(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(hi, lo): hi t with its low 13 mantissa bits cleared (a TF32 value), lo = t - hi (exact in fp32)."""
     hi = (t.view(torch.int32) & -8192).view(torch.float32)
@@ -92,9 +119,19 @@ class Shifted:
         self.w_hi, self.w_lo = (t.reshape(self.co, -1).contiguous() for t in tf32_parts(wk))
         self.bias, self.padding, self.dilation = bias, padding, dilation
 
-    def prepare(self, x: torch.Tensor) -> tuple:
+    def prepare(self, x: torch.Tensor, fused: bool = True) -> tuple:
+        """x as shifted_conv_kernel reads it: (hi, lo) rows of the padded channels-last buffer, and its geometry; by
+        one Triton pass (`fused`), or by torch ops (pad, permute, split)."""
         n, c, h, w = x.shape
         (ph, pw), (hp, wp) = self.padding, (h + 2 * self.padding[0], w + 2 * self.padding[1])
+        if fused:
+            hi = torch.empty(n * hp * wp, self.cp, device=x.device)
+            lo = torch.empty_like(hi)
+            bc = min(64, triton.next_power_of_2(self.cp))
+            grid = (triton.cdiv(hi.shape[0], 64), triton.cdiv(self.cp, bc))
+            shifted_prep_kernel[grid](x, hi, lo, hi.shape[0], c, self.cp, h, w, hp, wp, ph, pw, BLOCK_P=64,
+                                      BLOCK_C=bc, num_warps=4)
+            return hi, lo, n, hp, wp
         xp = torch.zeros(n, hp, wp, self.cp, device=x.device)
         xp[:, :, :, :c] = F.pad(x, (pw, pw, ph, ph)).permute(0, 2, 3, 1)
         hi, lo = tf32_parts(xp)
@@ -119,8 +156,8 @@ class Shifted:
                                   num_stages=self.stages)
         return y
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.run(self.prepare(x), x.shape[2], x.shape[3])
+    def __call__(self, x: torch.Tensor, fused: bool = True) -> torch.Tensor:
+        return self.run(self.prepare(x.contiguous(), fused), x.shape[2], x.shape[3])
 
 
 def equivalent_conv(model: nn.Module):
@@ -139,7 +176,7 @@ def equivalent_conv(model: nn.Module):
     return None
 
 
-def probe(problem: Problem, engineer: BuiltinProposer, budget_s: float) -> dict:
+def probe(problem: Problem, engineer: BuiltinProposer, budget_s: float, all_tiles: bool) -> dict:
     module = problem.load()
     model = module.Model(*module.get_init_inputs()).cuda().eval()
     op = engineer.coverage(problem, "triton").single
@@ -156,10 +193,11 @@ def probe(problem: Problem, engineer: BuiltinProposer, budget_s: float) -> dict:
     with torch.device("cuda"):
         shape = module.get_inputs()[0].shape
     ready = None
-    for tile in TILES:
+    for tile in TILES if all_tiles else [rule_tile(weight.shape[1], weight.shape[0])]:
         label = "x".join(map(str, tile))
         shifted = Shifted(weight, bias, padding, dilation, tile)
         fns[f"shifted_{label}"] = shifted
+        fns[f"shifted_torch_prep_{label}"] = (lambda s: lambda x: s(x, fused=False))(shifted)
         # the GEMM alone: x prepared from the input drawn first (the same draw against_compile makes, seed 0)
         if ready is None:
             torch.manual_seed(0)
@@ -173,7 +211,9 @@ def probe(problem: Problem, engineer: BuiltinProposer, budget_s: float) -> dict:
 
 
 def main() -> None:
-    args = probe_parser(__doc__).parse_args()
+    ap = probe_parser(__doc__)
+    ap.add_argument("--all-tiles", action="store_true", help="every tile of TILES, not the rule's one")
+    args = ap.parse_args()
     set_exact_fp32(True)  # the strict policy's baselines: cuDNN's fp32 convolutions exact, as the verifier's
     engineer = BuiltinProposer("cuda")
     record = {"what": "stride-1 convs as shifted rows of a padded channels-last input through TMA, split once into "
@@ -182,7 +222,7 @@ def main() -> None:
               "date": datetime.date.today().isoformat(), "code": code(),
               "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "policy": "strict",
               "tiles": [list(t) for t in TILES], "problems": []}
-    probe_all(record, numbered(args.suite, args.only), lambda problem: probe(problem, engineer, args.budget), args.out)
+    probe_all(record, numbered(args.suite, args.only), lambda problem: probe(problem, engineer, args.budget, args.all_tiles), args.out)
 
 
 if __name__ == "__main__":
