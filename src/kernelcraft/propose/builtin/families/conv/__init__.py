@@ -13,6 +13,9 @@ that follows (conv -> relu -> max-pool) is the pool family's kernel over the con
 The K loop walks K in one of two orders (the move's k_order): packed, K indices decoded into (channel, kh, kw) by
 div/mod, or taps, the kernel's taps outer and each tap's in-channels in BLOCK_K chunks inner over a weight permuted
 to (CO, KH, KW, CPG) (the forward takes it where a group has at least BLOCK_K in-channels, else the packed one).
+A third formulation, shifted (kernels.py: `shifted_kernel`), reads no gather at all: at stride 1 the input a tap
+adds to the output at a padded position m is row m + shift(tap) of x copied once into a zero-padded channels-last
+buffer, so TMA loads each step's operands as boxes; x and the weight are split once into TF32 parts on the way.
 
 A depthwise convolution (groups == in == out channels) is no GEMM: it takes a direct stencil kernel instead,
 a program per (image, channel) plane tile with the taps unrolled, in fp32.
@@ -42,10 +45,23 @@ class ConvTiles(GemmTiles):
     """conv2d / conv1d tiles (implicit_gemm.GemmTiles); a depthwise conv takes its stencil kernel on any of them."""
 
     TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop
+    SHIFTED: ClassVar[bool] = True  # kernels.py has the shifted-rows GEMM
+    SHIFTED_IDEA: ClassVar[str] = (
+        "stride 1 as shifted rows: x copied once into a zero-padded channels-last buffer split into TF32 parts, so "
+        "each tap's input rows for a tile of outputs are one shifted box of it that TMA loads as it lies (the "
+        "weight likewise as (CO, taps, C)), three TF32 products a step, outputs in the padding computed and dropped; "
+        "tiles per call: 128 outputs x 64 out-channels on 4 warps for up to 64 out-channels, else x 128 on 8, K "
+        "steps of 16 channels for up to 16 in-channels, else 32; on a Hopper GPU for fp32, one group and more than "
+        "one tap (else the packed implicit GEMM on 128 x 128 tiles, 16-wide K steps, 8 warps)")
 
 
 def moves(op: Op) -> list[ConvTiles]:
-    return gemm_moves(ConvTiles)
+    """The implicit-GEMM moves (implicit_gemm.gemm_moves), the shifted-rows GEMM second: probed at KernelBench's
+    published sizes on an H100 it ran 1.6-2.8x faster than the first move on seven stride-1 convs of more than one
+    tap and 1.45x slower on a 1x1 one (benchmarks/results/shifted-conv-probe-fused-h100-2026-11-27.json), which it
+    leaves to the packed GEMM; first once its rows are verified."""
+    out = gemm_moves(ConvTiles)
+    return [out[0], ConvTiles(precision="tf32x3", k_order="shifted"), *out[1:]]
 
 
 def render(op: Op, p: ConvTiles, names: Names) -> Rendered:

@@ -32,7 +32,7 @@ from kernelcraft.propose.builtin.family import Params
 
 GATHER = "gather input patches straight from x (padding as a mask, no im2col buffer)"
 PRECISIONS = ("ieee", "tf32x3", "tf32")
-K_ORDERS = ("packed", "taps", "offsets")
+K_ORDERS = ("packed", "taps", "offsets", "shifted")
 TAPS_IDEA = ("K loop over the kernel taps, each tap's in-channels in BLOCK_K chunks (tap coordinates and bounds as "
              "row vectors, no div/mod per K element; the weight as (CO, taps, CPG), each chunk contiguous; a packed "
              "(channel, tap) K where a group has fewer than BLOCK_K in-channels)")
@@ -66,15 +66,21 @@ class GemmTiles(Params):
     TAPS_IDEA: ClassVar[str] = TAPS_IDEA  # what a taps move's text says of its K loop (and where it stands aside)
     OFFSETS: ClassVar[bool] = False  # the family's kernels have the offsets K loop (k_order "offsets" allowed)
     OFFSETS_IDEA: ClassVar[str] = OFFSETS_IDEA  # what an offsets move's text says of its K loop
+    SHIFTED: ClassVar[bool] = False  # the family's kernels have the shifted-rows GEMM (k_order "shifted" allowed)
+    SHIFTED_IDEA: ClassVar[str] = ""  # what a shifted move's text says of it
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
             raise ValueError(f"unknown conv precision {self.precision!r}")
-        orders = ("packed",) + ("taps",) * self.TAPS + ("offsets",) * self.OFFSETS
+        orders = ("packed",) + ("taps",) * self.TAPS + ("offsets",) * self.OFFSETS + ("shifted",) * self.SHIFTED
         if self.k_order not in orders:
             raise ValueError(f"k_order {self.k_order!r} is not one of {type(self).__name__}'s")
+        if self.k_order == "shifted" and self.precision != "tf32x3":
+            raise ValueError("the shifted-rows GEMM runs 3xTF32 on operands split once: precision 'tf32x3' only")
 
     def tile(self) -> str:
+        if self.k_order == "shifted":  # its tiles are chosen per call (SHIFTED_IDEA says how)
+            return self.SHIFTED_IDEA
         loop = {"taps": f"; {self.TAPS_IDEA}", "offsets": f"; {self.OFFSETS_IDEA}"}.get(self.k_order, "")
         return (f"{self.BLOCK_M}x{self.BLOCK_N} output tiles ({self.OUTPUTS} x out-channels), {self.BLOCK_K}-wide K "
                 f"steps, {self.num_warps} warps, {self.num_stages} stages{loop}")
@@ -92,7 +98,7 @@ class GemmTiles(Params):
     def category(self) -> str:
         if self.precision == "tf32":
             return "precision"
-        if self.k_order in ("taps", "offsets"):  # coalesced gathers, no div/mod per K element
+        if self.k_order in ("taps", "offsets", "shifted"):  # coalesced gathers or TMA boxes, no div/mod per K element
             return "memory"
         if self.precision == "tf32x3":
             return "compute"

@@ -1,0 +1,108 @@
+"""The conv family's shifted-rows GEMM (the "shifted" K order): x and the weight copied once into padded
+channels-last TF32 parts, each step's boxes loaded through TMA descriptors. It runs only on a Hopper GPU
+(kc_tma_gpu); here the loaded candidate's kc_tma_gpu says yes, so the TMA kernels run in Triton's interpreter on the
+CPU (on a GPU, as they are). Checked against torch on odd shapes: padding, dilation, no bias, in-channels not a
+multiple of 4 and on both sides of 16, out-channels on both sides of 64, unbatched and 1-D inputs, a fused epilogue
+with a folded batchnorm and a parameter operand; and the forward's fallbacks to the packed GEMM (a stride, groups,
+a 1x1 kernel, fp16), a spy saying which kernel ran."""
+
+import pytest
+import torch
+
+from kernelcraft.propose.builtin.families.conv import ConvTiles
+from kernelcraft.propose.builtin.families.conv.kernels import SHIFTED_TILES
+from kernelcraft.propose.builtin.plan import Op
+from tests.propose.builtin.families.conv.test_conv import CONV, INIT, conv1d_op, conv_op
+from kernelcraft.propose.builtin.analyze import analyze
+from tests.propose.builtin.families.conv.test_epilogue import AFFINE, STATS
+from tests.propose.builtin.kernel_check import DEVICE, Launches, check, load, moves, reference, render
+from tests.propose.builtin.test_analyze import write
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+SHIFTED, PACKED = "kc_conv2d_shifted_kernel", "kc_conv2d_kernel"
+# (init args (cin, cout, k, s, p, d, g, bias), input shape): the shifted GEMM runs
+RUNS = [((3, 5, 3, 1, 1), (2, 3, 9, 7)),  # 3 in-channels (padded to 4), padding keeps the size
+        ((6, 7, (3, 2), 1, (2, 1), (2, 1), 1, False), (1, 6, 10, 9)),  # dilation, uneven padding, no bias
+        ((20, 9, (2, 3), 1, 0), (2, 20, 5, 11)),  # 20 in-channels: 32-wide K steps over a masked chunk
+        ((5, 70, 3, 1, 1), (1, 5, 6, 7)),  # 70 out-channels: the 128-wide tile
+        ((4, 3, 3, 1, 2), (4, 7, 6))]  # unbatched
+# the packed implicit GEMM instead: a stride, groups, a 1x1 kernel
+FALLS_BACK = [((3, 5, 3, 2, 1), (2, 3, 9, 7)), ((4, 6, 3, 1, 1, 1, 2), (1, 4, 6, 5)), ((3, 4, 1), (2, 3, 5, 6))]
+
+
+def shifted(op: Op) -> ConvTiles:
+    return next(m.params for m in moves(op) if m.params.k_order == "shifted")
+
+
+def on_hopper(spy):
+    """A check patch: the candidate takes its TMA paths as on a Hopper GPU, and `spy` watches its GEMM kernels."""
+    def patch(module):
+        module.kc_tma_gpu = lambda t: True
+        spy(module)
+    return patch
+
+
+def test_offered_second_and_only_as_3xtf32():
+    ms = [m.params for m in moves(conv_op())]
+    assert ms[1].k_order == "shifted" and ms[1].precision == "tf32x3" and sum(p.k_order == "shifted" for p in ms) == 1
+    assert "shifted box" in ms[1].idea() and ms[1].category() == "memory" and not ms[1].relaxed
+    with pytest.raises(ValueError, match="tf32x3"):
+        ConvTiles(precision="ieee", k_order="shifted")
+    assert "COPG <= 64" in SHIFTED_TILES
+
+
+def test_the_shifted_gemm_where_it_applies(tmp_path):
+    spy = Launches(SHIFTED, PACKED)
+    params = shifted(conv_op())
+    check(conv_op(), reference("self.conv(x)", INIT, CONV), params, RUNS, tmp_path, patch=on_hopper(spy),
+          rtol=1e-4, atol=1e-4)
+    assert spy.seen == [SHIFTED] * len(RUNS)
+
+
+def test_the_packed_gemm_elsewhere(tmp_path):
+    spy = Launches(SHIFTED, PACKED)
+    params = shifted(conv_op())
+    check(conv_op(), reference("self.conv(x)", INIT, CONV), params, FALLS_BACK, tmp_path, patch=on_hopper(spy),
+          rtol=1e-4, atol=1e-4)
+    assert spy.seen == [PACKED] * len(FALLS_BACK)
+    if DEVICE == "cuda":  # fp16 keeps the packed GEMM on the tensor cores as they are
+        spy = Launches(SHIFTED, PACKED)
+        check(conv_op(), reference("self.conv(x)", INIT, CONV), params, RUNS[:1], tmp_path, patch=on_hopper(spy),
+              rtol=1e-2, atol=1e-2, dtype=torch.float16)
+        assert spy.seen == [PACKED]
+
+
+def test_an_epilogue_a_batchnorm_and_an_operand(tmp_path):
+    spy = Launches(SHIFTED, PACKED)
+    op = conv_op([["relu"], ["mul", 2.0]])
+    check(op, reference("torch.relu(self.conv(x)) * 2.0", INIT, CONV), shifted(op), RUNS[:2], tmp_path,
+          patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
+    assert spy.seen == [SHIFTED] * 2
+    forward = "return torch.tanh(self.bn(self.conv(x)) + self.b)"
+    init = ("self.conv = nn.Conv2d(3, 5, 3, padding=1, bias=False)\nself.bn = nn.BatchNorm2d(5)" + STATS + AFFINE
+            + "\nself.b = nn.Parameter(torch.randn(5, 1, 1))")
+    problem = write(tmp_path, forward, init, inputs="[torch.randn(2, 3, 9, 7)]")
+    op = analyze(problem).single
+    assert op.detail.get("bn") and op.detail["steps"]
+    spy = Launches(SHIFTED, PACKED)
+    module = load(render(op, problem.source, shifted(op)), tmp_path)
+    on_hopper(spy)(module)
+    for shape in ((2, 3, 9, 7), (1, 3, 4, 11)):
+        torch.manual_seed(0)
+        model = module.Model().to(DEVICE).eval()
+        new = module.ModelNew().to(DEVICE).eval()
+        new.load_state_dict(model.state_dict())
+        x = torch.randn(shape, device=DEVICE)
+        with torch.no_grad():
+            torch.testing.assert_close(new(x), model(x), rtol=1e-4, atol=1e-4)
+    assert spy.seen == [SHIFTED] * 2
+
+
+def test_a_1d_conv(tmp_path):
+    spy = Launches(SHIFTED, PACKED)
+    ref = reference("self.conv(x)", "self, cin, cout, k, p=0, d=1", "self.conv = nn.Conv1d(cin, cout, k, padding=p, "
+                    "dilation=d)")
+    check(conv1d_op(), ref, shifted(conv1d_op()), [((3, 5, 3, 1, 2), (2, 3, 17)), ((6, 4, 5), (6, 30))], tmp_path,
+          patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
+    assert spy.seen == [SHIFTED] * 2
