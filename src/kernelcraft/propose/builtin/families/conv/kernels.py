@@ -109,7 +109,7 @@ n = p // (HP * WP)
 h = (p // WP) % HP - PH
 w = p % WP - PW
 inside = (p < P) & (h >= 0) & (h < H) & (w >= 0) & (w < W)
-v = tl.load(x_ptr + (n * C)[:, None] * (H * W) + (c * (H * W))[None, :] + (h * W + w)[:, None],
+v = tl.load(x_ptr + (n * C)[:, None] * (H * W) + (c.to(tl.int64) * (H * W))[None, :] + (h * W + w)[:, None],
             mask=inside[:, None] & (c < C)[None, :], other=0.0)
 hi = (v.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
 out = p[:, None] * CP + c[None, :]
@@ -233,7 +233,8 @@ def shifted_lines(op: Op, names: Names, extra: list[str], packed: str) -> tuple[
                       {"KH": "KH", "KW": "KW", "DH": "dh", "DW": "dw", "HAS_BIAS": "bias is not None",
                        "BLOCK_M": "bm_s", "BLOCK_N": "bn_s", "BLOCK_K": "bk_s", "GROUP_M": 8,
                        **operands.flag_consts(op)}, num_warps="warps_s", num_stages="stages_s")
-    lines = f'''if prec == "tf32x3" and (sh, sw) == (1, 1) and groups == 1 and KH * KW > 1 and kc_tma_gpu(x):
+    lines = f'''if (prec == "tf32x3" and (sh, sw) == (1, 1) and groups == 1 and KH * KW > 1 and kc_tma_gpu(x)
+        and N * (H + 2 * ph) * (W + 2 * pw) < 2 ** 31):  # TMA's coordinates are 32-bit
     # shifted rows: x and w copied once into padded channels-last TF32 parts, each step's boxes loaded by TMA
     CP, HP, WP = triton.cdiv(C, 4) * 4, H + 2 * ph, W + 2 * pw
     M = N * HP * WP
