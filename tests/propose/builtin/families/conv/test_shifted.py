@@ -52,25 +52,22 @@ def test_offered_second_and_only_as_3xtf32():
     assert "COPG <= 64" in SHIFTED_TILES
 
 
-def test_the_shifted_gemm_where_it_applies(tmp_path):
+def launched(cases, tmp_path, tol=1e-4, dtype=None) -> list[str]:
+    """The GEMM kernels a plain conv's shifted move launched on `cases` (as on a Hopper GPU), checked against torch."""
     spy = Launches(SHIFTED, PACKED)
-    params = shifted(conv_op())
-    check(conv_op(), reference("self.conv(x)", INIT, CONV), params, RUNS, tmp_path, patch=on_hopper(spy),
-          rtol=1e-4, atol=1e-4)
-    assert spy.seen == [SHIFTED] * len(RUNS)
+    check(conv_op(), reference("self.conv(x)", INIT, CONV), shifted(conv_op()), cases, tmp_path,
+          patch=on_hopper(spy), rtol=tol, atol=tol, dtype=dtype)
+    return spy.seen
+
+
+def test_the_shifted_gemm_where_it_applies(tmp_path):
+    assert launched(RUNS, tmp_path) == [SHIFTED] * len(RUNS)
 
 
 def test_the_packed_gemm_elsewhere(tmp_path):
-    spy = Launches(SHIFTED, PACKED)
-    params = shifted(conv_op())
-    check(conv_op(), reference("self.conv(x)", INIT, CONV), params, FALLS_BACK, tmp_path, patch=on_hopper(spy),
-          rtol=1e-4, atol=1e-4)
-    assert spy.seen == [PACKED] * len(FALLS_BACK)
+    assert launched(FALLS_BACK, tmp_path) == [PACKED] * len(FALLS_BACK)
     if DEVICE == "cuda":  # fp16 keeps the packed GEMM on the tensor cores as they are
-        spy = Launches(SHIFTED, PACKED)
-        check(conv_op(), reference("self.conv(x)", INIT, CONV), params, RUNS[:1], tmp_path, patch=on_hopper(spy),
-              rtol=1e-2, atol=1e-2, dtype=torch.float16)
-        assert spy.seen == [PACKED]
+        assert launched(RUNS[:1], tmp_path, 1e-2, torch.float16) == [PACKED]
 
 
 def test_an_epilogue_a_batchnorm_and_an_operand(tmp_path):
