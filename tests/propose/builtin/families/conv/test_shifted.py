@@ -103,3 +103,24 @@ def test_a_1d_conv(tmp_path):
     check(conv1d_op(), ref, shifted(conv1d_op()), [((3, 5, 3, 1, 2), (2, 3, 17)), ((6, 4, 5), (6, 30))], tmp_path,
           patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
     assert spy.seen == [SHIFTED] * 2
+
+
+def test_infinities_and_nan_pass_as_torch_passes_them(tmp_path):
+    """An infinite input's remainder is no number: the split gives it 0 and the kernel drops a non-finite remainder
+    product, so outputs are inf or NaN exactly where torch's are."""
+    from tests.propose.builtin.kernel_check import load
+
+    spy = Launches(SHIFTED, PACKED)
+    module = load(render(conv_op(), reference("self.conv(x)", INIT, CONV), shifted(conv_op())), tmp_path)
+    on_hopper(spy)(module)
+    torch.manual_seed(0)
+    model = module.Model(3, 4, 3, 1, 1).to(DEVICE).eval()
+    new = module.ModelNew(3, 4, 3, 1, 1).to(DEVICE).eval()
+    new.load_state_dict(model.state_dict())
+    x = torch.randn(2, 3, 9, 7, device=DEVICE)
+    x[0, 1, 2, 3] = float("inf")
+    x[1, 0, 5, 5] = float("nan")
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), model(x), rtol=1e-4, atol=1e-4, equal_nan=True)
+    assert spy.seen == [SHIFTED]
+

@@ -14,6 +14,7 @@ from kernelcraft.propose.builtin.codegen import attr, indent, num
 from kernelcraft.propose.builtin.families import pool
 from kernelcraft.propose.builtin.families.conv import operands
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import SIZE_HELPERS, TILE, taps_loop
+from kernelcraft.propose.builtin.families.gemm.kernels import TF32_ROUND
 from kernelcraft.propose.builtin.families.gemm.tma import TMA_DESC, TMA_OK
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
@@ -91,7 +92,7 @@ for step in range(0, KH * KW * chunks):
     acc = tl.dot(a_hi, b_hi, acc, input_precision="tf32")
     small = tl.dot(a_lo, b_hi, small, input_precision="tf32")
     small = tl.dot(a_hi, b_lo, small, input_precision="tf32")
-x = acc + small
+x = acc + tl.where(tl.abs(small) < float("inf"), small, 0.0)  # an infinite hi times a lo is no remainder: dropped
 if HAS_BIAS:
     x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
 $epilogue
@@ -99,9 +100,10 @@ out = (n.to(tl.int64) * CO * OH * OW + pix)[:, None] + (co.to(tl.int64) * OH * O
 tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
 ''')
 
-# x (N, C, H, W) -> hi, lo (N*HP*WP, CP): zero-padded by (PH, PW), channels last, split into TF32 parts (hi: the low
-# 13 mantissa bits cleared; lo = x - hi, exact), in one pass: loaded along a channel's positions, stored along a
-# position's channels. The weight (CO, C, KH, KW) takes it too, as CO images of KH x KW unpadded: (CO, taps, CP).
+# x (N, C, H, W) -> hi, lo (N*HP*WP, CP): zero-padded by (PH, PW), channels last, split into TF32 parts as the GEMM
+# family splits once (hi = x rounded to TF32 by its kc_tf32_round, lo = the remainder rounded, 0 where x is infinite
+# or NaN: hi carries it), in one pass: loaded along a channel's positions, stored along a position's channels. The
+# weight (CO, C, KH, KW) takes it too, as CO images of KH x KW unpadded: (CO, taps, CP).
 _SPLIT_ROWS = '''
 p = tl.program_id(0).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
 c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -111,11 +113,12 @@ w = p % WP - PW
 inside = (p < P) & (h >= 0) & (h < H) & (w >= 0) & (w < W)
 v = tl.load(x_ptr + (n * C)[:, None] * (H * W) + (c.to(tl.int64) * (H * W))[None, :] + (h * W + w)[:, None],
             mask=inside[:, None] & (c < C)[None, :], other=0.0)
-hi = (v.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
+hi = kc_tf32_round(v)
+lo = kc_tf32_round(tl.where((hi == v) | (tl.abs(hi) == float("inf")) | (hi != hi), 0.0, v - hi))
 out = p[:, None] * CP + c[None, :]
 keep = (p < P)[:, None] & (c < CP)[None, :]
 tl.store(hi_ptr + out, hi, mask=keep)
-tl.store(lo_ptr + out, v - hi, mask=keep)
+tl.store(lo_ptr + out, lo, mask=keep)
 '''
 
 _DEPTHWISE = Template('''
@@ -253,7 +256,7 @@ def shifted_lines(op: Op, names: Names, extra: list[str], packed: str) -> tuple[
     {run}
 else:  # the packed implicit GEMM
     {packed}'''
-    return (TMA_OK, TMA_DESC, split, gemm), lines
+    return (TMA_OK, TMA_DESC, TF32_ROUND, split, gemm), lines
 
 
 def kernels(op: Op, names: Names) -> tuple[TritonKernel, TritonKernel, TritonKernel]:
