@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernelcraft.propose.builtin.families.conv import ConvTiles
-from kernelcraft.propose.builtin.families.conv.kernels import SHIFTED_TILES
+from kernelcraft.propose.builtin.families.conv.shifted import TILES
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.families.conv.test_conv import CONV, INIT, conv1d_op, conv_op
 from kernelcraft.propose.builtin.analyze import analyze
@@ -43,13 +43,15 @@ def on_hopper(spy):
     return patch
 
 
-def test_offered_second_and_only_as_3xtf32():
+def test_offered_first_and_only_as_3xtf32():
     ms = [m.params for m in moves(conv_op())]
-    assert ms[1].k_order == "shifted" and ms[1].precision == "tf32x3" and sum(p.k_order == "shifted" for p in ms) == 1
-    assert "shifted box" in ms[1].idea() and ms[1].category() == "memory" and not ms[1].relaxed
+    assert ms[0].k_order == "shifted" and ms[0].precision == "tf32x3" and sum(p.k_order == "shifted" for p in ms) == 1
+    assert "shifted box" in ms[0].idea() and ms[0].category() == "memory" and not ms[0].relaxed
+    # where it does not apply, the first move is the packed move it replaced, on the same tiles
+    assert ms[1] == ms[0].but(k_order="packed")
     with pytest.raises(ValueError, match="tf32x3"):
         ConvTiles(precision="ieee", k_order="shifted")
-    assert "COPG <= 64" in SHIFTED_TILES
+    assert "COPG <= 64" in TILES
 
 
 def launched(cases, tmp_path, tol=1e-4, dtype=None) -> list[str]:

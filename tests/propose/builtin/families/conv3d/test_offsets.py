@@ -38,7 +38,7 @@ def offsets_moves(op: Op) -> list:
 
 
 def test_offsets_moves_lead_and_say_what_their_loop_does():
-    ms = [m.params for m in moves(conv3d_op())]
+    ms = [m.params for m in moves(conv3d_op())][1:]  # after the shifted rows, which fall back to the first of them
     assert (ms[0].k_order, ms[0].precision, ms[0].BLOCK_K) == ("offsets", "tf32x3", 16)
     assert [(p.precision, p.BLOCK_K) for p in offsets_moves(conv3d_op())] == [
         ("tf32x3", 16), ("tf32x3", 32), ("ieee", 16), ("tf32", 16)]
@@ -75,9 +75,11 @@ def test_offsets_epilogue_operand_functional_values_and_half_inputs(tmp_path):
 def test_the_first_move_doubles_the_voxel_tile_where_the_channel_tile_is_half_wide(tmp_path):
     """wide_m: a group of 33 to 64 out-channels (a 64-wide channel tile) takes 256-voxel tiles; 32 or fewer (a
     narrower channel tile), or more than 64 (the whole 128), keep 128."""
-    params = moves(conv3d_op())[0].params
+    ms = [m.params for m in moves(conv3d_op())]
+    params = ms[1]  # the first offsets move, the shifted first move's fallback
+    assert ms[0] == params.but(k_order="shifted")
     assert params.wide_m and params.k_order == "offsets" and "64, 256-voxel tiles (the same area)" in params.idea()
-    assert not any(m.params.wide_m for m in moves(conv3d_op())[1:])
+    assert not any(p.wide_m for p in ms[2:])
     spy = Keywords(OFFSETS, "BLOCK_M", "BLOCK_N")
     cases = [((3, 64, 3), (1, 3, 5, 6, 7)), ((3, 33, 2), (2, 3, 4, 5, 6)), ((3, 32, 3), (1, 3, 4, 5, 6)),
              ((3, 65, 2), (1, 3, 3, 4, 5)), ((4, 96, 2, 1, 0, 1, 2), (1, 4, 3, 4, 5))]  # the last: 48 a group

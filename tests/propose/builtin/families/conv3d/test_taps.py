@@ -40,10 +40,10 @@ PACKED_CASES = more_channels([((3, 5, 3), (2, 3, 5, 7, 6)),  # 3 channels
 
 def test_taps_moves_follow_the_first_and_the_relaxed_one_follows_the_first_relaxed_packed():
     ms = [m.params for m in moves(conv3d_op())]
-    assert ms[0].k_order == "offsets"
-    assert [(p.precision, p.k_order, p.BLOCK_K) for p in ms[1:3]] == [("tf32x3", "taps", 32), ("ieee", "taps", 32)]
+    assert [p.k_order for p in ms[:2]] == ["shifted", "offsets"]  # the shifted rows, falling back to the offsets
+    assert [(p.precision, p.k_order, p.BLOCK_K) for p in ms[2:4]] == [("tf32x3", "taps", 32), ("ieee", "taps", 32)]
     assert [p.k_order for p in ms if p.precision == "tf32"][:3] == ["offsets", "packed", "taps"]
-    assert "K loop over the kernel taps" in ms[1].idea() and ms[1].idea() != ms[1].but(k_order="packed").idea()
+    assert "K loop over the kernel taps" in ms[2].idea() and ms[2].idea() != ms[2].but(k_order="packed").idea()
 
 
 @pytest.mark.parametrize("params", taps_moves(conv3d_op()), ids=lambda p: p.precision)

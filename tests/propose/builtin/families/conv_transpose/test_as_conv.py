@@ -1,6 +1,7 @@
 """The transposed conv's as_conv move: where stride is 1, output padding 0 and padding at most dilation * (k - 1), the
-plain conv it equals (the weight's in- and out-channels swapped, its taps flipped) on the conv family's packed
-implicit GEMM; elsewhere the per-phase GEMMs. Offered only where the op's stride is 1 and it has no output padding:
+plain conv it equals (the weight's in- and out-channels swapped, its taps flipped) on the conv family's shifted-rows
+GEMM where that applies (as on a Hopper GPU: here the candidate's kc_tma_gpu is patched to say so, and the TMA
+kernels run in Triton's interpreter on the CPU), else its packed implicit GEMM; elsewhere the per-phase GEMMs. Offered only where the op's stride is 1 and it has no output padding:
 first with the taps loop (the conv on large planes only), third packed (the conv at every size); checked against
 torch at odd sizes on both sides of the run-time choices (a spy on the conv kernel says which side ran), with groups,
 dilation, padding, no bias, unbatched and fp16 inputs, 1-D, and an epilogue with parameter operands."""
@@ -13,13 +14,14 @@ from kernelcraft.propose.builtin.families.conv_transpose import ConvTransposeTil
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.chain_check import check_chain
 from tests.propose.builtin.families.conv_transpose.test_conv_transpose2d import CONV, INIT, convt_op
-from tests.propose.builtin.kernel_check import Keywords, check, moves, reference
+from tests.propose.builtin.families.conv.test_shifted import on_hopper
+from tests.propose.builtin.kernel_check import Keywords, Launches, check, moves, reference
 from tests.propose.builtin.kernel_check import move_tolerance as tolerance
 from tests.propose.builtin.test_analyze import write
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-CONV_KERNEL = "kc_conv2d_kernel"
+CONV_KERNEL, SHIFTED = "kc_conv2d_kernel", "kc_conv2d_shifted_kernel"
 # (init args, input shape): the conv it equals
 ROUTED = [((3, 4, 3), (2, 3, 5, 6)),  # stride 1, no padding: the output grows by k - 1
           ((4, 6, (3, 2), 1, (1, 0), 0, 2, False, (2, 1)), (1, 4, 5, 4)),  # groups, dilation, padding, no bias
@@ -102,3 +104,31 @@ def _index(tmp_path, forward: str, init: str, inputs: str) -> int:
     problem = write(tmp_path, forward, init, inputs=inputs)
     return next(i for i, m in enumerate(moves(analyze(problem).single)) if m.params.as_conv
                 and m.params.k_order == "packed")
+
+
+def test_the_shifted_rows_where_they_apply_on_planes_of_any_size(tmp_path, monkeypatch):
+    """On a Hopper GPU at 3xTF32 the conv it equals runs as shifted rows where it has one group and more than one
+    tap, on the first move too whatever the planes (their rule is the packed conv's); the packed conv elsewhere."""
+    from kernelcraft.propose.builtin.families.conv_transpose import kernels
+
+    monkeypatch.setattr(kernels, "AS_CONV_PLANES", (10 ** 9, 10 ** 9))  # every plane small: no packed conv at all
+    ref = reference("self.conv(x)", INIT, CONV)
+    first = moves(convt_op())[0].params
+    assert first.as_conv and first.precision == "tf32x3"
+    for params in (first, _everywhere(convt_op())):
+        spy = Launches(SHIFTED, CONV_KERNEL)
+        check(convt_op(), ref, params, [ROUTED[0], ROUTED[2], PHASES[0]], tmp_path, patch=on_hopper(spy),
+              rtol=1e-4, atol=1e-4)
+        assert spy.seen == [SHIFTED, SHIFTED]  # the stride-2 case: the phases
+    spy = Launches(SHIFTED, CONV_KERNEL)  # groups, a 1x1 kernel: the packed conv (every size on this move)
+    check(convt_op(), ref, _everywhere(convt_op()), [ROUTED[1], ROUTED[3]], tmp_path, patch=on_hopper(spy),
+          rtol=1e-4, atol=1e-4)
+    assert spy.seen == [CONV_KERNEL, CONV_KERNEL]
+    init = ("self.conv = nn.ConvTranspose2d(3, 4, (3, 2), padding=(1, 0))\n"
+            "self.a = nn.Parameter(torch.randn(4, 1, 1))\nself.b = nn.Parameter(torch.randn(6))")
+    forward = "return torch.tanh(self.conv(x) - self.a) * self.b"
+    op = analyze(write(tmp_path, forward, init, inputs="[torch.randn(2, 3, 5, 5)]")).single
+    spy = Launches(SHIFTED, CONV_KERNEL)
+    check(op, reference(forward.removeprefix("return "), "self", init), moves(op)[0].params, [((), (2, 3, 5, 5)), ((), (3, 4, 5))],
+          tmp_path, patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
+    assert spy.seen == [SHIFTED, SHIFTED]

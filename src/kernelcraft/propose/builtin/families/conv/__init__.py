@@ -13,7 +13,7 @@ that follows (conv -> relu -> max-pool) is the pool family's kernel over the con
 The K loop walks K in one of two orders (the move's k_order): packed, K indices decoded into (channel, kh, kw) by
 div/mod, or taps, the kernel's taps outer and each tap's in-channels in BLOCK_K chunks inner over a weight permuted
 to (CO, KH, KW, CPG) (the forward takes it where a group has at least BLOCK_K in-channels, else the packed one).
-A third formulation, shifted (kernels.py: `shifted_kernel`), reads no gather at all: at stride 1 the input a tap
+A third formulation, shifted (shifted.py, the first move), reads no gather at all: at stride 1 the input a tap
 adds to the output at a padded position m is row m + shift(tap) of x copied once into a zero-padded channels-last
 buffer, so TMA loads each step's operands as boxes; x and the weight are split once into TF32 parts on the way.
 
@@ -56,12 +56,13 @@ class ConvTiles(GemmTiles):
 
 
 def moves(op: Op) -> list[ConvTiles]:
-    """The implicit-GEMM moves (implicit_gemm.gemm_moves), the shifted-rows GEMM second: probed at KernelBench's
-    published sizes on an H100 it ran 1.6-2.8x faster than the first move on seven stride-1 convs of more than one
-    tap and 1.45x slower on a 1x1 one (benchmarks/results/shifted-conv-probe-fused-h100-2026-11-27.json), which it
-    leaves to the packed GEMM; first once its rows are verified."""
-    out = gemm_moves(ConvTiles)
-    return [out[0], ConvTiles(precision="tf32x3", k_order="shifted"), *out[1:]]
+    """The shifted-rows GEMM first, then the implicit-GEMM moves (implicit_gemm.gemm_moves). Probed at KernelBench's
+    published sizes on an H100 it ran 1.6-2.8x faster than the packed 3xTF32 move on seven stride-1 convs of more
+    than one tap and 1.45x slower on a 1x1 one (benchmarks/results/shifted-conv-probe-fused-h100-2026-11-27.json),
+    which it leaves to the packed GEMM, as it leaves strides, groups, 16-bit inputs and GPUs without TMA: there the
+    first move is the packed move it replaced, on the same tiles. As the product's second move on an H100 it took
+    level 1's 55, 56, 62, 63 and 80 from 11.8-19.4 ms to 4.6-11.6 (params-probe-shifted-h100-2026-11-27.json)."""
+    return [ConvTiles(precision="tf32x3", k_order="shifted"), *gemm_moves(ConvTiles)]
 
 
 def render(op: Op, p: ConvTiles, names: Names) -> Rendered:

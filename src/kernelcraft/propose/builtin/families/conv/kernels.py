@@ -12,10 +12,8 @@ from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent, num
 from kernelcraft.propose.builtin.families import pool
-from kernelcraft.propose.builtin.families.conv import operands
+from kernelcraft.propose.builtin.families.conv import operands, shifted
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import SIZE_HELPERS, TILE, taps_loop
-from kernelcraft.propose.builtin.families.gemm.kernels import TF32_ROUND
-from kernelcraft.propose.builtin.families.gemm.tma import TMA_DESC, TMA_OK
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -61,65 +59,6 @@ _PACKED_K = '''for k0 in range(0, K, BLOCK_K):
 # (CO, KH, KW, CPG), permuted by the forward.
 _TAPS_K = taps_loop("KH * KW", (("ih", "ih0 + tap // KW * DH", "H"), ("iw", "iw0 + tap % KW * DW", "W")),
                     "cin * H * W", "ih * W + iw")
-
-# The shifted-rows GEMM (the "shifted" K order): stride 1, one group. x is copied once into a zero-padded channels-last
-# buffer X of N*HP*WP rows and C columns (`_SPLIT_ROWS`, split into TF32 parts hi and lo on the way), so rows rm are
-# positions of the padded input, and the input tap (kh, kw) adds to the output at position m is row
-# m + kh*DH*WP + kw*DW of X: per step one BLOCK_M x BLOCK_K box of X at that shift, loaded by TMA as it lies (rows
-# past the end zero-filled, columns past C too), and one of the weight, copied likewise to (CO, taps, CP) rows
-# (CP: C rounded up to 16 bytes). Three TF32 products a step, hi*hi into acc, lo*hi + hi*lo into `small`, added at
-# the end. Rows whose position lies in the padding (oh >= OH or ow >= OW) are computed and never stored.
-_SHIFTED = Template('''
-# program (tile, group 0): padded input positions rm (n, oh, ow) x out-channels co
-$tile
-n = rm // (HP * WP)
-oh = (rm // WP) % HP
-ow = rm % WP
-pix = oh * OW + ow
-mmask = (rm < M) & (oh < OH) & (ow < OW)
-nmask = rn < COPG
-acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-small = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-chunks = tl.cdiv(C, BLOCK_K)
-for step in range(0, KH * KW * chunks):
-    tap = step // chunks
-    c0 = (step % chunks) * BLOCK_K
-    row = pid_m * BLOCK_M + (tap // KW) * DH * WP + (tap % KW) * DW  # the tap's rows of X: a constant shift
-    a_hi = xh_desc.load([row, c0])
-    a_lo = xl_desc.load([row, c0])
-    b_hi = wh_desc.load([pid_n * BLOCK_N, tap * CP + c0]).T
-    b_lo = wl_desc.load([pid_n * BLOCK_N, tap * CP + c0]).T
-    acc = tl.dot(a_hi, b_hi, acc, input_precision="tf32")
-    small = tl.dot(a_lo, b_hi, small, input_precision="tf32")
-    small = tl.dot(a_hi, b_lo, small, input_precision="tf32")
-x = acc + tl.where(tl.abs(small) < float("inf"), small, 0.0)  # an infinite hi times a lo is no remainder: dropped
-if HAS_BIAS:
-    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]
-$epilogue
-out = (n.to(tl.int64) * CO * OH * OW + pix)[:, None] + (co.to(tl.int64) * OH * OW)[None, :]
-tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
-''')
-
-# x (N, C, H, W) -> hi, lo (N*HP*WP, CP): zero-padded by (PH, PW), channels last, split into TF32 parts as the GEMM
-# family splits once (hi = x rounded to TF32 by its kc_tf32_round, lo = the remainder rounded, 0 where x is infinite
-# or NaN: hi carries it), in one pass: loaded along a channel's positions, stored along a position's channels. The
-# weight (CO, C, KH, KW) takes it too, as CO images of KH x KW unpadded: (CO, taps, CP).
-_SPLIT_ROWS = '''
-p = tl.program_id(0).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
-c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-n = p // (HP * WP)
-h = (p // WP) % HP - PH
-w = p % WP - PW
-inside = (p < P) & (h >= 0) & (h < H) & (w >= 0) & (w < W)
-v = tl.load(x_ptr + (n * C)[:, None] * (H * W) + (c.to(tl.int64) * (H * W))[None, :] + (h * W + w)[:, None],
-            mask=inside[:, None] & (c < C)[None, :], other=0.0)
-hi = kc_tf32_round(v)
-lo = kc_tf32_round(tl.where((hi == v) | (tl.abs(hi) == float("inf")) | (hi != hi), 0.0, v - hi))
-out = p[:, None] * CP + c[None, :]
-keep = (p < P)[:, None] & (c < CP)[None, :]
-tl.store(hi_ptr + out, hi, mask=keep)
-tl.store(lo_ptr + out, lo, mask=keep)
-'''
 
 _DEPTHWISE = Template('''
 # program (plane n*C + c, output tile): a direct stencil over one channel, taps unrolled, read from L1/L2
@@ -173,7 +112,7 @@ def _depthwise_load(k: int) -> str:
                          "(oh < OH)[:, None] & (ow < OW)[None, :]")
 
 
-def _gemm_load(k: int) -> str:
+def gemm_load(k: int) -> str:
     return operands.tile_load(k, ("oh", "ow"))
 
 
@@ -197,66 +136,7 @@ def gemm_kernel(op: Op, names: Names, taps: bool = False) -> TritonKernel:
          "SH", "SW", "PH", "PW", "DH", "DW"),
         ("KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *operands.flags(op)),
         _GEMM.substitute(tile=TILE, kloop=_TAPS_K if taps else _PACKED_K,
-                         epilogue=_epilogue(op, "co", "nmask", _gemm_load)), Scalars.of(op))
-
-
-def shifted_kernel(op: Op, names: Names) -> TritonKernel:
-    """The op's shifted-rows GEMM (`_SHIFTED`) with its epilogue, reading x and the weight through TMA descriptors."""
-    return TritonKernel(
-        names("kc_conv2d_shifted_kernel"),
-        ("xh_desc", "xl_desc", "wh_desc", "wl_desc", "b_ptr", "y_ptr", *_extra(op), "M", "C", "CP", "CO", "COPG", "HP",
-         "WP", "OH", "OW"),
-        ("KH", "KW", "DH", "DW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", *operands.flags(op)),
-        _SHIFTED.substitute(tile=TILE, epilogue=_epilogue(op, "co", "nmask", _gemm_load)), Scalars.of(op))
-
-
-def split_rows_kernel(names: Names) -> TritonKernel:
-    """The copy of x (or the weight) into the shifted GEMM's padded channels-last TF32 parts (`_SPLIT_ROWS`)."""
-    return TritonKernel(names("kc_conv_split_rows_kernel"),
-                        ("x_ptr", "hi_ptr", "lo_ptr", "P", "C", "CP", "H", "W", "HP", "WP", "PH", "PW"),
-                        ("BLOCK_P", "BLOCK_C"), _SPLIT_ROWS)
-
-
-SHIFTED_TILES = "(128, 64, 4, 4) if COPG <= 64 else (128, 128, 8, 3 if C > 16 else 4)"  # BLOCK_M, BLOCK_N, warps, stages
-
-
-def shifted_lines(op: Op, names: Names, extra: list[str], packed: str) -> tuple[tuple, str]:
-    """(the module-level blocks, the forward's launch lines) of the shifted move: the shifted-rows GEMM where it
-    applies (fp32 x on a Hopper GPU, stride 1, one group, more than one tap), else the lines `packed`. Its tiles
-    follow the probe (benchmarks/results/shifted-conv-probe-fused-h100-2026-11-27.json): 64 out-channels wide on 4
-    warps for 64 or fewer, else 128 on 8; K steps of 16 channels for 16 or fewer, else 32."""
-    gemm, split = shifted_kernel(op, names), split_rows_kernel(names)
-
-    def split_launch(src: str, dst: str, p: str, h: str, w: str, hp: str, wp: str, ph: str, pw: str) -> str:
-        return split.launch("(triton.cdiv(" + p + ", 64), triton.cdiv(CP, bc))",
-                            [src, f"{dst}[0]", f"{dst}[1]", p, "C", "CP", h, w, hp, wp, ph, pw],
-                            {"BLOCK_P": 64, "BLOCK_C": "bc"}, num_warps=4)
-    run = gemm.launch("grid", ["xh", "xl", "wh", "wl", "x if bias is None else bias", "y", *extra, "M", "C", "CP",
-                               "CO", "COPG", "HP", "WP", "OH", "OW"],
-                      {"KH": "KH", "KW": "KW", "DH": "dh", "DW": "dw", "HAS_BIAS": "bias is not None",
-                       "BLOCK_M": "bm_s", "BLOCK_N": "bn_s", "BLOCK_K": "bk_s", "GROUP_M": 8,
-                       **operands.flag_consts(op)}, num_warps="warps_s", num_stages="stages_s")
-    lines = f'''if (prec == "tf32x3" and (sh, sw) == (1, 1) and groups == 1 and KH * KW > 1 and kc_tma_gpu(x)
-        and N * (H + 2 * ph) * (W + 2 * pw) < 2 ** 31):  # TMA's coordinates are 32-bit
-    # shifted rows: x and w copied once into padded channels-last TF32 parts, each step's boxes loaded by TMA
-    CP, HP, WP = triton.cdiv(C, 4) * 4, H + 2 * ph, W + 2 * pw
-    M = N * HP * WP
-    bc = min(64, triton.next_power_of_2(CP))
-    xs = torch.empty((2, M, CP), dtype=torch.float32, device=x.device)
-    {split_launch("x.contiguous()", "xs", "M", "H", "W", "HP", "WP", "ph", "pw")}
-    ws = torch.empty((2, CO * KH * KW, CP), dtype=torch.float32, device=x.device)
-    {split_launch("w", "ws", "CO * KH * KW", "KH", "KW", "KH", "KW", "0", "0")}
-    bm_s, bn_s, warps_s, stages_s = {SHIFTED_TILES}
-    bk_s = 16 if C <= 16 else 32
-    xh, _ = kc_tma_desc(xs[0][:, :C], [bm_s, bk_s], False)
-    xl, _ = kc_tma_desc(xs[1][:, :C], [bm_s, bk_s], False)
-    wh, _ = kc_tma_desc(ws[0].reshape(CO, KH * KW * CP), [bn_s, bk_s], False)
-    wl, _ = kc_tma_desc(ws[1].reshape(CO, KH * KW * CP), [bn_s, bk_s], False)
-    grid = (triton.cdiv(M, bm_s) * triton.cdiv(COPG, bn_s), 1)
-    {run}
-else:  # the packed implicit GEMM
-    {packed}'''
-    return (TMA_OK, TMA_DESC, TF32_ROUND, split, gemm), lines
+                         epilogue=_epilogue(op, "co", "nmask", gemm_load)), Scalars.of(op))
 
 
 def kernels(op: Op, names: Names) -> tuple[TritonKernel, TritonKernel, TritonKernel]:
@@ -335,15 +215,21 @@ def render(op: Op, p, names: Names) -> Rendered:
             num_stages=int(p.num_stages))
 
     use_taps = p.k_order == "taps"
-    shifted = ()
+    shifted_blocks = ()
     if use_taps:  # the taps K loop where a group's in-channels fill a chunk; fewer: the packed K wastes less
         launch = (f"if CPG >= {bk}:  # taps K loop over w as (CO, KH, KW, CPG): each tap's channel chunk contiguous\n"
                   f"        w = w.permute(0, 2, 3, 1).contiguous()\n        {gemm_launch(taps)}\n"
                   f"    else:  # fewer in-channels per group than a K step: the packed (channel, kh, kw) K\n"
                   f"        {gemm_launch(gemm)}")
     elif p.k_order == "shifted":  # the shifted-rows GEMM where it applies, else the packed one
-        shifted, lines = shifted_lines(op, names, extra, gemm_launch(gemm))
+        rows = shifted.kernel("hw", names, _extra(op), operands.flags(op), _epilogue(op, "co", "nmask", gemm_load),
+                              Scalars.of(op))
+        split = shifted.split_kernel("hw", names)
+        lines = (f"if {shifted.applies('hw')}:\n"
+                 f"{indent(shifted.lines('hw', rows, split, extra, operands.flag_consts(op)), 4)}\n"
+                 f"else:  # the packed implicit GEMM\n    {gemm_launch(gemm)}")
         launch = indent(lines, 4).lstrip()
+        shifted_blocks = (*shifted.BLOCKS, split, rows)
     else:
         launch = gemm_launch(gemm)
     result = "x =" if d.get("pool") else "return"  # pooled: the conv's output is the pool's input
@@ -370,7 +256,7 @@ elif y.numel() > 0:
     {launch}
 {"y = y.reshape(y.shape[0], y.shape[1], y.shape[3])" + chr(10) if one_d else ""}{result} y.reshape(y.shape[1:]) if unbatched else y'''
     helpers = [inspect.getsource(f) for f in SIZE_HELPERS] + ([operands.HELPER] if operands.count(op) else [])
-    gemms = ((gemm, depthwise, taps) if use_taps else (gemm, depthwise)) + shifted
+    gemms = ((gemm, depthwise, taps) if use_taps else (gemm, depthwise)) + shifted_blocks
     if not d.get("pool"):
         return Rendered((*helpers, *gemms), body)
     pool_op = Op("pool2d", d["pool"])

@@ -39,6 +39,14 @@ class Conv3dTiles(GemmTiles):
     GEMM: ClassVar[str] = "3-D implicit GEMM"
     TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop
     OFFSETS: ClassVar[bool] = True  # and the offsets K loop
+    SHIFTED: ClassVar[bool] = True  # and the shifted-rows GEMM (conv/shifted.py)
+    SHIFTED_IDEA: ClassVar[str] = (
+        "stride 1 as shifted rows: x copied once into a zero-padded channels-last buffer split into TF32 parts, so "
+        "each tap's input rows for a tile of output voxels are one shifted box of it that TMA loads as it lies (the "
+        "weight likewise as (CO, taps, C)), three TF32 products a step, outputs in the padding computed and dropped; "
+        "tiles per call: 128 voxels x 64 out-channels on 4 warps for up to 64 out-channels, else x 128 on 8, K steps "
+        "of 16 channels for up to 16 in-channels, else 32; on a Hopper GPU for fp32, one group and more than one tap "
+        "(else the first move's offsets K loop)")
     OFFSETS_IDEA: ClassVar[str] = (OFFSETS_IDEA + f"; where the conv pads and a group has {kernels.TAPS_FIRST}+ "
                                    f"in-channels, the taps K loop in {kernels.TAPS_FIRST}-wide channel chunks instead "
                                    "(its bounds checks are per tap, not per element)")
@@ -77,7 +85,8 @@ def moves(op: Op) -> list[Conv3dTiles]:
     offsets = first.but(k_order="offsets")
     later = [offsets.but(BLOCK_K=32), offsets.but(precision="ieee")]
     relaxed = next(i for i, p in enumerate(base) if p.precision == "tf32")
-    strict = [offsets.but(wide_m=True), *base[1:3], *later, first, *base[3:relaxed]]
+    strict = [offsets.but(wide_m=True, k_order="shifted"), offsets.but(wide_m=True), *base[1:3], *later, first,
+              *base[3:relaxed]]
     return strict + [offsets.but(precision="tf32"), *base[relaxed:]]
 
 

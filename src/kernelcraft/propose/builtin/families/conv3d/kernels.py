@@ -13,7 +13,7 @@ from kernelcraft.propose.builtin.codegen import attr, indent
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import (SIZE_HELPERS, TILE, hyper_lines,
                                                                      OFFSETS_TABLE_BLOCK, offsets_loop,
                                                                      offsets_table, taps_loop)
-from kernelcraft.propose.builtin.families.conv import operands
+from kernelcraft.propose.builtin.families.conv import operands, shifted
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -126,10 +126,11 @@ def render(op: Op, p, names: Names) -> Rendered:
                 f"        {launch(taps, block_k=chunk)}\n    else:\n        {other}")
 
     taps = kernel("kc_conv3d_taps_kernel", _TAPS_K)
-    if p.k_order == "taps":  # the taps K loop where a group's in-channels fill a chunk; fewer: the packed K
+    order = "offsets" if p.k_order == "shifted" else p.k_order  # where the shifted rows don't apply: offsets
+    if order == "taps":  # the taps K loop where a group's in-channels fill a chunk; fewer: the packed K
         kernels += (taps,)
         run = taps_branch(bk, run)
-    elif p.k_order == "offsets":  # the offsets K loop where its int32 per-K offsets fit; else the packed K
+    elif order == "offsets":  # the offsets K loop where its int32 per-K offsets fit; else the packed K
         offsets = kernel("kc_conv3d_offsets_kernel", _OFFSETS_K, table=True)
         params, consts, body = offsets_table(_AXES)
         table = TritonKernel(names("kc_conv3d_offsets_table"), params, consts, body,
@@ -145,6 +146,13 @@ def render(op: Op, p, names: Names) -> Rendered:
         # a padded conv whose groups have TAPS_FIRST in-channels or more: the taps loop instead (OFFSETS_IDEA)
         kernels += (taps,)
         run = taps_branch(TAPS_FIRST, indent(run, 4).lstrip(), " and (pd > 0 or ph > 0 or pw > 0)")
+    if p.k_order == "shifted":  # the shifted-rows GEMM where it applies
+        epilogue = "\n".join(epilogue_lines(d.get("steps") or [], _load))
+        rows = shifted.kernel("dhw", names, operands.params(op, NDIM), operands.flags(op), epilogue, Scalars.of(op))
+        split = shifted.split_kernel("dhw", names)
+        lines = shifted.lines("dhw", rows, split, operands.args(op, NDIM), operands.flag_consts(op))
+        run = f"if {shifted.applies('dhw')}:\n{indent(lines, 8)}\n    else:\n        {indent(run, 4).lstrip()}"
+        kernels = (*shifted.BLOCKS, split, rows, *kernels)
     bias = attr(d["bias"]) if d.get("bias") else "None"
     voxels = (f"bm = {2 * bm} if bn == {bn // 2} else {bm}  # a half-wide channel tile: twice the voxels, the same area"
               if p.wide_m else f"bm = {bm}")

@@ -13,9 +13,9 @@ from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent
 from kernelcraft.propose.builtin.families.conv import kernels as conv_kernels
-from kernelcraft.propose.builtin.families.conv import operands
+from kernelcraft.propose.builtin.families.conv import operands, shifted
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE, hyper_lines, taps_loop
-from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.family import Block, Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import epilogue_lines
@@ -176,28 +176,41 @@ def _hyper(op: Op) -> str:
 
 
 def conv_route(op: Op, names: Names, phases: str, consts: dict, options: dict, taps_chunk: int = 0
-               ) -> tuple[str, TritonKernel]:
+               ) -> tuple[str, tuple[Block, ...]]:
     """The forward's launch lines of an as_conv move: where stride is 1, output padding 0 and padding at most
-    dilation * (k - 1), the plain conv the transposed one equals, by the conv family's packed implicit GEMM: the
-    weight (C_in, C_out/groups, KH, KW) as (C_out, C_in/groups, KH, KW), its taps flipped, padded dilation * (k - 1)
-    - padding (the same output size); else the lines `phases`. And that GEMM's kernel. `taps_chunk` (the phases'
-    taps loop's BLOCK_K; 0: packed phases) adds the plane rule of AS_CONV_PLANES."""
+    dilation * (k - 1), the plain conv the transposed one equals: the weight (C_in, C_out/groups, KH, KW) as (C_out,
+    C_in/groups, KH, KW), its taps flipped, padded dilation * (k - 1) - padding (the same output size), run by the
+    conv family's shifted-rows GEMM where that applies (conv/shifted.py: fp32 at 3xTF32 on a Hopper GPU, one group,
+    more than one tap), else by its packed implicit GEMM; else the lines `phases`. And the blocks those need.
+    `taps_chunk` (the phases' taps loop's BLOCK_K; 0: packed phases) adds the plane rule of AS_CONV_PLANES to the
+    packed GEMM's route (the shifted one beat the phases' taps loop on planes of every size)."""
     conv = conv_kernels.gemm_kernel(op, names)
-    run = conv.launch("grid", ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM), "M", "C", "H",
-                               "W", "CO", "OH", "OW", "K", "CPG", "COPG", "1", "1", "dh * (KH - 1) - ph",
-                               "dw * (KW - 1) - pw", "dh", "dw"], {"KH": "KH", "KW": "KW", **consts}, **options)
+    rows = shifted.kernel("hw", names, operands.params(op, NDIM), operands.flags(op),
+                          "\n".join(epilogue_lines(op.detail.get("steps") or [], conv_kernels.gemm_load)),
+                          Scalars.of(op))
+    split = shifted.split_kernel("hw", names)
+    args = [*operands.args(op, NDIM)]
+    run = conv.launch("grid", ["x", "w", "x if bias is None else bias", "y", *args, "M", "C", "H", "W", "CO", "OH",
+                               "OW", "K", "CPG", "COPG", "1", "1", "qh", "qw", "dh", "dw"],
+                      {"KH": "KH", "KW": "KW", **consts}, **options)
     small, large = AS_CONV_PLANES
     planes = (f" and H * W >= {small} and (H * W >= {large} or CPG < {TAPS_MIN_CHUNKS * taps_chunk})"
               if taps_chunk else "")
-    lines = f'''if (sh, sw) == (1, 1) and (oph, opw) == (0, 0) and ph <= dh * (KH - 1) and pw <= dw * (KW - 1){planes}:
+    lines = f'''qh, qw = dh * (KH - 1) - ph, dw * (KW - 1) - pw  # the padding of the conv it equals
+as_conv = (sh, sw) == (1, 1) and (oph, opw) == (0, 0) and qh >= 0 and qw >= 0
+rows_ok = as_conv and {shifted.applies("hw", "q")}
+if rows_ok or (as_conv{planes}):
     # the conv it equals: w as (CO, CPG, KH, KW), each group's in- and out-channels swapped, its taps flipped
     w = w.reshape(groups, CPG, COPG, KH, KW).transpose(1, 2).flip(3, 4).reshape(CO, CPG, KH, KW).contiguous()
-    M, K = N * OH * OW, CPG * KH * KW
-    grid = (triton.cdiv(M, {consts["BLOCK_M"]}) * triton.cdiv(COPG, bn), groups)
-    {run}
+    if rows_ok:
+{indent(shifted.lines("hw", rows, split, args, operands.flag_consts(op), pad="q"), 8)}
+    else:  # the conv family's packed implicit GEMM
+        M, K = N * OH * OW, CPG * KH * KW
+        grid = (triton.cdiv(M, {consts["BLOCK_M"]}) * triton.cdiv(COPG, bn), groups)
+        {run}
 else:  # the per-phase GEMMs
 {indent(phases.strip(chr(10)), 4)}'''
-    return lines, conv
+    return lines, (*shifted.BLOCKS, split, rows, conv)
 
 
 def render(op: Op, p, names: Names) -> Rendered:
@@ -250,8 +263,8 @@ for rh in range(min(sh, OH)):  # one launch per output phase (rh, rw)
 {indent(run, 8)}'''
         blocks = (inspect.getsource(kc_phase_taps), *kernels)
     if p.as_conv:
-        launch_lines, conv = conv_route(op, names, launch_lines, consts, options, bk if p.k_order == "taps" else 0)
-        blocks += (conv,)
+        launch_lines, route = conv_route(op, names, launch_lines, consts, options, bk if p.k_order == "taps" else 0)
+        blocks += route
     one_d = op.kind == "conv_transpose1d"  # a one-row 2-D one: x (N, C, 1, L), w (C_in, C_out/groups, 1, K)
     one_row = ("\nx = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2])  # (N, C, L) as one-row images"
                "\nw = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])") if one_d else ""

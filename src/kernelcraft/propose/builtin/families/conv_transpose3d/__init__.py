@@ -40,10 +40,17 @@ class Tiles(Params):
     num_stages: int = 3
     precision: str = "ieee"  # tl.dot's input precision for fp32 inputs: "ieee" | "tf32x3" | "tf32"
     one_launch: bool = False  # every phase in one launch (the phase a grid axis), else a launch per phase
+    # as_conv: where the transposed conv has stride 1, no output padding, one group and padding <= dilation * (k -
+    # 1), the plain conv it equals on the conv3d family's shifted-rows GEMM where that applies (kernels.py:
+    # conv_route); else the phases of the other fields
+    as_conv: bool = False
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision {self.precision!r} is not one of {PRECISIONS}")
+        if self.as_conv and (self.precision != "tf32x3" or self.one_launch):
+            raise ValueError("as_conv is the shifted-rows GEMM at 3xTF32, else the per-phase GEMMs: precision "
+                             "'tf32x3' and a launch per phase only")
 
     @property
     def relaxed(self) -> bool:
@@ -63,9 +70,18 @@ class Tiles(Params):
                 "tf32x3": ("3xTF32 tensor cores at fp32 accuracy (each operand split into a TF32 part and a TF32 "
                            "remainder, three products per step)"),
                 "tf32": "TF32 tensor cores (inputs rounded to a 10-bit mantissa, needs a policy that admits TF32)"}
-        return f"{how}; {tiles}; {math[self.precision]}; bias and epilogue fused before the one store"
+        phases = f"{how}; {tiles}; {math[self.precision]}; bias and epilogue fused before the one store"
+        if not self.as_conv:
+            return phases
+        return ("Stride 1 as the plain conv it equals (the weight's in- and out-channels swapped and its taps flipped "
+                "once per call, padded dilation*(k-1)-padding), by shifted rows: x copied once into a zero-padded "
+                "channels-last buffer split into TF32 parts, each tap's input rows for a tile of output voxels one "
+                "shifted box of it that TMA loads as it lies, three TF32 products a step; on a Hopper GPU for fp32, "
+                f"one group and more than one tap; elsewhere: {phases[0].lower()}{phases[1:]}")
 
     def category(self) -> str:
+        if self.as_conv:
+            return "memory"
         if self.precision == "tf32":
             return "precision"
         if self.precision == "tf32x3":
@@ -76,10 +92,16 @@ class Tiles(Params):
 def moves(op: Op) -> list[Tiles]:
     """3xTF32 first, on the default tiles and on 128x64 tiles of 4 warps and 4 stages (the fastest of ten on two
     level-2 problems, the sweep in the module docstring); then exact fp32, one launch for every phase, other tile
-    shapes (a narrow M tile for small volumes, wider K steps), and the relaxed TF32 moves last."""
-    return [Tiles(precision="tf32x3"), Tiles(128, 64, 16, num_warps=4, num_stages=4, precision="tf32x3"), Tiles(),
-            Tiles(precision="tf32x3", one_launch=True), Tiles(one_launch=True), Tiles(64, 128, 16, num_warps=4),
-            Tiles(128, 128, 32), Tiles(precision="tf32"), Tiles(64, 128, 16, num_warps=4, precision="tf32")]
+    shapes (a narrow M tile for small volumes, wider K steps), and the relaxed TF32 moves last. Where the op has
+    stride 1 and no output padding, the conv it equals by shifted rows (as_conv) comes first, its fallback the first
+    move's phases."""
+    out = [Tiles(precision="tf32x3"), Tiles(128, 64, 16, num_warps=4, num_stages=4, precision="tf32x3"), Tiles(),
+           Tiles(precision="tf32x3", one_launch=True), Tiles(one_launch=True), Tiles(64, 128, 16, num_warps=4),
+           Tiles(128, 128, 32), Tiles(precision="tf32"), Tiles(64, 128, 16, num_warps=4, precision="tf32")]
+    d = op.detail
+    if list(d.get("stride") or ()) == [1, 1, 1] and not any(d.get("output_padding") or ()):
+        out.insert(0, out[0].but(as_conv=True))
+    return out
 
 
 def render(op: Op, p: Tiles, names: Names) -> Rendered:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent
-from kernelcraft.propose.builtin.families.conv import operands
+from kernelcraft.propose.builtin.families.conv import operands, shifted
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE  # (tile, group[, phase]) -> rm x rn of group g
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
@@ -233,11 +233,34 @@ def render(op: Op, p, names: Names) -> Rendered:
         per_phase = {"ND": "max(nd, 1)", "NH": "max(nh, 1)", "NW": "max(nw, 1)", **consts}
         launch = _PER_PHASE_LAUNCH.substitute(block_m=int(p.BLOCK_M),
                                               launch=kernel.launch("grid", args, per_phase, **options))
+    blocks = (TAPS, kernel)
+    if p.as_conv:
+        launch, route = conv_route(op, names, launch)
+        blocks = (*route, *blocks)
     body = _BODY.substitute(weight=attr(d["weight"]), bias=attr(d["bias"]) if d.get("bias") else "None",
                             hyper=_hyper(d), block_n=int(p.BLOCK_N), precision=p.precision,
                             operands=_operand_lines(op),
                             launch=indent(launch.strip("\n"), 4))
-    return Rendered((TAPS, kernel, operands.HELPER) if operands.count(op) else (TAPS, kernel), body)
+    return Rendered((*blocks, operands.HELPER) if operands.count(op) else blocks, body)
+
+
+def conv_route(op: Op, names: Names, phases: str) -> tuple[str, tuple]:
+    """The launch lines of an as_conv move: where stride is 1, output padding 0, one group and padding at most
+    dilation * (k - 1), the plain conv the transposed one equals (the weight (C_in, C_out, KD, KH, KW) as (C_out,
+    C_in, ...), its taps flipped, padded dilation * (k - 1) - padding: the same output size) by the shifted-rows GEMM
+    where that applies (conv/shifted.py); else the lines `phases`. And the blocks the shifted GEMM needs."""
+    epilogue = "\n".join(epilogue_lines(op.detail.get("steps") or [],
+                                        lambda k: operands.tile_load(k, ("od", "oh", "ow"))))
+    rows = shifted.kernel(AXES, names, operands.params(op, NDIM), operands.flags(op), epilogue, Scalars.of(op))
+    split = shifted.split_kernel(AXES, names)
+    lines = f'''qd, qh, qw = dd * (KD - 1) - pd, dh * (KH - 1) - ph, dw * (KW - 1) - pw  # the padding of the conv it equals
+if (opd, oph, opw) == (0, 0, 0) and min(qd, qh, qw) >= 0 and {shifted.applies(AXES, "q")}:
+    # the conv it equals: w as (CO, C, KD, KH, KW) (one group), its taps flipped
+    w = w.transpose(0, 1).flip(2, 3, 4).contiguous()
+{indent(shifted.lines(AXES, rows, split, operands.args(op, NDIM), operands.flag_consts(op), pad="q"), 4)}
+else:  # the per-phase GEMMs
+{indent(phases.strip(chr(10)), 4)}'''
+    return lines, (*shifted.BLOCKS, split, rows)
 
 
 def _operand_lines(op: Op) -> str:

@@ -1,0 +1,185 @@
+"""The shifted-rows GEMM, shared by the convolution families (conv2d/1d, conv3d, and the transposed convs that equal
+a stride-1 conv): the kernels for 2 or 3 spatial axes, generated from the axes, and the forward lines that launch
+them where they apply.
+
+At stride 1 with one group, x copied once into a zero-padded channels-last buffer X (rows: the padded input's
+positions (n, [d,] h, w) in order; columns: C channels, rounded up to CP, a multiple of 4 so a row is 16-byte
+aligned) makes the input a tap adds to the output at padded position m row m + shift(tap) of X, shift(tap) =
+sum over the axes of tap_a * dilation_a * (the padded sizes of the axes after a). So a tile of BLOCK_M consecutive
+positions reads, for each tap and channel chunk, one BLOCK_M x BLOCK_K box of X at a constant shift, which TMA loads
+as it lies (rows past the end and columns past C zero-filled); the weight, copied likewise to (CO, taps, CP) rows,
+gives the matching box. No gather, no index math per element. x and the weight are split into TF32 parts on the way
+(hi = x rounded by the GEMM family's kc_tf32_round, lo = the remainder rounded, 0 where x is infinite or NaN), and
+each step takes three TF32 products, hi*hi into acc and lo*hi + hi*lo into `small`, a non-finite `small` dropped
+(an infinite hi times a lo is no remainder). Rows whose position lies in the padding are computed and never stored.
+"""
+
+from __future__ import annotations
+
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE
+from kernelcraft.propose.builtin.families.gemm.kernels import TF32_ROUND
+from kernelcraft.propose.builtin.families.gemm.tma import TMA_DESC, TMA_OK
+from kernelcraft.propose.builtin.family import Names, TritonKernel
+from kernelcraft.propose.builtin.scalars import Scalars
+
+# BLOCK_M, BLOCK_N, warps, stages by the group's out-channels and the in-channels, from a probe at KernelBench's
+# published sizes on an H100 (benchmarks/results/shifted-conv-probe-fused-h100-2026-11-27.json): 64 out-channels
+# wide on 4 warps for 64 or fewer, else 128 on 8; K steps (bk_s in the forward) of 16 channels for 16 or fewer,
+# else 32
+TILES = "(128, 64, 4, 4) if COPG <= 64 else (128, 128, 8, 3 if C > 16 else 4)"
+
+
+def _axes(axes: str) -> tuple[list[str], list[str], list[str], list[str]]:
+    """Per axis ("dhw" or "hw"): its padded size, kernel size, dilation and output size names in the kernels."""
+    up = axes.upper()
+    return [f"{a}P" for a in up], [f"K{a}" for a in up], [f"D{a}" for a in up], [f"O{a}" for a in up]
+
+
+def _product(names: list[str]) -> str:
+    return " * ".join(names) if names else "1"
+
+
+def _coords(axes: str, padded: list[str], var: str, prefix: str) -> list[str]:
+    """Lines decoding flat padded positions `var` into the image `n` and a coordinate per axis, `prefix` + axis."""
+    lines = [f"n = {var} // ({_product(padded)})"]
+    for i, a in enumerate(axes):
+        inner = padded[i + 1:]
+        lines.append(f"{prefix}{a} = ({var} // ({_product(inner)})) % {padded[i]}" if inner
+                     else f"{prefix}{a} = {var} % {padded[i]}")
+    return lines
+
+
+def _linear(terms: list[str], sizes: list[str]) -> str:
+    """(t0 * S1 + t1) * S2 + t2 ...: coordinates `terms` linearized over `sizes` (the first size unused)."""
+    out = terms[0]
+    for t, s in zip(terms[1:], sizes[1:]):
+        out = f"({out}) * {s} + {t}"
+    return out
+
+
+def kernel(axes: str, names: Names, extra: tuple[str, ...], flags: tuple[str, ...], epilogue: str,
+           scalars: Scalars) -> TritonKernel:
+    """The shifted-rows GEMM over `axes` with `epilogue` (lines on the fp32 tile x, the output coordinates o<axis>,
+    out-channels co and nmask defined) and the run-time parameters `extra` after its pointers, constexprs `flags`
+    after its own."""
+    padded, ksize, dil, out = _axes(axes)
+    taps = []
+    for i in range(len(axes)):
+        inner = ksize[i + 1:]
+        tap = f"tap // ({_product(inner)})" if inner else "tap"
+        tap = f"({tap}) % {ksize[i]}" if i else tap
+        taps.append(f"({tap}) * {dil[i]} * {_product(padded[i + 1:])}")
+    lines = _coords(axes, padded, "rm", "o")
+    valid = " & ".join(f"(o{a} < {o})" for a, o in zip(axes, out))
+    body = "\n".join([
+        "# program (tile, group 0): padded input positions rm x out-channels co",
+        TILE,
+        *lines,
+        f"pix = {_linear([f'o{a}' for a in axes], out)}",
+        f"mmask = (rm < M) & {valid}",
+        "nmask = rn < COPG",
+        "acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
+        "small = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
+        "chunks = tl.cdiv(C, BLOCK_K)",
+        f"for step in range(0, {_product(ksize)} * chunks):",
+        "    tap = step // chunks",
+        "    c0 = (step % chunks) * BLOCK_K",
+        f"    row = pid_m * BLOCK_M + {' + '.join(taps)}  # the tap's rows of X: a constant shift",
+        "    a_hi = xh_desc.load([row, c0])",
+        "    a_lo = xl_desc.load([row, c0])",
+        "    b_hi = wh_desc.load([pid_n * BLOCK_N, tap * CP + c0]).T",
+        "    b_lo = wl_desc.load([pid_n * BLOCK_N, tap * CP + c0]).T",
+        '    acc = tl.dot(a_hi, b_hi, acc, input_precision="tf32")',
+        '    small = tl.dot(a_lo, b_hi, small, input_precision="tf32")',
+        '    small = tl.dot(a_hi, b_lo, small, input_precision="tf32")',
+        'x = acc + tl.where(tl.abs(small) < float("inf"), small, 0.0)  # an infinite hi times a lo: no remainder',
+        "if HAS_BIAS:",
+        "    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]",
+        epilogue,
+        f"out = (n.to(tl.int64) * CO * {_product(out)} + pix)[:, None] + (co.to(tl.int64) * {_product(out)})[None, :]",
+        "tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])"])
+    name = "kc_conv2d_shifted_kernel" if len(axes) == 2 else "kc_conv3d_shifted_kernel"
+    return TritonKernel(names(name), ("xh_desc", "xl_desc", "wh_desc", "wl_desc", "b_ptr", "y_ptr", *extra, "M", "C",
+                                      "CP", "CO", "COPG", *padded, *out),
+                        (*ksize, *dil, "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", *flags), body, scalars)
+
+
+def split_kernel(axes: str, names: Names) -> TritonKernel:
+    """x (N, C, *sizes) -> hi, lo (N * prod(padded sizes), CP): zero-padded, channels last, split into TF32 parts in
+    one pass (loaded along a channel's positions, stored along a position's channels). The weight (CO, C, *kernel)
+    takes it too, as CO images of the kernel's size, unpadded."""
+    up = axes.upper()
+    padded = [f"{a}P" for a in up]
+    sizes = list(up)
+    pads = [f"P{a}" for a in up]
+    lines = _coords(axes, padded, "p", "q")
+    inside = " & ".join(f"(q{a} >= {pa}) & (q{a} < {pa} + {s})" for a, pa, s in zip(axes, pads, sizes))
+    at = _linear([f"(q{a} - {pa})" for a, pa in zip(axes, pads)], sizes)
+    body = "\n".join([
+        "p = tl.program_id(0).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)",
+        "c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)",
+        *lines,
+        f"inside = (p < P) & {inside}",
+        f"v = tl.load(x_ptr + (n * C)[:, None] * ({_product(sizes)}) + (c.to(tl.int64) * ({_product(sizes)}))[None, :]"
+        f" + ({at})[:, None], mask=inside[:, None] & (c < C)[None, :], other=0.0)",
+        "hi = kc_tf32_round(v)",
+        'lo = kc_tf32_round(tl.where((hi == v) | (tl.abs(hi) == float("inf")) | (hi != hi), 0.0, v - hi))',
+        "out = p[:, None] * CP + c[None, :]",
+        "keep = (p < P)[:, None] & (c < CP)[None, :]",
+        "tl.store(hi_ptr + out, hi, mask=keep)",
+        "tl.store(lo_ptr + out, lo, mask=keep)"])
+    name = "kc_conv_split_rows_kernel" if len(axes) == 2 else "kc_conv3d_split_rows_kernel"
+    return TritonKernel(names(name), ("x_ptr", "hi_ptr", "lo_ptr", "P", "C", "CP", *sizes, *padded, *pads),
+                        ("BLOCK_P", "BLOCK_C"), body)
+
+
+def applies(axes: str, pad: str = "p") -> str:
+    """The forward's condition (Python source) for the shifted GEMM: fp32 at 3xTF32 on a Hopper GPU, stride 1, one
+    group, more than one tap, and a padded input of fewer than 2**31 rows (TMA's coordinates are 32-bit); `pad` names
+    the forward's padding variables (pad + axis)."""
+    up = axes.upper()
+    strides = ", ".join(f"s{a}" for a in axes)
+    padded = " * ".join(f"({s} + 2 * {pad}{a})" for a, s in zip(axes, up))
+    return (f'prec == "tf32x3" and ({strides}) == ({", ".join("1" * len(axes))}) and '
+            f'groups == 1 and {" * ".join(f"K{a}" for a in up)} > 1 and kc_tma_gpu(x) and N * {padded} < 2 ** 31')
+
+
+def lines(axes: str, gemm: TritonKernel, split: TritonKernel, extra: list[str], flag_consts: dict,
+          pad: str = "p") -> str:
+    """The forward's lines running the shifted GEMM once `applies` holds: the copies of x (N, C, *sizes) and the
+    weight w (CO, C, *kernel), their descriptors, the tiles (TILES), the launch. `extra` are the GEMM's arguments
+    after y, `pad` names the padding variables (pad + axis: the conv's padding, which the copy applies)."""
+    up = axes.upper()
+    padded = [f"{a}P" for a in up]
+    ksize = [f"K{a}" for a in up]
+
+    def copy(src: str, dst: str, rows: str, sizes: list[str], pads: list[str], padded_: list[str]) -> str:
+        return split.launch("(triton.cdiv(" + rows + ", 64), triton.cdiv(CP, bc))",
+                            [src, f"{dst}[0]", f"{dst}[1]", rows, "C", "CP", *sizes, *padded_, *pads],
+                            {"BLOCK_P": 64, "BLOCK_C": "bc"}, num_warps=4)
+    run = gemm.launch("grid", ["xh", "xl", "wh", "wl", "x if bias is None else bias", "y", *extra, "M", "C", "CP",
+                               "CO", "COPG", *padded, *(f"O{a}" for a in up)],
+                      {**{k: k for k in ksize}, **{f"D{a.upper()}": f"d{a}" for a in axes}, "HAS_BIAS": "bias is not None",
+                       "BLOCK_M": "bm_s", "BLOCK_N": "bn_s", "BLOCK_K": "bk_s", "GROUP_M": 8, **flag_consts},
+                      num_warps="warps_s", num_stages="stages_s")
+    taps = " * ".join(ksize)
+    return f'''# shifted rows: x and w copied once into padded channels-last TF32 parts, each step's boxes loaded by TMA
+CP = triton.cdiv(C, 4) * 4
+{", ".join(padded)} = {", ".join(f"{s} + 2 * {pad}{a}" for a, s in zip(axes, up))}
+M = N * {" * ".join(padded)}
+bc = min(64, triton.next_power_of_2(CP))
+xs = torch.empty((2, M, CP), dtype=torch.float32, device=x.device)
+{copy("x.contiguous()", "xs", "M", list(up), [f"{pad}{a}" for a in axes], padded)}
+ws = torch.empty((2, CO * {taps}, CP), dtype=torch.float32, device=x.device)
+{copy("w", "ws", f"CO * {taps}", ksize, ["0"] * len(axes), ksize)}
+bm_s, bn_s, warps_s, stages_s = {TILES}
+bk_s = 16 if C <= 16 else 32
+xh, _ = kc_tma_desc(xs[0][:, :C], [bm_s, bk_s], False)
+xl, _ = kc_tma_desc(xs[1][:, :C], [bm_s, bk_s], False)
+wh, _ = kc_tma_desc(ws[0].reshape(CO, {taps} * CP), [bn_s, bk_s], False)
+wl, _ = kc_tma_desc(ws[1].reshape(CO, {taps} * CP), [bn_s, bk_s], False)
+grid = (triton.cdiv(M, bm_s) * triton.cdiv(COPG, bn_s), 1)
+{run}'''
+
+
+BLOCKS = (TMA_OK, TMA_DESC, TF32_ROUND)  # the module-level helpers the kernels and lines use, before the kernels
