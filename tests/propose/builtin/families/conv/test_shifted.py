@@ -15,7 +15,7 @@ from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.families.conv.test_conv import CONV, INIT, conv1d_op, conv_op
 from kernelcraft.propose.builtin.analyze import analyze
 from tests.propose.builtin.families.conv.test_epilogue import AFFINE, STATS
-from tests.propose.builtin.kernel_check import DEVICE, Launches, check, load, moves, reference, render
+from tests.propose.builtin.kernel_check import DEVICE, Keywords, Launches, check, load, moves, reference, render
 from tests.propose.builtin.test_analyze import write
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -126,3 +126,19 @@ def test_infinities_and_nan_pass_as_torch_passes_them(tmp_path):
         torch.testing.assert_close(new(x), model(x), rtol=1e-4, atol=1e-4, equal_nan=True)
     assert spy.seen == [SHIFTED]
 
+
+
+def test_few_channels_pack_an_axis_taps_into_k(tmp_path):
+    """8 or fewer in-channels: K = (the last axis of more than one tap, channels), one box of overlapping rows a step
+    (PACK its taps); more channels, or a box past 64 wide, K = channels (PACK 1). Dilation along the packed axis
+    spaces its taps' rows; a kernel of one column packs the rows' taps."""
+    cases = [(((3, 5, 3, 1, 1), (2, 3, 9, 7)), 3),  # 3 in-channels, 3 columns: a 4 x 4 box
+             (((2, 4, (3, 1), 1, (1, 0)), (2, 2, 6, 5)), 3),  # one column: the rows' taps, WP rows apart
+             (((5, 6, (2, 3), 1, 0, (1, 2)), (1, 5, 5, 9)), 3),  # dilated columns: taps 2 rows apart; 8-wide channels
+             (((3, 4, (2, 7)), (1, 3, 4, 12)), 7),  # 7 taps: an 8 x 4 box
+             (((8, 3, (2, 11)), (1, 8, 3, 14)), 1),  # 8 channels x 16 taps: past 64, so K = channels
+             (((9, 3, 3, 1, 1), (1, 9, 5, 6)), 1)]  # 9 channels: K = channels
+    spy = Keywords(SHIFTED, "PACK")
+    check(conv_op(), reference("self.conv(x)", INIT, CONV), shifted(conv_op()), [c for c, _ in cases], tmp_path,
+          patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
+    assert spy.seen == [pack for _, pack in cases]

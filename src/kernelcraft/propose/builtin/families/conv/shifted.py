@@ -27,6 +27,10 @@ from kernelcraft.propose.builtin.scalars import Scalars
 # wide on 4 warps for 64 or fewer, else 128 on 8; K steps (bk_s in the forward) of 16 channels for 16 or fewer,
 # else 32
 TILES = "(128, 64, 4, 4) if COPG <= 64 else (128, 128, 8, 3 if C > 16 else 4)"
+# Few in-channels (PACK_C or fewer) leave most of a 16-wide K step empty: there K packs the last axis of more than one
+# tap with the channels, (taps, C) one box of X viewed as overlapping rows (row m's taps `step` rows apart), where
+# that box (taps and channels rounded up to powers of two) is at most PACK_K wide
+PACK_C, PACK_K = 8, 64
 
 
 def _axes(axes: str) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -80,18 +84,30 @@ def kernel(axes: str, names: Names, extra: tuple[str, ...], flags: tuple[str, ..
         "nmask = rn < COPG",
         "acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
         "small = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
-        "chunks = tl.cdiv(C, BLOCK_K)",
-        f"for step in range(0, {_product(ksize)} * chunks):",
-        "    tap = step // chunks",
-        "    c0 = (step % chunks) * BLOCK_K",
-        f"    row = pid_m * BLOCK_M + {' + '.join(taps)}  # the tap's rows of X: a constant shift",
-        "    a_hi = xh_desc.load([row, c0])",
-        "    a_lo = xl_desc.load([row, c0])",
-        "    b_hi = wh_desc.load([pid_n * BLOCK_N, tap * CP + c0]).T",
-        "    b_lo = wl_desc.load([pid_n * BLOCK_N, tap * CP + c0]).T",
-        '    acc = tl.dot(a_hi, b_hi, acc, input_precision="tf32")',
-        '    small = tl.dot(a_lo, b_hi, small, input_precision="tf32")',
-        '    small = tl.dot(a_hi, b_lo, small, input_precision="tf32")',
+        "if PACK > 1:  # K = (the packed axis' taps, channels): one 3-D box of the overlapping-rows view a step",
+        f"    for g in range(0, {_product(ksize)} // PACK):",
+        "        tap = g * PACK  # the group's first tap: the packed axis' tap 0 (the axes after it have one tap)",
+        f"        row = pid_m * BLOCK_M + {' + '.join(taps)}",
+        "        a_hi = xh_desc.load([row, 0, 0]).reshape([BLOCK_M, BLOCK_K])",
+        "        a_lo = xl_desc.load([row, 0, 0]).reshape([BLOCK_M, BLOCK_K])",
+        "        b_hi = wh_desc.load([pid_n * BLOCK_N, g, 0, 0]).reshape([BLOCK_N, BLOCK_K]).T",
+        "        b_lo = wl_desc.load([pid_n * BLOCK_N, g, 0, 0]).reshape([BLOCK_N, BLOCK_K]).T",
+        '        acc = tl.dot(a_hi, b_hi, acc, input_precision="tf32")',
+        '        small = tl.dot(a_lo, b_hi, small, input_precision="tf32")',
+        '        small = tl.dot(a_hi, b_lo, small, input_precision="tf32")',
+        "else:  # K = channels, a tap at a time in BLOCK_K chunks",
+        "    chunks = tl.cdiv(C, BLOCK_K)",
+        f"    for step in range(0, {_product(ksize)} * chunks):",
+        "        tap = step // chunks",
+        "        c0 = (step % chunks) * BLOCK_K",
+        f"        row = pid_m * BLOCK_M + {' + '.join(taps)}  # the tap's rows of X: a constant shift",
+        "        a_hi = xh_desc.load([row, c0])",
+        "        a_lo = xl_desc.load([row, c0])",
+        "        b_hi = wh_desc.load([pid_n * BLOCK_N, tap, c0]).reshape([BLOCK_N, BLOCK_K]).T",
+        "        b_lo = wl_desc.load([pid_n * BLOCK_N, tap, c0]).reshape([BLOCK_N, BLOCK_K]).T",
+        '        acc = tl.dot(a_hi, b_hi, acc, input_precision="tf32")',
+        '        small = tl.dot(a_lo, b_hi, small, input_precision="tf32")',
+        '        small = tl.dot(a_hi, b_lo, small, input_precision="tf32")',
         'x = acc + tl.where(tl.abs(small) < float("inf"), small, 0.0)  # an infinite hi times a lo: no remainder',
         "if HAS_BIAS:",
         "    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[None, :]",
@@ -101,13 +117,14 @@ def kernel(axes: str, names: Names, extra: tuple[str, ...], flags: tuple[str, ..
     name = "kc_conv2d_shifted_kernel" if len(axes) == 2 else "kc_conv3d_shifted_kernel"
     return TritonKernel(names(name), ("xh_desc", "xl_desc", "wh_desc", "wl_desc", "b_ptr", "y_ptr", *extra, "M", "C",
                                       "CP", "CO", "COPG", *padded, *out),
-                        (*ksize, *dil, "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", *flags), body, scalars)
+                        (*ksize, *dil, "PACK", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", *flags), body,
+                        scalars)
 
 
 def split_kernel(axes: str, names: Names) -> TritonKernel:
-    """x (N, C, *sizes) -> hi, lo (N * prod(padded sizes), CP): zero-padded, channels last, split into TF32 parts in
-    one pass (loaded along a channel's positions, stored along a position's channels). The weight (CO, C, *kernel)
-    takes it too, as CO images of the kernel's size, unpadded."""
+    """x (N, C, *sizes) -> hi, lo (R rows of CP, the first P = N * prod(padded sizes) x's positions, zeros after):
+    zero-padded, channels last, split into TF32 parts in one pass (loaded along a channel's positions, stored along a
+    position's channels). The weight (CO, C, *kernel) takes it too, as CO images of the kernel's size, unpadded."""
     up = axes.upper()
     padded = [f"{a}P" for a in up]
     sizes = list(up)
@@ -125,11 +142,11 @@ def split_kernel(axes: str, names: Names) -> TritonKernel:
         "hi = kc_tf32_round(v)",
         'lo = kc_tf32_round(tl.where((hi == v) | (tl.abs(hi) == float("inf")) | (hi != hi), 0.0, v - hi))',
         "out = p[:, None] * CP + c[None, :]",
-        "keep = (p < P)[:, None] & (c < CP)[None, :]",
+        "keep = (p < R)[:, None] & (c < CP)[None, :]  # rows past P (the packed view's overrun): zeros",
         "tl.store(hi_ptr + out, hi, mask=keep)",
         "tl.store(lo_ptr + out, lo, mask=keep)"])
     name = "kc_conv_split_rows_kernel" if len(axes) == 2 else "kc_conv3d_split_rows_kernel"
-    return TritonKernel(names(name), ("x_ptr", "hi_ptr", "lo_ptr", "P", "C", "CP", *sizes, *padded, *pads),
+    return TritonKernel(names(name), ("x_ptr", "hi_ptr", "lo_ptr", "P", "R", "C", "CP", *sizes, *padded, *pads),
                         ("BLOCK_P", "BLOCK_C"), body)
 
 
@@ -153,33 +170,59 @@ def lines(axes: str, gemm: TritonKernel, split: TritonKernel, extra: list[str], 
     padded = [f"{a}P" for a in up]
     ksize = [f"K{a}" for a in up]
 
-    def copy(src: str, dst: str, rows: str, sizes: list[str], pads: list[str], padded_: list[str]) -> str:
-        return split.launch("(triton.cdiv(" + rows + ", 64), triton.cdiv(CP, bc))",
-                            [src, f"{dst}[0]", f"{dst}[1]", rows, "C", "CP", *sizes, *padded_, *pads],
+    def copy(src: str, dst: str, rows: str, written: str, sizes: list[str], pads: list[str], padded_: list[str]
+             ) -> str:
+        return split.launch("(triton.cdiv(" + written + ", 64), triton.cdiv(CP, bc))",
+                            [src, f"{dst}[0]", f"{dst}[1]", rows, written, "C", "CP", *sizes, *padded_, *pads],
                             {"BLOCK_P": 64, "BLOCK_C": "bc"}, num_warps=4)
     run = gemm.launch("grid", ["xh", "xl", "wh", "wl", "x if bias is None else bias", "y", *extra, "M", "C", "CP",
                                "CO", "COPG", *padded, *(f"O{a}" for a in up)],
-                      {**{k: k for k in ksize}, **{f"D{a.upper()}": f"d{a}" for a in axes}, "HAS_BIAS": "bias is not None",
-                       "BLOCK_M": "bm_s", "BLOCK_N": "bn_s", "BLOCK_K": "bk_s", "GROUP_M": 8, **flag_consts},
-                      num_warps="warps_s", num_stages="stages_s")
+                      {**{k: k for k in ksize}, **{f"D{a.upper()}": f"d{a}" for a in axes}, "PACK": "pack",
+                       "HAS_BIAS": "bias is not None", "BLOCK_M": "bm_s", "BLOCK_N": "bn_s", "BLOCK_K": "bk_s",
+                       "GROUP_M": 8, **flag_consts}, num_warps="warps_s", num_stages="stages_s")
     taps = " * ".join(ksize)
+    # a step of the packed axis' taps in rows of X: its dilation times the padded sizes after it
+    steps = ", ".join(f"d{a} * {_product(padded[i + 1:])}" if i + 1 < len(axes) else f"d{a}"
+                      for i, a in enumerate(axes))
     return f'''# shifted rows: x and w copied once into padded channels-last TF32 parts, each step's boxes loaded by TMA
 CP = triton.cdiv(C, 4) * 4
 {", ".join(padded)} = {", ".join(f"{s} + 2 * {pad}{a}" for a, s in zip(axes, up))}
 M = N * {" * ".join(padded)}
+ks = ({", ".join(ksize)})
+pa = {_last_axis(ksize)}  # the last axis of more than one tap
+bcp, pk = max(4, triton.next_power_of_2(C)), triton.next_power_of_2(ks[pa])  # a packed box's channels and taps
+pk = max(pk, 16 // bcp)  # a dot's K is 16 or more
+pack = ks[pa] if C <= {PACK_C} and pk * bcp <= {PACK_K} else 1  # few channels: K = (that axis' taps, channels)
+step = ({steps})[pa]
+R = M + (pack - 1) * step  # the rows the packed view reads past the last position
 bc = min(64, triton.next_power_of_2(CP))
-xs = torch.empty((2, M, CP), dtype=torch.float32, device=x.device)
-{copy("x.contiguous()", "xs", "M", list(up), [f"{pad}{a}" for a in axes], padded)}
+xs = torch.empty((2, R, CP), dtype=torch.float32, device=x.device)
+{copy("x.contiguous()", "xs", "M", "R", list(up), [f"{pad}{a}" for a in axes], padded)}
 ws = torch.empty((2, CO * {taps}, CP), dtype=torch.float32, device=x.device)
-{copy("w", "ws", f"CO * {taps}", ksize, ["0"] * len(axes), ksize)}
+{copy("w", "ws", f"CO * {taps}", f"CO * {taps}", ksize, ["0"] * len(axes), ksize)}
 bm_s, bn_s, warps_s, stages_s = {TILES}
-bk_s = 16 if C <= 16 else 32
-xh, _ = kc_tma_desc(xs[0][:, :C], [bm_s, bk_s], False)
-xl, _ = kc_tma_desc(xs[1][:, :C], [bm_s, bk_s], False)
-wh, _ = kc_tma_desc(ws[0].reshape(CO, {taps} * CP), [bn_s, bk_s], False)
-wl, _ = kc_tma_desc(ws[1].reshape(CO, {taps} * CP), [bn_s, bk_s], False)
+if pack > 1:  # X as overlapping rows (M, pack, C): row m's taps along the packed axis, `step` rows apart
+    bk_s = pk * bcp
+    xh, _ = kc_tma_desc(xs[0].as_strided((M, pack, C), (CP, step * CP, 1)), [bm_s, pk, bcp], False)
+    xl, _ = kc_tma_desc(xs[1].as_strided((M, pack, C), (CP, step * CP, 1)), [bm_s, pk, bcp], False)
+    wh, _ = kc_tma_desc(ws[0].reshape(CO, {taps} // pack, pack, CP)[..., :C], [bn_s, 1, pk, bcp], False)
+    wl, _ = kc_tma_desc(ws[1].reshape(CO, {taps} // pack, pack, CP)[..., :C], [bn_s, 1, pk, bcp], False)
+else:
+    bk_s = 16 if C <= 16 else 32
+    xh, _ = kc_tma_desc(xs[0][:M, :C], [bm_s, bk_s], False)
+    xl, _ = kc_tma_desc(xs[1][:M, :C], [bm_s, bk_s], False)
+    wh, _ = kc_tma_desc(ws[0].reshape(CO, {taps}, CP)[..., :C], [bn_s, 1, bk_s], False)
+    wl, _ = kc_tma_desc(ws[1].reshape(CO, {taps}, CP)[..., :C], [bn_s, 1, bk_s], False)
 grid = (triton.cdiv(M, bm_s) * triton.cdiv(COPG, bn_s), 1)
 {run}'''
+
+
+def _last_axis(ksize: list[str]) -> str:
+    """Python source: the index of the last of the kernel sizes `ksize` above 1 (0 where none is)."""
+    out = "0"
+    for i, k in enumerate(ksize[1:], 1):
+        out = f"{i} if {k} > 1 else ({out})" if i > 1 else f"{i} if {k} > 1 else 0"
+    return out
 
 
 BLOCKS = (TMA_OK, TMA_DESC, TF32_ROUND)  # the module-level helpers the kernels and lines use, before the kernels
