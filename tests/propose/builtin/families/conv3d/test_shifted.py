@@ -1,6 +1,6 @@
 """The conv3d family's shifted-rows move (conv/shifted.py over three axes): x and the weight copied once into padded
 channels-last TF32 parts, each step's boxes loaded through TMA descriptors, where the conv has stride 1, one group and
-more than one tap on a Hopper GPU (here the candidate's kc_tma_gpu is patched to say so, and the TMA kernels run in
+more than one tap, more than 8 in-channels on a Hopper GPU (here the candidate's kc_tma_gpu is patched to say so, and the TMA kernels run in
 Triton's interpreter on the CPU); else the offsets K loop of the first move. Checked against torch on odd volumes:
 padding on some axes, dilation, in-channels not a multiple of 4 and past 16, out-channels past 64, no bias, unbatched,
 an epilogue with a parameter operand, inf and NaN inputs; a spy says which kernel ran."""
@@ -16,14 +16,15 @@ from tests.propose.builtin.kernel_check import DEVICE, Launches, check, load, mo
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 SHIFTED, OFFSETS = "kc_conv3d_shifted_kernel", "kc_conv3d_offsets_kernel"
-RUNS = [((3, 5, 3), (2, 3, 5, 7, 6)),  # 3 in-channels (padded to 4), unpadded: the output shrinks
-        ((4, 6, (3, 2, 1), 1, (1, 0, 0), (1, 2, 1), 1, False), (1, 4, 6, 7, 5)),  # padding on one axis, dilation
+RUNS = [((9, 5, 3), (2, 9, 5, 7, 6)),  # 9 in-channels (padded to 12), unpadded: the output shrinks
+        ((10, 6, (3, 2, 1), 1, (1, 0, 0), (1, 2, 1), 1, False), (1, 10, 6, 7, 5)),  # padding on one axis, dilation
         ((20, 9, (2, 1, 3), 1, 1), (1, 20, 3, 4, 6)),  # 20 in-channels: 32-wide steps over a masked chunk
-        ((3, 70, 3, 1, 1), (1, 3, 3, 4, 5)),  # 70 out-channels: the 128-wide tile
-        ((2, 3, 2, 1, 1), (2, 4, 3, 5))]  # unbatched (C, D, H, W)
-FALLS_BACK = [((3, 5, 3, 2, 1), (1, 3, 7, 8, 9)),  # strided
-              ((4, 4, 3, 1, 1, 1, 2), (1, 4, 3, 5, 4)),  # groups
-              ((3, 4, 1), (2, 3, 3, 4, 5))]  # one tap
+        ((9, 70, 3, 1, 1), (1, 9, 3, 4, 5)),  # 70 out-channels: the 128-wide tile
+        ((9, 3, 2, 1, 1), (9, 4, 3, 5))]  # unbatched (C, D, H, W)
+FALLS_BACK = [((9, 5, 3, 2, 1), (1, 9, 7, 8, 9)),  # strided
+              ((12, 4, 3, 1, 1, 1, 2), (1, 12, 3, 5, 4)),  # groups
+              ((9, 4, 1), (2, 9, 3, 4, 5)),  # one tap
+              ((8, 5, 3, 1, 1), (1, 8, 4, 5, 6))]  # 8 in-channels (shifted.PACK_C): the gathers won there
 
 
 def shifted(op) -> Conv3dTiles:
@@ -54,10 +55,10 @@ def test_an_epilogue_operand_and_infinities(tmp_path):
     spy = Launches(SHIFTED, OFFSETS)
     on_hopper(spy)(module)
     torch.manual_seed(0)
-    model = module.Model(3, 4, 3, 1, 1).to(DEVICE).eval()
-    new = module.ModelNew(3, 4, 3, 1, 1).to(DEVICE).eval()
+    model = module.Model(9, 4, 3, 1, 1).to(DEVICE).eval()
+    new = module.ModelNew(9, 4, 3, 1, 1).to(DEVICE).eval()
     new.load_state_dict(model.state_dict())
-    x = torch.randn(2, 3, 4, 5, 6, device=DEVICE)
+    x = torch.randn(2, 9, 4, 5, 6, device=DEVICE)
     x[0, 1, 2, 3, 4] = float("inf")
     x[1, 0, 1, 1, 1] = float("nan")
     with torch.no_grad():

@@ -1,5 +1,5 @@
 """The transposed 3-D conv's as_conv move: where stride is 1, output padding 0, one group and padding at most
-dilation * (k - 1), the plain conv it equals by the shifted-rows GEMM (conv/shifted.py) as on a Hopper GPU (the
+dilation * (k - 1), and more than 8 in-channels, the plain conv it equals by the shifted-rows GEMM (conv/shifted.py) as on a Hopper GPU (the
 candidate's kc_tma_gpu patched to say so; the TMA kernels run in Triton's interpreter on the CPU); elsewhere the
 per-phase GEMMs. First where the op has stride 1 and no output padding; checked against torch on odd volumes on both
 sides of the run-time choice (a spy says which kernel ran), with padding, dilation, no bias, unbatched input and an
@@ -16,13 +16,14 @@ from tests.propose.builtin.kernel_check import Launches, check, moves, reference
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 SHIFTED, PHASE = "kc_conv3d_shifted_kernel", "kc_conv_transpose3d_kernel"
-ROUTED = [((3, 4, 3), (2, 3, 3, 4, 5)),  # no padding: the output grows by k - 1
-          ((5, 3, (3, 2, 2), 1, (1, 0, 1), 0, 1, False, (1, 2, 1)), (1, 5, 4, 3, 5)),  # padding, dilation, no bias
-          ((3, 5, (1, 2, 3), 1, (0, 1, 2)), (3, 2, 3, 4))]  # unbatched; padding as large as dilation * (k - 1)
+ROUTED = [((9, 4, 3), (2, 9, 3, 4, 5)),  # no padding: the output grows by k - 1
+          ((10, 3, (3, 2, 2), 1, (1, 0, 1), 0, 1, False, (1, 2, 1)), (1, 10, 4, 3, 5)),  # padding, dilation, no bias
+          ((9, 5, (1, 2, 3), 1, (0, 1, 2)), (9, 2, 3, 4))]  # unbatched; padding as large as dilation * (k - 1)
 PHASES = [((3, 4, 3, 2, 1, 1), (1, 3, 3, 4, 5)),  # a stride and output padding
           ((4, 6, 3, 1, 1, 0, 2), (1, 4, 3, 4, 3)),  # groups
           ((2, 3, 3, 1, 3), (1, 2, 6, 7, 8)),  # padding past dilation * (k - 1)
-          ((2, 3, 1), (1, 2, 3, 4, 5))]  # one tap
+          ((2, 3, 1), (1, 2, 3, 4, 5)),  # one tap
+          ((8, 3, 3), (1, 8, 3, 4, 5))]  # 8 in-channels (shifted.PACK_C): 3-D shifted rows take more
 
 
 def test_first_where_the_stride_is_one_and_there_is_no_output_padding():

@@ -31,6 +31,11 @@ TILES = "(128, 64, 4, 4) if COPG <= 64 else (128, 128, 8, 3 if C > 16 else 4)"
 # tap with the channels, (taps, C) one box of X viewed as overlapping rows (row m's taps `step` rows apart), where
 # that box (taps and channels rounded up to powers of two) is at most PACK_K wide
 PACK_C, PACK_K = 8, 64
+# Over three axes the packed K lost to the conv3d family's offsets loop on all four KernelBench convs it met (level 1's
+# 54, 59, 60, 66: 3 in-channels; 3.31 ms against 2.30, 4.49 against 3.11, 12.48 and 5.93 against times below
+# torch.compile's 9.91 and 4.88), as K = channels lost worse (7.30 ms on 54): kernelbench-level1-shifted-h100-2026-11-27
+# .json and kernelbench-level1-shifted-h200-2026-11-27.json. So 3-D convs of PACK_C or fewer in-channels keep their
+# gathers: the shifted rows over three axes take more than PACK_C (`applies`)
 
 
 def _axes(axes: str) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -152,13 +157,15 @@ def split_kernel(axes: str, names: Names) -> TritonKernel:
 
 def applies(axes: str, pad: str = "p") -> str:
     """The forward's condition (Python source) for the shifted GEMM: fp32 at 3xTF32 on a Hopper GPU, stride 1, one
-    group, more than one tap, and a padded input of fewer than 2**31 rows (TMA's coordinates are 32-bit); `pad` names
-    the forward's padding variables (pad + axis)."""
+    group, more than one tap, and a padded input of fewer than 2**31 rows (TMA's coordinates are 32-bit); over three
+    axes, more than PACK_C in-channels; `pad` names the forward's padding variables (pad + axis)."""
     up = axes.upper()
     strides = ", ".join(f"s{a}" for a in axes)
     padded = " * ".join(f"({s} + 2 * {pad}{a})" for a, s in zip(axes, up))
+    channels = f" and C > {PACK_C}" if len(axes) == 3 else ""
     return (f'prec == "tf32x3" and ({strides}) == ({", ".join("1" * len(axes))}) and '
-            f'groups == 1 and {" * ".join(f"K{a}" for a in up)} > 1 and kc_tma_gpu(x) and N * {padded} < 2 ** 31')
+            f'groups == 1 and {" * ".join(f"K{a}" for a in up)} > 1{channels} and kc_tma_gpu(x) and '
+            f'N * {padded} < 2 ** 31')
 
 
 def lines(axes: str, gemm: TritonKernel, split: TritonKernel, extra: list[str], flag_consts: dict,

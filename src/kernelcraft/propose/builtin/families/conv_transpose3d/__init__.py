@@ -77,7 +77,7 @@ class Tiles(Params):
                 "once per call, padded dilation*(k-1)-padding), by shifted rows: x copied once into a zero-padded "
                 "channels-last buffer split into TF32 parts, each tap's input rows for a tile of output voxels one "
                 "shifted box of it that TMA loads as it lies, three TF32 products a step; on a Hopper GPU for fp32, "
-                f"one group and more than one tap; elsewhere: {phases[0].lower()}{phases[1:]}")
+                f"one group, more than one tap and more than 8 in-channels; elsewhere: {phases[0].lower()}{phases[1:]}")
 
     def category(self) -> str:
         if self.as_conv:
