@@ -1,7 +1,8 @@
 """The latest verdict per problem over several `benchmarks/kernelbench.py` records of one level, and the level's
 fast_p and geomeans over them (the same `kernelcraft.metrics.bench_metrics` the script writes). Records are given
-oldest first, all of one device; a later record's row replaces an earlier one's, except that a failed row never replaces a correct one
-(a later failure for memory beside other processes says nothing of the kernel). Each row says which record it came
+oldest first, all of one device (an earlier output among them: its rows keep the records they name); a later
+record's row replaces an earlier one's, except that a failed row never replaces a correct one (a later failure for
+memory beside other processes says nothing of the kernel). Each row says which record it came
 from, so a reader sees which code and day measured it. A row of the candidate that calls the reference (a problem
 the engineer did not cover then) is kept but not counted. Nothing is run or timed here.
 
@@ -40,8 +41,10 @@ def latest(paths: list[Path], skip: dict[str, set[int]] | None = None) -> dict:
                 continue
             kept = rows.get(row["problem"])
             if kept is None or row["status"] == "ok" or kept["status"] != "ok":
-                rows[row["problem"]] = {**row, "record": path.name, "code": record.get("code"),
-                                        "date": record.get("date")}
+                # a row of an earlier latest (which has "records") keeps the record, code and day it names
+                source = row if "records" in record else {"record": path.name, "code": record.get("code"),
+                                                          "date": record.get("date")}
+                rows[row["problem"]] = {**row, **{k: source.get(k) for k in ("record", "code", "date")}}
     ordered = sorted(rows.values(), key=lambda r: int(r["problem"].split("_")[0]))
     # a problem the engineer did not cover ran the candidate that calls the reference: kept, not counted
     own = [r for r in ordered if r.get("candidate") != "reference"]
