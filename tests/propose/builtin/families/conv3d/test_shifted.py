@@ -1,9 +1,9 @@
 """The conv3d family's shifted-rows move (conv/shifted.py over three axes): x and the weight copied once into padded
 channels-last TF32 parts, each step's boxes loaded through TMA descriptors, where the conv has stride 1, one group and
-more than one tap, more than 8 in-channels on a Hopper GPU (here the candidate's kc_tma_gpu is patched to say so, and the TMA kernels run in
-Triton's interpreter on the CPU); else the offsets K loop of the first move. Checked against torch on odd volumes:
-padding on some axes, dilation, in-channels not a multiple of 4 and past 16, out-channels past 64, no bias, unbatched,
-an epilogue with a parameter operand, inf and NaN inputs; a spy says which kernel ran."""
+more than one tap, more than 8 in-channels on a Hopper GPU (here the candidate's kc_tma_gpu is patched to say so, and
+the TMA kernels run in Triton's interpreter on the CPU); else the offsets K loop of the first move. Checked against
+torch on odd volumes: padding on some axes, dilation, in-channels not a multiple of 4 and past 16, out-channels past 64,
+no bias, unbatched, an epilogue with a parameter operand, inf and NaN inputs; a spy says which kernel ran."""
 
 import pytest
 import torch

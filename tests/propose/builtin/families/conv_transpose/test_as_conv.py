@@ -1,10 +1,11 @@
 """The transposed conv's as_conv move: where stride is 1, output padding 0 and padding at most dilation * (k - 1), the
 plain conv it equals (the weight's in- and out-channels swapped, its taps flipped) on the conv family's shifted-rows
-GEMM where that applies (as on a Hopper GPU: here the candidate's kc_tma_gpu is patched to say so, and the TMA
-kernels run in Triton's interpreter on the CPU), else its packed implicit GEMM; elsewhere the per-phase GEMMs. Offered only where the op's stride is 1 and it has no output padding:
-first with the taps loop (the conv on large planes only), third packed (the conv at every size); checked against
-torch at odd sizes on both sides of the run-time choices (a spy on the conv kernel says which side ran), with groups,
-dilation, padding, no bias, unbatched and fp16 inputs, 1-D, and an epilogue with parameter operands."""
+GEMM where that applies (as on a Hopper GPU: here the candidate's kc_tma_gpu is patched to say so, and the TMA kernels
+run in Triton's interpreter on the CPU), else its packed implicit GEMM; elsewhere the per-phase GEMMs. Offered only
+where the op's stride is 1 and it has no output padding: first with the taps loop (the conv on large planes only), third
+packed (the conv at every size); checked against torch at odd sizes on both sides of the run-time choices (a spy on the
+conv kernel says which side ran), with groups, dilation, padding, no bias, unbatched and fp16 inputs, 1-D, and an
+epilogue with parameter operands."""
 
 import pytest
 import torch
@@ -138,6 +139,6 @@ def test_the_shifted_rows_where_they_apply_on_planes_of_any_size(tmp_path, monke
     forward = "return torch.tanh(self.conv(x) - self.a) * self.b"
     op = analyze(write(tmp_path, forward, init, inputs="[torch.randn(2, 3, 5, 5)]")).single
     spy = Launches(SHIFTED, CONV_KERNEL)
-    check(op, reference(forward.removeprefix("return "), "self", init), moves(op)[0].params, [((), (2, 3, 5, 5)), ((), (3, 4, 5))],
-          tmp_path, patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
+    check(op, reference(forward.removeprefix("return "), "self", init), moves(op)[0].params,
+          [((), (2, 3, 5, 5)), ((), (3, 4, 5))], tmp_path, patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
     assert spy.seen == [SHIFTED, SHIFTED]

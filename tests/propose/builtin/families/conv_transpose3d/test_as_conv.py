@@ -1,7 +1,7 @@
-"""The transposed 3-D conv's as_conv move: where stride is 1, output padding 0, one group and padding at most
-dilation * (k - 1), and more than 8 in-channels, the plain conv it equals by the shifted-rows GEMM (conv/shifted.py) as on a Hopper GPU (the
-candidate's kc_tma_gpu patched to say so; the TMA kernels run in Triton's interpreter on the CPU); elsewhere the
-per-phase GEMMs. First where the op has stride 1 and no output padding; checked against torch on odd volumes on both
+"""The transposed 3-D conv's as_conv move: where stride is 1, output padding 0, one group and padding at most dilation *
+(k - 1), and more than 8 in-channels, the plain conv it equals by the shifted-rows GEMM (conv/shifted.py) as on a Hopper
+GPU (the candidate's kc_tma_gpu patched to say so; the TMA kernels run in Triton's interpreter on the CPU); elsewhere
+the per-phase GEMMs. First where the op has stride 1 and no output padding; checked against torch on odd volumes on both
 sides of the run-time choice (a spy says which kernel ran), with padding, dilation, no bias, unbatched input and an
 epilogue step."""
 

@@ -60,8 +60,11 @@ def moves(op: Op) -> list[ConvTiles]:
     published sizes on an H100 it ran 1.6-2.8x faster than the packed 3xTF32 move on seven stride-1 convs of more
     than one tap and 1.45x slower on a 1x1 one (benchmarks/results/shifted-conv-probe-fused-h100-2026-11-27.json),
     which it leaves to the packed GEMM, as it leaves strides, groups, 16-bit inputs and GPUs without TMA: there the
-    first move is the packed move it replaced, on the same tiles. As the product's second move on an H100 it took
-    level 1's 55, 56, 62, 63 and 80 from 11.8-19.4 ms to 4.6-11.6 (params-probe-shifted-h100-2026-11-27.json)."""
+    first move is the packed move it replaced, on the same tiles. As the first move on an H100 it took level 1's 55,
+    56, 62, 63 and 80 from 11.7-19.3 ms to 4.5-12.7 and 67 (1-D) 5.2 -> 3.8, and 20 of level 2's 21 stride-1 conv
+    chains 1.05-2.2x faster, 8 of those past torch.compile; with 8 in-channels (level 2's 57-92) the taps of a row
+    packed into K (shifted.py); 21 kept its time once the channel tile was narrowed to its 32 out-channels
+    (kernelbench-level{1,2}-shifted-h100-2026-11-27.json, ...-narrow-...)."""
     return [ConvTiles(precision="tf32x3", k_order="shifted"), *gemm_moves(ConvTiles)]
 
 

@@ -63,9 +63,10 @@ class Conv3dTiles(GemmTiles):
 
 
 def moves(op: Op) -> list[Conv3dTiles]:
-    """implicit_gemm.gemm_moves with the offsets K loop's moves: 3xTF32 on 16-wide K steps first (the packed first
-    move's tiles, its loop's per-element index work cut to an add and a mask), 32-wide steps and exact fp32 after
-    the two taps moves, then the packed moves; a relaxed TF32 one before the first relaxed packed move.
+    """The shifted rows first (below), then implicit_gemm.gemm_moves with the offsets K loop's moves: 3xTF32 on 16-wide
+    K steps first (the packed first move's tiles, its loop's per-element index work cut to an add and a mask), 32-wide
+    steps and exact fp32 after the two taps moves, then the packed moves; a relaxed TF32 one before the first relaxed
+    packed move.
 
     Not timed when ordered; by the SASS Triton 3.9 makes for sm_90 (level1/54's conv: 3 in-channels, K 81, 128x64
     tiles of 8 warps, 3xTF32): the packed loop's step runs 532 instructions a thread, the offsets loop's 334 (16-wide
@@ -79,7 +80,12 @@ def moves(op: Op) -> list[Conv3dTiles]:
     channel tile to 64, took every such conv3d in KernelBench 1.11-1.37x faster: level 1's 54, 59, 60 and 66 (3
     in-channels) and level 2's 43, 47 and 90 (kernelbench-level{1,2}-conv3d256-h100-2026-11-27.json). 256-voxel tiles
     on 16-, 24- and 32-wide channel tiles were 2-22% slower (level 2's 6, 7, 8, 23, 24, 27, 48, 79, 83), so those
-    keep 128."""
+    keep 128.
+
+    The shifted rows (conv/shifted.py) lead, that first move their fallback: they take a conv3d of stride 1, one
+    group, more than one tap and more than 8 in-channels (3xTF32 on a Hopper GPU). On an H100 they took level 2's 43
+    5.05 -> 3.57 ms and 47 7.03 -> 3.70 (0.72 -> 1.37x torch.compile; kernelbench-level2-shifted-h100-2026-11-27.json);
+    at 3 in-channels (level 1's 54, 59, 60, 66) they lost to the offsets loop, which keeps those (shifted.py)."""
     base = gemm_moves(Conv3dTiles)
     first = base[0]  # 128x128x16, 3xTF32, packed
     offsets = first.but(k_order="offsets")

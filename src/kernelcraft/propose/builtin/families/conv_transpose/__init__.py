@@ -51,8 +51,9 @@ class ConvTransposeTiles(GemmTiles):
 
     one_launch: bool = False
     # as_conv: where the transposed conv has stride 1 and no output padding (and padding <= dilation * (k - 1)), the
-    # plain conv it equals, on the conv family's packed implicit GEMM (kernels.py: conv_route); else the phases. With
-    # the taps K order the phases keep the taps loop, and the plain conv is taken only where planes are large
+    # plain conv it equals (kernels.py: conv_route): by the conv family's shifted rows where they apply (3xTF32 on a
+    # Hopper GPU, one group, more than one tap), else by its packed implicit GEMM; else the phases. With the taps K
+    # order the phases keep the taps loop, and the packed GEMM is taken only where planes are large
     # (kernels.AS_CONV_PLANES)
     as_conv: bool = False
 
@@ -75,9 +76,12 @@ class ConvTransposeTiles(GemmTiles):
 
     def idea(self) -> str:
         if self.as_conv:
+            rows = (" by shifted rows where they apply (x copied once into a zero-padded channels-last buffer in "
+                    "TF32 parts, each tap's input rows for a tile of outputs one shifted box of it that TMA loads; one "
+                    "group, more than one tap, a Hopper GPU), else" if self.precision == "tf32x3" else "")
             return ("Stride 1 as the plain conv it equals: the weight's in- and out-channels swapped and its taps "
-                    "flipped once per call, padded dilation*(k-1)-padding, then the conv family's implicit GEMM (the "
-                    f"weight contiguous along K); {self.tile()}, {_PRODUCTS[self.precision]}; other strides or "
+                    f"flipped once per call, padded dilation*(k-1)-padding, then{rows} the conv family's implicit GEMM "
+                    f"(the weight contiguous along K); {self.tile()}, {_PRODUCTS[self.precision]}; other strides or "
                     "output padding: the per-phase GEMMs" + (f"; {self.TAPS_IDEA}, {_TAPS_PLANES}"
                                                               if self.k_order == "taps" else ""))
         if not self.one_launch:
@@ -121,7 +125,13 @@ def moves(op: Op) -> list[ConvTransposeTiles]:
     2**16 elements or the taps loop on planes under 2**18 (10: 64 in-channels a group on 256 x 256), the rule the
     first move follows; it also sends level 2's 19 (the same channels and planes as 10's, no padding) to the taps.
     With it (kernelbench-level{1,2}-asconv-rule-h100-2026-11-27.json) 57, 65, 71, 74, 78 keep their gains, 64, 69,
-    10, 11, 19 their taps times, and 42 loses 5%."""
+    10, 11, 19 their taps times, and 42 loses 5%.
+
+    Since, the conv it equals runs as the conv family's shifted rows where they apply (one group, more than one tap,
+    3xTF32 on a Hopper GPU), on planes of any size: on an H100 (kernelbench-level1-shifted-h100-2026-11-27.json,
+    ...-narrow-..., kernelbench-level2-shifted-h100-2026-11-27.json) level 1's 57 20.2 -> 9.9 ms, 64 10.3 -> 7.1, 65
+    12.1 -> 4.8, 69 12.5 -> 5.5 (0.61 -> 1.39x torch.compile), 71 4.4 -> 2.5, 78 9.9 -> 4.3, level 2's 10 16.3 ->
+    11.4, 11 5.9 -> 3.2, 19 32.3 -> 13.8, 42 17.1 -> 8.0, and the 1-D dilated 74 2.49 -> 2.39."""
     out = gemm_moves(ConvTransposeTiles)
     first = next(i for i, p in enumerate(out) if p.k_order == "taps" and p.precision == "tf32x3")
     out = [out[first], *out[:first], *out[first + 1:]]

@@ -26,9 +26,10 @@ NDIM = 4  # the kernels' output dims, (n, co, oh, ow): an epilogue operand's str
 # says what was measured).
 TAPS_MIN_CHUNKS = 2
 PACKED_K = 16
-# An as_conv move with the taps K order takes the plain conv where input planes (H * W) have AS_CONV_PLANES[0]
-# elements or more and, where a group's in-channels would run the taps loop, AS_CONV_PLANES[1] or more; else the
-# phases (families/conv_transpose moves(): the rows it is read from)
+# An as_conv move with the taps K order takes the plain conv on its packed implicit GEMM (not on the shifted rows,
+# which it takes wherever they apply) where input planes (H * W) have AS_CONV_PLANES[0] elements or more and, where a
+# group's in-channels would run the taps loop, AS_CONV_PLANES[1] or more; else the phases (families/conv_transpose
+# moves(): the rows it is read from)
 AS_CONV_PLANES = (2 ** 16, 2 ** 18)
 
 

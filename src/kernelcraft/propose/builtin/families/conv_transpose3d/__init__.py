@@ -94,7 +94,9 @@ def moves(op: Op) -> list[Tiles]:
     level-2 problems, the sweep in the module docstring); then exact fp32, one launch for every phase, other tile
     shapes (a narrow M tile for small volumes, wider K steps), and the relaxed TF32 moves last. Where the op has
     stride 1 and no output padding, the conv it equals by shifted rows (as_conv) comes first, its fallback the first
-    move's phases."""
+    move's phases: on an H100 it took level 1's 58 9.60 -> 3.82 ms, 61 24.2 -> 7.9, 68 102.6 -> 19.2, 70 49.2 -> 19.6
+    and level 2's 13 26.4 -> 7.9, 61 11.8 -> 3.3, 77 37.0 -> 10.3 (kernelbench-level{1,2}-shifted-h100-2026-11-27.json,
+    kernelbench-level1-narrow-h100-2026-11-27.json)."""
     out = [Tiles(precision="tf32x3"), Tiles(128, 64, 16, num_warps=4, num_stages=4, precision="tf32x3"), Tiles(),
            Tiles(precision="tf32x3", one_launch=True), Tiles(one_launch=True), Tiles(64, 128, 16, num_warps=4),
            Tiles(128, 128, 32), Tiles(precision="tf32"), Tiles(64, 128, 16, num_warps=4, precision="tf32")]

@@ -253,7 +253,7 @@ def conv_route(op: Op, names: Names, phases: str) -> tuple[str, tuple]:
                                         lambda k: operands.tile_load(k, ("od", "oh", "ow"))))
     rows = shifted.kernel(AXES, names, operands.params(op, NDIM), operands.flags(op), epilogue, Scalars.of(op))
     split = shifted.split_kernel(AXES, names)
-    lines = f'''qd, qh, qw = dd * (KD - 1) - pd, dh * (KH - 1) - ph, dw * (KW - 1) - pw  # the padding of the conv it equals
+    lines = f'''qd, qh, qw = dd * (KD - 1) - pd, dh * (KH - 1) - ph, dw * (KW - 1) - pw  # the conv's padding
 if (opd, oph, opw) == (0, 0, 0) and min(qd, qh, qw) >= 0 and {shifted.applies(AXES, "q")}:
     # the conv it equals: w as (CO, C, KD, KH, KW) (one group), its taps flipped
     w = w.transpose(0, 1).flip(2, 3, 4).contiguous()
