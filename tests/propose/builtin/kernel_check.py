@@ -74,7 +74,8 @@ ALLOWED_METHODS = {"contiguous", "permute", "reshape", "view", "squeeze", "unsqu
                    "is_floating_point", "append",  # a number passed to forward made an operand (kc_bcast_numbers)
                    "expand",  # a view: an epilogue operand broadcast before a copy (kc_operand_args)
                    "transpose", "flip",  # a weight's copy with its taps reversed (a transposed conv as a conv)
-                   "as_strided"}  # a view of overlapping rows a TMA descriptor reads (the shifted conv's packed K)
+                   "as_strided",  # a view of overlapping rows a TMA descriptor reads (the shifted conv's packed K)
+                   "unflatten", "movedim"}  # K chunks of an operand as a batch (the GEMM's split-K on TMA)
 
 
 def _dotted(node) -> str:

@@ -55,3 +55,30 @@ def test_steps_or_a_mask_keep_the_one_pass_kernel():
     for op in (Op("matmul", {"trans_a": False, "trans_b": False, "steps": [["relu"]]}),
                Op("matmul", {"trans_a": False, "trans_b": False, "mask": {"op": "triu", "diagonal": 0}})):
         assert "kc_k_splits" not in render(op, mm_reference(False, False), SPLIT[0])
+
+
+def on_hopper(module) -> None:
+    module.kc_tma_gpu = lambda t: True
+
+
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_split_k_on_the_tma_kernel_as_a_batch_of_k_chunks(ta, tb, tmp_path):
+    """split_k_tma: on a Hopper GPU (the candidate's kc_tma_gpu patched; TMA runs in the interpreter on the CPU) the
+    parts of K run as one batch of 3xTF32 products on the TMA kernel, each part's operands views of K chunks (a
+    transposed operand's too), then the sum; off a Hopper GPU the strided kernel's exact parts, as before."""
+    from kernelcraft.propose.builtin.families.gemm.tiles import MatmulTiles
+
+    op = Op("matmul", {"trans_a": ta, "trans_b": tb})
+    params = moves(op)[0].params.but(split_k_tma=True)
+    assert "one batch of 3xTF32 products on the TMA kernel" in params.idea() and "for split-K" not in params.idea()
+    module = load(render(op, mm_reference(ta, tb), params), tmp_path)
+    on_hopper(module)
+    spy = Launches(*(k for k in KERNELS if hasattr(module, k)))
+    spy(module)
+    torch.manual_seed(0)
+    a, b = torch.randn(40, 1536, device=DEVICE), torch.randn(1536, 24, device=DEVICE)
+    a, b = (a.T.contiguous() if ta else a), (b.T.contiguous() if tb else b)
+    torch.testing.assert_close(module.ModelNew()(a, b), module.Model()(a, b), rtol=1e-4, atol=1e-4)
+    assert spy.seen == ["kc_matmul_tma_kernel", "kc_split_k_sum_kernel"]
+    with pytest.raises(ValueError, match="split_k_tma"):
+        MatmulTiles(precision="ieee", split_k=True, split_k_tma=True)

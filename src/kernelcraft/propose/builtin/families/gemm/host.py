@@ -38,6 +38,14 @@ def kc_k_splits(tiles, K, block_k, t):
 '''
 
 
+K_CHUNKS = '''
+def kc_k_chunks(t, dim, parts):
+    """t's K dim `dim` cut into `parts` contiguous chunks, stacked as a leading batch dim: a view, no copy."""
+    d = dim % t.dim()
+    return t.unflatten(d, (parts, t.shape[d] // parts)).movedim(d, 0)
+'''
+
+
 def _tiles(p: Tiles) -> dict:
     """The launch constants every GEMM kernel takes from the move."""
     return {"BLOCK_M": int(p.BLOCK_M), "BLOCK_N": int(p.BLOCK_N), "BLOCK_K": int(p.BLOCK_K), "GROUP_M": int(p.GROUP_M)}
@@ -137,12 +145,20 @@ def matmul(op: Op, p: Tiles, names: Names) -> Rendered:
             {**_tiles(q), "PREC": strided_prec}, **_options(q))
         sum_launch = total.launch("(triton.cdiv(M * N, 1024),)", ["ws", "c", "M * N", "splits"], {"BLOCK": 1024},
                                   num_warps=4)
+        parts = f"    {part_launch}\n"
+        if p.split_k_tma:  # the parts as one batch of products on the TMA kernel (its helper: tma.py)
+            blocks.append(K_CHUNKS)
+            helper = names("kc_matmul_tma")
+            parts = (f"    if prec == \"tf32x3\" and kc_tma_gpu(a):  # a batch of K chunks on the TMA kernel\n"
+                     f"        {helper}({Scalars.of(op).params}kc_k_chunks(a, {ak}, splits), "
+                     f"kc_k_chunks(b, {bk}, splits), ws, prec)\n"
+                     f"    else:\n    {parts}")
         split = (f"tiles = triton.cdiv(M, {int(q.BLOCK_M)}) * triton.cdiv(N, {int(q.BLOCK_N)})\n"
                  f"splits = kc_k_splits(tiles, K, {int(q.BLOCK_K)}, a) if batch == 1 and c.dim() == 2 else 1\n"
                  "if splits > 1:  # split-K: too few output tiles to fill the GPU; part p of K is batch p\n"
                  "    ws = torch.empty((splits, M, N), dtype=torch.float32, device=a.device)\n"
                  "    part = K // splits\n"
-                 f"    {part_launch}\n    {sum_launch}\n    return out\n")
+                 f"{parts}    {sum_launch}\n    return out\n")
     diag = ""
     if mask:
         diagonal = f"int({attr(mask['diagonal_attr'])})" if mask.get("diagonal_attr") else repr(int(mask["diagonal"]))

@@ -65,7 +65,10 @@ class Tiles(Params):
     2-D product whose output tiles fill under half the GPU's SMs splits a long K among programs (host.SPLIT_K);
     `split_once` (a 3xTF32 TMA move of a matmul): products large enough (tma.SPLIT_ONCE_MIN) have their operands
     split into TF32 parts by a pass before the GEMM, not at each K step in it; `short_k`: products with K at most
-    SHORT_K take exact fp32 products on the strided kernel's SHORT_K_TILES."""
+    SHORT_K take exact fp32 products on the strided kernel's SHORT_K_TILES; `split_k_tma` (a 3xTF32 TMA move that
+    splits K): on a Hopper GPU the parts of K run as one batch of products on the TMA kernel (each part's A and B
+    views of K chunks), not as exact fp32 on the strided kernel. No move sets it yet: a parameter to time first
+    (benchmarks/params_probe.py --vary '{"split_k_tma": true}')."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128
@@ -81,6 +84,12 @@ class Tiles(Params):
     split_k: bool = False
     split_once: bool = False
     short_k: bool = False
+    split_k_tma: bool = False
+
+    def __post_init__(self):
+        if self.split_k_tma and not (self.split_k and self.tma and self.precision == "tf32x3" and not self.half):
+            raise ValueError("split_k_tma runs split-K's parts as 3xTF32 on the TMA kernel: a tf32x3 TMA move with "
+                             "split_k")
 
     K_MAJOR: ClassVar[str] = ""  # how the operand B becomes the K-major one TF32 tensor cores read
     OFF_TMA: ClassVar[str] = ""  # where a TMA move's operands take the strided kernel instead
@@ -93,7 +102,8 @@ class Tiles(Params):
         if not (self.tma and self.precision == "tf32x3" and not self.half):
             return self
         m, n, k, w, s = EXACT_TILES
-        return replace(self, BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s, precision="ieee", tma=False)
+        return replace(self, BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s, precision="ieee", tma=False,
+                       split_k_tma=False)
 
     @property
     def tma_copies(self) -> bool:
@@ -110,6 +120,9 @@ class Tiles(Params):
                 ) if self.split_once else ""
         split = ("; a product with few output tiles and a long K (too few tiles to fill the GPU) splits K among "
                  "programs, each writing an fp32 partial tile, summed by a second kernel") if self.split_k else ""
+        if self.split_k_tma:
+            split += (" (on a Hopper GPU the parts run as one batch of 3xTF32 products on the TMA kernel, A's and B's "
+                      "K chunks as views)")
         m, n, _, w, _ = SHORT_K_TILES
         short = "" if not self.short_k else (
             f"; a product with K at most {SHORT_K} (one K step: writing C bounds it, not its products) takes exact "
@@ -126,7 +139,7 @@ class Tiles(Params):
         q = self.strided()
         if q is self:
             return ""
-        where = self.OFF_TMA + (" and for split-K" if self.split_k else "")
+        where = self.OFF_TMA + (" and for split-K" if self.split_k and not self.split_k_tma else "")
         return (f"; {where} the strided kernel runs exact fp32 products (ieee) at {q.BLOCK_M}x{q.BLOCK_N} tiles "
                 f"({q.BLOCK_K}-wide K steps, {q.num_warps} warps, {q.num_stages} stages), faster there than "
                 f"{self.precision}")
