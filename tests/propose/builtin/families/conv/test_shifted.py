@@ -142,3 +142,16 @@ def test_few_channels_pack_an_axis_taps_into_k(tmp_path):
     check(conv_op(), reference("self.conv(x)", INIT, CONV), shifted(conv_op()), [c for c, _ in cases], tmp_path,
           patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
     assert spy.seen == [pack for _, pack in cases]
+
+
+def test_compiled_sizes(tmp_path):
+    """compiled_sizes: the shifted kernel's sizes are constexprs (a build per input shape), passed as such: each case
+    its own padded width, the results torch's; only on a move that runs the shifted rows."""
+    params = shifted(conv_op()).but(compiled_sizes=True)
+    assert "sizes compiled in" in params.idea()
+    spy = Keywords(SHIFTED, "WP")
+    check(conv_op(), reference("self.conv(x)", INIT, CONV), params, RUNS[:3], tmp_path, patch=on_hopper(spy),
+          rtol=1e-4, atol=1e-4)
+    assert spy.seen == [9, 11, 11]  # widths 7, 9 and 11 padded by 1, 1 and 0
+    with pytest.raises(ValueError, match="compiled_sizes"):
+        ConvTiles(precision="tf32x3", compiled_sizes=True)

@@ -11,7 +11,7 @@ import torch
 from kernelcraft.propose.builtin.families.conv3d import Conv3dTiles
 from tests.propose.builtin.families.conv.test_shifted import on_hopper
 from tests.propose.builtin.families.conv3d.test_conv3d import CONV, INIT, conv3d_op
-from tests.propose.builtin.kernel_check import DEVICE, Launches, check, load, moves, reference, render
+from tests.propose.builtin.kernel_check import DEVICE, Keywords, Launches, check, load, moves, reference, render
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -64,3 +64,11 @@ def test_an_epilogue_operand_and_infinities(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(new(x), model(x), rtol=1e-4, atol=1e-4, equal_nan=True)
     assert spy.seen == [SHIFTED]
+
+
+def test_compiled_sizes(tmp_path):
+    params = shifted(conv3d_op()).but(compiled_sizes=True)
+    spy = Keywords(SHIFTED, "DP")
+    check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, RUNS[:2], tmp_path, patch=on_hopper(spy),
+          rtol=1e-4, atol=1e-4)
+    assert spy.seen == [5, 8]  # 5 + 0, 6 + 2 * 1

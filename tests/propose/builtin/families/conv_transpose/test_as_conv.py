@@ -142,3 +142,12 @@ def test_the_shifted_rows_where_they_apply_on_planes_of_any_size(tmp_path, monke
     check(op, reference(forward.removeprefix("return "), "self", init), moves(op)[0].params,
           [((), (2, 3, 5, 5)), ((), (3, 4, 5))], tmp_path, patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
     assert spy.seen == [SHIFTED, SHIFTED]
+
+
+def test_the_shifted_rows_with_compiled_sizes(tmp_path):
+    params = moves(convt_op())[0].params.but(compiled_sizes=True)
+    assert "sizes compiled in" in params.idea()
+    spy = Keywords(SHIFTED, "HP")
+    check(convt_op(), reference("self.conv(x)", INIT, CONV), params, [ROUTED[0], ROUTED[2]], tmp_path,
+          patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
+    assert spy.seen == [9, 4]  # heights 5 and 4 padded by the conv's k - 1 - padding: 2 and 0

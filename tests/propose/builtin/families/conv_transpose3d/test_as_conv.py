@@ -50,3 +50,14 @@ def test_an_epilogue_step(tmp_path):
     check(op, reference("torch.relu(self.conv(x)) * 0.5", INIT, CONV), moves(op)[0].params, ROUTED[:2], tmp_path,
           patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
     assert spy.seen == [SHIFTED] * 2
+
+
+def test_compiled_sizes(tmp_path):
+    params = moves(convt_op())[0].params.but(compiled_sizes=True)
+    assert "sizes compiled in" in params.idea()
+    spy = Launches(SHIFTED, PHASE)
+    check(convt_op(), reference("self.conv(x)", INIT, CONV), params, ROUTED[:2], tmp_path, patch=on_hopper(spy),
+          rtol=1e-4, atol=1e-4)
+    assert spy.seen == [SHIFTED] * 2
+    with pytest.raises(ValueError, match="compiled_sizes"):
+        Tiles(precision="tf32x3", compiled_sizes=True)

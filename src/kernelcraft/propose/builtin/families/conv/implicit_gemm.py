@@ -36,6 +36,8 @@ K_ORDERS = ("packed", "taps", "offsets", "shifted")
 TAPS_IDEA = ("K loop over the kernel taps, each tap's in-channels in BLOCK_K chunks (tap coordinates and bounds as "
              "row vectors, no div/mod per K element; the weight as (CO, taps, CPG), each chunk contiguous; a packed "
              "(channel, tap) K where a group has fewer than BLOCK_K in-channels)")
+COMPILED_IDEA = ("; the shifted kernel's sizes compiled in as constants (one build per input shape, as torch.compile "
+                 "builds: the output rows' decoding divides by constants, multiplies and shifts)")
 OFFSETS_IDEA = ("K loop as offsets: each output row's window origin in x computed once per tile, each K index's "
                 "(channel, tap) decoded once per call into a table of input offsets, so a patch element's address is "
                 "one add (no div/mod or coordinates per element); bounds masks only where the conv pads; the patch "
@@ -58,6 +60,9 @@ class GemmTiles(Params):
     num_stages: int = 3
     precision: str = "ieee"  # one of PRECISIONS
     k_order: str = "packed"  # one of K_ORDERS
+    # the shifted rows' kernel built per input shape, its sizes constexprs (conv/shifted.py: kernel); only where the
+    # move runs the shifted rows (k_order "shifted", or a transposed conv's as_conv)
+    compiled_sizes: bool = False
 
     FORMULATION: ClassVar[str] = "Implicit GEMM: " + GATHER  # opens the exact moves' text
     OUTPUTS: ClassVar[str] = "pixels"  # the GEMM's rows
@@ -77,10 +82,12 @@ class GemmTiles(Params):
             raise ValueError(f"k_order {self.k_order!r} is not one of {type(self).__name__}'s")
         if self.k_order == "shifted" and self.precision != "tf32x3":
             raise ValueError("the shifted-rows GEMM runs 3xTF32 on operands split once: precision 'tf32x3' only")
+        if self.compiled_sizes and self.k_order != "shifted" and not getattr(self, "as_conv", False):
+            raise ValueError("compiled_sizes builds the shifted rows' kernel per shape: a move that runs them only")
 
     def tile(self) -> str:
         if self.k_order == "shifted":  # its tiles are chosen per call (SHIFTED_IDEA says how)
-            return self.SHIFTED_IDEA
+            return self.SHIFTED_IDEA + (COMPILED_IDEA if self.compiled_sizes else "")
         loop = {"taps": f"; {self.TAPS_IDEA}", "offsets": f"; {self.OFFSETS_IDEA}"}.get(self.k_order, "")
         return (f"{self.BLOCK_M}x{self.BLOCK_N} output tiles ({self.OUTPUTS} x out-channels), {self.BLOCK_K}-wide K "
                 f"steps, {self.num_warps} warps, {self.num_stages} stages{loop}")

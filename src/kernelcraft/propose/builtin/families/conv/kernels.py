@@ -223,7 +223,7 @@ def render(op: Op, p, names: Names) -> Rendered:
                   f"        {gemm_launch(gemm)}")
     elif p.k_order == "shifted":  # the shifted-rows GEMM where it applies, else the packed one
         rows = shifted.kernel("hw", names, _extra(op), operands.flags(op), _epilogue(op, "co", "nmask", gemm_load),
-                              Scalars.of(op))
+                              Scalars.of(op), compiled=p.compiled_sizes)
         split = shifted.split_kernel("hw", names)
         lines = (f"if {shifted.applies('hw')}:\n"
                  f"{indent(shifted.lines('hw', rows, split, extra, operands.flag_consts(op)), 4)}\n"

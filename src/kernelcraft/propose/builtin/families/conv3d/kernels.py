@@ -148,7 +148,8 @@ def render(op: Op, p, names: Names) -> Rendered:
         run = taps_branch(TAPS_FIRST, indent(run, 4).lstrip(), " and (pd > 0 or ph > 0 or pw > 0)")
     if p.k_order == "shifted":  # the shifted-rows GEMM where it applies
         epilogue = "\n".join(epilogue_lines(d.get("steps") or [], _load))
-        rows = shifted.kernel("dhw", names, operands.params(op, NDIM), operands.flags(op), epilogue, Scalars.of(op))
+        rows = shifted.kernel("dhw", names, operands.params(op, NDIM), operands.flags(op), epilogue, Scalars.of(op),
+                              compiled=p.compiled_sizes)
         split = shifted.split_kernel("dhw", names)
         lines = shifted.lines("dhw", rows, split, operands.args(op, NDIM), operands.flag_consts(op))
         run = f"if {shifted.applies('dhw')}:\n{indent(lines, 8)}\n    else:\n        {indent(run, 4).lstrip()}"

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kernelcraft.propose.builtin.families.conv.implicit_gemm import GemmTiles, gemm_moves
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import COMPILED_IDEA, GemmTiles, gemm_moves
 from kernelcraft.propose.builtin.families.conv_transpose import kernels
 from kernelcraft.propose.builtin.families.conv_transpose.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Rendered
@@ -83,7 +83,8 @@ class ConvTransposeTiles(GemmTiles):
                     f"flipped once per call, padded dilation*(k-1)-padding, then{rows} the conv family's implicit GEMM "
                     f"(the weight contiguous along K); {self.tile()}, {_PRODUCTS[self.precision]}; other strides or "
                     "output padding: the per-phase GEMMs" + (f"; {self.TAPS_IDEA}, {_TAPS_PLANES}"
-                                                              if self.k_order == "taps" else ""))
+                                                              if self.k_order == "taps" else "")
+                    + (COMPILED_IDEA if self.compiled_sizes else ""))
         if not self.one_launch:
             return super().idea()
         return ("All output phases in one launch (the phase a grid axis, its taps worked out in the kernel): no launch "

@@ -176,19 +176,20 @@ def _hyper(op: Op) -> str:
     return hyper_lines(d, ("stride", "padding", "output_padding", "dilation"), "hw", padding_strings=False)
 
 
-def conv_route(op: Op, names: Names, phases: str, consts: dict, options: dict, taps_chunk: int = 0
-               ) -> tuple[str, tuple[Block, ...]]:
+def conv_route(op: Op, names: Names, phases: str, consts: dict, options: dict, taps_chunk: int = 0,
+               compiled: bool = False) -> tuple[str, tuple[Block, ...]]:
     """The forward's launch lines of an as_conv move: where stride is 1, output padding 0 and padding at most
     dilation * (k - 1), the plain conv the transposed one equals: the weight (C_in, C_out/groups, KH, KW) as (C_out,
     C_in/groups, KH, KW), its taps flipped, padded dilation * (k - 1) - padding (the same output size), run by the
     conv family's shifted-rows GEMM where that applies (conv/shifted.py: fp32 at 3xTF32 on a Hopper GPU, one group,
     more than one tap), else by its packed implicit GEMM; else the lines `phases`. And the blocks those need.
     `taps_chunk` (the phases' taps loop's BLOCK_K; 0: packed phases) adds the plane rule of AS_CONV_PLANES to the
-    packed GEMM's route (the shifted one beat the phases' taps loop on planes of every size)."""
+    packed GEMM's route (the shifted one beat the phases' taps loop on planes of every size); `compiled`: the shifted
+    kernel's sizes compiled in (shifted.kernel)."""
     conv = conv_kernels.gemm_kernel(op, names)
     rows = shifted.kernel("hw", names, operands.params(op, NDIM), operands.flags(op),
                           "\n".join(epilogue_lines(op.detail.get("steps") or [], conv_kernels.gemm_load)),
-                          Scalars.of(op))
+                          Scalars.of(op), compiled=compiled)
     split = shifted.split_kernel("hw", names)
     args = [*operands.args(op, NDIM)]
     run = conv.launch("grid", ["x", "w", "x if bias is None else bias", "y", *args, "M", "C", "H", "W", "CO", "OH",
@@ -264,7 +265,8 @@ for rh in range(min(sh, OH)):  # one launch per output phase (rh, rw)
 {indent(run, 8)}'''
         blocks = (inspect.getsource(kc_phase_taps), *kernels)
     if p.as_conv:
-        launch_lines, route = conv_route(op, names, launch_lines, consts, options, bk if p.k_order == "taps" else 0)
+        launch_lines, route = conv_route(op, names, launch_lines, consts, options, bk if p.k_order == "taps" else 0,
+                                         p.compiled_sizes)
         blocks += route
     one_d = op.kind == "conv_transpose1d"  # a one-row 2-D one: x (N, C, 1, L), w (C_in, C_out/groups, 1, K)
     one_row = ("\nx = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2])  # (N, C, L) as one-row images"

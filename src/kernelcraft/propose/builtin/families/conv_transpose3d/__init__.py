@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import COMPILED_IDEA
 from kernelcraft.propose.builtin.families.conv_transpose3d import kernels
 from kernelcraft.propose.builtin.families.conv_transpose3d.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
@@ -44,6 +45,7 @@ class Tiles(Params):
     # 1), the plain conv it equals on the conv3d family's shifted-rows GEMM where that applies (kernels.py:
     # conv_route); else the phases of the other fields
     as_conv: bool = False
+    compiled_sizes: bool = False  # as_conv's shifted kernel built per input shape, its sizes constexprs
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -51,6 +53,8 @@ class Tiles(Params):
         if self.as_conv and (self.precision != "tf32x3" or self.one_launch):
             raise ValueError("as_conv is the shifted-rows GEMM at 3xTF32, else the per-phase GEMMs: precision "
                              "'tf32x3' and a launch per phase only")
+        if self.compiled_sizes and not self.as_conv:
+            raise ValueError("compiled_sizes builds the shifted rows' kernel per shape: an as_conv move only")
 
     @property
     def relaxed(self) -> bool:
@@ -77,7 +81,8 @@ class Tiles(Params):
                 "once per call, padded dilation*(k-1)-padding), by shifted rows: x copied once into a zero-padded "
                 "channels-last buffer split into TF32 parts, each tap's input rows for a tile of output voxels one "
                 "shifted box of it that TMA loads as it lies, three TF32 products a step; on a Hopper GPU for fp32, "
-                f"one group, more than one tap and more than 8 in-channels; elsewhere: {phases[0].lower()}{phases[1:]}")
+                f"one group, more than one tap and more than 8 in-channels; elsewhere: {phases[0].lower()}{phases[1:]}"
+                + (COMPILED_IDEA if self.compiled_sizes else ""))
 
     def category(self) -> str:
         if self.as_conv:
