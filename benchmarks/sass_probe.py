@@ -3,10 +3,12 @@ its forward run on meta tensors at the problem's published sizes with every Trit
 each recorded launch compiled ahead of time for sm_90a with the specialization a launch would get (16-aligned
 pointers, integers divisible by 16, ones as constants), and per kernel: registers, spills and shared memory
 (cuobjdump -res-usage) and each loop's instruction count and mix (cuobjdump -sass). Counts, not timings: what a
-kernel costs per element, and how many programs an SM can hold.
+kernel costs per element, and how many programs an SM can hold. `--hopper`: the candidate's kc_tma_gpu says yes,
+so it takes its TMA paths (tensor descriptors of meta tensors, compiled as the block shapes they carry).
 
     python benchmarks/sass_probe.py shared/kernelbench/level1 51_ --move 0
     python benchmarks/sass_probe.py shared/kernelbench/level1 47_ --move 0 --set '{"num_warps": 16}' --keep /tmp/sass
+    python benchmarks/sass_probe.py shared/kernelbench/level1 55_ --hopper --set '{"compiled_sizes": true}'
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 from kernelcraft.problems import load_problem_dir  # noqa: E402
 from kernelcraft.propose.builtin import registry  # noqa: E402
@@ -68,6 +71,8 @@ def compile_launch(fn: JITFunction, args: tuple, kw: dict):
                 attrs[(i,)] = [["tt.divisibility", 16]]
         elif isinstance(a, float):
             sig[name] = "fp32"
+        elif isinstance(a, TensorDescriptor):  # a TMA operand: its dtype and block shape specialize the kernel
+            sig[name] = f"tensordesc<{TYPES[a.base.dtype]}{list(a.block_shape)}>"
         else:
             raise TypeError(f"{name}: {a!r}")
     options = {k: kw[k] for k in ("num_warps", "num_stages") if k in kw}
@@ -95,6 +100,7 @@ def main() -> None:
     ap.add_argument("--move", type=int, default=0, help="the engineer's move index for the problem's single op")
     ap.add_argument("--set", default="{}", help="JSON: parameters changed on that move")
     ap.add_argument("--keep", type=Path, help="write each kernel's SASS and TTGIR here")
+    ap.add_argument("--hopper", action="store_true", help="the candidate takes its TMA paths (kc_tma_gpu says yes)")
     args = ap.parse_args()
     problem = next(p for p in load_problem_dir(args.suite) if p.name.startswith(args.only))
     engineer = BuiltinProposer("cuda")
@@ -108,14 +114,18 @@ def main() -> None:
     spec = importlib.util.spec_from_file_location("candidate", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if args.hopper:
+        module.kc_tma_gpu = lambda t: True
     log: list = []
-    for name, value in list(vars(module).items()):
-        if isinstance(value, JITFunction):
-            setattr(module, name, Recorder(value, log))
+    jitted = {name: value for name, value in vars(module).items() if isinstance(value, JITFunction)}
+    for name, value in jitted.items():
+        setattr(module, name, Recorder(value, log))
     scope: dict = {}
     exec(problem.source, scope)
     model = module.ModelNew(*scope["get_init_inputs"]()).to("meta")
     model(*[t.to("meta") if isinstance(t, torch.Tensor) else t for t in scope["get_inputs"]()])
+    for name, value in jitted.items():  # back: a kernel that calls a jitted helper compiles against it
+        setattr(module, name, value)
     for fn, grid, largs, kw in log:
         compiled = compile_launch(fn, largs, kw)
         work = Path(tempfile.mkdtemp())
@@ -128,7 +138,8 @@ def main() -> None:
             (args.keep / f"{fn.__name__}.sass").write_text(sass)
             (args.keep / f"{fn.__name__}.ttgir").write_text(compiled.asm["ttgir"])
         res = re.search(r"REG:\d+ STACK:\d+ SHARED:\d+ LOCAL:\d+", usage)
-        print(f"{fn.__name__} grid {grid} {kw}: {res.group(0) if res else usage.strip()}")
+        total = len(re.findall(r"/\*[0-9a-f]{4,}\*/\s+[^;]*?;", sass))
+        print(f"{fn.__name__} grid {grid} {kw}: {res.group(0) if res else usage.strip()}, {total} instructions")
         for n, mix in loops(sass):
             print(f"  loop of {n} instructions: {dict(mix.most_common())}")
 

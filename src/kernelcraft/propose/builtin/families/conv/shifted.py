@@ -78,9 +78,11 @@ def kernel(axes: str, names: Names, extra: tuple[str, ...], flags: tuple[str, ..
     """The shifted-rows GEMM over `axes` with `epilogue` (lines on the fp32 tile x, the output coordinates o<axis>,
     out-channels co and nmask defined) and the run-time parameters `extra` after its pointers, constexprs `flags`
     after its own. `compiled`: its sizes (`sizes`) are constexprs, one build per input shape, so the output rows'
-    decoding divides by constants (multiplies and shifts): compiled for sm_90a at level1/54's sizes the kernel
-    ran 1,656 instructions in 254 registers where with run-time sizes it ran 7,960 in 255 and spilled 2,336 bytes,
-    nearly all of it the epilogue's divisions (the K loop: 154 either way)."""
+    decoding divides by constants (multiplies and shifts). Compiled for sm_90a as launches specialize it
+    (benchmarks/sass_probe.py --hopper; results/sass-shifted-compiled-2026-11-27.log), the kernel shrinks from
+    1,872 to 1,072 instructions at level1/55's sizes, 3,816 to 1,056 at 70's (225 registers to 90), 2,576 to 1,992
+    at level2/57's (its 64 bytes of spill gone); the K loop is the same, the epilogue's index work is what goes. Not
+    timed yet."""
     padded, ksize, dil, out = _axes(axes)
     taps = []
     for i in range(len(axes)):
