@@ -7,7 +7,7 @@ import torch
 
 from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
-from tests.propose.builtin.kernel_check import moves, needs_relaxed, render
+from tests.propose.builtin.kernel_check import ident, moves, needs_relaxed, render
 from tests.propose.builtin.kernel_check import assert_no_torch_compute, check, reference, move_tolerance as tolerance
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -116,3 +116,13 @@ def test_conv1d_moves(params, tmp_path):
 
 def test_conv1d_epilogue(tmp_path):
     check(conv1d_op([["relu"]]), reference("torch.relu(self.conv(x))", INIT1, CONV1), {}, CASES1[:2], tmp_path)
+
+
+@pytest.mark.parametrize("params", [m.params.but(compiled_sizes=True) for m in moves(conv_op())
+                                    if m.params.k_order in ("packed", "taps") and not m.params.relaxed][:3],
+                         ids=ident)
+def test_compiled_sizes_on_odd_shapes(params, tmp_path):
+    """compiled_sizes: the implicit GEMMs' sizes, strides, padding and dilation are constexprs, one build per shape;
+    every case its own build, each torch's result (depthwise keeps its stencil kernel)."""
+    assert "compiled in as constants" in params.idea()
+    check(conv_op(), reference("self.conv(x)", INIT, CONV), params, CASES, tmp_path, **tolerance(params))

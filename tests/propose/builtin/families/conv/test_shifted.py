@@ -148,10 +148,12 @@ def test_compiled_sizes(tmp_path):
     """compiled_sizes: the shifted kernel's sizes are constexprs (a build per input shape), passed as such: each case
     its own padded width, the results torch's; only on a move that runs the shifted rows."""
     params = shifted(conv_op()).but(compiled_sizes=True)
-    assert "sizes compiled in" in params.idea()
+    assert "compiled in as constants" in params.idea()
     spy = Keywords(SHIFTED, "WP")
     check(conv_op(), reference("self.conv(x)", INIT, CONV), params, RUNS[:3], tmp_path, patch=on_hopper(spy),
           rtol=1e-4, atol=1e-4)
     assert spy.seen == [9, 11, 11]  # widths 7, 9 and 11 padded by 1, 1 and 0
-    with pytest.raises(ValueError, match="compiled_sizes"):
-        ConvTiles(precision="tf32x3", compiled_sizes=True)
+    from kernelcraft.propose.builtin.families.conv_transpose import ConvTransposeTiles
+
+    with pytest.raises(ValueError, match="compiled_sizes"):  # a transposed conv's compiles only the shifted rows
+        ConvTransposeTiles(precision="tf32x3", compiled_sizes=True)

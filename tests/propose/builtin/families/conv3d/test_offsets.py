@@ -106,3 +106,17 @@ def test_offsets_moves_take_the_taps_loop_from_32_channels_a_group(params, tmp_p
           **tolerance(params))
     assert spy.seen == [("kc_conv3d_taps_kernel", TAPS_FIRST)] * 2 + [(OFFSETS, params.BLOCK_K)] * 2
     assert f"a group has {TAPS_FIRST}+ in-channels, the taps K loop" in params.idea()
+
+
+@pytest.mark.parametrize("params", [offsets_moves(conv3d_op())[0].but(compiled_sizes=True),
+                                    offsets_moves(conv3d_op())[0].but(compiled_sizes=True, k_order="taps")],
+                         ids=lambda p: p.k_order)
+def test_compiled_sizes_on_odd_volumes(params, tmp_path):
+    """compiled_sizes: the implicit GEMMs' sizes, strides, padding and dilation constexprs, one build per shape (the
+    offsets table's kernel keeps run-time ones); the offsets and the taps loops on every case."""
+    assert "compiled in as constants" in params.idea()
+    spy = Keywords(OFFSETS, "BOUNDS") if params.k_order == "offsets" else None
+    check(conv3d_op(), reference("self.conv(x)", INIT, CONV), params, [c[:2] for c in CASES], tmp_path, patch=spy,
+          **tolerance(params))
+    if spy:
+        assert spy.seen == [bounds for *_, bounds in CASES]

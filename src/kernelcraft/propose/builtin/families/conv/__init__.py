@@ -46,6 +46,7 @@ class ConvTiles(GemmTiles):
 
     TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop
     SHIFTED: ClassVar[bool] = True  # kernels.py has the shifted-rows GEMM
+    COMPILED_ALL: ClassVar[bool] = True  # compiled_sizes compiles its GEMMs in (kernels.py: SIZES)
     SHIFTED_IDEA: ClassVar[str] = (
         "stride 1 as shifted rows: x copied once into a zero-padded channels-last buffer split into TF32 parts, so "
         "each tap's input rows for a tile of outputs are one shifted box of it that TMA loads as it lies (the "

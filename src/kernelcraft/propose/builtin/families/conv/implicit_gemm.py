@@ -38,6 +38,8 @@ TAPS_IDEA = ("K loop over the kernel taps, each tap's in-channels in BLOCK_K chu
              "(channel, tap) K where a group has fewer than BLOCK_K in-channels)")
 COMPILED_IDEA = ("; the shifted kernel's sizes compiled in as constants (one build per input shape, as torch.compile "
                  "builds: the output rows' decoding divides by constants, multiplies and shifts)")
+ALL_COMPILED_IDEA = ("; the implicit GEMMs' sizes, strides, padding and dilation compiled in as constants (one build "
+                     "per input shape, as torch.compile builds: index divisions by constants, multiplies and shifts)")
 OFFSETS_IDEA = ("K loop as offsets: each output row's window origin in x computed once per tile, each K index's "
                 "(channel, tap) decoded once per call into a table of input offsets, so a patch element's address is "
                 "one add (no div/mod or coordinates per element); bounds masks only where the conv pads; the patch "
@@ -60,8 +62,9 @@ class GemmTiles(Params):
     num_stages: int = 3
     precision: str = "ieee"  # one of PRECISIONS
     k_order: str = "packed"  # one of K_ORDERS
-    # the shifted rows' kernel built per input shape, its sizes constexprs (conv/shifted.py: kernel); only where the
-    # move runs the shifted rows (k_order "shifted", or a transposed conv's as_conv)
+    # the kernels built per input shape, their sizes constexprs: the shifted rows' (conv/shifted.py: kernel), and
+    # where the family says so (COMPILED_ALL) every kernel of the move; else only where the move runs the shifted
+    # rows (k_order "shifted", or a transposed conv's as_conv)
     compiled_sizes: bool = False
 
     FORMULATION: ClassVar[str] = "Implicit GEMM: " + GATHER  # opens the exact moves' text
@@ -73,6 +76,7 @@ class GemmTiles(Params):
     OFFSETS_IDEA: ClassVar[str] = OFFSETS_IDEA  # what an offsets move's text says of its K loop
     SHIFTED: ClassVar[bool] = False  # the family's kernels have the shifted-rows GEMM (k_order "shifted" allowed)
     SHIFTED_IDEA: ClassVar[str] = ""  # what a shifted move's text says of it
+    COMPILED_ALL: ClassVar[bool] = False  # compiled_sizes compiles every kernel of a move in (else the shifted one's)
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -82,15 +86,17 @@ class GemmTiles(Params):
             raise ValueError(f"k_order {self.k_order!r} is not one of {type(self).__name__}'s")
         if self.k_order == "shifted" and self.precision != "tf32x3":
             raise ValueError("the shifted-rows GEMM runs 3xTF32 on operands split once: precision 'tf32x3' only")
-        if self.compiled_sizes and self.k_order != "shifted" and not getattr(self, "as_conv", False):
+        if (self.compiled_sizes and not self.COMPILED_ALL and self.k_order != "shifted"
+                and not getattr(self, "as_conv", False)):
             raise ValueError("compiled_sizes builds the shifted rows' kernel per shape: a move that runs them only")
 
     def tile(self) -> str:
+        compiled = (ALL_COMPILED_IDEA if self.COMPILED_ALL else COMPILED_IDEA) if self.compiled_sizes else ""
         if self.k_order == "shifted":  # its tiles are chosen per call (SHIFTED_IDEA says how)
-            return self.SHIFTED_IDEA + (COMPILED_IDEA if self.compiled_sizes else "")
+            return self.SHIFTED_IDEA + compiled
         loop = {"taps": f"; {self.TAPS_IDEA}", "offsets": f"; {self.OFFSETS_IDEA}"}.get(self.k_order, "")
         return (f"{self.BLOCK_M}x{self.BLOCK_N} output tiles ({self.OUTPUTS} x out-channels), {self.BLOCK_K}-wide K "
-                f"steps, {self.num_warps} warps, {self.num_stages} stages{loop}")
+                f"steps, {self.num_warps} warps, {self.num_stages} stages{loop}{compiled}")
 
     def idea(self) -> str:
         if self.precision == "tf32x3":

@@ -126,29 +126,35 @@ def _epilogue(op: Op, ch: str, mask: str | None, load) -> str:
     return "\n".join(bn_lines(d.get("bn"), ch, mask) + epilogue_lines(d.get("steps") or [], load))
 
 
-def gemm_kernel(op: Op, names: Names, taps: bool = False) -> TritonKernel:
+# the implicit GEMM's sizes, strides, padding and dilation (run-time parameters, or constexprs under a move's
+# compiled_sizes)
+SIZES = ("M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG", "SH", "SW", "PH", "PW", "DH", "DW")
+
+
+def gemm_kernel(op: Op, names: Names, taps: bool = False, compiled: bool = False) -> TritonKernel:
     """The op's implicit GEMM with its epilogue: the packed (channel, kh, kw) K loop over w as (CO, CPG, KH, KW), or
     (`taps`) the taps loop over w as (CO, KH, KW, CPG); both take the same parameters. Its scalars: the numbers the
-    epilogue reads from the module, its first parameters."""
+    epilogue reads from the module, its first parameters. `compiled`: SIZES are constexprs (a build per shape)."""
     return TritonKernel(
         names("kc_conv2d_taps_kernel" if taps else "kc_conv2d_kernel"),
-        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *_extra(op), "M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG",
-         "SH", "SW", "PH", "PW", "DH", "DW"),
-        ("KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *operands.flags(op)),
+        ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *_extra(op), *(() if compiled else SIZES)),
+        ("KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *operands.flags(op),
+         *(SIZES if compiled else ())),
         _GEMM.substitute(tile=TILE, kloop=_TAPS_K if taps else _PACKED_K,
                          epilogue=_epilogue(op, "co", "nmask", gemm_load)), Scalars.of(op))
 
 
-def kernels(op: Op, names: Names) -> tuple[TritonKernel, TritonKernel, TritonKernel]:
+def kernels(op: Op, names: Names, compiled: bool = False) -> tuple[TritonKernel, TritonKernel, TritonKernel]:
     """The op's implicit-GEMM (packed K), depthwise and implicit-GEMM (taps K) kernels, each with the op's epilogue.
-    The two GEMMs differ only in their K loop and take the same parameters (the taps one a permuted weight)."""
+    The two GEMMs differ only in their K loop and take the same parameters (the taps one a permuted weight);
+    `compiled`: their sizes are constexprs."""
     depthwise = TritonKernel(
         names("kc_dwconv2d_kernel"),
         ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *_extra(op), "C", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "DH",
          "DW"),
         ("KH", "KW", "HAS_BIAS", "BLOCK_H", "BLOCK_W"),
         _DEPTHWISE.substitute(epilogue=_epilogue(op, "c", None, _depthwise_load)), Scalars.of(op))
-    return gemm_kernel(op, names), depthwise, gemm_kernel(op, names, taps=True)
+    return gemm_kernel(op, names, compiled=compiled), depthwise, gemm_kernel(op, names, taps=True, compiled=compiled)
 
 
 def _hyper(op: Op) -> str:
@@ -190,7 +196,8 @@ def render(op: Op, p, names: Names) -> Rendered:
     on its first move, over the conv's output."""
     d = op.detail
     bm, bn, bk, group = int(p.BLOCK_M), int(p.BLOCK_N), int(p.BLOCK_K), int(p.GROUP_M)
-    gemm, depthwise, taps = kernels(op, names)
+    compiled = bool(p.compiled_sizes)
+    gemm, depthwise, taps = kernels(op, names, compiled)
     extra = list(_BN_ARGS if d.get("bn") else []) + operands.args(op, NDIM)
     bias = attr(d["bias"]) if d.get("bias") else "None"
     one_d = op.kind == "conv1d"  # run as a 2-D conv over a one-row image: x (N, C, 1, L), w (CO, CPG, 1, K)
@@ -206,12 +213,14 @@ def render(op: Op, p, names: Names) -> Rendered:
         "grid", ["x", "w.contiguous()", "x if bias is None else bias", "y", *extra, "C", "H", "W", "OH", "OW", "sh",
                  "sw", "ph", "pw", "dh", "dw"],
         {"KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_H": "bh", "BLOCK_W": "bw"}, num_warps=4)
+    size_args = ["M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG", "sh", "sw", "ph", "pw", "dh", "dw"]
+
     def gemm_launch(kernel):
         return kernel.launch(
-            "grid", ["x", "w", "x if bias is None else bias", "y", *extra, "M", "C", "H", "W", "CO", "OH", "OW", "K",
-                     "CPG", "COPG", "sh", "sw", "ph", "pw", "dh", "dw"],
+            "grid", ["x", "w", "x if bias is None else bias", "y", *extra, *([] if compiled else size_args)],
             {"KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn", "BLOCK_K": bk,
-             "GROUP_M": group, "PREC": "prec", **operands.flag_consts(op)}, num_warps=int(p.num_warps),
+             "GROUP_M": group, "PREC": "prec", **operands.flag_consts(op),
+             **(dict(zip(SIZES, size_args)) if compiled else {})}, num_warps=int(p.num_warps),
             num_stages=int(p.num_stages))
 
     use_taps = p.k_order == "taps"
@@ -223,7 +232,7 @@ def render(op: Op, p, names: Names) -> Rendered:
                   f"        {gemm_launch(gemm)}")
     elif p.k_order == "shifted":  # the shifted-rows GEMM where it applies, else the packed one
         rows = shifted.kernel("hw", names, _extra(op), operands.flags(op), _epilogue(op, "co", "nmask", gemm_load),
-                              Scalars.of(op), compiled=p.compiled_sizes)
+                              Scalars.of(op), compiled=compiled)
         split = shifted.split_kernel("hw", names)
         lines = (f"if {shifted.applies('hw')}:\n"
                  f"{indent(shifted.lines('hw', rows, split, extra, operands.flag_consts(op)), 4)}\n"

@@ -40,6 +40,7 @@ class Conv3dTiles(GemmTiles):
     TAPS: ClassVar[bool] = True  # kernels.py has the taps K loop
     OFFSETS: ClassVar[bool] = True  # and the offsets K loop
     SHIFTED: ClassVar[bool] = True  # and the shifted-rows GEMM (conv/shifted.py)
+    COMPILED_ALL: ClassVar[bool] = True  # compiled_sizes compiles each of its kernels in (kernels.py: SIZES)
     SHIFTED_IDEA: ClassVar[str] = (
         "stride 1 as shifted rows: x copied once into a zero-padded channels-last buffer split into TF32 parts, so "
         "each tap's input rows for a tile of output voxels are one shifted box of it that TMA loads as it lies (the "
@@ -85,7 +86,11 @@ def moves(op: Op) -> list[Conv3dTiles]:
     The shifted rows (conv/shifted.py) lead, that first move their fallback: they take a conv3d of stride 1, one
     group, more than one tap and more than 8 in-channels (3xTF32 on a Hopper GPU). On an H100 they took level 2's 43
     5.05 -> 3.57 ms and 47 7.03 -> 3.70 (0.72 -> 1.37x torch.compile; kernelbench-level2-shifted-h100-2026-11-27.json);
-    at 3 in-channels (level 1's 54, 59, 60, 66) they lost to the offsets loop, which keeps those (shifted.py)."""
+    at 3 in-channels (level 1's 54, 59, 60, 66) they lost to the offsets loop, which keeps those (shifted.py).
+
+    compiled_sizes (no move sets it yet: to be timed) builds each kernel per input shape, its sizes constexprs: for
+    sm_90a at 54's and 59's sizes the offsets kernel's 3,024 instructions become 1,240 and 952, most of them the
+    epilogue's index work (benchmarks/results/sass-shifted-compiled-2026-11-27.log)."""
     base = gemm_moves(Conv3dTiles)
     first = base[0]  # 128x128x16, 3xTF32, packed
     offsets = first.but(k_order="offsets")

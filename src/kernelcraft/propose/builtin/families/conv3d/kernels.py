@@ -25,6 +25,12 @@ NDIM = 5  # the kernel's output dims, (n, co, od, oh, ow): an epilogue operand's
 # against the offsets first move's 9.0, while level2/47 (32, unpadded: no masks) took 14.1 against 8.8
 # (benchmarks/results/kernelbench-level2-taps-h100-2026-11-26.json); 3 in-channels stay offsets
 TAPS_FIRST = 32
+# the implicit-GEMM kernels' sizes, strides, padding and dilation (run-time parameters, or constexprs under a move's
+# compiled_sizes) and the forward's names for them
+SIZES = ("M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "SD", "SH", "SW", "PD", "PH", "PW", "DD",
+         "DH", "DW")
+SIZE_ARGS = ("M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "sd", "sh", "sw", "pd", "ph", "pw",
+             "dd", "dh", "dw")
 
 # The 3-D implicit GEMM: the tile prologue, a K loop ($kloop: _PACKED_K, _TAPS_K or _OFFSETS_K, the rest shared),
 # bias, steps.
@@ -91,14 +97,15 @@ def render(op: Op, p, names: Names) -> Rendered:
     d = op.detail
     bm, bn, bk, group = int(p.BLOCK_M), int(p.BLOCK_N), int(p.BLOCK_K), int(p.GROUP_M)
 
+    compiled = bool(p.compiled_sizes)  # the sizes constexprs: a build per input shape
+
     def kernel(name, kloop, table=False):  # the kernels take the same parameters (the taps one a permuted w), the
         return TritonKernel(               # offsets one its table and BOUNDS too
             names(name),
-            ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *("tab_ptr",) * table, *operands.params(op, NDIM), "M", "C", "D",
-             "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "SD", "SH", "SW", "PD", "PH", "PW", "DD", "DH",
-             "DW"),
+            ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *("tab_ptr",) * table, *operands.params(op, NDIM),
+             *(() if compiled else SIZES)),
             ("KD", "KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *("BOUNDS",) * table,
-             *operands.flags(op)),
+             *operands.flags(op), *(SIZES if compiled else ())),
             _CONV3D.substitute(tile=TILE, kloop=kloop,
                                epilogue="\n".join(epilogue_lines(d.get("steps") or [], _load))),
             Scalars.of(op))  # the numbers the steps read from the module: the kernel's first parameters
@@ -106,12 +113,13 @@ def render(op: Op, p, names: Names) -> Rendered:
     # bounds: the offsets kernel's BOUNDS (Python source), which takes its table too; block_k: the K step's width
     def launch(k, bounds=None, block_k=bk):
         extra = {} if bounds is None else {"BOUNDS": bounds}
+        sizes = dict(zip(SIZES, SIZE_ARGS))
         return k.launch(
             "grid", ["x", "w", "x if bias is None else bias", "y", *("tab",) * len(extra), *operands.args(op, NDIM),
-                     "M", "C", "D", "H", "W", "CO", "OD", "OH", "OW", "K", "CPG", "COPG", "sd", "sh", "sw", "pd", "ph",
-                     "pw", "dd", "dh", "dw"],
+                     *([] if compiled else SIZE_ARGS)],
             {"KD": "KD", "KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": "bm", "BLOCK_N": "bn",
-             "BLOCK_K": block_k, "GROUP_M": group, "PREC": "prec", **extra, **operands.flag_consts(op)},
+             "BLOCK_K": block_k, "GROUP_M": group, "PREC": "prec", **extra, **operands.flag_consts(op),
+             **(sizes if compiled else {})},
             num_warps=int(p.num_warps), num_stages=int(p.num_stages))
 
     packed = kernel("kc_conv3d_kernel", _PACKED_K)
@@ -149,7 +157,7 @@ def render(op: Op, p, names: Names) -> Rendered:
     if p.k_order == "shifted":  # the shifted-rows GEMM where it applies
         epilogue = "\n".join(epilogue_lines(d.get("steps") or [], _load))
         rows = shifted.kernel("dhw", names, operands.params(op, NDIM), operands.flags(op), epilogue, Scalars.of(op),
-                              compiled=p.compiled_sizes)
+                              compiled=compiled)
         split = shifted.split_kernel("dhw", names)
         lines = shifted.lines("dhw", rows, split, operands.args(op, NDIM), operands.flag_consts(op))
         run = f"if {shifted.applies('dhw')}:\n{indent(lines, 8)}\n    else:\n        {indent(run, 4).lstrip()}"
