@@ -12,6 +12,10 @@ gives the matching box. No gather, no index math per element. x and the weight a
 (hi = x rounded by the GEMM family's kc_tf32_round, lo = the remainder rounded, 0 where x is infinite or NaN), and
 each step takes three TF32 products, hi*hi into acc and lo*hi + hi*lo into `small`, a non-finite `small` dropped
 (an infinite hi times a lo is no remainder). Rows whose position lies in the padding are computed and never stored.
+
+The weight is read through a (CO, taps, C) descriptor, so a box past a tap's channels is zero-filled, not the next
+tap's. With few in-channels (PACK_C) K packs the taps of one axis with the channels: X viewed as overlapping rows
+(M, taps, C), one 3-D box a step. `kernel(compiled=True)` makes the sizes constexprs (one build per input shape).
 """
 
 from __future__ import annotations
