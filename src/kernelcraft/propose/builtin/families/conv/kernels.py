@@ -129,6 +129,7 @@ def _epilogue(op: Op, ch: str, mask: str | None, load) -> str:
 # the implicit GEMM's sizes, strides, padding and dilation (run-time parameters, or constexprs under a move's
 # compiled_sizes)
 SIZES = ("M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG", "SH", "SW", "PH", "PW", "DH", "DW")
+SIZE_ARGS = ("M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG", "sh", "sw", "ph", "pw", "dh", "dw")  # forward's
 
 
 def gemm_kernel(op: Op, names: Names, taps: bool = False, compiled: bool = False) -> TritonKernel:
@@ -213,14 +214,12 @@ def render(op: Op, p, names: Names) -> Rendered:
         "grid", ["x", "w.contiguous()", "x if bias is None else bias", "y", *extra, "C", "H", "W", "OH", "OW", "sh",
                  "sw", "ph", "pw", "dh", "dw"],
         {"KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_H": "bh", "BLOCK_W": "bw"}, num_warps=4)
-    size_args = ["M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG", "sh", "sw", "ph", "pw", "dh", "dw"]
-
     def gemm_launch(kernel):
         return kernel.launch(
-            "grid", ["x", "w", "x if bias is None else bias", "y", *extra, *([] if compiled else size_args)],
+            "grid", ["x", "w", "x if bias is None else bias", "y", *extra, *(() if compiled else SIZE_ARGS)],
             {"KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn", "BLOCK_K": bk,
              "GROUP_M": group, "PREC": "prec", **operands.flag_consts(op),
-             **(dict(zip(SIZES, size_args)) if compiled else {})}, num_warps=int(p.num_warps),
+             **(dict(zip(SIZES, SIZE_ARGS)) if compiled else {})}, num_warps=int(p.num_warps),
             num_stages=int(p.num_stages))
 
     use_taps = p.k_order == "taps"

@@ -191,7 +191,7 @@ def conv_route(op: Op, names: Names, phases: str, consts: dict, options: dict, t
                           "\n".join(epilogue_lines(op.detail.get("steps") or [], conv_kernels.gemm_load)),
                           Scalars.of(op), compiled=compiled)
     split = shifted.split_kernel("hw", names)
-    args = [*operands.args(op, NDIM)]
+    args = operands.args(op, NDIM)
     run = conv.launch("grid", ["x", "w", "x if bias is None else bias", "y", *args, "M", "C", "H", "W", "CO", "OH",
                                "OW", "K", "CPG", "COPG", "1", "1", "qh", "qw", "dh", "dw"],
                       {"KH": "KH", "KW": "KW", **consts}, **options)

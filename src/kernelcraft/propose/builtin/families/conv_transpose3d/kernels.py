@@ -235,7 +235,7 @@ def render(op: Op, p, names: Names) -> Rendered:
                                               launch=kernel.launch("grid", args, per_phase, **options))
     blocks = (TAPS, kernel)
     if p.as_conv:
-        launch, route = conv_route(op, names, launch, p.compiled_sizes)
+        launch, route = conv_route(op, names, launch, epilogue, p.compiled_sizes)
         blocks = (*route, *blocks)
     body = _BODY.substitute(weight=attr(d["weight"]), bias=attr(d["bias"]) if d.get("bias") else "None",
                             hyper=_hyper(d), block_n=int(p.BLOCK_N), precision=p.precision,
@@ -244,14 +244,12 @@ def render(op: Op, p, names: Names) -> Rendered:
     return Rendered((*blocks, operands.HELPER) if operands.count(op) else blocks, body)
 
 
-def conv_route(op: Op, names: Names, phases: str, compiled: bool = False) -> tuple[str, tuple]:
+def conv_route(op: Op, names: Names, phases: str, epilogue: str, compiled: bool = False) -> tuple[str, tuple]:
     """The launch lines of an as_conv move: where stride is 1, output padding 0, one group and padding at most
     dilation * (k - 1), the plain conv the transposed one equals (the weight (C_in, C_out, KD, KH, KW) as (C_out,
     C_in, ...), its taps flipped, padded dilation * (k - 1) - padding: the same output size) by the shifted-rows GEMM
-    where that applies (conv/shifted.py; `compiled`: its sizes compiled in); else the lines `phases`. And the blocks
-    the shifted GEMM needs."""
-    epilogue = "\n".join(epilogue_lines(op.detail.get("steps") or [],
-                                        lambda k: operands.tile_load(k, ("od", "oh", "ow"))))
+    where that applies (conv/shifted.py; `epilogue`: the phases' epilogue lines, which read the same coordinates;
+    `compiled`: its sizes compiled in); else the lines `phases`. And the blocks the shifted GEMM needs."""
     rows = shifted.kernel(AXES, names, operands.params(op, NDIM), operands.flags(op), epilogue, Scalars.of(op),
                           compiled)
     split = shifted.split_kernel(AXES, names)
