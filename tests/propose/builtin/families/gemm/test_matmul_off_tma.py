@@ -31,7 +31,8 @@ def test_the_first_exact_move_has_those_tiles():
 @pytest.mark.parametrize("move", TF32X3_TMA, ids=lambda m: ident(m.params))
 def test_text_says_what_runs_off_tma(move):
     assert "exact fp32 products (ieee) at 128x128 tiles (32-wide K steps, 8 warps, 3 stages)" in move.text
-    assert ("for split-K" in move.text) == move.params.split_k
+    # split-K's parts take the strided kernel unless they run on the TMA kernel (split_k_tma)
+    assert ("for split-K" in move.text) == (move.params.split_k and not move.params.split_k_tma)
     q = move.params.strided()
     assert (q.precision, q.tma, q.BLOCK_M, q.BLOCK_N, q.split_k) == ("ieee", False, 128, 128, move.params.split_k)
 

@@ -82,7 +82,11 @@ def test_a_matmul_with_steps_and_a_triangle_through_tma(tmp_path):
 
 @pytest.mark.parametrize("params", TMA_MOVES[:1], ids=ident)
 def test_split_k_and_matrix_vector_keep_their_kernels(params, tmp_path):
-    assert run(params, False, False, (40, 1536), (1536, 24), tmp_path) == ["kc_matmul_kernel", "kc_split_k_sum_kernel"]
+    # the first move runs split-K's parts on the TMA kernel (split_k_tma); without it, exact parts on the strided one
+    split = run(params, False, False, (40, 1536), (1536, 24), tmp_path)
+    assert params.split_k_tma and split[-2:] == ["kc_matmul_tma_kernel", "kc_split_k_sum_kernel"], split
+    strided = params.but(split_k_tma=False)
+    assert run(strided, False, False, (40, 1536), (1536, 24), tmp_path) == ["kc_matmul_kernel", "kc_split_k_sum_kernel"]
     assert run(params, True, False, (40, 37), (37, 3), tmp_path) == ["kc_gemv_kernel"]
 
 

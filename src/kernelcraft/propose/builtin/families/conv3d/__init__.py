@@ -88,16 +88,18 @@ def moves(op: Op) -> list[Conv3dTiles]:
     5.05 -> 3.57 ms and 47 7.03 -> 3.70 (0.72 -> 1.37x torch.compile; kernelbench-level2-shifted-h100-2026-11-27.json);
     at 3 in-channels (level 1's 54, 59, 60, 66) they lost to the offsets loop, which keeps those (shifted.py).
 
-    compiled_sizes (no move sets it yet: to be timed) builds each kernel per input shape, its sizes constexprs: for
-    sm_90a at 54's and 59's sizes the offsets kernel's 3,024 instructions become 1,240 and 952, most of them the
-    epilogue's index work (benchmarks/results/sass-shifted-compiled-2026-11-27.log)."""
+    The first move sets compiled_sizes: each kernel built per input shape, its sizes constexprs. For sm_90a at 54's
+    and 59's sizes the offsets kernel's 3,024 instructions become 1,240 and 952, most of them the epilogue's index
+    work (benchmarks/results/sass-shifted-compiled-2026-11-27.log); timed on an H100 against the same move without it
+    (params-probe-compiled-h100-2026-11-27.json) 54 2.29 -> 2.11 ms, 59 3.09 -> 2.66, 60 5.04 -> 4.86, 66 2.55 ->
+    2.46. The second move is the first's fallback without it (one build for every shape)."""
     base = gemm_moves(Conv3dTiles)
     first = base[0]  # 128x128x16, 3xTF32, packed
     offsets = first.but(k_order="offsets")
     later = [offsets.but(BLOCK_K=32), offsets.but(precision="ieee")]
     relaxed = next(i for i, p in enumerate(base) if p.precision == "tf32")
-    strict = [offsets.but(wide_m=True, k_order="shifted"), offsets.but(wide_m=True), *base[1:3], *later, first,
-              *base[3:relaxed]]
+    strict = [offsets.but(wide_m=True, k_order="shifted", compiled_sizes=True), offsets.but(wide_m=True), *base[1:3],
+              *later, first, *base[3:relaxed]]
     return strict + [offsets.but(precision="tf32"), *base[relaxed:]]
 
 

@@ -67,8 +67,9 @@ class Tiles(Params):
     split into TF32 parts by a pass before the GEMM, not at each K step in it; `short_k`: products with K at most
     SHORT_K take exact fp32 products on the strided kernel's SHORT_K_TILES; `split_k_tma` (a 3xTF32 TMA move that
     splits K): on a Hopper GPU the parts of K run as one batch of products on the TMA kernel (each part's A and B
-    views of K chunks), not as exact fp32 on the strided kernel. No move sets it yet: a parameter to time first
-    (benchmarks/params_probe.py --vary '{"split_k_tma": true}')."""
+    views of K chunks), not as exact fp32 on the strided kernel. A matmul's first move sets it: on an H100 it took
+    level 1's 6 (256x256 by K 524,288) 1.60 -> 1.26 ms, and left 3, 8 and 16, which do not split K, as they were
+    (benchmarks/params_probe.py --vary '{"split_k_tma": true}'; params-probe-splitk-h100-2026-11-27.json)."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128
@@ -234,7 +235,7 @@ def moves(op: Op) -> list[Tiles]:
     if op.kind == "matmul":  # first, the GEMV move, whose wider products split their operands once (or in the loop)
         m, n, k, w, s = SPLIT_TILES
         out.insert(0, tiles(m, n, k, 8, w, s, "tf32x3", tma=True, gemv=True, split_k=True, split_once=True,
-                            short_k=True))
+                            short_k=True, split_k_tma=True))
     return out
 
 
