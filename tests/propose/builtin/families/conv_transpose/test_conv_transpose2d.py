@@ -93,3 +93,32 @@ def test_one_launch_moves_take_every_phase_in_one_grid(tmp_path):
     assert source.count("kc_conv_transpose2d_phases_kernel[grid](") == 1 and "for rh in" not in source
     check(convt_op([["tanh"]]), reference("torch.tanh(self.conv(x))", INIT, CONV), one[1].params, CASES[2:5],
           tmp_path)
+
+
+class Grids:
+    """A `check(patch=...)` spy: the grids the kernel `name` is launched on."""
+
+    def __init__(self, name: str):
+        self.name, self.seen = name, []
+
+    def __call__(self, module) -> None:
+        kernel, seen = getattr(module, self.name), self.seen
+
+        class Launched:
+            def __getitem__(self, grid):
+                seen.append(grid)
+                return kernel[grid]
+        setattr(module, self.name, Launched())
+
+
+def test_one_launch_puts_the_phase_fastest_on_the_first_grid_axis(tmp_path):
+    """The phases of a tile are neighbouring programs (so that together they fill y's lines while in L2): the first
+    axis walks (tile, phase), the groups the second. CASES[2]: stride (2, 3), 2 groups, output padding (1, 2), so
+    the phases' outputs differ in number: the shorter ones' rows past their outputs are masked."""
+    one = next(m for m in moves(convt_op()) if m.params.one_launch).params
+    spy = Grids("kc_conv_transpose2d_phases_kernel")
+    check(convt_op(), reference("self.conv(x)", INIT, CONV), one, CASES[2:3], tmp_path, patch=spy, **tolerance(one))
+    # x (1, 4, 5, 4), kernel (3, 2), padding (1, 0), dilation (2, 1): OH = 4*2 - 2 + 2*2 + 1 + 1 = 12, OW = 3*3 + 1
+    # + 2 + 1 = 13; phase (0, 0)'s grid of rows 6 x 5 (one 128-row tile), 3 out-channels a group (one 16-wide
+    # channel tile), 6 phases, 2 groups
+    assert spy.seen == [(6, 2)]

@@ -145,10 +145,14 @@ def gemm_moves(cls: type[GemmTiles]) -> list:
     return out + relaxed[:1] + taps[2:] + relaxed[1:]
 
 
-# The prologue of the implicit-GEMM kernels: program (tile, group) -> rows rm x out-channels rn of one group, the
-# tiles swizzled GROUP_M rows at a time so neighbouring programs share input rows and weights in L2.
-TILE = '''pid = tl.program_id(0)
-g = tl.program_id(1)
+def tile_prologue(pid: str = "tl.program_id(0)") -> str:
+    """The prologue of the implicit-GEMM kernels: program (tile `pid`, group) -> rows rm x out-channels rn of one
+    group, the tiles swizzled GROUP_M rows at a time so neighbouring programs share input rows and weights in L2.
+    `pid` is the tile's number (a kernel whose grid axis 0 also walks something else passes its expression)."""
+    return f"pid = {pid}\n" + _TILE
+
+
+_TILE = '''g = tl.program_id(1)
 tiles_m = tl.cdiv(M, BLOCK_M)
 tiles_n = tl.cdiv(COPG, BLOCK_N)
 in_group = GROUP_M * tiles_n
@@ -159,6 +163,7 @@ pid_n = (pid % in_group) // group_m
 rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
 rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
 co = g * COPG + rn'''
+TILE = tile_prologue()
 
 
 # The taps K loop (module docstring): one run-time loop over (tap, chunk), so that the software pipeline

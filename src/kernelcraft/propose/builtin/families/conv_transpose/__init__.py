@@ -11,9 +11,10 @@ each phase (rh, rw) is one launch of an implicit GEMM with M = N * (outputs of t
 a group, K = (in-channels of a group) * (its taps): no zero-inserted input, no MAC on a tap that cannot reach,
 and stride 1 is the plain gather formulation (one phase, every tap). A phase no tap reaches gets bias and the
 epilogue only (K = 0). The host works out each phase's taps with kc_phase_taps, in plain integers, and the tap
-counts are constants of the kernel. The one-launch moves put the phase on a grid axis instead and work its taps
+counts are constants of the kernel. The one-launch moves put the phase on the first grid axis instead, fastest, and work its taps
 out in the kernel: one launch (and one tail wave) for all stride_h*stride_w phases, at the price of run-time tap
-counts in the K decoding.
+counts in the K decoding; the programs running together compute every phase of the same rows, so the lines of y
+they store s apart are filled while in L2 (kernels.py).
 
 The K loop of a phase walks its K in one of two orders (the move's k_order, implicit_gemm.GemmTiles): packed, K
 indices decoded into (channel, th, tw) by div/mod over the weight as the module holds it, (C_in, C_out/groups, KH,
@@ -47,7 +48,8 @@ KINDS = ("conv_transpose2d", "conv_transpose1d")
 @dataclass(frozen=True)
 class ConvTransposeTiles(GemmTiles):
     """Transposed-conv tiles (implicit_gemm.GemmTiles) of a launch per output phase, or of one launch for all
-    phases (`one_launch`: the phase a grid axis, its taps worked out in the kernel)."""
+    phases (`one_launch`: the phase and tile on the first grid axis, the phase fastest, its taps worked out in the
+    kernel)."""
 
     one_launch: bool = False
     # as_conv: where the transposed conv has stride 1 and no output padding (and padding <= dilation * (k - 1)), the
@@ -87,8 +89,9 @@ class ConvTransposeTiles(GemmTiles):
                     + (COMPILED_IDEA if self.compiled_sizes else ""))
         if not self.one_launch:
             return super().idea()
-        return ("All output phases in one launch (the phase a grid axis, its taps worked out in the kernel): no launch "
-                f"and tail wave per phase; {self.BLOCK_M}x{self.BLOCK_N} tiles, {self.BLOCK_K}-wide K steps, "
+        return ("All output phases in one launch (its taps worked out in the kernel), the phase fastest among the "
+                "programs, so those running together store every phase of the same outputs' rows and fill y's lines "
+                f"while they are in L2: no launch and tail wave per phase; {self.BLOCK_M}x{self.BLOCK_N} tiles, {self.BLOCK_K}-wide K steps, "
                 f"{self.num_warps} warps, {self.num_stages} stages, {_PRODUCTS[self.precision]}"
                 + (f"; {self.TAPS_IDEA}" if self.k_order == "taps" else ""))
 

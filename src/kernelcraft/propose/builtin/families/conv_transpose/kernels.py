@@ -1,6 +1,7 @@
 """The transposed-conv family's kernels and forward: a launch per output phase (`per_phase`, the phase's taps
 worked out on the host by kc_phase_taps, its tap counts constants of the kernel), or one launch for all phases
-(`all_phases`, the phase a grid axis, its taps worked out in the kernel by kc_first_tap). Both kernels are one
+(`all_phases`, the phase and the tile on grid axis 0, the phase fastest, its taps worked out in the kernel by
+kc_first_tap). Both kernels are one
 template: the swizzled tile prologue and the phase's implicit GEMM (`_GEMM`) after their own phase set-up, with a
 packed (channel, tap) K loop or the taps K loop (`_PACKED_K`, `_TAPS_K`; the forward picks per call). The
 epilogue's parameter operands are read at the outputs' true coordinates (oh, ow), not the phase's (jh, jw):
@@ -14,7 +15,7 @@ from string import Template
 from kernelcraft.propose.builtin.codegen import attr, indent
 from kernelcraft.propose.builtin.families.conv import kernels as conv_kernels
 from kernelcraft.propose.builtin.families.conv import operands, shifted
-from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE, hyper_lines, taps_loop
+from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE, hyper_lines, taps_loop, tile_prologue
 from kernelcraft.propose.builtin.family import Block, Names, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -58,7 +59,7 @@ jw = pix % OWR
 ih0 = jh + BH
 iw0 = jw + BW
 x_row = (n.to(tl.int64) * C + g * CPG) * H * W  # start of image n, first channel of the group
-mmask = rm < M
+mmask = (rm < M)$inside
 nmask = rn < COPG
 acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
 $kloop
@@ -104,23 +105,29 @@ $gemm''')
 _PER_PHASE = ("# program (tile, group) of phase (RH, RW): outputs rm (n, jh, jw) at (RH + jh*SH, RW + jw*SW) x "
               "out-channels co")
 
-_ALL_PHASES = '''# program (tile, group, phase): the phase's taps worked out here (TH, TW, EH, EW are the same for all phases)
-RH = tl.program_id(2) // SW
-RW = tl.program_id(2) % SW
+# The one-launch kernel's programs: (phase, tile) on grid axis 0, the phase fastest, so the programs running together
+# compute every phase of the same tile of rows (n, jh, jw): each stores its phase's outputs SH, SW apart, and together
+# they fill the same lines of y while those are in L2, which then writes each line once. (With the phase on a grid axis
+# of its own, each phase's programs swept all of y in turn: every line of y was written back once a phase, partly.)
+# All phases decode their rows on phase (0, 0)'s grid of OHR x OWR (the most outputs), a phase's rows past its own
+# LH x LW outputs masked, so tile t is the same (n, jh, jw) rows in every phase.
+_ALL_PHASES = '''# program (phase, tile) and group: the phase's taps worked out here (TH, TW, EH, EW are the same for all phases)
+RH = tl.program_id(0) % (SH * SW) // SW
+RW = tl.program_id(0) % SW
 FH = kc_first_tap(RH, SH, PH, DH)
 FW = kc_first_tap(RW, SW, PW, DW)
 NH = tl.where((FH >= 0) & (FH < KH), (KH - FH + TH - 1) // TH, 0)
 NW = tl.where((FW >= 0) & (FW < KW), (KW - FW + TW - 1) // TW, 0)
 BH = (RH + PH - FH * DH) // SH  # exact where the phase has taps
 BW = (RW + PW - FW * DW) // SW
-OHR = (OH - RH + SH - 1) // SH
-OWR = (OW - RW + SW - 1) // SW
+LH = (OH - RH + SH - 1) // SH  # the phase's outputs along H and W
+LW = (OW - RW + SW - 1) // SW
+OHR = (OH + SH - 1) // SH  # the rows' grid: phase (0, 0)'s, the same for every phase
+OWR = (OW + SW - 1) // SW
 M = N * OHR * OWR
 K = CPG * NH * NW
 NH = tl.maximum(NH, 1)  # K == 0 already says no tap; keeps the index math below defined
-NW = tl.maximum(NW, 1)
-if tl.program_id(0) >= tl.cdiv(M, BLOCK_M) * tl.cdiv(COPG, BLOCK_N):  # the grid is sized for the largest phase
-    return'''
+NW = tl.maximum(NW, 1)'''
 
 # A device function of the one-launch kernel, the same for every op (one name, emitted once in a chain)
 FIRST_TAP = TritonKernel("kc_first_tap", ("r", "s", "p", "d"), (), '''
@@ -154,8 +161,11 @@ def all_phases(op: Op, names: Names, taps: bool = False) -> TritonKernel:
 
 def _body(op: Op, phase: str, taps: bool) -> str:
     epilogue = epilogue_lines(op.detail.get("steps") or [], lambda k: operands.tile_load(k, ("oh", "ow")))
-    gemm = _GEMM.substitute(kloop=_TAPS_K if taps else _PACKED_K, epilogue="\n".join(epilogue))
-    return _KERNEL.substitute(phase=phase, tile=TILE, gemm=gemm)
+    one = phase is _ALL_PHASES  # the one-launch kernel: its phase and tile share grid axis 0, its rows masked to LH, LW
+    gemm = _GEMM.substitute(kloop=_TAPS_K if taps else _PACKED_K, epilogue="\n".join(epilogue),
+                            inside=" & (jh < LH) & (jw < LW)" if one else "")
+    return _KERNEL.substitute(phase=phase, tile=tile_prologue("tl.program_id(0) // (SH * SW)") if one else TILE,
+                              gemm=gemm)
 
 
 def _operand_lines(op: Op) -> str:
@@ -249,8 +259,8 @@ if use_taps:  # w as (CO, KH, KW, CPG): each tap's channel chunk contiguous
         launch_lines = f'''{choose}
 _, th, _, _, eh = kc_phase_taps(0, sh, ph, dh, KH)  # tap step and input shift: the same for every phase
 _, tw, _, _, ew = kc_phase_taps(0, sw, pw, dw, KW)
-M0 = N * triton.cdiv(OH, sh) * triton.cdiv(OW, sw)  # phase (0, 0) has the most outputs
-grid = (triton.cdiv(M0, {bm}) * triton.cdiv(COPG, bn), groups, sh * sw)
+M0 = N * triton.cdiv(OH, sh) * triton.cdiv(OW, sw)  # phase (0, 0)'s outputs: every phase's rows on its grid
+grid = (triton.cdiv(M0, {bm}) * triton.cdiv(COPG, bn) * sh * sw, groups)  # the phase fastest on axis 0
 {run}'''
         blocks = (inspect.getsource(kc_phase_taps), FIRST_TAP, *kernels)
     else:
