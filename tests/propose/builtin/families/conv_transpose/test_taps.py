@@ -31,8 +31,9 @@ def taps_moves(op: Op) -> list:
 
 
 def narrow(op: Op, precision: str = "tf32x3") -> ConvTransposeTiles:
-    """The taps move of `precision` with 4-wide channel chunks (16 on a GPU)."""
-    return next(p for p in taps_moves(op) if p.precision == precision).but(BLOCK_K=4 * S)
+    """The taps move of `precision` with 4-wide channel chunks (16 on a GPU), a launch per phase (the first move's
+    one launch for short phases: test_the_first_move_runs_short_phases_in_one_launch)."""
+    return next(p for p in taps_moves(op) if p.precision == precision).but(BLOCK_K=4 * S, short_one_launch=False)
 
 
 # ((cin, cout, k, s, p, op, g, bias, d), input shape), every group with at least two 4-channel chunks (times S): the
@@ -87,7 +88,8 @@ def test_the_taps_move_comes_first_then_the_packed_one():
 @pytest.mark.parametrize("params", taps_moves(convt_op()), ids=lambda p: p.precision)
 def test_taps_moves_as_offered(params, tmp_path):
     """The moves' own 32-wide chunks: 65 channels (a group's, in the second case) fill two and a 1-channel masked
-    one; fewer fall back."""
+    one; fewer fall back (a launch per phase here: the first move's one launch for short phases is tested below)."""
+    params = params.but(short_one_launch=False)
     spy = Launches(PACKED, TAPS)
     check(convt_op(), reference("self.conv(x)", INIT, CONV), params,
           [((65, 5, 3, 2, 1, 1), (1, 65, 4, 5)), ((130, 6, 4, 2, 1, 0, 2), (2, 130, 3, 4))], tmp_path, patch=spy,
@@ -195,3 +197,26 @@ def test_taps_with_an_operand_in_one_launch(tmp_path):
                    f"self.conv = nn.ConvTranspose2d({16 * S}, 6, 3, stride=2, groups=2, dilation=2)\n"
                    "self.a = nn.Parameter(torch.randn(6, 1, 1))\nself.b = nn.Parameter(torch.randn(13))",
                    [(2, 16 * S, 5, 5), (16 * S, 3, 5)], "conv_transpose2d", tmp_path, one_launch=True)
+
+
+def test_the_first_move_runs_short_phases_in_one_launch(tmp_path):
+    """short_one_launch (the first move): where a group's in-channels times an output's mean taps are at most
+    SHORT_PHASES channel tiles, every phase in one launch; else a launch per phase, the taps loop where the channels
+    fill two chunks."""
+    from kernelcraft.propose.builtin.families.conv_transpose.kernels import kc_mean_taps
+
+    params = moves(convt_op())[0].params
+    assert params.short_one_launch and "every phase in one launch" in params.idea()
+    assert kc_mean_taps(5, 1, 2, 3) == 0.6  # phases 4, 1, 3 get a tap each
+    assert kc_mean_taps(2, 1, 1, 3) == 1.5 and kc_mean_taps(2, 1, 2, 3) == 1.5 and kc_mean_taps(1, 0, 1, 4) == 4
+    cases = {  # stride 5, dilation 2 (level 1's 81 in small): 4 x 0.6 x 0.6 = 1.44 <= 16, one launch
+        ONE_PACKED: ((4, 8, 3, 5, 1, 0, 1, False, 2), (2, 4, 6, 7)),
+        # 1-D-like stride 2, dilation 2 over one-row images (79's): 8 x 1 x 1.5 = 12 <= 16
+        ONE_PACKED + "-1d": ((8, 16, (1, 3), (1, 2), (0, 1), 0, 1, True, (1, 2)), (1, 8, 1, 9)),
+        PACKED: ((40, 8, 3, 2, 1), (1, 40, 5, 6)),  # 40 x 1.5 x 1.5 = 90 > 16: a launch each, packed (one chunk)
+        TAPS: ((80, 8, 3, 2, 1), (1, 80, 3, 4))}  # 180 > 16, two chunks: the taps loop
+    for kernel, case in cases.items():
+        spy = Launches(PACKED, TAPS, ONE_PACKED, ONE_TAPS)
+        check(convt_op(), reference("self.conv(x)", INIT, CONV), params, [case], tmp_path, patch=spy,
+              **tolerance(params))
+        assert set(spy.seen) == {kernel.removesuffix("-1d")}, (case, spy.seen)

@@ -11,10 +11,11 @@ each phase (rh, rw) is one launch of an implicit GEMM with M = N * (outputs of t
 a group, K = (in-channels of a group) * (its taps): no zero-inserted input, no MAC on a tap that cannot reach,
 and stride 1 is the plain gather formulation (one phase, every tap). A phase no tap reaches gets bias and the
 epilogue only (K = 0). The host works out each phase's taps with kc_phase_taps, in plain integers, and the tap
-counts are constants of the kernel. The one-launch moves put the phase on the first grid axis instead, fastest, and work its taps
-out in the kernel: one launch (and one tail wave) for all stride_h*stride_w phases, at the price of run-time tap
-counts in the K decoding; the programs running together compute every phase of the same rows, so the lines of y
-they store s apart are filled while in L2 (kernels.py).
+counts are constants of the kernel. The one-launch moves put the phase on the first grid
+axis instead, fastest, and work its taps out in the kernel: one launch (and one tail wave) for all stride_h*stride_w
+phases, at the price of run-time tap counts in the K decoding; the programs running together compute every phase of
+the same rows, so the lines of y they store s apart are filled while in L2 (kernels.py). The first move takes one
+launch where the phases' GEMMs are short beside their stores (short_one_launch, kernels.SHORT_PHASES).
 
 The K loop of a phase walks its K in one of two orders (the move's k_order, implicit_gemm.GemmTiles): packed, K
 indices decoded into (channel, th, tw) by div/mod over the weight as the module holds it, (C_in, C_out/groups, KH,
@@ -52,6 +53,9 @@ class ConvTransposeTiles(GemmTiles):
     kernel)."""
 
     one_launch: bool = False
+    # short_one_launch: one launch for every phase where the phases' GEMMs are short beside their stores (an output's
+    # K, CPG times its mean taps, at most kernels.SHORT_PHASES channel tiles), else a launch per phase
+    short_one_launch: bool = False
     # as_conv: where the transposed conv has stride 1 and no output padding (and padding <= dilation * (k - 1)), the
     # plain conv it equals (kernels.py: conv_route): by the conv family's shifted rows where they apply (3xTF32 on a
     # Hopper GPU, one group, more than one tap), else by its packed implicit GEMM; else the phases. With the taps K
@@ -72,6 +76,8 @@ class ConvTransposeTiles(GemmTiles):
 
     def __post_init__(self):
         super().__post_init__()
+        if self.short_one_launch and self.one_launch:
+            raise ValueError("short_one_launch chooses between one launch and a launch per phase: not with one_launch")
         if self.as_conv and (self.one_launch or self.k_order == "offsets"):
             raise ValueError("as_conv is the conv family's packed K loop in one launch, else the phases' packed or "
                              "taps loop: not with one_launch or offsets")
@@ -86,14 +92,22 @@ class ConvTransposeTiles(GemmTiles):
                     f"(the weight contiguous along K); {self.tile()}, {_PRODUCTS[self.precision]}; other strides or "
                     "output padding: the per-phase GEMMs" + (f"; {self.TAPS_IDEA}, {_TAPS_PLANES}"
                                                               if self.k_order == "taps" else "")
-                    + (COMPILED_IDEA if self.compiled_sizes else ""))
+                    + self._short() + (COMPILED_IDEA if self.compiled_sizes else ""))
         if not self.one_launch:
-            return super().idea()
+            return super().idea() + self._short()
         return ("All output phases in one launch (its taps worked out in the kernel), the phase fastest among the "
                 "programs, so those running together store every phase of the same outputs' rows and fill y's lines "
-                f"while they are in L2: no launch and tail wave per phase; {self.BLOCK_M}x{self.BLOCK_N} tiles, {self.BLOCK_K}-wide K steps, "
+                "while they are in L2: no launch and tail wave per phase; "
+                f"{self.BLOCK_M}x{self.BLOCK_N} tiles, {self.BLOCK_K}-wide K steps, "
                 f"{self.num_warps} warps, {self.num_stages} stages, {_PRODUCTS[self.precision]}"
                 + (f"; {self.TAPS_IDEA}" if self.k_order == "taps" else ""))
+
+    def _short(self) -> str:
+        """What a short_one_launch move says of its choice."""
+        return ("" if not self.short_one_launch else
+                "; where the phases' GEMMs are short beside their stores (a group's in-channels times an output's "
+                f"mean taps at most {kernels.SHORT_PHASES:g} channel tiles), every phase in one launch, the phase "
+                "fastest among the programs, so that together they fill y's lines while those are in L2")
 
     def category(self) -> str:
         if self.as_conv:
@@ -135,10 +149,15 @@ def moves(op: Op) -> list[ConvTransposeTiles]:
     3xTF32 on a Hopper GPU), on planes of any size: on an H100 (kernelbench-level1-shifted-h100-2026-11-27.json,
     ...-narrow-..., kernelbench-level2-shifted-h100-2026-11-27.json) level 1's 57 20.2 -> 9.9 ms, 64 10.3 -> 7.1, 65
     12.1 -> 4.8, 69 12.5 -> 5.5 (0.61 -> 1.39x torch.compile), 71 4.4 -> 2.5, 78 9.9 -> 4.3, level 2's 10 16.3 ->
-    11.4, 11 5.9 -> 3.2, 19 32.3 -> 13.8, 42 17.1 -> 8.0, and the 1-D dilated 74 2.49 -> 2.39."""
+    11.4, 11 5.9 -> 3.2, 19 32.3 -> 13.8, 42 17.1 -> 8.0, and the 1-D dilated 74 2.49 -> 2.39.
+
+    The first move's phases run in one launch where their GEMMs are short beside their stores (short_one_launch; the
+    rule and what it was measured on: kernels.SHORT_PHASES): on an H100, level 1's 81 (stride 5, dilation 2: 16 of
+    25 phases get no tap) 3.31 -> 1.98 ms and 79 (1-D, stride 2, dilation 2) 2.85 -> 2.50, past torch.compile's
+    2.82 and 2.75 (params-probe-onelaunch-l1-h100-2026-11-27.json)."""
     out = gemm_moves(ConvTransposeTiles)
     first = next(i for i, p in enumerate(out) if p.k_order == "taps" and p.precision == "tf32x3")
-    out = [out[first], *out[:first], *out[first + 1:]]
+    out = [out[first].but(short_one_launch=True), *out[:first], *out[first + 1:]]
     d = op.detail
     if list(d.get("stride") or ()) == [1, 1] and not any(d.get("output_padding") or ()):
         out = [out[0].but(as_conv=True), out[0], ConvTransposeTiles(precision="tf32x3", as_conv=True), *out[1:]]

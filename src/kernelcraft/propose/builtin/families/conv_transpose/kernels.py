@@ -26,6 +26,15 @@ NDIM = 4  # the kernels' output dims, (n, co, oh, ow): an epilogue operand's str
 # the packed (channel, tap) K loop in PACKED_K-wide steps, the first packed move's (families/conv_transpose moves()
 # says what was measured).
 TAPS_MIN_CHUNKS = 2
+# A short_one_launch move runs every phase in one launch where an output's share of the phases' GEMMs is short beside
+# its store: CPG times an output's mean taps (its K, averaged over the phases) at most SHORT_PHASES channel tiles
+# (BLOCK_N-wide). Measured on an H100 at KernelBench's published sizes against the launch per phase
+# (results/params-probe-onelaunch-l{1,2}-h100-2026-11-27.json): one launch won at 0.18 (level 1's 81: 3.31 -> 1.98
+# ms) and 0.75 (79: 2.85 -> 2.50), lost at 1.12 (level 2's 36, 44: 1.37 -> 1.54), 1.25 (level 1's 75: 2.15 -> 3.50)
+# and 2.25 (level 2's 2, 16: 5.90 -> 10.31, 7.24 -> 11.19), and tied at 2.0 (level 2's 91, 93: 5.40 -> 5.43, 4.89 ->
+# 4.64). Where the K loop is short the launch per phase is bound by its stores, s apart, each phase's partial lines of
+# y written back to memory before the next phase fills them; one launch fills them together (all_phases).
+SHORT_PHASES = 1.0
 PACKED_K = 16
 # An as_conv move with the taps K order takes the plain conv on its packed implicit GEMM (not on the shifted rows,
 # which it takes wherever they apply) where input planes (H * W) have AS_CONV_PLANES[0] elements or more and, where a
@@ -49,6 +58,15 @@ def kc_phase_taps(r, s, p, d, k):
         return 0, step, 0, 0, step * d // s
     return first, step, (k - first + step - 1) // step, (r + p - first * d) // s, step * d // s
 
+
+
+def kc_mean_taps(s, p, d, k):
+    """The taps an output of a transposed conv axis (stride s, padding p, dilation d, k taps) gets, averaged over the
+    axis' s phases."""
+    taps = 0
+    for r in range(s):
+        taps += kc_phase_taps(r, s, p, d, k)[2]
+    return taps / s
 
 # The phase's implicit GEMM: outputs rm (n, jh, jw) of phase (RH, RW) x out-channels co, K the phase's (channel,
 # tap th, tap tw) in one of two orders ($kloop: _PACKED_K or _TAPS_K, the rest shared)
@@ -111,7 +129,7 @@ _PER_PHASE = ("# program (tile, group) of phase (RH, RW): outputs rm (n, jh, jw)
 # of its own, each phase's programs swept all of y in turn: every line of y was written back once a phase, partly.)
 # All phases decode their rows on phase (0, 0)'s grid of OHR x OWR (the most outputs), a phase's rows past its own
 # LH x LW outputs masked, so tile t is the same (n, jh, jw) rows in every phase.
-_ALL_PHASES = '''# program (phase, tile) and group: the phase's taps worked out here (TH, TW, EH, EW are the same for all phases)
+_ALL_PHASES = '''# program (phase, tile) and group: the phase's taps worked out here (TH, TW, EH, EW: the same for all phases)
 RH = tl.program_id(0) % (SH * SW) // SW
 RW = tl.program_id(0) % SW
 FH = kc_first_tap(RH, SH, PH, DH)
@@ -233,50 +251,65 @@ def render(op: Op, p, names: Names) -> Rendered:
               "PREC": "prec", **operands.flag_consts(op)}
     options = {"num_warps": int(p.num_warps), "num_stages": int(p.num_stages)}
     common = ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM)]  # the epilogue's operands last
-    make = all_phases if p.one_launch else per_phase
-    packed = make(op, names)
+    def phases(one: bool) -> tuple[str, tuple[Block, ...]]:
+        """The forward's lines running the phases in one launch (`one`) or a launch each, and their blocks."""
+        make, launch_consts = (all_phases if one else per_phase), dict(consts)
 
-    def launch(kernel: TritonKernel) -> str:
-        if p.one_launch:
-            return kernel.launch("grid", [*common, "N", "C", "H", "W", "CO", "OH", "OW", "CPG", "COPG", "KH", "KW",
-                                          "sh", "sw", "ph", "pw", "dh", "dw", "th", "tw", "eh", "ew"], consts, **options)
-        return kernel.launch("grid", [*common, "M", "C", "H", "W", "CO", "OH", "OW", "OHR", "OWR", "K", "CPG", "COPG",
-                                      "KH", "KW", "rh", "rw", "sh", "sw", "fh", "fw", "th", "tw", "bh", "bw", "eh", "ew"],
-                             {"NH": "max(nh, 1)", "NW": "max(nw, 1)", **consts}, **options)
+        def launch(kernel: TritonKernel) -> str:
+            if one:
+                return kernel.launch("grid", [*common, "N", "C", "H", "W", "CO", "OH", "OW", "CPG", "COPG", "KH", "KW",
+                                              "sh", "sw", "ph", "pw", "dh", "dw", "th", "tw", "eh", "ew"],
+                                     launch_consts, **options)
+            return kernel.launch("grid", [*common, "M", "C", "H", "W", "CO", "OH", "OW", "OHR", "OWR", "K", "CPG",
+                                          "COPG", "KH", "KW", "rh", "rw", "sh", "sw", "fh", "fw", "th", "tw", "bh",
+                                          "bw", "eh", "ew"],
+                                 {"NH": "max(nh, 1)", "NW": "max(nw, 1)", **launch_consts}, **options)
 
-    run, kernels, choose = launch(packed), (packed,), ""
-    if p.k_order == "taps":  # the taps K loop where a group's in-channels fill chunks; fewer: the packed K
-        taps = make(op, names, taps=True)
-        kernels += (taps,)
-        taps_run = launch(taps)
-        consts["BLOCK_K"] = PACKED_K  # the packed kernel in the first packed move's steps
-        run = f"if use_taps:\n    {taps_run}\nelse:  # the packed (channel, th, tw) K\n    {launch(packed)}"
-        choose = f'''
-use_taps = CPG >= {TAPS_MIN_CHUNKS * bk}  # the taps K loop where a group's in-channels fill chunks; fewer: packed
-if use_taps:  # w as (CO, KH, KW, CPG): each tap's channel chunk contiguous
-    w = w.reshape(groups, CPG, COPG, KH, KW).permute(0, 2, 3, 4, 1).contiguous()'''
-    if p.one_launch:
-        launch_lines = f'''{choose}
-_, th, _, _, eh = kc_phase_taps(0, sh, ph, dh, KH)  # tap step and input shift: the same for every phase
+        packed = make(op, names)
+        run, kernels = launch(packed), (packed,)
+        if p.k_order == "taps":  # the taps K loop where a group's in-channels fill chunks; fewer: the packed K
+            taps = make(op, names, taps=True)
+            kernels += (taps,)
+            taps_run = launch(taps)
+            launch_consts["BLOCK_K"] = PACKED_K  # the packed kernel in the first packed move's steps
+            run = f"if use_taps:\n    {taps_run}\nelse:  # the packed (channel, th, tw) K\n    {launch(packed)}"
+        if one:
+            return f'''_, th, _, _, eh = kc_phase_taps(0, sh, ph, dh, KH)  # tap step and input shift: the same for all
 _, tw, _, _, ew = kc_phase_taps(0, sw, pw, dw, KW)
 M0 = N * triton.cdiv(OH, sh) * triton.cdiv(OW, sw)  # phase (0, 0)'s outputs: every phase's rows on its grid
 grid = (triton.cdiv(M0, {bm}) * triton.cdiv(COPG, bn) * sh * sw, groups)  # the phase fastest on axis 0
-{run}'''
-        blocks = (inspect.getsource(kc_phase_taps), FIRST_TAP, *kernels)
-    else:
-        launch_lines = f'''{choose}
-for rh in range(min(sh, OH)):  # one launch per output phase (rh, rw)
+{run}''', (FIRST_TAP, *kernels)
+        return f'''for rh in range(min(sh, OH)):  # one launch per output phase (rh, rw)
     fh, th, nh, bh, eh = kc_phase_taps(rh, sh, ph, dh, KH)
     for rw in range(min(sw, OW)):
         fw, tw, nw, bw, ew = kc_phase_taps(rw, sw, pw, dw, KW)
         OHR, OWR = (OH - rh + sh - 1) // sh, (OW - rw + sw - 1) // sw
         M, K = N * OHR * OWR, CPG * nh * nw  # K == 0: no tap reaches this phase, bias only
         grid = (triton.cdiv(M, {bm}) * triton.cdiv(COPG, bn), groups)
-{indent(run, 8)}'''
-        blocks = (inspect.getsource(kc_phase_taps), *kernels)
-    if p.as_conv:
-        launch_lines, route = conv_route(op, names, launch_lines, consts, options, bk if p.k_order == "taps" else 0,
-                                         p.compiled_sizes)
+{indent(run, 8)}''', kernels
+
+    # the taps K loop where a group's in-channels fill chunks; fewer: the packed K
+    choose = "" if p.k_order != "taps" else f'''use_taps = CPG >= {TAPS_MIN_CHUNKS * bk}  # else the packed K
+if use_taps:  # w as (CO, KH, KW, CPG): each tap's channel chunk contiguous
+    w = w.reshape(groups, CPG, COPG, KH, KW).permute(0, 2, 3, 4, 1).contiguous()
+'''
+    if p.short_one_launch:  # one launch where the phases' GEMMs are short beside their stores, else a launch each
+        (one, one_blocks), (each, each_blocks) = phases(True), phases(False)
+        launch_lines = f'''{choose}# every phase in one launch where the phases' GEMMs are short beside their stores
+if CPG * kc_mean_taps(sh, ph, dh, KH) * kc_mean_taps(sw, pw, dw, KW) <= {SHORT_PHASES} * bn:
+{indent(one, 4)}
+else:
+{indent(each, 4)}'''
+        blocks = (inspect.getsource(kc_phase_taps), inspect.getsource(kc_mean_taps), *one_blocks,
+                  *(b for b in each_blocks if b not in one_blocks))
+    else:
+        lines, kernel_blocks = phases(p.one_launch)
+        launch_lines = choose + lines
+        blocks = (inspect.getsource(kc_phase_taps), *kernel_blocks)
+    if p.as_conv:  # (a taps move's packed GEMM in the first packed move's steps)
+        route_consts = {**consts, "BLOCK_K": PACKED_K} if p.k_order == "taps" else consts
+        launch_lines, route = conv_route(op, names, launch_lines, route_consts, options,
+                                         bk if p.k_order == "taps" else 0, p.compiled_sizes)
         blocks += route
     one_d = op.kind == "conv_transpose1d"  # a one-row 2-D one: x (N, C, 1, L), w (C_in, C_out/groups, 1, K)
     one_row = ("\nx = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2])  # (N, C, L) as one-row images"
