@@ -39,7 +39,10 @@ def test_the_first_move_and_the_first_exact_move_split_k():
 @pytest.mark.parametrize("sa, sb", [((40, 1536), (1536, 24)),  # one tile, K = 3 parts of 512
                                     ((2, 20, 1536), (1536, 7))])  # A's rows flattened over a 2-D B: one GEMM
 def test_few_tiles_and_a_long_k_split(params, sa, sb, tmp_path):
-    assert run(params, MM, sa, sb, tmp_path) == ["kc_matmul_kernel", "kc_split_k_sum_kernel"]
+    # the parts on the TMA kernel where the move says so (split_k_tma) and the GPU has TMA, else the strided kernel's
+    hopper = DEVICE == "cuda" and torch.cuda.get_device_capability()[0] >= 9
+    parts = "kc_matmul_tma_kernel" if params.split_k_tma and hopper else "kc_matmul_kernel"
+    assert run(params, MM, sa, sb, tmp_path) == [parts, "kc_split_k_sum_kernel"]
 
 
 @pytest.mark.parametrize("params", SPLIT, ids=ident)
