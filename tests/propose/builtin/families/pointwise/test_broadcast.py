@@ -116,3 +116,25 @@ def test_a_bool_or_integer_operand_of_a_floating_x(tmp_path, forward):
 @needs_kernelbench
 def test_upstream_masked_cumsum(tmp_path):
     check_first_answer(load_problem(KERNELBENCH / "level1" / "93_masked_cumsum.py"), tmp_path)
+
+
+def test_compiled_sizes_build_the_broadcast_kernel_per_shape(tmp_path):
+    """compiled_sizes: the sizes and strides are constexprs (a build per shape), right on every shape and layout the
+    run-time kernel takes: both operands broadcast, a transposed view, a sliced one, a row-broadcast diag(A) @ B."""
+    from tests.propose.builtin import kernel_check
+
+    problem = write(tmp_path, "return x * y", "", inputs="[torch.randn(4, 5), torch.randn(5)]", args="x, y")
+    ops = analyze(problem).chain
+    params = kernel_check.moves(ops[0])[0].params.but(compiled_sizes=True)
+    assert len(ops) == 1 and "compiled in as constants" in params.idea()
+    source = chain.render(ops, problem.source, params, lead_index=0)
+    assert "D5: tl.constexpr" in source and "x_s5: tl.constexpr" in source
+    assert_no_torch_compute(source)
+    module = load(source, tmp_path)
+    cases = [((3, 1, 7), (2, 1)), ((4096, 1), (4096, 33)), (torch.randn(9, 5).t(), (4, 5, 9)),
+             (torch.randn(4, 6, 10)[:, ::2, 1:], (3, 9)), ((37, 130), (37, 130))]
+    for a, b in cases:
+        x = a if isinstance(a, torch.Tensor) else torch.randn(a)
+        y = b if isinstance(b, torch.Tensor) else torch.randn(b)
+        x, y = x.to(DEVICE), y.to(DEVICE)
+        torch.testing.assert_close(module.ModelNew()(x, y), module.Model()(x, y), rtol=0, atol=0)

@@ -17,16 +17,21 @@ class Tiles(Params):
     num_warps: int = 4
     per_sm: int | None = None  # persistent grid: this many programs per SM loop over the tiles
     evict_first: bool = False  # loads and stores with evict_first: the data is touched once
+    # the broadcast kernel's sizes and strides compiled in as constants (a build per shape); no effect without operands
+    compiled_sizes: bool = False
 
     def idea(self) -> str:
+        compiled = ("; where operands broadcast, their sizes and strides compiled in as constants (one build per "
+                    "shape: each element's coordinates decoded by constant divisions, shifts for powers of two)"
+                    ) if self.compiled_sizes else ""
         if self.per_sm:
             return (f"Persistent grid: {self.per_sm} programs per SM loop over {self.BLOCK}-element tiles "
-                    f"({self.num_warps} warps), so launch and tail costs are paid once")
+                    f"({self.num_warps} warps), so launch and tail costs are paid once{compiled}")
         if self.evict_first:
             return (f"Streaming cache hints: {self.BLOCK}-element tiles ({self.num_warps} warps) loaded and stored "
-                    "with evict_first, the data is touched once")
+                    f"with evict_first, the data is touched once{compiled}")
         return (f"Flat 1-D grid, one program per {self.BLOCK}-element tile ({self.num_warps} warps), masked tail, "
-                "steps fused in fp32 registers")
+                f"steps fused in fp32 registers{compiled}")
 
     def category(self) -> str:
         return "control" if self.per_sm else "memory" if self.evict_first else "parallelism"

@@ -168,14 +168,16 @@ def broadcast(op: Op, p, names: Names) -> Rendered:
     body = _BROADCAST.substitute(last=MAX_DIMS - 1, index=indent("\n".join(_index(tensors)), 4), hint=hint,
                                  steps=indent("\n".join(lines), 4))
     dims = range(MAX_DIMS)
+    # the sizes and strides: run-time arguments, or (compiled_sizes) constexprs, one build per shape
+    layout = (*(f"D{d}" for d in dims), *(f"{t}_s{d}" for t in tensors for d in dims))
+    values = (*(f"sizes[{d}]" for d in dims), *(f"strides[{k}][{d}]" for k in range(len(tensors)) for d in dims))
+    compiled = bool(p.compiled_sizes)
     kernel = TritonKernel(names("kc_bcast_kernel"),
-                          (*(f"{t}_ptr" for t in tensors), "y_ptr", "n", "n_tiles", *(f"D{d}" for d in dims),
-                           *(f"{t}_s{d}" for t in tensors for d in dims)),
-                          ("NDIM", "WIDE", "BLOCK"), body, Scalars.of(op))
-    args = [*tensors, "y", "n", "n_tiles", *(f"sizes[{d}]" for d in dims),
-            *(f"strides[{k}][{d}]" for k in range(len(tensors)) for d in dims)]
-    launch = kernel.launch("(programs,)", args, {"NDIM": "nd", "WIDE": "wide", "BLOCK": int(p.BLOCK)},
-                           num_warps=int(p.num_warps))
+                          (*(f"{t}_ptr" for t in tensors), "y_ptr", "n", "n_tiles", *(() if compiled else layout)),
+                          ("NDIM", "WIDE", "BLOCK", *(layout if compiled else ())), body, Scalars.of(op))
+    launch = kernel.launch("(programs,)", [*tensors, "y", "n", "n_tiles", *(() if compiled else values)],
+                           {"NDIM": "nd", "WIDE": "wide", "BLOCK": int(p.BLOCK),
+                            **(dict(zip(layout, values)) if compiled else {})}, num_warps=int(p.num_warps))
     listed = ", ".join(tensors)
     operands = ", ".join(tensors[1:])
     return Rendered((inspect.getsource(kc_bcast_numbers), inspect.getsource(kc_promotes_to),
