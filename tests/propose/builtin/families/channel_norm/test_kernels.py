@@ -13,7 +13,7 @@ from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.kernel_check import ident, moves
 from tests.propose.builtin.chain_check import check_chain
-from tests.propose.builtin.kernel_check import check, reference
+from tests.propose.builtin.kernel_check import Launches, check, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's NaN/inf notes from the interpreter
 
@@ -90,6 +90,28 @@ def test_groupnorm_split_slabs_cross_channels(affine, welford, tmp_path):
     cases = [((2, 6, 1e-5), (2, 6, 7, 5), 2.0), ((3, 9, 1e-5), (1, 9, 37)), ((1, 3, 1e-5), (2, 3, 70))]
     check(op, gn_ref(affine), {**SPLIT, "welford": welford}, cases, tmp_path)
     check(op, gn_ref(affine), {**SPLIT, "split_target": 0}, cases, tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("affine", [True, False])
+def test_resident_slabs_on_the_gpu(affine, tmp_path):
+    """resident (the first move): long slabs split into chunks that programs running at once hold in registers,
+    their statistics merged through a barrier. Slabs of one chunk, of several with a partial last one, channels that
+    cross chunks, and more programs than the GPU holds at once (tickets wait for earlier slabs); the resident kernel
+    is what ran. Only on a GPU: the interpreter runs programs one after another, so the forward never takes it."""
+    from kernelcraft.propose.builtin.families.channel_norm.kernels import RESIDENT_CHUNK
+
+    op = Op("groupnorm", {**GN.detail, "weight": "norm.weight" if affine else None,
+                          "bias": "norm.bias" if affine else None})
+    params = moves(GN)[0].params
+    assert params.resident and "barrier" in params.idea()
+    cases = [((2, 6, 1e-5), (2, 6, 99, 101), 2.0),  # L = 29,997: one chunk a slab
+             ((4, 8, 1e-5), (3, 8, 250, 257)),  # L = 128,500: four chunks and a partial fifth
+             ((2, 4, 1e-5), (32, 4, 256, 257), 3.0)]  # 64 slabs of 5 chunks: 320 programs, past the GPU's SMs
+    assert all(c[1][1] // c[0][0] * torch.Size(c[1][2:]).numel() > RESIDENT_CHUNK // 2 for c in cases)
+    spy = Launches("kc_group_resident_kernel", "kc_group_apply_kernel", "kc_group_row_kernel")
+    check(op, gn_ref(affine), params, cases, tmp_path, patch=spy, atol=2e-5)
+    assert set(spy.seen) == {"kc_group_resident_kernel"}
 
 
 def test_functional_group_norm_reads_groups_from_self(tmp_path):

@@ -56,8 +56,17 @@ class GroupRows(Params):
     num_warps: int = 8
     split_target: int = _SPLIT  # long slabs split so that about this many programs run (0: one program per slab)
     welford: bool = True  # chunk statistics in one Welford pass (else two passes)
+    # long slabs on co-resident programs on a GPU, each chunk held in registers: one read of x (kernels.py,
+    # _GROUP_RESIDENT), where a slab's programs fit on the GPU at once; else the split
+    resident: bool = False
 
     def idea(self) -> str:
+        if self.resident:
+            return (f"(n, group) slabs up to {self.ROW_MAX} elements held in registers (one read, one write); longer "
+                    f"ones split into {kernels.RESIDENT_CHUNK}-element chunks over programs running at once on a GPU, "
+                    "each chunk held in registers while the slab's chunk statistics are merged through a barrier "
+                    "between them: one read of x and one write (where a slab's programs fit on the GPU at once; else "
+                    "the chunk statistics merged by a second pass that reads x again)")
         if not self.welford:
             return ("Two-pass statistics per chunk of a long slab: the sum for the mean, then the squared deviations "
                     "(exact, the chunk re-read from L2) instead of one-pass Welford")
@@ -86,7 +95,7 @@ def _batchnorm_moves(op: Op) -> list[BatchnormTiles]:
 
 
 def _group_moves(op: Op) -> list[GroupRows]:
-    return [GroupRows(), GroupRows(num_warps=4), GroupRows(split_target=4096, BLOCK_N=1024),
+    return [GroupRows(resident=True), GroupRows(), GroupRows(num_warps=4), GroupRows(split_target=4096, BLOCK_N=1024),
             GroupRows(split_target=0), GroupRows(welford=False)]
 
 

@@ -108,6 +108,49 @@ $epilogue
 ''')
 
 
+# Long slabs held in registers across co-resident programs (GroupRows.resident): a slab of L elements is split into
+# P chunks of CHUNK, a program per chunk. A program takes its chunk by a ticket (an atomic counter, so every lower
+# ticket's program has started: launch order is not relied on), loads the chunk once, writes the chunk's mean and
+# centred sum of squares, counts itself in at the slab, and waits until all P parts have; then it merges the slab's
+# statistics (Chan et al., as the writing pass of the split path) and normalizes the chunk it still holds: one read
+# and one write of x, where the split path reads it twice. Waiting is safe where P programs fit on the GPU at once
+# (the forward takes this path only where P is at most the SM count): the earliest slab not yet done then has all
+# its tickets taken by started programs, which wait only for each other. Never in the interpreter (it runs programs
+# one after another).
+_GROUP_RESIDENT = Template('''
+t = tl.atomic_add(ticket_ptr, 1)  # this program's ticket: tickets are taken in the order programs start
+row = (t // P).to(tl.int64)
+part = t % P
+o = part.to(tl.int64) * CHUNK + tl.arange(0, CHUNK)
+hi = L
+x = tl.load(x_ptr + row * L + o, mask=o < hi, other=0.0).to(tl.float32)
+cnt = tl.minimum(CHUNK, L - part.to(tl.int64) * CHUNK).to(tl.float32)
+mean_c = tl.sum(x, 0) / cnt
+dev = tl.where(o < hi, x - mean_c, 0.0)
+tl.store(mean_ptr + row * P + part, mean_c)
+tl.store(m2_ptr + row * P + part, tl.sum(dev * dev, 0))
+tl.debug_barrier()  # the statistics stored before the count: released below, at the GPU's scope
+tl.atomic_add(arrived_ptr + row, 1, sem="release")
+while tl.atomic_add(arrived_ptr + row, 0, sem="acquire") < P:  # every part of the slab counted in
+    pass
+tl.debug_barrier()
+s = tl.arange(0, BLOCK_S)
+cnts = tl.where(s < P, tl.minimum(CHUNK, L - s.to(tl.int64) * CHUNK).to(tl.float32), 0.0)
+means = tl.load(mean_ptr + row * P + s, mask=s < P, other=0.0, cache_modifier=".cg")
+mu = tl.sum(cnts * means, 0) / L
+m2 = tl.load(m2_ptr + row * P + s, mask=s < P, other=0.0, cache_modifier=".cg")
+rstd = tl.rsqrt((tl.sum(m2, 0) + tl.sum(cnts * (means - mu) * (means - mu), 0)) / L + eps)
+y = (x - mu) * rstd
+ch = (row % G) * CPG + o // inner
+if HAS_W:
+    y = y * tl.load(w_ptr + ch, mask=o < hi, other=0.0).to(tl.float32)
+if HAS_B:
+    y = y + tl.load(b_ptr + ch, mask=o < hi, other=0.0).to(tl.float32)
+$epilogue
+tl.store(y_ptr + row * L + o, y.to(y_ptr.dtype.element_ty), mask=o < hi)
+''')
+RESIDENT_CHUNK, RESIDENT_WARPS = 32768, 16  # a resident program's chunk (64 values a thread) and warps
+
 def _affine(d: dict) -> tuple[str, str, str]:
     eps = attr(d["eps_attr"]) if d.get("eps_attr") else num(d["eps"])
     return (eps, attr(d["weight"]) if d.get("weight") else "None", attr(d["bias"]) if d.get("bias") else "None")
@@ -169,8 +212,16 @@ def group(op: Op, p, names: Names) -> Rendered:
                           "splits", "eps", *extra),
                          ("BLOCK_N", "BLOCK_S", "HAS_W", "HAS_B", *flags),
                          _GROUP_APPLY.substitute(epilogue=apply_epilogue), scalars)
+    resident = TritonKernel(names("kc_group_resident_kernel"),
+                            ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "mean_ptr", "m2_ptr", "ticket_ptr", "arrived_ptr",
+                             "L", "G", "CPG", "inner", "P", "eps", *extra),
+                            ("CHUNK", "BLOCK_S", "HAS_W", "HAS_B", *flags),
+                            _GROUP_RESIDENT.substitute(epilogue=_epilogue(op, 0, ("ch", "o < hi"),
+                                                                          ({0: "row // G", 1: "ch", 2: "o % inner"},
+                                                                           "o < hi"))), scalars)
     stats = stats_kernel(Names())  # chunk statistics as the layer norm's (RMS=False), one kernel for every op
     args, tail, consts = ["x", "y", "w_arg", "b_arg"], operands.args(op, NDIM), {**_FLAGS, **operands.flag_consts(op)}
+    resident_lines = _resident_lines(resident, args, tail, consts) if p.resident else ""
     body = f'''
 y = torch.empty_like(x)
 if x.numel() == 0:
@@ -191,7 +242,7 @@ if np2(L) <= {row_max}:  # whole slabs in registers
     {row.launch("(triton.cdiv(M, bm),)", [*args, "M", "L", "G", "CPG", "inner", "eps", *tail],
                 {"BLOCK_M": "bm", "BLOCK_N": "bn", **consts}, num_warps="warps")}
     return y
-splits = max(1, min(triton.cdiv({int(p.split_target)}, M), triton.cdiv(L, {block_n}), 1024))
+{resident_lines}splits = max(1, min(triton.cdiv({int(p.split_target)}, M), triton.cdiv(L, {block_n}), 1024))
 chunk = triton.cdiv(triton.cdiv(L, splits), {block_n}) * {block_n}
 splits = triton.cdiv(L, chunk)
 mean = torch.empty((M, splits), dtype=torch.float32, device=x.device)
@@ -201,7 +252,23 @@ m2 = torch.empty((M, splits), dtype=torch.float32, device=x.device)
 {apply.launch("(M, splits)", [*args, "mean", "m2", "L", "G", "CPG", "inner", "chunk", "splits", "eps", *tail],
               {"BLOCK_N": block_n, "BLOCK_S": "np2(splits)", **consts}, num_warps=warps)}
 return y'''
-    return Rendered(_with_helper(op, (row, apply, stats)), body)
+    return Rendered(_with_helper(op, (row, *((resident,) if p.resident else ()), apply, stats)), body)
+
+
+def _resident_lines(resident: TritonKernel, args: list, tail: list, consts: dict) -> str:
+    """The forward's lines running long slabs on co-resident programs (_GROUP_RESIDENT) where the GPU holds a slab's
+    programs at once, each chunk in registers; they return y."""
+    launch = resident.launch("(M * P,)", [*args, "mean", "m2", "sync[:1]", "sync[1:]", "L", "G", "CPG", "inner", "P",
+                                          "eps", *tail],
+                             {"CHUNK": RESIDENT_CHUNK, "BLOCK_S": "np2(P)", **consts}, num_warps=RESIDENT_WARPS)
+    return f'''P = triton.cdiv(L, {RESIDENT_CHUNK})  # a slab's programs, one chunk each
+if x.is_cuda and P <= torch.cuda.get_device_properties(x.device).multi_processor_count:  # they fit at once
+    mean = torch.empty((M, P), dtype=torch.float32, device=x.device)
+    m2 = torch.empty((M, P), dtype=torch.float32, device=x.device)
+    sync = torch.zeros(M + 1, dtype=torch.int32, device=x.device)  # the ticket, then each slab's count
+    {launch}
+    return y
+'''
 
 
 def _operand_lines(op: Op, cdim: str) -> str:
