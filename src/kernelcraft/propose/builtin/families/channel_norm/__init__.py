@@ -65,8 +65,9 @@ class GroupRows(Params):
             return (f"(n, group) slabs up to {self.ROW_MAX} elements held in registers (one read, one write); longer "
                     f"ones split into {kernels.RESIDENT_CHUNK}-element chunks over programs running at once on a GPU, "
                     "each chunk held in registers while the slab's chunk statistics are merged through a barrier "
-                    "between them: one read of x and one write (where a slab's programs fit on the GPU at once; else "
-                    "the chunk statistics merged by a second pass that reads x again)")
+                    "between them: one read of x and one write, the slab's sizes compiled in (where a slab takes at "
+                    f"most {kernels.RESIDENT_MAX_PARTS} programs; else the chunk statistics merged by a second pass "
+                    "that reads x again)")
         if not self.welford:
             return ("Two-pass statistics per chunk of a long slab: the sum for the mean, then the squared deviations "
                     "(exact, the chunk re-read from L2) instead of one-pass Welford")

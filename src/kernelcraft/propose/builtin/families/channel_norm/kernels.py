@@ -116,15 +116,16 @@ $epilogue
 # and one write of x, where the split path reads it twice. Waiting is safe where P programs fit on the GPU at once
 # (the forward takes this path only where P is at most the SM count): the earliest slab not yet done then has all
 # its tickets taken by started programs, which wait only for each other. Never in the interpreter (it runs programs
-# one after another).
+# one after another). The slab's sizes are constexprs (a build per shape): each element's channel, o // inner, a
+# division by a constant.
 _GROUP_RESIDENT = Template('''
 t = tl.atomic_add(ticket_ptr, 1)  # this program's ticket: tickets are taken in the order programs start
 row = (t // P).to(tl.int64)
 part = t % P
-o = part.to(tl.int64) * CHUNK + tl.arange(0, CHUNK)
+o = part * CHUNK + tl.arange(0, CHUNK)  # offsets within the slab, 32-bit (the forward: L < 2**31)
 hi = L
 x = tl.load(x_ptr + row * L + o, mask=o < hi, other=0.0).to(tl.float32)
-cnt = tl.minimum(CHUNK, L - part.to(tl.int64) * CHUNK).to(tl.float32)
+cnt = tl.minimum(CHUNK, L - part * CHUNK).to(tl.float32)
 mean_c = tl.sum(x, 0) / cnt
 dev = tl.where(o < hi, x - mean_c, 0.0)
 tl.store(mean_ptr + row * P + part, mean_c)
@@ -135,7 +136,7 @@ while tl.atomic_add(arrived_ptr + row, 0, sem="acquire") < P:  # every part of t
     pass
 tl.debug_barrier()
 s = tl.arange(0, BLOCK_S)
-cnts = tl.where(s < P, tl.minimum(CHUNK, L - s.to(tl.int64) * CHUNK).to(tl.float32), 0.0)
+cnts = tl.where(s < P, tl.minimum(CHUNK, L - s * CHUNK).to(tl.float32), 0.0)
 means = tl.load(mean_ptr + row * P + s, mask=s < P, other=0.0, cache_modifier=".cg")
 mu = tl.sum(cnts * means, 0) / L
 m2 = tl.load(m2_ptr + row * P + s, mask=s < P, other=0.0, cache_modifier=".cg")
@@ -150,6 +151,10 @@ $epilogue
 tl.store(y_ptr + row * L + o, y.to(y_ptr.dtype.element_ty), mask=o < hi)
 ''')
 RESIDENT_CHUNK, RESIDENT_WARPS = 32768, 16  # a resident program's chunk (64 values a thread) and warps
+# The most programs a slab takes on the resident path (fewer SMs than this on a GPU that runs it: none lent so far).
+# A slab's programs wait for their slowest at the barrier, so the GPU overlaps reads and writes only across the slabs in
+# flight: many parts a slab leave few in flight
+RESIDENT_MAX_PARTS = 8
 
 def _affine(d: dict) -> tuple[str, str, str]:
     eps = attr(d["eps_attr"]) if d.get("eps_attr") else num(d["eps"])
@@ -214,8 +219,8 @@ def group(op: Op, p, names: Names) -> Rendered:
                          _GROUP_APPLY.substitute(epilogue=apply_epilogue), scalars)
     resident = TritonKernel(names("kc_group_resident_kernel"),
                             ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "mean_ptr", "m2_ptr", "ticket_ptr", "arrived_ptr",
-                             "L", "G", "CPG", "inner", "P", "eps", *extra),
-                            ("CHUNK", "BLOCK_S", "HAS_W", "HAS_B", *flags),
+                             "eps", *extra),
+                            ("L", "G", "CPG", "inner", "P", "CHUNK", "BLOCK_S", "HAS_W", "HAS_B", *flags),
                             _GROUP_RESIDENT.substitute(epilogue=_epilogue(op, 0, ("ch", "o < hi"),
                                                                           ({0: "row // G", 1: "ch", 2: "o % inner"},
                                                                            "o < hi"))), scalars)
@@ -258,11 +263,12 @@ return y'''
 def _resident_lines(resident: TritonKernel, args: list, tail: list, consts: dict) -> str:
     """The forward's lines running long slabs on co-resident programs (_GROUP_RESIDENT) where the GPU holds a slab's
     programs at once, each chunk in registers; they return y."""
-    launch = resident.launch("(M * P,)", [*args, "mean", "m2", "sync[:1]", "sync[1:]", "L", "G", "CPG", "inner", "P",
-                                          "eps", *tail],
-                             {"CHUNK": RESIDENT_CHUNK, "BLOCK_S": "np2(P)", **consts}, num_warps=RESIDENT_WARPS)
+    launch = resident.launch("(M * P,)", [*args, "mean", "m2", "sync[:1]", "sync[1:]", "eps", *tail],
+                             {"L": "L", "G": "G", "CPG": "CPG", "inner": "inner", "P": "P", "CHUNK": RESIDENT_CHUNK,
+                              "BLOCK_S": "np2(P)", **consts}, num_warps=RESIDENT_WARPS)
     return f'''P = triton.cdiv(L, {RESIDENT_CHUNK})  # a slab's programs, one chunk each
-if x.is_cuda and P <= torch.cuda.get_device_properties(x.device).multi_processor_count:  # they fit at once
+sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 0
+if P <= min({RESIDENT_MAX_PARTS}, sms) and L < 2 ** 31:  # the SMs hold a slab's P programs at once
     mean = torch.empty((M, P), dtype=torch.float32, device=x.device)
     m2 = torch.empty((M, P), dtype=torch.float32, device=x.device)
     sync = torch.zeros(M + 1, dtype=torch.int32, device=x.device)  # the ticket, then each slab's count
