@@ -82,27 +82,40 @@ $epilogue
 tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 ''')
 
-_GROUP_APPLY = Template('''
+def _merge(parts: str, chunk: str, index: str, count: str = "cnt", hint: str = "") -> str:
+    """Kernel lines merging slab `row`'s `parts` chunk statistics (Chan et al.: the chunks' means and centred sums of
+    squares, chunks of `chunk` elements, the last one short) into its mean mu and rstd; `index` is the chunk number s
+    as the chunk's offset multiplies it, `count` the name of the chunks' counts, `hint` the loads' extra arguments."""
+    return f"""s = tl.arange(0, BLOCK_S)
+{count} = tl.where(s < {parts}, tl.minimum({chunk}, L - {index} * {chunk}).to(tl.float32), 0.0)
+means = tl.load(mean_ptr + row * {parts} + s, mask=s < {parts}, other=0.0{hint})
+mu = tl.sum({count} * means, 0) / L
+m2 = tl.load(m2_ptr + row * {parts} + s, mask=s < {parts}, other=0.0{hint})
+rstd = tl.rsqrt((tl.sum(m2, 0) + tl.sum({count} * (means - mu) * (means - mu), 0)) / L + eps)"""
+
+
+def _normalize(pad: str = "") -> str:
+    """Kernel lines normalizing x (slab `row`, offsets o within it, valid below hi) into y with the channel's affine,
+    each line indented by `pad`."""
+    return "\n".join(pad + line for line in """y = (x - mu) * rstd
+ch = (row % G) * CPG + o // inner
+if HAS_W:
+    y = y * tl.load(w_ptr + ch, mask=o < hi, other=0.0).to(tl.float32)
+if HAS_B:
+    y = y + tl.load(b_ptr + ch, mask=o < hi, other=0.0).to(tl.float32)""".splitlines())
+
+
+_GROUP_APPLY = Template(f'''
 # program (row, split): merge the slab's chunk statistics (Chan et al.), then normalize this chunk
 row = tl.program_id(0).to(tl.int64)
-s = tl.arange(0, BLOCK_S)
-cnt = tl.where(s < splits, tl.minimum(chunk, L - s.to(tl.int64) * chunk).to(tl.float32), 0.0)
-means = tl.load(mean_ptr + row * splits + s, mask=s < splits, other=0.0)
-mu = tl.sum(cnt * means, 0) / L
-m2 = tl.load(m2_ptr + row * splits + s, mask=s < splits, other=0.0)
-rstd = tl.rsqrt((tl.sum(m2, 0) + tl.sum(cnt * (means - mu) * (means - mu), 0)) / L + eps)
+{_merge("splits", "chunk", "s.to(tl.int64)")}
 lo = tl.program_id(1).to(tl.int64) * chunk
 hi = tl.minimum(lo + chunk, L)
 cols = tl.arange(0, BLOCK_N)
 for start in range(lo, hi, BLOCK_N):
     o = start + cols
     x = tl.load(x_ptr + row * L + o, mask=o < hi, other=0.0).to(tl.float32)
-    y = (x - mu) * rstd
-    ch = (row % G) * CPG + o // inner
-    if HAS_W:
-        y = y * tl.load(w_ptr + ch, mask=o < hi, other=0.0).to(tl.float32)
-    if HAS_B:
-        y = y + tl.load(b_ptr + ch, mask=o < hi, other=0.0).to(tl.float32)
+{_normalize("    ")}
 $epilogue
     tl.store(y_ptr + row * L + o, y.to(y_ptr.dtype.element_ty), mask=o < hi)
 ''')
@@ -118,7 +131,7 @@ $epilogue
 # its tickets taken by started programs, which wait only for each other. Never in the interpreter (it runs programs
 # one after another). The slab's sizes are constexprs (a build per shape): each element's channel, o // inner, a
 # division by a constant.
-_GROUP_RESIDENT = Template('''
+_GROUP_RESIDENT = Template(f'''
 t = tl.atomic_add(ticket_ptr, 1)  # this program's ticket: tickets are taken in the order programs start
 row = (t // P).to(tl.int64)
 part = t % P
@@ -135,18 +148,8 @@ tl.atomic_add(arrived_ptr + row, 1, sem="release")
 while tl.atomic_add(arrived_ptr + row, 0, sem="acquire") < P:  # every part of the slab counted in
     pass
 tl.debug_barrier()
-s = tl.arange(0, BLOCK_S)
-cnts = tl.where(s < P, tl.minimum(CHUNK, L - s * CHUNK).to(tl.float32), 0.0)
-means = tl.load(mean_ptr + row * P + s, mask=s < P, other=0.0, cache_modifier=".cg")
-mu = tl.sum(cnts * means, 0) / L
-m2 = tl.load(m2_ptr + row * P + s, mask=s < P, other=0.0, cache_modifier=".cg")
-rstd = tl.rsqrt((tl.sum(m2, 0) + tl.sum(cnts * (means - mu) * (means - mu), 0)) / L + eps)
-y = (x - mu) * rstd
-ch = (row % G) * CPG + o // inner
-if HAS_W:
-    y = y * tl.load(w_ptr + ch, mask=o < hi, other=0.0).to(tl.float32)
-if HAS_B:
-    y = y + tl.load(b_ptr + ch, mask=o < hi, other=0.0).to(tl.float32)
+{_merge("P", "CHUNK", "s", "cnts", ', cache_modifier=".cg"')}
+{_normalize()}
 $epilogue
 tl.store(y_ptr + row * L + o, y.to(y_ptr.dtype.element_ty), mask=o < hi)
 ''')

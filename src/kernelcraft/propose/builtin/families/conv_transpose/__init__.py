@@ -11,11 +11,11 @@ each phase (rh, rw) is one launch of an implicit GEMM with M = N * (outputs of t
 a group, K = (in-channels of a group) * (its taps): no zero-inserted input, no MAC on a tap that cannot reach,
 and stride 1 is the plain gather formulation (one phase, every tap). A phase no tap reaches gets bias and the
 epilogue only (K = 0). The host works out each phase's taps with kc_phase_taps, in plain integers, and the tap
-counts are constants of the kernel. The one-launch moves put the phase on the first grid
-axis instead, fastest, and work its taps out in the kernel: one launch (and one tail wave) for all stride_h*stride_w
-phases, at the price of run-time tap counts in the K decoding; the programs running together compute every phase of
-the same rows, so the lines of y they store s apart are filled while in L2 (kernels.py). The first move takes one
-launch where the phases' GEMMs are short beside their stores (short_one_launch, kernels.SHORT_PHASES).
+counts are constants of the kernel. The one-launch moves put the phase on the first grid axis instead, fastest,
+and work its taps out in the kernel: one launch (and one tail wave) for all stride_h*stride_w phases, at the price
+of run-time tap counts in the K decoding; the programs running together compute every phase of the same rows, so
+the lines of y they store s apart are filled while in L2 (kernels.py). The first move takes one launch where the
+phases' GEMMs are short beside their stores (short_one_launch, kernels.SHORT_PHASES).
 
 The K loop of a phase walks its K in one of two orders (the move's k_order, implicit_gemm.GemmTiles): packed, K
 indices decoded into (channel, th, tw) by div/mod over the weight as the module holds it, (C_in, C_out/groups, KH,

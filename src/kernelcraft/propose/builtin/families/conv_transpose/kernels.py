@@ -1,10 +1,9 @@
 """The transposed-conv family's kernels and forward: a launch per output phase (`per_phase`, the phase's taps
 worked out on the host by kc_phase_taps, its tap counts constants of the kernel), or one launch for all phases
 (`all_phases`, the phase and the tile on grid axis 0, the phase fastest, its taps worked out in the kernel by
-kc_first_tap). Both kernels are one
-template: the swizzled tile prologue and the phase's implicit GEMM (`_GEMM`) after their own phase set-up, with a
-packed (channel, tap) K loop or the taps K loop (`_PACKED_K`, `_TAPS_K`; the forward picks per call). The
-epilogue's parameter operands are read at the outputs' true coordinates (oh, ow), not the phase's (jh, jw):
+kc_first_tap). Both kernels are one template: the swizzled tile prologue and the phase's implicit GEMM (`_GEMM`)
+after their own phase set-up, with a packed (channel, tap) K loop or the taps K loop (`_PACKED_K`, `_TAPS_K`; the
+forward picks per call). The epilogue's parameter operands are read at the outputs' true coordinates (oh, ow), not the phase's (jh, jw):
 families/conv/operands.py."""
 
 from __future__ import annotations
@@ -59,7 +58,6 @@ def kc_phase_taps(r, s, p, d, k):
     return first, step, (k - first + step - 1) // step, (r + p - first * d) // s, step * d // s
 
 
-
 def kc_mean_taps(s, p, d, k):
     """The taps an output of a transposed conv axis (stride s, padding p, dilation d, k taps) gets, averaged over the
     axis' s phases."""
@@ -67,6 +65,7 @@ def kc_mean_taps(s, p, d, k):
     for r in range(s):
         taps += kc_phase_taps(r, s, p, d, k)[2]
     return taps / s
+
 
 # The phase's implicit GEMM: outputs rm (n, jh, jw) of phase (RH, RW) x out-channels co, K the phase's (channel,
 # tap th, tap tw) in one of two orders ($kloop: _PACKED_K or _TAPS_K, the rest shared)
@@ -165,7 +164,7 @@ def per_phase(op: Op, names: Names, taps: bool = False) -> TritonKernel:
         names("kc_conv_transpose2d_taps_kernel" if taps else "kc_conv_transpose2d_kernel"),
         ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *operands.params(op, NDIM), "M", "C", "H", "W", "CO", "OH", "OW", "OHR",
          "OWR", "K", "CPG", "COPG", "KH", "KW", "RH", "RW", "SH", "SW", "FH", "FW", "TH", "TW", "BH", "BW", "EH", "EW"),
-        ("NH", "NW", *_COMMON, *operands.flags(op)), _body(op, _PER_PHASE, taps), Scalars.of(op))
+        ("NH", "NW", *_COMMON, *operands.flags(op)), _body(op, False, taps), Scalars.of(op))
 
 
 def all_phases(op: Op, names: Names, taps: bool = False) -> TritonKernel:
@@ -174,16 +173,17 @@ def all_phases(op: Op, names: Names, taps: bool = False) -> TritonKernel:
         names("kc_conv_transpose2d_phases_taps_kernel" if taps else "kc_conv_transpose2d_phases_kernel"),
         ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *operands.params(op, NDIM), "N", "C", "H", "W", "CO", "OH", "OW", "CPG",
          "COPG", "KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW", "TH", "TW", "EH", "EW"),
-        (*_COMMON, *operands.flags(op)), _body(op, _ALL_PHASES, taps), Scalars.of(op))
+        (*_COMMON, *operands.flags(op)), _body(op, True, taps), Scalars.of(op))
 
 
-def _body(op: Op, phase: str, taps: bool) -> str:
+def _body(op: Op, one: bool, taps: bool) -> str:
+    """A kernel's body: the one-launch kernel's (`one`: its phase and tile share grid axis 0, its rows masked to the
+    phase's LH x LW outputs) or a phase's launch's."""
     epilogue = epilogue_lines(op.detail.get("steps") or [], lambda k: operands.tile_load(k, ("oh", "ow")))
-    one = phase is _ALL_PHASES  # the one-launch kernel: its phase and tile share grid axis 0, its rows masked to LH, LW
     gemm = _GEMM.substitute(kloop=_TAPS_K if taps else _PACKED_K, epilogue="\n".join(epilogue),
                             inside=" & (jh < LH) & (jw < LW)" if one else "")
-    return _KERNEL.substitute(phase=phase, tile=tile_prologue("tl.program_id(0) // (SH * SW)") if one else TILE,
-                              gemm=gemm)
+    return _KERNEL.substitute(phase=_ALL_PHASES if one else _PER_PHASE,
+                              tile=tile_prologue("tl.program_id(0) // (SH * SW)") if one else TILE, gemm=gemm)
 
 
 def _operand_lines(op: Op) -> str:
@@ -251,6 +251,7 @@ def render(op: Op, p, names: Names) -> Rendered:
               "PREC": "prec", **operands.flag_consts(op)}
     options = {"num_warps": int(p.num_warps), "num_stages": int(p.num_stages)}
     common = ["x", "w", "x if bias is None else bias", "y", *operands.args(op, NDIM)]  # the epilogue's operands last
+
     def phases(one: bool) -> tuple[str, tuple[Block, ...]]:
         """The forward's lines running the phases in one launch (`one`) or a launch each, and their blocks."""
         make, launch_consts = (all_phases if one else per_phase), dict(consts)

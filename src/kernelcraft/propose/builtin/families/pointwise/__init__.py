@@ -17,7 +17,9 @@ class Tiles(Params):
     num_warps: int = 4
     per_sm: int | None = None  # persistent grid: this many programs per SM loop over the tiles
     evict_first: bool = False  # loads and stores with evict_first: the data is touched once
-    # the broadcast kernel's sizes and strides compiled in as constants (a build per shape); no effect without operands
+    # the broadcast kernel's sizes and strides compiled in as constants (a build per shape); no effect without operands.
+    # No move sets it: on an H100 it took level 1's 12 (diag(A) @ B, a row broadcast) 0.0507 -> 0.0503 ms, short of
+    # torch.compile's 0.0497 (benchmarks/results/params-probe-bcast-h100-2026-11-27.json)
     compiled_sizes: bool = False
 
     def idea(self) -> str:
