@@ -13,7 +13,7 @@ from kernelcraft.propose.base import CATEGORIES
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.kernel_check import ident, moves
 from tests.propose.builtin.chain_check import check_chain
-from tests.propose.builtin.kernel_check import Launches, check, reference
+from tests.propose.builtin.kernel_check import Launches, check, reference, render
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's NaN/inf notes from the interpreter
 
@@ -93,8 +93,9 @@ def test_groupnorm_split_slabs_cross_channels(affine, welford, tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("wait", ["atomic", "load"])
 @pytest.mark.parametrize("affine", [True, False])
-def test_resident_slabs_on_the_gpu(affine, tmp_path):
+def test_resident_slabs_on_the_gpu(affine, wait, tmp_path):
     """resident (the first move): long slabs split into chunks that programs running at once hold in registers,
     their statistics merged through a barrier. Slabs of one chunk, of several with a partial last one, channels that
     cross chunks, and more programs than the GPU holds at once (tickets wait for earlier slabs); the resident kernel
@@ -103,15 +104,35 @@ def test_resident_slabs_on_the_gpu(affine, tmp_path):
 
     op = Op("groupnorm", {**GN.detail, "weight": "norm.weight" if affine else None,
                           "bias": "norm.bias" if affine else None})
-    params = moves(GN)[0].params
-    assert params.resident and "barrier" in params.idea()
+    params = moves(GN)[0].params.but(resident_wait=wait, resident_parts=16)
+    assert moves(GN)[0].params.resident and "barrier" in params.idea()
     cases = [((2, 6, 1e-5), (2, 6, 99, 101), 2.0),  # L = 29,997: one chunk a slab
              ((4, 8, 1e-5), (3, 8, 250, 257)),  # L = 128,500: four chunks and a partial fifth
-             ((2, 4, 1e-5), (32, 4, 256, 257), 3.0)]  # 64 slabs of 5 chunks: 320 programs, past the GPU's SMs
+             ((2, 4, 1e-5), (32, 4, 256, 257), 3.0),  # 64 slabs of 5 chunks: 320 programs, past the GPU's SMs
+             ((2, 4, 1e-5), (2, 4, 512, 511))]  # L = 523,264: 16 chunks a slab, past the first move's 8
     assert all(c[1][1] // c[0][0] * torch.Size(c[1][2:]).numel() > RESIDENT_CHUNK // 2 for c in cases)
     spy = Launches("kc_group_resident_kernel", "kc_group_apply_kernel", "kc_group_row_kernel")
     check(op, gn_ref(affine), params, cases, tmp_path, patch=spy, atol=2e-5)
     assert set(spy.seen) == {"kc_group_resident_kernel"}
+
+
+def test_resident_waits_and_parts_as_parameters(tmp_path):
+    """resident_wait and resident_parts: the rendered wait and limit (the resident kernel itself runs only on a GPU;
+    here the forward takes the split path, checked against torch), and what is refused."""
+    from kernelcraft.propose.builtin.families.channel_norm import GroupRows
+
+    first = moves(GN)[0].params
+    assert (first.resident_wait, first.resident_parts) == ("atomic", 8)
+    params = first.but(resident_wait="load", resident_parts=16)
+    assert "volatile loads" in params.idea() and "at most 16 programs" in params.idea()
+    source = render(GN, gn_ref(True), params)
+    assert "tl.load(arrived_ptr + row, volatile=True)" in source and "min(16, sms)" in source
+    assert "volatile=True" not in render(GN, gn_ref(True), first) and "min(8, sms)" in render(GN, gn_ref(True), first)
+    check(GN, gn_ref(True), params, [((2, 4, 1e-5), (2, 4, 30, 31))], tmp_path)
+    with pytest.raises(ValueError, match="resident_wait"):
+        GroupRows(resident=True, resident_wait="spin")
+    with pytest.raises(ValueError, match="resident_parts"):
+        GroupRows(resident=True, resident_parts=0)
 
 
 def test_functional_group_norm_reads_groups_from_self(tmp_path):

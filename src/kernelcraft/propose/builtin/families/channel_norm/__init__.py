@@ -59,6 +59,14 @@ class GroupRows(Params):
     # long slabs on co-resident programs on a GPU, each chunk held in registers: one read of x (kernels.py,
     # _GROUP_RESIDENT), where a slab's programs fit on the GPU at once; else the split
     resident: bool = False
+    resident_parts: int = kernels.RESIDENT_MAX_PARTS  # the most programs a slab takes on the resident path
+    resident_wait: str = "atomic"  # how a resident program waits for its slab's others (kernels.RESIDENT_WAITS)
+
+    def __post_init__(self):
+        if self.resident_wait not in kernels.RESIDENT_WAITS:
+            raise ValueError(f"resident_wait {self.resident_wait!r} is not one of {sorted(kernels.RESIDENT_WAITS)}")
+        if self.resident_parts < 1:
+            raise ValueError(f"resident_parts must be 1 or more, not {self.resident_parts}")
 
     def idea(self) -> str:
         if self.resident:
@@ -66,8 +74,9 @@ class GroupRows(Params):
                     f"ones split into {kernels.RESIDENT_CHUNK}-element chunks over programs running at once on a GPU, "
                     "each chunk held in registers while the slab's chunk statistics are merged through a barrier "
                     "between them: one read of x and one write, the slab's sizes compiled in (where a slab takes at "
-                    f"most {kernels.RESIDENT_MAX_PARTS} programs; else the chunk statistics merged by a second pass "
-                    "that reads x again)")
+                    f"most {self.resident_parts} programs; else the chunk statistics merged by a second pass "
+                    "that reads x again)" + ("; waiting programs poll the slab's count with volatile loads, then "
+                                             "acquire it once" if self.resident_wait == "load" else ""))
         if not self.welford:
             return ("Two-pass statistics per chunk of a long slab: the sum for the mean, then the squared deviations "
                     "(exact, the chunk re-read from L2) instead of one-pass Welford")

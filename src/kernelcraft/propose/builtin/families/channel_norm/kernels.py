@@ -145,8 +145,7 @@ tl.store(mean_ptr + row * P + part, mean_c)
 tl.store(m2_ptr + row * P + part, tl.sum(dev * dev, 0))
 tl.debug_barrier()  # the statistics stored before the count: released below, at the GPU's scope
 tl.atomic_add(arrived_ptr + row, 1, sem="release")
-while tl.atomic_add(arrived_ptr + row, 0, sem="acquire") < P:  # every part of the slab counted in
-    pass
+$wait
 tl.debug_barrier()
 {_merge("P", "CHUNK", "s", "cnts", ', cache_modifier=".cg"')}
 {_normalize()}
@@ -164,6 +163,16 @@ RESIDENT_CHUNK, RESIDENT_WARPS = 32768, 16  # a resident program's chunk (64 val
 # 6.65, 83 2.42 -> 2.35, 85 1.98 -> 1.81, 92 2.48 -> 2.37. Those of 16 to 20 parts (19, 60, 61) had lost too (60:
 # 3.91 -> 17.77 ms) and keep the split path.
 RESIDENT_MAX_PARTS = 8
+# How a resident program waits for its slab's other programs (GroupRows.resident_wait): "atomic" polls the slab's
+# count with an acquiring atomic add of 0 (every waiting program a read-modify-write on one address); "load" polls it
+# with volatile loads, then acquires once. Not timed yet: whether the atomic polls are what slowed 35's 64-program
+# slabs is the question (params_probe.py --vary '{"resident_wait": "load", "resident_parts": 132}').
+RESIDENT_WAITS = {
+    "atomic": '''while tl.atomic_add(arrived_ptr + row, 0, sem="acquire") < P:  # every part of the slab counted in
+    pass''',
+    "load": '''while tl.load(arrived_ptr + row, volatile=True) < P:  # every part of the slab counted in
+    pass
+tl.atomic_add(arrived_ptr + row, 0, sem="acquire")  # then the count acquired once, with the parts' statistics'''}
 
 def _affine(d: dict) -> tuple[str, str, str]:
     eps = attr(d["eps_attr"]) if d.get("eps_attr") else num(d["eps"])
@@ -230,12 +239,13 @@ def group(op: Op, p, names: Names) -> Rendered:
                             ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "mean_ptr", "m2_ptr", "ticket_ptr", "arrived_ptr",
                              "eps", *extra),
                             ("L", "G", "CPG", "inner", "P", "CHUNK", "BLOCK_S", "HAS_W", "HAS_B", *flags),
-                            _GROUP_RESIDENT.substitute(epilogue=_epilogue(op, 0, ("ch", "o < hi"),
-                                                                          ({0: "row // G", 1: "ch", 2: "o % inner"},
-                                                                           "o < hi"))), scalars)
+                            _GROUP_RESIDENT.substitute(
+                                wait=RESIDENT_WAITS[p.resident_wait],
+                                epilogue=_epilogue(op, 0, ("ch", "o < hi"),
+                                                   ({0: "row // G", 1: "ch", 2: "o % inner"}, "o < hi"))), scalars)
     stats = stats_kernel(Names())  # chunk statistics as the layer norm's (RMS=False), one kernel for every op
     args, tail, consts = ["x", "y", "w_arg", "b_arg"], operands.args(op, NDIM), {**_FLAGS, **operands.flag_consts(op)}
-    resident_lines = _resident_lines(resident, args, tail, consts) if p.resident else ""
+    resident_lines = _resident_lines(resident, args, tail, consts, int(p.resident_parts)) if p.resident else ""
     body = f'''
 y = torch.empty_like(x)
 if x.numel() == 0:
@@ -269,7 +279,7 @@ return y'''
     return Rendered(_with_helper(op, (row, *((resident,) if p.resident else ()), apply, stats)), body)
 
 
-def _resident_lines(resident: TritonKernel, args: list, tail: list, consts: dict) -> str:
+def _resident_lines(resident: TritonKernel, args: list, tail: list, consts: dict, parts: int) -> str:
     """The forward's lines running long slabs on co-resident programs (_GROUP_RESIDENT) where the GPU holds a slab's
     programs at once, each chunk in registers; they return y."""
     launch = resident.launch("(M * P,)", [*args, "mean", "m2", "sync[:1]", "sync[1:]", "eps", *tail],
@@ -277,7 +287,7 @@ def _resident_lines(resident: TritonKernel, args: list, tail: list, consts: dict
                               "BLOCK_S": "np2(P)", **consts}, num_warps=RESIDENT_WARPS)
     return f'''P = triton.cdiv(L, {RESIDENT_CHUNK})  # a slab's programs, one chunk each
 sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 0
-if P <= min({RESIDENT_MAX_PARTS}, sms) and L < 2 ** 31:  # the SMs hold a slab's P programs at once
+if P <= min({parts}, sms) and L < 2 ** 31:  # the SMs hold a slab's P programs at once
     mean = torch.empty((M, P), dtype=torch.float32, device=x.device)
     m2 = torch.empty((M, P), dtype=torch.float32, device=x.device)
     sync = torch.zeros(M + 1, dtype=torch.int32, device=x.device)  # the ticket, then each slab's count
