@@ -10,13 +10,16 @@ move (or the first one) only through the family's code, and is then verified lik
         --vary '{"BLOCK_W": 128}' '{"BLOCK_W": 256, "num_warps": 8}' --out probe.json
 
 A problem of several ops (a chain: level 1's 12, diag(A) @ B as a view and a broadcast product; 94, a mean over a
-prologue that reads a second input) varies its lead op (chain.py's `lead`), or op `--op N` of the chain, the others
-on their first strict moves, as the engineer renders it.
+prologue that reads a second input) varies its lead op (chain.py's `lead`) where its family has the varied fields,
+else the first op whose family has them (level 2's conv -> group norm chains: the norm), or op `--op N` of the
+chain; the others on their first strict moves, as the engineer renders it. A problem with no op that has the fields
+is skipped with the reason in the record.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import types
@@ -65,16 +68,43 @@ def against_compile(fns: dict, module, budget_s: float) -> dict:
             for name, t in run.timings.items()}
 
 
+def fields(op) -> set[str]:
+    """The parameter fields of `op`'s family (those a --vary set may change)."""
+    return {f.name for f in dataclasses.fields(registry.moves(op, "triton")[0].params)}
+
+
+def varied_op(ops: list, varies: list[dict], op_index: int | None) -> tuple[int | None, str]:
+    """Which op of a chain the --vary sets change: `op_index` if given, else the lead op where its family has every
+    varied field, else the first op whose family has them (a level-2 chain leads with its conv, while a norm after it
+    has the fields varied); None and why where no op fits."""
+    wanted = set().union(*varies) if varies else set()
+    movable = [j for j, o in enumerate(ops) if o.kind not in chain.FREE_KINDS]
+    if op_index is not None:
+        if op_index not in movable:
+            return None, f"op {op_index} of {[o.kind for o in ops]} has no moves"
+        missing = wanted - fields(ops[op_index])
+        return (op_index, "") if not missing else (None, f"op {op_index} ({ops[op_index].kind}) has no fields "
+                                                         f"{sorted(missing)}")
+    fit = [j for j in movable if wanted <= fields(ops[j])]
+    lead = chain.lead(ops)
+    if not fit:
+        return None, f"no op of {[o.kind for o in ops]} has the fields {sorted(wanted)}"
+    return (lead if lead in fit else fit[0]), ""
+
+
 def probe(problem, engineer, varies: list[dict], budget_s: float, op_index: int | None = None) -> dict:
     analysis = engineer.coverage(problem, "triton")
     if analysis.single is not None:
         ops, i = [analysis.single], 0
+        missing = set().union(*varies) - fields(ops[0]) if varies else set()
+        if missing:
+            return {"problem": problem.name, "skipped": f"{ops[0].kind} has no fields {sorted(missing)}"}
         render = lambda p: registry.render(ops[0], problem.source, p)  # noqa: E731
     elif analysis.chain:
         ops = analysis.chain
-        i = chain.lead(ops) if op_index is None else op_index
-        if not 0 <= i < len(ops) or ops[i].kind in chain.FREE_KINDS:
-            return {"problem": problem.name, "skipped": f"op {i} of {[o.kind for o in ops]} has no moves"}
+        i, why = varied_op(ops, varies, op_index)
+        if i is None:
+            return {"problem": problem.name, "skipped": why}
         render = lambda p: chain.render(ops, problem.source, p, lead_index=i)  # noqa: E731
     else:
         return {"problem": problem.name, "skipped": "not covered"}
