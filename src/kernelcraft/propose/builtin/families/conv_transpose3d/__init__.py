@@ -45,7 +45,9 @@ class Tiles(Params):
     # 1), the plain conv it equals on the conv3d family's shifted-rows GEMM where that applies (kernels.py:
     # conv_route); else the phases of the other fields
     as_conv: bool = False
-    compiled_sizes: bool = False  # as_conv's shifted kernel built per input shape, its sizes constexprs
+    # as_conv's shifted kernel built per input shape, its sizes constexprs. No move sets it: on an H100 level 1's 58
+    # and 70 took the same time with it, within 0.3% (results/params-probe-compiled-h100-2026-11-27.json)
+    compiled_sizes: bool = False
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
