@@ -100,16 +100,18 @@ def test_resident_slabs_on_the_gpu(affine, wait, tmp_path):
     their statistics merged through a barrier. Slabs of one chunk, of several with a partial last one, channels that
     cross chunks, and more programs than the GPU holds at once (tickets wait for earlier slabs); the resident kernel
     is what ran. Only on a GPU: the interpreter runs programs one after another, so the forward never takes it."""
-    from kernelcraft.propose.builtin.families.channel_norm.kernels import RESIDENT_CHUNK
+    from kernelcraft.propose.builtin.families.channel_norm.kernels import RESIDENT_CHUNK, RESIDENT_MAX_PARTS
 
     op = Op("groupnorm", {**GN.detail, "weight": "norm.weight" if affine else None,
                           "bias": "norm.bias" if affine else None})
-    params = moves(GN)[0].params.but(resident_wait=wait, resident_parts=16)
+    params = moves(GN)[0].params.but(resident_wait=wait)
     assert moves(GN)[0].params.resident and "barrier" in params.idea()
+    most = min(RESIDENT_MAX_PARTS, torch.cuda.get_device_properties(0).multi_processor_count)
     cases = [((2, 6, 1e-5), (2, 6, 99, 101), 2.0),  # L = 29,997: one chunk a slab
              ((4, 8, 1e-5), (3, 8, 250, 257)),  # L = 128,500: four chunks and a partial fifth
              ((2, 4, 1e-5), (32, 4, 256, 257), 3.0),  # 64 slabs of 5 chunks: 320 programs, past the GPU's SMs
-             ((2, 4, 1e-5), (2, 4, 512, 511))]  # L = 523,264: 16 chunks a slab, past the first move's 8
+             ((2, 4, 1e-5), (2, 4, 512, 511)),  # L = 523,264: 16 chunks a slab
+             ((1, 4, 1e-5), (3, 4, most * RESIDENT_CHUNK // 4 - 3))]  # as many chunks a slab as the GPU holds
     assert all(c[1][1] // c[0][0] * torch.Size(c[1][2:]).numel() > RESIDENT_CHUNK // 2 for c in cases)
     spy = Launches("kc_group_resident_kernel", "kc_group_apply_kernel", "kc_group_row_kernel")
     check(op, gn_ref(affine), params, cases, tmp_path, patch=spy, atol=2e-5)
@@ -122,12 +124,12 @@ def test_resident_waits_and_parts_as_parameters(tmp_path):
     from kernelcraft.propose.builtin.families.channel_norm import GroupRows
 
     first = moves(GN)[0].params
-    assert (first.resident_wait, first.resident_parts) == ("atomic", 8)
+    assert (first.resident_wait, first.resident_parts) == ("atomic", 132)
     params = first.but(resident_wait="load", resident_parts=16)
     assert "volatile loads" in params.idea() and "at most 16 programs" in params.idea()
     source = render(GN, gn_ref(True), params)
     assert "tl.load(arrived_ptr + row, volatile=True)" in source and "min(16, sms)" in source
-    assert "volatile=True" not in render(GN, gn_ref(True), first) and "min(8, sms)" in render(GN, gn_ref(True), first)
+    assert "volatile=True" not in render(GN, gn_ref(True), first) and "min(132, sms)" in render(GN, gn_ref(True), first)
     check(GN, gn_ref(True), params, [((2, 4, 1e-5), (2, 4, 30, 31))], tmp_path)
     with pytest.raises(ValueError, match="resident_wait"):
         GroupRows(resident=True, resident_wait="spin")

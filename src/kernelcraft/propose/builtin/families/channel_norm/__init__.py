@@ -105,8 +105,8 @@ def _batchnorm_moves(op: Op) -> list[BatchnormTiles]:
 
 
 def _group_moves(op: Op) -> list[GroupRows]:
-    # the resident slabs first: one read of x where a slab takes at most kernels.RESIDENT_MAX_PARTS programs (the
-    # measurements are there), the split path of the second move elsewhere
+    # the resident slabs first: one read of x where a slab's programs fit on the GPU at once (at most
+    # kernels.RESIDENT_MAX_PARTS; the measurements are there), the split path of the second move elsewhere
     return [GroupRows(resident=True), GroupRows(), GroupRows(num_warps=4), GroupRows(split_target=4096, BLOCK_N=1024),
             GroupRows(split_target=0), GroupRows(welford=False)]
 
