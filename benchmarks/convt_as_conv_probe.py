@@ -57,7 +57,7 @@ def first_move(engineer: BuiltinProposer, problem: Problem, label: str) -> tuple
     return loaded(registry.render(op, problem.source, params), label).ModelNew, op.kind, params.to_json()
 
 
-def probe(problem: Problem, engineer: BuiltinProposer, budget_s: float) -> dict:
+def probe(problem: Problem, engineer: BuiltinProposer, budget_s: float, **timing) -> dict:
     module = problem.load()
     model = module.Model(*module.get_init_inputs()).cuda().eval()
     ct = next((m for m in model.modules() if isinstance(m, (nn.ConvTranspose2d, nn.ConvTranspose3d))), None)
@@ -85,7 +85,7 @@ def probe(problem: Problem, engineer: BuiltinProposer, budget_s: float) -> dict:
     return {"problem": problem.name, "conv_padding": list(pad),
             "convt_first": {"family": convt_kind, "params": convt_params},
             "as_conv_first": {"family": conv_kind, "params": conv_params},
-            "rows": against_compile(fns, module, budget_s)}
+            "rows": against_compile(fns, module, budget_s, **timing)}
 
 
 def main() -> None:
@@ -96,8 +96,9 @@ def main() -> None:
               "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
               "date": datetime.date.today().isoformat(), "code": code(),
               "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "policy": "strict",
-              "problems": []}
-    probe_all(record, numbered(args.suite, args.only), lambda problem: probe(problem, engineer, args.budget), args.out)
+              "mutate": args.mutate, "problems": []}
+    probe_all(record, numbered(args.suite, args.only),
+              lambda problem: probe(problem, engineer, args.budget, mutate=args.mutate, host=args.host), args.out)
 
 
 if __name__ == "__main__":

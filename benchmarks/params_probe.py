@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import time
 import types
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from provenance import code
 from kernelcraft.problems import load_problem_dir
 from kernelcraft.propose.builtin import chain, registry
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
+from kernelcraft.verify.inputs import mutate_inputs, mutation_kind
 from kernelcraft.verify.policy import get_policy, set_exact_fp32
 from kernelcraft.verify.timing import TimingConfig, time_interleaved
 
@@ -46,13 +48,15 @@ def loaded(source: str, label: str) -> types.ModuleType:
     return module
 
 
-def against_compile(fns: dict, module, budget_s: float) -> dict:
+def against_compile(fns: dict, module, budget_s: float, mutate: bool = False, host: bool = False) -> dict:
     """Rows for the callables (`eager` and `compile` among them): each one's output on one input of the problem
-    `module` (drawn on the device) against eager's, then all timed interleaved; speed against torch.compile."""
+    `module` (drawn on the device) against eager's, then all timed interleaved; speed against torch.compile.
+    `mutate`: the inputs changed in place before each timed call, as the verifier's timing does
+    (`verify.inputs.mutate_inputs`); `host`: each callable's host microseconds a call (`host_us`)."""
     torch.manual_seed(0)
     with torch.device("cuda"):  # drawn on the device: a 6.4 GB input drawn on the host would take seconds
         inputs = list(module.get_inputs())
-    errors = {}
+    errors, hosts = {}, {}
     with torch.no_grad():
         want = fns["eager"](*inputs)
         for name, fn in fns.items():
@@ -60,12 +64,33 @@ def against_compile(fns: dict, module, budget_s: float) -> dict:
             errors[name] = float((got.float() - want.float()).abs().max())
             del got
         del want
+        if host:
+            hosts = {name: host_us(fn, inputs) for name, fn in fns.items()}
         l2 = torch.cuda.get_device_properties(0).L2_cache_size
-        run = time_interleaved(fns, lambda _round: inputs, torch.device("cuda"), TimingConfig(budget_s=budget_s), l2)
+        kind = mutation_kind(module)
+        run = time_interleaved(fns, lambda _round: inputs, torch.device("cuda"), TimingConfig(budget_s=budget_s), l2,
+                               mutate=(lambda xs, seed: mutate_inputs(xs, seed, kind)) if mutate else None)
     compiled = run.timings["compile"].median_ms
     return {name: {"median_ms": round(t.median_ms, 4), "vs_compile": round(compiled / t.median_ms, 4),
-                   "cv": round(t.cv, 4), "samples": t.samples, "max_abs_error": errors[name]}
+                   "cv": round(t.cv, 4), "samples": t.samples, "max_abs_error": errors[name],
+                   **({"host_us": hosts[name]} if host else {})}
             for name, t in run.timings.items()}
+
+
+def host_us(fn, inputs: list, calls: int = 50) -> float:
+    """The host's microseconds a call of `fn`: `calls` calls issued while the GPU is held busy (torch.cuda._sleep,
+    longer than the calls take to issue), so no call waits on the device; the median of three such runs. A call
+    whose host time exceeds what the GPU has queued before it leaves the GPU idle inside its timed window."""
+    runs = []
+    for _ in range(3):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(200_000_000)  # about 0.1 s at 2 GHz
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(*inputs)
+        runs.append((time.perf_counter() - start) * 1e6 / calls)
+        torch.cuda.synchronize()
+    return round(sorted(runs)[1], 1)
 
 
 def fields(op) -> set[str]:
@@ -92,7 +117,7 @@ def varied_op(ops: list, varies: list[dict], op_index: int | None) -> tuple[int 
     return (lead if lead in fit else fit[0]), ""
 
 
-def probe(problem, engineer, varies: list[dict], budget_s: float, op_index: int | None = None) -> dict:
+def probe(problem, engineer, varies: list[dict], budget_s: float, op_index: int | None = None, **timing) -> dict:
     analysis = engineer.coverage(problem, "triton")
     if analysis.single is not None:
         ops, i = [analysis.single], 0
@@ -120,7 +145,7 @@ def probe(problem, engineer, varies: list[dict], budget_s: float, op_index: int 
         fns[label] = new
     return {"problem": problem.name, "op": op.kind, "op_index": i, "ops": [o.kind for o in ops],
             "first_move": first.to_json(),
-            "rows": against_compile(fns, module, budget_s)}
+            "rows": against_compile(fns, module, budget_s, **timing)}
 
 
 def probe_parser(doc: str) -> argparse.ArgumentParser:
@@ -130,6 +155,9 @@ def probe_parser(doc: str) -> argparse.ArgumentParser:
     ap.add_argument("--only", required=True, help="comma-separated problem numbers")
     ap.add_argument("--budget", type=float, default=8.0, help="timing seconds per problem, all callables together")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--mutate", action="store_true", help="change the inputs in place before each timed call, as "
+                    "the verifier's timing does")
+    ap.add_argument("--host", action="store_true", help="also each callable's host microseconds a call")
     return ap
 
 
@@ -146,7 +174,9 @@ def probe_all(record: dict, problems: list, probe_one, out: Path) -> None:
         record["problems"].append(probe_one(problem))
         out.write_text(json.dumps(record, indent=1))
         rows = record["problems"][-1].get("rows", {})
-        print(problem.name, " ".join(f"{k}={v['median_ms']}({v['vs_compile']})" for k, v in rows.items()), flush=True)
+        shown = [f"{k}={v['median_ms']}({v['vs_compile']})" + (f"[host {v['host_us']} us]" if "host_us" in v else "")
+                 for k, v in rows.items()]
+        print(problem.name, " ".join(shown), flush=True)
         torch.cuda.empty_cache()
 
 
@@ -168,9 +198,10 @@ def main() -> None:
               "triton": triton.__version__, "date": datetime.date.today().isoformat(), "code": code(),
               "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "policy": args.policy,
               "reference_fp32": "exact (TF32 off for cuDNN and matmuls)" if exact else "torch defaults",
-              "vary": varies, "problems": []}
+              "mutate": args.mutate, "vary": varies, "problems": []}
     probe_all(record, numbered(args.suite, args.only),
-              lambda problem: probe(problem, engineer, varies, args.budget, args.op), args.out)
+              lambda problem: probe(problem, engineer, varies, args.budget, args.op, mutate=args.mutate,
+                                    host=args.host), args.out)
 
 
 if __name__ == "__main__":

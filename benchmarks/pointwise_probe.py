@@ -92,7 +92,7 @@ def variants(steps: list) -> dict:
     return out
 
 
-def probe(problem, engineer, budget_s: float) -> dict:
+def probe(problem, engineer, budget_s: float, **timing) -> dict:
     module = problem.load()
     model = module.Model(*module.get_init_inputs()).cuda()
     op = engineer.coverage(problem, "triton").single
@@ -103,7 +103,7 @@ def probe(problem, engineer, budget_s: float) -> dict:
     if steps is not None:
         fns.update(variants(steps))
     return {"problem": problem.name, "first_kernel": answer.text.split("\n", 1)[0][:200], "plan_steps": steps is not None,
-            "rows": against_compile(fns, module, budget_s)}
+            "rows": against_compile(fns, module, budget_s, **timing)}
 
 
 def main() -> None:
@@ -113,8 +113,10 @@ def main() -> None:
     record = {"what": "pointwise kernel variants against torch.compile, one process, interleaved (benchmarks/"
                       "pointwise_probe.py)", "device": props.name, "torch": torch.__version__,
               "triton": triton.__version__, "date": datetime.date.today().isoformat(), "code": code(),
-              "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "problems": []}
-    probe_all(record, numbered(args.suite, args.only), lambda problem: probe(problem, engineer, args.budget), args.out)
+              "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "mutate": args.mutate,
+              "problems": []}
+    probe_all(record, numbered(args.suite, args.only),
+              lambda problem: probe(problem, engineer, args.budget, mutate=args.mutate, host=args.host), args.out)
 
 
 if __name__ == "__main__":
