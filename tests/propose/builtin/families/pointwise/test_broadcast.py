@@ -130,11 +130,42 @@ def test_compiled_sizes_build_the_broadcast_kernel_per_shape(tmp_path):
     source = chain.render(ops, problem.source, params, lead_index=0)
     assert "D5: tl.constexpr" in source and "x_s5: tl.constexpr" in source
     assert_no_torch_compute(source)
-    module = load(source, tmp_path)
-    cases = [((3, 1, 7), (2, 1)), ((4096, 1), (4096, 33)), (torch.randn(9, 5).t(), (4, 5, 9)),
-             (torch.randn(4, 6, 10)[:, ::2, 1:], (3, 9)), ((37, 130), (37, 130))]
-    for a, b in cases:
+    run_layouts(load(source, tmp_path))
+
+
+LAYOUTS = [((3, 1, 7), (2, 1)), ((4096, 1), (4096, 33)), (torch.randn(9, 5).t(), (4, 5, 9)),
+           (torch.randn(4, 6, 10)[:, ::2, 1:], (3, 9)), ((37, 130), (37, 130))]
+
+
+def run_layouts(module) -> None:
+    """x * y on LAYOUTS (both operands broadcast, a transposed view, a sliced one, a row broadcast, same shapes),
+    exactly torch's."""
+    for a, b in LAYOUTS:
         x = a if isinstance(a, torch.Tensor) else torch.randn(a)
         y = b if isinstance(b, torch.Tensor) else torch.randn(b)
         x, y = x.to(DEVICE), y.to(DEVICE)
         torch.testing.assert_close(module.ModelNew()(x, y), module.Model()(x, y), rtol=0, atol=0)
+
+
+def test_packed_layout_passes_the_last_dim_and_a_pointer(tmp_path):
+    """packed_layout: the sizes and strides but the last dim's read from a tensor the host keeps per layout (one entry
+    per shapes and strides met, on their device), right on the same layouts; it excludes compiled_sizes."""
+    from kernelcraft.propose.builtin.families.pointwise import Tiles
+    from tests.propose.builtin import kernel_check
+
+    problem = write(tmp_path, "return x * y", "", inputs="[torch.randn(4, 5), torch.randn(5)]", args="x, y")
+    ops = analyze(problem).chain
+    params = kernel_check.moves(ops[0])[0].params.but(packed_layout=True)
+    assert "packed in a small tensor" in params.idea()
+    source = chain.render(ops, problem.source, params, lead_index=0)
+    assert "layout_ptr, D5, x_s5, o0_s5, NDIM: tl.constexpr" in source and "D4 = tl.load(layout_ptr + 4)" in source
+    assert_no_torch_compute(source)
+    module = load(source, tmp_path)
+    run_layouts(module)
+    assert len(module.KC_BCAST_LAYOUTS) == len(LAYOUTS)
+    run_layouts(module)  # the same shapes and strides again: nothing new kept
+    assert len(module.KC_BCAST_LAYOUTS) == len(LAYOUTS)
+    shape, packed, nd, wide, sizes, strides = next(iter(module.KC_BCAST_LAYOUTS.values()))
+    assert packed.dtype == torch.int32 and not wide and packed.tolist() == sizes + sum(strides, [])
+    with pytest.raises(ValueError, match="exclude each other"):
+        Tiles(compiled_sizes=True, packed_layout=True)

@@ -21,11 +21,21 @@ class Tiles(Params):
     # No move sets it: on an H100 it took level 1's 12 (diag(A) @ B, a row broadcast) 0.0507 -> 0.0503 ms, short of
     # torch.compile's 0.0497 (benchmarks/results/params-probe-bcast-h100-2026-11-27.json)
     compiled_sizes: bool = False
+    # the broadcast kernel's sizes and strides but the last dim's read from one small tensor the host keeps per
+    # layout, so a launch passes a few arguments where it passed 6 per tensor (Triton's launch costs the host about
+    # 0.7 us an argument: benchmarks/launch_cost.py); no effect without operands
+    packed_layout: bool = False
+
+    def __post_init__(self):
+        if self.compiled_sizes and self.packed_layout:
+            raise ValueError("compiled_sizes and packed_layout exclude each other: the sizes are constants or loaded")
 
     def idea(self) -> str:
         compiled = ("; where operands broadcast, their sizes and strides compiled in as constants (one build per "
                     "shape: each element's coordinates decoded by constant divisions, shifts for powers of two)"
-                    ) if self.compiled_sizes else ""
+                    ) if self.compiled_sizes else ("; where operands broadcast, their sizes and strides (but the last "
+                                                   "dim's) packed in a small tensor the host keeps per layout, so a "
+                                                   "launch passes a few arguments") if self.packed_layout else ""
         if self.per_sm:
             return (f"Persistent grid: {self.per_sm} programs per SM loop over {self.BLOCK}-element tiles "
                     f"({self.num_warps} warps), so launch and tail costs are paid once{compiled}")

@@ -129,6 +129,27 @@ def kc_bcast_layout(ts, max_dims):
     return shape, [1] * pad + sizes, [[0] * pad + st for st in strides], len(sizes), far >= 2**31
 
 
+KC_BCAST_LAYOUTS = {}  # kc_bcast_packed's answers by the tensors' device, shapes and strides
+_LAYOUTS_DEF = "KC_BCAST_LAYOUTS = {}  # kc_bcast_packed's answers by the tensors' device, shapes and strides"
+
+
+def kc_bcast_packed(ts, max_dims):
+    """kc_bcast_layout's answer for tensors ts, with its sizes and strides also packed in one tensor on their device
+    (int32, int64 where an offset needs 64 bits), so a launch passes one pointer for most of them: (shape, packed,
+    dims used, wide, sizes, strides). Kept by the tensors' device, shapes and strides: one host-to-device copy per
+    layout met (256 at most, then cleared)."""
+    key = (ts[0].device, max_dims, *[(t.shape, t.stride()) for t in ts])
+    hit = KC_BCAST_LAYOUTS.get(key)
+    if hit is None:
+        shape, sizes, strides, nd, wide = kc_bcast_layout(ts, max_dims)
+        packed = torch.tensor(sizes + [s for st in strides for s in st], dtype=torch.int64 if wide else torch.int32,
+                              device=ts[0].device)
+        if len(KC_BCAST_LAYOUTS) >= 256:  # shapes that keep changing: start again
+            KC_BCAST_LAYOUTS.clear()
+        hit = KC_BCAST_LAYOUTS[key] = (shape, packed, nd, wide, sizes, strides)
+    return hit
+
+
 def _index(tensors: list[str]) -> list[str]:
     """Kernel lines giving each tensor's element offset (`<name>_off`) for the flat output offsets `offs`."""
     last = MAX_DIMS - 1
@@ -167,23 +188,37 @@ def broadcast(op: Op, p, names: Names) -> Rendered:
     lines = epilogue_lines(steps, lambda k: f"tl.load(o{k}_ptr + o{k}_off, mask=mask{hint}).to(tl.float32)")
     body = _BROADCAST.substitute(last=MAX_DIMS - 1, index=indent("\n".join(_index(tensors)), 4), hint=hint,
                                  steps=indent("\n".join(lines), 4))
-    dims = range(MAX_DIMS)
-    # the sizes and strides: run-time arguments, or (compiled_sizes) constexprs, one build per shape
+    dims, last = range(MAX_DIMS), MAX_DIMS - 1
+    # the sizes and strides: run-time arguments, (compiled_sizes) constexprs, one build per shape, or (packed_layout)
+    # all but the last dim's loaded by each program from one small tensor the host keeps per layout (the last dim's
+    # stay arguments, specialized by Triton where 1 or a multiple of 16: what lets the loads be vectorized)
     layout = (*(f"D{d}" for d in dims), *(f"{t}_s{d}" for t in tensors for d in dims))
     values = (*(f"sizes[{d}]" for d in dims), *(f"strides[{k}][{d}]" for k in range(len(tensors)) for d in dims))
-    compiled = bool(p.compiled_sizes)
-    kernel = TritonKernel(names("kc_bcast_kernel"),
-                          (*(f"{t}_ptr" for t in tensors), "y_ptr", "n", "n_tiles", *(() if compiled else layout)),
+    compiled, packed = bool(p.compiled_sizes), bool(p.packed_layout)
+    runtime, args = (() if compiled else layout), (() if compiled else values)
+    if packed:
+        inner = {f"D{last}", *(f"{t}_s{last}" for t in tensors)}
+        loads = "\n".join(f"{name} = tl.load(layout_ptr + {i})" for i, name in enumerate(layout) if name not in inner)
+        body = f"# the sizes and strides but the last dim's, from the layout the host packed\n{loads}\n{body.lstrip()}"
+        runtime = ("layout_ptr", *(name for name in layout if name in inner))
+        args = ("layout", *(v for name, v in zip(layout, values) if name in inner))
+    kernel = TritonKernel(names("kc_bcast_kernel"), (*(f"{t}_ptr" for t in tensors), "y_ptr", "n", "n_tiles",
+                                                     *runtime),
                           ("NDIM", "WIDE", "BLOCK", *(layout if compiled else ())), body, Scalars.of(op))
-    launch = kernel.launch("(programs,)", [*tensors, "y", "n", "n_tiles", *(() if compiled else values)],
+    launch = kernel.launch("(programs,)", [*tensors, "y", "n", "n_tiles", *args],
                            {"NDIM": "nd", "WIDE": "wide", "BLOCK": int(p.BLOCK),
                             **(dict(zip(layout, values)) if compiled else {})}, num_warps=int(p.num_warps))
     listed = ", ".join(tensors)
     operands = ", ".join(tensors[1:])
-    return Rendered((inspect.getsource(kc_bcast_numbers), inspect.getsource(kc_promotes_to),
-                     inspect.getsource(kc_bcast_layout), kernel), f'''
+    helpers = [kc_bcast_numbers, kc_promotes_to, kc_bcast_layout]
+    host = f"shape, sizes, strides, nd, wide = kc_bcast_layout([{listed}], {MAX_DIMS})"
+    sources = [inspect.getsource(f) for f in helpers]
+    if packed:
+        sources.append(f"{_LAYOUTS_DEF}\n\n\n{inspect.getsource(kc_bcast_packed)}")
+        host = f"shape, layout, nd, wide, sizes, strides = kc_bcast_packed([{listed}], {MAX_DIMS})"
+    return Rendered((*sources, kernel), f'''
 {operand_checks(operands, listed)}
-shape, sizes, strides, nd, wide = kc_bcast_layout([{listed}], {MAX_DIMS})
+{host}
 y = torch.empty(shape, dtype=x.dtype, device=x.device)
 n = y.numel()
 if n == 0:
