@@ -22,8 +22,10 @@ class Tiles(Params):
     # torch.compile's 0.0497 (benchmarks/results/params-probe-bcast-h100-2026-11-27.json)
     compiled_sizes: bool = False
     # the broadcast kernel's sizes and strides but the last dim's read from one small tensor the host keeps per
-    # layout, so a launch passes a few arguments where it passed 6 per tensor (Triton's launch costs the host about
-    # 0.7 us an argument: benchmarks/launch_cost.py); no effect without operands
+    # layout, so a launch passes 9 arguments (two tensors) where it passed 30: Triton's launch costs the host about
+    # 0.7 us an argument (benchmarks/results/launch-cost-h100-2026-11-27.json). On an H100 (params-probe-packed-l{1,2}-
+    # h100-2026-11-27.json) it took the host's time a call of level 1's 12 from 55 to 37 us and of 5 from 76 to 49,
+    # device times within 0.3% on ten problems; the first move sets it. No effect without operands.
     packed_layout: bool = False
 
     def __post_init__(self):
@@ -51,9 +53,9 @@ class Tiles(Params):
 
 def moves(op: Op) -> list[Tiles]:
     # 1024-element tiles of 4 warps first: at KernelBench's sizes (6.4 GB read and written) they match torch.compile's
-    # kernel, and 4096 of 8 were 2% slower (benchmarks/pointwise_probe.py on an H100)
-    return [Tiles(1024, 4), Tiles(4096, 8), Tiles(2048, 4), Tiles(8192, 8), Tiles(4096, 8, per_sm=8),
-            Tiles(4096, 8, evict_first=True)]
+    # kernel, and 4096 of 8 were 2% slower (benchmarks/pointwise_probe.py on an H100); a broadcast's layout packed
+    return [Tiles(1024, 4, packed_layout=True), Tiles(4096, 8), Tiles(2048, 4), Tiles(8192, 8),
+            Tiles(4096, 8, per_sm=8), Tiles(4096, 8, evict_first=True)]
 
 
 def render(op: Op, p: Tiles, names: Names) -> Rendered:
