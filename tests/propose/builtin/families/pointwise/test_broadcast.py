@@ -134,12 +134,12 @@ def test_compiled_sizes_build_the_broadcast_kernel_per_shape(tmp_path):
 
 
 LAYOUTS = [((3, 1, 7), (2, 1)), ((4096, 1), (4096, 33)), (torch.randn(9, 5).t(), (4, 5, 9)),
-           (torch.randn(4, 6, 10)[:, ::2, 1:], (3, 9)), ((37, 130), (37, 130))]
+           (torch.randn(4, 6, 10)[:, ::2, 1:], (3, 9)), ((37, 130), (37, 130)), ((3, 32, 64), (32, 1))]
 
 
 def run_layouts(module) -> None:
-    """x * y on LAYOUTS (both operands broadcast, a transposed view, a sliced one, a row broadcast, same shapes),
-    exactly torch's."""
+    """x * y on LAYOUTS (both operands broadcast, a transposed view, a sliced one, a row broadcast, same shapes, a
+    channel broadcast over three dims), exactly torch's."""
     for a, b in LAYOUTS:
         x = a if isinstance(a, torch.Tensor) else torch.randn(a)
         y = b if isinstance(b, torch.Tensor) else torch.randn(b)
@@ -148,8 +148,9 @@ def run_layouts(module) -> None:
 
 
 def test_packed_layout_passes_the_last_dim_and_a_pointer(tmp_path):
-    """packed_layout: the sizes and strides but the last dim's read from a tensor the host keeps per layout (one entry
-    per shapes and strides met, on their device), right on the same layouts; it excludes compiled_sizes."""
+    """packed_layout (the first move): the sizes and strides but the last dim's read from a tensor the host keeps per
+    layout (one entry per shapes and strides met, on their device), with a mask of the tensors whose strides are all
+    multiples of 16 (hinted so in the kernel); right on the same layouts; it excludes compiled_sizes."""
     from kernelcraft.propose.builtin.families.pointwise import Tiles
     from tests.propose.builtin import kernel_check
 
@@ -159,13 +160,20 @@ def test_packed_layout_passes_the_last_dim_and_a_pointer(tmp_path):
     assert params.packed_layout and "packed in a small tensor" in params.idea()  # the first move
     source = chain.render(ops, problem.source, params, lead_index=0)
     assert "layout_ptr, D5, x_s5, o0_s5, NDIM: tl.constexpr" in source and "D4 = tl.load(layout_ptr + 4)" in source
+    assert "o0_s4 = tl.load(layout_ptr + 14)" in source and "x_s0 = tl.multiple_of(x_s0, 16)" in source
     assert_no_torch_compute(source)
     module = load(source, tmp_path)
     run_layouts(module)
     assert len(module.KC_BCAST_LAYOUTS) == len(LAYOUTS)
     run_layouts(module)  # the same shapes and strides again: nothing new kept
     assert len(module.KC_BCAST_LAYOUTS) == len(LAYOUTS)
-    shape, packed, nd, wide, sizes, strides = next(iter(module.KC_BCAST_LAYOUTS.values()))
-    assert packed.dtype == torch.int32 and not wide and packed.tolist() == sizes + sum(strides, [])
+    for shape, packed, nd, wide, aligned, sizes, strides in module.KC_BCAST_LAYOUTS.values():
+        assert packed.dtype == torch.int32 and not wide
+        assert packed.tolist() == sizes[:-1] + [s for st in strides for s in st[:-1]]
+    # hinted (x, as forward makes it contiguous, is bit 1; y bit 2): the same shapes (one dim, no outer strides) both;
+    # the channel broadcast x (outer strides 2048, 64), not y (1 along the channels); the sliced x's layout y (0: x
+    # merged to (4, 27)); the transposed one x (0 along the batch); the others neither (strides 7, 33, 1)
+    masks = {tuple(entry[0]): entry[4] for entry in module.KC_BCAST_LAYOUTS.values()}
+    assert masks == {(37, 130): 3, (3, 32, 64): 1, (4, 3, 9): 2, (4, 5, 9): 1, (3, 2, 7): 0, (4096, 33): 0}
     with pytest.raises(ValueError, match="exclude each other"):
         Tiles(compiled_sizes=True, packed_layout=True)

@@ -134,19 +134,25 @@ _LAYOUTS_DEF = "KC_BCAST_LAYOUTS = {}  # kc_bcast_packed's answers by the tensor
 
 
 def kc_bcast_packed(ts, max_dims):
-    """kc_bcast_layout's answer for tensors ts, with its sizes and strides also packed in one tensor on their device
-    (int32, int64 where an offset needs 64 bits), so a launch passes one pointer for most of them: (shape, packed,
-    dims used, wide, sizes, strides). Kept by the tensors' device, shapes and strides: one host-to-device copy per
-    layout met (256 at most, then cleared)."""
+    """kc_bcast_layout's answer for tensors ts, with its sizes and strides but the last dim's also packed in one tensor
+    on their device (int32, int64 where an offset needs 64 bits), so a launch passes one pointer for them, and a mask
+    of the tensors whose packed strides are all multiples of 16 (bit k: ts[k]), the hint Triton would have taken
+    from them as arguments (what lets loads be vectorized): (shape, packed, dims used, wide, aligned, sizes,
+    strides). Kept by the tensors' device, shapes and strides: one host-to-device copy per layout met (256 at most,
+    then cleared)."""
     key = (ts[0].device, max_dims, *[(t.shape, t.stride()) for t in ts])
     hit = KC_BCAST_LAYOUTS.get(key)
     if hit is None:
         shape, sizes, strides, nd, wide = kc_bcast_layout(ts, max_dims)
-        packed = torch.tensor(sizes + [s for st in strides for s in st], dtype=torch.int64 if wide else torch.int32,
-                              device=ts[0].device)
+        packed = torch.tensor(sizes[:-1] + [s for st in strides for s in st[:-1]],
+                              dtype=torch.int64 if wide else torch.int32, device=ts[0].device)
+        aligned = 0
+        for k in range(len(strides)):
+            if all(s % 16 == 0 for s in strides[k][:-1]):
+                aligned = aligned | (1 << k)
         if len(KC_BCAST_LAYOUTS) >= 256:  # shapes that keep changing: start again
             KC_BCAST_LAYOUTS.clear()
-        hit = KC_BCAST_LAYOUTS[key] = (shape, packed, nd, wide, sizes, strides)
+        hit = KC_BCAST_LAYOUTS[key] = (shape, packed, nd, wide, aligned, sizes, strides)
     return hit
 
 
@@ -191,23 +197,31 @@ def broadcast(op: Op, p, names: Names) -> Rendered:
     dims, last = range(MAX_DIMS), MAX_DIMS - 1
     # the sizes and strides: run-time arguments, (compiled_sizes) constexprs, one build per shape, or (packed_layout)
     # all but the last dim's loaded by each program from one small tensor the host keeps per layout (the last dim's
-    # stay arguments, specialized by Triton where 1 or a multiple of 16: what lets the loads be vectorized)
+    # stay arguments, specialized by Triton where 1 or a multiple of 16; the loaded strides of a tensor are hinted
+    # multiples of 16 where the host found them so, ALIGNED: what lets the loads be vectorized)
     layout = (*(f"D{d}" for d in dims), *(f"{t}_s{d}" for t in tensors for d in dims))
     values = (*(f"sizes[{d}]" for d in dims), *(f"strides[{k}][{d}]" for k in range(len(tensors)) for d in dims))
     compiled, packed = bool(p.compiled_sizes), bool(p.packed_layout)
     runtime, args = (() if compiled else layout), (() if compiled else values)
+    constexprs = ("NDIM", "WIDE", "BLOCK", *(layout if compiled else ()))
     if packed:
         inner = {f"D{last}", *(f"{t}_s{last}" for t in tensors)}
-        loads = "\n".join(f"{name} = tl.load(layout_ptr + {i})" for i, name in enumerate(layout) if name not in inner)
-        body = f"# the sizes and strides but the last dim's, from the layout the host packed\n{loads}\n{body.lstrip()}"
-        runtime = ("layout_ptr", *(name for name in layout if name in inner))
-        args = ("layout", *(v for name, v in zip(layout, values) if name in inner))
+        outer = [name for name in layout if name not in inner]
+        loads = [f"{name} = tl.load(layout_ptr + {i})" for i, name in enumerate(outer)]
+        for k, t in enumerate(tensors):  # the strides of a tensor whose strides are all multiples of 16, so hinted
+            loads += [f"if ALIGNED & {1 << k}:"] + [f"    {t}_s{d} = tl.multiple_of({t}_s{d}, 16)" for d in dims[:-1]]
+        body = (f"# the sizes and strides but the last dim's, from the layout the host packed\n" + "\n".join(loads)
+                + f"\n{body.lstrip()}")
+        runtime = ("layout_ptr", *(name for name in layout if name not in outer))
+        args = ("layout", *(v for name, v in zip(layout, values) if name not in outer))
+        constexprs += ("ALIGNED",)
     kernel = TritonKernel(names("kc_bcast_kernel"), (*(f"{t}_ptr" for t in tensors), "y_ptr", "n", "n_tiles",
                                                      *runtime),
-                          ("NDIM", "WIDE", "BLOCK", *(layout if compiled else ())), body, Scalars.of(op))
+                          constexprs, body, Scalars.of(op))
     launch = kernel.launch("(programs,)", [*tensors, "y", "n", "n_tiles", *args],
                            {"NDIM": "nd", "WIDE": "wide", "BLOCK": int(p.BLOCK),
-                            **(dict(zip(layout, values)) if compiled else {})}, num_warps=int(p.num_warps))
+                            **(dict(zip(layout, values)) if compiled else {}),
+                            **({"ALIGNED": "aligned"} if packed else {})}, num_warps=int(p.num_warps))
     listed = ", ".join(tensors)
     operands = ", ".join(tensors[1:])
     helpers = [kc_bcast_numbers, kc_promotes_to, kc_bcast_layout]
@@ -215,7 +229,7 @@ def broadcast(op: Op, p, names: Names) -> Rendered:
     sources = [inspect.getsource(f) for f in helpers]
     if packed:
         sources.append(f"{_LAYOUTS_DEF}\n\n\n{inspect.getsource(kc_bcast_packed)}")
-        host = f"shape, layout, nd, wide, sizes, strides = kc_bcast_packed([{listed}], {MAX_DIMS})"
+        host = f"shape, layout, nd, wide, aligned, sizes, strides = kc_bcast_packed([{listed}], {MAX_DIMS})"
     return Rendered((*sources, kernel), f'''
 {operand_checks(operands, listed)}
 {host}
