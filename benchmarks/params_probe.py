@@ -80,7 +80,9 @@ def against_compile(fns: dict, module, budget_s: float, mutate: bool = False, ho
 def host_us(fn, inputs: list, calls: int = 50) -> float:
     """The host's microseconds a call of `fn`: `calls` calls issued while the GPU is held busy (torch.cuda._sleep,
     longer than the calls take to issue), so no call waits on the device; the median of three such runs. A call
-    whose host time exceeds what the GPU has queued before it leaves the GPU idle inside its timed window."""
+    whose host time exceeds what the GPU has queued before it leaves the GPU idle inside its timed window. Made for
+    calls of tens of microseconds on the device: for milliseconds-long ones with large outputs it is less steady
+    (level 2's 13: 478 and 692 us for two variants of equal device time, params-probe-packed-l2-h100-2026-11-27.json)."""
     runs = []
     for _ in range(3):
         torch.cuda.synchronize()
