@@ -82,7 +82,7 @@ def host_us(fn, inputs: list, calls: int = 50) -> float:
     longer than the calls take to issue), so no call waits on the device; the median of three such runs. A call
     whose host time exceeds what the GPU has queued before it leaves the GPU idle inside its timed window. Made for
     calls of tens of microseconds on the device: for milliseconds-long ones with large outputs it is less steady
-    (level 2's 13: 478 and 692 us for two variants of equal device time, params-probe-packed-l2-h100-2026-11-27.json)."""
+    (level 2's 13: 478 and 692 us for two variants of equal device time: params-probe-packed-l2-h100-2026-11-27)."""
     runs = []
     for _ in range(3):
         torch.cuda.synchronize()
