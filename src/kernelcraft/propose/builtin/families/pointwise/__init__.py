@@ -24,8 +24,11 @@ class Tiles(Params):
     # the broadcast kernel's sizes and strides but the last dim's read from one small tensor the host keeps per
     # layout, so a launch passes 9 arguments (two tensors) where it passed 30: Triton's launch costs the host about
     # 0.7 us an argument (benchmarks/results/launch-cost-h100-2026-11-27.json). On an H100 (params-probe-packed-l{1,2}-
-    # h100-2026-11-27.json) it took the host's time a call of level 1's 12 from 55 to 37 us and of 5 from 76 to 49,
-    # device times within 0.3% on ten problems; the first move sets it. No effect without operands.
+    # h100-2026-11-27.json) it took the host's time a call of level 1's 12 from 55 to 37 us and of 5 from 76 to 49.
+    # Its strides are hinted multiples of 16 where they are (kernels.kc_bcast_packed): unhinted, level 2's 15 lost 7%
+    # (1.218 -> 1.308 ms, its loads no longer vectorized); hinted, 15 1.2146 against 1.2136 unpacked, and the rows
+    # whose first kernels broadcast within 0.5% (params-probe-aligned-..., kernelbench-level{1,2}-aligned-...). The
+    # first move sets it. No effect without operands.
     packed_layout: bool = False
 
     def __post_init__(self):

@@ -208,9 +208,9 @@ def broadcast(op: Op, p, names: Names) -> Rendered:
         inner = {f"D{last}", *(f"{t}_s{last}" for t in tensors)}
         outer = [name for name in layout if name not in inner]
         loads = [f"{name} = tl.load(layout_ptr + {i})" for i, name in enumerate(outer)]
-        for k, t in enumerate(tensors):  # the strides of a tensor whose strides are all multiples of 16, so hinted
+        for k, t in enumerate(tensors):  # a tensor's packed strides hinted where all are multiples of 16
             loads += [f"if ALIGNED & {1 << k}:"] + [f"    {t}_s{d} = tl.multiple_of({t}_s{d}, 16)" for d in dims[:-1]]
-        body = (f"# the sizes and strides but the last dim's, from the layout the host packed\n" + "\n".join(loads)
+        body = ("# the sizes and strides but the last dim's, from the layout the host packed\n" + "\n".join(loads)
                 + f"\n{body.lstrip()}")
         runtime = ("layout_ptr", *(name for name in layout if name not in outer))
         args = ("layout", *(v for name, v in zip(layout, values) if name not in outer))
