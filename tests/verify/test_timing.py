@@ -51,6 +51,7 @@ def test_timing_records(run_and_rounds):
         assert t.method == "cpu_perf_counter"
         assert t.samples >= 5
         assert t.min_ms <= t.median_ms and t.iqr_ms >= 0 and t.cv >= 0
+        assert t.host_ms is None and t.host_bound is None  # measured beside CUDA events only
     # batches aim at batch_ms per callable per round: a 2 ms call is batched more often than a 4 ms one
     assert run.timings["fast"].samples >= run.timings["slow"].samples
 
@@ -60,6 +61,26 @@ def test_inputs_are_fresh_each_round(run_and_rounds):
     assert run.rounds >= 1
     assert rounds == list(range(run.rounds + 1))  # 0 for the warm-up, then 1, 2, … in order
     assert run.samples == [] and run.mutations == 0  # nothing sampled, nothing changed unless asked
+    assert run.lead_ms == 0.0  # no flush on the CPU
+
+
+def test_a_host_bound_timing_is_noted_and_a_light_one_is_not():
+    """speed._host_bound_notes: a note for a timing whose calls mostly outlasted the flush on the host, naming its
+    host time; none under the share, none where it was not measured; the fields survive the JSON round trip."""
+    from kernelcraft.result import Result
+    from kernelcraft.verify.speed import _host_bound_notes
+
+    def timing(median, host_ms=None, host_bound=None):
+        return Timing(median, 0.001, 0.01, 50, median, "cuda_events+l2_flush", host_ms, host_bound)
+
+    result = Result("p", "c", "triton")
+    result.runtime, result.eager, result.compiled = timing(0.133, 0.131, 0.9), timing(0.062, 0.02, 0.0), timing(0.05)
+    _host_bound_notes(result)
+    assert len(result.notes) == 1 and result.notes[0].startswith("host_bound: the candidate's calls took 0.131 ms")
+    assert "90%" in result.notes[0]
+    assert Timing.from_dict(result.runtime.to_dict()) == result.runtime
+    assert Timing.from_dict({k: v for k, v in result.runtime.to_dict().items() if not k.startswith("host")}).host_ms \
+        is None  # a record from before the fields
 
 
 def test_wall_clock_covers_the_samples(run_and_rounds):

@@ -43,11 +43,22 @@ def time_candidate(sup, case: judge.Case, problem: Problem) -> None:
         result.speedup_eager = round(result.eager.median_ms / ms, 4)
     if result.compiled:
         result.speedup_compile = round(result.compiled.median_ms / ms, 4)
+    _host_bound_notes(result)
     bound = target.floor(sup.spec, case.ref.cost, sup.policy.allow_tf32)
     if bound is not None:
         result.roofline_ms = round(bound.ms, 5)
         result.roofline_fraction = round(bound.ms / ms, 4)
     judge.review(case, sup.config.sanity_bound)
+
+
+def _host_bound_notes(result: Result, share: float = 0.5) -> None:
+    """A note for each timing (candidate, eager, torch.compile) whose calls mostly outlasted, on the host, the flush
+    queued before them (verify.timing): its time holds host time, and moves with the host's load."""
+    for label, t in (("the candidate", result.runtime), ("eager", result.eager), ("torch.compile", result.compiled)):
+        if t is not None and t.host_bound is not None and t.host_bound >= share:
+            result.notes.append(f"host_bound: {label}'s calls took {t.host_ms:.3g} ms on the host (median), longer "
+                                f"than the flush before them in {t.host_bound:.0%} of its timed calls: its "
+                                f"{t.median_ms:.4g} ms holds host time as well as the device's")
 
 
 def _drifted(sup, result: Result) -> bool:

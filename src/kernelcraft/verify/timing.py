@@ -7,6 +7,12 @@ every callable in turn (order rotated), until the standard error of each mean is
 beside the events for a cross-check. On the CPU: `time.perf_counter` around each call, said so in
 `method`.
 
+The flush is also the host's lead: while the device writes it, the host runs the call up to its
+launches. A call whose host time outlasts the flush's device time leaves the device idle inside the
+call's events, so its event time holds host time too, and varies with the host's load. Each call's
+host time is measured beside its events, the flush's device time once per run, and each Timing says
+the median host time and the share of calls that outlasted the flush (`host_ms`, `host_bound`).
+
 Before every timed call the inputs change in place (`mutate`, outside the timed region, before the
 flush), with a seed drawn at that moment; one call per round of the `sample` callable is chosen at
 random, and a few of those (a reservoir over the rounds) keep their output and the seeds that led to
@@ -55,6 +61,7 @@ class TimedRun:
     wall_ms: float  # host clock over all timed rounds, device-synchronised
     event_ms: float  # sum of the event times over the same rounds
     mutations: int = 0  # changes made in place between calls
+    lead_ms: float = 0.0  # the flush's device time: the host's lead before each timed call (0 on the CPU)
 
 
 def _stats(samples: list[float], method: str) -> Timing:
@@ -99,6 +106,8 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
         batch[sample] = max(2, batch[sample])
 
     samples: dict[str, list[float]] = {name: [] for name in fns}
+    hosts: dict[str, list[float]] = {name: [] for name in fns}
+    lead_ms = _device_ms(flush.zero_) if cuda else 0.0
     kept: list[Sample] = []
     names = list(fns)
     wall_ms = event_ms = 0.0
@@ -128,7 +137,9 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
                     flush.zero_()
                     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     start.record()
+                    host_start = time.perf_counter()
                     out = fn(*inputs)
+                    hosts[name].append((time.perf_counter() - host_start) * 1e3)
                     end.record()
                     pending.append((name, start, end))
                 else:
@@ -149,8 +160,25 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
         full = any(len(s) >= config.max_samples for s in samples.values())
         if done or full or time.perf_counter() > deadline:
             break
-    return TimedRun({n: _stats(s, method) for n, s in samples.items()}, kept, round_index, wall_ms, event_ms,
-                    mutations)
+    timings = {n: _stats(s, method) for n, s in samples.items()}
+    if cuda:
+        for name, timing in timings.items():
+            timing.host_ms = statistics.median(hosts[name])
+            timing.host_bound = sum(h > lead_ms for h in hosts[name]) / len(hosts[name])
+    return TimedRun(timings, kept, round_index, wall_ms, event_ms, mutations, lead_ms)
+
+
+def _device_ms(work: Callable[[], object], repeats: int = 5) -> float:
+    """The device's time for `work` (CUDA events), the median of `repeats`."""
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        work()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
 
 
 def _copy(out):

@@ -1,0 +1,34 @@
+"""The verifier's clock on a GPU: each call's host time measured beside its CUDA events, and a call whose host
+time outlasts the L2 flush queued before it (the host's lead) counted as host-bound: its event time holds the host's
+time. Skipped without a CUDA device (the `gpu` marker)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from kernelcraft.verify.timing import TimingConfig, time_interleaved
+
+pytestmark = pytest.mark.gpu
+
+
+def test_host_time_beyond_the_flush_is_counted_and_flagged():
+    x = torch.randn(1024, device="cuda")
+
+    def light(t):
+        return t * 2
+
+    def heavy(t):  # 2 ms of host work before one small launch: 20 times the flush's device time
+        time.sleep(0.002)
+        return t * 2
+
+    config = TimingConfig(warmup_ms=20, min_samples=10, budget_s=1.0, batch_ms=10)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    run = time_interleaved({"light": light, "heavy": heavy}, lambda r: [x], torch.device("cuda"), config, l2)
+    assert 0.005 < run.lead_ms < 2.0  # a 256 MiB write: tens to hundreds of microseconds
+    heavy_t, light_t = run.timings["heavy"], run.timings["light"]
+    assert heavy_t.host_ms >= 2.0 and heavy_t.host_bound == 1.0
+    assert heavy_t.median_ms >= 2.0 - run.lead_ms - 0.1  # the idle device inside the events: the host's time
+    assert light_t.host_ms < 2.0 and light_t.host_bound < 0.5 and light_t.median_ms < 0.5
