@@ -47,11 +47,11 @@ class Timing:
     samples: int
     min_ms: float
     method: str  # e.g. "cuda_events+l2_flush", "cpu_perf_counter"
-    # On a GPU: the host's time a call (its median, from the call to its return), and the share of timed calls whose
-    # host time outlasted the device work queued before them (the L2 flush): those calls' event times hold host time
-    # as well as device time. None where not measured (the CPU, records from before).
+    # On a GPU (verify.timing): the host's time a call (median, from the call to its return), and the event time of a
+    # few calls whose work reached the device queued behind a lead longer than that (median): the device's own time.
+    # A median_ms well above device_ms holds host time. None where not measured (the CPU, records from before).
     host_ms: float | None = None
-    host_bound: float | None = None
+    device_ms: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

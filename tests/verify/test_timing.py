@@ -51,7 +51,7 @@ def test_timing_records(run_and_rounds):
         assert t.method == "cpu_perf_counter"
         assert t.samples >= 5
         assert t.min_ms <= t.median_ms and t.iqr_ms >= 0 and t.cv >= 0
-        assert t.host_ms is None and t.host_bound is None  # measured beside CUDA events only
+        assert t.host_ms is None and t.device_ms is None  # measured beside CUDA events only
     # batches aim at batch_ms per callable per round: a 2 ms call is batched more often than a 4 ms one
     assert run.timings["fast"].samples >= run.timings["slow"].samples
 
@@ -65,22 +65,24 @@ def test_inputs_are_fresh_each_round(run_and_rounds):
 
 
 def test_a_host_bound_timing_is_noted_and_a_light_one_is_not():
-    """speed._host_bound_notes: a note for a timing whose calls mostly outlasted the flush on the host, naming its
-    host time; none under the share, none where it was not measured; the fields survive the JSON round trip."""
+    """speed._host_bound_notes: a note for a timing whose median is well above the device's own time for its calls,
+    naming both and the host's; none within the margin, none where it was not measured; the fields survive the JSON
+    round trip, and a record from before them reads as not measured."""
     from kernelcraft.result import Result
     from kernelcraft.verify.speed import _host_bound_notes
 
-    def timing(median, host_ms=None, host_bound=None):
-        return Timing(median, 0.001, 0.01, 50, median, "cuda_events+l2_flush", host_ms, host_bound)
+    def timing(median, host_ms=None, device_ms=None):
+        return Timing(median, 0.001, 0.01, 50, median, "cuda_events+l2_flush", host_ms, device_ms)
 
     result = Result("p", "c", "triton")
-    result.runtime, result.eager, result.compiled = timing(0.133, 0.131, 0.9), timing(0.062, 0.02, 0.0), timing(0.05)
+    result.runtime = timing(0.1331, 0.131, 0.0504)
+    result.eager, result.compiled = timing(0.062, 0.02, 0.0615), timing(0.05)
     _host_bound_notes(result)
-    assert len(result.notes) == 1 and result.notes[0].startswith("host_bound: the candidate's calls took 0.131 ms")
-    assert "90%" in result.notes[0]
+    assert result.notes == ["host_bound: the candidate's 0.1331 ms holds host time: its calls took 0.131 ms on the "
+                            "host (median), and 0.0504 ms on the device with their work queued ahead"]
     assert Timing.from_dict(result.runtime.to_dict()) == result.runtime
-    assert Timing.from_dict({k: v for k, v in result.runtime.to_dict().items() if not k.startswith("host")}).host_ms \
-        is None  # a record from before the fields
+    before = {k: v for k, v in result.runtime.to_dict().items() if k not in ("host_ms", "device_ms")}
+    assert Timing.from_dict(before).device_ms is None
 
 
 def test_wall_clock_covers_the_samples(run_and_rounds):

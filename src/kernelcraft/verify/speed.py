@@ -51,14 +51,15 @@ def time_candidate(sup, case: judge.Case, problem: Problem) -> None:
     judge.review(case, sup.config.sanity_bound)
 
 
-def _host_bound_notes(result: Result, share: float = 0.5) -> None:
-    """A note for each timing (candidate, eager, torch.compile) whose calls mostly outlasted, on the host, the flush
-    queued before them (verify.timing): its time holds host time, and moves with the host's load."""
+def _host_bound_notes(result: Result, margin: float = 0.1) -> None:
+    """A note for each timing (candidate, eager, torch.compile) whose median is more than `margin` above the device's
+    own time for the same calls (verify.timing: their work queued ahead of the device): it holds host time, and
+    moves with the host's load."""
     for label, t in (("the candidate", result.runtime), ("eager", result.eager), ("torch.compile", result.compiled)):
-        if t is not None and t.host_bound is not None and t.host_bound >= share:
-            result.notes.append(f"host_bound: {label}'s calls took {t.host_ms:.3g} ms on the host (median), longer "
-                                f"than the flush before them in {t.host_bound:.0%} of its timed calls: its "
-                                f"{t.median_ms:.4g} ms holds host time as well as the device's")
+        if t is not None and t.device_ms is not None and t.median_ms > (1 + margin) * t.device_ms:
+            result.notes.append(f"host_bound: {label}'s {t.median_ms:.4g} ms holds host time: its calls took "
+                                f"{t.host_ms:.3g} ms on the host (median), and {t.device_ms:.4g} ms on the device "
+                                "with their work queued ahead")
 
 
 def _drifted(sup, result: Result) -> bool:

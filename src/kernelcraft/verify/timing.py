@@ -8,10 +8,12 @@ beside the events for a cross-check. On the CPU: `time.perf_counter` around each
 `method`.
 
 The flush is also the host's lead: while the device writes it, the host runs the call up to its
-launches. A call whose host time outlasts the flush's device time leaves the device idle inside the
-call's events, so its event time holds host time too, and varies with the host's load. Each call's
-host time is measured beside its events, the flush's device time once per run, and each Timing says
-the median host time and the share of calls that outlasted the flush (`host_ms`, `host_bound`).
+launches. A call whose host time before a launch outlasts that lead leaves the device idle inside
+the call's events, so its event time holds host time too, and moves with the host's load. Each
+call's host time (to its return) is measured beside its events; after the rounds, a few calls of
+each callable run with a device sleep of twice that time queued after the flush, so their work
+reaches the device queued: each Timing says the median host time and that device-only time
+(`host_ms`, `device_ms`), and the flush's device time is kept (`lead_ms`).
 
 Before every timed call the inputs change in place (`mutate`, outside the timed region, before the
 flush), with a seed drawn at that moment; one call per round of the `sample` callable is chosen at
@@ -161,15 +163,25 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
         if done or full or time.perf_counter() > deadline:
             break
     timings = {n: _stats(s, method) for n, s in samples.items()}
-    if cuda:
+    if cuda:  # the host's time a call, then the device's own: a few calls with the host's work queued well ahead
+        per_ms = 1_000_000 / _device_ms(lambda: torch.cuda._sleep(1_000_000), 3)  # torch.cuda._sleep's cycles
         for name, timing in timings.items():
             timing.host_ms = statistics.median(hosts[name])
-            timing.host_bound = sum(h > lead_ms for h in hosts[name]) / len(hosts[name])
+            ahead = []
+            for _ in range(5):
+                if mutate is not None:
+                    mutate(inputs, secrets.randbits(62))
+                    mutations += 1
+                reset_l2()
+                flush.zero_()
+                torch.cuda._sleep(int(per_ms * (2 * timing.host_ms + 0.05)))  # the lead: twice the host's time
+                ahead.append(_device_ms(lambda: fns[name](*inputs), 1))
+            timing.device_ms = statistics.median(ahead)
     return TimedRun(timings, kept, round_index, wall_ms, event_ms, mutations, lead_ms)
 
 
 def _device_ms(work: Callable[[], object], repeats: int = 5) -> float:
-    """The device's time for `work` (CUDA events), the median of `repeats`."""
+    """The event time of `work` (CUDA events around it, waited for), the median of `repeats`."""
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
