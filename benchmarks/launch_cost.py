@@ -11,12 +11,14 @@ problem's device time is tens of microseconds (level 1's 12), its timing is part
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
+from pathlib import Path
 
 import torch
 import triton
-from params_probe import host_us, loaded, numbered, probe_parser
+from params_probe import host_us, loaded, numbered
 from provenance import code
 
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
@@ -80,7 +82,11 @@ def problem_costs(problem, engineer) -> dict:
 
 
 def main() -> None:
-    args = probe_parser(__doc__).parse_args()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("suite", type=Path)
+    ap.add_argument("--only", required=True, help="comma-separated problem numbers")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
     set_exact_fp32(True)
     record = {"what": "host microseconds a call against the L2 flush's device time (benchmarks/launch_cost.py)",
               "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
