@@ -25,6 +25,10 @@ import json, sys, time
 from pathlib import Path
 from kernelcraft.verify.devicelock import DeviceLock
 lock = DeviceLock("test-device", Path(sys.argv[1]))
+if len(sys.argv) > 4:  # a gate: say this holder has started (its imports done), then wait for the test's go
+    (Path(sys.argv[1]) / f"ready-{sys.argv[2]}-{time.time()}").touch()
+    while not Path(sys.argv[4]).exists():
+        time.sleep(0.005)
 with lock.held(shared=sys.argv[2] == "shared"):
     start = time.time()
     (Path(sys.argv[1]) / f"holding-{sys.argv[2]}-{start}").touch()  # for a test waiting until it holds
@@ -34,9 +38,18 @@ print(json.dumps([start, end]))
 """
 
 
-def _hold(tmp_path: Path, mode: str, seconds: float) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), mode, str(seconds)], stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+def _hold(tmp_path: Path, mode: str, seconds: float, gate: Path | None = None) -> subprocess.Popen:
+    """A process holding the lock for `seconds`; with a `gate`, it takes the lock only once that file exists."""
+    args = [sys.executable, "-c", HOLD, str(tmp_path), mode, str(seconds), *([str(gate)] if gate else [])]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    return subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env)
+
+
+def _wait_for(tmp_path: Path, pattern: str, count: int, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while len(list(tmp_path.glob(pattern))) < count:
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
 
 
 def _windows(procs) -> list[list[float]]:
@@ -58,11 +71,12 @@ def test_exclusive_holders_take_turns(tmp_path):
 
 
 def test_shared_holders_overlap_but_never_an_exclusive_one(tmp_path):
-    shared = [_hold(tmp_path, "shared", 2.0) for _ in range(2)]
-    deadline = time.monotonic() + 30
-    while len(list(tmp_path.glob("holding-shared-*"))) < 2:  # both shared holders are in (however loaded the machine)
-        assert time.monotonic() < deadline, "the shared holders never got the lock"
-        time.sleep(0.01)
+    # both shared holders started (their imports can take many seconds on a loaded machine), then let in together
+    gate = tmp_path / "go"
+    shared = [_hold(tmp_path, "shared", 2.0, gate) for _ in range(2)]
+    _wait_for(tmp_path, "ready-shared-*", 2, 180, "the shared holders never started")
+    gate.touch()
+    _wait_for(tmp_path, "holding-shared-*", 2, 30, "the shared holders never got the lock")
     exclusive = _hold(tmp_path, "exclusive", 0.2)
     s1, s2 = _windows(shared)
     (e,) = _windows([exclusive])
