@@ -74,9 +74,10 @@ class GroupRows(Params):
                     f"ones split into {kernels.RESIDENT_CHUNK}-element chunks over programs running at once on a GPU, "
                     "each chunk held in registers while the slab's chunk statistics are merged through a barrier "
                     "between them: one read of x and one write, the slab's sizes compiled in (where a slab takes at "
-                    f"most {self.resident_parts} programs; else the chunk statistics merged by a second pass "
-                    "that reads x again)" + ("; waiting programs poll the slab's count with volatile loads, then "
-                                             "acquire it once" if self.resident_wait == "load" else ""))
+                    f"most {self.resident_parts} programs and no more than the GPU's SMs; else the chunk statistics "
+                    "merged by a second pass that reads x again)"
+                    + ("; waiting programs poll the slab's count with volatile loads, then acquire it once"
+                       if self.resident_wait == "load" else ""))
         if not self.welford:
             return ("Two-pass statistics per chunk of a long slab: the sum for the mean, then the squared deviations "
                     "(exact, the chunk re-read from L2) instead of one-pass Welford")

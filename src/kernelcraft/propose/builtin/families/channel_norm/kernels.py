@@ -173,6 +173,7 @@ RESIDENT_WAITS = {
     pass
 tl.atomic_add(arrived_ptr + row, 0, sem="acquire")  # then the count acquired once, with the parts' statistics'''}
 
+
 def _affine(d: dict) -> tuple[str, str, str]:
     eps = attr(d["eps_attr"]) if d.get("eps_attr") else num(d["eps"])
     return (eps, attr(d["weight"]) if d.get("weight") else "None", attr(d["bias"]) if d.get("bias") else "None")
