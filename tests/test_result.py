@@ -44,3 +44,20 @@ def test_derived_figures_and_the_spread_come_from_the_timings():
     assert r.trusted
     r.review_resolved = False  # a speedup flagged for review that could not be confirmed
     assert not r.trusted
+
+
+def test_a_call_costs_its_median_or_its_host_time_where_that_is_longer():
+    """Timing.cost_ms: the host's time a call is a floor (a loop of calls runs no faster than its host issues them);
+    the derived times, the spread and `faster_than` all use it; where the host was not measured, the median."""
+    light = Timing(0.05, 0.001, 0.01, 50, 0.049, "cuda_events+l2_flush", host_ms=0.054, device_ms=0.0499)
+    heavy = Timing(0.1403, 0.004, 0.02, 50, 0.13, "cuda_events+l2_flush", host_ms=0.1526, device_ms=0.0497)
+    device_bound = Timing(2.0, 0.01, 0.01, 50, 1.99, "cuda_events+l2_flush", host_ms=0.3, device_ms=1.99)
+    assert (light.cost_ms, heavy.cost_ms, device_bound.cost_ms) == (0.054, 0.1526, 2.0)
+    assert Timing(0.5, 0.02, 0.01, 40, 0.49, "cpu_perf_counter").cost_ms == 0.5  # not measured: the median
+    r = Result("p", "c", "triton", Status.OK, True, runtime=light, compiled=heavy)
+    assert (r.runtime_ms, r.compile_ms) == (0.054, 0.1526) and r.spread() == (0.054, 0.001)
+    assert r.to_dict()["runtime_ms"] == 0.054 and Result.from_dict(r.to_dict()).runtime == light
+    # by medians 0.0403 apart; by cost 0.0986: faster either way; a median inside the spread is not made faster
+    assert light.faster_than(heavy) and not heavy.faster_than(light)
+    floored = Timing(0.05, 0.001, 0.01, 50, 0.049, "cuda_events+l2_flush", host_ms=0.2, device_ms=0.0499)
+    assert heavy.faster_than(floored) and not floored.faster_than(heavy)  # 0.1526 against 0.2

@@ -5,8 +5,8 @@ succession of champions: candidates are taken in a fixed order (round, then key:
 first is the incumbent, and a later one displaces it only when clearly faster. Ties, and differences
 inside the spread, keep the earlier candidate. The next place is the champion of those left.
 
-A candidate is anything; `spread` says its (median_ms, iqr_ms), or None when it has no time to rank
-(not correct, not timed): those never rank.
+A candidate is anything; `spread` says its (cost_ms, iqr_ms) (`Timing.cost_ms`), or None when it has no time to
+rank (not correct, not timed): those never rank.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Callable, Iterable, TypeVar
 from kernelcraft.result import faster_beyond_spread
 
 T = TypeVar("T")
-Spread = tuple[float, float | None]  # (median_ms, iqr_ms)
+Spread = tuple[float, float | None]  # (cost_ms, iqr_ms)
 
 
 def clearly_faster(a: Spread | None, b: Spread | None) -> bool:

@@ -144,3 +144,23 @@ def test_a_bench_counts_the_problems_it_could_not_cover(verifier, tmp_path):
     console.print(bench_report_view(report))
     text = console.export_text()
     assert "spectrum" in text and "not covered" in text
+
+
+def test_the_result_view_says_where_a_time_is_the_hosts():
+    """A timing whose host time a call is longer than its median shows that cost, the median beside it."""
+    from rich.console import Console
+
+    from kernelcraft.report.terminal import result_view
+    from kernelcraft.result import Result, Status, Timing
+
+    def timing(median, host=None):
+        return Timing(median, 0.001, 0.01, 50, median, "cuda_events+l2_flush", host, median)
+
+    r = Result("p", "c", "triton", Status.OK, True, runtime=timing(0.0502, 0.0523), eager=timing(0.0623, 0.0392),
+               compiled=timing(0.1403, 0.1526))
+    console = Console(width=160, record=True)
+    console.print(result_view(r))
+    text = console.export_text()
+    assert "torch.compile  0.1526 ms (host time a call; median 0.1403 ms)" in text
+    assert "candidate      0.0523 ms (host time a call; median 0.0502 ms)" in text
+    assert "PyTorch eager  0.0623 ms " in text and "0.0623 ms (host" not in text

@@ -80,6 +80,11 @@ def test_a_host_bound_timing_is_noted_and_a_light_one_is_not():
     _host_bound_notes(result)
     assert result.notes == ["host_bound: the candidate's 0.1331 ms holds host time: its calls took 0.131 ms on the "
                             "host (median), and 0.0504 ms on the device with their work queued ahead"]
+    result.notes, result.compiled = [], timing(0.1403, 0.1526, 0.0497)  # the host's time is longer than the median
+    _host_bound_notes(result)
+    assert result.notes[1] == ("host_bound: torch.compile's 0.1403 ms holds host time: its calls took 0.153 ms on the "
+                               "host (median), and 0.0497 ms on the device with their work queued ahead; the host's "
+                               "0.1526 ms is counted")
     assert Timing.from_dict(result.runtime.to_dict()) == result.runtime
     before = {k: v for k, v in result.runtime.to_dict().items() if k not in ("host_ms", "device_ms")}
     assert Timing.from_dict(before).device_ms is None

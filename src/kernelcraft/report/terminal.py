@@ -20,6 +20,11 @@ _STYLE = {"ok": "bold green", "incorrect": "bold red", "rejected": "bold magenta
           "compile_error": "bold yellow", "runtime_error": "bold red", "timeout": "bold yellow"}
 
 
+def _host(t) -> str:
+    """Where a call's cost is its host time (longer than the timed median), say so beside it."""
+    return f" (host time a call; median {_ms(t.median_ms)})" if t.cost_ms > t.median_ms else ""
+
+
 def _ms(value) -> str:
     return "—" if value is None else (f"{value:.4f} ms" if value < 1 else f"{value:.3f} ms")
 
@@ -44,12 +49,12 @@ def result_view(r: Result) -> Group:
     if r.compile_seconds is not None:
         table.add_row("compile", f"{r.compile_seconds:.3f} s")
     if r.runtime:
-        table.add_row("candidate", f"{_ms(r.runtime.median_ms)}  (IQR {_ms(r.runtime.iqr_ms)}, CV {r.runtime.cv:.2%}, "
-                      f"n={r.runtime.samples}, {r.runtime.method})")
+        table.add_row("candidate", f"{_ms(r.runtime_ms)}{_host(r.runtime)}  (IQR {_ms(r.runtime.iqr_ms)}, "
+                      f"CV {r.runtime.cv:.2%}, n={r.runtime.samples}, {r.runtime.method})")
     if r.eager:
-        table.add_row("PyTorch eager", f"{_ms(r.eager.median_ms)}" + ("  (cached)" if r.baseline_cached else ""))
+        table.add_row("PyTorch eager", f"{_ms(r.eager_ms)}{_host(r.eager)}" + ("  (cached)" if r.baseline_cached else ""))
     if r.compiled:
-        table.add_row("torch.compile", _ms(r.compiled.median_ms))
+        table.add_row("torch.compile", f"{_ms(r.compile_ms)}{_host(r.compiled)}")
     if r.runtime:
         table.add_row("speedup", f"{_x(r.speedup_eager)} vs eager, {_x(r.speedup_compile)} vs compile")
     if r.roofline_fraction is not None:

@@ -192,7 +192,7 @@ class Engine:
     def kernels(self, cands: list[Cand]) -> list[Kernel]:
         """Candidates as a proposer is shown them, their speedups all against the run's one baseline."""
         target = self.target()
-        eager_ms = target.eager.median_ms if target and target.eager else None
+        eager_ms = target.eager.cost_ms if target and target.eager else None
         return [c.kernel(eager_ms) for c in cands]
 
     def tried(self, kept: list[Cand]) -> list[TriedIdea]:

@@ -55,8 +55,8 @@ class Target:
 
     def summary(self) -> str:
         """One line: "eager 1.43 ms, torch.compile 1.1 ms, roofline floor 0.641 ms (full sizes)"."""
-        parts = [f"eager {self.eager.median_ms:.4g} ms" if self.eager else "no eager baseline"]
-        parts += [f"torch.compile {self.compiled.median_ms:.4g} ms"] if self.compiled else []
+        parts = [f"eager {self.eager.cost_ms:.4g} ms" if self.eager else "no eager baseline"]
+        parts += [f"torch.compile {self.compiled.cost_ms:.4g} ms"] if self.compiled else []
         parts += [f"roofline floor {self.floor.ms:.4g} ms ({self.floor.bound}-bound)"] if self.floor else []
         return ", ".join(parts) + f" ({self.sizes})"
 

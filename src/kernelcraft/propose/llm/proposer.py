@@ -121,8 +121,8 @@ def _target(target: Target | None, on_gpu: bool = True) -> str:
     shapes = ", ".join(f"({', '.join(map(str, i['shape']))}) {i['dtype']}" for i in target.inputs) or "no tensors"
     sizes = target.sizes + ("; on the CPU the small sizes are timed" if not on_gpu and target.sizes != "full sizes" else "")
     lines = [f"What is timed: one forward call on inputs {shapes} ({sizes}), on {target.device}."]
-    base = [f"PyTorch eager {target.eager.median_ms:.4g} ms"] if target.eager else []
-    base += [f"torch.compile {target.compiled.median_ms:.4g} ms"] if target.compiled else []
+    base = [f"PyTorch eager {target.eager.cost_ms:.4g} ms"] if target.eager else []
+    base += [f"torch.compile {target.compiled.cost_ms:.4g} ms"] if target.compiled else []
     if base:
         lines.append("Baselines here: " + ", ".join(base) + ".")
     f = target.floor
