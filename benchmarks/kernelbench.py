@@ -89,7 +89,7 @@ def row_for(problem, kind: str, result, wall: float) -> dict:
             "estimate_gib": gib(memory.get("estimate")), "supervisor_peak_gib": gib(memory.get("supervisor_peak_reserved")),
             "worker_peak_gib": gib(memory.get("worker_peak_reserved")), "trials": result.trials,
             "timed_checks": result.timed_checks, "runtime_ms": result.runtime_ms,
-            "eager_ms": result.eager.median_ms if result.eager else None, "speedup_eager": result.speedup_eager,
+            "eager_ms": result.eager_ms, "speedup_eager": result.speedup_eager,
             "compile_ms": result.compile_ms, "speedup_compile": result.speedup_compile,
             "host": {name: {"host_ms": round(t.host_ms, 4), "device_ms": round(t.device_ms, 4)}
                      for name, t in (("candidate", result.runtime), ("eager", result.eager),

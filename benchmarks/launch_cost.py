@@ -7,13 +7,19 @@ A call's host time beyond the flush's device time leaves the GPU idle inside the
 problem's device time is tens of microseconds (level 1's 12), its timing is partly the host's.
 
     python benchmarks/launch_cost.py shared/kernelbench/level1 --only 12 --out launch.json
+    python benchmarks/launch_cost.py shared/kernelbench/level1 --only 40 --profile 25 --out launch.json
+
+`--profile N`: also where the engineer's kernel spends its host time, by Python function (cProfile over 50 calls
+issued behind a device sleep, as `host_us` issues them): the N functions of most own time, microseconds a call.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime
 import json
+import pstats
 from pathlib import Path
 
 import torch
@@ -65,7 +71,25 @@ def flush_us() -> float:
     return round(sorted(times)[len(times) // 2], 1)
 
 
-def problem_costs(problem, engineer) -> dict:
+def host_profile(fn, inputs: list, top: int, calls: int = 50) -> list[dict]:
+    """The `top` functions of most own time over `calls` calls of `fn` issued behind a device sleep: where, how many
+    calls a call, own and cumulative microseconds a call."""
+    torch.cuda.synchronize()
+    torch.cuda._sleep(200_000_000)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn(*inputs)
+    profiler.disable()
+    torch.cuda.synchronize()
+    stats = pstats.Stats(profiler).stats
+    rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+    return [{"where": f"{Path(file).name}:{line}:{name}", "calls": round(nc / calls, 2),
+             "own_us": round(own * 1e6 / calls, 1), "cumulative_us": round(cum * 1e6 / calls, 1)}
+            for (file, line, name), (_cc, nc, own, cum, _callers) in rows]
+
+
+def problem_costs(problem, engineer, top: int = 0) -> dict:
     module = problem.load()
     model = module.Model(*module.get_init_inputs()).cuda().eval()
     source = parse_kernel(engineer.ask(Request("implement", problem, "triton")).text).source
@@ -78,7 +102,10 @@ def problem_costs(problem, engineer) -> dict:
     with torch.no_grad():
         for fn in fns.values():
             fn(*inputs)
-        return {"problem": problem.name, "host_us": {name: host_us(fn, inputs) for name, fn in fns.items()}}
+        row = {"problem": problem.name, "host_us": {name: host_us(fn, inputs) for name, fn in fns.items()}}
+        if top:
+            row["profile_first"] = host_profile(new, inputs, top)
+        return row
 
 
 def main() -> None:
@@ -86,6 +113,8 @@ def main() -> None:
     ap.add_argument("suite", type=Path)
     ap.add_argument("--only", required=True, help="comma-separated problem numbers")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also the engineer's kernel's N Python functions of most own host time")
     args = ap.parse_args()
     set_exact_fp32(True)
     record = {"what": "host microseconds a call against the L2 flush's device time (benchmarks/launch_cost.py)",
@@ -95,7 +124,7 @@ def main() -> None:
               "flush_device_us": flush_us(), "launches": launches(), "problems": []}
     engineer = BuiltinProposer("cuda")
     for problem in numbered(args.suite, args.only):
-        record["problems"].append(problem_costs(problem, engineer))
+        record["problems"].append(problem_costs(problem, engineer, args.profile))
         args.out.write_text(json.dumps(record, indent=1))
     args.out.write_text(json.dumps(record, indent=1))
     print(json.dumps({k: record[k] for k in ("flush_device_us", "launches", "problems")}, indent=1))
