@@ -115,6 +115,7 @@ def test_wrong_argument_count_is_refused_before_any_launch():
 def test_unknown_kernel_name():
     module = KernelModule(SIGNATURES, b"", "", parse_signatures(SIGNATURES))
     assert module.scale.params == module["scale"].params
+    assert module.scale is module["scale"]  # one launcher a kernel, its packers and configurations kept
     with pytest.raises(AttributeError, match=r"no __global__ kernel named 'scal'.*'add'"):
         module.scal
 
@@ -271,3 +272,27 @@ def test_resources_come_from_the_driver(cache):
     module = nvrtc.load_kernels(STAGED + "\n// resources test\n")
     [res] = module.resources(0)
     assert res["kernel"] == "staged" and res["registers"] > 0 and res["smem"] == 64 * 4 and res["local"] == 0
+
+
+@pytest.mark.gpu
+def test_launches_keep_one_configuration_per_shape_and_stay_correct(cache):
+    """A launcher packs and configures from what it kept: the same grid given as a tuple or a list is one
+    configuration, another grid another; each launch writes what the kernel computes; a CPU tensor is refused by
+    name; a launch on a side stream runs there."""
+    module = nvrtc.load_kernels(STAGED + "\n// configurations test\n")
+    x = torch.arange(256, dtype=torch.float32, device="cuda")
+    want = x.reshape(4, 64).flip(1).reshape(-1)
+    for grid in ((4,), [4], 4):
+        y = torch.zeros_like(x)
+        module.staged(x, y, 256, grid=grid, block=(64,))
+        assert torch.equal(y, want)
+    module.staged(x, torch.zeros_like(x), 128, grid=(2,), block=(64,))
+    assert len(module.staged._configs) == 2
+    with pytest.raises(ValueError, match=r"staged\(x\): tensor on cpu, kernel launches on cuda:0"):
+        module.staged(x.cpu(), y, 256, grid=(4,), block=(64,))
+    side, y = torch.cuda.Stream(), torch.zeros_like(x)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        module.staged(x, y, 256, grid=(4,), block=(64,))
+    side.synchronize()
+    assert torch.equal(y, want)

@@ -198,7 +198,10 @@ class KernelModule:
         if name not in signatures:
             raise AttributeError(f"no __global__ kernel named {name!r}; the source defines "
                                  f"{sorted(signatures)}")
-        return Launcher(self, name, signatures[name])
+        launchers = self.__dict__.setdefault("_launchers", {})  # one per kernel: its packers and configs kept
+        if name not in launchers:
+            launchers[name] = Launcher(self, name, signatures[name])
+        return launchers[name]
 
     def __getitem__(self, name: str):
         return getattr(self, name)
@@ -229,8 +232,16 @@ class KernelModule:
 
 
 class Launcher:
+    """One kernel's launches. What a launch needs beyond its arguments is worked out once and kept: each
+    parameter's packer, and the launch configuration of each (grid, block, shared memory, cluster, cooperative)
+    seen (up to `CONFIGS`), so a launch costs the host little more than the driver's call."""
+
+    CONFIGS = 256
+
     def __init__(self, module: KernelModule, name: str, params: list[Param]):
         self.module, self.name, self.params = module, name, params
+        self._packers = [_packer(name, p) for p in params]
+        self._configs: dict = {}
 
     def __call__(self, *args, grid, block, shared_mem: int = 0, stream=None, cluster=None, cooperative=False):
         """Launch on torch's current stream. `grid` counts blocks, as CUDA's <<<grid, block>>> does, also when
@@ -238,30 +249,29 @@ class Launcher:
         the cluster's. `cooperative`: a cooperative launch, which fails rather than start a grid whose blocks
         cannot all be resident at once (kernels that wait for one another across blocks need that)."""
         import torch
-        from cuda.core import LaunchConfig, launch
+        from cuda.core import launch
 
         if len(args) != len(self.params):
             raise TypeError(f"{self.name} takes {len(self.params)} arguments "
                             f"({', '.join(p.ctype + ' ' + p.name for p in self.params)}), got {len(args)}")
-        grid_dims = _clusters(grid, cluster) if cluster is not None else _dims(grid)
-        device_index = next((a.device.index for a in args if isinstance(a, torch.Tensor)),
-                            torch.cuda.current_device())
+        device_index = next((a.get_device() for a in args if isinstance(a, torch.Tensor)), -1)
+        if device_index < 0:  # no tensor, or the first on the CPU (its packer says so)
+            device_index = torch.cuda.current_device()
+        packed = [pack(a, device_index) for pack, a in zip(self._packers, args)]  # refuses a tensor elsewhere
         device, kernel, streams = self._kernel(device_index)
         if shared_mem > 48 * 1024 and (self.name, device_index, shared_mem) not in self.module._shared_allowed:
             _allow_dynamic_shared(kernel, device_index, shared_mem)
             self.module._shared_allowed.add((self.name, device_index, shared_mem))
-        torch_stream = stream if stream is not None else torch.cuda.current_stream(device_index)
-        handle = torch_stream.cuda_stream
+        handle = stream.cuda_stream if stream is not None else torch._C._cuda_getCurrentRawStream(device_index)
         cuda_stream = streams.get(handle)
         if cuda_stream is None:
             cuda_stream = streams[handle] = device.create_stream(_TorchStream(handle))
-        packed = [self._pack(p, a, device_index) for p, a in zip(self.params, args)]
-        extra = {"is_cooperative": True} if cooperative else {}
-        if cluster is None:
-            config = LaunchConfig(grid=grid_dims, block=_dims(block), shmem_size=shared_mem, **extra)
-        else:  # cuda.core counts the grid in clusters when a cluster is given
-            config = LaunchConfig(grid=grid_dims[0], cluster=grid_dims[1], block=_dims(block), shmem_size=shared_mem,
-                                  **extra)
+        key = (_key(grid), _key(block), shared_mem, _key(cluster), cooperative)
+        config = self._configs.get(key)
+        if config is None:
+            if len(self._configs) >= self.CONFIGS:
+                self._configs.clear()
+            config = self._configs[key] = _config(grid, block, shared_mem, cluster, cooperative)
         launch(cuda_stream, config, kernel, *packed)
 
     def blocks_per_sm(self, block, shared_mem: int = 0, device=None) -> int:
@@ -290,27 +300,55 @@ class Launcher:
         return device, kernel, streams
 
     def _pack(self, param: Param, value, device_index: int):
-        import torch
+        """`value` as `param` takes it (what a launch passes): see `_packer`."""
+        return _packer(self.name, param)(value, device_index)
 
-        if param.pointer:
+
+def _packer(kernel: str, param: Param):
+    """How one parameter's argument is packed for a launch on a device (its index): a tensor's address for a
+    pointer (it must be on that device), an address as it is; a scalar as the numpy type of its C type (a
+    one-element tensor's value); a scalar of another C type (a struct) only as a numpy scalar given."""
+    import torch
+
+    if param.pointer:
+        def pointer(value, device_index: int):
             if isinstance(value, torch.Tensor):
-                if value.device.type != "cuda" or value.device.index != device_index:
-                    raise ValueError(f"{self.name}({param.name}): tensor on {value.device}, "
+                if not value.is_cuda or value.get_device() != device_index:
+                    raise ValueError(f"{kernel}({param.name}): tensor on {value.device}, "
                                      f"kernel launches on cuda:{device_index}")
                 return np.uint64(value.data_ptr())
             if isinstance(value, int):
                 return np.uint64(value)
-            raise TypeError(f"{self.name}({param.name}): pointer parameter needs a tensor, "
+            raise TypeError(f"{kernel}({param.name}): pointer parameter needs a tensor, "
                             f"got {type(value).__name__}")
-        kind = _SCALARS.get(" ".join(param.ctype.split()))
-        if kind is None:
+        return pointer
+    kind = _SCALARS.get(" ".join(param.ctype.split()))
+    if kind is None:
+        def other(value, _device_index: int):
             if isinstance(value, np.generic):
                 return value
-            raise TypeError(f"{self.name}({param.name}): parameter type {param.ctype!r} is not a "
+            raise TypeError(f"{kernel}({param.name}): parameter type {param.ctype!r} is not a "
                             "plain scalar; pass a numpy scalar of the right size")
-        if isinstance(value, torch.Tensor):
-            value = value.item()
-        return kind(value)
+        return other
+
+    def scalar(value, _device_index: int):
+        return kind(value.item() if isinstance(value, torch.Tensor) else value)
+    return scalar
+
+
+def _key(value):
+    """A grid, block or cluster as a dict key: 4, (4,) and [4] as one."""
+    return value if value is None else (value,) if isinstance(value, int) else tuple(value)
+
+
+def _config(grid, block, shared_mem: int, cluster, cooperative: bool):
+    from cuda.core import LaunchConfig
+
+    extra = {"is_cooperative": True} if cooperative else {}
+    if cluster is None:
+        return LaunchConfig(grid=_dims(grid), block=_dims(block), shmem_size=shared_mem, **extra)
+    grid_dims, cluster_dims = _clusters(grid, cluster)  # cuda.core counts the grid in clusters when a cluster is given
+    return LaunchConfig(grid=grid_dims, cluster=cluster_dims, block=_dims(block), shmem_size=shared_mem, **extra)
 
 
 def _dims(value) -> tuple[int, ...]:
