@@ -91,7 +91,9 @@ def row_for(problem, kind: str, result, wall: float) -> dict:
             "timed_checks": result.timed_checks, "runtime_ms": result.runtime_ms,
             "eager_ms": result.eager_ms, "speedup_eager": result.speedup_eager,
             "compile_ms": result.compile_ms, "speedup_compile": result.speedup_compile,
-            "host": {name: {"host_ms": round(t.host_ms, 4), "device_ms": round(t.device_ms, 4)}
+            "host": {name: {"median_ms": round(t.median_ms, 4), "host_ms": round(t.host_ms, 4),
+                            "device_ms": round(t.device_ms, 4),
+                            "lead_ms": round(t.lead_ms, 4) if t.lead_ms is not None else None}
                      for name, t in (("candidate", result.runtime), ("eager", result.eager),
                                      ("compile", result.compiled)) if t is not None and t.host_ms is not None},
             "lock_wait_s": result.phases.get("lock_wait"), "phases": result.phases, "wall_s": round(wall, 2)}

@@ -59,9 +59,10 @@ def latest(paths: list[Path], skip: dict[str, set[int]] | None = None) -> dict:
 
 
 def host_bound(rows: list[dict], margin: float = 0.1) -> dict:
-    """Rows whose candidate or torch.compile time holds host time: its median more than `margin` above the device's
-    own time for its calls (a row's "host", measured by the verifier's clock since stop 44), with that speedup on
-    device times; and how many rows carry the measure at all (older rows do not)."""
+    """Rows whose candidate or torch.compile timed median holds host time: more than `margin` above the device's own
+    time for its calls (a row's "host", measured by the verifier's clock since stop 44), with the row's speedup (on
+    each call's cost: `Timing.cost_ms`) and the speedup on device times; and how many rows carry the measure at all
+    (older rows do not)."""
     measured, bound = 0, {}
     for row in rows:
         host = row.get("host") or {}
@@ -69,9 +70,9 @@ def host_bound(rows: list[dict], margin: float = 0.1) -> dict:
         if not (cand and comp and row.get("runtime_ms") and row.get("compile_ms")):
             continue
         measured += 1
-        over = {name: round(median / h["device_ms"], 3) for name, median, h in
-                (("candidate", row["runtime_ms"], cand), ("compile", row["compile_ms"], comp))
-                if median > (1 + margin) * h["device_ms"]}
+        over = {name: round(h.get("median_ms", time) / h["device_ms"], 3) for name, time, h in  # rows before the
+                (("candidate", row["runtime_ms"], cand), ("compile", row["compile_ms"], comp))  # cost: median
+                if h.get("median_ms", time) > (1 + margin) * h["device_ms"]}
         if over:
             bound[row["problem"]] = {"median_over_device": over, "speedup_compile": row.get("speedup_compile"),
                                      "speedup_compile_device": round(comp["device_ms"] / cand["device_ms"], 4)}

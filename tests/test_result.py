@@ -46,18 +46,27 @@ def test_derived_figures_and_the_spread_come_from_the_timings():
     assert not r.trusted
 
 
-def test_a_call_costs_its_median_or_its_host_time_where_that_is_longer():
-    """Timing.cost_ms: the host's time a call is a floor (a loop of calls runs no faster than its host issues them);
-    the derived times, the spread and `faster_than` all use it; where the host was not measured, the median."""
-    light = Timing(0.05, 0.001, 0.01, 50, 0.049, "cuda_events+l2_flush", host_ms=0.054, device_ms=0.0499)
-    heavy = Timing(0.1403, 0.004, 0.02, 50, 0.13, "cuda_events+l2_flush", host_ms=0.1526, device_ms=0.0497)
-    device_bound = Timing(2.0, 0.01, 0.01, 50, 1.99, "cuda_events+l2_flush", host_ms=0.3, device_ms=1.99)
-    assert (light.cost_ms, heavy.cost_ms, device_bound.cost_ms) == (0.054, 0.1526, 2.0)
+def test_a_call_costs_the_device_time_or_the_host_time_whichever_is_longer():
+    """Timing.cost_ms: a loop of calls runs no faster than its host issues them. The device's time is the median
+    where the host's fit in the lead, else the device-only time (the median then holds host time past the lead);
+    the derived times, the spread and `faster_than` use the cost; without host times, the median."""
+    def timing(median, host=None, device=None, lead=0.088):
+        return Timing(median, 0.001, 0.01, 50, median, "cuda_events+l2_flush", host, device, lead)
+
+    device_bound = timing(2.0, host=0.3, device=1.99)  # host past the lead, but the device's time is longer
+    assert device_bound.cost_ms == 1.99
+    assert timing(2.0, host=0.05, device=1.98).cost_ms == 2.0  # within the lead: the median, the larger sample
+    assert timing(0.0502, host=0.054, device=0.0499).cost_ms == 0.054  # a tiny kernel: the host's time
+    compiled = timing(0.2353, host=0.1506, device=0.1823)  # level 1's 88: the median holds 53 us of host time
+    ours = timing(0.1845, host=0.0917, device=0.1823)
+    assert (compiled.cost_ms, ours.cost_ms) == (0.1823, 0.1823)  # a tie, as the device's times say
+    assert timing(0.1403, host=0.1526, device=0.0497).cost_ms == 0.1526  # level 1's 12's torch.compile: the host
     assert Timing(0.5, 0.02, 0.01, 40, 0.49, "cpu_perf_counter").cost_ms == 0.5  # not measured: the median
+    before_lead = timing(0.1403, host=0.1526, device=0.0497, lead=None)  # a record from before the lead was kept
+    assert before_lead.cost_ms == 0.1526 and timing(0.2353, 0.1506, 0.1823, None).cost_ms == 0.2353
+    light, heavy = timing(0.05, host=0.054, device=0.0499), timing(0.1403, host=0.1526, device=0.0497)
     r = Result("p", "c", "triton", Status.OK, True, runtime=light, compiled=heavy)
     assert (r.runtime_ms, r.compile_ms) == (0.054, 0.1526) and r.spread() == (0.054, 0.001)
     assert r.to_dict()["runtime_ms"] == 0.054 and Result.from_dict(r.to_dict()).runtime == light
-    # by medians 0.0403 apart; by cost 0.0986: faster either way; a median inside the spread is not made faster
     assert light.faster_than(heavy) and not heavy.faster_than(light)
-    floored = Timing(0.05, 0.001, 0.01, 50, 0.049, "cuda_events+l2_flush", host_ms=0.2, device_ms=0.0499)
-    assert heavy.faster_than(floored) and not floored.faster_than(heavy)  # 0.1526 against 0.2
+    assert not ours.faster_than(compiled)  # by medians 0.051 ms faster; by cost, not at all

@@ -48,17 +48,25 @@ class Timing:
     min_ms: float
     method: str  # e.g. "cuda_events+l2_flush", "cpu_perf_counter"
     # On a GPU (verify.timing): the host's time a call (median, from the call to its return), and the event time of a
-    # few calls whose work reached the device queued behind a lead longer than that (median): the device's own time.
-    # A median_ms well above device_ms holds host time. None where not measured (the CPU, records from before).
+    # few calls whose work reached the device queued behind a lead longer than that (median): the device's own time;
+    # and the lead every timed call had (the L2 flush's device time). A median_ms well above device_ms holds host
+    # time. None where not measured (the CPU, records from before).
     host_ms: float | None = None
     device_ms: float | None = None
+    lead_ms: float | None = None
 
     @property
     def cost_ms(self) -> float:
-        """What a call costs, the time speedups and rankings use: the median, or the host's time a call where that is
-        longer. A loop of calls runs no faster than its host issues them; the median alone would count host time
-        only past the flush's lead (verify.timing), so a host-bound call's time would move with the host's load."""
-        return max(self.median_ms, self.host_ms or 0.0)
+        """What a call costs in a loop of calls, the time speedups and rankings use: the device's time or the host's,
+        whichever is longer (a loop runs no faster than its host issues the calls). The device's time is the median
+        where the host's time fit in the lead (the events saw the device's work alone), else `device_ms`: a median
+        then holds the host's time past the lead, which moves with the lead's length and the host's load. Without a
+        lead on record (records from before it), the median or the host's time, whichever is longer."""
+        if self.host_ms is None:
+            return self.median_ms
+        if self.lead_ms is not None and self.device_ms is not None and self.host_ms > self.lead_ms:
+            return max(self.device_ms, self.host_ms)
+        return max(self.median_ms, self.host_ms)
 
     def to_dict(self) -> dict:
         return asdict(self)

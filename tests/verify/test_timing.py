@@ -81,13 +81,20 @@ def test_a_host_bound_timing_is_noted_and_a_light_one_is_not():
     assert result.notes == ["host_bound: the candidate's 0.1331 ms holds host time: its calls took 0.131 ms on the "
                             "host (median), and 0.0504 ms on the device with their work queued ahead"]
     result.notes, result.compiled = [], timing(0.1403, 0.1526, 0.0497)  # the host's time is longer than the median
+    result.compiled.lead_ms = result.runtime.lead_ms = 0.088
     _host_bound_notes(result)
-    assert result.notes[1] == ("host_bound: torch.compile's 0.1403 ms holds host time: its calls took 0.153 ms on the "
-                               "host (median), and 0.0497 ms on the device with their work queued ahead; the host's "
-                               "0.1526 ms is counted")
+    assert result.notes == [
+        "host_bound: the candidate's 0.1331 ms holds host time: its calls took 0.131 ms on the host (median), and "
+        "0.0504 ms on the device with their work queued ahead; counted: 0.131 ms, the host's",
+        "host_bound: torch.compile's 0.1403 ms holds host time: its calls took 0.153 ms on the host (median), and "
+        "0.0497 ms on the device with their work queued ahead; counted: 0.1526 ms, the host's"]
+    result.notes, result.compiled = [], timing(0.2353, 0.1506, 0.1823)  # past the lead; the device's time counts
+    result.compiled.lead_ms = 0.088
+    _host_bound_notes(result)
+    assert result.notes[1].endswith("queued ahead; counted: 0.1823 ms, the device's")
     assert Timing.from_dict(result.runtime.to_dict()) == result.runtime
-    before = {k: v for k, v in result.runtime.to_dict().items() if k not in ("host_ms", "device_ms")}
-    assert Timing.from_dict(before).device_ms is None
+    before = {k: v for k, v in result.runtime.to_dict().items() if k not in ("host_ms", "device_ms", "lead_ms")}
+    assert Timing.from_dict(before).device_ms is None and Timing.from_dict(before).lead_ms is None
 
 
 def test_wall_clock_covers_the_samples(run_and_rounds):

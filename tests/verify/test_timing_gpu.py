@@ -32,3 +32,24 @@ def test_host_time_beyond_the_flush_is_in_the_events_and_not_in_the_device_time(
     assert heavy_t.host_ms >= 2.0 and heavy_t.median_ms >= 2.0 - run.lead_ms - 0.1  # the idle device: the host's
     assert heavy_t.device_ms < 0.5  # the same calls' work queued ahead: a small multiply's time
     assert light_t.host_ms < 2.0 and light_t.median_ms < 0.5 and light_t.device_ms < 0.5
+    assert heavy_t.lead_ms == light_t.lead_ms == run.lead_ms
+    assert heavy_t.cost_ms == heavy_t.host_ms  # a loop of such calls runs at its host's pace
+
+
+def test_a_call_past_the_lead_costs_its_device_time_not_its_median():
+    """A call whose host time outlasts the lead but whose device work is longer: its median holds the host's time
+    past the lead, its cost is the device's time alone (what a loop of such calls takes a call)."""
+    x = torch.randn(1024, device="cuda")
+
+    def late(t):  # 0.4 ms of host work, then about 1.5 ms on the device
+        time.sleep(0.0004)
+        torch.cuda._sleep(2_500_000)
+        return t * 2
+
+    config = TimingConfig(warmup_ms=20, min_samples=10, budget_s=1.0, batch_ms=10)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    run = time_interleaved({"late": late}, lambda r: [x], torch.device("cuda"), config, l2)
+    t = run.timings["late"]
+    assert t.lead_ms < t.host_ms < t.device_ms
+    assert t.median_ms > t.device_ms + 0.5 * (t.host_ms - t.lead_ms)  # the idle device before the sleep's launch
+    assert t.cost_ms == t.device_ms

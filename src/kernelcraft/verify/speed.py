@@ -54,13 +54,13 @@ def time_candidate(sup, case: judge.Case, problem: Problem) -> None:
 def _host_bound_notes(result: Result, margin: float = 0.1) -> None:
     """A note for each timing (candidate, eager, torch.compile) whose median is more than `margin` above the device's
     own time for the same calls (verify.timing: their work queued ahead of the device): it holds host time, and
-    moves with the host's load. Where the host's time a call is longer than the median, that is the time counted
-    (`Timing.cost_ms`), and the note says so."""
+    moves with the host's load. Where the time counted (`Timing.cost_ms`) is not the median, the note says which."""
     for label, t in (("the candidate", result.runtime), ("eager", result.eager), ("torch.compile", result.compiled)):
         if t is None or t.device_ms is None or t.median_ms <= (1 + margin) * t.device_ms:
             continue
-        counted = (f"; the host's {t.host_ms:.4g} ms is counted" if t.host_ms is not None and t.host_ms > t.median_ms
-                   else "")
+        cost = t.cost_ms
+        counted = "" if cost == t.median_ms else \
+            f"; counted: {cost:.4g} ms, the {'host' if cost == t.host_ms else 'device'}'s"
         result.notes.append(f"host_bound: {label}'s {t.median_ms:.4g} ms holds host time: its calls took "
                             f"{t.host_ms:.3g} ms on the host (median), and {t.device_ms:.4g} ms on the device "
                             f"with their work queued ahead{counted}")

@@ -13,7 +13,9 @@ the call's events, so its event time holds host time too, and moves with the hos
 call's host time (to its return) is measured beside its events; after the rounds, a few calls of
 each callable run with a device sleep of twice that time queued after the flush, so their work
 reaches the device queued: each Timing says the median host time and that device-only time
-(`host_ms`, `device_ms`), and the flush's device time is kept (`lead_ms`).
+(`host_ms`, `device_ms`), and the flush's device time (`lead_ms`). A call's cost (`Timing.cost_ms`) is the
+device's time or the host's, whichever is longer: the median for the device's where the host's time fit in the
+lead, else the device-only time.
 
 Before every timed call the inputs change in place (`mutate`, outside the timed region, before the
 flush), with a seed drawn at that moment; one call per round of the `sample` callable is chosen at
@@ -34,6 +36,11 @@ from typing import Callable
 import torch
 
 from kernelcraft.result import Timing
+
+
+# Calls timed with the host's work queued ahead (`Timing.device_ms`): more where the host outlasted the lead, as the
+# device's time a call then comes from them (`Timing.cost_ms`).
+DEVICE_CALLS, DEVICE_CALLS_PAST_LEAD = 5, 15
 
 
 @dataclass
@@ -166,9 +173,9 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
     if cuda:  # the host's time a call, then the device's own: a few calls with the host's work queued well ahead
         per_ms = 1_000_000 / _device_ms(lambda: torch.cuda._sleep(1_000_000), 3)  # torch.cuda._sleep's cycles
         for name, timing in timings.items():
-            timing.host_ms = statistics.median(hosts[name])
+            timing.host_ms, timing.lead_ms = statistics.median(hosts[name]), lead_ms
             ahead = []
-            for _ in range(5):
+            for _ in range(DEVICE_CALLS_PAST_LEAD if timing.host_ms > lead_ms else DEVICE_CALLS):
                 if mutate is not None:
                     mutate(inputs, secrets.randbits(62))
                     mutations += 1
