@@ -21,8 +21,10 @@ _STYLE = {"ok": "bold green", "incorrect": "bold red", "rejected": "bold magenta
 
 
 def _host(t) -> str:
-    """Where a call's cost is its host time (longer than the timed median), say so beside it."""
-    return f" (host time a call; median {_ms(t.median_ms)})" if t.cost_ms > t.median_ms else ""
+    """Where a call's cost is not its timed median, which it is and the median beside it."""
+    if t.cost_ms == t.median_ms:
+        return ""
+    return f" ({'host' if t.cost_ms == t.host_ms else 'device'} time a call; median {_ms(t.median_ms)})"
 
 
 def _ms(value) -> str:
