@@ -37,19 +37,24 @@ def test_host_time_beyond_the_flush_is_in_the_events_and_not_in_the_device_time(
 
 
 def test_a_call_past_the_lead_costs_its_device_time_not_its_median():
-    """A call whose host time outlasts the lead but whose device work is longer: its median holds the host's time
-    past the lead, its cost is the device's time alone (what a loop of such calls takes a call)."""
+    """Calls in a batch whose harness work between them (here a slow change of the inputs) leaves the device idle
+    before each: a call whose host time outlasts the flush's lead then has the host's time past the lead in its
+    median, though its device work is longer than its host time. Its cost is the device's time alone, what a loop
+    of such calls with nothing between them takes a call."""
     x = torch.randn(1024, device="cuda")
 
-    def late(t):  # 0.4 ms of host work, then about 1.5 ms on the device
-        time.sleep(0.0004)
-        torch.cuda._sleep(2_500_000)
+    def late(t):  # 0.3 ms of host work, then about 0.4 ms on the device
+        time.sleep(0.0003)
+        torch.cuda._sleep(800_000)
         return t * 2
+
+    def slow_change(inputs, seed):  # 0.3 ms on the host before each call, outside its timed window
+        time.sleep(0.0003)
 
     config = TimingConfig(warmup_ms=20, min_samples=10, budget_s=1.0, batch_ms=10)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    run = time_interleaved({"late": late}, lambda r: [x], torch.device("cuda"), config, l2)
+    run = time_interleaved({"late": late}, lambda r: [x], torch.device("cuda"), config, l2, mutate=slow_change)
     t = run.timings["late"]
     assert t.lead_ms < t.host_ms < t.device_ms
-    assert t.median_ms > t.device_ms + 0.5 * (t.host_ms - t.lead_ms)  # the idle device before the sleep's launch
+    assert t.median_ms > t.device_ms + 0.5 * (t.host_ms - t.lead_ms)  # the device idle before the sleep's launch
     assert t.cost_ms == t.device_ms
