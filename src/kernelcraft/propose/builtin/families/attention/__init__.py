@@ -38,8 +38,8 @@ _FOLD = ("the softmax scale (times log2 e) folded into the fp32 query tile once 
 
 _WIDE = (f"; heads too wide for the kernel's registers (a padded query row over {unfused.Q_ROW_BYTES} bytes or an fp32 "
          f"accumulator row over {unfused.ACC_ROW_BYTES}) take three kernels instead: the scores by a tiled GEMM into "
-         "memory, a softmax over each row of them, p @ v by the tiled GEMM, products at the same precision (fp32 "
-         "inputs on a Hopper GPU: both GEMMs as 3xTF32 fed by TMA, v copied once K-major)")
+         "memory, a softmax over each row of them, p @ v by the tiled GEMM, products at the same precision (3xTF32 "
+         "or TF32 fp32 inputs on a Hopper GPU: both GEMMs fed by TMA, v copied once K-major)")
 
 
 @dataclass(frozen=True)
