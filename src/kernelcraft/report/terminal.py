@@ -54,7 +54,8 @@ def result_view(r: Result) -> Group:
         table.add_row("candidate", f"{_ms(r.runtime_ms)}{_host(r.runtime)}  (IQR {_ms(r.runtime.iqr_ms)}, "
                       f"CV {r.runtime.cv:.2%}, n={r.runtime.samples}, {r.runtime.method})")
     if r.eager:
-        table.add_row("PyTorch eager", f"{_ms(r.eager_ms)}{_host(r.eager)}" + ("  (cached)" if r.baseline_cached else ""))
+        cached = "  (cached)" if r.baseline_cached else ""
+        table.add_row("PyTorch eager", f"{_ms(r.eager_ms)}{_host(r.eager)}{cached}")
     if r.compiled:
         table.add_row("torch.compile", f"{_ms(r.compile_ms)}{_host(r.compiled)}")
     if r.runtime:
