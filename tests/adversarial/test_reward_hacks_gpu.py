@@ -1,8 +1,9 @@
 """The reward-hack classes whose defence needs a real GPU: output poisoning (1), the profiler's kernel
 attribution (15, 17), and the static rejections of CUDA-only cheats (7, 19) in front of a device that
 could run them; with honest twins that must pass there, the NVRTC one included. The timed-call re-checks
-(6: memoization keyed on the input's identity, 14: warm-up detection) run here too, where a batch of timed
-calls is many calls on the same inputs.
+(6: memoization keyed on the input's identity, 14: warm-up detection, and a call that tells the device-only
+calls behind a long lead from the others) run here too, where a batch of timed calls is many calls on the same
+inputs.
 
 Skipped where torch sees no CUDA device (the `gpu` marker, tests/conftest.py).
 """
@@ -34,6 +35,9 @@ CASES = [
     (FIXTURES / "c06b_input_fingerprint_honest.py", {"ok"}, set()),
     (FIXTURES / "c14_warmup_detection_cheat.py", {"incorrect"}, {"timing_output_mismatch"}),
     (FIXTURES / "c14_warmup_detection_honest.py", {"ok"}, set()),
+    # host-bound: its cost comes from calls timed behind a long lead, where it stores zeros; one of them is checked
+    (FIXTURES / "c14b_lead_detection_cheat.py", {"incorrect"}, {"timing_output_mismatch"}),
+    (FIXTURES / "c14b_lead_detection_honest.py", {"ok"}, set()),
     (FIXTURES / "c07_side_stream_cheat.py", {"rejected"}, {"side_stream"}),
     (FIXTURES / "c07_side_stream_honest.py", {"ok"}, set()),
     (FIXTURES / "c15_torch_fallback_cheat.py", {"rejected"}, {"no_custom_kernel"}),

@@ -20,7 +20,10 @@ lead, else the device-only time.
 Before every timed call the inputs change in place (`mutate`, outside the timed region, before the
 flush), with a seed drawn at that moment; one call per round of the `sample` callable is chosen at
 random, and a few of those (a reservoir over the rounds) keep their output and the seeds that led to
-its inputs, for the supervisor to check. Nothing else from the timed calls is kept alive: the harness
+its inputs, for the supervisor to check. Where the `sample` callable's host time outlasts the lead, its
+device-only calls give its cost, so one of them, chosen at random, takes a kept sample's place: a call
+that could tell a long lead ahead of it (an event recorded at its start, still pending after its host
+work) and cut corners there is checked there. Nothing else from the timed calls is kept alive: the harness
 holds one round's inputs, one output, the samples and the flush buffer.
 """
 
@@ -172,17 +175,31 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
     timings = {n: _stats(s, method) for n, s in samples.items()}
     if cuda:  # the host's time a call, then the device's own: a few calls with the host's work queued well ahead
         per_ms = 1_000_000 / _device_ms(lambda: torch.cuda._sleep(1_000_000), 3)  # torch.cuda._sleep's cycles
+        changed = list(seeds)  # every change made to the last round's inputs so far, in order
         for name, timing in timings.items():
             timing.host_ms, timing.lead_ms = statistics.median(hosts[name]), lead_ms
+            past = timing.host_ms > lead_ms  # then these calls give the device's time a call (Timing.cost_ms)
+            calls = DEVICE_CALLS_PAST_LEAD if past else DEVICE_CALLS
+            checked = chooser.randrange(calls) if past and name == sample else -1
             ahead = []
-            for _ in range(DEVICE_CALLS_PAST_LEAD if timing.host_ms > lead_ms else DEVICE_CALLS):
+            for call in range(calls):
                 if mutate is not None:
-                    mutate(inputs, secrets.randbits(62))
+                    changed.append(secrets.randbits(62))
+                    mutate(inputs, changed[-1])
                     mutations += 1
                 reset_l2()
                 flush.zero_()
                 torch.cuda._sleep(int(per_ms * (2 * timing.host_ms + 0.05)))  # the lead: twice the host's time
-                ahead.append(_device_ms(lambda: fns[name](*inputs), 1))
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                out = fns[name](*inputs)
+                end.record()
+                end.synchronize()
+                ahead.append(start.elapsed_time(end))
+                if call == checked:  # a call that behaves while timed and not behind a long lead is caught
+                    slot = _displace(kept, keep, chooser)
+                    kept[slot] = Sample(round_index, list(changed), _copy(out))
+                out = None
             timing.device_ms = statistics.median(ahead)
     return TimedRun(timings, kept, round_index, wall_ms, event_ms, mutations, lead_ms)
 
@@ -217,6 +234,17 @@ def _reservoir(kept: list, item: Sample, size: int, seen: int, chooser: random.R
         slot = chooser.randrange(seen)
         if slot < size:
             kept[slot] = item
+
+
+def _displace(kept: list, size: int, chooser: random.Random) -> int:
+    """A slot for a sample that must be checked: a free one, else a kept one chosen at random, dropped first (one
+    output fewer held while the new one is copied)."""
+    if len(kept) < size:
+        kept.append(None)
+        return len(kept) - 1
+    slot = chooser.randrange(size)
+    kept[slot] = None
+    return slot
 
 
 def _persisting_l2_reset():
