@@ -10,7 +10,7 @@ from kernelcraft.candidate import Candidate
 from kernelcraft.rl import Scorer
 from kernelcraft.rl.shape import COMPILE_ERROR, CORRECT, MALFORMED, REJECTED, WRONG
 from kernelcraft.verify import Verifier
-from tests.adversarial.test_reward_hacks import CASES, FIXTURES, RELU
+from tests.adversarial.test_reward_hacks import CASES, FIXTURES, OK, RELU
 from tests.adversarial.test_reward_hacks import config as adversarial_config
 from tests.rl.conftest import CPU_SHAPE, OPS, answer, broken, kernel, row
 
@@ -50,7 +50,9 @@ def test_a_scripted_policy_is_rewarded_in_the_order_of_its_answers(scorer):
     assert batch.verified == 3 * 3 + 1 and batch.malformed == 3
 
 
-CHEATS = [c for c in CASES if c.file.endswith("_cheat") and c.policy == "strict"]
+# A cheat the CPU case expects to pass cleanly acts only on a GPU (c14b: no lead to tell on the CPU): honest here.
+CHEATS = [c for c in CASES if c.file.endswith("_cheat") and c.policy == "strict"
+          and (c.statuses, c.reasons) != (OK, set())]
 
 
 @pytest.fixture(scope="module")
