@@ -11,7 +11,7 @@ import torch
 
 from kernelcraft.backends import CompileError, nvrtc
 from kernelcraft.backends.cuda_inline import ptxas_summary
-from kernelcraft.backends.nvrtc import (KernelModule, Launcher, Param, _dims, _option_kwargs, compile_cubin,
+from kernelcraft.backends.nvrtc import (KernelModule, Launcher, Param, _dims, _packer, _option_kwargs, compile_cubin,
                                         cuda_include_dirs, parse_signatures)
 
 ARCH = "sm_90a"
@@ -80,30 +80,27 @@ def _launcher(source=SIGNATURES, name="scale") -> Launcher:
 
 
 def test_scalar_arguments_are_packed_to_their_c_type():
-    launcher = _launcher(name="add")
-    packed = launcher._pack(Param("n", "unsigned int", False), 7, 0)
+    packed = _packer("scale", Param("n", "unsigned int", False))(7, 0)
     assert packed == 7 and packed.dtype == np.uint32
-    packed = _launcher()._pack(Param("n", "long long", False), torch.tensor(5), 0)
+    packed = _packer("scale", Param("n", "long long", False))(torch.tensor(5), 0)
     assert packed == 5 and packed.dtype == np.int64
-    packed = _launcher()._pack(Param("alpha", "float", False), 0.5, 0)
+    packed = _packer("scale", Param("alpha", "float", False))(0.5, 0)
     assert packed == np.float32(0.5) and packed.dtype == np.float32
 
 
 def test_pointer_arguments():
-    launcher = _launcher()
-    assert launcher._pack(Param("x", "float", True), 4096, 0) == np.uint64(4096)
+    assert _packer("scale", Param("x", "float", True))(4096, 0) == np.uint64(4096)
     with pytest.raises(ValueError, match=r"scale\(x\): tensor on cpu"):
-        launcher._pack(Param("x", "float", True), torch.zeros(4), 0)
+        _packer("scale", Param("x", "float", True))(torch.zeros(4), 0)
     with pytest.raises(TypeError, match="pointer parameter needs a tensor"):
-        launcher._pack(Param("x", "float", True), 1.5, 0)
+        _packer("scale", Param("x", "float", True))(1.5, 0)
 
 
 def test_struct_scalars_need_a_numpy_scalar():
-    launcher = _launcher()
     with pytest.raises(TypeError, match="not a plain scalar"):
-        launcher._pack(Param("v", "float2", False), 1.0, 0)
+        _packer("scale", Param("v", "float2", False))(1.0, 0)
     value = np.float64(2.0)
-    assert launcher._pack(Param("v", "float2", False), value, 0) is value
+    assert _packer("scale", Param("v", "float2", False))(value, 0) is value
 
 
 def test_wrong_argument_count_is_refused_before_any_launch():

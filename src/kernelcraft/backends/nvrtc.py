@@ -299,10 +299,6 @@ class Launcher:
             kernel = kernels[self.name] = module.get_kernel(self.name)
         return device, kernel, streams
 
-    def _pack(self, param: Param, value, device_index: int):
-        """`value` as `param` takes it (what a launch passes): see `_packer`."""
-        return _packer(self.name, param)(value, device_index)
-
 
 def _packer(kernel: str, param: Param):
     """How one parameter's argument is packed for a launch on a device (its index): a tensor's address for a

@@ -38,7 +38,7 @@ def time_candidate(sup, case: judge.Case, problem: Problem) -> None:
             return
     if result.eager and _drifted(sup, result):
         _baseline_drift(sup, problem, key, result)
-    ms = result.runtime_ms  # each time is a call's cost: its median, or the host's time where that is longer
+    ms = result.runtime_ms  # each time is a call's cost (Timing.cost_ms): the device's or the host's, the longer
     if result.eager:
         result.speedup_eager = round(result.eager_ms / ms, 4)
     if result.compiled:

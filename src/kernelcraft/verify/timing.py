@@ -190,12 +190,8 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
                 reset_l2()
                 flush.zero_()
                 torch.cuda._sleep(int(per_ms * (2 * timing.host_ms + 0.05)))  # the lead: twice the host's time
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                out = fns[name](*inputs)
-                end.record()
-                end.synchronize()
-                ahead.append(start.elapsed_time(end))
+                ms, out = _event_time(lambda: fns[name](*inputs))
+                ahead.append(ms)
                 if call == checked:  # a call that behaves while timed and not behind a long lead is caught
                     slot = _displace(kept, keep, chooser)
                     kept[slot] = Sample(round_index, list(changed), _copy(out))
@@ -204,17 +200,19 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
     return TimedRun(timings, kept, round_index, wall_ms, event_ms, mutations, lead_ms)
 
 
+def _event_time(work: Callable[[], object]) -> tuple[float, object]:
+    """The event time of `work` (CUDA events around it, waited for), and what it returned."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    out = work()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end), out
+
+
 def _device_ms(work: Callable[[], object], repeats: int = 5) -> float:
-    """The event time of `work` (CUDA events around it, waited for), the median of `repeats`."""
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        work()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    """The event time of `work`, the median of `repeats`."""
+    return statistics.median(_event_time(work)[0] for _ in range(repeats))
 
 
 def _copy(out):
