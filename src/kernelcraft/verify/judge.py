@@ -282,23 +282,30 @@ def _timed_samples(case: Case, seed: int, reply: dict) -> bool:
     """Each sampled timed call against the reference on its inputs: the round's, changed as the worker
     changed them up to that call. A candidate that behaves while checked and cuts corners while timed
     fails here (`timing_output_mismatch`); one that hands back an output it kept while its inputs changed
-    (right when called afresh on the same values) fails as `memoized_output`."""
+    (right when called afresh on the same values) fails as `memoized_output`. The call sampled from the
+    device-only timing (host's work queued ahead) is checked last: a candidate wrong only there told those
+    calls apart (`timing_output_mismatch`), whatever a fresh call gives."""
     result, module = case.result, case.ref.module
     kind = mutation_kind(module)
     changes = any(spec.dtype.is_floating_point for spec in case.ref.cost.inputs)  # something to change
     try:
-        for sample in reply["samples"]:
+        for sample in sorted(reply["samples"], key=lambda s: bool(s.get("device_only"))):
             inputs = expected = None  # the last sample's go before this one's are drawn
             inputs = draw_inputs(module, str(case.device), seed + sample["round"])
             for mutation in sample["mutations"]:
                 mutate_inputs(inputs, mutation, kind)
             expected = case.reference_outputs(inputs)
-            label = f"timed call (round {sample['round']}, inputs changed {len(sample['mutations'])}x in place)"
+            label = (f"{'device-only ' if sample.get('device_only') else ''}timed call (round {sample['round']}, "
+                     f"inputs changed {len(sample['mutations'])}x in place)")
             if not _finite(expected):
                 result.notes.append(f"{label}: the reference is not finite there; not checked")
                 continue
             if not case.judge(sample["outputs"], expected, label, inputs):
-                if changes and _right_when_fresh(case, inputs, expected):
+                if sample.get("device_only"):
+                    result.reasons[-1:] = ["timing_output_mismatch"]
+                    result.message = (f"{label}: wrong in a call timed with the host's work queued ahead, where "
+                                      f"every other checked call was right: {result.message}")
+                elif changes and _right_when_fresh(case, inputs, expected):
                     result.reasons[-1:] = ["memoized_output"]
                     result.message = (f"{label}: wrong for the inputs as they were at that call, and right when called "
                                       f"afresh on them: an output kept from an earlier call was handed back "

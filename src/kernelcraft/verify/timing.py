@@ -63,6 +63,7 @@ class Sample:
     round: int
     mutations: list[int]
     outputs: object
+    device_only: bool = False  # from the calls timed with the host's work queued ahead (Timing.device_ms)
 
 
 @dataclass
@@ -194,7 +195,7 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
                 ahead.append(ms)
                 if call == checked:  # a call that behaves while timed and not behind a long lead is caught
                     slot = _displace(kept, keep, chooser)
-                    kept[slot] = Sample(round_index, list(changed), _copy(out))
+                    kept[slot] = Sample(round_index, list(changed), _copy(out), device_only=True)
                 out = None
             timing.device_ms = statistics.median(ahead)
     return TimedRun(timings, kept, round_index, wall_ms, event_ms, mutations, lead_ms)

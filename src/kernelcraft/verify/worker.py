@@ -260,7 +260,8 @@ class Worker:
             outputs = list(sample.outputs) if isinstance(sample.outputs, (tuple, list)) else [sample.outputs]
             if any(type(o) is not torch.Tensor for o in outputs):
                 return {"error": "a timed call returned something other than plain tensors", "reason": "output_not_tensor"}
-            samples.append({"round": sample.round, "mutations": sample.mutations, "outputs": outputs})
+            samples.append({"round": sample.round, "mutations": sample.mutations, "outputs": outputs,
+                            "device_only": sample.device_only})
         self.held = samples
         reply = {"timings": run.timings, "samples": samples, "rounds": run.rounds, "mutations": run.mutations,
                  "wall_ms": run.wall_ms, "event_ms": run.event_ms, "memory": self._memory()}
