@@ -10,7 +10,7 @@ splitting, no tensor cores. A 2-D conv runs as a 3-D one of depth 1. Each varian
 on one input before it is timed interleaved with eager and torch.compile by the verifier's clock
 (`params_probe.against_compile`); the baselines' fp32 convolutions run exact (cuDNN's TF32 off), as the verifier's do.
 
-    python benchmarks/direct_conv_probe.py shared/kernelbench/level1 --only 50,54 --out probe.json
+    python benchmarks/direct_conv_probe.py shared/kernelbench/level1 --only 50,54 --tiles 128x256w4u --out probe.json
 """
 
 from __future__ import annotations
@@ -30,13 +30,24 @@ from kernelcraft.verify.policy import set_exact_fp32
 
 
 @triton.jit
+def _tap(acc, x_row, rmask, w_row, ow, cmask, kw, SW: tl.constexpr, PW: tl.constexpr, DW: tl.constexpr,
+         W: tl.constexpr):
+    """One tap's outer product added to acc[co, v]: a weight an out-channel times an input value a position."""
+    iw = ow * SW - PW + kw * DW
+    xv = tl.load(x_row + iw, mask=rmask & (iw >= 0) & (iw < W), other=0.0)
+    wv = tl.load(w_row + kw, mask=cmask, other=0.0)
+    return acc + wv[:, None] * xv[None, :]
+
+
+@triton.jit
 def direct_conv(x_ptr, w_ptr, b_ptr, y_ptr,
                 C: tl.constexpr, D: tl.constexpr, H: tl.constexpr, W: tl.constexpr, CO: tl.constexpr,
                 OD: tl.constexpr, OH: tl.constexpr, OW: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr,
                 KW: tl.constexpr, SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr,
                 PH: tl.constexpr, PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-                HAS_BIAS: tl.constexpr, BLOCK_CO: tl.constexpr, BLOCK_V: tl.constexpr):
-    # program (position tile, image, out-channel tile): acc[co, v] over BLOCK_CO out-channels x BLOCK_V positions
+                HAS_BIAS: tl.constexpr, BLOCK_CO: tl.constexpr, BLOCK_V: tl.constexpr, UNROLL: tl.constexpr):
+    # program (position tile, image, out-channel tile): acc[co, v] over BLOCK_CO out-channels x BLOCK_V positions;
+    # UNROLL: the last axis's taps unrolled (else a loop, one tap's loads live at a time)
     v = tl.program_id(0) * BLOCK_V + tl.arange(0, BLOCK_V)
     n = tl.program_id(1)
     co = tl.program_id(2) * BLOCK_CO + tl.arange(0, BLOCK_CO)
@@ -52,14 +63,15 @@ def direct_conv(x_ptr, w_ptr, b_ptr, y_ptr,
             id_ = od * SD - PD + kd * DD
             for kh in range(KH):
                 ih = oh * SH - PH + kh * DH
-                row = ((c * D + id_) * H + ih) * W
+                x_row = x_img + ((c * D + id_) * H + ih) * W
                 rmask = vmask & (id_ >= 0) & (id_ < D) & (ih >= 0) & (ih < H)
                 w_row = w_ptr + co * (C * KD * KH * KW) + ((c * KD + kd) * KH + kh) * KW
-                for kw in tl.static_range(KW):
-                    iw = ow * SW - PW + kw * DW
-                    xv = tl.load(x_img + row + iw, mask=rmask & (iw >= 0) & (iw < W), other=0.0)
-                    wv = tl.load(w_row + kw, mask=cmask, other=0.0)
-                    acc += wv[:, None] * xv[None, :]
+                if UNROLL:
+                    for kw in tl.static_range(KW):
+                        acc = _tap(acc, x_row, rmask, w_row, ow, cmask, kw, SW, PW, DW, W)
+                else:
+                    for kw in range(KW):
+                        acc = _tap(acc, x_row, rmask, w_row, ow, cmask, kw, SW, PW, DW, W)
     if HAS_BIAS:
         acc += tl.load(b_ptr + co, mask=cmask, other=0.0)[:, None]
     out = (n.to(tl.int64) * CO + co)[:, None] * (OD * OH * OW) + v[None, :]
@@ -69,9 +81,9 @@ def direct_conv(x_ptr, w_ptr, b_ptr, y_ptr,
 class Direct(torch.nn.Module):
     """The conv of `conv` (nn.Conv2d or nn.Conv3d, one group) by the direct kernel on BLOCK_CO x BLOCK_V tiles."""
 
-    def __init__(self, conv, block_co: int, block_v: int, warps: int):
+    def __init__(self, conv, block_co: int, block_v: int, warps: int, unroll: bool):
         super().__init__()
-        self.conv, self.block_co, self.block_v, self.warps = conv, block_co, block_v, warps
+        self.conv, self.block_co, self.block_v, self.warps, self.unroll = conv, block_co, block_v, warps, unroll
 
     def forward(self, x):
         conv, two = self.conv, self.conv.weight.dim() == 4
@@ -88,19 +100,20 @@ class Direct(torch.nn.Module):
         bias = conv.bias
         direct_conv[grid](xs, w.contiguous(), w if bias is None else bias, y, C, D, H, W, CO, OD, OH, OW, KD, KH, KW,
                           sd, sh, sw, pd, ph, pw, dd, dh, dw, bias is not None, self.block_co, self.block_v,
-                          num_warps=self.warps)
+                          self.unroll, num_warps=self.warps)
         return y.squeeze(2) if two else y
 
 
 def variants(conv) -> dict:
-    """(BLOCK_CO, BLOCK_V, warps): the out-channels whole where they fit 128, else 64-wide tiles; 128 or 256 positions
-    a tile on 4 or 8 warps."""
-    co = min(128, triton.next_power_of_2(conv.out_channels))
-    cos = sorted({co, min(co, 64)})
-    return {f"direct_{c}x{v}w{warps}": (c, v, warps) for c, v, warps in itertools.product(cos, (128, 256), (4, 8))}
+    """(BLOCK_CO, BLOCK_V, warps, unroll): out-channel tiles of 8 to 128 (no wider than the out-channels rounded up
+    to a power of two), 128 to 1024 positions a tile, 4 or 8 warps, the last axis's taps unrolled or looped."""
+    top = triton.next_power_of_2(conv.out_channels)
+    cos = [c for c in (8, 16, 32, 64, 128) if c <= max(8, top)]
+    return {f"direct_{c}x{v}w{warps}{'u' if unroll else 'l'}": (c, v, warps, unroll)
+            for c, v, warps, unroll in itertools.product(cos, (128, 256, 512, 1024), (4, 8), (True, False))}
 
 
-def probe(problem, engineer, budget_s: float) -> dict:
+def probe(problem, engineer, budget_s: float, only: set[str]) -> dict:
     module = problem.load()
     model = module.Model(*module.get_init_inputs()).cuda().eval()
     convs = [m for m in model.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Conv3d))]
@@ -115,14 +128,19 @@ def probe(problem, engineer, budget_s: float) -> dict:
             *module.get_init_inputs()).cuda().eval()
         new.load_state_dict(model.state_dict())
         fns["first"] = new
-    shapes = variants(conv)
-    for label, (c, v, warps) in shapes.items():
-        fns[label] = Direct(conv, c, v, warps)
-    return {"problem": problem.name, "conv": repr(conv), "variants": shapes, "rows": against_compile(fns, module, budget_s)}
+    shapes = {k: v for k, v in variants(conv).items() if not only or k.removeprefix("direct_") in only}
+    for label, (c, v, warps, unroll) in shapes.items():
+        fns[label] = Direct(conv, c, v, warps, unroll)
+    return {"problem": problem.name, "conv": repr(conv), "variants": shapes,
+            "rows": against_compile(fns, module, budget_s)}
 
 
 def main() -> None:
-    args = probe_parser(__doc__).parse_args()
+    ap = probe_parser(__doc__)
+    ap.add_argument("--tiles", default="128x256w4u,16x512w4l", help="the variants, e.g. 128x256w4u,64x128w8l "
+                    "(BLOCK_CO x BLOCK_V, warps, u: the last axis's taps unrolled, l: looped); all: every one")
+    args = ap.parse_args()
+    only = set() if args.tiles == "all" else set(args.tiles.split(","))
     set_exact_fp32(True)  # the strict policy's baselines: exact fp32 convolutions
     engineer = BuiltinProposer("cuda")
     record = {"what": "a direct CUDA-core convolution against torch.compile and the engineer's first move, one "
@@ -130,7 +148,7 @@ def main() -> None:
               "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
               "date": datetime.date.today().isoformat(), "code": code(),
               "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "problems": []}
-    probe_all(record, numbered(args.suite, args.only), lambda p: probe(p, engineer, args.budget), args.out)
+    probe_all(record, numbered(args.suite, args.only), lambda p: probe(p, engineer, args.budget, only), args.out)
 
 
 if __name__ == "__main__":

@@ -43,13 +43,13 @@ def test_a_call_past_the_lead_costs_its_device_time_not_its_median():
     of such calls with nothing between them takes a call."""
     x = torch.randn(1024, device="cuda")
 
-    def late(t):  # 0.3 ms of host work, then about 0.4 ms on the device
+    def late(t):  # 0.3 ms of host work (0.33-0.45 with time.sleep's overshoot), then about 1 ms on the device
         time.sleep(0.0003)
-        torch.cuda._sleep(800_000)
+        torch.cuda._sleep(2_000_000)
         return t * 2
 
-    def slow_change(inputs, seed):  # 0.3 ms on the host before each call, outside its timed window
-        time.sleep(0.0003)
+    def slow_change(inputs, seed):  # 2 ms on the host before each call, outside its timed window: the device idles
+        time.sleep(0.002)
 
     config = TimingConfig(warmup_ms=20, min_samples=10, budget_s=1.0, batch_ms=10)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size

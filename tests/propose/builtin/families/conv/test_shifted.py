@@ -27,8 +27,9 @@ RUNS = [((3, 5, 3, 1, 1), (2, 3, 9, 7)),  # 3 in-channels (padded to 4), padding
         ((20, 9, (2, 3), 1, 0), (2, 20, 5, 11)),  # 20 in-channels: 32-wide K steps over a masked chunk
         ((5, 70, 3, 1, 1), (1, 5, 6, 7)),  # 70 out-channels: the 128-wide tile
         ((4, 3, 3, 1, 2), (4, 7, 6))]  # unbatched
-# the packed implicit GEMM instead: a stride, groups, a 1x1 kernel
-FALLS_BACK = [((3, 5, 3, 2, 1), (2, 3, 9, 7)), ((4, 6, 3, 1, 1, 1, 2), (1, 4, 6, 5)), ((3, 4, 1), (2, 3, 5, 6))]
+# the packed implicit GEMM instead: a stride, groups, a 1x1 kernel (more than direct.py's 4 in-channels a group: fewer
+# take the direct loop, test_direct.py)
+FALLS_BACK = [((6, 5, 3, 2, 1), (2, 6, 9, 7)), ((10, 6, 3, 1, 1, 1, 2), (1, 10, 6, 5)), ((6, 4, 1), (2, 6, 5, 6))]
 
 
 def shifted(op: Op) -> ConvTiles:
@@ -58,7 +59,7 @@ def test_offered_first_and_only_as_3xtf32():
 
 def launched(cases, tmp_path, tol=1e-4, dtype=None) -> list[str]:
     """The GEMM kernels a plain conv's shifted move launched on `cases` (as on a Hopper GPU), checked against torch."""
-    spy = Launches(SHIFTED, PACKED)
+    spy = Launches(SHIFTED, PACKED, "kc_conv2d_direct_kernel")
     check(conv_op(), reference("self.conv(x)", INIT, CONV), shifted(conv_op()), cases, tmp_path,
           patch=on_hopper(spy), rtol=tol, atol=tol, dtype=dtype)
     return spy.seen

@@ -1,0 +1,82 @@
+"""The direct loop (conv/direct.py), the first move's kernel for convolutions of few in-channels where the shifted
+rows do not apply: outer products in fp32 FMAs over each in-channel's taps, in the conv and conv3d families' kernels.
+Checked against torch on odd shapes: strides, padding, dilation, groups of few channels, no bias, unbatched and 1-D
+inputs, out-channels past one channel tile, a fused epilogue; where it stands aside (more in-channels a group, a 3-D
+K past 81, 16-bit inputs, and where the shifted rows apply on a Hopper GPU); a spy says which kernel ran."""
+
+import pytest
+import torch
+
+from kernelcraft.propose.builtin.families.conv import direct
+from tests.propose.builtin.families.conv.test_conv import CONV, CONV1, INIT, conv1d_op, conv_op
+from tests.propose.builtin.families.conv.test_shifted import SHIFTED, on_hopper
+from tests.propose.builtin.families.conv3d.test_conv3d import CONV as CONV3D, conv3d_op
+from tests.propose.builtin.kernel_check import DEVICE, Launches, check, moves, reference
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+DIRECT, PACKED = "kc_conv2d_direct_kernel", "kc_conv2d_kernel"
+DIRECT3, OFFSETS3, SHIFTED3 = "kc_conv3d_direct_kernel", "kc_conv3d_offsets_kernel", "kc_conv3d_shifted_kernel"
+# (init args (cin, cout, k, s, p, d, g, bias), input shape): the direct loop runs
+RUNS = [((3, 5, 11, 4, 2), (2, 3, 37, 41)),  # AlexNet's first conv in small: 11 x 11 taps at stride 4, padded
+        ((4, 6, (3, 2), (2, 1), (0, 1), (1, 2), 2, False), (1, 4, 11, 10)),  # 2 in-channels a group, dilated, no bias
+        ((3, 130, 3, 2, 1), (1, 3, 7, 6)),  # 130 out-channels: two 128-wide channel tiles
+        ((2, 3, 1, 3), (2, 9, 10)),  # unbatched, a 1x1 kernel at stride 3
+        ((3, 5, 3, 1, 1), (2, 3, 9, 7))]  # stride 1: the shifted rows' on a Hopper GPU, here (no TMA) the direct loop
+RUNS3 = [((3, 5, 3), (2, 3, 5, 7, 6)),  # 3 in-channels, 27 taps, no padding
+         ((4, 20, (3, 2, 1), (2, 1, 2), (1, 0, 1), (1, 2, 1), 2, False), (1, 4, 6, 7, 5)),  # groups, dilated; 20
+         ((3, 4, 3, 2, 1), (3, 5, 6, 7))]                         # out-channels: two 16-wide tiles; unbatched
+
+
+def first(op):
+    return moves(op)[0].params
+
+
+def test_the_first_moves_take_it_for_few_channels_and_say_so():
+    assert first(conv_op()).k_order == first(conv3d_op()).k_order == "shifted"
+    assert "x.dtype == torch.float32 and CPG <= 4" in direct.TILES_2D.applies()
+    assert direct.TILES_3D.max_k == 81 and direct.TILES_3D.BLOCK_N == 16 and not direct.TILES_3D.unroll
+
+
+def test_conv2d_direct_loop(tmp_path):
+    spy = Launches(SHIFTED, PACKED, DIRECT)
+    check(conv_op(), reference("self.conv(x)", INIT, CONV), first(conv_op()), RUNS, tmp_path, patch=spy,
+          rtol=1e-4, atol=1e-4)
+    assert spy.seen == [DIRECT] * len(RUNS)
+
+
+def test_conv2d_stands_aside_for_the_shifted_rows_more_channels_and_half_inputs(tmp_path):
+    spy = Launches(SHIFTED, PACKED, DIRECT)
+    check(conv_op(), reference("self.conv(x)", INIT, CONV), first(conv_op()), [RUNS[-1], ((5, 4, 3, 2), (1, 5, 9, 8))],
+          tmp_path, patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
+    assert spy.seen == [SHIFTED, PACKED]  # stride 1 on Hopper: the shifted rows; 5 in-channels: the packed GEMM
+    if DEVICE == "cuda":  # 16-bit inputs keep the tensor cores
+        spy = Launches(SHIFTED, PACKED, DIRECT)
+        check(conv_op(), reference("self.conv(x)", INIT, CONV), first(conv_op()), RUNS[:1], tmp_path, patch=spy,
+              rtol=1e-2, atol=1e-2, dtype=torch.float16)
+        assert spy.seen == [PACKED]
+
+
+def test_conv2d_epilogue_and_conv1d(tmp_path):
+    op = conv_op([["relu"], ["mul", 0.5]])
+    spy = Launches(DIRECT)
+    check(op, reference("torch.relu(self.conv(x)) * 0.5", INIT, CONV), first(op), RUNS[:3], tmp_path, patch=spy,
+          rtol=1e-4, atol=1e-4)
+    spy1 = Launches(DIRECT)
+    check(conv1d_op(), reference("self.conv(x)", INIT, CONV1), first(conv1d_op()),
+          [((3, 7, 5, 2, 2, 3), (2, 3, 77)), ((2, 4, 3), (2, 19))], tmp_path, patch=spy1, rtol=1e-4, atol=1e-4)
+    assert spy.seen == [DIRECT] * 3 and spy1.seen == [DIRECT] * 2
+
+
+def test_conv3d_direct_loop_and_where_it_stands_aside(tmp_path):
+    spy = Launches(SHIFTED3, OFFSETS3, DIRECT3)
+    aside = [((3, 5, (3, 5, 7)), (1, 3, 4, 6, 8)),  # K = 315: the offsets loop won at 105 taps
+             ((5, 4, 3), (1, 5, 4, 5, 6))]  # 5 in-channels
+    check(conv3d_op(), reference("self.conv(x)", INIT, CONV3D), first(conv3d_op()), RUNS3 + aside, tmp_path,
+          patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
+    assert spy.seen == [DIRECT3] * len(RUNS3) + [OFFSETS3] * len(aside)
+    op = conv3d_op([["relu"], ["add", 1.0]])
+    spy = Launches(DIRECT3)
+    check(op, reference("torch.relu(self.conv(x)) + 1.0", INIT, CONV3D), first(op), RUNS3[:2], tmp_path, patch=spy,
+          rtol=1e-4, atol=1e-4)
+    assert spy.seen == [DIRECT3] * 2
