@@ -15,6 +15,9 @@ from tests.propose.builtin.kernel_check import DEVICE, Launches, check, moves, r
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
+# on a Hopper GPU the shifted rows take a stride-1 conv2d of fp32 (TMA); elsewhere the direct kernel does
+TMA = DEVICE == "cuda" and torch.cuda.get_device_capability()[0] >= 9
+
 DIRECT, PACKED = "kc_conv2d_direct_kernel", "kc_conv2d_kernel"
 DIRECT3, OFFSETS3, SHIFTED3 = "kc_conv3d_direct_kernel", "kc_conv3d_offsets_kernel", "kc_conv3d_shifted_kernel"
 # (init args (cin, cout, k, s, p, d, g, bias), input shape): the direct loop runs
@@ -32,17 +35,19 @@ def first(op):
     return moves(op)[0].params
 
 
-def test_the_first_moves_take_it_for_few_channels_and_say_so():
+def test_the_first_moves_take_it_for_few_channels_where_their_epilogue_fits():
     assert first(conv_op()).k_order == first(conv3d_op()).k_order == "shifted"
     assert "x.dtype == torch.float32 and CPG <= 4" in direct.TILES_2D.applies()
     assert direct.TILES_3D.max_k == 81 and direct.TILES_3D.BLOCK_N == 16 and not direct.TILES_3D.unroll
+    assert direct.fits(conv_op([["relu"], ["mul", 0.5]]))
+    assert not direct.fits(conv3d_op([["tadd", ("attr", "a")]]))  # a tensor read at the output's coordinates
 
 
 def test_conv2d_direct_loop(tmp_path):
     spy = Launches(SHIFTED, PACKED, DIRECT)
     check(conv_op(), reference("self.conv(x)", INIT, CONV), first(conv_op()), RUNS, tmp_path, patch=spy,
           rtol=1e-4, atol=1e-4)
-    assert spy.seen == [DIRECT] * len(RUNS)
+    assert spy.seen == [DIRECT] * (len(RUNS) - 1) + [SHIFTED if TMA else DIRECT]
 
 
 def test_conv2d_stands_aside_for_the_shifted_rows_more_channels_and_half_inputs(tmp_path):
@@ -64,7 +69,7 @@ def test_conv2d_epilogue_and_conv1d(tmp_path):
           rtol=1e-4, atol=1e-4)
     spy1 = Launches(DIRECT)
     check(conv1d_op(), reference("self.conv(x)", INIT, CONV1), first(conv1d_op()),
-          [((3, 7, 5, 2, 2, 3), (2, 3, 77)), ((2, 4, 3), (2, 19))], tmp_path, patch=spy1, rtol=1e-4, atol=1e-4)
+          [((3, 7, 5, 2, 2, 3), (2, 3, 77)), ((2, 4, 3, 2), (2, 19))], tmp_path, patch=spy1, rtol=1e-4, atol=1e-4)
     assert spy.seen == [DIRECT] * 3 and spy1.seen == [DIRECT] * 2
 
 

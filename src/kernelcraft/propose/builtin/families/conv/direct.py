@@ -1,13 +1,20 @@
-"""The direct convolution on the CUDA cores, shared by the conv and conv3d families: for few in-channels, the K loop
-of their implicit-GEMM kernels replaced by outer products in exact fp32.
+"""The direct convolution on the CUDA cores, shared by the conv and conv3d families: for few in-channels, a kernel of
+its own in place of their implicit GEMMs, outer products in exact fp32.
 
 With 3 in-channels K is 27 to 363: an implicit GEMM spends its K steps gathering a patch and (3xTF32) splitting it,
 each patch element feeding a BLOCK_N-wide dot. The direct loop holds the tile as out-channels x output positions,
 acc_t[BLOCK_N, BLOCK_M], so a thread's registers hold several out-channels of several positions; it walks each
 in-channel's taps (the last axis's unrolled or looped, the move's choice) and for each loads one input value a
 position (a row of one channel: consecutive at stride 1) and one weight an out-channel, and adds their outer product
-with fp32 FMAs, no splitting, no tensor cores. The tile is transposed (a view: no data moves) into the kernel's
-[BLOCK_M, BLOCK_N] for the bias, the epilogue and the store the implicit GEMM has.
+with fp32 FMAs, no splitting, no tensor cores. A program's positions lie in one image (grid: position tiles, images,
+groups x channel tiles), so each load's address is the image's base plus 32-bit offsets, and the store writes the
+tile as it lies, consecutive positions of an out-channel together. The pointwise steps after the conv apply to the
+tile as they are; a folded batchnorm or a step reading a tensor (its loads are laid out for the implicit GEMM's
+[positions, out-channels] tile) keeps the implicit GEMM (`fits`). The sizes are constexprs: a build per shape.
+
+The same loop put into the implicit GEMM's kernel instead (flat positions over all images, int64 addresses, the tile
+transposed for its epilogue and store) ran 50 at 110.8 ms and 54 at 2.70 ms (kernelbench-level1-direct-gemm-h100-
+2026-11-27.json): Triton then laid the loop's tile out for the transposed store.
 
 Measured at KernelBench's published sizes on an H100, interleaved with torch.compile (exact fp32 baselines,
 benchmarks/direct_conv_probe.py, direct-conv-probe-h100-2026-11-27.json): level 1's 50 (3 -> 96 channels, 11 x 11
@@ -24,30 +31,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelcraft.propose.builtin.families.conv import operands
+from kernelcraft.propose.builtin.family import Names, TritonKernel
+from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.scalars import Scalars
+
 
 @dataclass(frozen=True)
 class DirectTiles:
-    """A direct loop's tile and launch: BLOCK_M output positions x at most BLOCK_N out-channels (the forward narrows
-    it to the group's out-channels rounded up to a power of two, 16 at least), warps, the last axis's taps unrolled."""
+    """A direct kernel's tile and launch: BLOCK_M output positions x at most BLOCK_N out-channels (the forward narrows
+    it to the group's out-channels rounded up to a power of two, 16 at least), warps, the last axis's taps unrolled;
+    the in-channels per group and values of K up to which the forward takes it."""
 
     BLOCK_M: int
     BLOCK_N: int
     num_warps: int
     unroll: bool
-    max_channels: int  # in-channels per group up to which the forward takes it
-    max_k: int  # and values of K (in-channels per group x taps) up to which
+    max_channels: int
+    max_k: int
 
     def applies(self) -> str:
         """The forward's condition (Python source): fp32 (exact FMAs; 16-bit inputs take the tensor cores) and few
         in-channels per group."""
         return f"x.dtype == torch.float32 and CPG <= {self.max_channels} and K <= {self.max_k}"
-
-    def grid(self) -> str:
-        """The launch grid (Python source, the forward's names): the implicit GEMM's tiles at this move's sizes."""
-        return f"(triton.cdiv(M, {self.BLOCK_M}) * triton.cdiv(COPG, bn_d), groups)"
-
-    def channel_tile(self) -> str:
-        return f"bn_d = min({self.BLOCK_N}, max(16, triton.next_power_of_2(COPG)))"
 
 
 # 2-D (conv, conv1d): level 1's 50 above; 3-D (conv3d) likewise, 54 and 59
@@ -55,41 +61,77 @@ TILES_2D = DirectTiles(BLOCK_M=256, BLOCK_N=128, num_warps=4, unroll=True, max_c
 TILES_3D = DirectTiles(BLOCK_M=512, BLOCK_N=16, num_warps=4, unroll=False, max_channels=4, max_k=81)
 
 
-def loop(axes: list[tuple[str, str, str, str]], unroll: bool) -> str:
-    """The direct K loop (module docstring) for an implicit-GEMM kernel. `axes`, outermost first, one per spatial
-    axis: (the name of a tap's input coordinate, its expression in the tap's number `{t}` (origin + t * dilation), the
-    kernel extent, the input extent), names of the kernel. The kernel defines x_row (the rows' group start in x,
-    int64), mmask, nmask, co (the out-channels, over all groups) and acc before it; w is (CO, CPG, *kernel),
-    contiguous."""
-    *outer, last = axes
-    plane = " * ".join(extent for *_, extent in axes)
-    lines = ["acc_t = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)  # out-channels x rows",
-             "w_co = w_ptr + co.to(tl.int64) * K",
-             "for c in range(CPG):",
-             f"    x_c = x_ptr + x_row + c * ({plane})",
-             "    w_c = w_co + c * (" + " * ".join(kernel for _, _, kernel, _ in axes) + ")"]
-    depth, mask, offset, tap = 1, "mmask", "", ""
-    for name, step, kernel, extent in outer:
-        pad = "    " * depth
-        lines += [f"{pad}for t_{name} in range({kernel}):",
-                  f"{pad}    {name} = {step.format(t=f't_{name}')}",
-                  f"{pad}    m_{name} = {mask} & ({name} >= 0) & ({name} < {extent})"]
-        after = axes[depth]  # the next axis: a row offset's and a tap number's multipliers
-        offset = f"({offset} + {name}) * {after[3]}" if offset else f"{name} * {after[3]}"
-        tap = f"({tap} + t_{name}) * {after[2]}" if tap else f"t_{name} * {after[2]}"
-        mask = f"m_{name}"
-        depth += 1
-    name, step, kernel, extent = last
-    pad = "    " * depth
-    taps = f"tl.static_range({kernel})" if unroll else f"range({kernel})"
-    lines += [f"{pad}x_r = x_c + {offset or '0'}",
-              f"{pad}w_r = w_c + {tap or '0'}",
-              f"{pad}for t_{name} in {taps}:",
-              f"{pad}    {name} = {step.format(t=f't_{name}')}",
-              f"{pad}    xv = tl.load(x_r + {name}, mask={mask} & ({name} >= 0) & ({name} < {extent}), "
-              "other=0.0).to(tl.float32)",
-              f"{pad}    wv = tl.load(w_r + t_{name}, mask=nmask, other=0.0).to(tl.float32)",
-              f"{pad}    acc_t += wv[:, None] * xv[None, :]",
-              "acc = tl.trans(acc_t)  # rows x out-channels, as the implicit GEMM's tile (a view)"]
-    return "\n".join(lines)
+def fits(op: Op) -> bool:
+    """Whether the op's epilogue is one the direct kernel applies: pointwise steps reading no tensor, no batchnorm."""
+    return not op.detail.get("bn") and operands.count(op) == 0
 
+
+def _sizes(axes: str) -> tuple[str, ...]:
+    up = axes.upper()
+    return ("C", "CPG", "CO", "COPG", *up, *(f"O{a}" for a in up), *(f"K{a}" for a in up), *(f"S{a}" for a in up),
+            *(f"P{a}" for a in up), *(f"D{a}" for a in up))
+
+
+def kernel(axes: str, names: Names, epilogue: str, scalars: Scalars, tiles: DirectTiles) -> TritonKernel:
+    """The direct kernel over `axes` ("dhw" or "hw"), its `epilogue` (pointwise steps on x, the fp32 tile) before its
+    one store; w is (CO, CPG, *kernel), contiguous."""
+    up = axes.upper()
+    out_size = " * ".join(f"O{a}" for a in up)
+    coords = []
+    for i, a in enumerate(up):  # each position's output coordinate along each axis
+        inner = " * ".join(f"O{b}" for b in up[i + 1:])
+        coords.append(f"o{a.lower()} = v" + (f" // ({inner})" if inner else "") + (f" % O{a}" if i else ""))
+    lines = [f"# program (position tile, image, group x channel tile): acc[co, v] over BLOCK_N out-channels x "
+             f"BLOCK_M positions",
+             "v = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)",
+             "n = tl.program_id(1)",
+             "tiles = tl.cdiv(COPG, BLOCK_N)",
+             "g = tl.program_id(2) // tiles",
+             "rn = (tl.program_id(2) % tiles) * BLOCK_N + tl.arange(0, BLOCK_N)",
+             "co = g * COPG + rn",
+             f"vmask = v < {out_size}",
+             "nmask = rn < COPG",
+             *coords,
+             f"x_img = x_ptr + (n.to(tl.int64) * C + g * CPG) * ({' * '.join(up)})  # image n, the group's 1st channel",
+             "w_co = w_ptr + co * (CPG * " + " * ".join(f"K{a}" for a in up) + ")",
+             "acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)",
+             "for c in range(CPG):"]
+    mask, offset, tap, depth = "vmask", "c", "c", 1
+    for i, a in enumerate(up):  # per axis: its taps' loop, the input coordinate, the mask and offset so far
+        pad, low = "    " * depth, a.lower()
+        last = i == len(up) - 1
+        loop = (f"tl.static_range(K{a})" if tiles.unroll else f"range(K{a})") if last else f"range(K{a})"
+        lines += [f"{pad}for k{low} in {loop}:",
+                  f"{pad}    in_{low} = o{low} * S{a} - P{a} + k{low} * D{a}",
+                  f"{pad}    m{low} = {mask} & (in_{low} >= 0) & (in_{low} < {a})"]
+        if not last:  # the offset of the row so far, once per tap of this axis
+            lines.append(f"{pad}    r{low} = {offset} * {a} + in_{low}")
+        offset = f"r{low}" if not last else f"{offset} * {a} + in_{low}"
+        tap, mask = f"({tap} * K{a} + k{low})", f"m{low}"
+        depth += 1
+    pad = "    " * depth
+    lines += [f"{pad}xv = tl.load(x_img + {offset}, mask={mask}, other=0.0).to(tl.float32)",
+              f"{pad}wv = tl.load(w_co + {tap}, mask=nmask, other=0.0).to(tl.float32)",
+              f"{pad}acc += wv[:, None] * xv[None, :]",
+              "x = acc",
+              "if HAS_BIAS:",
+              "    x += tl.load(b_ptr + co, mask=nmask, other=0.0).to(tl.float32)[:, None]",
+              epilogue,
+              f"out = (n.to(tl.int64) * CO + co)[:, None] * ({out_size}) + v[None, :]",
+              "tl.store(y_ptr + out, x.to(y_ptr.dtype.element_ty), mask=nmask[:, None] & vmask[None, :])"]
+    return TritonKernel(names(f"kc_conv{len(axes)}d_direct_kernel"), ("x_ptr", "w_ptr", "b_ptr", "y_ptr"),
+                        (*_sizes(axes), "HAS_BIAS", "BLOCK_M", "BLOCK_N"), "\n".join(lines), scalars)
+
+
+def launch(axes: str, k: TritonKernel, tiles: DirectTiles) -> str:
+    """The forward's lines launching `k` (its names: x, w, bias, y, N, C, CO, groups, CPG, COPG and per axis the
+    input, output and kernel sizes, stride, padding and dilation, s/p/d + axis)."""
+    up = axes.upper()
+    sizes = {"C": "C", "CPG": "CPG", "CO": "CO", "COPG": "COPG", **{a: a for a in up}, **{f"O{a}": f"O{a}" for a in up},
+             **{f"K{a}": f"K{a}" for a in up}, **{f"S{a}": f"s{a.lower()}" for a in up},
+             **{f"P{a}": f"p{a.lower()}" for a in up}, **{f"D{a}": f"d{a.lower()}" for a in up}}
+    grid = f"(triton.cdiv({' * '.join(f'O{a}' for a in up)}, {tiles.BLOCK_M}), N, groups * triton.cdiv(COPG, bn_d))"
+    return (f"bn_d = min({tiles.BLOCK_N}, max(16, triton.next_power_of_2(COPG)))\n"
+            + k.launch(grid, ["x", "w", "x if bias is None else bias", "y"],
+                       {**sizes, "HAS_BIAS": "bias is not None", "BLOCK_M": tiles.BLOCK_M, "BLOCK_N": "bn_d"},
+                       num_warps=tiles.num_warps, num_stages=1))

@@ -132,24 +132,17 @@ SIZES = ("M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG", "SH", "SW", "
 SIZE_ARGS = ("M", "C", "H", "W", "CO", "OH", "OW", "K", "CPG", "COPG", "sh", "sw", "ph", "pw", "dh", "dw")  # forward's
 
 
-# The direct loop (direct.py: outer products in fp32 FMAs over each in-channel's taps) on its tiles; w is
-# (CO, CPG, KH, KW).
-_DIRECT_K = direct.loop([("ih", "ih0 + {t} * DH", "KH", "H"), ("iw", "iw0 + {t} * DW", "KW", "W")],
-                        direct.TILES_2D.unroll)
-
-
-def gemm_kernel(op: Op, names: Names, taps: bool = False, compiled: bool = False, near: bool = False) -> TritonKernel:
+def gemm_kernel(op: Op, names: Names, taps: bool = False, compiled: bool = False) -> TritonKernel:
     """The op's implicit GEMM with its epilogue: the packed (channel, kh, kw) K loop over w as (CO, CPG, KH, KW), or
-    (`taps`) the taps loop over w as (CO, KH, KW, CPG), or (`near`) the direct loop over w as (CO, CPG, KH, KW); all
-    take the same parameters. Its scalars: the numbers the epilogue reads from the module, its first parameters.
-    `compiled`: SIZES are constexprs (a build per shape)."""
-    kloop = _DIRECT_K if near else _TAPS_K if taps else _PACKED_K
+    (`taps`) the taps loop over w as (CO, KH, KW, CPG); both take the same parameters. Its scalars: the numbers the
+    epilogue reads from the module, its first parameters. `compiled`: SIZES are constexprs (a build per shape)."""
     return TritonKernel(
-        names("kc_conv2d_direct_kernel" if near else "kc_conv2d_taps_kernel" if taps else "kc_conv2d_kernel"),
+        names("kc_conv2d_taps_kernel" if taps else "kc_conv2d_kernel"),
         ("x_ptr", "w_ptr", "b_ptr", "y_ptr", *_extra(op), *(() if compiled else SIZES)),
         ("KH", "KW", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PREC", *operands.flags(op),
          *(SIZES if compiled else ())),
-        _GEMM.substitute(tile=TILE, kloop=kloop, epilogue=_epilogue(op, "co", "nmask", gemm_load)), Scalars.of(op))
+        _GEMM.substitute(tile=TILE, kloop=_TAPS_K if taps else _PACKED_K,
+                         epilogue=_epilogue(op, "co", "nmask", gemm_load)), Scalars.of(op))
 
 
 def kernels(op: Op, names: Names, compiled: bool = False) -> tuple[TritonKernel, TritonKernel, TritonKernel]:
@@ -221,15 +214,13 @@ def render(op: Op, p, names: Names) -> Rendered:
         "grid", ["x", "w.contiguous()", "x if bias is None else bias", "y", *extra, "C", "H", "W", "OH", "OW", "sh",
                  "sw", "ph", "pw", "dh", "dw"],
         {"KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_H": "bh", "BLOCK_W": "bw"}, num_warps=4)
-    def gemm_launch(kernel, tiles=None):  # tiles: a direct loop's (its grid, tile and warps in place of the move's)
+    def gemm_launch(kernel):
         return kernel.launch(
-            tiles.grid() if tiles else "grid",
-            ["x", "w", "x if bias is None else bias", "y", *extra, *(() if compiled else SIZE_ARGS)],
-            {"KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": tiles.BLOCK_M if tiles else bm,
-             "BLOCK_N": "bn_d" if tiles else "bn", "BLOCK_K": bk, "GROUP_M": group, "PREC": "prec",
-             **operands.flag_consts(op), **(dict(zip(SIZES, SIZE_ARGS)) if compiled else {})},
-            num_warps=tiles.num_warps if tiles else int(p.num_warps),
-            num_stages=1 if tiles else int(p.num_stages))
+            "grid", ["x", "w", "x if bias is None else bias", "y", *extra, *(() if compiled else SIZE_ARGS)],
+            {"KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": bm, "BLOCK_N": "bn", "BLOCK_K": bk,
+             "GROUP_M": group, "PREC": "prec", **operands.flag_consts(op),
+             **(dict(zip(SIZES, SIZE_ARGS)) if compiled else {})}, num_warps=int(p.num_warps),
+            num_stages=int(p.num_stages))
 
     use_taps = p.k_order == "taps"
     shifted_blocks = ()
@@ -238,18 +229,20 @@ def render(op: Op, p, names: Names) -> Rendered:
                   f"        w = w.permute(0, 2, 3, 1).contiguous()\n        {gemm_launch(taps)}\n"
                   f"    else:  # fewer in-channels per group than a K step: the packed (channel, kh, kw) K\n"
                   f"        {gemm_launch(gemm)}")
-    elif p.k_order == "shifted":  # the shifted-rows GEMM where it applies, the direct loop where it does, else packed
+    elif p.k_order == "shifted":  # the shifted-rows GEMM where it applies, the direct kernel where it does, else packed
         rows = shifted.kernel("hw", names, _extra(op), operands.flags(op), _epilogue(op, "co", "nmask", gemm_load),
                               Scalars.of(op), compiled=compiled)
         split = shifted.split_kernel("hw", names)
-        near, tiles = gemm_kernel(op, names, compiled=compiled, near=True), direct.TILES_2D
+        near = ()  # the direct kernel for few in-channels, where the epilogue is one it applies (conv/direct.py)
+        if direct.fits(op):
+            near = (direct.kernel("hw", names, _epilogue(op, "co", "nmask", None), Scalars.of(op), direct.TILES_2D),)
         lines = (f"if {shifted.applies('hw')}:\n"
                  f"{indent(shifted.lines('hw', rows, split, extra, operands.flag_consts(op)), 4)}\n"
-                 f"elif {tiles.applies()}:  # few in-channels: outer products in fp32 FMAs (conv/direct.py)\n"
-                 f"    {tiles.channel_tile()}\n    {gemm_launch(near, tiles)}\n"
-                 f"else:  # the packed implicit GEMM\n    {gemm_launch(gemm)}")
+                 + (f"elif {direct.TILES_2D.applies()}:  # few in-channels: outer products in fp32 FMAs\n"
+                    f"{indent(direct.launch('hw', near[0], direct.TILES_2D), 4)}\n" if near else "")
+                 + f"else:  # the packed implicit GEMM\n    {gemm_launch(gemm)}")
         launch = indent(lines, 4).lstrip()
-        shifted_blocks = (*shifted.BLOCKS, split, rows, near)
+        shifted_blocks = (*shifted.BLOCKS, split, rows, *near)
     else:
         launch = gemm_launch(gemm)
     result = "x =" if d.get("pool") else "return"  # pooled: the conv's output is the pool's input

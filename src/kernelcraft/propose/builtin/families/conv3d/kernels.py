@@ -91,11 +91,6 @@ _TAPS_K = taps_loop("KD * KH * KW", (("id_", "id0 + tap // (KH * KW) * DD", "D")
 _AXES = (("td", "id0", "KD", "DD", "D"), ("th", "ih0", "KH", "DH", "H"), ("tw", "iw0", "KW", "DW", "W"))
 _OFFSETS_K = offsets_loop(_AXES)
 
-# The direct loop (conv/direct.py: outer products in fp32 FMAs over each in-channel's taps) on its tiles; w is
-# (CO, CPG, KD, KH, KW).
-_DIRECT_K = direct.loop([("id_", "id0 + {t} * DD", "KD", "D"), ("ih", "ih0 + {t} * DH", "KH", "H"),
-                         ("iw", "iw0 + {t} * DW", "KW", "W")], direct.TILES_3D.unroll)
-
 
 def render(op: Op, p, names: Names) -> Rendered:
     """conv3d on tiles `p` (the family's Conv3dTiles)."""
@@ -115,19 +110,17 @@ def render(op: Op, p, names: Names) -> Rendered:
                                epilogue="\n".join(epilogue_lines(d.get("steps") or [], _load))),
             Scalars.of(op))  # the numbers the steps read from the module: the kernel's first parameters
 
-    # bounds: the offsets kernel's BOUNDS (Python source), which takes its table too; block_k: the K step's width;
-    # tiles: a direct loop's (its grid, tile and warps in place of the move's)
-    def launch(k, bounds=None, block_k=bk, tiles=None):
+    # bounds: the offsets kernel's BOUNDS (Python source), which takes its table too; block_k: the K step's width
+    def launch(k, bounds=None, block_k=bk):
         extra = {} if bounds is None else {"BOUNDS": bounds}
         sizes = dict(zip(SIZES, SIZE_ARGS))
         return k.launch(
-            tiles.grid() if tiles else "grid",
-            ["x", "w", "x if bias is None else bias", "y", *("tab",) * len(extra), *operands.args(op, NDIM),
-             *([] if compiled else SIZE_ARGS)],
-            {"KD": "KD", "KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None",
-             "BLOCK_M": tiles.BLOCK_M if tiles else "bm", "BLOCK_N": "bn_d" if tiles else "bn", "BLOCK_K": block_k,
-             "GROUP_M": group, "PREC": "prec", **extra, **operands.flag_consts(op), **(sizes if compiled else {})},
-            num_warps=tiles.num_warps if tiles else int(p.num_warps), num_stages=1 if tiles else int(p.num_stages))
+            "grid", ["x", "w", "x if bias is None else bias", "y", *("tab",) * len(extra), *operands.args(op, NDIM),
+                     *([] if compiled else SIZE_ARGS)],
+            {"KD": "KD", "KH": "KH", "KW": "KW", "HAS_BIAS": "bias is not None", "BLOCK_M": "bm", "BLOCK_N": "bn",
+             "BLOCK_K": block_k, "GROUP_M": group, "PREC": "prec", **extra, **operands.flag_consts(op),
+             **(sizes if compiled else {})},
+            num_warps=int(p.num_warps), num_stages=int(p.num_stages))
 
     packed = kernel("kc_conv3d_kernel", _PACKED_K)
     kernels = (packed,)
@@ -161,19 +154,20 @@ def render(op: Op, p, names: Names) -> Rendered:
         # a padded conv whose groups have TAPS_FIRST in-channels or more: the taps loop instead (OFFSETS_IDEA)
         kernels += (taps,)
         run = taps_branch(TAPS_FIRST, indent(run, 4).lstrip(), " and (pd > 0 or ph > 0 or pw > 0)")
-    if p.k_order == "shifted":  # the shifted-rows GEMM where it applies, else the direct loop where it does
+    if p.k_order == "shifted":  # the shifted-rows GEMM where it applies, the direct kernel where it does
         epilogue = "\n".join(epilogue_lines(d.get("steps") or [], _load))
         rows = shifted.kernel("dhw", names, operands.params(op, NDIM), operands.flags(op), epilogue, Scalars.of(op),
                               compiled=compiled)
         split = shifted.split_kernel("dhw", names)
         lines = shifted.lines("dhw", rows, split, operands.args(op, NDIM), operands.flag_consts(op))
-        tiles = direct.TILES_3D
-        near = kernel("kc_conv3d_direct_kernel", _DIRECT_K)
+        near = ()  # the direct kernel for few in-channels, where the epilogue is one it applies (conv/direct.py)
+        if direct.fits(op):
+            near = (direct.kernel("dhw", names, epilogue, Scalars.of(op), direct.TILES_3D),)
         run = (f"if {shifted.applies('dhw')}:\n{indent(lines, 8)}\n"
-               f"    elif {tiles.applies()}:  # few in-channels: outer products in fp32 FMAs (conv/direct.py)\n"
-               f"        {tiles.channel_tile()}\n        {launch(near, tiles=tiles)}\n"
-               f"    else:\n        {indent(run, 4).lstrip()}")
-        kernels = (*shifted.BLOCKS, split, rows, near, *kernels)
+               + (f"    elif {direct.TILES_3D.applies()}:  # few in-channels: outer products in fp32 FMAs\n"
+                  f"{indent(direct.launch('dhw', near[0], direct.TILES_3D), 8)}\n" if near else "")
+               + f"    else:\n        {indent(run, 4).lstrip()}")
+        kernels = (*shifted.BLOCKS, split, rows, *near, *kernels)
     bias = attr(d["bias"]) if d.get("bias") else "None"
     voxels = (f"bm = {2 * bm} if bn == {bn // 2} else {bm}  # a half-wide channel tile: twice the voxels, the same area"
               if p.wide_m else f"bm = {bm}")
