@@ -100,18 +100,20 @@ def kernel(axes: str, names: Names, epilogue: str, scalars: Scalars, tiles: Dire
     for i, a in enumerate(up):  # per axis: its taps' loop, the input coordinate, the mask and offset so far
         pad, low = "    " * depth, a.lower()
         last = i == len(up) - 1
+        if last:  # the row's pointers once per row (the last axis's loop then adds small offsets, as the probe did)
+            lines += [f"{pad}x_r = x_img + {offset} * {a}", f"{pad}w_r = w_co + {tap} * K{a}"]
         loop = (f"tl.static_range(K{a})" if tiles.unroll else f"range(K{a})") if last else f"range(K{a})"
         lines += [f"{pad}for k{low} in {loop}:",
                   f"{pad}    in_{low} = o{low} * S{a} - P{a} + k{low} * D{a}",
                   f"{pad}    m{low} = {mask} & (in_{low} >= 0) & (in_{low} < {a})"]
         if not last:  # the offset of the row so far, once per tap of this axis
             lines.append(f"{pad}    r{low} = {offset} * {a} + in_{low}")
-        offset = f"r{low}" if not last else f"{offset} * {a} + in_{low}"
-        tap, mask = f"({tap} * K{a} + k{low})", f"m{low}"
+            offset, tap = f"r{low}", f"({tap} * K{a} + k{low})"
+        mask = f"m{low}"
         depth += 1
-    pad = "    " * depth
-    lines += [f"{pad}xv = tl.load(x_img + {offset}, mask={mask}, other=0.0).to(tl.float32)",
-              f"{pad}wv = tl.load(w_co + {tap}, mask=nmask, other=0.0).to(tl.float32)",
+    pad, low = "    " * depth, up[-1].lower()
+    lines += [f"{pad}xv = tl.load(x_r + in_{low}, mask={mask}, other=0.0).to(tl.float32)",
+              f"{pad}wv = tl.load(w_r + k{low}, mask=nmask, other=0.0).to(tl.float32)",
               f"{pad}acc += wv[:, None] * xv[None, :]",
               "x = acc",
               "if HAS_BIAS:",
