@@ -22,9 +22,9 @@ DIRECT, PACKED = "kc_conv2d_direct_kernel", "kc_conv2d_kernel"
 DIRECT3, OFFSETS3, SHIFTED3 = "kc_conv3d_direct_kernel", "kc_conv3d_offsets_kernel", "kc_conv3d_shifted_kernel"
 # (init args (cin, cout, k, s, p, d, g, bias), input shape): the direct loop runs
 RUNS = [((3, 5, 11, 4, 2), (2, 3, 37, 41)),  # AlexNet's first conv in small: 11 x 11 taps at stride 4, padded
-        ((4, 6, (3, 2), (2, 1), (0, 1), (1, 2), 2, False), (1, 4, 11, 10)),  # 2 in-channels a group, dilated, no bias
+        ((8, 6, 3, (2, 1), (0, 1), (1, 2), 2, False), (1, 8, 11, 10)),  # 4 in-channels a group, dilated, no bias
         ((3, 130, 3, 2, 1), (1, 3, 7, 6)),  # 130 out-channels: two 128-wide channel tiles
-        ((2, 3, 1, 3), (2, 9, 10)),  # unbatched, a 1x1 kernel at stride 3
+        ((2, 3, 5, 3), (2, 9, 10)),  # unbatched, stride 3
         ((3, 5, 3, 1, 1), (2, 3, 9, 7))]  # stride 1: the shifted rows' on a Hopper GPU, here (no TMA) the direct loop
 RUNS3 = [((3, 5, 3), (2, 3, 5, 7, 6)),  # 3 in-channels, 27 taps, no padding
          ((4, 20, (3, 2, 1), (2, 1, 2), (1, 0, 1), (1, 2, 1), 2, False), (1, 4, 6, 7, 5)),  # groups, dilated; 20
@@ -38,6 +38,7 @@ def first(op):
 def test_the_first_moves_take_it_for_few_channels_where_their_epilogue_fits():
     assert first(conv_op()).k_order == first(conv3d_op()).k_order == "shifted"
     assert "x.dtype == torch.float32 and CPG <= 4" in direct.TILES_2D.applies()
+    assert "K >= 17" in direct.TILES_2D.applies() and "K >=" not in direct.TILES_3D.applies()
     assert direct.TILES_3D.max_k == 81 and direct.TILES_3D.BLOCK_N == 16 and not direct.TILES_3D.unroll
     assert direct.fits(conv_op([["relu"], ["mul", 0.5]]))
     assert not direct.fits(conv3d_op([["tadd", ("attr", "a")]]))  # a tensor read at the output's coordinates
@@ -52,9 +53,11 @@ def test_conv2d_direct_loop(tmp_path):
 
 def test_conv2d_stands_aside_for_the_shifted_rows_more_channels_and_half_inputs(tmp_path):
     spy = Launches(SHIFTED, PACKED, DIRECT)
-    check(conv_op(), reference("self.conv(x)", INIT, CONV), first(conv_op()), [RUNS[-1], ((5, 4, 3, 2), (1, 5, 9, 8))],
-          tmp_path, patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
-    assert spy.seen == [SHIFTED, PACKED]  # stride 1 on Hopper: the shifted rows; 5 in-channels: the packed GEMM
+    aside = [RUNS[-1], ((5, 4, 3, 2), (1, 5, 9, 8)), ((2, 3, 2, 3), (2, 2, 9, 10))]
+    check(conv_op(), reference("self.conv(x)", INIT, CONV), first(conv_op()), aside, tmp_path, patch=on_hopper(spy),
+          rtol=1e-4, atol=1e-4)
+    # stride 1 on Hopper: the shifted rows; 5 in-channels, or K = 8 (direct.TILES_2D.min_k): the packed GEMM
+    assert spy.seen == [SHIFTED, PACKED, PACKED]
     if DEVICE == "cuda":  # 16-bit inputs keep the tensor cores
         spy = Launches(SHIFTED, PACKED, DIRECT)
         check(conv_op(), reference("self.conv(x)", INIT, CONV), first(conv_op()), RUNS[:1], tmp_path, patch=spy,
@@ -69,7 +72,7 @@ def test_conv2d_epilogue_and_conv1d(tmp_path):
           rtol=1e-4, atol=1e-4)
     spy1 = Launches(DIRECT)
     check(conv1d_op(), reference("self.conv(x)", INIT, CONV1), first(conv1d_op()),
-          [((3, 7, 5, 2, 2, 3), (2, 3, 77)), ((2, 4, 3, 2), (2, 19))], tmp_path, patch=spy1, rtol=1e-4, atol=1e-4)
+          [((4, 7, 5, 2, 2, 3), (2, 4, 77)), ((3, 4, 7, 2), (3, 19))], tmp_path, patch=spy1, rtol=1e-4, atol=1e-4)
     assert spy.seen == [DIRECT] * 3 and spy1.seen == [DIRECT] * 2
 
 

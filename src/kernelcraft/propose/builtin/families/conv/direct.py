@@ -18,13 +18,19 @@ transposed for its epilogue and store) ran 50 at 110.8 ms and 54 at 2.70 ms (ker
 
 Measured at KernelBench's published sizes on an H100, interleaved with torch.compile (exact fp32 baselines,
 benchmarks/direct_conv_probe.py, direct-conv-probe-h100-2026-11-27.json): level 1's 50 (3 -> 96 channels, 11 x 11
-taps at stride 4) 2.41 ms on 256 positions x 128 out-channels, 4 warps, the taps of a row unrolled, against 2.94 for
+taps at stride 4) 2.53 ms on 128 positions x 128 out-channels, 4 warps, the taps looped, against 2.96 for
 torch.compile and 3.47 for the packed 3xTF32 move; 54 and 59 (3-D, 3 -> 64 channels, 3 x 3 x 3 taps) 1.92 and 2.29
 on 512 positions x 16 out-channels, 4 warps, the taps looped, against 2.15 and 2.69 for the offsets move (torch.compile
-1.83 and 2.83). Narrower position tiles, or unrolled taps where Triton 3.6's register allocation gave up (32
-registers, kilobytes of spills: seen in ptxas's report for 50 on 64-wide channel tiles), ran up to 80x slower; 3-D
-convs of 105 taps (60, 66) lost to the offsets move on every tile probed, so the conv3d family takes the direct loop
-only up to 81 values of K.
+1.83 and 2.83). 3-D convs of 105 taps (60, 66) lost to the offsets move on every tile probed, so the conv3d family
+takes the direct kernel only up to 81 values of K.
+
+Register cliffs. With the taps of a row unrolled, 50 ran fastest (2.41 ms on 256 x 128 tiles), but ptxas's report
+(Triton 3.6, sm_90a, read on the CPU) shows such builds losing their registers on other shapes: "Used 32 registers"
+and kilobytes of spills, 15 of 39 conv2d shapes on that tile (a 7 x 7 stride-2 conv of 3 -> 64 channels, ResNet's
+and GoogleNet's first, among them), 100+ ms where timed. Looped taps on 128 x 128 tiles of 4 warps lost them on none
+of 39 such shapes, and on 12 of 72 smaller ones, all with K of 9 or less (1 x 1 to 3 x 3 kernels on 1 to 4
+channels: the loops then unrolled whole), hence min_k. The 3-D tile kept its registers on all 72 shapes swept (K up to
+81, 1 to 4 channels, 16 to 128 out-channels, strides 1 and 2). Wider tiles on 8 warps ran 5-9x slower on 50.
 """
 
 from __future__ import annotations
@@ -49,15 +55,19 @@ class DirectTiles:
     unroll: bool
     max_channels: int
     max_k: int
+    min_k: int = 1  # and from which
 
     def applies(self) -> str:
         """The forward's condition (Python source): fp32 (exact FMAs; 16-bit inputs take the tensor cores) and few
         in-channels per group."""
-        return f"x.dtype == torch.float32 and CPG <= {self.max_channels} and K <= {self.max_k}"
+        least = f" and K >= {self.min_k}" if self.min_k > 1 else ""
+        return f"x.dtype == torch.float32 and CPG <= {self.max_channels} and K <= {self.max_k}{least}"
 
 
-# 2-D (conv, conv1d): level 1's 50 above; 3-D (conv3d) likewise, 54 and 59
-TILES_2D = DirectTiles(BLOCK_M=256, BLOCK_N=128, num_warps=4, unroll=True, max_channels=4, max_k=4 * 11 * 11)
+# 2-D (conv, conv1d): level 1's 50 above, on the tile whose builds never lost their registers in the sweep below at
+# 17 values of K or more; 3-D (conv3d) likewise, 54 and 59
+TILES_2D = DirectTiles(BLOCK_M=128, BLOCK_N=128, num_warps=4, unroll=False, max_channels=4, max_k=4 * 11 * 11,
+                       min_k=17)
 TILES_3D = DirectTiles(BLOCK_M=512, BLOCK_N=16, num_warps=4, unroll=False, max_channels=4, max_k=81)
 
 
