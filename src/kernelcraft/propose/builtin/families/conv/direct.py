@@ -2,12 +2,12 @@
 its own in place of their implicit GEMMs, outer products in exact fp32.
 
 With 3 in-channels K is 27 to 363: an implicit GEMM spends its K steps gathering a patch and (3xTF32) splitting it,
-each patch element feeding a BLOCK_N-wide dot. The direct loop holds the tile as out-channels x output positions,
-acc_t[BLOCK_N, BLOCK_M], so a thread's registers hold several out-channels of several positions; it walks each
-in-channel's taps (the last axis's unrolled or looped, the move's choice) and for each loads one input value a
+each patch element feeding a BLOCK_N-wide dot. The direct kernel holds the tile as out-channels x output positions,
+acc[BLOCK_N, BLOCK_M], so a thread's registers hold several out-channels of several positions; it walks each
+in-channel's taps (the last axis's unrolled or looped, the tile's choice) and for each loads one input value a
 position (a row of one channel: consecutive at stride 1) and one weight an out-channel, and adds their outer product
-with fp32 FMAs, no splitting, no tensor cores. A program's positions lie in one image (grid: position tiles, images,
-groups x channel tiles), so each load's address is the image's base plus 32-bit offsets, and the store writes the
+with fp32 FMAs, no splitting, no tensor cores. A program's positions lie in one image (grid: position tiles, images x
+groups, channel tiles), so each load's address is the image's base plus 32-bit offsets, and the store writes the
 tile as it lies, consecutive positions of an out-channel together. The pointwise steps after the conv apply to the
 tile as they are; a folded batchnorm or a step reading a tensor (its loads are laid out for the implicit GEMM's
 [positions, out-channels] tile) keeps the implicit GEMM (`fits`). The sizes are constexprs: a build per shape.
@@ -18,11 +18,12 @@ transposed for its epilogue and store) ran 50 at 110.8 ms and 54 at 2.70 ms (ker
 
 Measured at KernelBench's published sizes on an H100, interleaved with torch.compile (exact fp32 baselines,
 benchmarks/direct_conv_probe.py, direct-conv-probe-h100-2026-11-27.json): level 1's 50 (3 -> 96 channels, 11 x 11
-taps at stride 4) 2.53 ms on 128 positions x 128 out-channels, 4 warps, the taps looped, against 2.96 for
-torch.compile and 3.47 for the packed 3xTF32 move; 54 and 59 (3-D, 3 -> 64 channels, 3 x 3 x 3 taps) 1.92 and 2.29
-on 512 positions x 16 out-channels, 4 warps, the taps looped, against 2.15 and 2.69 for the offsets move (torch.compile
-1.83 and 2.83). 3-D convs of 105 taps (60, 66) lost to the offsets move on every tile probed, so the conv3d family
-takes the direct kernel only up to 81 values of K.
+taps at stride 4) on 128 positions x 128 out-channels, 4 warps, the taps looped: 2.53 and 3.02 ms in two passes on
+two machines, torch.compile 2.96 and 2.95, the packed 3xTF32 move 3.45 (in the family, kernelbench.py's row: 3.25 ms,
+0.91x torch.compile, kernelbench-level1-direct2d-h100-2026-11-27.json); 54 and 59 (3-D, 3 -> 64 channels, 3 x 3 x 3
+taps) 1.92 and 2.29 on 512 positions x 16 out-channels, 4 warps, the taps looped, against 2.15 and 2.69 for the
+offsets move (torch.compile 1.83 and 2.83). 3-D convs of 105 taps (60, 66) lost to the offsets move on every tile
+probed, so the conv3d family takes the direct kernel only up to 81 values of K.
 
 Register cliffs. With the taps of a row unrolled, 50 ran fastest (2.41 ms on 256 x 128 tiles), but ptxas's report
 (Triton 3.6, sm_90a, read on the CPU) shows such builds losing their registers on other shapes: "Used 32 registers"
@@ -30,7 +31,7 @@ and kilobytes of spills, 15 of 39 conv2d shapes on that tile (a 7 x 7 stride-2 c
 and GoogleNet's first, among them), 100+ ms where timed. Looped taps on 128 x 128 tiles of 4 warps lost them on none
 of 39 such shapes, and on 12 of 72 smaller ones, all with K of 9 or less (1 x 1 to 3 x 3 kernels on 1 to 4
 channels: the loops then unrolled whole), hence min_k. The 3-D tile kept its registers on all 72 shapes swept (K up to
-81, 1 to 4 channels, 16 to 128 out-channels, strides 1 and 2). Wider tiles on 8 warps ran 5-9x slower on 50.
+81, 1 to 4 channels, 16 to 128 out-channels, strides 1 and 2). Tiles of 8 warps, taps looped, ran 3-9x slower on 50.
 """
 
 from __future__ import annotations
