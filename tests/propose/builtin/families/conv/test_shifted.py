@@ -3,14 +3,15 @@ channels-last TF32 parts, each step's boxes loaded through TMA descriptors. It r
 (kc_tma_gpu); here the loaded candidate's kc_tma_gpu says yes, so the TMA kernels run in Triton's interpreter on the
 CPU (on a GPU, as they are). Checked against torch on odd shapes: padding, dilation, no bias, in-channels not a
 multiple of 4 and on both sides of 16, out-channels on both sides of 64, unbatched and 1-D inputs, a fused epilogue
-with a folded batchnorm and a parameter operand; and the forward's fallbacks to the packed GEMM (a stride, groups,
-a 1x1 kernel, fp16), a spy saying which kernel ran."""
+with a folded batchnorm and a parameter operand; strides folded into the channels (space to depth); and the forward's
+fallbacks to the packed GEMM (a stride that does not fold, groups, a 1x1 kernel, fp16), a spy saying which kernel
+ran."""
 
 import pytest
 import torch
 
 from kernelcraft.propose.builtin.families.conv import ConvTiles
-from kernelcraft.propose.builtin.families.conv.shifted import TILES
+from kernelcraft.propose.builtin.families.conv.shifted import FOLD_WASTE, TILES, kc_conv_fold
 from kernelcraft.propose.builtin.plan import Op
 from tests.propose.builtin.families.conv.test_conv import CONV, INIT, conv1d_op, conv_op
 from kernelcraft.propose.builtin.analyze import analyze
@@ -145,6 +146,39 @@ def test_few_channels_pack_an_axis_taps_into_k(tmp_path):
     check(conv_op(), reference("self.conv(x)", INIT, CONV), shifted(conv_op()), [c for c, _ in cases], tmp_path,
           patch=on_hopper(spy), rtol=1e-4, atol=1e-4)
     assert spy.seen == [pack for _, pack in cases]
+
+
+# strided convs the fold takes (init args, input shape): AlexNet's 11 x 11 at stride 4 (a 12 x 12 folded kernel, 3
+# taps an axis over 48 channels), ResNet's 7 x 7 at stride 2 with odd sizes, uneven strides and kernels, a stride past
+# the kernel's extent along one axis (its taps and some rows never read), a 5 x 5 at stride 2 over 12 channels
+# (K = 48 channels a tap, 32-wide steps), unbatched
+FOLDS = [((3, 5, 11, 4, 2), (2, 3, 27, 25)),
+         ((3, 6, 7, 2, 3), (1, 3, 13, 12)),
+         ((4, 5, (5, 3), (2, 3), (1, 0)), (2, 4, 11, 14)),
+         ((2, 3, (2, 4), (3, 2), (1, 2)), (1, 2, 10, 9)),
+         ((12, 70, 5, 2, 2, 1, 1, False), (1, 12, 9, 8)),
+         ((3, 4, 7, 2, 3), (3, 11, 10))]
+
+
+def test_strides_fold_into_the_channels(tmp_path):
+    """A stride folds into the channels where the folded kernel wastes little (kc_conv_fold); the results torch's,
+    run by the shifted GEMM over ceil(k / s) taps an axis; 3 x 3 at stride 2 (1.78 times the taps) keeps its GEMM."""
+    assert launched(FOLDS, tmp_path) == [SHIFTED] * len(FOLDS)
+    assert launched([((6, 5, 3, 2, 1), (2, 6, 9, 7)), ((3, 5, 5, 2, 1, 2), (1, 3, 12, 12))], tmp_path) == [
+        PACKED, "kc_conv2d_direct_kernel"]  # dilated: no fold; 3 channels, K 75: the direct kernel
+
+
+def test_the_fold_rule():
+    assert kc_conv_fold((1, 1), (2, 1), (3, 3), 3, 0, FOLD_WASTE) == (1, 1)  # stride 1: no fold, any dilation
+    assert kc_conv_fold((1, 1), (1, 1), (1, 1), 3, 0, FOLD_WASTE) is None  # one tap
+    assert kc_conv_fold((4, 4), (1, 1), (11, 11), 3, 0, FOLD_WASTE) == (4, 4)  # 144 / 121
+    assert kc_conv_fold((2, 2), (1, 1), (7, 7), 3, 0, FOLD_WASTE) == (2, 2)  # 64 / 49
+    assert kc_conv_fold((2, 2), (1, 1), (3, 3), 64, 0, FOLD_WASTE) is None  # 16 / 9
+    assert kc_conv_fold((2, 2), (1, 1), (2, 2), 3, 0, FOLD_WASTE) is None  # one folded tap: a plain GEMM
+    assert kc_conv_fold((4, 4), (1, 1), (11, 11), 3, 0, 0) is None  # the transposed convs: strides never fold
+    assert kc_conv_fold((4, 4), (2, 1), (11, 11), 3, 0, FOLD_WASTE) is None  # dilated
+    assert kc_conv_fold((1, 2, 2), (1, 1, 1), (3, 7, 7), 3, 8, FOLD_WASTE) == (1, 2, 2)  # 3-D: 12 folded channels
+    assert kc_conv_fold((1, 1, 1), (1, 1, 1), (3, 3, 3), 3, 8, FOLD_WASTE) is None  # 3-D: 8 channels or fewer
 
 
 def test_compiled_sizes(tmp_path):

@@ -1,9 +1,10 @@
 """The conv3d family's shifted-rows move (conv/shifted.py over three axes): x and the weight copied once into padded
-channels-last TF32 parts, each step's boxes loaded through TMA descriptors, where the conv has stride 1, one group and
-more than one tap, more than 8 in-channels on a Hopper GPU (here the candidate's kc_tma_gpu is patched to say so, and
-the TMA kernels run in Triton's interpreter on the CPU); else the offsets K loop of the first move. Checked against
-torch on odd volumes: padding on some axes, dilation, in-channels not a multiple of 4 and past 16, out-channels past 64,
-no bias, unbatched, an epilogue with a parameter operand, inf and NaN inputs; a spy says which kernel ran."""
+channels-last TF32 parts, each step's boxes loaded through TMA descriptors, where the conv has one group, stride 1 and
+more than one tap (or strides that fold into the channels, conv/shifted.py), and more than 8 in-channels (folded), on
+a Hopper GPU (here the candidate's kc_tma_gpu is patched to say so, and the TMA kernels run in Triton's interpreter
+on the CPU); else the offsets K loop of the first move. Checked against torch on odd volumes: padding on some axes,
+dilation, in-channels not a multiple of 4 and past 16, out-channels past 64, no bias, unbatched, folded strides, an
+epilogue with a parameter operand, inf and NaN inputs; a spy says which kernel ran."""
 
 import pytest
 import torch
@@ -20,8 +21,9 @@ RUNS = [((9, 5, 3), (2, 9, 5, 7, 6)),  # 9 in-channels (padded to 12), unpadded:
         ((10, 6, (3, 2, 1), 1, (1, 0, 0), (1, 2, 1), 1, False), (1, 10, 6, 7, 5)),  # padding on one axis, dilation
         ((20, 9, (2, 1, 3), 1, 1), (1, 20, 3, 4, 6)),  # 20 in-channels: 32-wide steps over a masked chunk
         ((9, 70, 3, 1, 1), (1, 9, 3, 4, 5)),  # 70 out-channels: the 128-wide tile
-        ((9, 3, 2, 1, 1), (9, 4, 3, 5))]  # unbatched (C, D, H, W)
-FALLS_BACK = [((9, 5, 3, 2, 1), (1, 9, 7, 8, 9)),  # strided
+        ((9, 3, 2, 1, 1), (9, 4, 3, 5)),  # unbatched (C, D, H, W)
+        ((3, 5, (3, 7, 7), (1, 2, 2), (1, 3, 3)), (1, 3, 4, 11, 10))]  # strides folded: 3 x 4 x 4 taps, 12 channels
+FALLS_BACK = [((9, 5, 3, 2, 1), (1, 9, 7, 8, 9)),  # strided: 3 x 3 x 3 at stride 2 does not fold (2.4 times the taps)
               ((12, 4, 3, 1, 1, 1, 2), (1, 12, 3, 5, 4)),  # groups
               ((9, 4, 1), (2, 9, 3, 4, 5)),  # one tap
               ((8, 5, 3, 1, 1), (1, 8, 4, 5, 6))]  # 8 in-channels (shifted.PACK_C): the gathers won there

@@ -236,7 +236,7 @@ def render(op: Op, p, names: Names) -> Rendered:
         near = ()  # the direct kernel for few in-channels, where the epilogue is one it applies (conv/direct.py)
         if direct.fits(op):
             near = (direct.kernel("hw", names, _epilogue(op, "co", "nmask", None), Scalars.of(op), direct.TILES_2D),)
-        lines = (f"if {shifted.applies('hw')}:\n"
+        lines = (f"if {shifted.applies('hw', fold=True)}:\n"
                  f"{indent(shifted.lines('hw', rows, split, extra, operands.flag_consts(op)), 4)}\n"
                  + (f"elif {direct.TILES_2D.applies()}:  # few in-channels: outer products in fp32 FMAs\n"
                     f"{indent(direct.launch('hw', near[0], direct.TILES_2D), 4)}\n" if near else "")

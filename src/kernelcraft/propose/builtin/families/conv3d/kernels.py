@@ -163,7 +163,7 @@ def render(op: Op, p, names: Names) -> Rendered:
         near = ()  # the direct kernel for few in-channels, where the epilogue is one it applies (conv/direct.py)
         if direct.fits(op):
             near = (direct.kernel("dhw", names, epilogue, Scalars.of(op), direct.TILES_3D),)
-        run = (f"if {shifted.applies('dhw')}:\n{indent(lines, 8)}\n"
+        run = (f"if {shifted.applies('dhw', fold=True)}:\n{indent(lines, 8)}\n"
                + (f"    elif {direct.TILES_3D.applies()}:  # few in-channels: outer products in fp32 FMAs\n"
                   f"{indent(direct.launch('dhw', near[0], direct.TILES_3D), 8)}\n" if near else "")
                + f"    else:\n        {indent(run, 4).lstrip()}")
