@@ -2,7 +2,8 @@
 rows do not apply: outer products in fp32 FMAs over each in-channel's taps, in the conv and conv3d families' kernels.
 Checked against torch on odd shapes: strides, padding, dilation, groups of few channels, no bias, unbatched and 1-D
 inputs, out-channels past one channel tile, a fused epilogue; where it stands aside (more in-channels a group, a 3-D
-K past 81, 16-bit inputs, and where the shifted rows apply on a Hopper GPU); a spy says which kernel ran."""
+K past 81, 16-bit inputs, and where the shifted rows apply on a Hopper GPU: stride 1, or strides that fold into the
+channels); a spy says which kernel ran."""
 
 import pytest
 import torch
@@ -15,7 +16,8 @@ from tests.propose.builtin.kernel_check import DEVICE, Launches, check, moves, r
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-# on a Hopper GPU the shifted rows take a stride-1 conv2d of fp32 (TMA); elsewhere the direct kernel does
+# on a Hopper GPU the shifted rows take a conv2d of fp32 at stride 1 or strides that fold (TMA); elsewhere the direct
+# kernel does
 TMA = DEVICE == "cuda" and torch.cuda.get_device_capability()[0] >= 9
 
 DIRECT, PACKED = "kc_conv2d_direct_kernel", "kc_conv2d_kernel"
@@ -25,7 +27,10 @@ RUNS = [((3, 5, 11, 4, 2), (2, 3, 37, 41)),  # AlexNet's first conv in small: 11
         ((8, 6, 3, (2, 1), (0, 1), (1, 2), 2, False), (1, 8, 11, 10)),  # 4 in-channels a group, dilated, no bias
         ((3, 130, 3, 2, 1), (1, 3, 7, 6)),  # 130 out-channels: two 128-wide channel tiles
         ((2, 3, 5, 3), (2, 9, 10)),  # unbatched, stride 3
-        ((3, 5, 3, 1, 1), (2, 3, 9, 7))]  # stride 1: the shifted rows' on a Hopper GPU, here (no TMA) the direct loop
+        ((3, 5, 3, 1, 1), (2, 3, 9, 7)),  # stride 1
+        ((3, 5, 11, 4, 2, 2), (1, 3, 37, 41))]  # dilated at stride 4
+# the kernel each case of RUNS takes: on a Hopper GPU 0 and 3 (strides that fold) and 4 (stride 1) the shifted rows'
+RAN = [SHIFTED if TMA else DIRECT, DIRECT, DIRECT, SHIFTED if TMA else DIRECT, SHIFTED if TMA else DIRECT, DIRECT]
 RUNS3 = [((3, 5, 3), (2, 3, 5, 7, 6)),  # 3 in-channels, 27 taps, no padding
          ((4, 20, (3, 2, 1), (2, 1, 2), (1, 0, 1), (1, 2, 1), 2, False), (1, 4, 6, 7, 5)),  # groups, dilated; 20
          ((3, 4, 3, 2, 1), (3, 5, 6, 7))]                         # out-channels: two 16-wide tiles; unbatched
@@ -48,12 +53,12 @@ def test_conv2d_direct_loop(tmp_path):
     spy = Launches(SHIFTED, PACKED, DIRECT)
     check(conv_op(), reference("self.conv(x)", INIT, CONV), first(conv_op()), RUNS, tmp_path, patch=spy,
           rtol=1e-4, atol=1e-4)
-    assert spy.seen == [DIRECT] * (len(RUNS) - 1) + [SHIFTED if TMA else DIRECT]
+    assert spy.seen == RAN
 
 
 def test_conv2d_stands_aside_for_the_shifted_rows_more_channels_and_half_inputs(tmp_path):
     spy = Launches(SHIFTED, PACKED, DIRECT)
-    aside = [RUNS[-1], ((5, 4, 3, 2), (1, 5, 9, 8)), ((2, 3, 2, 3), (2, 2, 9, 10))]
+    aside = [RUNS[4], ((5, 4, 3, 2), (1, 5, 9, 8)), ((2, 3, 2, 3), (2, 2, 9, 10))]
     check(conv_op(), reference("self.conv(x)", INIT, CONV), first(conv_op()), aside, tmp_path, patch=on_hopper(spy),
           rtol=1e-4, atol=1e-4)
     # stride 1 on Hopper: the shifted rows; 5 in-channels, or K = 8 (direct.TILES_2D.min_k): the packed GEMM
@@ -67,13 +72,14 @@ def test_conv2d_stands_aside_for_the_shifted_rows_more_channels_and_half_inputs(
 
 def test_conv2d_epilogue_and_conv1d(tmp_path):
     op = conv_op([["relu"], ["mul", 0.5]])
-    spy = Launches(DIRECT)
+    spy = Launches(DIRECT, SHIFTED)
     check(op, reference("torch.relu(self.conv(x)) * 0.5", INIT, CONV), first(op), RUNS[:3], tmp_path, patch=spy,
           rtol=1e-4, atol=1e-4)
-    spy1 = Launches(DIRECT)
+    spy1 = Launches(DIRECT, "kc_conv2d_shifted_kernel")
     check(conv1d_op(), reference("self.conv(x)", INIT, CONV1), first(conv1d_op()),
           [((4, 7, 5, 2, 2, 3), (2, 4, 77)), ((3, 4, 7, 2), (3, 19))], tmp_path, patch=spy1, rtol=1e-4, atol=1e-4)
-    assert spy.seen == [DIRECT] * 3 and spy1.seen == [DIRECT] * 2
+    # the 1-D conv of 7 taps at stride 2 folds on a Hopper GPU (4 taps over 6 channels)
+    assert spy.seen == RAN[:3] and spy1.seen == [DIRECT, SHIFTED if TMA else DIRECT]
 
 
 def test_conv3d_direct_loop_and_where_it_stands_aside(tmp_path):
