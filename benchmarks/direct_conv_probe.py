@@ -66,12 +66,14 @@ class Direct(torch.nn.Module):
 
 
 def variants(conv) -> dict:
-    """(BLOCK_CO, BLOCK_V, warps, unroll): out-channel tiles of 8 to 128 (no wider than the out-channels rounded up
-    to a power of two), 128 to 1024 positions a tile, 4 or 8 warps, the last axis's taps unrolled or looped."""
+    """(BLOCK_CO, BLOCK_V, warps, unroll, weight_rows): out-channel tiles of 8 to 128 (no wider than the
+    out-channels rounded up to a power of two), 128 to 1024 positions a tile, 4 or 8 warps, the last axis's taps
+    unrolled or looped, the weight read as (taps, out-channel) rows or (suffix "o") as it lies."""
     top = triton.next_power_of_2(conv.out_channels)
     cos = [c for c in (8, 16, 32, 64, 128) if c <= max(8, top)]
-    return {f"direct_{c}x{v}w{warps}{'u' if unroll else 'l'}": (c, v, warps, unroll)
-            for c, v, warps, unroll in itertools.product(cos, (128, 256, 512, 1024), (4, 8), (True, False))}
+    return {f"direct_{c}x{v}w{warps}{'u' if unroll else 'l'}{'' if rows else 'o'}": (c, v, warps, unroll, rows)
+            for c, v, warps, unroll, rows in itertools.product(cos, (128, 256, 512, 1024), (4, 8), (True, False),
+                                                               (True, False))}
 
 
 def probe(problem, engineer, budget_s: float, only: set[str]) -> dict:
@@ -90,9 +92,9 @@ def probe(problem, engineer, budget_s: float, only: set[str]) -> dict:
         new.load_state_dict(model.state_dict())
         fns["first"] = new
     shapes = {k: v for k, v in variants(conv).items() if not only or k.removeprefix("direct_") in only}
-    for label, (c, v, warps, unroll) in shapes.items():
+    for label, (c, v, warps, unroll, rows) in shapes.items():
         tiles = DirectTiles(BLOCK_M=v, BLOCK_N=c, num_warps=warps, unroll=unroll, max_channels=conv.in_channels,
-                            max_k=conv.weight[0].numel())
+                            max_k=conv.weight[0].numel(), weight_rows=rows)
         fns[label] = Direct(conv, tiles, f"{problem.name}_{label}")
     return {"problem": problem.name, "conv": repr(conv), "variants": shapes,
             "rows": against_compile(fns, module, budget_s)}
@@ -101,7 +103,8 @@ def probe(problem, engineer, budget_s: float, only: set[str]) -> dict:
 def main() -> None:
     ap = probe_parser(__doc__)
     ap.add_argument("--tiles", default="128x256w4u,16x512w4l", help="the variants, e.g. 128x256w4u,64x128w8l "
-                    "(BLOCK_CO x BLOCK_V, warps, u: the last axis's taps unrolled, l: looped); all: every one")
+                    "(BLOCK_CO x BLOCK_V, warps, u: the last axis's taps unrolled, l: looped, o: the weight read as it "
+                    "lies); all: every one")
     args = ap.parse_args()
     only = set() if args.tiles == "all" else set(args.tiles.split(","))
     set_exact_fp32(True)  # the strict policy's baselines: exact fp32 convolutions

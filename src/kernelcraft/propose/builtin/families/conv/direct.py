@@ -57,6 +57,8 @@ class DirectTiles:
     max_channels: int
     max_k: int
     min_k: int = 1  # and from which
+    # the weight read as (CPG * taps, CO) rows, a tap's out-channels together (vector loads), not as it lies
+    weight_rows: bool = True
 
     def applies(self) -> str:
         """The forward's condition (Python source): fp32 (exact FMAs; 16-bit inputs take the tensor cores) and few
@@ -85,7 +87,8 @@ def _sizes(axes: str) -> tuple[str, ...]:
 
 def kernel(axes: str, names: Names, epilogue: str, scalars: Scalars, tiles: DirectTiles) -> TritonKernel:
     """The direct kernel over `axes` ("dhw" or "hw"), its `epilogue` (pointwise steps on x, the fp32 tile) before its
-    one store; w is (CO, CPG, *kernel), contiguous."""
+    one store; w is the weight (CO, CPG, *kernel), contiguous, or (tiles.weight_rows) that transposed to (CPG * taps,
+    CO) (`launch`), so the out-channels a tap loads lie together (vector loads where CO allows)."""
     up = axes.upper()
     out_size = " * ".join(f"O{a}" for a in up)
     coords = []
@@ -113,8 +116,9 @@ def kernel(axes: str, names: Names, epilogue: str, scalars: Scalars, tiles: Dire
         pad, low = "    " * depth, a.lower()
         last = i == len(up) - 1
         if last:  # the row's pointers once per row, the last axis's loop then adds small offsets to them
-            lines += [f"{pad}x_r = x_img + {offset} * {a}",
-                      f"{pad}w_r = w_ptr + co * (CPG * {' * '.join(f'K{b}' for b in up)}) + {tap} * K{a}"]
+            w_r = (f"w_ptr + {tap} * K{a} * CO + co  # w as (CPG * taps, CO): a tap's out-channels in a row"
+                   if tiles.weight_rows else f"w_ptr + co * (CPG * {' * '.join(f'K{b}' for b in up)}) + {tap} * K{a}")
+            lines += [f"{pad}x_r = x_img + {offset} * {a}", f"{pad}w_r = {w_r}"]
         loop = (f"tl.static_range(K{a})" if tiles.unroll else f"range(K{a})") if last else f"range(K{a})"
         lines += [f"{pad}for k{low} in {loop}:",
                   f"{pad}    in_{low} = o{low} * S{a} - P{a} + k{low} * D{a}",
@@ -126,7 +130,8 @@ def kernel(axes: str, names: Names, epilogue: str, scalars: Scalars, tiles: Dire
         depth += 1
     pad, low = "    " * depth, up[-1].lower()
     lines += [f"{pad}xv = tl.load(x_r + in_{low}, mask={mask}, other=0.0).to(tl.float32)",
-              f"{pad}wv = tl.load(w_r + k{low}, mask=nmask, other=0.0).to(tl.float32)",
+              f"{pad}wv = tl.load(w_r + k{low}{' * CO' if tiles.weight_rows else ''}, mask=nmask, other=0.0)"
+              ".to(tl.float32)",
               f"{pad}acc += wv[:, None] * xv[None, :]",
               "x = acc",
               "if HAS_BIAS:",
@@ -147,7 +152,9 @@ def launch(axes: str, k: TritonKernel, tiles: DirectTiles) -> str:
              **{f"P{a}": f"p{a.lower()}" for a in up}, **{f"D{a}": f"d{a.lower()}" for a in up}}
     grid = f"(triton.cdiv({' * '.join(f'O{a}' for a in up)}, {tiles.BLOCK_M}), N * groups, triton.cdiv(COPG, bn_d))"
     return (f"bn_d = min({tiles.BLOCK_N}, max(16, triton.next_power_of_2(COPG)))\n"
-            + k.launch(grid, ["x", "w", "x if bias is None else bias", "y"],
+            + ("wt = w.reshape(CO, -1).t().contiguous()  # (CPG * taps, CO): a tap's out-channels together\n"
+               if tiles.weight_rows else "")
+            + k.launch(grid, ["x", "wt" if tiles.weight_rows else "w", "x if bias is None else bias", "y"],
                        {**sizes, "GROUPS": "groups", "HAS_BIAS": "bias is not None", "BLOCK_M": tiles.BLOCK_M,
                         "BLOCK_N": "bn_d"},
                        num_warps=tiles.num_warps, num_stages=1))
