@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from kernelcraft.propose.builtin.families.attention import unfused
 from tests.propose.builtin.families.attention.test_attention import (KT_OP, attn_op, check_attention, kt_reference,
                                                                      sdpa_reference, tolerance)
-from tests.propose.builtin.kernel_check import DEVICE, Launches, ident, load, moves, needs_relaxed, render
+from tests.propose.builtin.kernel_check import DEVICE, Keywords, Launches, ident, load, moves, needs_relaxed, render
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -132,3 +132,32 @@ def test_large_scores_stay_fp32_accurate(tmp_path):
     got = module.ModelNew(True)(q, k, v).double()
     err = ((got - want).abs() / (want.abs() + want.pow(2).mean().sqrt())).max().item()
     assert err < 1e-4, err
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_wide_heads_on_fp64_tensor_cores(causal, tmp_path):
+    """wide_fp64: an exact move's wide heads take their products on the fp64 tensor cores where kc_fp64_gpu says so
+    (a Hopper GPU; patched here, the GEMMs run with PREC "fp64" in the interpreter on the CPU), fp32 inputs widened
+    exactly: against float64 attention on the mixed-scale inputs the strict policy's trial draws, and against torch
+    on ragged heads; 16-bit inputs and the 3xTF32 move keep their own products."""
+    params = moves(attn_op(causal))[0].params.but(wide_fp64=True)
+    assert "fp64 tensor cores" in params.idea()
+    module = load(render(attn_op(causal), sdpa_reference(), params), tmp_path)
+    module.kc_fp64_gpu = lambda t: True
+    precs = Keywords("kc_attention_scores_gemm" if causal else "kc_attention_gemm", "PREC")
+    precs(module)
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(s, generator=g) * 10 ** (torch.rand(s, generator=g) * 4 - 2)
+               for s in ((2, 19, 520), (2, 23, 520), (2, 23, 520)))
+    q, k, v = (t.to(DEVICE) for t in (q, k, v))
+    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    got = module.ModelNew(causal)(q, k, v).double()
+    assert ((got - want).abs() / (want.abs() + want.pow(2).mean().sqrt())).max().item() < 1e-5
+    for qs, ks, vs in WIDE:
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(s, device=DEVICE) for s in (qs, ks, vs))
+        torch.testing.assert_close(module.ModelNew(causal)(q, k, v),
+                                   F.scaled_dot_product_attention(q, k, v, is_causal=causal), **tolerance(torch.float32))
+    module.ModelNew(causal)(*(torch.randn(s, device=DEVICE).half() for s in WIDE[0]))
+    per = 1 if causal else 2  # launches of the watched kernel a call: causal, the scores' only; else both products
+    assert precs.seen == ["fp64"] * per * (1 + len(WIDE)) + ["ieee"] * per

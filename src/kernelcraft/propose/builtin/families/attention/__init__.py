@@ -55,6 +55,8 @@ class Flash(Params):
     precision: str = "ieee"
     fold_q: bool = False
     causal: bool = False
+    # wide heads' exact products (precision "ieee", fp32 inputs) on a Hopper GPU's fp64 tensor cores (unfused.py)
+    wide_fp64: bool = False
 
     def idea(self) -> str:
         causal = ", key tiles past the causal diagonal skipped" if self.causal else ""
@@ -67,6 +69,8 @@ class Flash(Params):
         return text + self._variant() + _WIDE
 
     def _variant(self) -> str:
+        if self.wide_fp64:
+            return "; " + unfused.FP64_IDEA
         if self.fold_q:
             return "; " + _FOLD
         if self.num_stages > 3:

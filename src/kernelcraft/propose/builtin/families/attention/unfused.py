@@ -41,6 +41,17 @@ Q_ROW_BYTES, ACC_ROW_BYTES = 512, 1024
 WIDE = f"e_pad * q.element_size() > {Q_ROW_BYTES} or ev_pad * 4 > {ACC_ROW_BYTES}"
 
 BLOCK_N, BLOCK_K, GROUP_M = 128, 32, 8  # the GEMMs' tiles: BLOCK_M and warps are the move's
+
+# Exact products on the fp64 tensor cores (a move's wide_fp64): on a Hopper GPU (compute capability 9) fp32 inputs
+# widened exactly to fp64, each product exact and the sums in fp64 (the GEMM family's "fp64" PREC: Hopper's DMMA,
+# m16n8k16), more accurate than fp32 FMAs. Hopper's fp64 tensor cores run at its fp32 FMA rate; newer GPUs' at far
+# less, so only capability 9 takes them
+FP64_IDEA = ("wide heads' exact products on the fp64 tensor cores of a Hopper GPU (fp32 operands widened exactly, "
+             "products and sums in fp64)")
+FP64_GPU = '''
+def kc_fp64_gpu(t):  # on a Hopper GPU: fp64 tensor cores at its fp32 FMA rate there
+    return t.is_cuda and torch.cuda.get_device_capability(t.device)[0] == 9
+'''
 MAX_BATCH = 65535  # the GEMM kernel takes the batch in its grid's second dim, which CUDA bounds at 65535
 
 _SOFTMAX = '''
@@ -132,7 +143,7 @@ def body(causal: bool, p, names: Names) -> tuple[tuple[TritonKernel, ...], str]:
     prec and qk_scale (the scale times log2 e) are set before them; they end by returning o."""
     scores, pv = gemm_kernels(causal, names)
     soft = softmax_kernel(names)
-    tiles = {"BLOCK_M": int(p.BLOCK_M), "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K, "GROUP_M": GROUP_M, "PREC": "prec"}
+    tiles = {"BLOCK_M": int(p.BLOCK_M), "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K, "GROUP_M": GROUP_M, "PREC": "wprec"}
     options = {"num_warps": int(p.num_warps), "num_stages": 3}
     grid = "(triton.cdiv(L, {}) * triton.cdiv({{}}, {}), nb)".format(int(p.BLOCK_M), BLOCK_N)
     launches = [scores.launch(grid.format("S"), _SCORES_ARGS + (["0"] if causal else []), tiles, **options),
@@ -148,6 +159,8 @@ def body(causal: bool, p, names: Names) -> tuple[tuple[TritonKernel, ...], str]:
         "scores = torch.empty((batch, L, S), dtype=torch.float32, device=q.device)",
         "probs = scores if q.dtype == torch.float32 else torch.empty_like(scores, dtype=q.dtype)",
         "block_s = min(1024, triton.next_power_of_2(max(S, 1)))",
+        ("wprec = \"fp64\" if prec == \"ieee\" and q.dtype == torch.float32 and kc_fp64_gpu(q) else prec  "
+         "# exact products on the fp64 tensor cores" if p.wide_fp64 else "wprec = prec"),
         f"keys = {keys}",
         f"for b0 in range(0, batch, {MAX_BATCH}):  # the GEMMs' grid holds the batch in its second dim",
         f"    nb = min({MAX_BATCH}, batch - b0)",
@@ -158,4 +171,4 @@ def body(causal: bool, p, names: Names) -> tuple[tuple[TritonKernel, ...], str]:
         "return o",
     ]
     kernels = (scores, soft) if scores is pv else (scores, pv, soft)
-    return (*kernels, *fast), "\n".join(lines)
+    return (*kernels, *fast, *((FP64_GPU,) if p.wide_fp64 else ())), "\n".join(lines)

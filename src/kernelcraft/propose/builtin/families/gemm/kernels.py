@@ -36,14 +36,18 @@ rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
 rk = tl.arange(0, BLOCK_K).to(tl.int64)
 a_ptrs = a_ptr + bid * s_ab + rm[:, None] * s_am + rk[None, :] * s_ak
 b_ptrs = b_ptr + bid * s_bb + rk[:, None] * s_bk + rn[None, :] * s_bn
-acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64 if PREC == "fp64" else tl.float32)
 ${skip}for k0 in range(0, ${k_end}, BLOCK_K):
     kk = k0 + rk
     a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
     b = tl.load(b_ptrs, mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
-    acc = tl.dot(a, b, acc, input_precision=PREC)
+    if PREC == "fp64":  # fp32 operands widened exactly: fp64 tensor-core products and sums (Hopper's DMMA)
+        acc = tl.dot(a.to(tl.float64), b.to(tl.float64), acc, out_dtype=tl.float64)
+    else:
+        acc = tl.dot(a, b, acc, input_precision=PREC)
     a_ptrs += BLOCK_K * s_ak
     b_ptrs += BLOCK_K * s_bk
+acc = acc.to(tl.float32)
 ${epilogue}c_ptrs = c_ptr + bid * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
 tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 ''')
