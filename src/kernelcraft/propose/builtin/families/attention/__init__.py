@@ -55,8 +55,10 @@ class Flash(Params):
     precision: str = "ieee"
     fold_q: bool = False
     causal: bool = False
-    # wide heads' exact products (precision "ieee", fp32 inputs) on a Hopper GPU's fp64 tensor cores (unfused.py)
-    wide_fp64: bool = False
+    # wide heads' exact products (precision "ieee", fp32 inputs) on a Hopper GPU's fp64 tensor cores (unfused.py):
+    # on an H100, level 1's 97 (1024-wide heads) ran 40.1 ms with fp32 FMA products, 21.1 with these, torch.compile
+    # 24.1 (benchmarks/results/params-probe-wide-fp64-h100-2026-11-28.json)
+    wide_fp64: bool = True
 
     def idea(self) -> str:
         causal = ", key tiles past the causal diagonal skipped" if self.causal else ""
@@ -66,11 +68,10 @@ class Flash(Params):
                 f"{self.BLOCK_N}-wide tiles with an online softmax (running max and sum in fp32, exp2), so the L x S "
                 f"scores never reach memory{causal}; {_PRECISION[self.precision]}; {self.num_warps} warps, "
                 f"{self.num_stages} stages")
-        return text + self._variant() + _WIDE
+        fp64 = "; " + unfused.FP64_IDEA if self.wide_fp64 and self.precision == "ieee" else ""
+        return text + self._variant() + _WIDE + fp64
 
     def _variant(self) -> str:
-        if self.wide_fp64:
-            return "; " + unfused.FP64_IDEA
         if self.fold_q:
             return "; " + _FOLD
         if self.num_stages > 3:

@@ -47,7 +47,10 @@ BLOCK_N, BLOCK_K, GROUP_M = 128, 32, 8  # the GEMMs' tiles: BLOCK_M and warps ar
 # m16n8k16), more accurate than fp32 FMAs. Hopper's fp64 tensor cores run at its fp32 FMA rate; newer GPUs' at far
 # less, so only capability 9 takes them
 FP64_IDEA = ("wide heads' exact products on the fp64 tensor cores of a Hopper GPU (fp32 operands widened exactly, "
-             "products and sums in fp64)")
+             "products and sums in fp64; 64 x 128 tiles, 4 warps)")
+# their tiles (BLOCK_M, warps), whatever the move's: on an H100 at level 1's 97, 64 rows on 4 warps 21.1 ms, the first
+# move's 128 on 8 23.2 (the probe above)
+FP64_TILES = (64, 4)
 FP64_GPU = '''
 def kc_fp64_gpu(t):  # on a Hopper GPU: fp64 tensor cores at its fp32 FMA rate there
     return t.is_cuda and torch.cuda.get_device_capability(t.device)[0] == 9
@@ -143,13 +146,20 @@ def body(causal: bool, p, names: Names) -> tuple[tuple[TritonKernel, ...], str]:
     prec and qk_scale (the scale times log2 e) are set before them; they end by returning o."""
     scores, pv = gemm_kernels(causal, names)
     soft = softmax_kernel(names)
-    tiles = {"BLOCK_M": int(p.BLOCK_M), "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K, "GROUP_M": GROUP_M, "PREC": "wprec"}
-    options = {"num_warps": int(p.num_warps), "num_stages": 3}
-    grid = "(triton.cdiv(L, {}) * triton.cdiv({{}}, {}), nb)".format(int(p.BLOCK_M), BLOCK_N)
-    launches = [scores.launch(grid.format("S"), _SCORES_ARGS + (["0"] if causal else []), tiles, **options),
-                soft.launch("(nb * L,)", ["sb", "pb", "L", "S", "qk_scale"],
-                            {"BLOCK_S": "block_s", "CAUSAL": causal}, num_warps=4),
-                pv.launch(grid.format("EV"), _PV_ARGS, tiles, **options)]
+    def products(bm: int, warps: int, prec: str) -> tuple[str, str]:
+        tiles = {"BLOCK_M": bm, "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K, "GROUP_M": GROUP_M, "PREC": prec}
+        grid = "(triton.cdiv(L, {}) * triton.cdiv({{}}, {}), nb)".format(bm, BLOCK_N)
+        return (scores.launch(grid.format("S"), _SCORES_ARGS + (["0"] if causal else []), tiles, num_warps=warps,
+                              num_stages=3),
+                pv.launch(grid.format("EV"), _PV_ARGS, tiles, num_warps=warps, num_stages=3))
+
+    qk, pv_run = products(int(p.BLOCK_M), int(p.num_warps), "prec")
+    if p.wide_fp64:  # the fp64 products on their own tiles, where kc_fp64_gpu says so
+        qk64, pv64 = products(*FP64_TILES, '"fp64"')
+        qk = f"if fp64:\n    {qk64}\nelse:\n    {qk}"
+        pv_run = f"if fp64:\n    {pv64}\nelse:\n    {pv_run}"
+    launches = [qk, soft.launch("(nb * L,)", ["sb", "pb", "L", "S", "qk_scale"],
+                                {"BLOCK_S": "block_s", "CAUSAL": causal}, num_warps=4), pv_run]
     keys = "min(S, L)  # causal: no query sees a key past L - 1" if causal else "S"
     fast, fast_lines = tma_lines(causal, names)
     lines = [
@@ -159,15 +169,15 @@ def body(causal: bool, p, names: Names) -> tuple[tuple[TritonKernel, ...], str]:
         "scores = torch.empty((batch, L, S), dtype=torch.float32, device=q.device)",
         "probs = scores if q.dtype == torch.float32 else torch.empty_like(scores, dtype=q.dtype)",
         "block_s = min(1024, triton.next_power_of_2(max(S, 1)))",
-        ("wprec = \"fp64\" if prec == \"ieee\" and q.dtype == torch.float32 and kc_fp64_gpu(q) else prec  "
-         "# exact products on the fp64 tensor cores" if p.wide_fp64 else "wprec = prec"),
+        *(["fp64 = prec == \"ieee\" and q.dtype == torch.float32 and kc_fp64_gpu(q)  # exact products: fp64 "
+            "tensor cores"] if p.wide_fp64 else []),
         f"keys = {keys}",
         f"for b0 in range(0, batch, {MAX_BATCH}):  # the GEMMs' grid holds the batch in its second dim",
         f"    nb = min({MAX_BATCH}, batch - b0)",
         "    qb, kb, vb, sb, pb, ob = (t[b0:b0 + nb] for t in (q3, k3, v3, scores, probs, o3))",
         "    if S > 0:  # no keys: p @ v below runs no K step and stores zeros",
         *indent("\n".join(launches[:2]), 8).split("\n"),
-        f"    {launches[2]}",
+        *indent(launches[2], 4).split("\n"),
         "return o",
     ]
     kernels = (scores, soft) if scores is pv else (scores, pv, soft)
