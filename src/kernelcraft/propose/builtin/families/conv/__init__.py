@@ -48,12 +48,14 @@ class ConvTiles(GemmTiles):
     SHIFTED: ClassVar[bool] = True  # kernels.py has the shifted-rows GEMM
     COMPILED_ALL: ClassVar[bool] = True  # compiled_sizes compiles its GEMMs in (kernels.py: SIZES)
     SHIFTED_IDEA: ClassVar[str] = (
-        "stride 1 as shifted rows: x copied once into a zero-padded channels-last buffer split into TF32 parts, so "
+        "stride 1 as shifted rows (a stride folded into the channels on the copy, space to depth, where the folded "
+        "kernel holds at most 1.5 times the taps): x copied once into a zero-padded channels-last buffer split into "
+        "TF32 parts, so "
         "each tap's input rows for a tile of outputs are one shifted box of it that TMA loads as it lies (the "
         "weight likewise as (CO, taps, C)), three TF32 products a step, outputs in the padding computed and dropped; "
         "tiles per call: 128 outputs x 64 out-channels on 4 warps for up to 64 out-channels, else x 128 on 8, K "
         "steps of 16 channels for up to 16 in-channels, else 32; on a Hopper GPU for fp32, one group and more than "
-        "one tap; else, for fp32 with at most 4 in-channels a group, 17 or more values of K and a pointwise "
+        "one tap (folded); else, for fp32 with at most 4 in-channels a group, 17 or more values of K and a pointwise "
         "epilogue, a direct kernel of outer products in fp32 FMAs over the taps (conv/direct.py); else the packed "
         "implicit GEMM on 128 x 128 tiles, 16-wide K steps, 8 warps")
 
@@ -70,7 +72,9 @@ def moves(op: Op) -> list[ConvTiles]:
     (kernelbench-level{1,2}-shifted-h100-2026-11-27.json, ...-narrow-...). The first move compiles its kernels per
     input shape (compiled_sizes: sizes, strides, padding and dilation as constexprs, the packed fallback's too); on an
     H100 against the same move without it 63 took 12.77 -> 10.97 ms, 55 6.77 -> 6.69 and 50 (stride 4, the packed
-    GEMM) 3.47 -> 3.37 (params-probe-compiled-h100-2026-11-27.json)."""
+    GEMM) 3.47 -> 3.37 (params-probe-compiled-h100-2026-11-27.json). Folded, level 1's 50 (AlexNet's 11 x 11 at
+    stride 4: 3 x 3 taps over 48 channels) took 3.25 ms with the direct kernel, 1.72 folded, torch.compile 2.96
+    (kernelbench-level1-fold-h100-2026-11-28.json)."""
     return [ConvTiles(precision="tf32x3", k_order="shifted", compiled_sizes=True), *gemm_moves(ConvTiles)]
 
 

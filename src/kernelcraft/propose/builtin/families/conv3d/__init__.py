@@ -42,12 +42,14 @@ class Conv3dTiles(GemmTiles):
     SHIFTED: ClassVar[bool] = True  # and the shifted-rows GEMM (conv/shifted.py)
     COMPILED_ALL: ClassVar[bool] = True  # compiled_sizes compiles each of its kernels in (kernels.py: SIZES)
     SHIFTED_IDEA: ClassVar[str] = (
-        "stride 1 as shifted rows: x copied once into a zero-padded channels-last buffer split into TF32 parts, so "
+        "stride 1 as shifted rows (a stride folded into the channels on the copy, space to depth, where the folded "
+        "kernel holds at most 1.5 times the taps): x copied once into a zero-padded channels-last buffer split into "
+        "TF32 parts, so "
         "each tap's input rows for a tile of output voxels are one shifted box of it that TMA loads as it lies (the "
         "weight likewise as (CO, taps, C)), three TF32 products a step, outputs in the padding computed and dropped; "
         "tiles per call: 128 voxels x 64 out-channels on 4 warps for up to 64 out-channels, else x 128 on 8, K steps "
         "of 16 channels for up to 16 in-channels, else 32; on a Hopper GPU for fp32, one group, more than one tap and "
-        "more than 8 in-channels; else, for fp32 with at most 4 in-channels a group, up to 81 values of K and a "
+        "more than 8 in-channels (folded); else, for fp32 with at most 4 in-channels a group, up to 81 values of K and a "
         "pointwise epilogue, a direct kernel of outer products in fp32 FMAs over the taps (conv/direct.py); else the "
         "first move's offsets K loop")
     OFFSETS_IDEA: ClassVar[str] = (OFFSETS_IDEA + f"; where the conv pads and a group has {kernels.TAPS_FIRST}+ "
@@ -85,8 +87,9 @@ def moves(op: Op) -> list[Conv3dTiles]:
     on 16-, 24- and 32-wide channel tiles were 2-22% slower (level 2's 6, 7, 8, 23, 24, 27, 48, 79, 83), so those
     keep 128.
 
-    The shifted rows (conv/shifted.py) lead, that first move their fallback: they take a conv3d of stride 1, one
-    group, more than one tap and more than 8 in-channels (3xTF32 on a Hopper GPU). On an H100 they took level 2's 43
+    The shifted rows (conv/shifted.py) lead, that first move their fallback: they take a conv3d of stride 1 (or
+    strides that fold into the channels), one group, more than one tap and more than 8 in-channels (3xTF32 on a
+    Hopper GPU). On an H100 they took level 2's 43
     5.05 -> 3.57 ms and 47 7.03 -> 3.70 (0.72 -> 1.37x torch.compile; kernelbench-level2-shifted-h100-2026-11-27.json);
     at 3 in-channels (level 1's 54, 59, 60, 66) they lost to the offsets loop, which keeps those (shifted.py).
 
