@@ -3,7 +3,8 @@ rows do not apply: outer products in fp32 FMAs over each in-channel's taps, in t
 Checked against torch on odd shapes: strides, padding, dilation, groups of few channels, no bias, unbatched and 1-D
 inputs, out-channels past one channel tile, a fused epilogue; where it stands aside (more in-channels a group, a 3-D
 K past 81, 16-bit inputs, and where the shifted rows apply on a Hopper GPU: stride 1, or strides that fold into the
-channels); a spy says which kernel ran."""
+channels); a spy says which kernel ran. And each build it launches at KernelBench's sizes, compiled for sm_90a
+with no GPU, keeps its registers."""
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from kernelcraft.propose.builtin.families.conv import direct
 from tests.propose.builtin.families.conv.test_conv import CONV, CONV1, INIT, conv1d_op, conv_op
 from tests.propose.builtin.families.conv.test_shifted import SHIFTED, on_hopper
 from tests.propose.builtin.families.conv3d.test_conv3d import CONV as CONV3D, conv3d_op
-from tests.propose.builtin.kernel_check import DEVICE, Launches, check, moves, reference
+from tests.propose.builtin.kernel_check import DEVICE, Launches, check, load, moves, reference, render
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -94,3 +95,46 @@ def test_conv3d_direct_loop_and_where_it_stands_aside(tmp_path):
     check(op, reference("torch.relu(self.conv(x)) + 1.0", INIT, CONV3D), first(op), RUNS3[:2], tmp_path, patch=spy,
           rtol=1e-4, atol=1e-4)
     assert spy.seen == [DIRECT3] * 2
+
+
+# convs the direct kernel takes on a Hopper GPU, at sizes where its builds are specialized as at KernelBench's
+# (init args, input shape): level 1's 54 and 59, level 2's Conv3d chains (16 and 24 out-channels), 1 and 4
+# in-channels, a stride; MobileNet's and ShuffleNet's first conv (3 x 3 at stride 2), a dilated 11 x 11 at stride 4,
+# 4 in-channels a group, 130 out-channels
+BUILDS3 = [((3, 64, 3), (16, 3, 64, 64, 64)), ((3, 64, (3, 3, 1)), (16, 3, 64, 64, 10)),
+           ((3, 16, 3), (128, 3, 16, 32, 32)), ((3, 24, 3), (128, 3, 16, 32, 32)), ((1, 128, 3, 1, 1), (2, 1, 9, 9, 9)),
+           ((4, 32, (2, 3, 3), 2), (2, 4, 9, 17, 17))]
+BUILDS2 = [((3, 32, 3, 2, 1), (10, 3, 224, 224)), ((3, 24, 3, 2, 1), (10, 3, 224, 224)),
+           ((3, 96, 11, 4, 2, 2), (8, 3, 224, 224)), ((8, 64, 3, 2, 1, 1, 2), (2, 8, 56, 56)),
+           ((3, 130, 5, 2, 2), (2, 3, 64, 64))]
+
+
+@pytest.fixture
+def compiled_stdlib(monkeypatch):
+    """triton.language's own @jit functions (tl.cdiv, tl.sum, ...) as the compiler's, which the conftest swapped for
+    the interpreter's twins on a CPU: a kernel compiled ahead of time calls them."""
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    for module in (tl, tl.core, tl.standard, tl.math):
+        for key, value in list(vars(module).items()):
+            if isinstance(value, InterpretedFunction):
+                monkeypatch.setattr(module, key, JITFunction(value.fn))
+
+
+@pytest.mark.parametrize("op, conv, cases, name", [(conv3d_op(), CONV3D, BUILDS3, DIRECT3),
+                                                    (conv_op(), CONV, BUILDS2, DIRECT)], ids=["3d", "2d"])
+def test_its_builds_keep_their_registers(op, conv, cases, name, tmp_path, compiled_stdlib):
+    """Each build of the direct kernel the first move launches, compiled for sm_90a as the launch specializes it
+    (Triton's own compiler and ptxas, no GPU: backends/triton_static.py), keeps its registers: no spills. Builds
+    that lost them (ptxas's 32-register floor and kilobytes of local memory) ran 40x slower on an H100."""
+    from kernelcraft.backends import triton_static
+
+    module = load(render(op, reference("self.conv(x)", INIT, conv), first(op)), tmp_path)
+    for init, shape in cases:
+        model = module.ModelNew(*init).to("meta")
+        launches = triton_static.recorded(module, lambda: model(torch.empty(shape, device="meta")))
+        (launch,) = [launch for launch in launches if launch.name == name]
+        res = triton_static.resources(triton_static.compile_launch(launch))
+        assert not res.collapsed and res.registers > 32, (init, shape, res)
