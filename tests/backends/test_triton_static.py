@@ -11,6 +11,8 @@ import torch
 from kernelcraft.backends import triton_static
 
 pytest.importorskip("triton")
+if not (triton_static.tools() / "cuobjdump").exists():
+    pytest.skip("this Triton has no bundled cuobjdump", allow_module_level=True)
 
 SOURCE = '''
 import torch
