@@ -5,15 +5,19 @@ it: registers, spills (local memory), shared memory, and the SASS.
 
 Triton's own toolchain does the work (its bundled ptxas and cuobjdump), so what it reports is what that Triton
 version builds. A kernel whose build lost its registers ("REG:32" with kilobytes of LOCAL) runs many times slower
-than its neighbours; this is how a test or a probe sees that without a GPU.
+than its neighbours; this is how a test or a probe sees that without a GPU. `candidate_builds` does it all for a
+candidate file in a process of its own (the interpreter, once it has run, leaves its semantics in triton.language).
 """
 
 from __future__ import annotations
 
 import collections
+import importlib.util
+import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,20 +84,16 @@ def recorded(module, run) -> list[Launch]:
 
 
 def compile_launch(launch: Launch, capability: int = 90):
-    """The launch's kernel compiled for sm_<capability>a as a launch with these arguments would specialize it (under
-    TRITON_INTERPRET=1 too: the kernel and the jitted helpers it calls compiled from their Python functions)."""
+    """The launch's kernel compiled for sm_<capability>a as a launch with these arguments would specialize it. A
+    compiled kernel only (a JITFunction): under TRITON_INTERPRET=1 the kernels are the interpreter's stand-ins, and
+    the interpreter leaves its own semantics patched into triton.language after it runs, so compile in a process
+    without it (`candidate_builds`)."""
     from triton.runtime.jit import JITFunction
 
-    if isinstance(launch.fn, JITFunction):
-        return _compile(launch, launch.fn, capability)
-    scope = launch.fn.fn.__globals__  # the interpreter's stand-ins there, JITFunctions while it compiles
-    stand_ins = _kernels(scope)
-    try:
-        scope.update({name: JITFunction(value.fn) for name, value in stand_ins.items()})
-        return _compile(launch, scope[launch.name] if launch.name in stand_ins else JITFunction(launch.fn.fn),
-                        capability)
-    finally:
-        scope.update(stand_ins)
+    if not isinstance(launch.fn, JITFunction):
+        raise TypeError(f"{launch.name} is no compiled kernel (TRITON_INTERPRET=1?): compile it in a process without "
+                        "the interpreter, as candidate_builds does")
+    return _compile(launch, launch.fn, capability)
 
 
 def _compile(launch: Launch, fn, capability: int):
@@ -178,3 +178,35 @@ def loops(text: str) -> list[tuple[int, collections.Counter]]:
             ops = [re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for t in body]
             out.append((len(body), collections.Counter(ops)))
     return out
+
+
+def candidate_builds(path: Path, cases: list, capability: int = 90, timeout_s: float = 900) -> list[dict]:
+    """Every Triton launch of a candidate file's forward, compiled for sm_<capability>a: for each case (the init
+    arguments of its ModelNew, the shapes of its fp32 inputs) the forward runs on meta tensors, launches recorded,
+    in a fresh process without the interpreter (TRITON_INTERPRET=0, whatever this one has). A row per launch:
+    {"case": index, "kernel": name, "registers", "local", "shared"}."""
+    run = subprocess.run([sys.executable, "-m", "kernelcraft.backends.triton_static", str(path), json.dumps(cases),
+                          str(capability)], capture_output=True, text=True, timeout=timeout_s,
+                         env={**os.environ, "TRITON_INTERPRET": "0"})
+    if run.returncode != 0:
+        raise RuntimeError(f"compiling {path}'s launches failed: {run.stderr.strip()[-2000:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _builds(path: str, cases: list, capability: int) -> list[dict]:
+    spec = importlib.util.spec_from_file_location("kc_static_candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = []
+    for index, (init, shapes) in enumerate(cases):
+        model = module.ModelNew(*init).to("meta")
+        inputs = [torch.empty(shape, device="meta") for shape in shapes]
+        for launch in recorded(module, lambda: model(*inputs)):
+            res = resources(compile_launch(launch, capability))
+            rows.append({"case": index, "kernel": launch.name, "registers": res.registers, "local": res.local,
+                         "shared": res.shared})
+    return rows
+
+
+if __name__ == "__main__":  # candidate_builds' child: a candidate file, its cases (JSON), the capability
+    print(json.dumps(_builds(sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]))))

@@ -13,7 +13,7 @@ from kernelcraft.propose.builtin.families.conv import direct
 from tests.propose.builtin.families.conv.test_conv import CONV, CONV1, INIT, conv1d_op, conv_op
 from tests.propose.builtin.families.conv.test_shifted import SHIFTED, on_hopper
 from tests.propose.builtin.families.conv3d.test_conv3d import CONV as CONV3D, conv3d_op
-from tests.propose.builtin.kernel_check import DEVICE, Launches, check, load, moves, reference, render
+from tests.propose.builtin.kernel_check import DEVICE, Launches, check, moves, reference, render
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -109,23 +109,9 @@ BUILDS2 = [((3, 32, 3, 2, 1), (10, 3, 224, 224)), ((3, 24, 3, 2, 1), (10, 3, 224
            ((3, 130, 5, 2, 2), (2, 3, 64, 64))]
 
 
-@pytest.fixture
-def compiled_stdlib(monkeypatch):
-    """triton.language's own @jit functions (tl.cdiv, tl.sum, ...) as the compiler's, which the conftest swapped for
-    the interpreter's twins on a CPU: a kernel compiled ahead of time calls them."""
-    import triton.language as tl
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
-
-    for module in (tl, tl.core, tl.standard, tl.math):
-        for key, value in list(vars(module).items()):
-            if isinstance(value, InterpretedFunction):
-                monkeypatch.setattr(module, key, JITFunction(value.fn))
-
-
 @pytest.mark.parametrize("op, conv, cases, name", [(conv3d_op(), CONV3D, BUILDS3, DIRECT3),
                                                     (conv_op(), CONV, BUILDS2, DIRECT)], ids=["3d", "2d"])
-def test_its_builds_keep_their_registers(op, conv, cases, name, tmp_path, compiled_stdlib):
+def test_its_builds_keep_their_registers(op, conv, cases, name, tmp_path):
     """Each build of the direct kernel the first move launches, compiled for sm_90a as the launch specializes it
     (Triton's own compiler and ptxas, no GPU: backends/triton_static.py), keeps its registers: no spills. Builds
     that lost them (ptxas's 32-register floor and kilobytes of local memory) ran 40x slower on an H100."""
@@ -133,10 +119,10 @@ def test_its_builds_keep_their_registers(op, conv, cases, name, tmp_path, compil
 
     if not (triton_static.tools() / "cuobjdump").exists():
         pytest.skip("this Triton has no bundled cuobjdump")
-    module = load(render(op, reference("self.conv(x)", INIT, conv), first(op)), tmp_path)
-    for init, shape in cases:
-        model = module.ModelNew(*init).to("meta")
-        launches = triton_static.recorded(module, lambda: model(torch.empty(shape, device="meta")))
-        (launch,) = [launch for launch in launches if launch.name == name]
-        res = triton_static.resources(triton_static.compile_launch(launch))
-        assert not res.collapsed and res.registers > 32, (init, shape, res)
+    path = tmp_path / "kc_direct_builds.py"
+    path.write_text(render(op, reference("self.conv(x)", INIT, conv), first(op)))
+    rows = [r for r in triton_static.candidate_builds(path, [[list(init), [list(shape)]] for init, shape in cases])
+            if r["kernel"] == name]
+    assert [r["case"] for r in rows] == list(range(len(cases)))
+    for r in rows:
+        assert r["local"] == 0 and r["registers"] > 32, (cases[r["case"]], r)
