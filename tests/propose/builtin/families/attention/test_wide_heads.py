@@ -159,8 +159,8 @@ def test_wide_heads_on_fp64_tensor_cores(causal, tmp_path):
     for qs, ks, vs in WIDE:
         torch.manual_seed(0)
         q, k, v = (torch.randn(s, device=DEVICE) for s in (qs, ks, vs))
-        torch.testing.assert_close(module.ModelNew(causal)(q, k, v),
-                                   F.scaled_dot_product_attention(q, k, v, is_causal=causal), **tolerance(torch.float32))
+        want = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        torch.testing.assert_close(module.ModelNew(causal)(q, k, v), want, **tolerance(torch.float32))
     module.ModelNew(causal)(*(torch.randn(s, device=DEVICE).half() for s in WIDE[0]))
     per = 1 if causal else 2  # launches of the watched kernel a call: causal, the scores' only; else both products
     assert precs.seen == ["fp64"] * per * (1 + len(WIDE)) + ["ieee"] * per

@@ -50,14 +50,13 @@ class ConvTiles(GemmTiles):
     SHIFTED_IDEA: ClassVar[str] = (
         "stride 1 as shifted rows (a stride folded into the channels on the copy, space to depth, where the folded "
         "kernel holds at most 1.5 times the taps): x copied once into a zero-padded channels-last buffer split into "
-        "TF32 parts, so "
-        "each tap's input rows for a tile of outputs are one shifted box of it that TMA loads as it lies (the "
-        "weight likewise as (CO, taps, C)), three TF32 products a step, outputs in the padding computed and dropped; "
-        "tiles per call: 128 outputs x 64 out-channels on 4 warps for up to 64 out-channels, else x 128 on 8, K "
-        "steps of 16 channels for up to 16 in-channels, else 32; on a Hopper GPU for fp32, one group and more than "
-        "one tap (folded); else, for fp32 with at most 4 in-channels a group, 17 or more values of K and a pointwise "
-        "epilogue, a direct kernel of outer products in fp32 FMAs over the taps (conv/direct.py); else the packed "
-        "implicit GEMM on 128 x 128 tiles, 16-wide K steps, 8 warps")
+        "TF32 parts, so each tap's input rows for a tile of outputs are one shifted box of it that TMA loads as it "
+        "lies (the weight likewise as (CO, taps, C)), three TF32 products a step, outputs in the padding computed and "
+        "dropped; tiles per call: 128 outputs x 64 out-channels on 4 warps for up to 64 out-channels, else x 128 on "
+        "8, K steps of 16 channels for up to 16 in-channels, else 32; on a Hopper GPU for fp32, one group and more "
+        "than one tap (folded); else, for fp32 with at most 4 in-channels a group, 17 or more values of K and a "
+        "pointwise epilogue, a direct kernel of outer products in fp32 FMAs over the taps (conv/direct.py); else the "
+        "packed implicit GEMM on 128 x 128 tiles, 16-wide K steps, 8 warps")
 
 
 def moves(op: Op) -> list[ConvTiles]:

@@ -20,9 +20,9 @@ The weight is read as (in-channels x taps, out-channels) rows (DirectTiles.weigh
 the out-channels a tap loads are consecutive, loaded as vectors: on an H100 54 went 1.94 -> 1.65 ms and 59 2.29 ->
 2.03 on the family's tile (torch.compile 1.84 and 2.71; direct-conv-probe-rows-h100-2026-11-28.json), and level 2's
 Conv3d chains 6, 23, 24 and 83 0.459 -> 0.302 ms, 1.011 -> 0.824, 0.863 -> 0.681, 1.644 -> 1.157 on an H200
-(kernelbench-level2-rows-h200-2026-11-28.json against kernelbench-level2-latest-h200-2026-11-28.json). On a Hopper GPU level 1's 50
-no longer takes it: its stride folds into the channels for the shifted rows (shifted.py), 1.72 ms. The rest of this
-docstring measured the weight as it lies.
+(kernelbench-level2-rows-h200-2026-11-28.json against kernelbench-level2-latest-h200-2026-11-28.json). On a Hopper
+GPU level 1's 50 no longer takes it: its stride folds into the channels for the shifted rows (shifted.py), 1.72 ms.
+The rest of this docstring measured the weight as it lies.
 
 Measured at KernelBench's published sizes on an H100, interleaved with torch.compile (exact fp32 baselines,
 benchmarks/direct_conv_probe.py, direct-conv-probe-h100-2026-11-27.json): level 1's 50 (3 -> 96 channels, 11 x 11

@@ -303,5 +303,5 @@ def _last_axis(ksize: list[str]) -> str:
     return out
 
 
-BLOCKS = (TMA_OK, TMA_DESC, TF32_ROUND, inspect.getsource(kc_conv_fold))  # the module-level helpers the kernels and
-# lines use, before the kernels
+# the module-level helpers the kernels and lines use, before the kernels
+BLOCKS = (TMA_OK, TMA_DESC, TF32_ROUND, inspect.getsource(kc_conv_fold))

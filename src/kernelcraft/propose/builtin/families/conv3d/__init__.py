@@ -44,14 +44,13 @@ class Conv3dTiles(GemmTiles):
     SHIFTED_IDEA: ClassVar[str] = (
         "stride 1 as shifted rows (a stride folded into the channels on the copy, space to depth, where the folded "
         "kernel holds at most 1.5 times the taps): x copied once into a zero-padded channels-last buffer split into "
-        "TF32 parts, so "
-        "each tap's input rows for a tile of output voxels are one shifted box of it that TMA loads as it lies (the "
-        "weight likewise as (CO, taps, C)), three TF32 products a step, outputs in the padding computed and dropped; "
-        "tiles per call: 128 voxels x 64 out-channels on 4 warps for up to 64 out-channels, else x 128 on 8, K steps "
-        "of 16 channels for up to 16 in-channels, else 32; on a Hopper GPU for fp32, one group, more than one tap and "
-        "more than 8 in-channels (folded); else, for fp32 with at most 4 in-channels a group, up to 81 values of K and a "
-        "pointwise epilogue, a direct kernel of outer products in fp32 FMAs over the taps (conv/direct.py); else the "
-        "first move's offsets K loop")
+        "TF32 parts, so each tap's input rows for a tile of output voxels are one shifted box of it that TMA loads as "
+        "it lies (the weight likewise as (CO, taps, C)), three TF32 products a step, outputs in the padding computed "
+        "and dropped; tiles per call: 128 voxels x 64 out-channels on 4 warps for up to 64 out-channels, else x 128 "
+        "on 8, K steps of 16 channels for up to 16 in-channels, else 32; on a Hopper GPU for fp32, one group, more "
+        "than one tap and more than 8 in-channels (folded); else, for fp32 with at most 4 in-channels a group, up to "
+        "81 values of K and a pointwise epilogue, a direct kernel of outer products in fp32 FMAs over the taps "
+        "(conv/direct.py); else the first move's offsets K loop")
     OFFSETS_IDEA: ClassVar[str] = (OFFSETS_IDEA + f"; where the conv pads and a group has {kernels.TAPS_FIRST}+ "
                                    f"in-channels, the taps K loop in {kernels.TAPS_FIRST}-wide channel chunks instead "
                                    "(its bounds checks are per tap, not per element)")
