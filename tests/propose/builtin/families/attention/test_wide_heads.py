@@ -120,17 +120,22 @@ def test_wide_heads_through_tma_as_on_a_hopper_gpu(params, causal, tmp_path):
     assert "kc_matmul_tma_kernel_qk" not in spy.seen and SOFTMAX in spy.seen
 
 
-def test_large_scores_stay_fp32_accurate(tmp_path):
-    """Inputs whose every element has its own scale (0.01x to 100x, the verifier's mixed-scale trial): scores in
-    the thousands, softmax rows dominated by one key; the exact move against float64 attention."""
-    module = load(render(attn_op(True), sdpa_reference(), {}), tmp_path)
-    g = torch.Generator().manual_seed(3)
+def mixed_scale_error(module, causal: bool, seed: int) -> float:
+    """The candidate's largest error against float64 attention, relative to each output's size plus the outputs'
+    RMS, on inputs whose every element has its own scale (0.01x to 100x, the verifier's mixed-scale trial): scores in
+    the thousands, softmax rows dominated by one key."""
+    g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(s, generator=g) * 10 ** (torch.rand(s, generator=g) * 4 - 2)
                for s in ((2, 19, 520), (2, 23, 520), (2, 23, 520)))
     q, k, v = (t.to(DEVICE) for t in (q, k, v))
-    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
-    got = module.ModelNew(True)(q, k, v).double()
-    err = ((got - want).abs() / (want.abs() + want.pow(2).mean().sqrt())).max().item()
+    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    got = module.ModelNew(causal)(q, k, v).double()
+    return ((got - want).abs() / (want.abs() + want.pow(2).mean().sqrt())).max().item()
+
+
+def test_large_scores_stay_fp32_accurate(tmp_path):
+    """The exact move at the mixed-scale trial, against float64 attention."""
+    err = mixed_scale_error(load(render(attn_op(True), sdpa_reference(), {}), tmp_path), True, 3)
     assert err < 1e-4, err
 
 
@@ -149,13 +154,7 @@ def test_wide_heads_on_fp64_tensor_cores(causal, tmp_path):
     module.kc_fp64_gpu = lambda t: True
     precs = Keywords("kc_attention_scores_gemm" if causal else "kc_attention_gemm", "PREC")
     precs(module)
-    g = torch.Generator().manual_seed(5)
-    q, k, v = (torch.randn(s, generator=g) * 10 ** (torch.rand(s, generator=g) * 4 - 2)
-               for s in ((2, 19, 520), (2, 23, 520), (2, 23, 520)))
-    q, k, v = (t.to(DEVICE) for t in (q, k, v))
-    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
-    got = module.ModelNew(causal)(q, k, v).double()
-    assert ((got - want).abs() / (want.abs() + want.pow(2).mean().sqrt())).max().item() < 1e-4
+    assert mixed_scale_error(module, causal, 5) < 1e-4
     for qs, ks, vs in WIDE:
         torch.manual_seed(0)
         q, k, v = (torch.randn(s, device=DEVICE) for s in (qs, ks, vs))
