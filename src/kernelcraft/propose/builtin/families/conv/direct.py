@@ -46,7 +46,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelcraft.propose.builtin.families.conv import operands
+from kernelcraft.propose.builtin.codegen import indent
+from kernelcraft.propose.builtin.families.conv import operands, shifted
 from kernelcraft.propose.builtin.family import Names, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
@@ -166,3 +167,14 @@ def launch(axes: str, k: TritonKernel, tiles: DirectTiles) -> str:
                        {**sizes, "GROUPS": "groups", "HAS_BIAS": "bias is not None", "BLOCK_M": tiles.BLOCK_M,
                         "BLOCK_N": "bn_d"},
                        num_warps=tiles.num_warps, num_stages=1))
+
+
+def first_move(axes: str, rows: str, near: TritonKernel | None, tiles: DirectTiles, fallback: str) -> str:
+    """The conv and conv3d first moves' launch lines (from column 0): the shifted rows' lines `rows` where they apply
+    (strides folded, shifted.applies), else the direct kernel `near` on `tiles` where they apply (None: the op's
+    epilogue is not one it applies), else the lines `fallback` (from column 0)."""
+    out = f"if {shifted.applies(axes, fold=True)}:\n{indent(rows, 4)}\n"
+    if near is not None:
+        out += (f"elif {tiles.applies()}:  # few in-channels: outer products in fp32 FMAs\n"
+                f"{indent(launch(axes, near, tiles), 4)}\n")
+    return out + f"else:\n{indent(fallback, 4)}"

@@ -233,16 +233,13 @@ def render(op: Op, p, names: Names) -> Rendered:
         rows = shifted.kernel("hw", names, _extra(op), operands.flags(op), _epilogue(op, "co", "nmask", gemm_load),
                               Scalars.of(op), compiled=compiled)
         split = shifted.split_kernel("hw", names)
-        near = ()  # the direct kernel for few in-channels, where the epilogue is one it applies (conv/direct.py)
-        if direct.fits(op):
-            near = (direct.kernel("hw", names, _epilogue(op, "co", "nmask", None), Scalars.of(op), direct.TILES_2D),)
-        lines = (f"if {shifted.applies('hw', fold=True)}:\n"
-                 f"{indent(shifted.lines('hw', rows, split, extra, operands.flag_consts(op)), 4)}\n"
-                 + (f"elif {direct.TILES_2D.applies()}:  # few in-channels: outer products in fp32 FMAs\n"
-                    f"{indent(direct.launch('hw', near[0], direct.TILES_2D), 4)}\n" if near else "")
-                 + f"else:  # the packed implicit GEMM\n    {gemm_launch(gemm)}")
+        # the direct kernel for few in-channels, where the epilogue is one it applies (conv/direct.py)
+        near = (direct.kernel("hw", names, _epilogue(op, "co", "nmask", None), Scalars.of(op), direct.TILES_2D)
+                if direct.fits(op) else None)
+        lines = direct.first_move("hw", shifted.lines("hw", rows, split, extra, operands.flag_consts(op)), near,
+                                  direct.TILES_2D, f"# the packed implicit GEMM\n{gemm_launch(gemm)}")
         launch = indent(lines, 4).lstrip()
-        shifted_blocks = (*shifted.BLOCKS, split, rows, *near)
+        shifted_blocks = (*shifted.BLOCKS, split, rows, *((near,) if near is not None else ()))
     else:
         launch = gemm_launch(gemm)
     result = "x =" if d.get("pool") else "return"  # pooled: the conv's output is the pool's input

@@ -7,6 +7,7 @@ layout choices)."""
 from __future__ import annotations
 
 import inspect
+import textwrap
 from string import Template
 
 from kernelcraft.propose.builtin.codegen import attr, indent
@@ -160,14 +161,11 @@ def render(op: Op, p, names: Names) -> Rendered:
                               compiled=compiled)
         split = shifted.split_kernel("dhw", names)
         lines = shifted.lines("dhw", rows, split, operands.args(op, NDIM), operands.flag_consts(op))
-        near = ()  # the direct kernel for few in-channels, where the epilogue is one it applies (conv/direct.py)
-        if direct.fits(op):
-            near = (direct.kernel("dhw", names, epilogue, Scalars.of(op), direct.TILES_3D),)
-        run = (f"if {shifted.applies('dhw', fold=True)}:\n{indent(lines, 8)}\n"
-               + (f"    elif {direct.TILES_3D.applies()}:  # few in-channels: outer products in fp32 FMAs\n"
-                  f"{indent(direct.launch('dhw', near[0], direct.TILES_3D), 8)}\n" if near else "")
-               + f"    else:\n        {indent(run, 4).lstrip()}")
-        kernels = (*shifted.BLOCKS, split, rows, *near, *kernels)
+        # the direct kernel for few in-channels, where the epilogue is one it applies (conv/direct.py)
+        near = direct.kernel("dhw", names, epilogue, Scalars.of(op), direct.TILES_3D) if direct.fits(op) else None
+        # `run` continues at the body's indentation (4): from column 0 under the first move's else
+        run = indent(direct.first_move("dhw", lines, near, direct.TILES_3D, textwrap.dedent("    " + run)), 4).lstrip()
+        kernels = (*shifted.BLOCKS, split, rows, *((near,) if near is not None else ()), *kernels)
     bias = attr(d["bias"]) if d.get("bias") else "None"
     voxels = (f"bm = {2 * bm} if bn == {bn // 2} else {bm}  # a half-wide channel tile: twice the voxels, the same area"
               if p.wide_m else f"bm = {bm}")
