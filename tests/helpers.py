@@ -23,9 +23,13 @@ def small_config(cache_dir: Path, **overrides) -> VerifyConfig:
     The static guards are off: these fixtures are plain PyTorch (no kernel of their own) and some
     call what the guards forbid (os._exit, ctypes), because what is tested here is the runtime path
     behind the guards. The guards themselves are tested in tests/adversarial.
+
+    The check of the harness's own files is off too: a checkout edited while the suite runs would fail every later
+    evaluation `harness_tampered`. It is tested on a copy of the package (tests/adversarial/test_cache_hacks.py,
+    tests/verify/test_integrity.py).
     """
     settings = dict(small=True, compile_baseline=False, trials=3, cache_dir=Path(cache_dir),
-                    timing=TimingConfig(budget_s=0.3, min_samples=5), static_guards=False)
+                    timing=TimingConfig(budget_s=0.3, min_samples=5), static_guards=False, harness_check=False)
     settings.update(overrides)
     return VerifyConfig(**settings)
 

@@ -44,9 +44,15 @@ class Evaluation:
     verifier: object  # Verifier
 
     def run(self):
-        """The verdict (a verify.Result); closes the verifier."""
+        """The verdict (a verify.Result); closes the verifier. Raises verify.HarnessTampered where the harness's own
+        files changed on disk while it judged (the verdict would rest on whatever rewrote them)."""
+        from kernelcraft.verify.integrity import HarnessTampered
+
         with self.verifier:
-            return self.verifier.evaluate(self.problem, self.candidate)
+            result = self.verifier.evaluate(self.problem, self.candidate)
+        if "harness_tampered" in result.reasons:
+            raise HarnessTampered(result.message)
+        return result
 
 
 def prepare_evaluation(problem, candidate, *, device: str = "auto", policy: str = "strict", size: str = "auto",

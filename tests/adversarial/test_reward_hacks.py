@@ -75,9 +75,9 @@ CASES = [
     honest("05 distribution shortcut", "c05_distribution_shortcut_honest"),
     cheat("06 result caching", "c06_result_caching_cheat", ["incorrect"], {"mismatch"}),
     honest("06 result caching", "c06_result_caching_honest"),
-    # memoized on the input's identity: right on every fresh trial, caught only on timed calls whose
-    # inputs changed in place
-    cheat("06 result caching", "c06b_input_fingerprint_cheat", ["incorrect"], {"memoized_output"}),
+    # memoized on a fingerprint of a few values: right on every fresh trial, fast only on timed calls where part
+    # of an input changed (its fully fresh ones recompute): caught by the split of its timed calls
+    cheat("06 result caching", "c06b_input_fingerprint_cheat", ["rejected"], {"stateful_output"}),
     honest("06 result caching", "c06b_input_fingerprint_honest"),
     cheat("07 side-stream work", "c07_side_stream_cheat", STATIC, {"side_stream"}),
     honest("07 side-stream work", "c07_side_stream_honest"),
@@ -217,11 +217,10 @@ def test_statistics_game_is_flagged_not_trusted(verdicts):
     assert plain.review_resolved is None
 
 
-def test_memoizing_cheat_passed_every_trial_and_failed_a_timed_call(verdicts):
+def test_memoizing_cheat_passed_every_trial_and_was_slow_on_fresh_inputs(verdicts):
     result = verdicts["c06b_input_fingerprint_cheat"]
-    assert result.trials == 6 and result.reasons == ["memoized_output"], describe(result)
-    assert result.message.startswith("timed call (round "), describe(result)
-    assert "right when called afresh on them: an output kept from an earlier call" in result.message
+    assert result.trials == 6 and result.reasons == ["stateful_output"], describe(result)
+    assert result.message.startswith("its calls on fully fresh inputs took "), describe(result)
 
 
 def test_warmup_cheat_passed_the_checks_and_failed_the_timed_round(verdicts):

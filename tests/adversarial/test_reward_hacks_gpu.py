@@ -31,7 +31,8 @@ NVRTC_RELU = REPO / "benchmarks" / "candidates" / "cuda_nvrtc" / "relu.py"
 CASES = [
     (FIXTURES / "c01_stale_memory_cheat.py", {"incorrect"}, {"non_finite"}),  # the poisoned block shows
     (FIXTURES / "c01_stale_memory_honest.py", {"ok"}, set()),
-    (FIXTURES / "c06b_input_fingerprint_cheat.py", {"incorrect"}, {"memoized_output"}),  # timed calls re-checked
+    # fast only where part of its input changed: its fully fresh timed calls are slower (or a sampled call is wrong)
+    (FIXTURES / "c06b_input_fingerprint_cheat.py", {"incorrect", "rejected"}, {"memoized_output", "stateful_output"}),
     (FIXTURES / "c06b_input_fingerprint_honest.py", {"ok"}, set()),
     (FIXTURES / "c14_warmup_detection_cheat.py", {"incorrect"}, {"timing_output_mismatch"}),
     (FIXTURES / "c14_warmup_detection_honest.py", {"ok"}, set()),

@@ -14,7 +14,7 @@ import pytest
 from kernelcraft.backends import cuda_inline
 from kernelcraft.backends.cuda_inline import _key, ptxas_summary, trim_log
 from kernelcraft.candidate import Candidate
-from kernelcraft.verify.build import BuildPool, run_build
+from kernelcraft.verify.build import BuildPool, inline_cache, run_build
 from tests.helpers import FIXTURES
 
 NINJA_FAILURE = """\
@@ -152,11 +152,13 @@ def test_cuda_candidate_with_an_error_fails_the_build(tmp_path):
 
 @pytest.mark.slow
 def test_cpp_candidate_builds_for_real(cache_root):
-    outcome = _build("relu_cpp", cache_root / "inline")
+    # into the candidate's own part of the session cache, where the verifier's tests find it built
+    own = inline_cache(cache_root, (FIXTURES / "relu_cpp.py").read_text(), "9.0")
+    outcome = _build("relu_cpp", own)
     assert outcome.ok, outcome.log
     assert not outcome.object_only and not outcome.deferred
     assert outcome.resources == []
-    assert list((cache_root / "inline").glob("kc_test_relu_cpp-*/kc_test_relu_cpp.so"))
+    assert list(own.glob("kc_test_relu_cpp-*/kc_test_relu_cpp.so"))
 
 
 @pytest.mark.slow

@@ -77,7 +77,7 @@ def test_eval_honest_candidate(tmp_path):
     assert result["roofline_fraction"] is None
     assert 0 <= result["max_rel_error"] <= 1e-4
     assert result["flops"] == 37 * 1000  # level1/relu at its SMALL_SIZES
-    assert (tmp_path / "baselines.json").exists()  # --cache-dir is where the baseline went
+    assert (tmp_path / "trusted" / "baselines.json").exists()  # --cache-dir is where the baseline went
 
 
 def test_eval_incorrect_candidate_still_exits_0(tmp_path):

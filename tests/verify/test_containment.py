@@ -43,3 +43,28 @@ def test_a_process_that_is_gone_has_no_tree():
     proc = subprocess.Popen(["true"])
     proc.wait()
     assert containment.descendants(proc.pid) == [] and containment.tree(proc.pid) == []
+
+
+def test_cpu_seconds_and_widened_affinity_are_read_from_outside():
+    import os
+    import subprocess
+    import sys
+
+    from kernelcraft.verify.containment import affinity_widened, cpu_seconds
+
+    cores = sorted(os.sched_getaffinity(0))
+    burn = "import time\nt = time.time()\nwhile time.time() - t < 0.3: pass\nimport sys; sys.stdin.read()"
+    proc = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE)
+    try:
+        os.sched_setaffinity(proc.pid, {cores[-1]})
+        import time
+
+        time.sleep(0.6)
+        assert cpu_seconds(proc.pid) >= 0.2
+        assert affinity_widened(proc.pid, {cores[-1]}) == []
+        if len(cores) > 1:
+            os.sched_setaffinity(proc.pid, set(cores))
+            assert affinity_widened(proc.pid, {cores[-1]}) == [proc.pid]
+    finally:
+        proc.stdin.close()
+        proc.wait()

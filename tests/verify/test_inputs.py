@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from kernelcraft.problems import load_problem
-from kernelcraft.verify.inputs import DISTRIBUTIONS, distributions_for, draw_inputs, fresh_seed
+from kernelcraft.verify.inputs import (DISTRIBUTIONS, PERTURBATION, SPREAD, distributions_for, draw_inputs,
+                                       fresh_seed, one_signed, perturbed, precision_rotation)
 from tests.helpers import FIXTURES
 
 CHANGING = [d for d in DISTRIBUTIONS if d != "natural"]
@@ -128,6 +129,52 @@ def test_distributions_for_honours_the_problem():
     assert distributions_for(problem) == ("uniform",)
 
 
+# -- one-signed inputs: the trial that shows reduced precision, and the reference's rounding sampled ---------------
+
+def test_spread_scales_every_magnitude_down_by_its_own_factor_keeping_signs_zeros_and_range():
+    natural = draw_inputs(_module(), "cpu", 13)
+    spread = draw_inputs(_module(), "cpu", 13, SPREAD)
+    for i in (0, 1, 2, 4, 6):
+        assert torch.equal(torch.sign(spread[i]), torch.sign(natural[i])), i
+        factor = spread[i].double() / natural[i].double()
+        assert factor.max() <= 1 + 1e-3 and factor.log10().std() > 0.5, i  # only down, each element its own way
+    assert spread[1].double().div(natural[1].double()).min() < 1e-12  # fp32: down to 1e-16
+    assert spread[4].double().div(natural[4].double()).min() > 10 ** -2.5  # fp16: half its range of magnitudes
+    assert torch.equal(spread[3], natural[3]) and spread[5] == 7
+    rand = types.SimpleNamespace(get_inputs=lambda: [torch.rand(300, 300) * (torch.rand(300, 300) > 0.2)])
+    (x,) = draw_inputs(rand, "cpu", 2, SPREAD)
+    (before,) = draw_inputs(rand, "cpu", 2)
+    assert torch.equal(x == 0, before == 0) and x.min() >= 0 and x.max() < 1  # torch.rand's [0, 1), zeros kept
+
+
+def test_spread_takes_offsets_place_where_every_input_is_one_signed():
+    rand = types.SimpleNamespace(get_inputs=lambda: [torch.rand(4, 5), -torch.rand(5, 3), torch.randint(-3, 3, (2,))])
+    inputs = draw_inputs(rand, "cpu", 1)
+    assert one_signed(inputs)
+    assert precision_rotation(rand, distributions_for(rand), inputs) == (
+        "natural", SPREAD, "mixed_scale", "uniform", "small_scale", "large_scale")
+    mixed = _module()  # randn among its inputs
+    assert not one_signed(draw_inputs(mixed, "cpu", 1))
+    assert precision_rotation(mixed, DISTRIBUTIONS, draw_inputs(mixed, "cpu", 1)) == DISTRIBUTIONS
+    assert not one_signed([2, torch.arange(3)])  # no floating input
+    # a problem that names its distributions gets those: `spread` only where it names it
+    named = types.SimpleNamespace(get_inputs=rand.get_inputs, INPUT_DISTRIBUTIONS=["natural", "offset"])
+    assert precision_rotation(named, distributions_for(named), inputs) == ("natural", "offset")
+    named.INPUT_DISTRIBUTIONS = ["natural", SPREAD]
+    assert distributions_for(named) == ("natural", SPREAD)
+
+
+def test_perturbed_inputs_are_copies_off_by_at_most_a_percent_with_signs_and_zeros_kept():
+    x = torch.randn(100, 30)
+    x[0, :5] = 0
+    original, ints = x.clone(), torch.arange(5)
+    near, same_ints, number = perturbed([x, ints, 3.0], torch.Generator().manual_seed(0))
+    assert torch.equal(x, original) and same_ints is ints and number == 3.0 and near.dtype == x.dtype
+    ratio = near[x != 0] / x[x != 0]
+    assert (ratio - 1).abs().max() <= PERTURBATION * (1 + 1e-6) and (ratio != 1).float().mean() > 0.99
+    assert (near[x == 0] == 0).all() and torch.equal(torch.sign(near), torch.sign(x))
+
+
 def test_real_problem_inputs():
     module = load_problem("level1/cross_entropy_loss").load(small=True)
     logits, targets = draw_inputs(module, "cpu", 3, "uniform")
@@ -139,3 +186,41 @@ def test_real_problem_inputs():
 def test_fresh_seeds_differ():
     seeds = {fresh_seed() for _ in range(20)}
     assert len(seeds) == 20 and all(0 <= s < 2 ** 62 for s in seeds)
+
+
+def test_timed_changes_are_fully_fresh_on_about_a_quarter_of_calls_and_replay_exactly():
+    import torch
+
+    from kernelcraft.verify.inputs import mutate_inputs
+
+    fresh_seen = partial_sizes = 0
+    sizes = set()
+    for seed in range(200):
+        x = torch.randn(64, 96)
+        before = x.clone()
+        fresh = mutate_inputs([x], seed, "scale")
+        changed = (x != before).sum().item()
+        if fresh:
+            fresh_seen += 1
+            assert changed == x.numel()  # every element
+        else:
+            partial_sizes += 1
+            sizes.add(changed)
+            assert 0 < changed <= x.numel() // 2
+        again = before.clone()
+        mutate_inputs([again], seed, "scale")
+        assert torch.equal(again, x)  # the supervisor rebuilds a timed call's inputs from its seeds
+    assert 30 <= fresh_seen <= 75 and partial_sizes and len(sizes) > 3  # spans of several extents
+
+
+def test_fresh_roll_changes_moves_every_row_of_a_one_signed_input():
+    import torch
+
+    from kernelcraft.verify.inputs import mutate_inputs
+
+    seed = next(s for s in range(100) if __import__("random").Random(s).random() < 0.25)
+    x = torch.rand(256, 8)
+    before = x.clone()
+    assert mutate_inputs([x], seed, "roll")
+    assert (x != before).any(dim=1).float().mean() > 0.9
+    assert torch.equal(x.sort(dim=0).values, before.sort(dim=0).values)  # the values themselves stay

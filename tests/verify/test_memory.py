@@ -92,3 +92,31 @@ def test_the_supervisors_cache_goes_back_only_above_what_it_may_keep():
     del big
     assert release_cache(device) is True
     assert torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) == 0
+
+
+def test_a_problem_larger_than_the_hosts_memory_is_refused_on_the_cpu_before_anything_is_allocated():
+    from kernelcraft.verify.memory import ProblemTooLarge, check_fits
+
+    cost = compute_cost(load_problem(FIXTURES / "problems" / "relu_too_large.py").load())
+    with pytest.raises(ProblemTooLarge, match=r"needs ~1025\.0 GiB .* of host memory; this machine has "
+                                              r"\d+\.\d GiB available of \d+\.\d GiB"):
+        check_fits("relu_too_large", "full sizes", cost, torch.device("cpu"), 0, processes=5)
+    small = compute_cost(load_problem("level1/relu").load())
+    assert check_fits("relu", "small", small, torch.device("cpu"), 0, processes=5).flush == 0
+
+
+def test_eval_refuses_it_in_one_line_with_exit_2(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    problem = FIXTURES / "problems" / "relu_too_large.py"
+    candidate = REPO / "benchmarks" / "candidates" / "triton" / "relu.py"
+    proc = subprocess.run([sys.executable, "-m", "kernelcraft.cli", "eval", str(problem), str(candidate), "--device",
+                           "cpu", "--size", "full", "--cache-dir", str(tmp_path)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert "needs ~1025.0 GiB" in proc.stderr and "GiB available" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

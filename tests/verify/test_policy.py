@@ -15,6 +15,14 @@ def test_policies_and_unknown_name():
     assert set(POLICIES) == {"strict", "relaxed"}
 
 
+def test_the_precision_rule_and_the_per_element_allowance_are_named_and_recorded():
+    strict, relaxed = get_policy("strict").to_dict(), get_policy("relaxed").to_dict()
+    assert get_policy("strict").precision and "element by element" in strict["precision_rule"]
+    assert not get_policy("relaxed").precision and relaxed["precision_rule"] is None
+    for recorded in (strict, relaxed):  # the float64 re-judgement's allowance, per element under every policy
+        assert (recorded["rounding_factor"], recorded["rounding_samples"], recorded["noise_floor_ulps"]) == (10, 8, 256)
+
+
 @pytest.fixture
 def tf32_on():
     saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32

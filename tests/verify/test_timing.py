@@ -185,3 +185,11 @@ def test_stats():
     assert (single.median_ms, single.iqr_ms, single.cv) == (2.5, 0.0, 0.0)
     assert _rse([1.0]) == float("inf")
     assert _rse([2.0, 2.0, 2.0]) == 0.0
+
+
+def test_fresh_split_medians_tell_fresh_calls_from_the_others():
+    from kernelcraft.verify.timing import fresh_split
+
+    split = fresh_split([1.0, 5.0, 1.1, 5.2, 0.9, 4.8], [False, True, False, True, False, True])
+    assert split == {"fresh_ms": 5.0, "partial_ms": 1.0, "fresh": 3, "partial": 3}
+    assert fresh_split([1.0], [False])["fresh_ms"] is None

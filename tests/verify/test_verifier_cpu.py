@@ -70,8 +70,11 @@ def test_honest_triton_candidate(cpu_verifier, relu_problem):
     # changed in place between calls
     labels = [e["trial"] for e in result.trial_errors]
     assert labels[:3] == ["trial 0 (natural)", "trial 1 (offset)", "trial 2 (mixed_scale)"]
-    assert labels[3:] and all(label.startswith("timed call (round ") for label in labels[3:])
-    assert result.timed_checks == len(labels) - 3
+    timed = [label for label in labels[3:] if not label.startswith("outside clock (spin ")]
+    assert timed and all(label.startswith("timed call (round ") for label in timed)
+    # and the outside clock's calls, on fresh inputs the supervisor wrote, one entry a spin
+    assert labels[-1].startswith("outside clock (spin 1, ") and result.outside_clock["checked"] >= 1
+    assert result.timed_checks == len(timed)
     assert len(result.seeds) == 3 and len(set(result.seeds)) == 3
     assert result.wall_seconds > 0 and result.policy == "strict"
 
@@ -183,7 +186,7 @@ def test_evaluate_many_keeps_order_and_statuses(cpu_verifier, relu_problem):
     # the problem's INPUT_DISTRIBUTIONS restricts every trial to `uniform`
     labels = [e["trial"] for e in results[1].trial_errors]
     assert labels[:3] == [f"trial {i} (uniform)" for i in range(3)]
-    assert labels[3:] and all(label.startswith("timed call") for label in labels[3:])
+    assert labels[3:] and all(label.startswith(("timed call", "outside clock (spin ")) for label in labels[3:])
 
 
 def test_relaxed_policy_is_reported(cache_config, relu_problem):
@@ -242,12 +245,11 @@ def test_out_of_memory_in_the_harness_is_the_verifiers_error(cpu_verifier):
 def test_a_stale_cached_baseline_is_measured_again(tmp_path, relu_problem):
     from dataclasses import replace
 
-    from kernelcraft.verify.baselines import BaselineStore
-
     with Verifier("cpu", small_config(tmp_path)) as verifier:
         first = verifier.evaluate(relu_problem, fixture_candidate("relu_torch"))
         assert first.status == "ok" and not first.baseline_cached
-        store = BaselineStore(tmp_path / "baselines.json")
+        store = verifier.baselines  # cache_dir/trusted/baselines.json, its entries sealed (verify/trust.py)
+        assert store.path == tmp_path / "trusted" / "baselines.json"
         (key,) = store._read().keys()
         stale = replace(first.eager, median_ms=first.eager.median_ms * 50)  # measured under heavy load, say
         store.put(key, stale, None)

@@ -5,6 +5,10 @@ build pool, then in the GPU worker) kernelcraft routes each call through `cached
 directory is keyed by a hash of everything that shapes the binary, so the worker's call finds the
 pool's build done and only loads it, and ptxas reports registers, spills and shared memory.
 
+The cache root the verifier passes is the candidate's own part of the inline cache (verify/build.py, inline_cache):
+its build process is the only one that can write there, and a worker sees it read-only, so it imports the module
+the finished build recorded (`BUILT`) without running ninja, and builds anything else in its private temp dir.
+
 Where torch has no CUDA (CI, laptops) a CUDA extension cannot be linked; the build pool then
 compiles each CUDA source to an object with nvcc, which checks the code and gives ptxas's figures.
 """
@@ -20,7 +24,9 @@ import re
 import shutil
 import subprocess
 import sysconfig
+import tempfile
 import time
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +35,11 @@ from kernelcraft.backends.errors import CompileError
 _NOISE = re.compile(r"^\[\d+/\d+\]|^(/\S+/)?(c\+\+|g\+\+|gcc|cc|nvcc|ninja)(\s|$)|^FAILED:|^ninja: build stopped|"
                     r"^In file included from|^from \S+[:,]$|^Emitting ninja build file|^Building extension|"
                     r"^Loading extension|^Allowing ninja|^Detected CUDA files|^Using .* as PyTorch")
+
+
+# The shared objects of every extension built or loaded through `cached_builds` in this process: where the verifier
+# reads which kernels the candidate's own build holds (verify/attribution.py, extension_kernels).
+BUILT_EXTENSIONS: list[str] = []
 
 
 @dataclass
@@ -85,9 +96,43 @@ def _key(bound: dict) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
+BUILT = "kernelcraft_module.json"  # in a build directory: the module its build made, to import it without ninja
+
+
+def _load_built(ext, build_dir: Path, params: dict):
+    """The module a finished build in `build_dir` made, imported as load_inline would have (nothing written, no
+    ninja run: the directory may be read-only), or None where there is none."""
+    if params.get("is_standalone"):
+        return None
+    try:
+        name = json.loads((build_dir / BUILT).read_text())["module"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(name, str) or not (build_dir / f"{name}.so").is_file():
+        return None
+    return ext._import_module_from_library(name, str(build_dir), params.get("is_python_module", True))
+
+
+def _writable(build_dir: Path) -> Path:
+    """`build_dir`, created, or where the cache is read-only (a worker's: only a candidate's own build writes its part
+    of it) the same name in this process's private temporary directory."""
+    try:
+        build_dir.mkdir(parents=True, exist_ok=True)
+        probe = build_dir / f".probe-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+        return build_dir
+    except OSError:
+        private = Path(tempfile.gettempdir()) / "kernelcraft-inline" / build_dir.name
+        private.mkdir(parents=True, exist_ok=True)
+        return private
+
+
 @contextlib.contextmanager
 def cached_builds(cache_root: Path, records: list[BuildRecord], object_only: bool | None = None):
-    """Route `load_inline` through a build cache keyed by source hash for the duration."""
+    """Route `load_inline` through a build cache keyed by source hash for the duration. A directory whose build
+    finished (its module recorded) is imported from directly; where the cache cannot be written, a build goes to
+    the private temporary directory."""
     import torch.utils.cpp_extension as ext
 
     original = ext.load_inline
@@ -101,8 +146,16 @@ def cached_builds(cache_root: Path, records: list[BuildRecord], object_only: boo
         params = dict(bound.arguments)
         key = _key(params)
         build_dir = Path(cache_root) / f"{params['name']}-{key}"
-        build_dir.mkdir(parents=True, exist_ok=True)
         cuda = params.get("cuda_sources")
+        if not (cuda and object_only):
+            start = time.perf_counter()
+            module = _load_built(ext, build_dir, params)
+            if module is not None:  # the build pool's (a worker's cache is read-only to it: verify/build.py)
+                records.append(BuildRecord(params["name"], key, time.perf_counter() - start, ""))
+                BUILT_EXTENSIONS.extend(str(p) for p in sorted(build_dir.glob("*.so"))
+                                        if str(p) not in BUILT_EXTENSIONS)
+                return module
+        build_dir = _writable(build_dir)
         if cuda:
             params["extra_cuda_cflags"] = list(params.get("extra_cuda_cflags") or []) + ["-Xptxas=-v"]
         start = time.perf_counter()
@@ -121,6 +174,10 @@ def cached_builds(cache_root: Path, records: list[BuildRecord], object_only: boo
             raise CompileError(trim_log(text + "\n" + str(exc))) from None
         text = log_path.read_text(errors="replace")
         records.append(BuildRecord(params["name"], key, time.perf_counter() - start, trim_log(text)))
+        BUILT_EXTENSIONS.extend(str(p) for p in sorted(build_dir.glob("*.so")) if str(p) not in BUILT_EXTENSIONS)
+        if not params.get("is_standalone"):
+            name = module.__name__ if isinstance(module, types.ModuleType) else Path(module).stem
+            (build_dir / BUILT).write_text(json.dumps({"module": name}))
         return module
 
     ext.load_inline = load_inline

@@ -14,6 +14,7 @@ Compilation needs no GPU when `arch` is given (that is how CI checks candidates)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -46,6 +47,21 @@ _lock = threading.Lock()
 _memory_cache: dict[str, "KernelModule"] = {}
 # Every compilation in this process, for the verifier to report (seconds, log, cache hit).
 COMPILE_RECORDS: list["CompileRecord"] = []
+# While the verifier attributes one call (verify/attribution.py): kernel name -> launches made through a Launcher.
+# None (nothing recorded) at every other time.
+_launches: dict[str, int] | None = None
+
+
+@contextlib.contextmanager
+def recorded_launches(counts: dict[str, int]):
+    """Count every launch through a Launcher into `counts` (kernel name -> launches) for the duration: the evidence
+    that a kernel the profiler saw is one the candidate's own code launched (verify/attribution.py)."""
+    global _launches
+    saved, _launches = _launches, counts
+    try:
+        yield counts
+    finally:
+        _launches = saved
 
 
 @dataclass
@@ -273,6 +289,8 @@ class Launcher:
                 self._configs.clear()
             config = self._configs[key] = _config(grid, block, shared_mem, cluster, cooperative)
         launch(cuda_stream, config, kernel, *packed)
+        if _launches is not None:  # the verifier is attributing this call: the name is the profiler's (extern "C")
+            _launches[self.name] = _launches.get(self.name, 0) + 1
 
     def blocks_per_sm(self, block, shared_mem: int = 0, device=None) -> int:
         """How many blocks of `block` threads (and `shared_mem` dynamic bytes) one multiprocessor holds at

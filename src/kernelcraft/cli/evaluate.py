@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from kernelcraft.cli.common import EXIT_OK, add_target_args, show, usage_errors
+from kernelcraft.cli.common import EXIT_FAIL, EXIT_OK, add_target_args, show, usage_errors
 
 NAME = "eval"
 
@@ -42,7 +42,13 @@ def run(args) -> int:
     if not args.json:
         print(f"evaluating {candidate.name} ({candidate.backend}) on {problem.name} "
               f"[{evaluation.verifier.devices[0]}, {sizes.describe()}, {args.policy}]…", file=sys.stderr)
-    result = evaluation.run()
+    from kernelcraft.verify.integrity import HarnessTampered
+
+    try:
+        result = evaluation.run()
+    except HarnessTampered as exc:  # no verdict to show: one line on stderr, as for any failure of the tool
+        print(f"kernelcraft {NAME}: {exc}", file=sys.stderr)
+        return EXIT_FAIL
     if args.json:
         print(json.dumps(result.to_dict()))
     else:

@@ -30,6 +30,7 @@ from kernelcraft.rl.cache import FILE, VerdictCache
 from kernelcraft.rl.shape import RewardShape, Score, score_verdict
 from kernelcraft.rl.task import Settings, Task
 from kernelcraft.verify import Job
+from kernelcraft.verify.trust import Trust, trusted_dir
 
 DEFAULT_CACHE = Path.home() / ".cache" / "kernelcraft"
 
@@ -103,7 +104,8 @@ class Scorer:
         if actors is not None and self.cluster is None:
             raise ConfigError("--actors: verifier actors run on a cluster; add --cluster local|auto|ADDRESS")
         self._verifiers: dict[Settings, object] = {}
-        self._cache = VerdictCache(self.cache_dir / FILE) if cache else None
+        trusted = trusted_dir(self.cache_dir)  # hidden from candidates, its rows sealed (verify/trust.py)
+        self._cache = VerdictCache(trusted / FILE, Trust(trusted)) if cache else None
         self._inflight: dict[tuple, Future] = {}
         self._lock = threading.Lock()
         self.counts = _Counts()

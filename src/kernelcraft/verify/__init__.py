@@ -2,7 +2,8 @@
 
 from kernelcraft.result import Result, Timing
 from kernelcraft.verify.config import VerifyConfig
+from kernelcraft.verify.integrity import HarnessTampered
 from kernelcraft.verify.timing import TimingConfig
 from kernelcraft.verify.verifier import Job, Verifier, resolve_devices
 
-__all__ = ["Job", "Result", "Timing", "TimingConfig", "Verifier", "VerifyConfig", "resolve_devices"]
+__all__ = ["HarnessTampered", "Job", "Result", "Timing", "TimingConfig", "Verifier", "VerifyConfig", "resolve_devices"]

@@ -2,7 +2,9 @@
 
 Baselines are measured in a worker that has loaded no candidate code, so no candidate can slow the
 reference it is compared with; eager and compiled calls are timed interleaved there. The cache is a
-JSON file, written atomically.
+JSON file in the trusted directory (verify/trust.py: hidden from every candidate), written atomically, each
+entry sealed with an HMAC: one that does not verify (forged, or from an older file) is not used, and is measured
+again.
 """
 
 from __future__ import annotations
@@ -16,11 +18,17 @@ from pathlib import Path
 
 from kernelcraft.problems.sizes import Sizes
 from kernelcraft.result import Timing
+from kernelcraft.verify.trust import Trust
+
+KIND = "baseline"
 
 
 class BaselineStore:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, trust: Trust | None = None):
+        """`trust`: what seals the entries (default: a Trust over the file's own directory, which is not hidden from
+        candidates: the verifier passes its trusted directory's)."""
         self.path = Path(path)
+        self.trust = trust or Trust(self.path.parent, hide=False)
         self._lock = threading.Lock()
 
     @staticmethod
@@ -30,13 +38,22 @@ class BaselineStore:
 
     def _read(self) -> dict:
         try:
-            return json.loads(self.path.read_text())
+            data = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return {}
+        return data if isinstance(data, dict) else {}
 
-    def get(self, key: str) -> tuple[Timing | None, Timing | None] | None:
-        entry = self._read().get(key)
+    def get(self, key: str, notes: list[str] | None = None) -> tuple[Timing | None, Timing | None] | None:
+        """The cached (eager, compiled) timings of `key`, or None; an entry that does not authenticate is None too,
+        and said in `notes`."""
+        sealed = self._read().get(key)
+        if sealed is None:
+            return None
+        entry = self.trust.open_json(KIND, key, sealed)
         if entry is None:
+            if notes is not None:
+                notes.append("untrusted_cache: the cached baseline of this problem does not authenticate (written by "
+                             "no verifier of this cache's key): ignored and measured again")
             return None
         as_timing = lambda d: Timing(**d) if d else None  # noqa: E731
         return as_timing(entry.get("eager")), as_timing(entry.get("compile"))
@@ -51,8 +68,9 @@ class BaselineStore:
     def put(self, key: str, eager: Timing, compiled: Timing | None) -> None:
         with self._lock:
             data = self._read()
-            data[key] = {"eager": asdict(eager), "compile": asdict(compiled) if compiled else None,
-                         "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            data[key] = self.trust.seal_json(KIND, key, {
+                "eager": asdict(eager), "compile": asdict(compiled) if compiled else None,
+                "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
             self._write(data)
 
     def _write(self, data: dict) -> None:

@@ -41,7 +41,8 @@ class VerifyConfig:
     determinism: bool = True  # the same inputs twice must give the same outputs
     attribution: bool = True  # which kernels ran (profiler on a GPU, Triton launch counts on the CPU)
     clock_check: bool = True  # the supervisor's own clock over back-to-back calls
-    sandbox: bool = True  # namespaces (no network, harness read-only) where the OS allows
+    sandbox: bool = True  # namespaces (no network, harness read-only, trusted caches hidden) where the OS allows
+    harness_check: bool = True  # the harness's files unchanged on disk after each evaluation (verify/integrity.py)
     allow_library: bool = True  # library (ATen, cuBLAS…) kernels may run beside the candidate's own
     sanity_bound: float = 10.0  # speedups over eager beyond this are flagged for review
     gpu_memory_fraction: float = 0.6  # of the GPU, for the worker's caching allocator (more if a problem needs it)

@@ -3,7 +3,14 @@
 - Resource limits (setrlimit): no core files, a cap on the size of any file it writes, on open
   files and on CPU seconds.
 - Namespaces (`unshare`, when this machine allows it): no network, and the harness (kernelcraft's
-  own files) and the user's working directory mounted read-only, the caches it needs left writable.
+  own files, the installed packages and the interpreter's) and the user's working directory mounted
+  read-only, the caches it needs left writable, the trusted caches (verify/trust.py) covered by an empty
+  read-only tmpfs. The mounts are made in order from the shallowest path (a deeper one overrides its
+  parent's), then a second user and mount namespace is entered, so that the candidate, root in it, finds
+  every one of them locked: it cannot unmount the tmpfs or remount anything writable (without that second
+  namespace it could: measured). The fork server, whose children share its namespaces, also drops every
+  capability and makes itself non-dumpable (`harden`): a candidate cannot mount over paths later workers
+  see, nor read or write the memory of the server or of a sibling worker (a baseline worker).
 - A watch from outside, at every poll of the channel: the worker's process tree (the kernel's children
   lists, else psutil), its memory and its private directory's size; past a limit the whole group is
   killed and the reason named.
@@ -80,25 +87,125 @@ def _unshare_flags() -> tuple[str, ...] | None:
     return None
 
 
-def containment(read_only: list[Path], writable: list[Path]) -> Containment:
-    """How to start a worker here: the namespace prefix if any, and what it achieves."""
+@functools.lru_cache(maxsize=None)
+def _locks_mounts() -> bool:
+    """Whether a user and mount namespace can be entered inside the sandbox's (it locks the mounts made there)."""
+    flags = _unshare_flags()
+    if flags is None:
+        return False
+    try:
+        probe = subprocess.run([*flags, flags[0], *_LOCK, "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+_LOCK = ("--user", "--map-root-user", "--mount")
+# sh: bind a path onto itself with what is mounted below it, all of it read-only
+_RO_TREE = ("read_only() { mount --rbind \"$1\" \"$1\"; mount -o remount,bind,ro \"$1\"; "
+            "for m in $(awk -v p=\"$1/\" 'substr($5, 1, length(p)) == p {print $5}' /proc/self/mountinfo); do "
+            "mount -o remount,bind,ro \"$m\" 2>/dev/null || true; done; }")
+
+
+def can_hide() -> bool:
+    """Whether candidates here run where a directory can be hidden from them for good (verify/trust.py)."""
+    return _unshare_flags() is not None and _locks_mounts()
+
+
+def containment(read_only: list[Path], writable: list[Path], hidden: list[Path] = ()) -> Containment:
+    """How to start a sandboxed process here: the namespace prefix if any, and what it achieves. `read_only`,
+    `writable` and `hidden` (an empty read-only tmpfs over it) are applied from the shallowest path down, so the
+    deeper of two nested paths decides; for one path, hidden over writable over read-only."""
     flags = _unshare_flags()
     result = Containment()
     if flags is None:
         result.notes.append("no network or mount namespace here (unshare unavailable or refused): "
                             "the worker has the network and can write the harness's files")
         return result
-    script = ["set -e"]
-    for path in dict.fromkeys(p.resolve() for p in read_only if p.exists()):
+    mounts: dict[Path, int] = {}
+    for rank, paths in enumerate((read_only, writable, hidden)):
+        for path in paths:
+            if rank == 2:  # made now, so that a candidate cannot make it and plant a key there
+                try:
+                    Path(path).mkdir(parents=True, exist_ok=True, mode=0o700)
+                except OSError:
+                    pass  # where we cannot, neither can the candidate (the same user)
+            if Path(path).exists():
+                resolved = Path(path).resolve()
+                mounts[resolved] = max(rank, mounts.get(resolved, 0))
+    # Recursive binds: a plain bind would hide what is mounted below the path (a container runtime's driver files
+    # under /usr, a data volume under the working directory); below a read-only path, those are made read-only too.
+    script, made = ["set -e", _RO_TREE], {}
+    for path, rank in sorted(mounts.items(), key=lambda item: (len(item[0].parts), item[1])):
+        covering = max((p for p in made if p in path.parents), key=lambda p: len(p.parts), default=None)
+        if covering is not None and (made[covering] == 2 or (rank < 2 and made[covering] == rank)):
+            continue  # hidden with its parent, or as its parent's mount has it already
+        made[path] = rank
         q = shlex.quote(str(path))
-        script += [f"mount --bind {q} {q}", f"mount -o remount,bind,ro {q}"]
-    for path in dict.fromkeys(p.resolve() for p in writable if p.exists()):
-        q = shlex.quote(str(path))
-        script.append(f"mount --bind {q} {q}")  # writable again where a read-only parent covers it
-    script.append('exec "$@"')
+        if rank == 2:
+            script.append(f"mount -t tmpfs -o ro,size=4k,mode=555 kernelcraft-hidden {q}")
+        elif rank == 1:  # a bind copies its source's read-only flag: made writable again (unless the host's is ro)
+            script += [f"mount --rbind {q} {q}", f"mount -o remount,bind,rw {q} 2>/dev/null || true"]
+        else:
+            script.append(f"read_only {q}")
+    if _locks_mounts():
+        script.append(f'exec {shlex.quote(flags[0])} {" ".join(_LOCK)} -- "$@"')
+    else:
+        script.append('exec "$@"')
+        result.notes.append("no nested user namespace here: the candidate, root in its namespace, could undo the "
+                            "read-only and hiding mounts")
     result.prefix = [*flags, "sh", "-c", "; ".join(script), "kernelcraft-worker"]
     result.network_off = result.harness_read_only = True
     return result
+
+
+def installed_paths() -> list[Path]:
+    """Where the interpreter and its packages live (the prefixes, the standard library, site-packages, the user's
+    site-packages where Python reads it), and where torch and Triton are found: a candidate that wrote there
+    would run inside every process started after it."""
+    import importlib.util
+    import site
+    import sys
+    import sysconfig
+
+    paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+             *(sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+             *site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        paths.append(site.getusersitepackages())
+    for name in ("torch", "triton"):
+        spec = importlib.util.find_spec(name)
+        paths += list(spec.submodule_search_locations or []) if spec else []
+    return [Path(p) for p in dict.fromkeys(p for p in paths if p)]
+
+
+def harden() -> None:
+    """Drop every capability (the bounding set too, so an exec gains none back) and make this process
+    non-dumpable; run where candidates share a namespace with processes that outlive them (the fork server, whose
+    children inherit it). Without a capability a candidate cannot mount over what later workers read, and
+    nobody in the namespace can read or write the memory of a non-dumpable process (/proc/PID/mem, ptrace). A
+    no-op where the calls are refused (not Linux)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        return
+    pr_capbset_drop, pr_cap_ambient, pr_cap_ambient_clear_all, pr_set_dumpable = 24, 47, 4, 4
+    for cap in range(last + 1):
+        libc.prctl(pr_capbset_drop, cap, 0, 0, 0)
+    libc.prctl(pr_cap_ambient, pr_cap_ambient_clear_all, 0, 0, 0)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    libc.capset(ctypes.byref(header), data)
+    libc.prctl(pr_set_dumpable, 0, 0, 0, 0)
 
 
 @functools.lru_cache(maxsize=None)
@@ -178,3 +285,32 @@ def breach(pid: int, private_dir: Path, limits: Limits) -> tuple[str, str] | Non
     if used > limits.max_disk_bytes:
         return "disk_limit", f"the worker wrote over {limits.max_disk_bytes >> 20} MiB to its directory"
     return None
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user and system) the process `pid` and its descendants have used so far."""
+    total = 0.0
+    for proc in tree(pid):
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def affinity_widened(pid: int, cores: set[int]) -> list[int]:
+    """Threads of the worker's tree allowed to run on a core outside `cores` (which it was pinned to)."""
+    widened = []
+    for proc in tree(pid):
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                if not os.sched_getaffinity(tid) <= cores:
+                    widened.append(tid)
+            except OSError:
+                continue
+    return widened

@@ -12,7 +12,10 @@ a kill takes its whole group), the resource limits, its private directory as cwd
 and stderr, the supervisor's scrubbed environment (os.environ; /proc/PID/environ keeps the server's own, as it was at its
 exec, scrubbed the same way). The server itself is started like a worker (the same
 namespace prefix, so every worker it forks shares its network and mount namespaces, and a scrubbed
-environment), and CUDA is initialised only in the forked child, after CUDA_VISIBLE_DEVICES is its own. The child
+environment), drops every capability and makes itself non-dumpable before it imports anything (containment.harden:
+a candidate in a forked child can neither mount over what later workers read in the namespace they share, nor read
+or write the server's or a sibling's memory), and CUDA is initialised only in the forked child, after
+CUDA_VISIBLE_DEVICES is its own. The child
 closes its copy of the server's channel before running anything, so a candidate cannot ask the server for
 anything. The server reaps its children and answers for their exit status (Popen's convention: -N for signal N).
 
@@ -36,7 +39,7 @@ from dataclasses import asdict
 from multiprocessing.connection import Client, Listener
 from pathlib import Path
 
-from kernelcraft.verify.containment import Containment, Limits, containment, preexec
+from kernelcraft.verify.containment import Containment, Limits, containment, harden, preexec
 
 # What the server imports before it forks: the worker's own imports and what nearly every candidate imports.
 # Optional ones (absent on a CPU-only install) are skipped.
@@ -88,12 +91,13 @@ class ForkServer:
     """The supervisor's side: starts the server (like a worker: namespace prefix, scrubbed environment, own
     session), then asks it for workers. Thread-safe; `close` ends it (its workers are killed by their owners)."""
 
-    def __init__(self, env: dict[str, str], read_only: list[Path], writable: list[Path], sandbox: bool = True,
-                 start_timeout: float = 120.0):
+    def __init__(self, env: dict[str, str], read_only: list[Path], writable: list[Path], hidden: list[Path] = (),
+                 sandbox: bool = True, start_timeout: float = 120.0):
+        """`read_only`, `writable`, `hidden`: the namespace's paths (process.sandbox_paths)."""
         self.dir = Path(tempfile.mkdtemp(prefix="kernelcraft-forkserver-"))
         key = secrets.token_bytes(32)
         self.listener = Listener(str(self.dir / "channel.sock"), family="AF_UNIX", authkey=key)
-        self.sandbox = containment(read_only, [self.dir, *writable]) if sandbox else \
+        self.sandbox = containment(read_only, [self.dir, *writable], hidden) if sandbox else \
             Containment(notes=["sandbox turned off by the caller"])
         self.log_path = self.dir / "server.log"
         self._lock = threading.Lock()
@@ -258,6 +262,7 @@ def main() -> None:
     address = sys.argv[1]
     key = bytes.fromhex(sys.stdin.readline().strip())
     sys.stdin.close()
+    harden()  # no capability and not dumpable, nor any child forked from here (containment.harden)
     loaded = _preload()
     spawned = float(os.environ.get("KERNELCRAFT_SPAWNED_AT") or time.time())
     conn = Client(address, family="AF_UNIX", authkey=key)

@@ -4,7 +4,8 @@ KernelBench's published sizes hold 4–8 GB per tensor, so the harness keeps abo
 time: the inputs (no private copy: a keyed fingerprint proves them unchanged), the reference's outputs,
 the candidate's outputs (twice, for the determinism check) and one L2 flush buffer. `need` estimates
 that from the problem's meta-device cost pass, before anything is allocated; a problem over what the
-device has free is refused once, as the problem's error, never as each candidate's failure.
+device has free is refused once, as the problem's error, never as each candidate's failure; on the CPU,
+one over the host memory available (check_fits_host).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ CONTEXT_BYTES = 600 << 20
 # is a device-wide sync and driver calls, which slow down when several GPUs of a host do them at once.
 KEEP_CACHED = 512 << 20
 FLUSH_MIN_BYTES = 256 << 20
+HOST_PROCESS_BYTES = 512 << 20  # an interpreter with torch imported, on the CPU
 _CHUNK = 1 << 22  # fingerprint words per step: the temporaries stay near 128 MB whatever the input
 
 
@@ -85,12 +87,29 @@ def check_fits(name: str, sizes: str, cost: Cost, device: torch.device, l2_bytes
     device does not have it free."""
     required = need(cost, l2_bytes, processes)
     if device.type != "cuda":
-        return required
+        return check_fits_host(name, sizes, cost)
     free, total = free_bytes(device)
     if required.total > free:
         raise ProblemTooLarge(
             f"{name} at {sizes} needs {required.describe()} of GPU memory; {device} has "
             f"{free / GiB:.1f} GiB free of {total / GiB:.1f} GiB (run it smaller with --sizes, or on a larger GPU)")
+    return required
+
+
+def check_fits_host(name: str, sizes: str, cost: Cost) -> MemoryNeed:
+    """On the CPU: the same need in host memory, with no CUDA context nor L2 flush but the memory of two processes
+    (the supervisor and the worker judging: no standby worker on a CPU); raises ProblemTooLarge when this machine
+    has less available (psutil: free plus reclaimable), before anything is allocated."""
+    import psutil
+
+    required = MemoryNeed(reference=cost.peak_bytes, candidate_outputs=2 * cost.output_bytes,
+                          params=cost.params_bytes, flush=0, contexts=2 * HOST_PROCESS_BYTES)
+    memory = psutil.virtual_memory()
+    if required.total > memory.available:
+        raise ProblemTooLarge(
+            f"{name} at {sizes} needs {required.describe()} of host memory; this machine has "
+            f"{memory.available / GiB:.1f} GiB available of {memory.total / GiB:.1f} GiB (run it smaller with "
+            "--size small or --sizes, or on a machine with more memory)")
     return required
 
 

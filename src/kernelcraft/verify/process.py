@@ -104,10 +104,11 @@ class WorkerProcess:
 
     def __init__(self, extra_env: dict[str, str] | None = None, start_timeout: float = 120.0,
                  limits: Limits | None = None, writable: list[Path] = (), sandbox: bool = True,
-                 cuda_index: int | None = None, server: ForkServer | None = None):
+                 cuda_index: int | None = None, server: ForkServer | None = None, cache_dir: Path | None = None):
         """`cuda_index`: this process's ordinal of the one GPU the worker sees (its cuda:0), for the CUDA tensors
         the worker hands back (verify/ipc.py). `server`: fork the worker from this fork server (its imports done;
-        its namespaces are the server's) instead of spawning a new interpreter."""
+        its namespaces are the server's) instead of spawning a new interpreter. `cache_dir`: the verifier's cache
+        (its inline builds read-only, its trusted part hidden: sandbox_paths)."""
         self.limits = limits or Limits()
         self.cuda_index = cuda_index
         self.dir = Path(tempfile.mkdtemp(prefix="kernelcraft-worker-"))
@@ -122,7 +123,7 @@ class WorkerProcess:
             self.sandbox = server.sandbox
             self.proc = server.spawn(address, self.key, env, self.dir, self.log_path, self.limits)
         else:
-            self.sandbox = containment(*sandbox_paths(writable)) if sandbox else \
+            self.sandbox = containment(*sandbox_paths(writable, cache_dir)) if sandbox else \
                 Containment(notes=["sandbox turned off by the caller"])
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
@@ -135,6 +136,9 @@ class WorkerProcess:
         self.started = time.monotonic()
         self.conn = None
         self.info: dict = {}
+        # Once a candidate is loaded the worker runs only while it serves a request: frozen (SIGSTOP, its whole group)
+        # between them, so nothing it leaves running (threads, processes) can work while anything else is timed.
+        self.freeze_between = False
 
     def ready(self) -> dict:
         if self.conn is None:
@@ -164,6 +168,8 @@ class WorkerProcess:
         """
         try:
             if request is not None:
+                if self.freeze_between:
+                    self.signal(signal.SIGCONT)
                 self.conn.send(request)
             deadline = time.monotonic() + timeout
             while not self.conn.poll(poll):
@@ -173,7 +179,10 @@ class WorkerProcess:
                     raise WorkerLimit(*over)
                 if time.monotonic() > deadline:
                     raise WorkerTimeout(f"no answer within {timeout:.0f} s")
-            return safe_loads(self.conn.recv_bytes(), self.cuda_index)
+            reply = self.conn.recv_bytes()
+            if self.freeze_between:
+                self.signal(signal.SIGSTOP)
+            return safe_loads(reply, self.cuda_index)
         except (EOFError, ConnectionError, OSError) as exc:
             code = self._wait_exit()
             raise WorkerDied(self._death_message(code, exc), code) from None
@@ -201,6 +210,13 @@ class WorkerProcess:
             return ""
         return "\n".join(text.strip().splitlines()[-lines:])
 
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the worker's whole group (SIGSTOP / SIGCONT: frozen between requests)."""
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def kill(self, wait: bool = True) -> None:
         """Kill the worker's whole process group; with `wait`, wait for its exit and remove its directory, else
         leave that to `reap` (from any thread: a GPU worker's exit, its context torn down, takes tens of ms)."""
@@ -217,19 +233,40 @@ class WorkerProcess:
         close_channel(self.conn, self.listener, self.dir)
 
 
-def sandbox_paths(writable: list[Path] = ()) -> tuple[list[Path], list[Path]]:
-    """(read-only, writable) paths of a worker's mount namespace. Read-only for the candidate: kernelcraft itself
-    and the user's working directory. Writable: the temporary directory (its private one is inside), the build and
-    kernel caches."""
+def sandbox_paths(writable: list[Path] = (),
+                  cache_dir: Path | None = None) -> tuple[list[Path], list[Path], list[Path]]:
+    """(read-only, writable, hidden) paths of a worker's mount namespace (containment.containment). Read-only for the
+    candidate: kernelcraft itself, every directory a later process imports from (the worker's PYTHONPATH, the
+    interpreter's prefixes and site-packages, torch's and Triton's), the user's working directory and the inline
+    build cache of `cache_dir` (a candidate's build writes its own part of it: verify/build.py). Writable: the
+    temporary directory (its private one is inside), `writable`, `cache_dir` and the kernel caches. Hidden: the
+    user's key, the trusted directory of `cache_dir` and of the other caches this process authenticates so far
+    (verify/trust.py: one made later is not hidden from a sandbox already started, but what is written there
+    cannot be sealed without the key), and the NVRTC cache."""
+    from kernelcraft.verify import trust
+    from kernelcraft.verify.containment import installed_paths
+
     home_caches = [Path.home() / ".triton", Path.home() / ".cache"]
-    return ([Path(__file__).resolve().parents[1], *_protectable(Path.cwd())],
-            [Path(tempfile.gettempdir()), *writable, *home_caches])
+    imports = [Path(__file__).resolve().parents[2], *installed_paths(),
+               *(Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p))]
+    read_only = [Path(__file__).resolve().parents[1],
+                 *(p for each in (*imports, Path.cwd()) for p in _protectable(each))]
+    writable, hidden = [Path(tempfile.gettempdir()), *writable, *home_caches], [trust.key_dir(), *trust.known_dirs()]
+    if cache_dir is not None:
+        (Path(cache_dir) / "inline").mkdir(parents=True, exist_ok=True)  # made now: a candidate cannot plant it
+        read_only.append(Path(cache_dir) / "inline")
+        writable.append(Path(cache_dir))
+        # the trusted caches, and NVRTC's cubins (keyed by source: one candidate could plant another's; a compile
+        # costs 10-30 ms)
+        hidden += [trust.trusted_dir(cache_dir), Path(cache_dir) / "nvrtc"]
+    return read_only, writable, hidden
 
 
-def _protectable(cwd: Path) -> list[Path]:
-    """The user's working directory, unless protecting it would cover the system or the temp dir."""
+def _protectable(path: Path) -> list[Path]:
+    """`path` (the user's working directory, an installed package's), unless protecting it would cover the system,
+    the user's home or the temp dir."""
     tmp = Path(tempfile.gettempdir()).resolve()
-    cwd = cwd.resolve()
-    if cwd == Path("/") or cwd in tmp.parents or cwd == tmp or cwd == Path.home().resolve():
+    path = path.resolve()
+    if path == Path("/") or path in tmp.parents or path == tmp or path == Path.home().resolve():
         return []
-    return [cwd]
+    return [path]

@@ -35,7 +35,7 @@ from kernelcraft.verify import judge, speed
 from kernelcraft.verify import target as target_mod
 from kernelcraft.verify.attribution import declared_kernels
 from kernelcraft.verify.baselines import BaselineStore
-from kernelcraft.verify.build import BuildOutcome
+from kernelcraft.verify.build import BuildOutcome, inline_cache
 from kernelcraft.verify.config import VerifyConfig
 from kernelcraft.verify.devicelock import DeviceLock, device_key
 from kernelcraft.verify.guards import static_findings
@@ -96,6 +96,7 @@ class Supervisor:
         else:
             self.device_name, self.l2_bytes, self.spec, self.arch_list = "cpu", 0, None, "9.0"
             self.total_memory = psutil.virtual_memory().total
+        self.cores: set[int] | None = None  # the cores a CPU's workers are pinned to, candidates' and baselines'
         # Triton's autotuning results are cached on disk too, so a fresh worker does not re-tune.
         self.worker_env = {"KERNELCRAFT_CACHE": str(config.cache_dir), "TRITON_CACHE_AUTOTUNING": "1"}
         if self.device.type == "cuda":
@@ -104,6 +105,9 @@ class Supervisor:
             self.worker_env.update(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
             if config.cpu_threads is not None:  # baseline workers are spawned with this env too
                 self.worker_env.update(OMP_NUM_THREADS=str(config.cpu_threads), MKL_NUM_THREADS=str(config.cpu_threads))
+                # and pinned to the same cores: a candidate's worker has no core its baselines did not have
+                self.cores = set(sorted(os.sched_getaffinity(0))[-config.cpu_threads:])
+                self.worker_env["KERNELCRAFT_CPU_CORES"] = ",".join(str(c) for c in sorted(self.cores))
         self.workers = Workers(self.device, config, self.worker_env)
         self.restarts = 0  # workers lost to crashes
         self.device_lock = DeviceLock(device_key(self.device))
@@ -246,7 +250,8 @@ class Supervisor:
             torch.cuda.reset_peak_memory_stats(self.device)
         worker = self.workers.take(ahead)
         result.containment = worker.containment_info()
-        case = judge.Case(worker, ref, result, self.policy, self.device, self.config, self.l2_bytes, self.spec)
+        case = judge.Case(worker, ref, result, self.policy, self.device, self.config, self.l2_bytes, self.spec,
+                          self.cores)
         clock = _PhaseClock(result.phases)
         try:
             with clock("worker_start"):
@@ -311,6 +316,7 @@ class Supervisor:
         return True
 
     def _load(self, worker, problem, candidate, result) -> bool:
+        worker.freeze_between = True  # from its candidate's import on, it runs only inside a request (process.py)
         reply = worker.ask(self._load_request(problem, candidate.source), self.config.load_timeout)
         if "error" in reply:
             if reply.get("compile_error"):
@@ -332,7 +338,8 @@ class Supervisor:
         return {"op": "load", "problem_source": problem.source, "candidate_source": candidate_source,
                 "device": self.worker_device, "init_seed": self.init_seed,
                 "sizes": self.plan(problem).sizes.constants,
-                "build_cache": str(self.config.cache_dir / "inline"), "arch_list": self.arch_list,
+                "build_cache": str(inline_cache(self.config.cache_dir, candidate_source or "", self.arch_list)),
+                "arch_list": self.arch_list,
                 "gpu_memory_fraction": self._worker_fraction(problem), "exact_fp32": not self.policy.allow_tf32}
 
     def _worker_fraction(self, problem: Problem) -> float:

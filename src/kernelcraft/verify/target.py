@@ -90,7 +90,7 @@ def measure(sup, problem: Problem, unlocked=contextlib.nullcontext) -> Target:
     ref = sup.plan(problem)
     key = baseline_key(sup, problem)
     notes: list[str] = []
-    cached = sup.baselines.get(key)
+    cached = sup.baselines.get(key, notes)
     if cached is None or (sup.config.compile_baseline and cached[1] is None):
         scratch = Result(problem.name, "(baselines)", "torch", device=sup.device_name, policy=sup.policy.name)
         cached = speed.fresh_baselines(sup, problem, key, scratch, unlocked)

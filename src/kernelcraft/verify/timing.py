@@ -75,6 +75,8 @@ class TimedRun:
     event_ms: float  # sum of the event times over the same rounds
     mutations: int = 0  # changes made in place between calls
     lead_ms: float = 0.0  # the flush's device time: the host's lead before each timed call (0 on the CPU)
+    # per callable: the median of its calls on fully fresh inputs and of the others (`fresh_split`)
+    split: dict[str, dict] | None = None
 
 
 def _stats(samples: list[float], method: str) -> Timing:
@@ -119,6 +121,7 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
         batch[sample] = max(2, batch[sample])
 
     samples: dict[str, list[float]] = {name: [] for name in fns}
+    fresh: dict[str, list[bool]] = {name: [] for name in fns}  # whether each sample's call saw fully fresh inputs
     hosts: dict[str, list[float]] = {name: [] for name in fns}
     lead_ms = _device_ms(flush.zero_) if cuda else 0.0
     kept: list[Sample] = []
@@ -143,8 +146,10 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
             for call in range(batch[name]):
                 if mutate is not None:
                     seeds.append(secrets.randbits(62))
-                    mutate(inputs, seeds[-1])
+                    fresh[name].append(bool(mutate(inputs, seeds[-1])))
                     mutations += 1
+                else:
+                    fresh[name].append(False)
                 if cuda:
                     reset_l2()
                     flush.zero_()
@@ -174,6 +179,7 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
         if done or full or time.perf_counter() > deadline:
             break
     timings = {n: _stats(s, method) for n, s in samples.items()}
+    split = {n: fresh_split(samples[n], fresh[n]) for n in fns} if mutate is not None else None
     if cuda:  # the host's time a call, then the device's own: a few calls with the host's work queued well ahead
         per_ms = 1_000_000 / _device_ms(lambda: torch.cuda._sleep(1_000_000), 3)  # torch.cuda._sleep's cycles
         changed = list(seeds)  # every change made to the last round's inputs so far, in order
@@ -198,7 +204,17 @@ def time_interleaved(fns: dict[str, Callable], make_inputs: Callable[[int], list
                     kept[slot] = Sample(round_index, list(changed), _copy(out), device_only=True)
                 out = None
             timing.device_ms = statistics.median(ahead)
-    return TimedRun(timings, kept, round_index, wall_ms, event_ms, mutations, lead_ms)
+    return TimedRun(timings, kept, round_index, wall_ms, event_ms, mutations, lead_ms, split)
+
+
+def fresh_split(samples: list[float], fresh: list[bool]) -> dict:
+    """The median time of the calls that saw fully fresh inputs and of the others (None where there were none):
+    a candidate that corrects an earlier output where only part of an input changed is fast only on the others."""
+    on_fresh = [t for t, f in zip(samples, fresh) if f]
+    on_partial = [t for t, f in zip(samples, fresh) if not f]
+    return {"fresh_ms": statistics.median(on_fresh) if on_fresh else None,
+            "partial_ms": statistics.median(on_partial) if on_partial else None,
+            "fresh": len(on_fresh), "partial": len(on_partial)}
 
 
 def _event_time(work: Callable[[], object]) -> tuple[float, object]:

@@ -2,6 +2,10 @@
 
 Builds that take seconds go to the CPU build pool as soon as a job arrives; one supervisor per
 device takes the next job in order. `evaluate_many` returns results in the order of the jobs.
+
+The caches a verdict rests on (baselines, build outcomes) are authenticated and hidden from candidates
+(verify/trust.py). The harness's own files are checked after each evaluation and build (verify/integrity.py):
+once they changed, the evaluation in progress and every later one is a `verifier_error` (`harness_tampered`).
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildPool
 from kernelcraft.verify.config import VerifyConfig
 from kernelcraft.verify.guards import static_findings
+from kernelcraft.verify.integrity import HarnessTampered, Integrity
 from kernelcraft.verify.memory import MemoryNeed
 from kernelcraft.verify.supervisor import Supervisor
 from kernelcraft.verify.target import Target
+from kernelcraft.verify.trust import for_verifier, trusted_dir
 
 
 def resolve_devices(device: str = "auto") -> list[str]:
@@ -101,8 +107,11 @@ class Verifier(JobFront):
         self.config = config or VerifyConfig()
         self.devices = resolve_devices(device)
         cache = Path(self.config.cache_dir)
-        self.baselines = BaselineStore(cache / "baselines.json")
-        self.builds = BuildPool(cache, build_workers)
+        self.integrity = Integrity.of_harness() if self.config.harness_check else Integrity()
+        self.trust = for_verifier(cache, self.config.sandbox)
+        self.baselines = BaselineStore(trusted_dir(cache) / "baselines.json", self.trust)
+        self.builds = BuildPool(cache, build_workers, trust=self.trust, sandbox=self.config.sandbox,
+                                limits=self.config.limits, integrity=self.integrity)
         self.supervisors = [Supervisor(d, self.config, self.baselines, on_event) for d in self.devices]
         self._on_event = on_event or (lambda kind, info: None)
         self._todo: queue.Queue = queue.Queue()
@@ -139,7 +148,9 @@ class Verifier(JobFront):
         the baselines its candidates are compared with), on the least busy device: one judging no candidate and
         measuring no other target where there is one (a bench's runs, started together, ask at once; a supervisor
         measures after the candidate it is judging, so on one device they would wait for each other and for its
-        queue). Raises ProblemTooLarge."""
+        queue). Raises ProblemTooLarge, or HarnessTampered once the harness's files have changed."""
+        if self.integrity.check():
+            raise HarnessTampered(self.integrity.message())
         with self._lock:
             index = least_busy(len(self.supervisors), self._busy_since, self._targets)
             self._targets[index] += 1
@@ -181,7 +192,12 @@ class Verifier(JobFront):
             self._profiler = Profiler(str(sup.device), self.config.cache_dir, device_lock=self.config.device_lock)
         with sup.lock:  # never beside an evaluation of this process on the device
             sizes = sup.plan(problem).sizes.constants
-            return self._profiler.run(problem, candidate, sizes, exact_fp32=not sup.policy.allow_tf32)
+            try:
+                return self._profiler.run(problem, candidate, sizes, exact_fp32=not sup.policy.allow_tf32)
+            finally:
+                if candidate is not None:  # it ran outside the namespaces (profile/runner.py): it could read the key
+                    self.trust.rotate()
+                    self.integrity.check()
 
     def busy_seconds(self) -> float:
         """Device-seconds spent judging so far (jobs in progress counted up to now)."""
@@ -218,10 +234,15 @@ class Verifier(JobFront):
                 self._busy_since[index] = time.monotonic()
             self._on_event("devices", self.load())
             try:
-                waited = time.perf_counter()
-                outcome = build.result() if build is not None else None
-                waited = time.perf_counter() - waited
-                result = sup.evaluate(job.problem, job.candidate, outcome, ahead=self._todo.qsize(), build_wait=waited)
+                result = None  # none once the harness has changed: refused below
+                if not self.integrity.tampered:
+                    waited = time.perf_counter()
+                    outcome = build.result() if build is not None else None
+                    waited = time.perf_counter() - waited
+                    if not self.integrity.tampered:  # a build checks it too
+                        result = sup.evaluate(job.problem, job.candidate, outcome, ahead=self._todo.qsize(),
+                                              build_wait=waited)
+                        self._containment_notes(result, outcome)
             except Exception as exc:  # noqa: BLE001 - a verifier fault must not lose the job
                 result = Result(job.problem.name, job.candidate.name, job.candidate.backend,
                                 device=sup.device_name, policy=self.config.policy).fail(
@@ -230,5 +251,16 @@ class Verifier(JobFront):
                 with self._lock:
                     self._busy_s[index] += time.monotonic() - self._busy_since.pop(index)
                     self._judged[index] += 1
+            if self.integrity.check() or result is None:  # this evaluation too: it may have changed meanwhile
+                result = Result(job.problem.name, job.candidate.name, job.candidate.backend, device=sup.device_name,
+                                policy=self.config.policy).fail("verifier_error", "harness_tampered",
+                                                                self.integrity.message())
             future.set_result(result)
             self._on_event("devices", self.load())
+
+    def _containment_notes(self, result: Result, outcome) -> None:
+        """What the containment of this candidate's build, and of the trusted caches, could not do here."""
+        notes = [*(outcome.notes if outcome is not None else []), *([self.trust.note] if self.trust.note else [])]
+        if notes:
+            kept = result.containment.setdefault("notes", [])
+            kept.extend(n for n in notes if n not in kept)

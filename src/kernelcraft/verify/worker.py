@@ -201,24 +201,49 @@ class Worker:
         del blocks
 
     def do_profile(self, inputs):
-        """Which kernels one call runs (GPU: the profiler; CPU: Triton launches counted)."""
-        from kernelcraft.verify.attribution import count_triton_launches, declared_kernels, profile_call, triton_kernels
+        """Which kernels one call runs, and which of them the candidate's own code launched or built (GPU: the
+        profiler beside the candidate's recorded launches and its extensions' kernels; CPU: Triton launches counted).
+        The candidate's module is the one do_load imports its file as (attribution.CANDIDATE_MODULE)."""
+        from kernelcraft.backends import cuda_inline
+        from kernelcraft.verify.attribution import (CANDIDATE_MODULE, count_triton_launches, declared_kernels,
+                                                    profile_call, triton_kernels)
 
         declared = declared_kernels(self.candidate_source or "")
+        own = frozenset({CANDIDATE_MODULE})
         if self.device.type == "cuda":
-            return {"attribution": profile_call(self.call, inputs, declared).to_dict()}
+            return {"attribution": profile_call(self.call, inputs, declared, list(cuda_inline.BUILT_EXTENSIONS),
+                                                own).to_dict()}
         if not triton_kernels(self.candidate_source or ""):
             return {"attribution": None, "note": "kernel attribution: on the CPU only Triton launches can be "
                                                  "counted; not checked for this candidate"}
         with self.torch.no_grad():
-            return {"attribution": count_triton_launches(self.call, inputs, declared).to_dict()}
+            return {"attribution": count_triton_launches(self.call, inputs, declared, own).to_dict()}
 
-    def do_spin(self, inputs, calls):
-        """`calls` back-to-back calls, then a device-wide sync: the supervisor times this from outside."""
+    def do_stage(self, sets, slots):
+        """Hold the supervisor's input sets and output slots for the outside clock (`do_spin`): its memory, lent
+        once, whose values it rewrites (this process frozen) before every spin."""
+        self.staged = (sets, slots)
+        return {"ok": True}
+
+    def do_unstage(self):
+        self.staged = None
+        return {"ok": True}
+
+    def do_spin(self):
+        """One call on each staged input set, back to back, each output copied into its slot, then a device-wide
+        sync. The supervisor times this from outside, copies the slots inside its clock and checks them itself:
+        nothing this process says about the spin is believed."""
         torch = self.torch
+        sets, slots = self.staged
         with torch.no_grad():
-            for _ in range(calls):
-                self.call(*inputs)
+            for inputs, slot in zip(sets, slots):
+                out = self.call(*inputs)
+                outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+                if len(outputs) != len(slot):
+                    return {"error": f"a call returned {len(outputs)} outputs, {len(slot)} expected",
+                            "reason": "output_count"}
+                for output, into in zip(outputs, slot):
+                    into.copy_(output)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         return {"ok": True}
@@ -264,7 +289,7 @@ class Worker:
                             "device_only": sample.device_only})
         self.held = samples
         reply = {"timings": run.timings, "samples": samples, "rounds": run.rounds, "mutations": run.mutations,
-                 "wall_ms": run.wall_ms, "event_ms": run.event_ms, "memory": self._memory()}
+                 "wall_ms": run.wall_ms, "event_ms": run.event_ms, "memory": self._memory(), "split": run.split}
         run = None
         self._release()  # what the timing cached goes back, so the supervisor can check the samples
         return reply
@@ -324,6 +349,22 @@ def _end_with_parent(poll: float = 0.5) -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
+def _pin_cores() -> None:
+    """Every thread of this process on the cores its supervisor gives all its workers, baseline workers too
+    (`KERNELCRAFT_CPU_CORES`): a candidate that raises its thread count inside its own call gains no core the
+    baselines did not have. Threads started later inherit it; one that widens its own is found from outside
+    (containment.affinity_widened)."""
+    cores = os.environ.get("KERNELCRAFT_CPU_CORES")
+    if not cores:
+        return
+    cpus = {int(c) for c in cores.split(",")}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:
+            pass
+
+
 def main() -> None:
     address = sys.argv[1]
     key = bytes.fromhex(sys.stdin.readline().strip())
@@ -334,6 +375,7 @@ def main() -> None:
 def run(address: str, key: bytes, start: str) -> None:
     """Start up, connect to the supervisor at `address` with `key`, serve it, exit. A spawned worker comes here
     from `main`; one forked by the fork server (verify/forkserver.py) with its imports already done."""
+    _pin_cores()
     _end_with_parent()
     # where a start-up's time goes (seconds since the supervisor spawned this process), so a slow start can be told
     # apart: the interpreter and the package's imports (torch among them), CUDA's initialisation, CUPTI's

@@ -45,7 +45,7 @@ class Workers:
             except ForkServerError as exc:  # the server is gone: spawned workers from here on, and why
                 self.fork_failure = str(exc)
         return WorkerProcess(self.env, limits=self.config.limits, sandbox=self.config.sandbox,
-                             writable=[Path(self.config.cache_dir)], cuda_index=cuda_index)
+                             cache_dir=Path(self.config.cache_dir), cuda_index=cuda_index)
 
     def _fork_server(self) -> ForkServer | None:
         """The fork server workers come from under worker_start="fork", started on first use; None (spawned
@@ -54,9 +54,9 @@ class Workers:
             return None
         if self.fork_server is None:
             env, _ = worker_environment(self.env)
-            read_only, writable = sandbox_paths([Path(self.config.cache_dir)])
+            read_only, writable, hidden = sandbox_paths(cache_dir=Path(self.config.cache_dir))
             try:
-                self.fork_server = ForkServer(env, read_only, writable, sandbox=self.config.sandbox)
+                self.fork_server = ForkServer(env, read_only, writable, hidden, sandbox=self.config.sandbox)
             except ForkServerError as exc:
                 self.fork_failure = str(exc)
                 return None

@@ -3,7 +3,8 @@
 ncu starts the target (target.py) in a private directory, with the worker's scrubbed environment (no
 keys or tokens), in a process group of its own (a timeout kills ncu, the target and what it started) and
 under the worker's resource limits; not in the worker's network and mount namespaces (ncu and its target
-have not been tried inside them: in a run, only kernels the verifier has passed are profiled). The device's lock is held exclusively while ncu runs: its replays would
+have not been tried inside them: in a run, only kernels the verifier has passed are profiled). So a candidate's
+target could read the trusted caches' key: it is deleted after each (verify/trust.py, burn_key). The device's lock is held exclusively while ncu runs: its replays would
 disturb another process's timing, and theirs its counters.
 """
 
@@ -70,12 +71,14 @@ class Profiler:
         """One call of `candidate` (None: the reference) at `sizes` (the problem's module constants), profiled.
         Raises ProfileError with a one-line reason when no profile can be had."""
         from kernelcraft.verify.attribution import declared_kernels
+        from kernelcraft.verify.build import inline_cache
         from kernelcraft.verify.containment import Limits, preexec
         from kernelcraft.verify.process import worker_environment
 
         spec = {"problem_source": problem.source, "candidate_source": candidate.source if candidate else None,
                 "sizes": {n: repr(v) for n, v in (sizes or {}).items()}, "init_seed": 0, "input_seed": 1,
-                "build_cache": str(self.cache_dir / "inline"), "arch_list": self.arch_list, "exact_fp32": exact_fp32}
+                "build_cache": str(inline_cache(self.cache_dir, candidate.source if candidate else "", self.arch_list)),
+                "arch_list": self.arch_list, "exact_fp32": exact_fp32}
         target = "candidate" if candidate else "reference"
         with tempfile.TemporaryDirectory(prefix="kernelcraft-ncu-") as tmp:
             here = Path(tmp)
@@ -89,6 +92,10 @@ class Profiler:
                     done = run_command(cmd, here, env, self.timeout, preexec(Limits()))
             else:
                 done = run_command(cmd, here, env, self.timeout, preexec(Limits()))
+            if candidate is not None:  # it ran outside the namespaces: it could have read the caches' key
+                from kernelcraft.verify.trust import burn_key
+
+                burn_key()
             outcome_path = here / "target.json"
             outcome = json.loads(outcome_path.read_text()) if outcome_path.exists() else None
             log_tail = _tail(here / "target.log")

@@ -1,0 +1,95 @@
+"""The verifier's trust boundary on the CPU: classes 22 (harness reach-through), 25 (incremental recomputation) and 28
+(unfair machine) of ../shared/REWARD_HACKS.md. Every cheat here gets past the static rules (they are turned off: a
+determined candidate writes around them) and acts inside its own process, where the harness's timing, output copies and
+eager control also run; each must be caught by what the supervisor checks from outside (verify/judge.py
+outside_clock, stateless, _fair; verify/process.py's freezing), and each honest twin must pass.
+
+On 5509881 (before the outside clock), every cheat here came back `ok`: c22 at about 4x its real speed, c22b at
+hundreds of times (its calls handed back a kept output), c25 about 2x, c28 with a core its baselines never had.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelcraft.candidate import Candidate
+from kernelcraft.problems import load_problem
+from kernelcraft.verify import Job, TimingConfig, Verifier, VerifyConfig
+from kernelcraft.verify.baselines import BaselineStore
+from kernelcraft.verify.containment import cpu_seconds
+from kernelcraft.verify.supervisor import Supervisor
+
+FIXTURES = Path(__file__).parent / "fixtures"
+RELU, MATMUL = "level1/relu", "level1/matmul"
+
+# (fixture, problem, verdicts the cheat may get, reasons one of which it must carry)
+CHEATS = [
+    ("c22_reach_through_cheat", RELU, {"rejected"}, {"timing_tampered"}),
+    ("c22b_sample_copy_cheat", RELU, {"rejected", "incorrect"},
+     {"timing_tampered", "timing_output_mismatch", "stateful_output"}),
+    ("c25_incremental_update_cheat", MATMUL, {"rejected"}, {"stateful_output", "timing_tampered"}),
+    ("c28_unfair_machine_cheat", RELU, {"rejected"}, {"unfair_machine"}),
+]
+HONEST = [("c22_reach_through_honest", RELU), ("c22b_sample_copy_honest", RELU),
+          ("c25_incremental_update_honest", MATMUL), ("c28_unfair_machine_honest", RELU)]
+
+
+def _config(cache: Path) -> VerifyConfig:
+    # N=64: the Triton interpreter takes ~0.25 s a call at the matmul's SMALL_SIZES (197), too few timed calls
+    return VerifyConfig(small=True, sizes={"N": 64}, compile_baseline=False, trials=3, cache_dir=cache,
+                        static_guards=False, timing=TimingConfig(budget_s=0.3, min_samples=8))
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    names = [(name, problem) for name, problem, *_ in CHEATS] + HONEST
+    problems = {p: load_problem(p) for p in {RELU, MATMUL}}
+    with Verifier("cpu", _config(tmp_path_factory.mktemp("kc-trust"))) as verifier:
+        jobs = [Job(problems[p], Candidate.from_file(FIXTURES / f"{n}.py")) for n, p in names]
+        return {n: r for (n, _), r in zip(names, verifier.evaluate_many(jobs))}
+
+
+def _describe(r) -> str:
+    return f"status={r.status} reasons={r.reasons} message={r.message[:500]!r} outside={r.outside_clock}"
+
+
+@pytest.mark.parametrize("name,problem,statuses,reasons", CHEATS, ids=[c[0] for c in CHEATS])
+def test_cheat_is_caught_from_outside(verdicts, name, problem, statuses, reasons):
+    if name.startswith("c28") and os.cpu_count() < 2:
+        pytest.skip("one core: there is no other core to take")
+    result = verdicts[name]
+    assert result.status in statuses and reasons & set(result.reasons), _describe(result)
+    assert result.speedup_eager is None, _describe(result)
+
+
+@pytest.mark.parametrize("name,problem", HONEST, ids=[h[0] for h in HONEST])
+def test_honest_twin_passes_with_the_outside_clock(verdicts, name, problem):
+    result = verdicts[name]
+    assert result.status == "ok" and result.reasons == [], _describe(result)
+    assert result.speedup_eager is not None
+    clock = result.outside_clock
+    assert clock["checked"] >= clock["calls"] >= 1 and clock["per_call_ms"] <= clock["limit_ms"], _describe(result)
+
+
+def test_a_loaded_candidate_runs_only_inside_a_request(tmp_path):
+    """c28b's thread burns a core whenever it can: frozen between requests, it uses no CPU there (so nothing timed
+    meanwhile, a baseline on the same cores, is slowed), and it still answers the next request."""
+    sup = Supervisor("cpu", _config(tmp_path / "cache"), BaselineStore(tmp_path / "baselines.json"))
+    try:
+        problem = load_problem(RELU)
+        sup.plan(problem)
+        worker = sup.workers.take(0)
+        worker.ready()
+        source = (FIXTURES / "c28b_idle_burner_cheat.py").read_text()
+        worker.freeze_between = True
+        assert "error" not in worker.ask(sup._load_request(problem, source), 120)
+        before = cpu_seconds(worker.proc.pid)
+        time.sleep(0.5)
+        assert cpu_seconds(worker.proc.pid) - before < 0.05
+        assert worker.ask({"op": "unstage"}, 30) == {"ok": True}  # thawed for the request, frozen after it
+    finally:
+        sup.close()
