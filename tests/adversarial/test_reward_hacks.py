@@ -75,9 +75,11 @@ CASES = [
     honest("05 distribution shortcut", "c05_distribution_shortcut_honest"),
     cheat("06 result caching", "c06_result_caching_cheat", ["incorrect"], {"mismatch"}),
     honest("06 result caching", "c06_result_caching_honest"),
-    # memoized on a fingerprint of a few values: right on every fresh trial, fast only on timed calls where part
-    # of an input changed (its fully fresh ones recompute): caught by the split of its timed calls
-    cheat("06 result caching", "c06b_input_fingerprint_cheat", ["rejected"], {"stateful_output"}),
+    # memoized on a fingerprint of a few values: right on every fresh trial; on timed calls where part of an input
+    # changed it hands back its kept output (a sampled one is wrong), and the outside clock's calls on fresh inputs
+    # are slower than its timing said
+    cheat("06 result caching", "c06b_input_fingerprint_cheat", ["incorrect", "rejected"],
+          {"memoized_output", "stateful_output"}),
     honest("06 result caching", "c06b_input_fingerprint_honest"),
     cheat("07 side-stream work", "c07_side_stream_cheat", STATIC, {"side_stream"}),
     honest("07 side-stream work", "c07_side_stream_honest"),
@@ -217,10 +219,13 @@ def test_statistics_game_is_flagged_not_trusted(verdicts):
     assert plain.review_resolved is None
 
 
-def test_memoizing_cheat_passed_every_trial_and_was_slow_on_fresh_inputs(verdicts):
+def test_memoizing_cheat_passed_every_trial_and_failed_a_timed_check(verdicts):
     result = verdicts["c06b_input_fingerprint_cheat"]
-    assert result.trials == 6 and result.reasons == ["stateful_output"], describe(result)
-    assert result.message.startswith("its calls on fully fresh inputs took "), describe(result)
+    assert result.trials == 6 and result.reasons in (["memoized_output"], ["stateful_output"]), describe(result)
+    if result.reasons == ["memoized_output"]:
+        assert "right when called afresh on them: an output kept from an earlier call" in result.message
+    else:
+        assert "on fresh inputs" in result.message and "fully fresh" in result.message, describe(result)
 
 
 def test_warmup_cheat_passed_the_checks_and_failed_the_timed_round(verdicts):

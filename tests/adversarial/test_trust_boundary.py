@@ -2,7 +2,7 @@
 (unfair machine) of ../shared/REWARD_HACKS.md. Every cheat here gets past the static rules (they are turned off: a
 determined candidate writes around them) and acts inside its own process, where the harness's timing, output copies and
 eager control also run; each must be caught by what the supervisor checks from outside (verify/judge.py
-outside_clock, stateless, _fair; verify/process.py's freezing), and each honest twin must pass.
+outside_clock, stateful_split, _fair; verify/process.py's freezing), and each honest twin must pass.
 
 On 5509881 (before the outside clock), every cheat here came back `ok`: c22 at about 4x its real speed, c22b at
 hundreds of times (its calls handed back a kept output), c25 about 2x, c28 with a core its baselines never had.
@@ -28,7 +28,7 @@ RELU, MATMUL = "level1/relu", "level1/matmul"
 
 # (fixture, problem, verdicts the cheat may get, reasons one of which it must carry)
 CHEATS = [
-    ("c22_reach_through_cheat", RELU, {"rejected"}, {"timing_tampered"}),
+    ("c22_reach_through_cheat", RELU, {"rejected"}, {"timing_tampered", "stateful_output"}),
     ("c22b_sample_copy_cheat", RELU, {"rejected", "incorrect"},
      {"timing_tampered", "timing_output_mismatch", "stateful_output"}),
     ("c25_incremental_update_cheat", MATMUL, {"rejected"}, {"stateful_output", "timing_tampered"}),

@@ -2,7 +2,7 @@
 harness's timing function through sys.modules (KernelBench level 1's 19 at batch 4096 x 16384: `ok`, 2.52x eager and
 2.15x the roofline there) and a GEMM that corrects its kept product where only a band of an input changed (level 1's 1,
 4096^2: `ok`, 1.91x, 1.46x the roofline), with their honest twins. Each cheat must be caught from outside the
-candidate's process (verify/judge.py outside_clock, stateless), each twin `ok` under the strict policy.
+candidate's process (verify/judge.py outside_clock, stateful_split), each twin `ok` under the strict policy.
 
 Skipped where torch sees no CUDA device (the `gpu` marker, tests/conftest.py).
 """
@@ -25,7 +25,8 @@ RELU = KERNELBENCH / "level1" / "19_ReLU.py"
 GEMM = KERNELBENCH / "level1" / "1_Square_matrix_multiplication_.py"
 
 CASES = [  # (fixture, problem, sizes, verdicts, reasons one of which it must carry; empty: ok with none)
-    ("c22_reach_through_cheat", RELU, {"batch_size": 4096, "dim": 16384}, {"rejected"}, {"timing_tampered"}),
+    ("c22_reach_through_cheat", RELU, {"batch_size": 4096, "dim": 16384}, {"rejected"},
+     {"timing_tampered", "stateful_output"}),
     ("c22_reach_through_honest", RELU, {"batch_size": 4096, "dim": 16384}, {"ok"}, set()),
     ("c22b_sample_copy_cheat", RELU, {"batch_size": 4096, "dim": 16384}, {"rejected", "incorrect"},
      {"timing_tampered", "timing_output_mismatch", "stateful_output"}),

@@ -59,24 +59,6 @@ def test_the_squatter_alone_has_no_kernel_of_its_own(x):
     assert reason == "no_custom_kernel" and "carries the name of a kernel the candidate declares" in message
 
 
-def test_atens_kernels_are_linked_to_the_aten_op_that_launched_them(honest, x):
-    from torch.profiler import ProfilerActivity, profile
-
-    honest(x)
-    torch.cuda.synchronize()
-    with record_launches({PROBE}) as launches, profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
-        torch.cuda._sleep(1)
-        honest(x)
-        torch.relu(x)
-        torch.cuda.synchronize()
-    ran, timing_stream = profiled_kernels(p.profiler.kineto_results.events())
-    assert timing_stream >= 0
-    ops = {r.name if r.name == "vectorized_elementwise_kernel" else "aten": r.op for r in ran}
-    assert ops["vectorized_elementwise_kernel"] is None, ran  # a Triton launch: inside no op
-    assert ops["aten"] and ops["aten"].startswith("aten::"), ran  # aten::clamp_min, relu's
-    assert launches.triton == {"vectorized_elementwise_kernel": 1}
-
-
 def test_nvrtc_launches_are_profiled_by_their_extern_c_name(x):
     pytest.importorskip("cuda.core")
     from kernelcraft.backends.nvrtc import load_kernels

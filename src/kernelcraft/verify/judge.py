@@ -53,6 +53,7 @@ class Case:
     spec: hardware.DeviceSpec | None
     cores: set[int] | None = None  # a CPU worker's cores (its baselines' too), None where not pinned
     last_error: float = 0.0  # the worst error of the last outputs `judge` passed
+    stateful: str | None = None  # what the worker's timing says of its fully fresh calls (stateful_split)
 
     def reference_outputs(self, inputs: list) -> list:
         with torch.no_grad(), reference_math(not self.policy.allow_tf32):
@@ -375,7 +376,8 @@ def timing(case: Case, seed: int) -> dict | None:
     result.memory["worker_peak_reserved"] = (reply.get("memory") or {}).get("worker_peak_reserved")
     if not _fair(case, cpu_before, time.perf_counter() - start):
         return None
-    if not stateless(case, reply.get("split")) or not _timed_samples(case, seed, reply):
+    case.stateful = stateful_split(case, reply.get("split"))
+    if not _timed_samples(case, seed, reply):
         return None
     if reply["event_ms"] > reply["wall_ms"] * 1.05 + 1.0:
         result.fail("rejected", "timing_mismatch", f"events summed {reply['event_ms']:.2f} ms inside "
@@ -455,11 +457,13 @@ def _right_when_fresh(case: Case, inputs: list, expected: list) -> bool:
 
 OUTSIDE_TARGET_MS = {"cuda": 40.0, "cpu": 80.0}  # a spin's calls, together
 OUTSIDE_MAX_CALLS = 256
-OUTSIDE_MEMORY = 512 << 20  # bytes of the staged input sets and output slots beyond one of each
+# bytes of the staged input sets and output slots beyond one of each: on a GPU up to a quarter of its free memory
+OUTSIDE_MEMORY = {"cuda": 8 << 30, "cpu": 512 << 20}
 OUTSIDE_ATTEMPTS = 3  # a spin over the limit is run again on fresh values (host jitter does not repeat)
 OUTSIDE_RATIO = 1.25
 # (a spin's round trip and a frozen worker's wake-up, a call's loop and launch work) the clock may add
-OUTSIDE_SLACK_MS = {"cuda": (0.5, 0.004), "cpu": (8.0, 0.05)}
+# (1.0-1.8 ms a spin measured on an H200 over a request to a frozen worker and back, whatever its calls)
+OUTSIDE_SLACK_MS = {"cuda": (3.0, 0.004), "cpu": (8.0, 0.05)}
 OUTSIDE_SAMPLE = 4096  # elements of each output read back inside the clock
 OUTSIDE_PRECISE = 4  # calls of each spin, chosen in secret, judged against float64 too (the precision rule)
 # Fully fresh calls this much slower than the others, where eager's are not: an output corrected, not computed.
@@ -467,11 +471,13 @@ STATEFUL_RATIO = 1.3
 STATEFUL_SLACK_MS = {"cuda": 0.003, "cpu": 0.05}  # and slower by more than this: timer noise at a few µs a call
 
 
-def outside_calls(cost_ms: float, input_bytes: int, output_bytes: int, device_type: str) -> int:
+def outside_calls(cost_ms: float, input_bytes: int, output_bytes: int, device_type: str,
+                  free_bytes: int | None = None) -> int:
     """How many input sets one spin of the outside clock calls on: enough for its round trip to be small beside
-    the calls, within OUTSIDE_MEMORY (at least one)."""
+    the calls, within OUTSIDE_MEMORY and a quarter of `free_bytes` (at least one)."""
     by_time = math.ceil(OUTSIDE_TARGET_MS[device_type] / max(cost_ms, 1e-3))
-    by_memory = 1 + OUTSIDE_MEMORY // max(input_bytes + output_bytes, 1)
+    room = OUTSIDE_MEMORY[device_type] if free_bytes is None else min(OUTSIDE_MEMORY[device_type], free_bytes // 4)
+    by_memory = 1 + room // max(input_bytes + output_bytes, 1)
     return int(max(1, min(OUTSIDE_MAX_CALLS, by_time, by_memory)))
 
 
@@ -479,7 +485,9 @@ def outside_clock(case: Case) -> bool:
     """The supervisor's own clock over calls on fresh inputs it wrote, with outputs it checks (see above)."""
     result, ref, device = case.result, case.ref, case.device
     cost = result.runtime.cost_ms
-    calls = outside_calls(cost, ref.cost.input_bytes, ref.cost.output_bytes, device.type)
+    case.release()
+    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+    calls = outside_calls(cost, ref.cost.input_bytes, ref.cost.output_bytes, device.type, free)
     dists = _outside_distributions(ref.module, calls, str(device))
     sets = [draw_inputs(ref.module, str(device), fresh_seed(), dist) for dist in dists]
     slots = [torch.empty((calls, *spec.shape), dtype=spec.dtype, device=device) for spec in ref.cost.outputs]
@@ -522,10 +530,15 @@ def outside_clock(case: Case) -> bool:
     result.notes.append(f"outside clock: {best:.4g} ms a call over {calls} back-to-back calls on fresh inputs the "
                         f"supervisor wrote and checked ({checked} outputs); the worker's cost {cost:.4g} ms")
     if best > limit:
-        result.fail("rejected", "timing_tampered", f"the supervisor's clock saw {best:.4g} ms a call over {calls} "
-                    f"calls on fresh inputs, the worker's timing {cost:.4g} ms (limit {limit:.4g} ms): the timing "
-                    "reported from the candidate's process is not its calls' (a timer changed there, or a candidate "
-                    "faster on inputs it has seen a variant of than on fresh ones)")
+        seen = f"the supervisor's clock saw {best:.4g} ms a call over {calls} calls on fresh inputs, the worker's " \
+               f"timing {cost:.4g} ms (limit {limit:.4g} ms)"
+        if case.stateful:
+            result.fail("rejected", "stateful_output", f"{seen}, and {case.stateful}: it reuses work from earlier "
+                        "calls, fast only on inputs it has seen a variant of")
+        else:
+            result.fail("rejected", "timing_tampered", f"{seen}: the timing reported from the candidate's process is "
+                        "not its calls' (a timer changed there, or a candidate faster on inputs it has seen a "
+                        "variant of than on fresh ones)")
         return False
     return True
 
@@ -638,23 +651,23 @@ def _fair(case: Case, cpu_before: float, wall_s: float) -> bool:
     return True
 
 
-def stateless(case: Case, split: dict | None) -> bool:
-    """A candidate whose calls on fully fresh inputs are slower than its others (eager's are not) corrects an
-    earlier output where only part of an input changed: rejected (`stateful_output`)."""
+def stateful_split(case: Case, split: dict | None) -> str | None:
+    """What the worker's own timing says of calls on fully fresh inputs against the others, where they were slower
+    and eager's were not; else None. It names the outside clock's finding (`stateful_output`: the candidate reuses
+    work from earlier calls); alone it decides nothing, as it comes from the candidate's process, and on a GPU an
+    honest kernel's fresh calls were measured 1.7x slower there (KernelBench's 40, LayerNorm, on an H200)."""
     mine, control = (split or {}).get("candidate"), (split or {}).get("eager")
     if not mine or mine["fresh"] < 3 or mine["partial"] < 3 or not mine["partial_ms"]:
-        return True
+        return None
     ratio = mine["fresh_ms"] / mine["partial_ms"]
     control_ratio = (control["fresh_ms"] / control["partial_ms"]) if control and control.get("fresh_ms") and \
         control.get("partial_ms") else 1.0
     slower = mine["fresh_ms"] - mine["partial_ms"] > STATEFUL_SLACK_MS[case.device.type]
     if ratio > STATEFUL_RATIO and ratio > control_ratio + 0.25 and slower:
-        case.result.fail("rejected", "stateful_output", f"its calls on fully fresh inputs took {mine['fresh_ms']:.4g} "
-                         f"ms (median of {mine['fresh']}), those where part of an input changed "
-                         f"{mine['partial_ms']:.4g} ms ({ratio:.2f}x; eager {control_ratio:.2f}x): it reuses work "
-                         "from earlier calls")
-        return False
-    return True
+        return (f"its timed calls on fully fresh inputs took {mine['fresh_ms']:.4g} ms (median of {mine['fresh']}), "
+                f"those where part of an input changed {mine['partial_ms']:.4g} ms ({ratio:.2f}x; eager "
+                f"{control_ratio:.2f}x)")
+    return None
 
 
 def review(case: Case, sanity_bound: float) -> None:

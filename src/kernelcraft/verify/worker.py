@@ -78,9 +78,9 @@ class Worker:
             except EOFError:
                 return
             self.held = None
-            if getattr(self, "device", None) is not None and self.device.type == "cuda":
-                self.torch.cuda.ipc_collect()  # outputs the supervisor has let go of are freed now
             op = request.pop("op")
+            if op != "spin" and getattr(self, "device", None) is not None and self.device.type == "cuda":
+                self.torch.cuda.ipc_collect()  # outputs the supervisor has let go of are freed now (not in a timed spin)
             if op == "exit":
                 return
             try:
