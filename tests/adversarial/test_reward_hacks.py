@@ -198,6 +198,22 @@ def test_every_class_has_a_cheat_and_an_honest_twin():
         assert {p.stem for p in cheats + twins} <= covered, n
 
 
+def test_the_trust_boundarys_classes_have_a_cheat_and_an_honest_twin_each_judged():
+    """Classes 22-29 are judged in their own files (the trust boundary, caches, precision, attribution): every
+    fixture of theirs is named in one of those files."""
+    judged = "".join((HERE / f"test_{name}.py").read_text() for name in
+                     ("trust_boundary", "cache_hacks", "precision_hacks", "attribution_hacks"))
+    for n in range(22, 30):
+        cheats = sorted(FIXTURES.glob(f"c{n:02d}*_cheat.py"))
+        twins = sorted(FIXTURES.glob(f"c{n:02d}*_honest.py"))
+        assert cheats and twins, n
+        for path in cheats + twins:
+            first = path.read_text().splitlines()[0]
+            assert first.startswith(f"# Hack class {n} ("), path.name
+            assert ("CHEAT" in first) == path.stem.endswith("_cheat"), path.name
+            assert path.stem in judged or path.stem.rsplit("_", 1)[0] in judged, path.name
+
+
 def test_relaxed_policy_admits_the_precision_downgrade_and_says_so(verdicts):
     strict = verdicts["c16_precision_downgrade_cheat"]
     relaxed = verdicts["c16_precision_downgrade_cheat[relaxed]"]
