@@ -9,6 +9,9 @@ own clock over calls on fresh inputs it wrote, outputs it checks) → `review`.
 
 Memory: a trial holds its inputs (no private copy: a keyed fingerprint proves them unchanged), the
 reference's outputs and the candidate's, and lets them go before the next trial is drawn.
+
+Over 400 lines on purpose for now: the trusted checks of an evaluation are read as one. The outside clock
+(`outside_clock` and its helpers, about 200 lines) is the next part to move into a module of its own.
 """
 
 from __future__ import annotations

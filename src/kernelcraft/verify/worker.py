@@ -5,6 +5,9 @@ forked by its fork server (verify/forkserver.py) with the imports done, it loads
 supervisor sends (CUDA IPC on a GPU, shared memory on the CPU) and hand back its outputs; time the
 candidate beside the reference. It never sees a reference output or a correctness seed: those stay
 with the supervisor, which judges what comes back.
+
+Over 400 lines on purpose: this is the one process that runs candidate code, and everything it does there is
+kept in one file so that it can be read whole.
 """
 
 from __future__ import annotations
