@@ -15,7 +15,12 @@ from kernelcraft.propose.builtin.plan import Op
 LOG2E = 1.4426950408889634
 
 _KEYS = '''
-# key tiles [lo, hi): scores in base 2, the running max m_i and sum l_i updated, acc rescaled and += p @ v.
+# key tiles [lo, hi): the running max m_i and sum l_i updated, acc rescaled and += p @ v. Unless SCALED_Q (the
+# scores come scaled, in base 2, from the scaled query tile) the max is of the raw scores (negated when the scale
+# is negative: NEG) and the scale applied to each score's difference from it, exp2((s - m) * qk_scale): the row's
+# largest score weighs exactly 1 and a near-tie's weight carries the rounding of its difference only. Scaling
+# each score first leaves exp2(s * c - m) to the compiler, which fuses it into one FMA whose unrounded product no
+# longer meets m: at scores of 1e5 that alone put up to 0.5% on every weight.
 # MASKED tiles drop keys past S and, when CAUSAL, keys past each query (top-left: key j is seen by query i iff
 # j <= i); the others lie wholly inside both bounds and take no mask on the scores
 re = tl.arange(0, E_PAD)
@@ -25,8 +30,8 @@ for n0 in range(lo, hi, BLOCK_N):
     kt = tl.load(k_base + rn.to(tl.int64)[None, :] * s_kn + re[:, None] * s_ke,
                  mask=(rn < S)[None, :] & (re < E)[:, None], other=0.0)
     s = tl.dot(q, kt, input_precision=PREC)
-    if not SCALED_Q:
-        s = s * qk_scale
+    if NEG and not SCALED_Q:
+        s = -s
     if MASKED:
         keep = (rn < S)[None, :]
         if CAUSAL:
@@ -34,8 +39,14 @@ for n0 in range(lo, hi, BLOCK_N):
         s = tl.where(keep, s, -float("inf"))
     # every row sees key 0 in the first tile it visits, so m_new is finite and no -inf - -inf arises
     m_new = tl.maximum(m_i, tl.max(s, 1))
-    p = tl.exp2(s - m_new[:, None])
-    alpha = tl.exp2(m_i - m_new)
+    if SCALED_Q:
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+    else:  # a zero scale weighs every key alike: -inf * 0 would be NaN, so the masked and the first max go by where
+        p = tl.exp2((s - m_new[:, None]) * qk_scale)
+        if MASKED:
+            p = tl.where(keep, p, 0.0)
+        alpha = tl.where(m_i == -float("inf"), 0.0, tl.exp2((m_i - m_new) * qk_scale))
     l_i = l_i * alpha + tl.sum(p, 1)
     v = tl.load(v_base + rn.to(tl.int64)[:, None] * s_vn + rv[None, :] * s_ve,
                 mask=(rn < S)[:, None] & (rv < EV)[None, :], other=0.0)
@@ -60,7 +71,10 @@ rv = tl.arange(0, EV_PAD)
 q = tl.load(q_ptr + bid * s_qb + rm.to(tl.int64)[:, None] * s_qm + re[None, :] * s_qe,
             mask=(rm < L)[:, None] & (re < E)[None, :], other=0.0)
 if SCALED_Q:  # scale * log2 e applied once to the tile, not to every score
-    q = (q.to(tl.float32) * qk_scale).to(q.dtype)
+    if NEG:
+        q = (q.to(tl.float32) * -qk_scale).to(q.dtype)
+    else:
+        q = (q.to(tl.float32) * qk_scale).to(q.dtype)
 m_i = tl.full([BLOCK_M], -float("inf"), tl.float32)
 l_i = tl.zeros([BLOCK_M], tl.float32)
 acc = tl.zeros([BLOCK_M, EV_PAD], tl.float32)
@@ -74,9 +88,9 @@ else:
 k_base = k_ptr + bid * s_kb
 v_base = v_ptr + bid * s_vb
 acc, l_i, m_i = $keys(acc, l_i, m_i, q, k_base, v_base, rm, 0, mid, S, E, EV, s_kn, s_ke, s_vn,
-                                  s_ve, qk_scale, BLOCK_N, E_PAD, EV_PAD, False, CAUSAL, SCALED_Q, PREC)
+                                  s_ve, qk_scale, BLOCK_N, E_PAD, EV_PAD, False, CAUSAL, SCALED_Q, NEG, PREC)
 acc, l_i, m_i = $keys(acc, l_i, m_i, q, k_base, v_base, rm, mid, hi, S, E, EV, s_kn, s_ke, s_vn,
-                                  s_ve, qk_scale, BLOCK_N, E_PAD, EV_PAD, True, CAUSAL, SCALED_Q, PREC)
+                                  s_ve, qk_scale, BLOCK_N, E_PAD, EV_PAD, True, CAUSAL, SCALED_Q, NEG, PREC)
 out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]  # S == 0: no keys, zeros (softmax of nothing @ v)
 tl.store(o_ptr + bid * s_ob + rm.to(tl.int64)[:, None] * s_om + rv[None, :] * s_oe, out.to(o_ptr.dtype.element_ty),
          mask=(rm < L)[:, None] & (rv < EV)[None, :])
@@ -94,7 +108,9 @@ q3, k3, v3, o3 = (t.reshape(batch, t.shape[-2], t.shape[-1]) for t in (q, k, v, 
 # Ev padded to at least 32 (16-bit inputs, E padded to 32 and Ev to 16, came out wrong on an H100 with Triton 3.6)
 e_pad, ev_pad = max(16, triton.next_power_of_2(E)), max(32, triton.next_power_of_2(EV))
 prec = "$prec" if q.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
-qk_scale = $scale * $log2e  # softmax in base 2
+qk_scale = $scale * $log2e  # softmax in base 2; the kernels take its size and, as NEG, its sign
+neg = qk_scale < 0
+qk_scale = -qk_scale if neg else qk_scale
 if $wide:  # rows too wide for the fused kernel's registers (unfused.py)
 $unfused
 bm, bn, warps = $bm, $bn, $warps
@@ -123,16 +139,16 @@ def flash(op: Op, p, names: Names) -> Rendered:
     keys = TritonKernel(names("kc_attention_keys"),
                         ("acc", "l_i", "m_i", "q", "k_base", "v_base", "rm", "lo", "hi", "S", "E", "EV", "s_kn",
                          "s_ke", "s_vn", "s_ve", "qk_scale"),
-                        ("BLOCK_N", "E_PAD", "EV_PAD", "MASKED", "CAUSAL", "SCALED_Q", "PREC"), _KEYS)
+                        ("BLOCK_N", "E_PAD", "EV_PAD", "MASKED", "CAUSAL", "SCALED_Q", "NEG", "PREC"), _KEYS)
     kernel = TritonKernel(names("kc_attention_kernel"),
                           ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "L", "S", "E", "EV", "qk_scale", *STRIDES),
-                          ("BLOCK_M", "BLOCK_N", "E_PAD", "EV_PAD", "CAUSAL", "SCALED_Q", "PREC"),
+                          ("BLOCK_M", "BLOCK_N", "E_PAD", "EV_PAD", "CAUSAL", "SCALED_Q", "NEG", "PREC"),
                           _ATTENTION.substitute(keys=keys.name))
     fold = "q.dtype == torch.float32" if p.fold_q else "False"  # 16-bit tiles scale the scores instead
     launch = kernel.launch("grid", ["q3", "k3", "v3", "o3", "L", "S", "E", "EV", "qk_scale",
                                     *(f"{t}3.stride({i})" for t in "qkvo" for i in range(3))],
                            {"BLOCK_M": "bm", "BLOCK_N": "bn", "E_PAD": "e_pad", "EV_PAD": "ev_pad",
-                            "CAUSAL": bool(d.get("causal")), "SCALED_Q": fold, "PREC": "prec"},
+                            "CAUSAL": bool(d.get("causal")), "SCALED_Q": fold, "NEG": "neg", "PREC": "prec"},
                            num_warps="warps", num_stages=int(p.num_stages))
     k_view = "\nk = k.transpose(-2, -1)  # passed as k^T (..., E, S): its strides read as k's" if d.get("k_t") else ""
     wide_kernels, wide = unfused.body(bool(d.get("causal")), p, names)
