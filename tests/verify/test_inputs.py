@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kernelcraft.problems import load_problem
-from kernelcraft.verify.inputs import (DISTRIBUTIONS, PERTURBATION, SPREAD, distributions_for, draw_inputs,
+from kernelcraft.verify.inputs import (DISTRIBUTIONS, NUDGE_ULPS, PERTURBATION, SPREAD, distributions_for, draw_inputs,
                                        fresh_seed, one_signed, perturbed, precision_rotation)
 from tests.helpers import FIXTURES
 
@@ -173,6 +173,16 @@ def test_perturbed_inputs_are_copies_off_by_at_most_a_percent_with_signs_and_zer
     ratio = near[x != 0] / x[x != 0]
     assert (ratio - 1).abs().max() <= PERTURBATION * (1 + 1e-6) and (ratio != 1).float().mean() > 0.99
     assert (near[x == 0] == 0).all() and torch.equal(torch.sign(near), torch.sign(x))
+
+
+def test_a_nudge_moves_each_element_by_a_few_units_of_its_own_roundoff():
+    x = torch.randn(200, 30)
+    for dtype in (torch.float32, torch.float16, torch.float64):
+        t = x.to(dtype)
+        (near,) = perturbed([t], torch.Generator().manual_seed(1), ulps=NUDGE_ULPS)
+        ratio = (near.double() / t.double())
+        bound = (NUDGE_ULPS + 1) * torch.finfo(dtype).eps  # the product rounded once more
+        assert (ratio - 1).abs().max() <= bound and (ratio != 1).double().mean() > 0.5, dtype
 
 
 def test_real_problem_inputs():

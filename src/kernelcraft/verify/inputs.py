@@ -16,8 +16,10 @@ off by 1e-5 to 7e-5 of the output, inside a 1e-4 tolerance, under every distribu
 1 to 10^-16, so a sum is carried by a few of its terms and an operand's rounding is a rounding of the
 output (bf16: ~1e-3 of an element; TF32: ~1e-4 where K <= ~4096; fp32: a few ulps). The values stay where
 the problem's own distribution puts them ([0, 1) for torch.rand: only scaled down), signs and zeros kept.
-`perturbed` moves each element by up to 1%: fp32 and float64 runs of the reference on such inputs sample
-its own rounding (check.compare_exact).
+`perturbed` moves each element by up to 1%, or by up to a few units of its own roundoff (`ulps`): fp32 and
+float64 runs of the reference on such inputs sample its own rounding (check.compare_exact); the first land
+the exact output afresh on fp32's grid, the second keep an ill-conditioned element as ill-conditioned as
+the drawn one (a softmax's near tie, which a 1% move of the inputs takes elsewhere).
 """
 
 from __future__ import annotations
@@ -69,21 +71,25 @@ def precision_rotation(module, distributions: tuple[str, ...], inputs: list) -> 
 
 
 PERTURBATION = 2.0 ** -7  # relative, at most: moves an ill-conditioned output across its rounding grid
+NUDGE_ULPS = 16  # a nudge: up to this many units of an element's roundoff, where its conditioning stays as drawn
 
 
-def perturbed(inputs: list, generator: torch.Generator, relative: float = PERTURBATION) -> list:
+def perturbed(inputs: list, generator: torch.Generator, relative: float = PERTURBATION, ulps: int | None = None) -> list:
     """Copies of the floating tensor inputs with every element multiplied by its own factor in (1 − relative,
-    1 + relative) (signs and zeros kept; the other inputs as they are): a problem next to the drawn one, where the
-    reference's rounding lands afresh. An fp32 run and a float64 run on it give one sample of that rounding
-    (judge.Case.rounding_noise)."""
+    1 + relative), or with `ulps`, (1 − ulps·eps, 1 + ulps·eps) for the input's dtype (signs and zeros kept; the
+    other inputs as they are): a problem next to the drawn one, where the reference's rounding lands afresh. An
+    fp32 run and a float64 run on it give one sample of that rounding (judge.Case.rounding_noise)."""
     out = []
     for x in inputs:
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
             out.append(x)
             continue
+        if ulps is not None:
+            relative = ulps * torch.finfo(x.dtype).eps
         y = torch.empty_like(x)
         for part, into in slices(x, y):
-            factor = 1 + relative * (2 * torch.rand(part.shape, generator=generator, device=part.device) - 1)
+            wide = torch.float64 if part.dtype == torch.float64 else torch.float32  # a float64 nudge needs float64
+            factor = 1 + relative * (2 * torch.rand(part.shape, generator=generator, device=part.device, dtype=wide) - 1)
             into.copy_(part * factor.to(part.dtype))
         out.append(y)
     return out

@@ -21,8 +21,8 @@ class Policy:
     # output's rms (an element too small to carry a relative error of its own).
     rounding_factor: float = 10.0
     # The reference's own rounding at an element: the largest error of torch's output and of this many more fp32
-    # runs of the reference, each against float64 on inputs perturbed by up to 1% (one error can be near zero by
-    # chance, or by where the exact value falls on fp32's grid).
+    # runs of the reference, each against float64 on inputs perturbed by up to 1% or, every other run, by a few
+    # ulps (one error can be near zero by chance, or by where the exact value falls on fp32's grid).
     rounding_samples: int = 8
     noise_floor: float = 256.0
     # Rule "precision": every trial's fp32 outputs are judged against float64 as above, not only those that fail
