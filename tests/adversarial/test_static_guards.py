@@ -88,3 +88,74 @@ def test_a_modules_eval_method_is_not_the_builtin():
 ])
 def test_rule_variants(snippet, reason):
     assert reason in {f.reason for f in static_findings(snippet)}
+
+
+USER_FILE = '''import sys
+import os
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        setattr(self, "act", nn.ReLU())
+
+    def forward(self, x):
+        return self.act(x)
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=offs < n), 0.0), mask=offs < n)
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        return y
+'''
+
+
+def test_the_problems_own_statements_are_the_users_and_not_read():
+    """apply's reassembled model carries the user's file (torch.manual_seed, sys, setattr): against that file as
+    the problem, its unchanged statements are not read for rules; without it, the same text is refused."""
+    candidate = USER_FILE + KERNEL
+    assert {f.reason for f in static_findings(candidate)} >= {"static_introspection", "seed_prediction",
+                                                              "static_patching"}
+    assert static_findings(candidate, trusted=USER_FILE) == []
+
+
+@pytest.mark.parametrize("added, reason", [
+    ("torch.manual_seed(1)\n", "seed_prediction"),  # a statement of the file's, repeated by the candidate
+    ("def peek():\n    return sys.modules\n", "static_introspection"),  # sys, which only the file imports
+    ("import gc\n", "static_introspection"),
+    ("class Other(nn.Module):\n    def __init__(self):\n        super().__init__()\n        setattr(self, 'a', 1)\n",
+     "static_patching"),
+])
+def test_what_the_candidate_adds_beside_the_users_file_is_read(added, reason):
+    candidate = USER_FILE + KERNEL + "\n" + added
+    found = static_findings(candidate, trusted=USER_FILE)
+    assert reason in {f.reason for f in found}, found
+
+
+def test_a_changed_statement_of_the_users_file_is_the_candidates():
+    changed = USER_FILE.replace("return self.act(x)", "setattr(torch, 'relu', None)\n        return self.act(x)")
+    found = static_findings(changed + KERNEL, trusted=USER_FILE)
+    assert "static_patching" in {f.reason for f in found}, found

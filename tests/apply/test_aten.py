@@ -36,3 +36,23 @@ def test_export_graph_reads_as_torch_and_computes_the_same():
     layer_norm = next(n for n in gm.graph.nodes if n.target is F.layer_norm)
     assert len(layer_norm.args) == 5  # cudnn_enable, which picks an implementation, dropped
     torch.testing.assert_close(gm(x), want)
+
+
+def test_no_entry_passes_a_keyword_only_argument_by_position():
+    """Each torch call takes positionally no more of the schema's leading arguments than the schema does (a
+    keyword-only one, gelu's `approximate`, passed by position raised TypeError in the model)."""
+    from kernelcraft.apply.aten import TORCH
+    for overload, (_, positional) in TORCH.items():
+        leading = overload._schema.arguments[:positional]
+        assert not any(a.kwarg_only for a in leading), (overload, [a.name for a in leading])
+
+
+def test_a_tanh_gelu_from_export_runs_as_torch():
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.GELU(approximate="tanh")).eval(), torch.randn(4, 8)
+    gm = torch.export.export(model, (x,)).run_decompositions({}).module()
+    want = gm(x)
+    torch_level(gm.graph)
+    gm.recompile()
+    gelu = next(n for n in gm.graph.nodes if n.target is F.gelu)
+    assert gelu.kwargs == {"approximate": "tanh"} and len(gelu.args) == 1
+    torch.testing.assert_close(gm(x), want)

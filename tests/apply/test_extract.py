@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from kernelcraft.apply import CaptureError, compose, extract_model, observe, write_problems
 from kernelcraft.problems import load_problem
@@ -220,3 +221,27 @@ class _MaxParts(nn.Module):  # torch.max over a dim returns (values, indices): p
 def test_a_reduction_takes_the_pointwise_ops_only_it_reads_and_the_parts_it_returns(model, inputs, expected, tmp_path):
     extraction = _check_regions(model, inputs, tmp_path, "m")
     assert sorted((r.name, r.nodes) for r in extraction.regions) == sorted(expected)
+
+
+class _PreNormMLP(nn.Module):
+    """LayerNorm -> Linear -> GELU (tanh) -> Linear, residual, softmax head: F.gelu's `approximate` is keyword-only,
+    and the lowered nn.GELU passed it by position (TypeError: gelu() takes 1 positional argument but 2 were given)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm, self.fc1, self.act = nn.LayerNorm(16), nn.Linear(16, 32), nn.GELU(approximate="tanh")
+        self.fc2, self.head = nn.Linear(32, 16), nn.Linear(8, 5)
+        self.pool, self.slope = nn.AvgPool1d(2, ceil_mode=True), nn.LeakyReLU(0.1)
+
+    def forward(self, x):
+        x = x + self.fc2(self.act(self.fc1(self.norm(x))))
+        return torch.softmax(self.head(self.slope(self.pool(x))), dim=-1)
+
+
+def test_module_leaves_pass_their_settings_by_keyword(tmp_path):
+    torch.manual_seed(0)
+    extraction = _check_regions(_PreNormMLP().eval(), [torch.randn(2, 7, 16)], tmp_path, "prenorm")
+    assert extraction.method == "fx"
+    calls = {n.target: n for n in extraction.graph_module.graph.nodes if n.op == "call_function"}
+    assert calls[F.gelu].kwargs == {"approximate": "tanh"} and len(calls[F.gelu].args) == 1
+    assert calls[F.avg_pool1d].kwargs["ceil_mode"] is True

@@ -20,17 +20,17 @@ aten = torch.ops.aten
 TORCH = {
     aten.linear.default: (F.linear, 3), aten.layer_norm.default: (F.layer_norm, 5),
     aten.conv2d.default: (F.conv2d, 7), aten.matmul.default: (torch.matmul, 2), aten.bmm.default: (torch.bmm, 2),
-    aten.mm.default: (torch.mm, 2), aten.add.Tensor: (torch.add, 3), aten.sub.Tensor: (torch.sub, 3),
+    aten.mm.default: (torch.mm, 2), aten.add.Tensor: (torch.add, 2), aten.sub.Tensor: (torch.sub, 2),
     aten.mul.Tensor: (torch.mul, 2), aten.div.Tensor: (torch.div, 2), aten.pow.Tensor_Scalar: (torch.pow, 2),
     aten.pow.Tensor_Tensor: (torch.pow, 2), aten.tanh.default: (torch.tanh, 1), aten.relu.default: (torch.relu, 1),
-    aten.sigmoid.default: (torch.sigmoid, 1), aten.exp.default: (torch.exp, 1), aten.gelu.default: (F.gelu, 2),
+    aten.sigmoid.default: (torch.sigmoid, 1), aten.exp.default: (torch.exp, 1), aten.gelu.default: (F.gelu, 1),
     aten.softmax.int: (torch.softmax, 3), aten.log_softmax.int: (torch.log_softmax, 3),
-    aten.clone.default: (torch.clone, 2), aten.transpose.int: (torch.transpose, 3),
+    aten.clone.default: (torch.clone, 1), aten.transpose.int: (torch.transpose, 3),
     aten.permute.default: (torch.permute, 2), aten.split.Tensor: (torch.split, 3),
     aten.masked_fill.Scalar: (torch.masked_fill, 3), aten.eq.Scalar: (torch.eq, 2),
-    aten.unsqueeze.default: (torch.unsqueeze, 2), aten.mean.dim: (torch.mean, 4),
-    aten.sum.dim_IntList: (torch.sum, 4), aten.dropout.default: (torch.dropout, 3),
-    aten.view.default: ("view", 2), aten.reshape.default: ("reshape", 2), aten.expand.default: ("expand", 3),
+    aten.unsqueeze.default: (torch.unsqueeze, 2), aten.mean.dim: (torch.mean, 3),
+    aten.sum.dim_IntList: (torch.sum, 3), aten.dropout.default: (torch.dropout, 3),
+    aten.view.default: ("view", 2), aten.reshape.default: ("reshape", 2), aten.expand.default: ("expand", 2),
 }
 IDENTITY = {aten.alias.default}  # a view of the whole tensor: its users read its input
 # trailing schema arguments that pick an implementation, not a result: dropped (torch decides as it always does)
@@ -61,10 +61,13 @@ def torch_level(graph: fx.Graph) -> int:
 
 
 def _fits(node: fx.Node) -> bool:
-    """The call's positional arguments are among those the torch call takes, and its keywords named alike."""
+    """The call's positional arguments are among those the torch call takes, none of them one the schema takes
+    by keyword only, and its keywords named alike."""
     target, positional = TORCH[node.target]
     arguments = [a.name for a in node.target._schema.arguments]
     keyword_only = {a.name for a in node.target._schema.arguments if a.kwarg_only}
+    if any(a.kwarg_only for a in node.target._schema.arguments[:len(node.args)]):
+        return False
     if len(node.args) > positional + len(IMPLEMENTATION_ONLY.get(node.target, ())):
         return False
     if isinstance(target, str):  # a method takes the tensor positionally and nothing by keyword here

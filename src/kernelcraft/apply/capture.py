@@ -116,15 +116,16 @@ def _instance_norm(g, q, m, x):
                              _attr(g, q, "bias", m), not stats, 0.0, m.eps)
 
 
-def _pool(fn, *names):
-    return lambda g, q, m, x: (fn, (x, *(getattr(m, a) for a in names)))
+def _named(fn, *names):
+    """A leaf whose call is fn(x, name=module.name, …): its settings by keyword, as the function names them
+    (F.gelu's `approximate` is keyword-only: passed positionally it raised TypeError in the captured model)."""
+    return lambda g, q, m, x: (fn, (x,), {a: getattr(m, a) for a in names})
 
 
-def _act(fn, *names):
-    return lambda g, q, m, x: (fn, (x, *(getattr(m, a) for a in names)))
+_pool = _act = _named
 
 
-# leaf module type -> (graph, qualified name, module, input node) -> (function, args): the call the leaf makes
+# leaf module type -> (graph, qualified name, module, input node) -> (function, args[, kwargs]): the call the leaf makes
 _LEAVES = {
     nn.Linear: lambda g, q, m, x: (F.linear, (x, _attr(g, q, "weight", m), _attr(g, q, "bias", m))),
     nn.Conv1d: _conv(1), nn.Conv2d: _conv(2), nn.Conv3d: _conv(3),
@@ -173,8 +174,8 @@ def _lower_leaf(gm: fx.GraphModule, node: fx.Node) -> bool:
     if lower is None or getattr(module, "padding_mode", "zeros") != "zeros":
         raise _NotFunctional(f"its {type(module).__name__} module has no functional form here")
     with gm.graph.inserting_before(node):
-        fn, args = lower(gm.graph, node.target, module, node.args[0])
-        call = gm.graph.call_function(fn, tuple(args))
+        fn, args, *kwargs = lower(gm.graph, node.target, module, node.args[0])
+        call = gm.graph.call_function(fn, tuple(args), kwargs[0] if kwargs else None)
     node.replace_all_uses_with(call)
     gm.graph.erase_node(node)
     inplace = getattr(module, "inplace", False) is True

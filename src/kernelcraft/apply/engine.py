@@ -32,7 +32,6 @@ from kernelcraft.search.bench import uncovered
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.run import RunOutcome, outcome, resume_run, start_run
 from kernelcraft.store import Store, new_id
-from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.policy import get_policy, reference_math
 
 OnEvent = Callable[[str, dict], None]
@@ -169,10 +168,6 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
         exact = not get_policy(settings["verify"]["policy"]).allow_tf32
         extraction, prof = _cut(problem, sizes, device, apply.seed, exact, out_dir, emit)
         result.method, result.profile, result.notes = extraction.method, prof, list(extraction.notes)
-        refused = _refused(problem, verifier)
-        if refused:  # said before the regions' runs, not found at the end
-            result.notes.append(refused)
-            emit("note", {"message": refused})
         regions = _optimize(store, apply_id, extraction, prof, apply, proposer, verifier, config, settings,
                             out_dir, emit)
         result.regions = regions
@@ -180,7 +175,7 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
         emit("apply_stage", {"stage": "verify", "apply_id": apply_id,
                              "replaced": [r.name for r in regions if r.status == "replaced"]})
         result.end_to_end, result.model_file = _settle(problem, extraction, regions, verifier, out_dir, result.notes,
-                                                       emit, apply.replace == "faster", refused)
+                                                       emit, apply.replace == "faster")
         result.status = "done"
     except KernelcraftError as exc:  # a model that cannot be captured, regions that cannot be written: one line
         result.error = str(exc)
@@ -285,23 +280,11 @@ def _region_run(store: Store, apply_id: str, problem: Problem, p: RegionPlan, ea
 
 # -- reassemble and verify end to end ---------------------------------------------------------------------------
 
-def _refused(problem: Problem, verifier) -> str:
-    """Why the verifier's static guards will refuse any reassembled model (it carries the model file's text), or ""."""
-    if not getattr(getattr(verifier, "config", None), "static_guards", True):
-        return ""
-    findings = static_findings(problem.source)
-    if not findings:
-        return ""
-    said = "; ".join(f"{f.detail} ({f.reason})" for f in findings[:3])
-    return (f"the model's file {said}: the reassembled model carries the file's text and the verifier's static guards "
-            "refuse it, so its regions are optimized and reported but none can be replaced in the model. Code a file "
-            "imports is not read: move that code into a module the file imports")
-
-
 def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcome], verifier, out_dir: Path,
-            notes: list[str], emit: OnEvent, faster: bool, refused: str = "") -> tuple[Result | None, str | None]:
-    """The reassembled model's verdict and file, after putting back to PyTorch what is wrong or slow in it; none
-    where the model's own file is `refused` by the static guards."""
+            notes: list[str], emit: OnEvent, faster: bool) -> tuple[Result | None, str | None]:
+    """The reassembled model's verdict and file, after putting back to PyTorch what is wrong or slow in it. The
+    model's own file, carried unchanged, is the user's code: the verifier's static guards read only the kernels
+    and the generated wrapper (guards.static_findings' `trusted`)."""
     by_name = {r.name: r for r in extraction.regions}
 
     def verify(chosen: list[RegionOutcome]) -> Result:
@@ -311,8 +294,6 @@ def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcom
         return verifier.evaluate(problem, Candidate(text, f"{problem.name} (apply)"))
 
     chosen = [r for r in regions if r.status == "replaced"]
-    for r in list(chosen) if refused else []:
-        _drop(r, chosen, "the model's own file is refused by the static guards (see the notes)")
     if not chosen:
         return None, None
     result = verify(chosen)

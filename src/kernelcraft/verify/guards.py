@@ -68,8 +68,40 @@ def _dotted(node: ast.AST) -> str:
     return ".".join(reversed(parts))
 
 
-def static_findings(source: str) -> list[Finding]:
-    """Every rule the source breaks (empty for an honest candidate)."""
+def _statements(source: str | None) -> set[str]:
+    """The top-level statements of the problem's own file, each as its syntax tree's dump (positions left out)."""
+    if not source:
+        return set()
+    try:
+        return {ast.dump(stmt) for stmt in syntax.parse(source).body}
+    except SyntaxError:
+        return set()
+
+
+def _import_findings(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
+    """(reason, detail) for each module the import brings in that a candidate may not import."""
+    names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+    out = []
+    for name in names:
+        root = name.split(".")[0]
+        if root in _CONCURRENCY:
+            out.append(("static_concurrency", f"imports {name}"))
+        elif name in _ALLOWED_KERNELCRAFT or name.startswith(tuple(_ALLOWED_KERNELCRAFT)):
+            continue
+        elif root in _INTROSPECTION or name in _INTROSPECTION or root == "kernelcraft" or \
+                any(name.startswith(m + ".") for m in _INTROSPECTION):
+            out.append(("static_introspection", f"imports {name}"))
+    return out
+
+
+def static_findings(source: str, trusted: str | None = None) -> list[Finding]:
+    """Every rule the source breaks (empty for an honest candidate).
+
+    `trusted`: the problem's own file (the reference the verifier runs itself). A top-level statement of the
+    source that is one of that file's, unchanged, is the user's code, not the candidate's: it is not read for
+    rules (a model file may seed torch, import sys or call setattr, as `apply`'s reassembled model carries it).
+    A name such a statement imports from a forbidden module stays forbidden to the rest of the source: using it
+    there is the finding its import would be."""
     try:
         tree = syntax.parse(source)
     except SyntaxError as exc:
@@ -80,22 +112,32 @@ def static_findings(source: str) -> list[Finding]:
         if not any(f.reason == reason and f.detail == detail for f in found):
             found.append(Finding(reason, detail))
 
+    theirs = _statements(trusted)
     aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
+    held: dict[str, tuple[str, str]] = {}  # a name the trusted statements import from a forbidden module
+    ours = []
+    for stmt in tree.body:
+        if ast.dump(stmt) not in theirs:
+            ours.append(stmt)
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    full = alias.name if isinstance(node, ast.Import) else f"{node.module}.{alias.name}"
+                    aliases[alias.asname or alias.name.split(".")[0]] = full
+                for reason, detail in _import_findings(node):
+                    for alias in node.names:
+                        held[alias.asname or alias.name.split(".")[0]] = (reason, detail)
+    for node in (n for stmt in ours for n in ast.walk(stmt)):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for alias in node.names:
                 full = alias.name if isinstance(node, ast.Import) else f"{node.module}.{alias.name}"
                 aliases[alias.asname or alias.name.split(".")[0]] = full
-            for name in names:
-                root = name.split(".")[0]
-                if root in _CONCURRENCY:
-                    add("static_concurrency", f"imports {name}")
-                elif name in _ALLOWED_KERNELCRAFT or name.startswith(tuple(_ALLOWED_KERNELCRAFT)):
-                    continue
-                elif root in _INTROSPECTION or name in _INTROSPECTION or root == "kernelcraft" or \
-                        any(name.startswith(m + ".") for m in _INTROSPECTION):
-                    add("static_introspection", f"imports {name}")
+            for reason, detail in _import_findings(node):
+                add(reason, detail)
+        elif isinstance(node, ast.Name) and node.id in held:
+            reason, detail = held[node.id]
+            add(reason, f"uses {node.id}, which the problem's file {detail}")
         elif isinstance(node, ast.Call):
             name = _dotted(node.func)
             head, _, rest = name.partition(".")

@@ -233,7 +233,7 @@ class Supervisor:
             return result
 
     def _evaluate(self, problem, candidate, build, result: Result, ahead: int) -> None:
-        if not self._admissible(candidate, build, result):
+        if not self._admissible(problem, candidate, build, result):
             return
         try:
             self._alone(self.plan(problem))
@@ -290,10 +290,11 @@ class Supervisor:
         if result.status is None:
             result.status, result.correct = Status.OK, True
 
-    def _admissible(self, candidate: Candidate, build: BuildOutcome | None, result: Result) -> bool:
-        """What can be decided before any candidate code runs: its source, its build, its backend."""
+    def _admissible(self, problem: Problem, candidate: Candidate, build: BuildOutcome | None, result: Result) -> bool:
+        """What can be decided before any candidate code runs: its source (the problem's own statements it
+        carries unchanged are the user's, not read for rules), its build, its backend."""
         if self.config.static_guards:
-            for finding in static_findings(candidate.source):
+            for finding in static_findings(candidate.source, trusted=problem.source):
                 result.fail("rejected", finding.reason, f"static check: the candidate {finding.detail}")
             if not declared_kernels(candidate.source) and candidate.backend not in ("cpp", "cuda_inline"):
                 result.fail("rejected", "no_custom_kernel", "the candidate declares no kernel of its own "

@@ -134,8 +134,8 @@ class Verifier(JobFront):
             sup.close()
         self.builds.close()
 
-    def _refused(self, candidate: Candidate) -> bool:
-        return self.config.static_guards and bool(static_findings(candidate.source))
+    def _refused(self, problem: Problem, candidate: Candidate) -> bool:
+        return self.config.static_guards and bool(static_findings(candidate.source, trusted=problem.source))
 
     def admit(self, problem: Problem) -> MemoryNeed:
         """Check a problem before any candidate of it: its memory need on the smallest device here, or
@@ -169,7 +169,7 @@ class Verifier(JobFront):
         # rejected backend_needs_cuda; the supervisor says so at once without it).
         runnable = any(s.device.type in backend.devices for s in self.supervisors)
         build = (self.builds.submit(job.candidate, arch)
-                 if backend.prebuild and runnable and not self._refused(job.candidate) else None)
+                 if backend.prebuild and runnable and not self._refused(job.problem, job.candidate) else None)
         future: Future = Future()
         with self._lock:
             if not self._drivers:

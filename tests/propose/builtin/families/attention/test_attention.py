@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.base import CATEGORIES
@@ -109,9 +110,11 @@ def test_a_negative_and_a_zero_scale(params, scale, tmp_path):
 def one_hot_error(module, shapes, scales, causal=False) -> tuple[float, float]:
     """The candidate's and torch's fp32 mean error, relative to the output's rms, against float64 attention on
     inputs 30x to 1000x their natural size (the verifier's large_scale trial): nearly every row's softmax picks one
-    key, so float64's output is that key's value row. The scale's rounding met in an FMA put up to 0.5% on each
-    weight on an H200 (mean error 2e-3, 500x torch's); the interpreter never fuses, so on a CPU this holds
-    either way."""
+    key, so float64's output is that key's value row. Torch's error is the larger of its default kernel's and its
+    math path's (scores, softmax, product: on an H200 the kernels here match the math path's error exactly, 4x to
+    30x the fused default's at the few rows whose top scores nearly tie). The scale's rounding met in an FMA put up
+    to 0.5% on each weight on an H200 (mean error 2e-3, 500x either); the interpreter never fuses, so on a CPU
+    this holds either way."""
     g = torch.Generator().manual_seed(5)
     q, k, v = (torch.rand(s, generator=g) * c for s, c in zip(shapes, scales))
     q, k, v = (t.to(DEVICE) for t in (q, k, v))
@@ -119,7 +122,10 @@ def one_hot_error(module, shapes, scales, causal=False) -> tuple[float, float]:
     rms = want.pow(2).mean().sqrt()
     got = module.ModelNew(causal)(q, k, v).double()
     own = F.scaled_dot_product_attention(q, k, v, is_causal=causal).double()
-    return ((got - want).abs().mean() / rms).item(), ((own - want).abs().mean() / rms).item()
+    with sdpa_kernel(SDPBackend.MATH):
+        math_path = F.scaled_dot_product_attention(q, k, v, is_causal=causal).double()
+    errors = [((x - want).abs().mean() / rms).item() for x in (got, own, math_path)]
+    return errors[0], max(errors[1:])
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
