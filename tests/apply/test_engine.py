@@ -222,3 +222,44 @@ def test_the_users_file_is_trusted_and_only_the_kernels_are_guarded(tmp_path, mo
     assert outcome.status == "done" and outcome.end_to_end.correct, outcome.end_to_end
     assert {r.status for r in outcome.regions} == {"replaced"}, [(r.name, r.status, r.reason) for r in outcome.regions]
     assert "torch.manual_seed(0)" in (tmp_path / "out" / "model_new.py").read_text()  # carried, and run
+
+
+BLOCKS = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fcs = nn.ModuleList(nn.Linear(16, 16) for _ in range(3))
+
+    def forward(self, x):
+        for fc in self.fcs:
+            x = torch.relu(fc(x))
+        return x
+
+
+def get_inputs():
+    return [torch.randn(8, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_problem_with_several_instances_runs_once_and_replaces_them_all(tmp_path, monkeypatch):
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    path = tmp_path / "blocks.py"
+    path.write_text(BLOCKS)
+    events = []
+    outcome = api.apply(path, rounds=1, device=DEVICE, store=tmp_path / "runs.db", out_dir=tmp_path / "out",
+                        max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0, replace="correct",
+                        on_event=lambda kind, data: events.append((kind, data)))
+    runs = [data for kind, data in events if kind == "apply_region"]
+    assert len(runs) == 1 and runs[0]["instances"] == 3, runs
+    first, *others = outcome.regions
+    assert [r.status for r in outcome.regions] == ["replaced"] * 3 and not first.like
+    assert all(r.like == first.name and r.run_id == first.run_id and r.source == first.source for r in others)
+    assert outcome.end_to_end.correct and len(Store(tmp_path / "runs.db").runs(bench_id=outcome.apply_id)) == 1

@@ -43,3 +43,18 @@ def test_regions_the_proposer_cannot_cover_take_no_budget():
     plans = plan(_profile(), budget_minutes=2.0, unable={"02_conv_c": "cannot cover it: conv_tbc"})
     assert [(p.name, p.optimize, p.minutes) for p in plans][0] == ("00_linear_a", True, 2.0)
     assert next(p for p in plans if p.name == "02_conv_c").why == "cannot cover it: conv_tbc"
+
+
+def test_instances_of_one_problem_are_planned_once_at_their_summed_share():
+    regions = [RegionTime("00_linear_a", "linear", 1.0, 0.1), RegionTime("01_conv_c", "conv", 3.0, 0.3),
+               RegionTime("02_linear_a", "linear", 1.0, 0.1), RegionTime("03_linear_a", "linear", 1.0, 0.1)]
+    like = {"00_linear_a": "00_linear_a", "01_conv_c": "01_conv_c", "02_linear_a": "00_linear_a",
+            "03_linear_a": "00_linear_a"}
+    plans = {p.name: p for p in plan(Profile("cpu", "cpu_perf_counter", 10.0, regions, 0.6), 4.0, 0.15, like=like)}
+    first = plans["00_linear_a"]  # 10% alone, under the 15% floor; 30% as three instances
+    assert first.optimize and first.share == pytest.approx(0.3) and first.instances == [
+        "00_linear_a", "02_linear_a", "03_linear_a"]
+    assert first.minutes == pytest.approx(plans["01_conv_c"].minutes)  # equal shares, equal budgets
+    for name in ("02_linear_a", "03_linear_a"):
+        assert not plans[name].optimize and plans[name].like == "00_linear_a" and plans[name].minutes is None
+        assert plans[name].why.startswith("the same problem as 00_linear_a")

@@ -145,3 +145,41 @@ def test_a_kernel_keeping_a_tensor_of_its_own_is_refused(tmp_path):
     region = extraction.regions[0]
     with pytest.raises(kernelcraft.apply.engine.ApplyError, match="weight_t"):
         _swapped(module, extraction, [Replacement(region, FOREIGN)], load_problem("level3/mlp").source, tmp_path)
+
+
+class _Blocks(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fcs = torch.nn.ModuleList(torch.nn.Linear(12, 12) for _ in range(3))
+
+    def forward(self, x):
+        for fc in self.fcs:
+            x = torch.relu(fc(x))
+        return x
+
+
+def test_one_kernel_replaces_every_instance_of_its_problem_each_on_its_own_weights(tmp_path):
+    """The first instance's kernel, written once in the file, bound to each instance's tensors by position."""
+    from kernelcraft.apply.instances import instances
+    torch.manual_seed(0)
+    model, x = _Blocks().eval(), torch.randn(6, 12)
+    extraction = extract_model(model, [x], "blocks")
+    paths = write_problems(extraction, tmp_path / "regions")
+    like = instances(extraction.regions)
+    assert len(set(like.values())) == 1 and len(extraction.regions) == 3
+    (first,) = _kernels(extraction, paths[:1])
+    by_name = {r.name: r for r in extraction.regions}
+    replacements = [Replacement(r, first.source, None if like[r.name] == r.name else by_name[like[r.name]])
+                    for r in extraction.regions]
+    source = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+              "        super().__init__()\n        self.fcs = nn.ModuleList(nn.Linear(12, 12) for _ in range(3))\n\n"
+              "    def forward(self, x):\n        for fc in self.fcs:\n            x = torch.relu(fc(x))\n"
+              "        return x\n\n\ndef get_inputs():\n    return [torch.randn(6, 12)]\n\n\n"
+              "def get_init_inputs():\n    return []\n")
+    text = reassemble(extraction, source, replacements)
+    assert text.count("@triton.jit") == first.source.count("@triton.jit")  # the kernel's text once
+    (tmp_path / "model_new.py").write_text(text)
+    new = kernelcraft.apply(model.to(DEVICE), tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x.to(DEVICE)), model(x.to(DEVICE)), rtol=1e-4, atol=1e-4)
+    assert {id(p) for p in new.parameters()} == {id(p) for p in model.parameters()}

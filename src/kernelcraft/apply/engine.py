@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from kernelcraft.apply.extract import Extraction, extract_model, write_problems
+from kernelcraft.apply.instances import instances
 from kernelcraft.apply.plan import RegionPlan, amdahl, plan
 from kernelcraft.apply.profile import Profile, profile
 from kernelcraft.apply.reassemble import Replacement, reassemble
@@ -64,6 +65,7 @@ class RegionOutcome:
     minutes: float | None = None  # its part of the budget
     result: Result | None = None  # its best kernel's verdict, where its run found a correct one
     source: str = field(default="", repr=False)  # that kernel's file
+    like: str = ""  # the first region of its problem, whose run and kernel it shares ("": its own)
 
     @property
     def speedup(self) -> float | None:
@@ -233,13 +235,18 @@ def _cut_at(problem: Problem, sizes, device: str, seed: int, out_dir: Path,
 
 def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile, apply: ApplySettings, proposer,
               verifier, config: RunConfig, settings: dict, out_dir: Path, emit: OnEvent) -> list[RegionOutcome]:
-    problems = {r.name: load_problem(out_dir / "regions" / f"{r.name}.py") for r in extraction.regions}
+    """Each problem's run (regions that are one problem run once, as the first of them), and every region's outcome:
+    another instance of a problem takes its first's kernel and verdict."""
+    like = instances(extraction.regions)
+    problems = {name: load_problem(out_dir / "regions" / f"{name}.py") for name in dict.fromkeys(like.values())}
     unable = {name: why for name, p in problems.items() if (why := uncovered(proposer, p, config.backend))}
-    plans = plan(prof, apply.budget_minutes, apply.min_share, unable)
+    plans = plan(prof, apply.budget_minutes, apply.min_share, unable, like)
     earlier = {r["problem"]: r for r in store.runs(bench_id=apply_id)}
+    own = prof.shares
     outcomes = {}
     for i, p in enumerate(plans):
-        o = RegionOutcome(p.name, p.kind, p.share, p.ms, "skipped", p.why, minutes=p.minutes)
+        o = RegionOutcome(p.name, p.kind, own.get(p.name, p.share), p.ms, "skipped", p.why, minutes=p.minutes,
+                          like=p.like)
         outcomes[p.name] = o
         if p.name in unable and not p.optimize and p.why == unable[p.name]:
             o.status = "not_covered"
@@ -247,7 +254,7 @@ def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile
             continue
         region_problem = problems[p.name]
         emit("apply_region", {"index": i, "total": sum(q.optimize for q in plans), "region": p.name,
-                              "share": p.share, "minutes": p.minutes})
+                              "share": p.share, "minutes": p.minutes, "instances": len(p.instances) or 1})
         run = _region_run(store, apply_id, region_problem, p, earlier.get(p.name), proposer, verifier, config,
                           settings, emit)
         o.run_id = run.run_id
@@ -262,6 +269,11 @@ def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile
             o.status, o.reason = "replaced", ""
         else:
             o.status, o.reason = "slower", f"its best kernel runs at {o.speedup:.2g}x PyTorch's speed"
+    for o in outcomes.values():
+        if o.like:
+            first = outcomes[o.like]
+            o.status, o.run_id, o.result, o.source = first.status, first.run_id, first.result, first.source
+            o.reason = f"the same problem as {first.name}" + (f": {first.reason}" if first.reason else "")
     return [outcomes[r.name] for r in extraction.regions]
 
 
@@ -288,10 +300,17 @@ def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcom
     by_name = {r.name: r for r in extraction.regions}
 
     def verify(chosen: list[RegionOutcome]) -> Result:
-        text = reassemble(extraction, problem.source, [Replacement(by_name[r.name], r.source) for r in chosen])
+        text = reassemble(extraction, problem.source, [
+            Replacement(by_name[r.name], r.source, by_name[r.like] if r.like else None) for r in chosen])
         (out_dir / MODEL_FILE).write_text(text)
         emit("apply_verify", {"regions": [r.name for r in chosen]})
         return verifier.evaluate(problem, Candidate(text, f"{problem.name} (apply)"))
+
+    def units() -> dict[str, list[RegionOutcome]]:  # a problem's instances go in and out of the model together
+        out: dict[str, list[RegionOutcome]] = {}
+        for r in chosen:
+            out.setdefault(r.like or r.name, []).append(r)
+        return out
 
     chosen = [r for r in regions if r.status == "replaced"]
     if not chosen:
@@ -299,17 +318,20 @@ def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcom
     result = verify(chosen)
     if not result.correct:
         notes.append(f"the reassembled model was judged {result.status}: {result.message[:300]}; each region "
-                     "verified alone in the model")
-        for r in list(chosen):
-            alone = verify([r])
+                     "(a problem's instances together) verified alone in the model")
+        for unit in units().values():
+            alone = verify(unit)
             if not alone.correct:
-                _drop(r, chosen, f"in the model, judged {alone.status}: {alone.message[:200]}")
+                for r in unit:
+                    _drop(r, chosen, f"in the model, judged {alone.status}: {alone.message[:200]}")
         result = verify(chosen) if chosen else None
     while faster and result is not None and result.correct and (result.speedup_eager or 0) < 1.0 and chosen:
-        weakest = min(chosen, key=lambda r: r.speedup or 0)
-        notes.append(f"the reassembled model was {result.speedup_eager:.2f}x the model's time; {weakest.name} "
-                     "put back to PyTorch")
-        _drop(weakest, chosen, "the model was faster end to end without it")
+        weakest = min(units().values(), key=lambda unit: unit[0].speedup or 0)
+        names = ", ".join(r.name for r in weakest)
+        notes.append(f"the reassembled model was {result.speedup_eager:.2f}x the model's time; {names} put back to "
+                     "PyTorch")
+        for r in weakest:
+            _drop(r, chosen, "the model was faster end to end without it")
         result = verify(chosen) if chosen else None
     if result is None or not result.correct:
         for r in list(chosen):

@@ -1,11 +1,12 @@
 """Which regions to optimize and for how long: the biggest share of the model's time first, the time budget split
 in proportion to the shares (Amdahl: a region's best possible gain is bounded by its share) above a floor per
 region (where the budget cannot give every region its floor, the smallest shares go without), and what the end
-to end speedup can be at most."""
+to end speedup can be at most. Regions that are one problem (instances.py) are planned once, as the first of
+them, at their summed share; the others follow it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kernelcraft.apply.profile import Profile
 
@@ -23,22 +24,38 @@ class RegionPlan:
     minutes: float | None  # its part of the time budget (None: no budget, the run's own limits)
     optimize: bool
     why: str = ""  # why it is left as it is
+    instances: list[str] = field(default_factory=list)  # the regions it stands for, itself first ([] : itself only)
+    like: str = ""  # the region whose problem this one is, planned in its place ("": itself)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
 def plan(profile: Profile, budget_minutes: float | None = None, min_share: float = MIN_SHARE,
-         unable: dict[str, str] | None = None) -> list[RegionPlan]:
+         unable: dict[str, str] | None = None, like: dict[str, str] | None = None) -> list[RegionPlan]:
     """The regions in the order to optimize them (the largest share first), each with its budget. `unable`: the
-    regions the proposer cannot write kernels for, and why (they take no budget)."""
-    unable = unable or {}
+    regions the proposer cannot write kernels for, and why (they take no budget). `like`: each region's name ->
+    the first region of its problem (instances.instances); the first stands for all, at their summed share."""
+    unable, like = unable or {}, like or {}
+    members: dict[str, list[str]] = {}
+    shares: dict[str, float] = {}
+    for r in profile.regions:
+        first = like.get(r.name, r.name)
+        members.setdefault(first, []).append(r.name)
+        shares[first] = shares.get(first, 0.0) + r.share
     plans = []
     for r in profile.regions:
+        first = like.get(r.name, r.name)
+        if first != r.name:
+            plans.append(RegionPlan(r.name, r.kind, r.ms, r.share, None, False,
+                                    f"the same problem as {first}: its kernel, where it has one", like=first))
+            continue
+        share = shares[first]
         why = ("it only reshapes or copies" if r.kind in IDLE_KINDS else
-               f"{r.share:.1%} of the model's time, under {min_share:.0%}" if r.share < min_share else
+               f"{share:.1%} of the model's time, under {min_share:.0%}" if share < min_share else
                unable.get(r.name, ""))
-        plans.append(RegionPlan(r.name, r.kind, r.ms, r.share, None, not why, why))
+        group = members[first] if len(members[first]) > 1 else []
+        plans.append(RegionPlan(r.name, r.kind, r.ms, share, None, not why, why, instances=group))
     chosen = sorted((p for p in plans if p.optimize), key=lambda p: -p.share)
     if budget_minutes is not None and chosen:
         # every region funded gets the floor, the rest of the budget split by share; where the budget cannot

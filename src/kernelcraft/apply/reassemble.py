@@ -11,7 +11,8 @@ written from the captured graph:
 - `ModelNew`: `ModelNew(*init_inputs)` builds `Model(*init_inputs)` (the same weights the reference draws under the
   same seed) and wraps it; `ModelNew.around(model)` wraps a model that exists (kernelcraft.apply(model, DIR)).
   Each kernel's parameters and buffers are pointed at the model's own tensors by name (a kernel reads its region's
-  tensors under the names its problem gave them); a kernel that holds a tensor of another name (a copy derived at
+  tensors under the names its problem gave them; a kernel written for another instance of the region's problem,
+  its text in the file once, under the names that instance's problem gave them, mapped by position); a kernel that holds a tensor of another name (a copy derived at
   construction, which would not follow the model's weights) raises at construction, naming it. At input shapes or
   dtypes other than those the regions were cut at, the forward is the model's own: the kernels were verified there
   only.
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from torch import fx
 
 from kernelcraft.apply.extract import Extraction, Region, fx_imports
+from kernelcraft.apply.instances import slots
 from kernelcraft.apply.namespace import NamespaceError, Prefixed, merged_imports, prefixed
 from kernelcraft.errors import KernelcraftError
 
@@ -39,7 +41,12 @@ GENERATED = ("ModelNew", "_Forward", "_Held", "_bound", "_tensor", "SHAPES")
 @dataclass(frozen=True)
 class Replacement:
     region: Region
-    source: str  # the kernel's file: defines ModelNew for the region's problem
+    source: str  # the kernel's file: defines ModelNew for the region's problem (or for `like`'s)
+    like: Region | None = None  # the region the kernel was written for, where it is another instance of its problem
+
+    def slot(self, name: str) -> str:
+        """The region's own name for a tensor the kernel holds under `name` (its problem's name for it)."""
+        return slots(self.region, self.like)[name] if self.like is not None else name
 
     @property
     def attr(self) -> str:
@@ -53,9 +60,10 @@ def reassemble(extraction: Extraction, model_source: str, replacements: list[Rep
     clash = sorted(set(model_file.names) & set(GENERATED))
     if clash:
         raise NamespaceError(f"the model's file defines {', '.join(clash)}, a name the reassembled file defines")
-    kernels = [prefixed(r.source, r.attr + "_") for r in replacements]
+    first: dict[str, Prefixed] = {}  # a kernel's file -> its text prefixed once: instances of a problem share it
+    kernels = [first.setdefault(r.source, prefixed(r.source, r.attr + "_")) for r in replacements]
     taken = set(model_file.names)
-    for r, k in zip(replacements, kernels):
+    for r, k in _distinct(replacements, kernels):
         if "ModelNew" not in k.names:
             raise NamespaceError(f"region {r.region.name}: its kernel's file defines no ModelNew")
         if taken & set(k.names.values()):
@@ -72,8 +80,10 @@ def reassemble(extraction: Extraction, model_source: str, replacements: list[Rep
     parts = ["from __future__ import annotations\n" if future else "", _HEADER.format(model=extraction.model),
              "\n".join(dict.fromkeys(["import torch", "import torch.nn as nn", *imports])), "",
              "# -- the model, as given " + "-" * 88, model_file.body, ""]
-    for r, k in zip(replacements, kernels):
-        parts += [f"# -- region {r.region.name}: its kernel, names prefixed {r.attr}_ " + "-" * 40, k.body, ""]
+    for r, k in _distinct(replacements, kernels):
+        also = [o.region.name for o, ok in zip(replacements, kernels) if ok is k and o is not r]
+        shared = f" (also {', '.join(also)}'s)" if also else ""
+        parts += [f"# -- region {r.region.name}: its kernel{shared}, names prefixed {r.attr}_ " + "-" * 30, k.body, ""]
     parts += ["# -- the model with its regions replaced " + "-" * 72,
               _SHAPES.format(shapes=repr(tuple(None if m is None else (m.shape, m.dtype) for m in extraction.inputs))),
               _class("_Forward", _FORWARD_INIT, printed[0].src)]
@@ -81,6 +91,15 @@ def reassemble(extraction: Extraction, model_source: str, replacements: list[Rep
         parts.append(_class("_Held", _HELD_INIT, printed[1].src))
     parts += [_model_new(replacements, kernels, held_nodes, extraction), _HELPERS]
     return "\n".join(parts).lstrip("\n")
+
+
+def _distinct(replacements: list[Replacement], kernels: list[Prefixed]):
+    """(replacement, kernel) for each kernel's first replacement."""
+    seen: set[int] = set()
+    for r, k in zip(replacements, kernels):
+        if id(k) not in seen:
+            seen.add(id(k))
+            yield r, k
 
 
 # -- the graphs ---------------------------------------------------------------------------------------------------
@@ -226,7 +245,8 @@ def _model_new(replacements: list[Replacement], kernels: list[Prefixed], held_no
         lines.append("        held = _Held(model)()")
     for r, k in zip(replacements, kernels):
         sources = []
-        for slot, node in r.region.held.items():
+        for slot in (r.like or r.region).held:  # the kernel's names for its tensors, the region's tensors
+            node = r.region.held[r.slot(slot)]
             source = by_name[node]
             what = f"_tensor(model, {_model_target(extraction, source)!r})" if source.op == "get_attr" else \
                 f"held[{held_nodes.index(node)}]"
