@@ -263,3 +263,51 @@ def test_a_problem_with_several_instances_runs_once_and_replaces_them_all(tmp_pa
     assert [r.status for r in outcome.regions] == ["replaced"] * 3 and not first.like
     assert all(r.like == first.name and r.run_id == first.run_id and r.source == first.source for r in others)
     assert outcome.end_to_end.correct and len(Store(tmp_path / "runs.db").runs(bench_id=outcome.apply_id)) == 1
+
+
+ATTENTION = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """GPT-2's attention as its modelling code writes it: heads by view and transpose, a causal mask sliced from a
+    buffer, the heads' output made contiguous and viewed back. A branch on a size sends it to torch.export, which
+    drops the contiguous (torch's attention lays its output out so that it is a no-op) and keeps the view, which
+    then holds only for that layout."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.out = nn.Linear(32, 96), nn.Linear(32, 32)
+        self.register_buffer("bias", torch.ones(16, 16, dtype=torch.bool).tril())
+
+    def forward(self, x):
+        b, t, c = x.shape
+        if t > 16:
+            raise ValueError("at most 16 positions")
+        q, k, v = (h.view(b, t, 4, 8).transpose(1, 2) for h in self.qkv(x).split(32, dim=-1))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias[:t, :t])
+        return self.out(y.transpose(1, 2).contiguous().view(b, t, c))
+
+
+def get_inputs():
+    return [torch.randn(2, 16, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_attention_with_a_held_causal_mask_is_replaced_and_the_view_after_it_holds(tmp_path, monkeypatch):
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    path = tmp_path / "attention.py"
+    path.write_text(ATTENTION)
+    outcome = api.apply(path, rounds=1, device=DEVICE, store=tmp_path / "runs.db", out_dir=tmp_path / "out",
+                        max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0, replace="correct")
+    assert outcome.method == "export"
+    attention = next(r for r in outcome.regions if r.kind == "attention")
+    assert attention.status == "replaced", (attention.status, attention.reason)
+    assert outcome.end_to_end.correct, outcome.end_to_end
+    assert ".reshape(" in (tmp_path / "out" / "model_new.py").read_text()  # the view after the kernel, made a reshape

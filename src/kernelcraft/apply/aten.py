@@ -31,6 +31,10 @@ TORCH = {
     aten.unsqueeze.default: (torch.unsqueeze, 2), aten.mean.dim: (torch.mean, 3),
     aten.sum.dim_IntList: (torch.sum, 3), aten.dropout.default: (torch.dropout, 3),
     aten.view.default: ("view", 2), aten.reshape.default: ("reshape", 2), aten.expand.default: ("expand", 2),
+    aten.rsqrt.default: (torch.rsqrt, 1), aten.sqrt.default: (torch.sqrt, 1), aten.neg.default: (torch.neg, 1),
+    aten.silu.default: (F.silu, 1), aten.cat.default: (torch.cat, 2), aten.where.self: (torch.where, 3),
+    aten.scaled_dot_product_attention.default: (F.scaled_dot_product_attention, 6),
+    aten._unsafe_view.default: ("reshape", 2),  # a view that owns its storage: reshape computes the same
 }
 IDENTITY = {aten.alias.default}  # a view of the whole tensor: its users read its input
 # trailing schema arguments that pick an implementation, not a result: dropped (torch decides as it always does)

@@ -24,6 +24,7 @@ import operator
 import textwrap
 from dataclasses import dataclass
 
+import torch
 from torch import fx
 
 from kernelcraft.apply.extract import Extraction, Region, fx_imports
@@ -125,10 +126,22 @@ def _forward_graph(extraction: Extraction, replacements: list[Replacement]) -> f
                     env[by_name[out]] = graph.call_function(operator.getitem, (call, i))
         else:
             for name in region.nodes:
-                env[by_name[name]] = graph.node_copy(by_name[name], value)
+                env[by_name[name]] = _reshaping(graph.node_copy(by_name[name], value))
     graph.node_copy(next(n for n in gm.graph.nodes if n.op == "output"), value).type = None
     graph.lint()
     return graph
+
+
+def _reshaping(node: fx.Node) -> fx.Node:
+    """A view made a reshape: the same values, a view wherever the view was one. A kernel's output need not have the
+    strides torch's op gave it, on which a view after it may rely (torch's attention returns (B, H, L, E) laid out
+    as (B, L, H, E), so a model views its transpose as (B, L, H·E) where a kernel's contiguous output must be
+    copied)."""
+    if node.op == "call_method" and node.target == "view":
+        node.target = "reshape"
+    elif node.op == "call_function" and node.target is torch.ops.aten.view.default:
+        node.target = torch.ops.aten.reshape.default
+    return node
 
 
 def _held_graph(extraction: Extraction, replacements: list[Replacement]) -> tuple[fx.Graph | None, list[str]]:

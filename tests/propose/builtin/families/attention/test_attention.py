@@ -10,9 +10,10 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from kernelcraft.problems import load_problem
-from kernelcraft.propose.base import CATEGORIES
+from kernelcraft.propose.base import CATEGORIES, Request
 from kernelcraft.propose.builtin.plan import Op
-from kernelcraft.propose.builtin.proposer import BuiltinProposer
+from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
+from kernelcraft.propose.parse import parse_kernel
 from tests.propose.builtin.kernel_check import ident, moves, needs_relaxed, render
 from tests.propose.builtin.kernel_check import DEVICE, HEAD, assert_no_torch_compute, load
 
@@ -234,3 +235,44 @@ def test_every_move_with_k_passed_transposed(move, tmp_path):
         got = module.ModelNew()(q, k_t, v)
         torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.25),
                                    **tolerance(torch.float32))
+
+
+def masked_reference(mask: str) -> str:
+    """sdpa with a mask the module holds as a buffer (as `apply` holds a mask a model computes from its sizes)."""
+    return (HEAD + "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            f"        self.register_buffer('mask', {mask})\n\n"
+            "    def forward(self, q, k, v):\n"
+            "        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask, scale=0.3)\n\n\n"
+            "def get_inputs():\n    return [torch.randn(2, 3, 12, 16), torch.randn(2, 3, 12, 16), torch.randn(2, 3, 12, 8)]\n\n\n"
+            "def get_init_inputs():\n    return []\n")
+
+
+CAUSAL_BOOL = "torch.ones(12, 12, dtype=torch.bool).tril()"
+
+
+@pytest.mark.parametrize("mask, causal", [
+    (CAUSAL_BOOL, True), (f"{CAUSAL_BOOL}[None, None].expand(2, 1, 12, 12)", True),
+    ("torch.zeros(12, 12).masked_fill(~" + CAUSAL_BOOL + ", float('-inf'))", True),
+    ("torch.zeros(12, 12).masked_fill(~" + CAUSAL_BOOL + ", torch.finfo(torch.float32).min)", True),
+    ("torch.ones(1, 12, dtype=torch.bool)", False), ("torch.zeros(12, 12)", False),
+])
+def test_a_held_mask_that_is_none_or_the_causal_one(mask, causal, tmp_path):
+    """The mask's values decide: the kernel is specialised to them (all kept, or key j kept for query i iff j <= i)."""
+    path = tmp_path / "masked.py"
+    path.write_text(masked_reference(mask))
+    problem, engineer = load_problem(path), BuiltinProposer(DEVICE)
+    op = engineer.coverage(problem, "triton").single
+    assert op is not None and op.kind == "attention" and op.detail["causal"] is causal
+    module = load(parse_kernel(engineer.ask(Request("implement", problem, "triton")).text).source, tmp_path)
+    q, k, v = (x.to(DEVICE) for x in module.get_inputs())
+    torch.testing.assert_close(module.ModelNew()(q, k, v), module.Model().to(DEVICE)(q, k, v),
+                               **tolerance(torch.float32))
+
+
+@pytest.mark.parametrize("mask", ["torch.rand(12, 12) < 0.5", "torch.randn(12, 12)",
+                                  "torch.ones(12, 12, dtype=torch.bool).triu()"])
+def test_any_other_held_mask_is_refused(mask, tmp_path):
+    path = tmp_path / "masked.py"
+    path.write_text(masked_reference(mask))
+    with pytest.raises(CoverageError, match="attn_mask"):
+        BuiltinProposer(DEVICE).coverage(load_problem(path), "triton")
