@@ -33,6 +33,7 @@ TORCH = {
     aten.view.default: ("view", 2), aten.reshape.default: ("reshape", 2), aten.expand.default: ("expand", 2),
     aten.rsqrt.default: (torch.rsqrt, 1), aten.sqrt.default: (torch.sqrt, 1), aten.neg.default: (torch.neg, 1),
     aten.silu.default: (F.silu, 1), aten.cat.default: (torch.cat, 2), aten.where.self: (torch.where, 3),
+    aten.addmm.default: (torch.addmm, 3),
     aten.scaled_dot_product_attention.default: (F.scaled_dot_product_attention, 6),
     aten._unsafe_view.default: ("reshape", 2),  # a view that owns its storage: reshape computes the same
 }

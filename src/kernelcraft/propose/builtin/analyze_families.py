@@ -154,7 +154,10 @@ class FamilyOps:
             return True
         if not (isinstance(ref, tuple) and ref[0] == "attr") or op.kind not in registry.operand_epilogue_kinds():
             return False
-        return op.kind != "linear" or self.along_columns(self.tensor_at(ref[1]), self.tensor_at(op.detail["weight"]))
+        weight = self.tensor_at(op.detail["weight"]) if op.kind == "linear" else None
+        if weight is not None and op.detail.get("weight_kn"):
+            weight = weight.t()  # held (K, N)
+        return op.kind != "linear" or self.along_columns(self.tensor_at(ref[1]), weight)
 
     def tensor_at(self, path: str):
         """The module's tensor at attribute path `path` (None: no tensor there)."""

@@ -122,6 +122,12 @@ class OperandOps:
             if not isinstance(chain := self.realize(self.value(node.args[0])), Ew):
                 return self.refuse("matmul", node)
             return self.emit("linear", self.emit_chain(chain).base, weight=w.path, bias=None, steps=[])
+        if isinstance(w, Attr) and self.param_dims(w.path) == 2 and node.target not in (torch.bmm, "bmm"):
+            # x @ W with W (K, N): a linear whose weight is held transposed
+            if not isinstance(chain := self.realize(self.value(node.args[0])), Ew):
+                return self.refuse("matmul", node)
+            return self.emit("linear", self.emit_chain(chain).base, weight=w.path, bias=None, steps=[],
+                             weight_kn=True)
         a, b = (self.operand(arg) for arg in node.args)
         if (scores := self.scores(node, a, b)) is not None:
             return scores  # q @ k^T: an attention's scores, or a matmul, decided by what consumes them

@@ -107,7 +107,8 @@ class Op:
       triangle     {"op": "triu"|"tril", "diagonal": int, "diagonal_attr": str | None}   torch.triu/tril(x, diagonal)
                    over the last two dims of x (2 dims or more): entry (i, j) kept where j - i >= diagonal (triu) or
                    <= diagonal (tril), else 0; diagonal_attr: the attribute holding it, read at run time
-      linear       {"weight": str, "bias": str | None, "steps": [[name, *params], ...]}   y = steps(x @ weight.T + bias)
+      linear       {"weight": str, "bias": str | None, "steps": [[name, *params], ...], "weight_kn": bool (absent:
+                   False)}   y = steps(x @ weight.T + bias); weight_kn: the weight is held (K, N), y = x @ weight
                    over the last dim of x (nn.Linear or F.linear), the pointwise ops after it folded into `steps`
                    like a conv's epilogue (tensor steps too, over parameters of one value or one per column, shape
                    (), (1,), (N,), (1, 1) or (1, N): read along the columns; a conv's take any parameter, read at the

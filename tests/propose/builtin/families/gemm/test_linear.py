@@ -70,3 +70,26 @@ def test_one_dimensional_parameter_operands_fold_into_the_epilogue(params, tmp_p
                                       ["tsub", ("attr", "b")]]
     assert "kc_column_args" in source and "kc_bcast_kernel" not in source
     assert parts(ops[0], params)[1][1].count("o1_ptr, o1_s,") == 1  # two operands, each once
+
+
+def conv1d_op(bias=True) -> Op:
+    """GPT-2's Conv1D: torch.addmm(bias, x, weight) with the weight held (K, N)."""
+    return Op("linear", {"weight": "w", "bias": "b" if bias else None, "steps": [], "weight_kn": True})
+
+
+@pytest.mark.parametrize("params", [m.params for m in moves(conv1d_op())],
+                         ids=lambda p: "{precision}-{BLOCK_M}x{BLOCK_N}{tma}".format(**p.to_json()))
+def test_a_weight_held_k_by_n_every_move(params, tmp_path):
+    ref = reference("torch.addmm(self.b, x, self.w)", "self, k, n",
+                    "self.w = nn.Parameter(torch.randn(k, n))\nself.b = nn.Parameter(torch.randn(n))")
+    check(conv1d_op(), ref, params, [c for c in CASES if len(c[1]) == 2], tmp_path, **tolerance(params))
+
+
+def test_analysis_of_a_weight_held_k_by_n(tmp_path):
+    held = "self.w = nn.Parameter(torch.randn(8, 3))\nself.b = nn.Parameter(torch.randn(3))"
+    op = single(tmp_path, "return torch.addmm(self.b, x, self.w)", held)
+    assert (op.kind, op.detail) == ("linear", {"weight": "w", "bias": "b", "steps": [], "weight_kn": True})
+    op = single(tmp_path, "return torch.relu(x @ self.w + self.b)", held)
+    assert op.detail == {"weight": "w", "bias": None, "steps": [["tadd", ("attr", "b")], ["relu"]], "weight_kn": True}
+    scaled = analyze(write(tmp_path, "return torch.addmm(self.b, x, self.w, beta=0.5)", held))
+    assert scaled.single is None and "addmm" in scaled.unsupported

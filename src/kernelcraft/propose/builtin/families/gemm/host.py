@@ -227,7 +227,8 @@ def linear(op: Op, p: Tiles, names: Names) -> Rendered:
         tma = (f"if K > 0 and kc_tma_ok(a, w, c2):  # w (N, K) row-major is K-major already: no copy\n"
                f"    {helper}({s.params}a, w, bias_arg, c2, prec, bias is not None{''.join(f', {v}' for v in epi)})\n"
                "    return c\n")
-    body = _LINEAR.substitute(weight=attr(d["weight"]), bias=attr(d["bias"]) if d.get("bias") else "None",
+    weight = attr(d["weight"]) + (".t()" if d.get("weight_kn") else "")  # held (K, N): its (N, K) transpose
+    body = _LINEAR.substitute(weight=weight, bias=attr(d["bias"]) if d.get("bias") else "None",
                               operands=operands, prec=prec, tma=tma, bm=int(q.BLOCK_M), bn=int(q.BLOCK_N),
                               launch=launch)
     return Rendered(tuple(blocks), body)

@@ -1,5 +1,6 @@
 """How the GEMM family reads linear layers and einsum products from a traced reference: nn.Linear modules and
-F.linear calls whose weight (and bias) are the module's parameters, y = x @ weight.T + bias over the last dim of x;
+F.linear calls whose weight (and bias) are the module's parameters, y = x @ weight.T + bias over the last dim of x,
+and torch.addmm(bias, x, weight) with the weight held (K, N) (GPT-2's Conv1D: `weight_kn`);
 and torch.einsum of the forward's first two inputs where the equation is one matrix product (einsum_product). (A
 matmul of the forward's inputs is read by the interpreter's core with the other operand patterns:
 analyze_operands.py; an einsum ends there too, as the product it spells.)"""
@@ -16,11 +17,13 @@ from kernelcraft.propose.builtin.recognize import Recognizer
 from kernelcraft.propose.builtin.values import Attr, Ew, Operand
 
 
-def _linear(ix, node, weight: str, bias: str | None):
-    """The linear op over the value x reads (pointwise ops after it fold into its steps later)."""
-    if not isinstance(chain := ix.realize(ix.value(node.args[0])), Ew):
+def _linear(ix, node, weight: str, bias: str | None, x=None, weight_kn: bool = False):
+    """The linear op over the value x reads (node.args[0] unless given; pointwise ops after it fold into its steps
+    later); `weight_kn`: the weight is held (K, N), x @ weight, as GPT-2's Conv1D holds it."""
+    if not isinstance(chain := ix.realize(ix.value(node.args[0] if x is None else x)), Ew):
         return ix.refuse("linear", node)
-    return ix.emit("linear", ix.emit_chain(chain).base, weight=weight, bias=bias, steps=[])
+    extra = {"weight_kn": True} if weight_kn else {}
+    return ix.emit("linear", ix.emit_chain(chain).base, weight=weight, bias=bias, steps=[], **extra)
 
 
 def linear_module(ix, node, mod: nn.Linear):
@@ -38,6 +41,17 @@ def linear_function(ix, node):
             or not (b is None or isinstance(b, Attr)):
         return ix.refuse("linear", node)
     return _linear(ix, node, w.path, b.path if b is not None else None)
+
+
+def addmm(ix, node):
+    """torch.addmm(self.b, x, self.w): x @ w + b with w (K, N) and b one value per column, beta and alpha 1."""
+    given = dict(zip(("input", "mat1", "mat2"), node.args), **node.kwargs)
+    b, w = ix.value(given.get("input")), ix.value(given.get("mat2"))
+    if len(node.args) != 3 or set(given) - {"input", "mat1", "mat2", "beta", "alpha"} \
+            or any(given.get(k, 1) != 1 for k in ("beta", "alpha")) or not isinstance(w, Attr) \
+            or not isinstance(b, Attr) or ix.param_dims(w.path) != 2 or ix.param_dims(b.path) != 1:
+        return ix.refuse("addmm", node)
+    return _linear(ix, node, w.path, b.path, x=given["mat1"], weight_kn=True)
 
 
 def einsum_product(equation: str, ranks: tuple[int, int]) -> tuple[bool, bool] | str:
@@ -101,4 +115,4 @@ def einsum(ix, node):
 
 
 RECOGNIZER = Recognizer(modules={nn.Linear: linear_module}, functions={F.linear: linear_function,
-                                                                       torch.einsum: einsum})
+                                                                       torch.einsum: einsum, torch.addmm: addmm})
