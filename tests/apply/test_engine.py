@@ -263,6 +263,22 @@ def test_a_problem_with_several_instances_runs_once_and_replaces_them_all(tmp_pa
     assert [r.status for r in outcome.regions] == ["replaced"] * 3 and not first.like
     assert all(r.like == first.name and r.run_id == first.run_id and r.source == first.source for r in others)
     assert outcome.end_to_end.correct and len(Store(tmp_path / "runs.db").runs(bench_id=outcome.apply_id)) == 1
+    times = outcome.times
+    assert times["final"] == "with kernels" and times["final_ms"] == outcome.end_to_end.runtime_ms
+    assert times["eager_ms"] == outcome.end_to_end.eager_ms and times["method"] == "cpu_perf_counter"
+
+
+def test_a_model_given_back_as_it_was_still_has_its_times(tmp_path, monkeypatch):
+    """Nothing faster in the interpreter: no end-to-end verdict, and the model's own times by the verifier's method
+    (its baselines), the final model the model as it was."""
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    path = tmp_path / "blocks.py"
+    path.write_text(BLOCKS)
+    outcome = api.apply(path, rounds=1, device=DEVICE, store=tmp_path / "runs.db", out_dir=tmp_path / "out",
+                        max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0)
+    assert outcome.end_to_end is None and not outcome.replaced
+    times = outcome.to_dict()["times"]
+    assert times["final"] == "as it was" and times["final_ms"] == times["eager_ms"] > 0 and times["compile_ms"] is None
 
 
 ATTENTION = '''

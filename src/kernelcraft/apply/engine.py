@@ -90,6 +90,9 @@ class ApplyOutcome:
     profile: Profile | None
     regions: list[RegionOutcome]
     end_to_end: Result | None = None  # the reassembled model's verdict (None: nothing replaced)
+    # the model's times by the verifier's method: eager, torch.compile of it as it is, and the model apply gives
+    # back (its kernels where they went in, else the model as it was)
+    times: dict | None = None
     model_file: str | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
@@ -123,7 +126,7 @@ class ApplyOutcome:
                 "regions": [r.to_dict() for r in self.regions],
                 "replaced_share": self.replaced_share, "amdahl_bound": _finite(self.amdahl_bound),
                 "expected_speedup": _finite(self.expected),
-                "end_to_end": e.to_dict() if e else None,
+                "end_to_end": e.to_dict() if e else None, "times": self.times,
                 "speedup_eager": e.speedup_eager if e and e.correct else (1.0 if not self.replaced else None),
                 "speedup_compile": e.speedup_compile if e and e.correct else None}
 
@@ -178,6 +181,7 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
                              "replaced": [r.name for r in regions if r.status == "replaced"]})
         result.end_to_end, result.model_file = _settle(problem, extraction, regions, verifier, out_dir, result.notes,
                                                        emit, apply.replace == "faster")
+        result.times = _times(problem, result.end_to_end, verifier, result.notes)
         result.status = "done"
     except KernelcraftError as exc:  # a model that cannot be captured, regions that cannot be written: one line
         result.error = str(exc)
@@ -339,6 +343,29 @@ def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcom
         (out_dir / MODEL_FILE).unlink(missing_ok=True)
         return result, None
     return result, str(out_dir / MODEL_FILE)
+
+
+def _times(problem: Problem, verdict: Result | None, verifier, notes: list[str]) -> dict | None:
+    """The model's eager and torch.compile times and the final model's, one method for the three: the end-to-end
+    verdict's where the kernels went in, else the verifier's baselines of the model (its target). Where torch.compile
+    of the model as it is beats the final model, a note says so."""
+    if verdict is not None and verdict.correct and verdict.runtime_ms:
+        times = {"eager_ms": verdict.eager_ms, "compile_ms": verdict.compile_ms, "final_ms": verdict.runtime_ms,
+                 "final": "with kernels", "method": verdict.timing_method}
+    else:
+        try:
+            target = verifier.target(problem)
+        except KernelcraftError as exc:
+            notes.append(f"the model's own times were not taken: {exc}")
+            return None
+        if target.eager is None:
+            return None
+        times = {"eager_ms": target.eager.cost_ms, "compile_ms": target.compiled.cost_ms if target.compiled else None,
+                 "final_ms": target.eager.cost_ms, "final": "as it was", "method": target.eager.method}
+    if times["compile_ms"] and times["final_ms"] > times["compile_ms"]:
+        notes.append(f"torch.compile of the model as it is runs in {times['compile_ms']:.4g} ms, faster than the "
+                     f"model apply gives back ({times['final_ms']:.4g} ms, {times['final']}): use torch.compile(model)")
+    return times
 
 
 def _drop(region: RegionOutcome, chosen: list[RegionOutcome], why: str) -> None:

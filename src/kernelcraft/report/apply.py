@@ -1,6 +1,7 @@
 """An apply in the terminal: per region (its share of the model's time, PyTorch's time and its kernel's, what
 became of it), then the model end to end: correct, its speedup over eager and torch.compile, the share of its
-time replaced, what the regions' own speedups predict and what Amdahl allows. Read from the outcome's dict, so
+time replaced, the model's eager, torch.compile and final times by one method, what the regions' own speedups
+predict and what Amdahl allows. Read from the outcome's dict, so
 an apply stored in the run store renders as the one just run."""
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ def apply_view(summary: dict) -> Group:
     else:
         lines.append(Text(f"end to end: {e['status']}: {e['message'][:200]}; the model stays as it is",
                           style="red"))
+    times = summary.get("times")
+    if times:
+        lines.append(Text(f"the model: eager {_ms(times['eager_ms'])}, torch.compile {_ms(times.get('compile_ms'))}, "
+                          f"given back {_ms(times['final_ms'])} ({times['final']}; {times.get('method')})"))
     bounds = []
     if summary.get("expected_speedup") and replaced:
         bounds.append(f"the replaced regions' own speedups predict {_x(summary['expected_speedup'])}")
