@@ -1,7 +1,8 @@
 """`kernelcraft apply` on the model zoo (kernelcraft.zoo: transformers, torchvision and timm models built from their
 configs, random weights, no downloads) at realistic inference sizes, fp32 and bf16: per model its eager,
 torch.compile and final times (one method), its end-to-end verdict where kernels went in, the share of its time
-replaced and what became of each region; then the geomean of the final models over torch.compile. It writes each model's file under --work and runs benchmarks/apply.py's runner on it.
+replaced and what became of each region; then the geomean of the final models over torch.compile. It writes
+each model's file under --work and runs benchmarks/apply.py's runner on it.
 
     PYTHONPATH=src python benchmarks/models.py --models gpt2,llama,bert --dtypes float32,bfloat16 \\
         --budget-minutes 3 --out benchmarks/results/models-h200-DATE.json

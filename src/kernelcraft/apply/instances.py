@@ -35,7 +35,8 @@ def signature(region: Region) -> str:
         elif node.op == "get_attr":
             value = _fetch(module, node.target)
             if node.target in parameters or not isinstance(value, torch.Tensor):
-                parts.append(("parameter", tuple(getattr(value, "shape", ())), str(getattr(value, "dtype", type(value)))))
+                shape, dtype = tuple(getattr(value, "shape", ())), str(getattr(value, "dtype", type(value)))
+                parts.append(("parameter", shape, dtype))
             else:
                 parts.append(("held", tuple(value.shape), str(value.dtype), _digest(value)))
         elif node.op == "call_module":
@@ -72,7 +73,8 @@ def _fetch(module: torch.nn.Module, target: str):
 def _target(target) -> str:
     if isinstance(target, str):
         return target
-    return f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', getattr(target, '__name__', repr(target)))}"
+    name = getattr(target, "__qualname__", getattr(target, "__name__", repr(target)))
+    return f"{getattr(target, '__module__', '')}.{name}"
 
 
 def _constant(x):

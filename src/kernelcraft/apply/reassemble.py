@@ -12,8 +12,9 @@ written from the captured graph:
   same seed) and wraps it; `ModelNew.around(model)` wraps a model that exists (kernelcraft.apply(model, DIR)).
   Each kernel's parameters and buffers are pointed at the model's own tensors by name (a kernel reads its region's
   tensors under the names its problem gave them; a kernel written for another instance of the region's problem,
-  its text in the file once, under the names that instance's problem gave them, mapped by position); a kernel that holds a tensor of another name (a copy derived at
-  construction, which would not follow the model's weights) raises at construction, naming it. At input shapes or
+  its text in the file once, under the names that instance's problem gave them, mapped by position); a kernel
+  that holds a tensor of another name (a copy derived at construction, which would not follow the model's
+  weights) raises at construction, naming it. At input shapes or
   dtypes other than those the regions were cut at, the forward is the model's own: the kernels were verified there
   only.
 """

@@ -74,7 +74,8 @@ PERTURBATION = 2.0 ** -7  # relative, at most: moves an ill-conditioned output a
 NUDGE_ULPS = 16  # a nudge: up to this many units of an element's roundoff, where its conditioning stays as drawn
 
 
-def perturbed(inputs: list, generator: torch.Generator, relative: float = PERTURBATION, ulps: int | None = None) -> list:
+def perturbed(inputs: list, generator: torch.Generator, relative: float = PERTURBATION,
+              ulps: int | None = None) -> list:
     """Copies of the floating tensor inputs with every element multiplied by its own factor in (1 − relative,
     1 + relative), or with `ulps`, (1 − ulps·eps, 1 + ulps·eps) for the input's dtype (signs and zeros kept; the
     other inputs as they are): a problem next to the drawn one, where the reference's rounding lands afresh. An
@@ -89,7 +90,8 @@ def perturbed(inputs: list, generator: torch.Generator, relative: float = PERTUR
         y = torch.empty_like(x)
         for part, into in slices(x, y):
             wide = torch.float64 if part.dtype == torch.float64 else torch.float32  # a float64 nudge needs float64
-            factor = 1 + relative * (2 * torch.rand(part.shape, generator=generator, device=part.device, dtype=wide) - 1)
+            draw = torch.rand(part.shape, generator=generator, device=part.device, dtype=wide)
+            factor = 1 + relative * (2 * draw - 1)
             into.copy_(part * factor.to(part.dtype))
         out.append(y)
     return out

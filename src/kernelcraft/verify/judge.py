@@ -30,8 +30,8 @@ from kernelcraft.result import Result
 from kernelcraft.verify.check import Comparison, check_form, compare, compare_exact, rounding, worst_rounding
 from kernelcraft.verify.config import VerifyConfig
 from kernelcraft.verify.containment import affinity_widened, cpu_seconds, descendants
-from kernelcraft.verify.inputs import (NUDGE_ULPS, SPREAD, distributions_for, draw_inputs, fresh_seed, mutate_inputs, mutation_kind,
-                                       perturbed, precision_rotation)
+from kernelcraft.verify.inputs import (NUDGE_ULPS, SPREAD, distributions_for, draw_inputs, fresh_seed, mutate_inputs,
+                                       mutation_kind, perturbed, precision_rotation)
 from kernelcraft.verify.memory import GiB, fingerprint, new_key, release_cache
 from kernelcraft.verify.policy import Policy, reference_math
 
