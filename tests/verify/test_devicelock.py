@@ -21,17 +21,17 @@ from kernelcraft.verify.devicelock import DeviceLock, device_key
 from tests.helpers import FIXTURES, REPO
 
 HOLD = """
-import json, sys, time
+import json, os, sys, time
 from pathlib import Path
 from kernelcraft.verify.devicelock import DeviceLock
 lock = DeviceLock("test-device", Path(sys.argv[1]))
 if len(sys.argv) > 4:  # a gate: say this holder has started (its imports done), then wait for the test's go
-    (Path(sys.argv[1]) / f"ready-{sys.argv[2]}-{time.time()}").touch()
+    (Path(sys.argv[1]) / f"ready-{sys.argv[2]}-{os.getpid()}").touch()  # named by pid: two never share a name
     while not Path(sys.argv[4]).exists():
         time.sleep(0.005)
 with lock.held(shared=sys.argv[2] == "shared"):
     start = time.time()
-    (Path(sys.argv[1]) / f"holding-{sys.argv[2]}-{start}").touch()  # for a test waiting until it holds
+    (Path(sys.argv[1]) / f"holding-{sys.argv[2]}-{os.getpid()}").touch()  # for a test waiting until it holds
     time.sleep(float(sys.argv[3]))
     end = time.time()
 print(json.dumps([start, end]))
