@@ -185,17 +185,22 @@ def test_reward_hack_verdict(verdicts, case: Case):
         assert result.speedup_eager is None, describe(result)
 
 
+def _class_fixtures(n: int) -> list:
+    """Class n's cheats and honest twins, at least one of each, each headed by its class and saying which it is."""
+    cheats = sorted(FIXTURES.glob(f"c{n:02d}*_cheat.py"))
+    twins = sorted(FIXTURES.glob(f"c{n:02d}*_honest.py"))
+    assert cheats and twins, n
+    for path in cheats + twins:
+        first = path.read_text().splitlines()[0]
+        assert first.startswith(f"# Hack class {n} ("), path.name
+        assert ("CHEAT" in first) == path.stem.endswith("_cheat"), path.name
+    return cheats + twins
+
+
 def test_every_class_has_a_cheat_and_an_honest_twin():
+    covered = {c.file for c in CASES}
     for n in range(1, 22):
-        cheats = sorted(FIXTURES.glob(f"c{n:02d}*_cheat.py"))
-        twins = sorted(FIXTURES.glob(f"c{n:02d}*_honest.py"))
-        assert cheats and twins, n
-        for path in cheats + twins:
-            first = path.read_text().splitlines()[0]
-            assert first.startswith(f"# Hack class {n} ("), path.name
-            assert ("CHEAT" in first) == path.stem.endswith("_cheat"), path.name
-        covered = {c.file for c in CASES}
-        assert {p.stem for p in cheats + twins} <= covered, n
+        assert {p.stem for p in _class_fixtures(n)} <= covered, n
 
 
 def test_the_trust_boundarys_classes_have_a_cheat_and_an_honest_twin_each_judged():
@@ -204,13 +209,7 @@ def test_the_trust_boundarys_classes_have_a_cheat_and_an_honest_twin_each_judged
     judged = "".join((HERE / f"test_{name}.py").read_text() for name in
                      ("trust_boundary", "cache_hacks", "precision_hacks", "attribution_hacks"))
     for n in range(22, 30):
-        cheats = sorted(FIXTURES.glob(f"c{n:02d}*_cheat.py"))
-        twins = sorted(FIXTURES.glob(f"c{n:02d}*_honest.py"))
-        assert cheats and twins, n
-        for path in cheats + twins:
-            first = path.read_text().splitlines()[0]
-            assert first.startswith(f"# Hack class {n} ("), path.name
-            assert ("CHEAT" in first) == path.stem.endswith("_cheat"), path.name
+        for path in _class_fixtures(n):
             assert path.stem in judged or path.stem.rsplit("_", 1)[0] in judged, path.name
 
 

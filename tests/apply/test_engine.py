@@ -176,6 +176,14 @@ def test_an_apply_stopped_by_sigterm_is_stored_and_resumes(tmp_path, monkeypatch
     s.close()
 
 
+def _apply_file(tmp_path, name: str, text: str, **options):
+    """Apply the model file `text` (written as tmp_path/name) with one candidate a region, quickly."""
+    path = tmp_path / name
+    path.write_text(text)
+    return api.apply(path, rounds=1, device=DEVICE, store=tmp_path / "runs.db", out_dir=tmp_path / "out",
+                     max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0, **options)
+
+
 MODEL_FORM = '''
 import torch
 import torch.nn as nn
@@ -199,10 +207,7 @@ def test_a_model_file_in_the_model_and_inputs_form_is_reassembled_and_verified(t
     """The documented form (`model = Net().eval()`, example inputs): the masked running sum is one region, and the
     model with every region replaced passes end to end (its file's text goes through the static guards)."""
     monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
-    path = tmp_path / "scorer.py"
-    path.write_text(MODEL_FORM)
-    outcome = api.apply(path, rounds=1, device=DEVICE, store=tmp_path / "runs.db", out_dir=tmp_path / "out",
-                        max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0, replace="correct")
+    outcome = _apply_file(tmp_path, "scorer.py", MODEL_FORM, replace="correct")
     regions = {r.name: r for r in outcome.regions}
     assert sorted(regions) == ["00_reduce_cumsum", "01_linear_linear"], sorted(regions)
     assert all(r.status == "replaced" for r in regions.values()), [(r.name, r.status, r.reason) for r in regions.values()]
@@ -213,11 +218,9 @@ def test_the_users_file_is_trusted_and_only_the_kernels_are_guarded(tmp_path, mo
     """A model file that imports sys, seeds torch and calls setattr (each refused in a candidate's own code) is the
     user's, run as the reference runs it: its regions are replaced and the model passes end to end."""
     monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
-    path = tmp_path / "scorer.py"
-    path.write_text(MODEL_FORM.replace("import torch\n", "import sys\nimport torch\ntorch.manual_seed(0)\n", 1)
-                    .replace("        self.head = nn.Linear(24, 8)\n", "        setattr(self, 'head', nn.Linear(24, 8))\n"))
-    outcome = api.apply(path, rounds=1, device=DEVICE, store=tmp_path / "runs.db", out_dir=tmp_path / "out",
-                        max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0, replace="correct")
+    text = (MODEL_FORM.replace("import torch\n", "import sys\nimport torch\ntorch.manual_seed(0)\n", 1)
+            .replace("        self.head = nn.Linear(24, 8)\n", "        setattr(self, 'head', nn.Linear(24, 8))\n"))
+    outcome = _apply_file(tmp_path, "scorer.py", text, replace="correct")
     assert not any("static" in n for n in outcome.notes), outcome.notes
     assert outcome.status == "done" and outcome.end_to_end.correct, outcome.end_to_end
     assert {r.status for r in outcome.regions} == {"replaced"}, [(r.name, r.status, r.reason) for r in outcome.regions]
@@ -251,12 +254,9 @@ def get_init_inputs():
 
 def test_a_problem_with_several_instances_runs_once_and_replaces_them_all(tmp_path, monkeypatch):
     monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
-    path = tmp_path / "blocks.py"
-    path.write_text(BLOCKS)
     events = []
-    outcome = api.apply(path, rounds=1, device=DEVICE, store=tmp_path / "runs.db", out_dir=tmp_path / "out",
-                        max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0, replace="correct",
-                        on_event=lambda kind, data: events.append((kind, data)))
+    outcome = _apply_file(tmp_path, "blocks.py", BLOCKS, replace="correct",
+                          on_event=lambda kind, data: events.append((kind, data)))
     runs = [data for kind, data in events if kind == "apply_region"]
     assert len(runs) == 1 and runs[0]["instances"] == 3, runs
     first, *others = outcome.regions
@@ -272,10 +272,7 @@ def test_a_model_given_back_as_it_was_still_has_its_times(tmp_path, monkeypatch)
     """Nothing faster in the interpreter: no end-to-end verdict, and the model's own times by the verifier's method
     (its baselines), the final model the model as it was."""
     monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
-    path = tmp_path / "blocks.py"
-    path.write_text(BLOCKS)
-    outcome = api.apply(path, rounds=1, device=DEVICE, store=tmp_path / "runs.db", out_dir=tmp_path / "out",
-                        max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0)
+    outcome = _apply_file(tmp_path, "blocks.py", BLOCKS)
     assert outcome.end_to_end is None and not outcome.replaced
     times = outcome.to_dict()["times"]
     assert times["final"] == "as it was" and times["final_ms"] == times["eager_ms"] > 0 and times["compile_ms"] is None
@@ -318,10 +315,7 @@ def get_init_inputs():
 
 def test_attention_with_a_held_causal_mask_is_replaced_and_the_view_after_it_holds(tmp_path, monkeypatch):
     monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
-    path = tmp_path / "attention.py"
-    path.write_text(ATTENTION)
-    outcome = api.apply(path, rounds=1, device=DEVICE, store=tmp_path / "runs.db", out_dir=tmp_path / "out",
-                        max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0, replace="correct")
+    outcome = _apply_file(tmp_path, "attention.py", ATTENTION, replace="correct")
     assert outcome.method == "export"
     attention = next(r for r in outcome.regions if r.kind == "attention")
     assert attention.status == "replaced", (attention.status, attention.reason)
