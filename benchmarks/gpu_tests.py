@@ -67,8 +67,10 @@ def main() -> None:
     ap.add_argument("--name", default="gpu-tests")
     ap.add_argument("--per-test-timeout", type=int, default=240)
     ap.add_argument("--by-test", action="store_true", help="deal single tests, not files, to the shards")
-    args, extra = ap.parse_known_args()
-    extra = [e for e in extra if e != "--"]
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)  # after "--": pytest's own options, for every shard
+    args, extra = ap.parse_known_args(argv[:cut])
+    extra += argv[cut + 1:]
     out = Path(os.environ.get("OUT", "/tmp/kc-out"))
     out.mkdir(parents=True, exist_ok=True)
     if importlib.util.find_spec("pytest_timeout"):

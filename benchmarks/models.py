@@ -5,7 +5,7 @@ replaced and what became of each region; then the geomean of the final models ov
 each model's file under --work and runs benchmarks/apply.py's runner on it.
 
     PYTHONPATH=src python benchmarks/models.py --models gpt2,llama,bert --dtypes float32,bfloat16 \\
-        --budget-minutes 3 --out benchmarks/results/models-h200-DATE.json
+        --budget-minutes 3 --jobs 3 --out benchmarks/results/models-h200-DATE.json
     PYTHONPATH=src python benchmarks/models.py --size tiny --device cpu --models gpt2 --out /tmp/zoo.json  # a try
 
 A model whose library does not import here is a row saying so.
@@ -19,7 +19,9 @@ import importlib.util
 import json
 import math
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -43,30 +45,34 @@ def main() -> int:
     ap.add_argument("--size", default="real", choices=zoo.SIZES)
     ap.add_argument("--budget-minutes", type=float, default=3.0, help="per model, split among its regions")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=1, help="models applied at once (every timing phase holds the "
+                    "device's lock alone; checks overlap)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per model before it is stopped")
     ap.add_argument("--work", type=Path, default=Path("models-work"))
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True, help="written again as each model ends")
     args = ap.parse_args()
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    unknown = [n for n in names if n not in zoo.ENTRIES]
+    if unknown:
+        ap.error(f"not in the zoo: {', '.join(unknown)} (it has {', '.join(zoo.ENTRIES)})")
     files = args.work / "files"
     files.mkdir(parents=True, exist_ok=True)
-    runner, rows, started = _runner(), [], time.time()
-    args.directory, args.jobs = files, 1
-    for name in names:
-        for dtype in dtypes:
-            stem = f"{name}_{dtype}"
-            try:
-                zoo.build(name, "tiny", dtype)  # says at once if the library is missing
-            except zoo.ZooError as exc:
-                rows.append({"model": stem, "status": "unavailable", "error": str(exc)})
-                print(f"{stem}: {exc}", flush=True)
-                continue
+    args.directory = files
+    runner, rows, started, lock = _runner(), [], time.time(), threading.Lock()
+
+    def one(name: str, dtype: str) -> None:
+        stem = f"{name}_{dtype}"
+        try:
+            zoo.build(name, "tiny", dtype)  # says at once if the library is missing
+        except zoo.ZooError as exc:
+            row = {"model": stem, "status": "unavailable", "error": str(exc)}
+            print(f"{stem}: {exc}", flush=True)
+        else:
             (files / f"{stem}.py").write_text(zoo.model_file(name, args.size, dtype))
             row = runner._apply(stem, args)
             row.update(zoo=name, dtype=dtype, size=args.size, what=zoo.ENTRIES[name].what)
-            rows.append(row)
             times = row.get("times") or {}
             if times.get("final_ms"):
                 row["over_eager"] = times["eager_ms"] / times["final_ms"]
@@ -75,25 +81,37 @@ def main() -> int:
             print(f"{stem:<22} {row.get('status', '?'):<8} eager {ms.get('eager_ms', '-')}, torch.compile "
                   f"{ms.get('compile_ms', '-')}, given back {ms.get('final_ms', '-')} ({times.get('final')}); "
                   f"replaced {row.get('replaced_share') or 0:.0%} {row.get('error') or ''}", flush=True)
+        with lock:
+            rows.append(row)
+            _write(args, rows, started)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(lambda pair: one(*pair), [(n, d) for n in names for d in dtypes]))
+    record = _write(args, rows, started)
+    print(f"geomean of the final models over torch.compile: {record['geomean_speedup_compile']}")
+    return 0
+
+
+def _write(args, rows: list[dict], started: float) -> dict:
     compile_speedups = [r["over_compile"] for r in rows if r.get("over_compile")]
     record = {
         "what": "kernelcraft apply on the model zoo (built-in engineer)",
         "date": datetime.date.today().isoformat(),
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "torch": torch.__version__,
-        "settings": {"size": args.size, "budget_minutes": args.budget_minutes, "rounds": args.rounds},
+        "settings": {"size": args.size, "budget_minutes": args.budget_minutes, "rounds": args.rounds,
+                     "jobs": args.jobs},
         "method": "each model's eager, torch.compile and final times by the verifier's method (cuda events, L2 "
                   "flushed): the end-to-end verdict's where kernels went in, else the model's baselines; "
                   "over_compile = torch.compile's time over the final model's",
         "wall_seconds": round(time.time() - started, 1),
         "geomean_speedup_compile": math.exp(sum(map(math.log, compile_speedups)) / len(compile_speedups))
         if compile_speedups else None,
-        "models": rows,
+        "models": sorted(rows, key=lambda r: r["model"]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1))
-    print(f"geomean of the final models over torch.compile: {record['geomean_speedup_compile']}")
-    return 0
+    return record
 
 
 if __name__ == "__main__":
