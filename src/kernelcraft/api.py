@@ -503,7 +503,8 @@ def apply(problem=None, *, model: str | None = None, strategy: str = "tree", rou
           resume: str | None = None, on_event: OnEvent | None = None, **options):
     """Make a whole model faster: profile it, cut it into regions (each written as a problem under
     `out_dir`/regions), optimize each with the proposer (`model`: PROVIDER/NAME, None for the built-in
-    engineer) and strategy, the largest share of the model's time first with `budget_minutes` split by share,
+    engineer) and strategy, the largest share of the model's time first (`budget_minutes`: the whole apply's wall
+    time, apply/budget.py; the runs split what is left by share),
     and verify the model with its faster regions replaced (`out_dir`/model_new.py) end to end. `problem`: the
     model's KernelBench-format file, or a Python file defining `model` and `example_inputs` (apply/adapter.py) (Model, get_inputs, get_init_inputs). Returns an apply.engine.ApplyOutcome. Options
     as for `optimize`; `min_share` leaves regions under that share of the model's time as they are; `replace`:

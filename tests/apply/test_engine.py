@@ -12,8 +12,10 @@ import torch
 
 import kernelcraft
 from kernelcraft import api
+from kernelcraft.apply.engine import _times
 from kernelcraft.cli import main
 from kernelcraft.problems import load_problem
+from kernelcraft.result import Result, Status, Timing
 from kernelcraft.store import Store
 from tests.apply.conftest import DEVICE
 from tests.helpers import KERNELBENCH
@@ -184,6 +186,20 @@ def _apply_file(tmp_path, name: str, text: str, **options):
                      max_candidates=1, compile_baseline=False, timing_budget=0.3, min_share=0.0, **options)
 
 
+def test_the_budget_bounds_the_whole_apply(tmp_path, monkeypatch):
+    """A budget spent by the capture, the profile and the model's baselines starts no region's run: the apply ends,
+    the model as it was, each region saying why."""
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    outcome = _apply_file(tmp_path, "fc_sort.py", MODEL, budget_minutes=0.02)
+    assert outcome.status == "done" and outcome.replaced == [] and outcome.end_to_end is None
+    ran_out = [r for r in outcome.regions if r.status == "skipped" and "budget ran out" in r.reason]
+    assert ran_out and all(r.run_id is None for r in outcome.regions)
+    assert outcome.times["final"] == "as it was"
+    s = Store(tmp_path / "runs.db")
+    assert s.runs(bench_id=outcome.apply_id) == []
+    s.close()
+
+
 MODEL_FORM = '''
 import torch
 import torch.nn as nn
@@ -321,3 +337,19 @@ def test_attention_with_a_held_causal_mask_is_replaced_and_the_view_after_it_hol
     assert attention.status == "replaced", (attention.status, attention.reason)
     assert outcome.end_to_end.correct, outcome.end_to_end
     assert ".reshape(" in (tmp_path / "out" / "model_new.py").read_text()  # the view after the kernel, made a reshape
+
+
+def _timing(ms: float) -> Timing:
+    return Timing(median_ms=ms, iqr_ms=0.0, cv=0.0, samples=10, min_ms=ms, method="cuda_events+l2_flush")
+
+
+@pytest.mark.parametrize("kernels, compiled, final", [(2.0, 1.5, "torch.compile"), (1.2, 1.5, "with kernels"),
+                                                      (2.0, None, "with kernels")])
+def test_the_final_model_is_the_fastest_of_eager_kernels_and_torch_compile(kernels, compiled, final):
+    verdict = Result("m", "m (apply)", "triton", status=Status.OK, correct=True, runtime=_timing(kernels),
+                     eager=_timing(3.0), compiled=_timing(compiled) if compiled else None)
+    notes = []
+    times = _times(load_problem("level1/relu"), verdict, None, notes)
+    assert times["final"] == final and times["kernels_ms"] == pytest.approx(kernels)
+    assert times["final_ms"] == pytest.approx(min(kernels, compiled or kernels))
+    assert bool(notes) == (final == "torch.compile") and all("torch.compile(model)" in n for n in notes)

@@ -3,8 +3,11 @@ rest in order of their share, the budget split in proportion; Amdahl's bound and
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from kernelcraft.apply.budget import Deadline
 from kernelcraft.apply.plan import amdahl, plan
 from kernelcraft.apply.profile import Profile, RegionTime
 
@@ -19,8 +22,8 @@ def test_the_largest_share_first_with_the_budget_split_by_share():
     plans = plan(_profile(), budget_minutes=8.0)
     assert [(p.name, p.optimize) for p in plans] == [("02_conv_c", True), ("00_linear_a", True),
                                                      ("01_layout_b", False), ("03_elementwise_d", False)]
-    # each its floor (0.5 min), the other 7 minutes split 3:1 by share
-    assert plans[0].minutes == pytest.approx(0.5 + 7 * 0.75) and plans[1].minutes == pytest.approx(0.5 + 7 * 0.25)
+    # each its floor (1 min), the other 6 minutes split 3:1 by share
+    assert plans[0].minutes == pytest.approx(1 + 6 * 0.75) and plans[1].minutes == pytest.approx(1 + 6 * 0.25)
     assert plans[2].why == "it only reshapes or copies" and "under 2%" in plans[3].why
     assert all(p.minutes is None for p in plan(_profile()))  # no budget: each run's own limits
 
@@ -33,9 +36,9 @@ def test_amdahl():
 
 
 def test_a_budget_too_small_for_every_region_leaves_the_smallest_shares_out():
-    plans = plan(_profile(), budget_minutes=0.8)  # one floor fits: the largest share gets the whole budget
+    plans = plan(_profile(), budget_minutes=1.6)  # one floor fits: the largest share gets the whole budget
     assert [(p.name, p.optimize) for p in plans][:2] == [("02_conv_c", True), ("00_linear_a", False)]
-    assert plans[0].minutes == pytest.approx(0.8) and "ran out" in plans[1].why
+    assert plans[0].minutes == pytest.approx(1.6) and "ran out" in plans[1].why
     assert plan(_profile(), budget_minutes=0.2)[0].minutes == pytest.approx(0.2)  # under one floor: all of it
 
 
@@ -58,3 +61,13 @@ def test_instances_of_one_problem_are_planned_once_at_their_summed_share():
     for name in ("02_linear_a", "03_linear_a"):
         assert not plans[name].optimize and plans[name].like == "00_linear_a" and plans[name].minutes is None
         assert plans[name].why.startswith("the same problem as 00_linear_a")
+
+
+def test_the_deadline_keeps_a_reserve_for_the_end_to_end_verdict():
+    assert Deadline.of(None).for_runs_s() is None and not Deadline.of(None).over()
+    assert Deadline.of(10).reserve_s == pytest.approx(120.0)  # a fifth of 10 minutes
+    assert Deadline.of(1).reserve_s == pytest.approx(20.0)  # at least 20 s
+    assert Deadline.of(0.5).reserve_s == pytest.approx(15.0)  # never more than half
+    spent = Deadline(60.0, started=time.monotonic() - 50.0)
+    assert spent.for_runs_s() == 0.0 and not spent.over()  # the runs' time is gone, the reserve is not
+    assert Deadline(60.0, started=time.monotonic() - 61.0).over()

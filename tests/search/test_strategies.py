@@ -4,10 +4,13 @@ stored; failures of every kind counted, never fatal to a run."""
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
+import torch
 
 from kernelcraft.search import Budget, RunConfig, outcome, resume_run, start_run
+from kernelcraft.verify.devicelock import DeviceLock, device_key
 from tests.llm_server import Reply, Rule
 from tests.search.conftest import FAST, IDEAS_PROMPT, PROSE, SLOW, WRONG, code, ideas_json
 
@@ -131,6 +134,37 @@ def test_budgets_stop_a_run_cleanly(store, relu, verifier, serve, proposer, budg
     if reason == "budget_tokens":  # the first call spends the budget: no implementation is asked
         assert [c["kind"] for c in store.calls(out.run_id)] == ["ideas"] and rows == []
     assert store.run(out.run_id)["status"] == "done"
+
+
+def test_the_wall_budget_withdraws_the_queued_evaluations(store, relu, verifier, serve, proposer):
+    """At the deadline the evaluations still queued behind the (one) device are withdrawn: their candidates stay
+    unevaluated, stored for a resume, instead of being judged past the budget. The device is held (its timing lock,
+    as another process's timing would hold it) until past the deadline, so the queue is there when it comes."""
+    server = serve([Rule("Write a custom kernel", [Reply(code(FAST + f"# variant {i}\n")) for i in range(8)])])
+    verifier.target(relu)  # the baselines the prompts quote, measured (and kept) before the device is held
+    lock = DeviceLock(device_key(torch.device("cpu")))
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with lock.held():
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert held.wait(30)
+    threading.Timer(6.0, release.set).start()
+    try:
+        out = start_run(store, relu, proposer(server, concurrency=8), verifier,
+                        config("sample", samples=8, budget=Budget(wall_s=3.0)), out_dir=None)
+    finally:
+        release.set()
+        holder.join()
+    assert out.stop_reason == "budget_wall_time"
+    rows = store.candidates(out.run_id)
+    assert len(rows) == 8 and out.counters.withdrawn >= 6  # one or two were with the device when the time ran out
+    assert len([r for r in rows if r["status"]]) == out.counters.evaluated == 8 - out.counters.withdrawn
+    assert out.counters.by_status.get("not_evaluated") == out.counters.withdrawn
 
 
 def test_failed_calls_are_counted_and_the_run_goes_on(store, relu, verifier, serve, proposer):

@@ -2,7 +2,8 @@
 profile how the model's time splits among them, optimize the regions and verify the model with its faster regions
 replaced (engine.py); `kernelcraft.apply(model, DIR)` swaps an apply's kernels into a live model (swap.py).
 
-The package is callable: `kernelcraft.apply(model, DIR)` is `kernelcraft.apply.swap(model, DIR)`, so the helper
+The package is callable: `kernelcraft.apply(model, DIR)` is `kernelcraft.apply.swap(model, DIR)` (torch.compile(model)
+where the apply found that faster than its kernels), so the helper
 and the package that makes what it loads share one name."""
 
 import sys
@@ -18,8 +19,8 @@ __all__ = ["CaptureError", "Captured", "ExtractError", "Extraction", "Region", "
 
 
 class _CallablePackage(types.ModuleType):
-    def __call__(self, model, directory):
-        return swap(model, directory)
+    def __call__(self, model, directory, use: str = "final"):
+        return swap(model, directory, use)
 
 
 sys.modules[__name__].__class__ = _CallablePackage

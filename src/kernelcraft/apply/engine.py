@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 
+from kernelcraft.apply.budget import SMALLEST_RUN_S, Deadline
 from kernelcraft.apply.extract import Extraction, extract_model, write_problems
 from kernelcraft.apply.instances import instances
 from kernelcraft.apply.plan import RegionPlan, amdahl, plan
@@ -39,6 +40,7 @@ OnEvent = Callable[[str, dict], None]
 MODEL_FILE = "model_new.py"
 MANIFEST = "apply.json"
 REPLACE = ("faster", "correct")
+FINAL_KERNELS, FINAL_AS_IT_WAS, FINAL_COMPILE = "with kernels", "as it was", "torch.compile"  # times["final"]
 
 
 class ApplyError(KernelcraftError):
@@ -90,8 +92,8 @@ class ApplyOutcome:
     profile: Profile | None
     regions: list[RegionOutcome]
     end_to_end: Result | None = None  # the reassembled model's verdict (None: nothing replaced)
-    # the model's times by the verifier's method: eager, torch.compile of it as it is, and the model apply gives
-    # back (its kernels where they went in, else the model as it was)
+    # the model's times by the verifier's method: eager, torch.compile of it as it is, with its kernels (where they
+    # went in), and the model apply gives back, the fastest of those ("final": FINAL_*)
     times: dict | None = None
     model_file: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -128,7 +130,8 @@ class ApplyOutcome:
                 "expected_speedup": _finite(self.expected),
                 "end_to_end": e.to_dict() if e else None, "times": self.times,
                 "speedup_eager": e.speedup_eager if e and e.correct else (1.0 if not self.replaced else None),
-                "speedup_compile": e.speedup_compile if e and e.correct else None}
+                "speedup_compile": e.speedup_compile if e and e.correct else None,
+                "final": self.times["final"] if self.times else None}
 
 
 def _finite(x: float) -> float | None:
@@ -137,7 +140,7 @@ def _finite(x: float) -> float | None:
 
 @dataclass
 class ApplySettings:
-    budget_minutes: float | None = None  # split among the regions by share; None: each run's own limits
+    budget_minutes: float | None = None  # the whole apply's wall time (budget.py); None: each run's own limits
     min_share: float = 0.02
     seed: int = 0  # the weights the regions' problem files hold
     # which regions' kernels go into the model: "faster" than PyTorch (the product), or every "correct" one (to
@@ -168,19 +171,23 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
                            {"run": config.to_dict(), **settings, "apply": apply.to_dict(), "out_dir": str(out_dir)})
     device = verifier.devices[0]
     result = ApplyOutcome(apply_id, problem.name, "", device, "failed", None, [])
+    deadline = Deadline.of(apply.budget_minutes)
     try:
         emit("apply_stage", {"stage": "capture", "apply_id": apply_id})
         exact = not get_policy(settings["verify"]["policy"]).allow_tf32
         extraction, prof = _cut(problem, sizes, device, apply.seed, exact, out_dir, emit)
         result.method, result.profile, result.notes = extraction.method, prof, list(extraction.notes)
+        if deadline.budget_s is not None:  # measured now (kept for the end), so the runs' budget is what is left
+            emit("apply_stage", {"stage": "baselines", "apply_id": apply_id})
+            _baselines(problem, verifier, result.notes)
         regions = _optimize(store, apply_id, extraction, prof, apply, proposer, verifier, config, settings,
-                            out_dir, emit)
+                            out_dir, emit, deadline)
         result.regions = regions
         _store(store, result, "running")
         emit("apply_stage", {"stage": "verify", "apply_id": apply_id,
                              "replaced": [r.name for r in regions if r.status == "replaced"]})
         result.end_to_end, result.model_file = _settle(problem, extraction, regions, verifier, out_dir, result.notes,
-                                                       emit, apply.replace == "faster")
+                                                       emit, apply.replace == "faster", deadline)
         result.times = _times(problem, result.end_to_end, verifier, result.notes)
         result.status = "done"
     except KernelcraftError as exc:  # a model that cannot be captured, regions that cannot be written: one line
@@ -238,13 +245,16 @@ def _cut_at(problem: Problem, sizes, device: str, seed: int, out_dir: Path,
 # -- the regions' runs --------------------------------------------------------------------------------------------
 
 def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile, apply: ApplySettings, proposer,
-              verifier, config: RunConfig, settings: dict, out_dir: Path, emit: OnEvent) -> list[RegionOutcome]:
+              verifier, config: RunConfig, settings: dict, out_dir: Path, emit: OnEvent,
+              deadline: Deadline) -> list[RegionOutcome]:
     """Each problem's run (regions that are one problem run once, as the first of them), and every region's outcome:
-    another instance of a problem takes its first's kernel and verdict."""
+    another instance of a problem takes its first's kernel and verdict. The runs share what is left of the budget
+    (`deadline`); each is cut to what is left when it starts."""
     like = instances(extraction.regions)
     problems = {name: load_problem(out_dir / "regions" / f"{name}.py") for name in dict.fromkeys(like.values())}
     unable = {name: why for name, p in problems.items() if (why := uncovered(proposer, p, config.backend))}
-    plans = plan(prof, apply.budget_minutes, apply.min_share, unable, like)
+    for_runs = deadline.for_runs_s()
+    plans = plan(prof, None if for_runs is None else for_runs / 60.0, apply.min_share, unable, like)
     earlier = {r["problem"]: r for r in store.runs(bench_id=apply_id)}
     own = prof.shares
     outcomes = {}
@@ -256,6 +266,12 @@ def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile
             o.status = "not_covered"
         if not p.optimize:
             continue
+        left = deadline.for_runs_s()
+        if left is not None and left < SMALLEST_RUN_S:
+            o.status, o.reason, o.minutes = "skipped", "the budget ran out before its run", None
+            continue
+        if left is not None:
+            p.minutes = o.minutes = min(p.minutes if p.minutes is not None else left / 60.0, left / 60.0)
         region_problem = problems[p.name]
         emit("apply_region", {"index": i, "total": sum(q.optimize for q in plans), "region": p.name,
                               "share": p.share, "minutes": p.minutes, "instances": len(p.instances) or 1})
@@ -297,10 +313,13 @@ def _region_run(store: Store, apply_id: str, problem: Problem, p: RegionPlan, ea
 # -- reassemble and verify end to end ---------------------------------------------------------------------------
 
 def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcome], verifier, out_dir: Path,
-            notes: list[str], emit: OnEvent, faster: bool) -> tuple[Result | None, str | None]:
+            notes: list[str], emit: OnEvent, faster: bool,
+            deadline: Deadline | None = None) -> tuple[Result | None, str | None]:
     """The reassembled model's verdict and file, after putting back to PyTorch what is wrong or slow in it. The
     model's own file, carried unchanged, is the user's code: the verifier's static guards read only the kernels
-    and the generated wrapper (guards.static_findings' `trusted`)."""
+    and the generated wrapper (guards.static_findings' `trusted`). Past the deadline no region is tried alone
+    again: what is wrong or slow then puts every region back."""
+    deadline = deadline or Deadline(None)
     by_name = {r.name: r for r in extraction.regions}
 
     def verify(chosen: list[RegionOutcome]) -> Result:
@@ -320,7 +339,12 @@ def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcom
     if not chosen:
         return None, None
     result = verify(chosen)
-    if not result.correct:
+    if not result.correct and deadline.over():
+        notes.append(f"the reassembled model was judged {result.status}: {result.message[:300]}; the budget was "
+                     "spent, so no region was tried alone in the model")
+        for r in list(chosen):
+            _drop(r, chosen, "the reassembled model was not correct, and the budget was spent")
+    elif not result.correct:
         notes.append(f"the reassembled model was judged {result.status}: {result.message[:300]}; each region "
                      "(a problem's instances together) verified alone in the model")
         for unit in units().values():
@@ -329,7 +353,11 @@ def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcom
                 for r in unit:
                     _drop(r, chosen, f"in the model, judged {alone.status}: {alone.message[:200]}")
         result = verify(chosen) if chosen else None
-    while faster and result is not None and result.correct and (result.speedup_eager or 0) < 1.0 and chosen:
+
+    def slower() -> bool:
+        return bool(faster and chosen and result is not None and result.correct and (result.speedup_eager or 0) < 1.0)
+
+    while slower() and not deadline.over():
         weakest = min(units().values(), key=lambda unit: unit[0].speedup or 0)
         names = ", ".join(r.name for r in weakest)
         notes.append(f"the reassembled model was {result.speedup_eager:.2f}x the model's time; {names} put back to "
@@ -337,6 +365,12 @@ def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcom
         for r in weakest:
             _drop(r, chosen, "the model was faster end to end without it")
         result = verify(chosen) if chosen else None
+    if slower():  # the budget was spent before a faster set was found
+        notes.append(f"the reassembled model was {result.speedup_eager:.2f}x the model's time and the budget was "
+                     "spent: every region put back to PyTorch")
+        for r in list(chosen):
+            _drop(r, chosen, "the model was faster end to end without the kernels, and the budget was spent")
+        result = None
     if result is None or not result.correct:
         for r in list(chosen):
             _drop(r, chosen, "the reassembled model was not correct")
@@ -345,13 +379,22 @@ def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcom
     return result, str(out_dir / MODEL_FILE)
 
 
+def _baselines(problem: Problem, verifier, notes: list[str]) -> None:
+    """The model's own baselines (eager, torch.compile), measured once and kept by the verifier for the end."""
+    try:
+        verifier.target(problem)
+    except KernelcraftError as exc:
+        notes.append(f"the model's own times were not taken: {exc}")
+
+
 def _times(problem: Problem, verdict: Result | None, verifier, notes: list[str]) -> dict | None:
     """The model's eager and torch.compile times and the final model's, one method for the three: the end-to-end
-    verdict's where the kernels went in, else the verifier's baselines of the model (its target). Where torch.compile
-    of the model as it is beats the final model, a note says so."""
+    verdict's where the kernels went in, else the verifier's baselines of the model (its target). The final model is
+    the fastest of the model as it was, the model with its kernels and torch.compile of the model as it was: apply
+    never gives back a model slower than torch.compile's (swap.py follows `final`)."""
     if verdict is not None and verdict.correct and verdict.runtime_ms:
-        times = {"eager_ms": verdict.eager_ms, "compile_ms": verdict.compile_ms, "final_ms": verdict.runtime_ms,
-                 "final": "with kernels", "method": verdict.timing_method}
+        times = {"eager_ms": verdict.eager_ms, "compile_ms": verdict.compile_ms, "kernels_ms": verdict.runtime_ms,
+                 "final_ms": verdict.runtime_ms, "final": FINAL_KERNELS, "method": verdict.timing_method}
     else:
         try:
             target = verifier.target(problem)
@@ -361,10 +404,13 @@ def _times(problem: Problem, verdict: Result | None, verifier, notes: list[str])
         if target.eager is None:
             return None
         times = {"eager_ms": target.eager.cost_ms, "compile_ms": target.compiled.cost_ms if target.compiled else None,
-                 "final_ms": target.eager.cost_ms, "final": "as it was", "method": target.eager.method}
+                 "kernels_ms": None, "final_ms": target.eager.cost_ms, "final": FINAL_AS_IT_WAS,
+                 "method": target.eager.method}
     if times["compile_ms"] and times["final_ms"] > times["compile_ms"]:
-        notes.append(f"torch.compile of the model as it is runs in {times['compile_ms']:.4g} ms, faster than the "
-                     f"model apply gives back ({times['final_ms']:.4g} ms, {times['final']}): use torch.compile(model)")
+        notes.append(f"torch.compile of the model as it was runs in {times['compile_ms']:.4g} ms, faster than "
+                     f"{'its kernels' if times['final'] == FINAL_KERNELS else 'the model as it was'} "
+                     f"({times['final_ms']:.4g} ms): the model given back is torch.compile(model)")
+        times["final_ms"], times["final"] = times["compile_ms"], FINAL_COMPILE
     return times
 
 

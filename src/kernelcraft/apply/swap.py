@@ -5,23 +5,41 @@ which wraps the model given: its parameters and buffers are shared with the kern
 follows the model's weights and device. The kernels compute the model's forward in eval mode (dropout off, batch
 norms on their running statistics), as it was verified, and only at the input shapes the apply cut the model at;
 at other shapes the wrapped model runs as it is.
+
+The model given back is the apply's final one (DIR/apply.json's `final`): where torch.compile of the model as it
+was ran faster than its kernels, or nothing was replaced and torch.compile ran faster than eager, it is
+`torch.compile(model)`; `use="kernels"` asks for the kernels all the same.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
 import torch.nn as nn
 
-from kernelcraft.apply.engine import MODEL_FILE, ApplyError
+import torch
+
+from kernelcraft.apply.engine import FINAL_COMPILE, MANIFEST, MODEL_FILE, ApplyError
+
+USES = ("final", "kernels")
 
 
-def swap(model: nn.Module, directory: str | Path) -> nn.Module:
-    """`model` with the kernels of the apply written to `directory` swapped in (a new module wrapping it)."""
+def swap(model: nn.Module, directory: str | Path, use: str = "final") -> nn.Module:
+    """`model` as the apply written to `directory` gives it back: with its kernels swapped in (a new module wrapping
+    it), or torch.compile(model) where that was the faster (`use="final"`, the default); `use="kernels"`: the
+    kernels, whichever was faster."""
+    if use not in USES:
+        raise ApplyError(f"use={use!r}: use one of {', '.join(USES)}")
     path = Path(directory) / MODEL_FILE
+    if use == "final" and _final(Path(directory)) == FINAL_COMPILE:
+        if model.training:
+            raise ApplyError("the model is in training mode; the apply measured its eval-mode forward: call "
+                             "model.eval() first")
+        return torch.compile(model)
     if not path.is_file():
         raise ApplyError(f"{path} does not exist: kernelcraft apply writes it when the model with its kernels was "
                          "verified faster (see apply.json there for what happened)")
@@ -44,3 +62,11 @@ def swap(model: nn.Module, directory: str | Path) -> nn.Module:
         return module.ModelNew.around(model)
     except (RuntimeError, AttributeError) as exc:
         raise ApplyError(f"{path}'s kernels do not fit this model: {exc}") from None
+
+
+def _final(directory: Path) -> str | None:
+    """The final model the apply written to `directory` chose (None where its manifest does not say)."""
+    try:
+        return (json.loads((directory / MANIFEST).read_text()).get("times") or {}).get("final")
+    except (OSError, ValueError):
+        return None

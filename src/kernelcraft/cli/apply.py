@@ -23,7 +23,8 @@ def add_parser(sub) -> None:
     p.add_argument("--list", action="store_true", help="list the store's applies and exit")
     p.add_argument("--show", metavar="APPLY", help="show a stored apply (an id or a unique prefix) and exit")
     p.add_argument("--budget-minutes", type=float, default=None,
-                   help="wall time for all the regions' runs, split by each region's share of the model's time")
+                   help="the whole apply's wall time: capture, profile, the regions' runs (split by their share "
+                        "of the model's time) and the end-to-end verdict")
     p.add_argument("--min-share", type=float, default=0.02,
                    help="regions under this share of the model's time stay as they are (default 0.02)")
     p.add_argument("--replace", choices=["faster", "correct"], default="faster",

@@ -12,6 +12,7 @@ from kernelcraft.store import UNEVALUATED
 
 
 _STAGES = {"capture": "capturing the model and cutting it into regions", "profile": "timing the model and its regions",
+           "baselines": "timing the model eager and under torch.compile (its baselines, kept for the end)",
            "verify": "reassembling the model with its faster regions"}
 
 
@@ -87,6 +88,8 @@ class Progress:
             from kernelcraft.report.apply import profile_view
 
             self.console.print(profile_view(data))
+        elif kind == "withdrawn":  # the run's wall budget ran out with candidates still queued
+            self.console.print(f"[yellow]stop:[/] {data['count']} queued candidates not judged (the budget ran out)")
         elif kind == "apply_verify":
             self.console.print(f"apply: verifying the model with {len(data['regions'])} regions replaced")
         elif kind == "target":

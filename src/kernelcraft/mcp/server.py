@@ -211,7 +211,8 @@ def build_server(defaults: Defaults) -> tuple[MCPServer, Runs]:
                     strategy: Annotated[str, Field(description="tree (default), refine, sample or evolve")] = "tree",
                     rounds: Annotated[int, Field(description="search rounds per region", ge=1, le=50)] = 3,
                     budget_minutes: Annotated[float | None, Field(description=(
-                        "wall time for all the regions' runs, split by each region's share of the model's time"),
+                        "the whole apply's wall time: capture, profile, the regions' runs (split by their share of "
+                        "the model's time) and the end-to-end verdict"),
                         gt=0)] = None,
                     min_share: Annotated[float, Field(description=(
                         "regions under this share of the model's time stay as they are"), ge=0, lt=1)] = 0.02,

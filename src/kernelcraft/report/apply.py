@@ -46,8 +46,9 @@ def apply_view(summary: dict) -> Group:
                           style="red"))
     times = summary.get("times")
     if times:
+        kernels = f"with kernels {_ms(times['kernels_ms'])}, " if times.get("kernels_ms") else ""
         lines.append(Text(f"the model: eager {_ms(times['eager_ms'])}, torch.compile {_ms(times.get('compile_ms'))}, "
-                          f"given back {_ms(times['final_ms'])} ({times['final']}; {times.get('method')})"))
+                          f"{kernels}given back {_ms(times['final_ms'])} ({times['final']}; {times.get('method')})"))
     bounds = []
     if summary.get("expected_speedup") and replaced:
         bounds.append(f"the replaced regions' own speedups predict {_x(summary['expected_speedup'])}")

@@ -63,9 +63,30 @@ class Engine:
         self._target: Target | None = None
         self._target_done = False
         self.profiler = RunProfiler(store, run_id, problem, verifier, self.on_event)
+        self._deadline: threading.Timer | None = None
+        if config.budget.wall_s is not None:  # the wall budget ends the run then, even while it only waits
+            self._deadline = threading.Timer(max(config.budget.wall_s, 0.0), self._at_deadline)
+            self._deadline.daemon = True
+            self._deadline.start()
 
     def close(self, cancel: bool = False) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
         self._pool.shutdown(wait=not cancel, cancel_futures=cancel)
+
+    def _at_deadline(self) -> None:
+        """The wall budget is spent: no new work, and the evaluations still queued behind the verifier's devices are
+        withdrawn (their candidates stay unevaluated, and a resumed run evaluates them); one being judged finishes.
+        Without this a run's queue outlived its budget: at full sizes, a 0.5 min run took 1.5-2 min."""
+        if self.stopped() != "budget_wall_time":
+            return
+        with self._lock:
+            queued = [f for f in self._by_source.values() if not f.done()]
+        withdrawn = sum(f.cancel() for f in queued)
+        if withdrawn:
+            with self._lock:
+                self.count.withdrawn += withdrawn
+            self.on_event("withdrawn", {"count": withdrawn, "reason": "budget_wall_time"})
 
     # budgets ----------------------------------------------------------------------------------------
     def stopped(self) -> str | None:
@@ -319,6 +340,9 @@ class Engine:
                 evaluation = self._by_source[cand.source] = self.verifier.submit(job)
 
         def done(fut: Future) -> None:
+            if fut.cancelled():  # withdrawn at the deadline: no verdict, the candidate stays unevaluated
+                self._finish(cand, out)
+                return
             try:
                 result = fut.result()
                 if duplicate:  # the same source was evaluated for an earlier candidate: its verdict

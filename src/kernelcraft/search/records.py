@@ -74,6 +74,7 @@ class Counters:
     candidates: int = 0  # created (or being asked for)
     evaluated: int = 0
     duplicates: int = 0
+    withdrawn: int = 0  # evaluations queued when the wall budget ran out, never judged
     overhead_s: float = 0.0  # the orchestrator's own time: parsing, prompts' inputs, store writes
     replayed_calls: int = 0
     replayed_results: int = 0

@@ -1,0 +1,47 @@
+"""`--budget-minutes` as a user reads it: the wall time of the whole apply (capture, profile, the model's baselines,
+the regions' runs, the end-to-end verification), not of the regions' runs alone. The runs get what is left after
+the model's own measurements, less a reserve for the end-to-end verdict; each run's share is cut to what is left
+when it starts, and a run ends at its deadline with its queued evaluations withdrawn (search/engine.py).
+
+Measured (H200, GPT-2 small bf16 at 8 x 512 tokens, 2026-11-29): capture 7 s, profile 18 s, a region's baselines
+12-17 s, one candidate's verdict about 20 s; before this, a "2 minute" apply ran past 5.5 minutes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+RESERVE_SHARE = 0.2  # of the budget, kept for the end-to-end verification and the final times
+RESERVE_MIN_S = 20.0  # ... but at least this much, and never more than half the budget
+SMALLEST_RUN_S = 10.0  # a region's run shorter than this verifies nothing: it is not started
+
+
+@dataclass
+class Deadline:
+    budget_s: float | None  # None: no budget (each run's own limits)
+    started: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def of(cls, minutes: float | None) -> Deadline:
+        return cls(minutes * 60.0 if minutes is not None else None)
+
+    @property
+    def reserve_s(self) -> float:
+        if self.budget_s is None:
+            return 0.0
+        return min(max(RESERVE_MIN_S, RESERVE_SHARE * self.budget_s), 0.5 * self.budget_s)
+
+    def left_s(self) -> float | None:
+        """Seconds left of the whole budget (None: no budget)."""
+        if self.budget_s is None:
+            return None
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def for_runs_s(self) -> float | None:
+        """Seconds the regions' runs may still take, the reserve kept back (None: no budget)."""
+        left = self.left_s()
+        return None if left is None else max(left - self.reserve_s, 0.0)
+
+    def over(self) -> bool:
+        left = self.left_s()
+        return left is not None and left <= 0.0
