@@ -245,3 +245,33 @@ def test_module_leaves_pass_their_settings_by_keyword(tmp_path):
     calls = {n.target: n for n in extraction.graph_module.graph.nodes if n.op == "call_function"}
     assert calls[F.gelu].kwargs == {"approximate": "tanh"} and len(calls[F.gelu].args) == 1
     assert calls[F.avg_pool1d].kwargs["ceil_mode"] is True
+
+
+class _RMSNorm(nn.Module):
+    """An RMSNorm as transformers writes it: in float32 whatever the model's dtype, cast back before the weight."""
+
+    def __init__(self, checked: bool = False):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(64) + 0.1 * torch.randn(64))
+        self.checked = checked
+
+    def forward(self, x):
+        if self.checked and x.shape[-1] != self.weight.shape[0]:  # a branch on a size: fx cannot trace it
+            raise ValueError("x's last dim is not the norm's")
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.weight * h.to(x.dtype)
+
+
+@pytest.mark.parametrize("exported", [False, True], ids=["fx", "export"])
+def test_an_rmsnorm_with_its_casts_is_one_region(exported, tmp_path):
+    """The cast to float32 is read by the mean of squares and by x * rsqrt(.): it joins once the epilogue is taken.
+    Under torch.export each cast comes with an `_assert_tensor_metadata` of what it read, a second reader that cut
+    the normalisation from the cast back and the weight: export's assertions are dropped."""
+    torch.manual_seed(0)
+    model, x = _RMSNorm(checked=exported).to(torch.bfloat16).eval(), torch.randn(2, 8, 64, dtype=torch.bfloat16)
+    extraction = _check_regions(model, [x], tmp_path, "rms")
+    assert extraction.method == ("export" if exported else "fx")
+    assert [r.kind for r in extraction.regions] == ["reduce"]
+    graph = extraction.graph_module.graph
+    assert not [n for n in graph.nodes if "assert" in str(n.target)]

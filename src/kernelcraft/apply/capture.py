@@ -277,6 +277,7 @@ def _export_capture(model: nn.Module, inputs: list, why: str) -> Captured:
                            "captured")
     if user_outputs == 1:  # the model returns a tensor, not a tuple of one
         outputs.args = (outputs.args[0][0],)
+    _drop_assertions(gm.graph)
     rewritten = torch_level(gm.graph)
     captured = fx.GraphModule(root, gm.graph)
     captured.graph.lint()
@@ -284,6 +285,15 @@ def _export_capture(model: nn.Module, inputs: list, why: str) -> Captured:
     if rewritten:
         notes.append(f"{rewritten} ATen ops written as the torch functions they come from")
     return Captured(captured, "export", notes, origins)
+
+
+def _drop_assertions(graph: fx.Graph) -> None:
+    """Export's run-time assertions (`_assert_tensor_metadata` before each dtype cast, `_assert_scalar`, ...) check
+    what the export saw; they compute nothing, yet as a second reader of a value they cut the ops around it apart
+    (an RMSNorm's cast back to the model's dtype split from its normalisation)."""
+    for node in list(graph.nodes):
+        if node.op == "call_function" and not node.users and _name(node).startswith("_assert"):
+            graph.erase_node(node)
 
 
 def _free_name(root: nn.Module, qualified: str) -> str:

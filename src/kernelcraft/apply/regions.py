@@ -5,7 +5,8 @@
   linear or matmul, one norm), each the only reader of the last; then, where the chain's end is read by several
   pointwise ops (x * 0.5 * (1 + tanh(x))), all the pointwise ops reachable from it, when they end in one value.
   A reduction (a sum, a mean, a cumsum, an argmax, ...) also takes the pointwise ops before it whose values only the
-  region reads (cumsum(x * mask), mean((a - b) ** 2)): a kernel can apply them as it loads, the product never written.
+  region reads (cumsum(x * mask), mean((a - b) ** 2)): a kernel can apply them as it loads, the product never written;
+  the region's epilogue taken, again (an RMSNorm's x.float(), read by the mean of its squares and by x * rsqrt(.)).
   A scan takes the flips torch spells a reverse scan with, flip(cumsum(flip(x, d), d), d), when only it reads them.
 - softmax(q @ k^T ...) @ v, with only pointwise ops and masking between, is one attention region.
 - What is left, runs of consecutive ops in graph order, is cut into its connected pieces: elementwise ops and
@@ -124,6 +125,9 @@ def partition(graph: fx.Graph, constants: set[fx.Node]) -> list[Group]:
         elif kind in _PROLOGUE_KINDS:
             members = [*_prologue(node, assigned, constants), node, *_flipped_back(node, assigned, constants)]
         members = _epilogue(_with_parts(members or [node]), kind, assigned, constants, ancestors)
+        more = _prologue(node, assigned, constants, members) if kind in _PROLOGUE_KINDS else []
+        if more and _convex(more + members, ancestors):  # x.float() read by x^2's mean and by x * rsqrt(.)
+            members = more + members
         claim(kind, members, node)
     for run in _runs(nodes, assigned):
         for piece in _pieces(run):
@@ -209,18 +213,20 @@ def _flipped_back(head: fx.Node, assigned, constants) -> list[fx.Node]:
     return [user] if _open(user, assigned, constants) else []
 
 
-def _prologue(head: fx.Node, assigned, constants) -> list[fx.Node]:
+def _prologue(head: fx.Node, assigned, constants, region: list[fx.Node] | None = None) -> list[fx.Node]:
     """The pointwise ops before `head` whose values only the region reads: its inputs, theirs, and so on up through
-    pointwise ops (cumsum(x * mask): the product need never be written); a scan's flip first, and what feeds it."""
+    pointwise ops (cumsum(x * mask): the product need never be written); a scan's flip first, and what feeds it.
+    `region`: the region's nodes so far (its epilogue taken), whose readers count as the region's too."""
     flip = _flip_into(head, assigned, constants)
-    if flip is not None:
+    if flip is not None and region is None:
         return [*_prologue(flip, assigned, constants), flip]
+    region = region or [head]
     found: list[fx.Node] = []
     grew = True
     while grew:  # again until nothing joins: an op read by two that joined only joins after both
         grew = False
-        inside = {head, *found}
-        for node in [i for m in (head, *found) for i in m.all_input_nodes]:
+        inside = {*region, *found}
+        for node in [i for m in (*region, *found) for i in m.all_input_nodes]:
             if node in inside or not _open(node, assigned, constants) or op_kind(node) != "pointwise":
                 continue
             if all(u in inside for u in node.users):
