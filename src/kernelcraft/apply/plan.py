@@ -68,8 +68,8 @@ def plan(profile: Profile, budget_minutes: float | None = None, min_share: float
             if p in funded:
                 p.minutes = min(MIN_MINUTES, budget_minutes) + extra * p.share / total
             else:
-                p.optimize, p.why = False, (f"the budget ({budget_minutes:g} min) ran out: each region's run "
-                                            f"takes at least {MIN_MINUTES:g} min")
+                p.optimize, p.why = False, (f"the runs' budget ({budget_minutes:.2g} min) ran out: each region's "
+                                            f"run takes at least {MIN_MINUTES:g} min")
     return [p for p in chosen if p.optimize] + [p for p in plans if not p.optimize]
 
 
