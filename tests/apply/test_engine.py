@@ -353,3 +353,38 @@ def test_the_final_model_is_the_fastest_of_eager_kernels_and_torch_compile(kerne
     assert times["final"] == final and times["kernels_ms"] == pytest.approx(kernels)
     assert times["final_ms"] == pytest.approx(min(kernels, compiled or kernels))
     assert bool(notes) == (final == "torch.compile") and all("torch.compile(model)" in n for n in notes)
+
+
+RMS_FP16 = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """An RMSNorm as transformers writes it, in float16: computed in float32, cast back before the weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(64, dtype=torch.float16) + 0.1 * torch.randn(64).half())
+
+    def forward(self, x):
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.weight * h.to(x.dtype)
+
+
+def get_inputs():
+    return [torch.randn(4, 16, 64, dtype=torch.float16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_an_rmsnorm_with_its_casts_is_one_region_the_engineer_covers(tmp_path, monkeypatch):
+    """float16 in and out, its casts in the region: the built-in engineer's kernel verified alone and in the model."""
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    outcome = _apply_file(tmp_path, "rms.py", RMS_FP16, replace="correct")
+    assert [(r.kind, r.status) for r in outcome.regions] == [("reduce", "replaced")], outcome.to_dict()["regions"]
+    assert outcome.end_to_end is not None and outcome.end_to_end.correct, outcome.end_to_end

@@ -314,3 +314,34 @@ def test_an_upstream_file_is_read_at_its_derived_sizes(monkeypatch):
     analysis = analyze(problem)
     assert analysis.error is None and [op.kind for op in analysis.ops] == ["matmul"]
     assert (loaded[-1].M, loaded[-1].K) == (256, 256)
+
+
+RMS = """\
+h = x.to(torch.float32)
+h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+return self.weight * h.to(x.dtype)
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_float_casts_inside_fp32_math_are_read(dtype, tmp_path):
+    """An RMSNorm as transformers writes it, in the model's dtype: the cast to float32 is the identity of the kernels'
+    fp32 math, the cast back a rounding step (none in float32), then the weight."""
+    problem = write(tmp_path, RMS, f"self.weight = nn.Parameter(torch.ones(64, dtype=torch.{dtype}))",
+                    inputs=f"[torch.randn(4, 64, dtype=torch.{dtype})]")
+    analysis = analyze(problem)
+    assert not analysis.unsupported, analysis.unsupported
+    steps = [s for op in analysis.ops for s in op.detail.get("steps", ())]
+    rounding = {"float16": [["round_fp16"]], "bfloat16": [["round_bf16"]], "float32": []}[dtype]
+    assert [list(s) for s in steps if s[0].startswith("round")] == rounding
+
+
+@pytest.mark.parametrize("forward, inputs, why", [
+    ("return x.float() * 2", "[torch.randn(4, 8, dtype=torch.float16)]", "changes the output's dtype"),
+    ("return (x.to(torch.float32) * 2).to(torch.float16)", "[torch.randn(4, 8, dtype=torch.float64)]",
+     "other than float16, bfloat16 or float32"),
+    ("return x.to('cpu', torch.float16)", "[torch.randn(4, 8)]", "to"),
+])
+def test_a_cast_the_kernels_cannot_honour_is_not_covered(forward, inputs, why, tmp_path):
+    analysis = analyze(write(tmp_path, forward, inputs=inputs))
+    assert any(why in u for u in analysis.unsupported), analysis.unsupported

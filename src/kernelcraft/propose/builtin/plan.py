@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 # reads from the module, read again at run time: scalars.py):
 #   ["relu"], ["sigmoid"], ["tanh"], ["silu"], ["gelu"] (erf), ["gelu_tanh"], ["exp"], ["log"], ["abs"],
 #   ["neg"], ["sqrt"], ["rsqrt"], ["square"], ["mish"], ["selu"], ["hardsigmoid"], ["hardswish"], ["softsign"],
+#   ["round_bf16"], ["round_fp16"] (a cast to bfloat16 / float16 inside fp32 math: x.to(torch.bfloat16)),
 #   ["elu", alpha], ["leaky_relu", slope],
 #   ["hardtanh", lo, hi], ["clamp", lo_or_None, hi_or_None], ["softplus", beta, threshold],
 #   ["add", c], ["sub", c], ["rsub", c] (c - x), ["mul", c], ["div", c], ["rdiv", c] (c / x), ["pow", c]
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 # (operand_refs and reads leave it out), so any op that applies steps takes it
 TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv", "tmin", "tmax"}
 UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
-         "square", "mish", "selu", "hardsigmoid", "hardswish", "softsign"}
+         "square", "mish", "selu", "hardsigmoid", "hardswish", "softsign", "round_bf16", "round_fp16"}
 WITH_PARAMS = {"elu": 1, "leaky_relu": 1, "hardtanh": 2, "clamp": 2, "softplus": 2, "add": 1, "sub": 1, "rsub": 1,
                "mul": 1, "div": 1, "rdiv": 1, "pow": 1}
 

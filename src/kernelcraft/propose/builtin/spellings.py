@@ -55,6 +55,30 @@ REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "ma
           "logsumexp": "logsumexp", "norm": "norm2", "vector_norm": "norm2"}  # the 2-norm (bind refuses others)
 
 
+_CAST_METHODS = {"float": torch.float32, "half": torch.float16, "bfloat16": torch.bfloat16}
+CAST_STEPS = {torch.float16: ("round_fp16",), torch.bfloat16: ("round_bf16",)}  # a narrowing cast: a rounding step
+_TO_COPY_FLAGS = {"layout": None, "device": None, "pin_memory": None, "non_blocking": False, "copy": False,
+                  "memory_format": None}
+
+
+def cast_dtype(node, value=lambda a: a) -> torch.dtype | None:
+    """The floating dtype a node casts its one tensor to (`x.float()`, `x.to(torch.bfloat16)`, `x.to(dtype=...)`,
+    `h.to(x.dtype)`, ATen's `_to_copy(x, dtype=...)` of an export graph), else None (no cast, or one with other
+    effects: a device, a layout, a memory format). `value`: what an argument that is a graph node stands for."""
+    args, kwargs = tuple(value(a) for a in node.args[1:]), {k: value(v) for k, v in node.kwargs.items()}
+    if node.op == "call_method" and node.target in _CAST_METHODS:
+        return _CAST_METHODS[node.target] if not args and not kwargs else None
+    if node.op == "call_method" and node.target == "to":
+        dtype = args[0] if len(args) == 1 and not kwargs else kwargs.pop("dtype", None) if not args else None
+    elif node.op == "call_function" and getattr(node.target, "__name__", "") == "_to_copy.default" and not args:
+        dtype = kwargs.pop("dtype", None)
+    else:
+        return None
+    if any(_TO_COPY_FLAGS.get(k, object()) != v for k, v in kwargs.items()):
+        return None
+    return dtype if isinstance(dtype, torch.dtype) and dtype in (torch.float32, *CAST_STEPS) else None
+
+
 def module_op(mod: nn.Module) -> tuple[str, dict] | None:
     """A torch.nn module's canonical op and hyper-parameters, read from the instance."""
     attrs = [(nn.ReLU, "relu", []), (nn.Sigmoid, "sigmoid", []), (nn.Tanh, "tanh", []), (nn.SiLU, "silu", []),

@@ -46,7 +46,8 @@ def _step(name: str, args: list, v: str = "x") -> list[str]:
               # 0.5 x (1 + tanh(u)) == x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
               "gelu_tanh": f"{v} / (1.0 + tl.exp(-1.5957691216057308 * ({v} + 0.044715 * {v} * {v} * {v})))",
               "exp": f"tl.exp({v})", "log": f"tl.log({v})", "abs": f"tl.abs({v})", "neg": f"-{v}",
-              "sqrt": f"tl.sqrt({v})", "rsqrt": f"tl.rsqrt({v})", "square": f"{v} * {v}"}
+              "sqrt": f"tl.sqrt({v})", "rsqrt": f"tl.rsqrt({v})", "square": f"{v} * {v}",
+              "round_bf16": f"{v}.to(tl.bfloat16).to(tl.float32)", "round_fp16": f"{v}.to(tl.float16).to(tl.float32)"}
     if name in simple:
         return [f"{v} = {simple[name]}"]
     if name in _ACTIVATIONS:
