@@ -58,3 +58,24 @@ def test_apply_end_to_end_on_a_tiny_transformer(name, tmp_path, monkeypatch):
     assert {"attention", "linear"} <= kinds, [(r.name, r.status, r.reason) for r in outcome.regions]
     assert any(r.like for r in replaced)  # the second layer's regions took the first's kernels
     assert not [r for r in outcome.regions if r.status == "dropped"], [(r.name, r.reason) for r in outcome.regions]
+
+
+@pytest.mark.skipif(not _have("transformers"), reason="transformers is not installed")
+def test_a_bf16_llamas_rmsnorm_is_one_region_the_engineer_covers(tmp_path):
+    """Captured by torch.export at bf16, each RMSNorm is one region with its casts (bf16 in, bf16 out), and the
+    built-in engineer reads it (no kernel is run: bf16 is beyond Triton's interpreter)."""
+    from kernelcraft.apply import extract_model, write_problems
+    from kernelcraft.problems import load_problem
+    from kernelcraft.propose.builtin.proposer import BuiltinProposer
+
+    model, inputs = zoo.build("llama", "tiny", "bfloat16")
+    extraction = extract_model(model, inputs, "llama")
+    norms = [r for r in extraction.regions if r.kind == "reduce"]
+    assert len(norms) == 5  # two layers of two, and the last
+    write_problems(extraction, tmp_path)
+    engineer = BuiltinProposer("cuda")
+    for region in norms:
+        ops = [str(n.target) for n in region.module.graph.nodes if n.op == "call_function"]
+        assert sum("_to_copy" in op for op in ops) == 2, ops
+        assert [m.dtype for m in region.input_meta] == ["bfloat16"]
+        engineer.coverage(load_problem(tmp_path / f"{region.name}.py"), "triton")  # raises where not covered

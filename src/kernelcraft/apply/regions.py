@@ -4,6 +4,7 @@
   ops that follow it while nothing else reads what they overwrite: first a chain of pointwise ops (and, after a conv,
   linear or matmul, one norm), each the only reader of the last; then, where the chain's end is read by several
   pointwise ops (x * 0.5 * (1 + tanh(x))), all the pointwise ops reachable from it, when they end in one value.
+  An epilogue does not end with a cast that only a reduction reads: the reduction takes it.
   A reduction (a sum, a mean, a cumsum, an argmax, ...) also takes the pointwise ops before it whose values only the
   region reads (cumsum(x * mask), mean((a - b) ** 2)): a kernel can apply them as it loads, the product never written;
   the region's epilogue taken, again (an RMSNorm's x.float(), read by the mean of its squares and by x * rsqrt(.)).
@@ -52,6 +53,7 @@ _FREE = {"view", "reshape", "transpose", "permute", "t", "expand", "expand_as", 
 _COPIES = {"clone", "alias", "contiguous", "detach"}  # free, yet a copy a pointwise chain may carry along
 _MATMULS = ("linear", "matmul")  # kinds a norm may follow inside one region
 _PROLOGUE_KINDS = ("reduce",)  # heads that also take the pointwise ops before them that only they read
+_CASTS = {"_to_copy", "to", "float", "half", "bfloat16", "double", "type_as"}
 _SCANS = ("cumsum", "cumprod")  # heads that also take the flips around them: torch's spelling of a reverse scan
 
 
@@ -184,7 +186,18 @@ def _epilogue(members: list[fx.Node], kind: str, assigned, constants, ancestors)
     fan = _pointwise_closure(members[-1], assigned, constants)
     if fan and _convex(members + fan, ancestors) and len(_outputs(members + fan)) == 1:
         members += fan
+    while len(members) > 1 and _feeds_a_reduction(members[-1]):
+        members.pop()  # the reduction takes it as it loads: the value is written once, in the dtype before the cast
     return members
+
+
+def _feeds_a_reduction(node: fx.Node) -> bool:
+    """A cast read only by pointwise ops and reductions, one of which reduces it or what it makes (the residual
+    sum's x.float() before a model's last RMSNorm, read by x^2's mean and by x * rsqrt(.))."""
+    users = list(node.users)
+    reduces = {*_PROLOGUE_KINDS}
+    return (op_name(node) in _CASTS and bool(users) and all(op_kind(u) in {"pointwise", *reduces} for u in users)
+            and any(op_kind(u) in reduces or any(op_kind(w) in reduces for w in u.users) for u in users))
 
 
 def _with_parts(members: list[fx.Node]) -> list[fx.Node]:
