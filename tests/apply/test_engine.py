@@ -12,7 +12,7 @@ import torch
 
 import kernelcraft
 from kernelcraft import api
-from kernelcraft.apply.engine import _times
+from kernelcraft.apply.times import final_times
 from kernelcraft.cli import main
 from kernelcraft.problems import load_problem
 from kernelcraft.result import Result, Status, Timing
@@ -349,7 +349,7 @@ def test_the_final_model_is_the_fastest_of_eager_kernels_and_torch_compile(kerne
     verdict = Result("m", "m (apply)", "triton", status=Status.OK, correct=True, runtime=_timing(kernels),
                      eager=_timing(3.0), compiled=_timing(compiled) if compiled else None)
     notes = []
-    times = _times(load_problem("level1/relu"), verdict, None, notes)
+    times = final_times(load_problem("level1/relu"), verdict, None, notes)
     assert times["final"] == final and times["kernels_ms"] == pytest.approx(kernels)
     assert times["final_ms"] == pytest.approx(min(kernels, compiled or kernels))
     assert bool(notes) == (final == "torch.compile") and all("torch.compile(model)" in n for n in notes)

@@ -12,7 +12,8 @@ import torch
 import torch.nn as nn
 
 import kernelcraft
-from kernelcraft.apply.engine import FINAL_COMPILE, MANIFEST, ApplyError
+from kernelcraft.apply.engine import MANIFEST, ApplyError
+from kernelcraft.apply.times import FINAL_COMPILE
 
 
 def _applied(tmp_path, final: str | None):

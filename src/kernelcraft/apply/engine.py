@@ -26,6 +26,7 @@ from kernelcraft.apply.instances import instances
 from kernelcraft.apply.plan import RegionPlan, amdahl, plan
 from kernelcraft.apply.profile import Profile, profile
 from kernelcraft.apply.reassemble import Replacement, reassemble
+from kernelcraft.apply.times import baselines, final_times
 from kernelcraft.candidate import Candidate
 from kernelcraft.errors import KernelcraftError
 from kernelcraft.problems import Problem, load_problem
@@ -40,7 +41,6 @@ OnEvent = Callable[[str, dict], None]
 MODEL_FILE = "model_new.py"
 MANIFEST = "apply.json"
 REPLACE = ("faster", "correct")
-FINAL_KERNELS, FINAL_AS_IT_WAS, FINAL_COMPILE = "with kernels", "as it was", "torch.compile"  # times["final"]
 
 
 class ApplyError(KernelcraftError):
@@ -93,7 +93,7 @@ class ApplyOutcome:
     regions: list[RegionOutcome]
     end_to_end: Result | None = None  # the reassembled model's verdict (None: nothing replaced)
     # the model's times by the verifier's method: eager, torch.compile of it as it is, with its kernels (where they
-    # went in), and the model apply gives back, the fastest of those ("final": FINAL_*)
+    # went in), and the model apply gives back, the fastest of those ("final": times.py's FINAL_*)
     times: dict | None = None
     model_file: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -179,7 +179,7 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
         result.method, result.profile, result.notes = extraction.method, prof, list(extraction.notes)
         if deadline.budget_s is not None:  # measured now (kept for the end), so the runs' budget is what is left
             emit("apply_stage", {"stage": "baselines", "apply_id": apply_id})
-            _baselines(problem, verifier, result.notes)
+            baselines(problem, verifier, result.notes)
         regions = _optimize(store, apply_id, extraction, prof, apply, proposer, verifier, config, settings,
                             out_dir, emit, deadline)
         result.regions = regions
@@ -188,7 +188,7 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
                              "replaced": [r.name for r in regions if r.status == "replaced"]})
         result.end_to_end, result.model_file = _settle(problem, extraction, regions, verifier, out_dir, result.notes,
                                                        emit, apply.replace == "faster", deadline)
-        result.times = _times(problem, result.end_to_end, verifier, result.notes)
+        result.times = final_times(problem, result.end_to_end, verifier, result.notes)
         result.status = "done"
     except KernelcraftError as exc:  # a model that cannot be captured, regions that cannot be written: one line
         result.error = str(exc)
@@ -377,41 +377,6 @@ def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcom
         (out_dir / MODEL_FILE).unlink(missing_ok=True)
         return result, None
     return result, str(out_dir / MODEL_FILE)
-
-
-def _baselines(problem: Problem, verifier, notes: list[str]) -> None:
-    """The model's own baselines (eager, torch.compile), measured once and kept by the verifier for the end."""
-    try:
-        verifier.target(problem)
-    except KernelcraftError as exc:
-        notes.append(f"the model's own times were not taken: {exc}")
-
-
-def _times(problem: Problem, verdict: Result | None, verifier, notes: list[str]) -> dict | None:
-    """The model's eager and torch.compile times and the final model's, one method for the three: the end-to-end
-    verdict's where the kernels went in, else the verifier's baselines of the model (its target). The final model is
-    the fastest of the model as it was, the model with its kernels and torch.compile of the model as it was: apply
-    never gives back a model slower than torch.compile's (swap.py follows `final`)."""
-    if verdict is not None and verdict.correct and verdict.runtime_ms:
-        times = {"eager_ms": verdict.eager_ms, "compile_ms": verdict.compile_ms, "kernels_ms": verdict.runtime_ms,
-                 "final_ms": verdict.runtime_ms, "final": FINAL_KERNELS, "method": verdict.timing_method}
-    else:
-        try:
-            target = verifier.target(problem)
-        except KernelcraftError as exc:
-            notes.append(f"the model's own times were not taken: {exc}")
-            return None
-        if target.eager is None:
-            return None
-        times = {"eager_ms": target.eager.cost_ms, "compile_ms": target.compiled.cost_ms if target.compiled else None,
-                 "kernels_ms": None, "final_ms": target.eager.cost_ms, "final": FINAL_AS_IT_WAS,
-                 "method": target.eager.method}
-    if times["compile_ms"] and times["final_ms"] > times["compile_ms"]:
-        notes.append(f"torch.compile of the model as it was runs in {times['compile_ms']:.4g} ms, faster than "
-                     f"{'its kernels' if times['final'] == FINAL_KERNELS else 'the model as it was'} "
-                     f"({times['final_ms']:.4g} ms): the model given back is torch.compile(model)")
-        times["final_ms"], times["final"] = times["compile_ms"], FINAL_COMPILE
-    return times
 
 
 def _drop(region: RegionOutcome, chosen: list[RegionOutcome], why: str) -> None:

@@ -23,7 +23,8 @@ import torch.nn as nn
 
 import torch
 
-from kernelcraft.apply.engine import FINAL_COMPILE, MANIFEST, MODEL_FILE, ApplyError
+from kernelcraft.apply.engine import MANIFEST, MODEL_FILE, ApplyError
+from kernelcraft.apply.times import FINAL_COMPILE
 
 USES = ("final", "kernels")
 

@@ -18,8 +18,7 @@ read only by a reduction becomes that reduction's prologue where its kernel read
 
 Mixins of the interpreter read the folding of epilogues into ops (analyze_families.py), attention
 (analyze_attention.py), matmul operands, the tensor operands of pointwise steps and free reshapes
-(analyze_operands.py), and tensors forward makes or
-measures (analyze_tensors.py); the families read their own ops (families/*/recognize.py, recognize.py);
+(analyze_operands.py), tensors forward makes or measures (analyze_tensors.py) and float casts (analyze_casts.py); the families read their own ops (families/*/recognize.py, recognize.py);
 values.py holds the abstract values, spellings.py torch's spellings of the core's ops, and scalars.py makes the
 numbers forward reads from the module run-time reads. New recognizers go to a family or a mixin, not here.
 """
@@ -41,6 +40,7 @@ from kernelcraft.propose.builtin import recognize, registry, scalars, spellings 
 from kernelcraft.propose.builtin.analyze_attention import AttentionOps
 from kernelcraft.propose.builtin.analyze_families import FamilyOps
 from kernelcraft.propose.builtin.analyze_operands import OperandOps
+from kernelcraft.propose.builtin.analyze_casts import CastOps, output_dtype
 from kernelcraft.propose.builtin.analyze_tensors import TensorOps
 from kernelcraft.propose.builtin.compose import parse
 from kernelcraft.propose.builtin.plan import Analysis, Op, merge_elementwise, needed_ops, operand_refs, shift
@@ -77,20 +77,14 @@ def analyze(problem) -> Analysis:
                     for t in module.get_inputs()]
         except Exception:
             return []
-    def output_dtype():  # asked only where the forward casts: the dtype its output has
-        try:
-            with torch.no_grad():
-                out = model(*module.get_inputs())
-            return str(out.dtype).removeprefix("torch.") if isinstance(out, torch.Tensor) else None
-        except Exception:
-            return None
     try:
-        return _Interpreter(graph, model, _forward_source(problem.source), input_meta, output_dtype).run()
+        return _Interpreter(graph, model, _forward_source(problem.source), input_meta,
+                            lambda: output_dtype(model, module.get_inputs)).run()
     except Exception as exc:  # a graph shape this interpreter did not foresee: say so, never raise
         return Analysis([], error=f"analysis failed: {type(exc).__name__}: {exc}")
 
 
-class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
+class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps, CastOps):
     def __init__(self, gm: fx.GraphModule, model: nn.Module, forward_src: str, input_meta=lambda: [],
                  output_dtype=lambda: None):
         self.gm, self.model, self.forward_src = gm, model, forward_src
@@ -131,37 +125,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
                 self.env[node] = self.call(node)
         for name in scalars.resolve(self.ops, self.model, self.forward_src, self.number_attr):
             self.note(f"a number computed from self.{name}")
-        if self.casts:
-            self.check_casts()
+        self.check_casts()
         return Analysis(self.ops, self.unsupported, n_inputs)
-
-    def cast(self, node: fx.Node, dtype: torch.dtype):
-        """A float cast. To float32 it is the identity of the fp32 math every kernel computes in; to bfloat16 or
-        float16, a rounding step (an RMSNorm's h.to(x.dtype) before its weight). Checked once the forward is read
-        (check_casts): the kernels write their first input's dtype."""
-        self.casts = True
-        a = self.value(node.args[0])
-        if dtype == torch.float32:
-            return a
-        return self.apply_step(a, sp.CAST_STEPS[dtype], f"to({str(dtype).removeprefix('torch.')})", node)
-
-    def input_dtype(self, node) -> torch.dtype | None:
-        """The dtype of the forward's input `node` (a placeholder), where the problem's inputs say it."""
-        index = self.inputs.get(node) if isinstance(node, fx.Node) else None
-        meta = self._input_meta() if index is not None else []
-        found = meta[index] if index is not None and index < len(meta) and meta[index] else None
-        dtype = getattr(torch, found[1], None) if found else None
-        return dtype if isinstance(dtype, torch.dtype) else None
-
-    def check_casts(self) -> None:
-        """A forward that casts is covered where its inputs are float16, bfloat16 or float32 (a cast to float32 of
-        a float64 input would round) and its output has its first input's dtype."""
-        meta = self._input_meta()
-        dtypes = [m[1] for m in meta if m is not None]
-        if not dtypes or not set(dtypes) <= {"float16", "bfloat16", "float32"}:
-            self.note("a dtype cast of other than float16, bfloat16 or float32 inputs")
-        elif self._output_dtype() != dtypes[0]:
-            self.note("a dtype cast that changes the output's dtype")
 
     # -- emitting ---------------------------------------------------------------------------------------
     def emit(self, kind: str, src, **detail) -> Ew:
@@ -262,11 +227,8 @@ class _Interpreter(FamilyOps, AttentionOps, OperandOps, TensorOps):
         if node.op == "call_function" and node.target is operator.getitem and len(node.args) == 2 \
                 and isinstance(pending := self.value(node.args[0]), Pending):
             return pending.item(self, node, node.args[1])  # a subscript of a family's pending value
-        if node.op == "call_function" and node.target is getattr and node.args[1:] == ("dtype",) \
-                and (dtype := self.input_dtype(node.args[0])) is not None:
-            return dtype  # x.dtype of an input: a constant, read by a cast (h.to(x.dtype))
-        if (dtype := sp.cast_dtype(node, lambda a: self.value(a) if isinstance(a, fx.Node) else a)) is not None:
-            return self.cast(node, dtype)
+        if (found := self.casted(node)) is not None:
+            return found
         if self.is_matmul(node):
             return self.matmul(node)
         if (found := self.number_tensor(node)) is not None:
