@@ -18,6 +18,9 @@ class Candidate:
     source: str = field(repr=False)
     name: str = "candidate"
     backend: str = ""  # detected from the source when empty
+    # its first call compiles a whole model (apply's model under torch.compile): that call is given the load timeout,
+    # not the run timeout (set by kernelcraft's own callers, never read from the source)
+    compiles: bool = False
 
     def __post_init__(self):
         self.backend = self.backend or detect_backend(self.source)

@@ -13,6 +13,12 @@ allowance was ten times torch's worst error over the whole output (several units
 ~20% of variances of ~1, passed. The allowance is now per element, relative to the reference's own rounding
 there (sampled over several fp32 runs).
 
+27b, the same allowance on a model whose inputs are token ids (a deep bf16 stack): nudging the inputs moved
+nothing, so every sample repeated torch's one error, near zero by chance on many elements, and an honest kernel
+that rounds once where torch rounds twice failed (on a GPU: BERT and a Llama-style decoder, each replaced region
+correct alone, the model judged incorrect). The rounding is now sampled on nudged parameters there; a kernel
+keeping 3 bits of mantissa still fails.
+
 Each cheat is judged with its honest twin in one CPU batch (Triton's interpreter). The GPU half judges the
 bf16 split-K cheat on KernelBench's level1/6 at its published size, and a TF32 one on level1/1.
 """
@@ -36,6 +42,7 @@ PROBLEMS = HERE / "problems"
 
 RAND_MATMUL = PROBLEMS / "rand_matmul_large_k.py"
 NEARLY_CONSTANT = PROBLEMS / "nearly_constant_rows.py"
+TOKEN_DEEP_BF16 = PROBLEMS / "token_deep_bf16.py"
 
 # (fixture, problem, status, reasons: one of them among result.reasons; empty: ok with none)
 CASES = [
@@ -43,6 +50,8 @@ CASES = [
     ("c26_precision_hidden_honest", RAND_MATMUL, "ok", set()),
     ("c27_estimate_in_allowance_cheat", NEARLY_CONSTANT, "incorrect", {"mismatch"}),
     ("c27_estimate_in_allowance_honest", NEARLY_CONSTANT, "ok", set()),
+    ("c27b_token_rounding_cheat", TOKEN_DEEP_BF16, "incorrect", {"mismatch"}),
+    ("c27b_token_rounding_honest", TOKEN_DEEP_BF16, "ok", set()),
 ]
 
 
@@ -95,8 +104,18 @@ def test_the_estimate_fails_against_float64_where_torch_is_exact_and_its_twin_pa
     assert any("judged against float64" in note for note in honest.notes), honest.notes
 
 
+def test_an_honest_deep_bf16_model_on_token_ids_is_judged_on_the_rounding_of_nudged_parameters(verdicts):
+    """No input to nudge: the reference's rounding is sampled on nudged parameters, so the twin that rounds once
+    where torch rounds twice passes against float64 where torch's one error was near zero by chance; the cheat
+    keeping 3 bits of mantissa fails there."""
+    cheat, honest = verdicts["c27b_token_rounding_cheat"], verdicts["c27b_token_rounding_honest"]
+    assert "against float64, element by element" in cheat.message, describe(cheat)
+    assert any("judged against float64" in note and "largest error of 9" in note for note in honest.notes), \
+        honest.notes
+
+
 def test_fixtures_name_their_class():
-    for path in sorted(FIXTURES.glob("c2[67]_*.py")):
+    for path in sorted(FIXTURES.glob("c2[67]*_*.py")):
         first = path.read_text().splitlines()[0]
         n = path.name[1:3]
         name = {"26": "precision hidden by the input distribution", "27": "estimate inside the float64 allowance"}[n]

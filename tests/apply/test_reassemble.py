@@ -183,3 +183,43 @@ def test_one_kernel_replaces_every_instance_of_its_problem_each_on_its_own_weigh
     with torch.no_grad():
         torch.testing.assert_close(new(x.to(DEVICE)), model(x.to(DEVICE)), rtol=1e-4, atol=1e-4)
     assert {id(p) for p in new.parameters()} == {id(p) for p in model.parameters()}
+
+
+def test_the_compiled_form_runs_each_kernel_as_a_custom_op_inside_one_graph(tmp_path, monkeypatch):
+    """The compiled form: torch.compile around the kernels, each behind a custom op whose fake agrees with it
+    (torch.library.opcheck), one graph with no break, the model's forward on the model's own weights; inductor
+    compiles in this process however many compile threads the process is set to (a pool of compile processes
+    would stay running after the call, which the verifier rejects)."""
+    from torch._dynamo.utils import counters
+    from torch._inductor import compile_fx
+
+    threads, original = [], compile_fx.compile_fx  # the compile threads inductor compiles the graph with
+
+    def recorded(*args, **kwargs):
+        threads.append(torch._inductor.config.compile_threads)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(torch._inductor.config, "compile_threads", 4)
+    monkeypatch.setattr(compile_fx, "compile_fx", recorded)
+
+    from kernelcraft.apply import observe
+    spec = "level3/resnet_basic_block"
+    module, extraction, paths = _cut(spec, tmp_path)
+    replacements = _kernels(extraction, paths)
+    (tmp_path / "model_new_compiled.py").write_text(
+        reassemble(extraction, load_problem(spec).source, replacements, compiled=True))
+    torch.manual_seed(5)
+    model = module.Model(*module.get_init_inputs()).eval().to(DEVICE)
+    new = kernelcraft.apply(model, tmp_path, use="compiled")
+    inputs = [x.to(DEVICE) for x in module.get_inputs()]
+    counters.clear()
+    with torch.no_grad():
+        torch.testing.assert_close(new(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
+        values = observe(extraction.graph_module.to(DEVICE), inputs)
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"], dict(counters["graph_break"])
+    assert threads == [1], threads  # one compile: in this process, whatever the process is set to
+    graph = new.graph._orig_mod
+    for r in replacements:
+        wrapped = getattr(graph, r.attr)
+        args = [values[n].detach() for n in r.region.inputs]
+        torch.library.opcheck(wrapped.op, (wrapped.key, args),
+                              test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_static"))

@@ -167,6 +167,19 @@ def test_infinite_loop_times_out_and_the_next_candidate_runs(cache_root, relu_pr
         assert_ok(evaluate(verifier, relu_problem, "relu_torch"))
 
 
+def test_a_candidate_that_compiles_a_model_has_the_load_timeout_for_its_first_call(cache_root, relu_problem):
+    """Candidate.compiles (set by apply for its model under torch.compile, never read from the source): the first
+    call, which compiles, is given the load timeout; every other candidate's, the run timeout."""
+    config = small_config(cache_root, run_timeout=2)
+    config.load_timeout = 6
+    with Verifier("cpu", config) as verifier:
+        candidate = fixture_candidate("relu_infinite_loop")
+        candidate.compiles = True
+        result = verifier.evaluate(relu_problem, candidate)
+        assert_failed(result, "timeout", "timeout")
+        assert "no answer within 6 s" in result.message, result.message
+
+
 # -- batches --------------------------------------------------------------------------------------------
 
 def test_evaluate_many_keeps_order_and_statuses(cpu_verifier, relu_problem):

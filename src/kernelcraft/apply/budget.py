@@ -42,6 +42,10 @@ class Deadline:
         left = self.left_s()
         return None if left is None else max(left - self.reserve_s, 0.0)
 
+    def sooner(self, seconds: float) -> Deadline:
+        """This deadline moved `seconds` earlier (no budget stays none)."""
+        return self if self.budget_s is None else Deadline(self.budget_s - seconds, self.started)
+
     def over(self) -> bool:
         left = self.left_s()
         return left is not None and left <= 0.0

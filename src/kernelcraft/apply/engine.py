@@ -1,6 +1,7 @@
 """`kernelcraft apply`, whole: profile a model, cut it into regions written as problems, optimize each region as a run
 (the largest share of the model's time first, the time budget split by share), replace the regions whose verified
-kernel is faster than PyTorch, and verify the reassembled model end to end against the model's own file.
+kernel is faster than PyTorch, and verify the reassembled model end to end against the model's own file (settle.py),
+as it runs eager and compiled; the model given back is the fastest of those and torch.compile's (times.py).
 
 The weights of the regions' problem files are drawn under the apply's seed, never the verifier's (it draws fresh
 ones each evaluation): a kernel that kept a copy of the weights it was built with, rather than reading the
@@ -14,37 +15,32 @@ apply that was stopped, reusing every region run that finished.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
 from kernelcraft.apply.budget import SMALLEST_RUN_S, Deadline
 from kernelcraft.apply.extract import Extraction, extract_model, write_problems
 from kernelcraft.apply.instances import instances
-from kernelcraft.apply.plan import RegionPlan, amdahl, plan
+from kernelcraft.apply.outcome import (COMPILED_FILE, MANIFEST, MODEL_FILE, ApplyError, ApplyOutcome, CompiledForm,
+                                       RegionOutcome)
+from kernelcraft.apply.plan import RegionPlan, plan
 from kernelcraft.apply.profile import Profile, profile
-from kernelcraft.apply.reassemble import Replacement, reassemble
+from kernelcraft.apply.settle import OnEvent, settle
 from kernelcraft.apply.times import baselines, final_times
-from kernelcraft.candidate import Candidate
 from kernelcraft.errors import KernelcraftError
 from kernelcraft.problems import Problem, load_problem
-from kernelcraft.result import Result
 from kernelcraft.search.bench import uncovered
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.run import RunOutcome, outcome, resume_run, start_run
 from kernelcraft.store import Store, new_id
 from kernelcraft.verify.policy import get_policy, reference_math
 
-OnEvent = Callable[[str, dict], None]
-MODEL_FILE = "model_new.py"
-MANIFEST = "apply.json"
+__all__ = ["COMPILED_FILE", "MANIFEST", "MODEL_FILE", "ApplyError", "ApplyInterrupted", "ApplyOutcome",
+           "ApplySettings", "CompiledForm", "RegionOutcome", "run_apply"]
+
 REPLACE = ("faster", "correct")
-
-
-class ApplyError(KernelcraftError):
-    """An apply that cannot go on (a model that cannot be captured), said in one line."""
 
 
 class ApplyInterrupted(KeyboardInterrupt):
@@ -53,89 +49,6 @@ class ApplyInterrupted(KeyboardInterrupt):
     def __init__(self, apply_id: str):
         super().__init__(apply_id)
         self.apply_id = apply_id
-
-
-@dataclass
-class RegionOutcome:
-    name: str
-    kind: str
-    share: float  # of the model's time (profile)
-    ms: float  # its standalone PyTorch time
-    status: str  # replaced | slower | no_kernel | not_covered | skipped | dropped
-    reason: str = ""
-    run_id: str | None = None
-    minutes: float | None = None  # its part of the budget
-    result: Result | None = None  # its best kernel's verdict, where its run found a correct one
-    source: str = field(default="", repr=False)  # that kernel's file
-    like: str = ""  # the first region of its problem, whose run and kernel it shares ("": its own)
-
-    @property
-    def speedup(self) -> float | None:
-        return self.result.speedup_eager if self.result else None
-
-    def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k not in ("result", "source")}
-        d["speedup_eager"] = self.speedup
-        d["kernel_ms"] = self.result.runtime_ms if self.result else None
-        d["eager_ms"] = self.result.eager_ms if self.result else None  # the verifier's, beside its kernel's
-        d["result"] = self.result.to_dict() if self.result else None
-        return d
-
-
-@dataclass
-class ApplyOutcome:
-    apply_id: str
-    model: str
-    method: str  # how the graph was captured: fx or export
-    device: str
-    status: str  # done | failed
-    profile: Profile | None
-    regions: list[RegionOutcome]
-    end_to_end: Result | None = None  # the reassembled model's verdict (None: nothing replaced)
-    # the model's times by the verifier's method: eager, torch.compile of it as it is, with its kernels (where they
-    # went in), and the model apply gives back, the fastest of those ("final": times.py's FINAL_*)
-    times: dict | None = None
-    model_file: str | None = None
-    notes: list[str] = field(default_factory=list)
-    error: str | None = None
-
-    @property
-    def replaced(self) -> list[RegionOutcome]:
-        return [r for r in self.regions if r.status == "replaced"]
-
-    @property
-    def replaced_share(self) -> float:
-        """The share of the model's time its replaced regions took. Regions timed alone can sum to more than the
-        model (each pays its own launches and cold cache), so the shares are scaled down to sum to one then."""
-        return sum(r.share for r in self.replaced) / max(1.0, sum(r.share for r in self.regions))
-
-    @property
-    def amdahl_bound(self) -> float:
-        """The model's speedup were the optimized regions free: what Amdahl allows."""
-        tried = {r.name: r.share for r in self.regions if r.status not in ("skipped", "not_covered")}
-        return amdahl(tried, {n: float("inf") for n in tried}) if tried else 1.0
-
-    @property
-    def expected(self) -> float:
-        """The model's speedup predicted from the replaced regions' own speedups and shares."""
-        return amdahl({r.name: r.share for r in self.regions}, {r.name: r.speedup for r in self.replaced})
-
-    def to_dict(self) -> dict:
-        e = self.end_to_end
-        return {"apply_id": self.apply_id, "model": self.model, "method": self.method, "device": self.device,
-                "status": self.status, "error": self.error, "model_file": self.model_file, "notes": self.notes,
-                "profile": asdict(self.profile) if self.profile else None,
-                "regions": [r.to_dict() for r in self.regions],
-                "replaced_share": self.replaced_share, "amdahl_bound": _finite(self.amdahl_bound),
-                "expected_speedup": _finite(self.expected),
-                "end_to_end": e.to_dict() if e else None, "times": self.times,
-                "speedup_eager": e.speedup_eager if e and e.correct else (1.0 if not self.replaced else None),
-                "speedup_compile": e.speedup_compile if e and e.correct else None,
-                "final": self.times["final"] if self.times else None}
-
-
-def _finite(x: float) -> float | None:
-    return x if x != float("inf") else None
 
 
 @dataclass
@@ -186,9 +99,10 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
         _store(store, result, "running")
         emit("apply_stage", {"stage": "verify", "apply_id": apply_id,
                              "replaced": [r.name for r in regions if r.status == "replaced"]})
-        result.end_to_end, result.model_file = _settle(problem, extraction, regions, verifier, out_dir, result.notes,
-                                                       emit, apply.replace == "faster", deadline)
-        result.times = final_times(problem, result.end_to_end, verifier, result.notes)
+        result.end_to_end, result.model_file, result.compiled = settle(
+            problem, extraction, regions, verifier, out_dir, result.notes, emit, apply.replace == "faster", deadline)
+        result.times = final_times(problem, result.end_to_end, result.compiled and result.compiled.verdict,
+                                   verifier, result.notes, keep_kernels=apply.replace == "correct")
         result.status = "done"
     except KernelcraftError as exc:  # a model that cannot be captured, regions that cannot be written: one line
         result.error = str(exc)
@@ -308,78 +222,3 @@ def _region_run(store: Store, apply_id: str, problem: Problem, p: RegionPlan, ea
         region_config.budget.wall_s = max(p.minutes * 60.0, 1.0)
     return start_run(store, problem, proposer, verifier, region_config, settings, out_dir=None, bench_id=apply_id,
                      on_event=emit)
-
-
-# -- reassemble and verify end to end ---------------------------------------------------------------------------
-
-def _settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcome], verifier, out_dir: Path,
-            notes: list[str], emit: OnEvent, faster: bool,
-            deadline: Deadline | None = None) -> tuple[Result | None, str | None]:
-    """The reassembled model's verdict and file, after putting back to PyTorch what is wrong or slow in it. The
-    model's own file, carried unchanged, is the user's code: the verifier's static guards read only the kernels
-    and the generated wrapper (guards.static_findings' `trusted`). Past the deadline no region is tried alone
-    again: what is wrong or slow then puts every region back."""
-    deadline = deadline or Deadline(None)
-    by_name = {r.name: r for r in extraction.regions}
-
-    def verify(chosen: list[RegionOutcome]) -> Result:
-        text = reassemble(extraction, problem.source, [
-            Replacement(by_name[r.name], r.source, by_name[r.like] if r.like else None) for r in chosen])
-        (out_dir / MODEL_FILE).write_text(text)
-        emit("apply_verify", {"regions": [r.name for r in chosen]})
-        return verifier.evaluate(problem, Candidate(text, f"{problem.name} (apply)"))
-
-    def units() -> dict[str, list[RegionOutcome]]:  # a problem's instances go in and out of the model together
-        out: dict[str, list[RegionOutcome]] = {}
-        for r in chosen:
-            out.setdefault(r.like or r.name, []).append(r)
-        return out
-
-    chosen = [r for r in regions if r.status == "replaced"]
-    if not chosen:
-        return None, None
-    result = verify(chosen)
-    if not result.correct and deadline.over():
-        notes.append(f"the reassembled model was judged {result.status}: {result.message[:300]}; the budget was "
-                     "spent, so no region was tried alone in the model")
-        for r in list(chosen):
-            _drop(r, chosen, "the reassembled model was not correct, and the budget was spent")
-    elif not result.correct:
-        notes.append(f"the reassembled model was judged {result.status}: {result.message[:300]}; each region "
-                     "(a problem's instances together) verified alone in the model")
-        for unit in units().values():
-            alone = verify(unit)
-            if not alone.correct:
-                for r in unit:
-                    _drop(r, chosen, f"in the model, judged {alone.status}: {alone.message[:200]}")
-        result = verify(chosen) if chosen else None
-
-    def slower() -> bool:
-        return bool(faster and chosen and result is not None and result.correct and (result.speedup_eager or 0) < 1.0)
-
-    while slower() and not deadline.over():
-        weakest = min(units().values(), key=lambda unit: unit[0].speedup or 0)
-        names = ", ".join(r.name for r in weakest)
-        notes.append(f"the reassembled model was {result.speedup_eager:.2f}x the model's time; {names} put back to "
-                     "PyTorch")
-        for r in weakest:
-            _drop(r, chosen, "the model was faster end to end without it")
-        result = verify(chosen) if chosen else None
-    if slower():  # the budget was spent before a faster set was found
-        notes.append(f"the reassembled model was {result.speedup_eager:.2f}x the model's time and the budget was "
-                     "spent: every region put back to PyTorch")
-        for r in list(chosen):
-            _drop(r, chosen, "the model was faster end to end without the kernels, and the budget was spent")
-        result = None
-    if result is None or not result.correct:
-        for r in list(chosen):
-            _drop(r, chosen, "the reassembled model was not correct")
-        (out_dir / MODEL_FILE).unlink(missing_ok=True)
-        return result, None
-    return result, str(out_dir / MODEL_FILE)
-
-
-def _drop(region: RegionOutcome, chosen: list[RegionOutcome], why: str) -> None:
-    region.status, region.reason = "dropped", why
-    if region in chosen:
-        chosen.remove(region)

@@ -52,6 +52,7 @@ class Region:
     method: str = ""
     share: float | None = None  # of the model's time, once profiled (profile.py)
     held: dict[str, str] = field(default_factory=dict)  # its parameters and buffers -> the graph nodes they hold
+    output_meta: list[TensorMeta | None] = field(default_factory=list)  # its outputs' (None: not a tensor)
 
     @property
     def source(self) -> str:
@@ -194,8 +195,9 @@ def _region(gm: fx.GraphModule, group: Group, index: int, constants: set, values
     graph.output(env[outputs[0]] if len(outputs) == 1 else tuple(env[o] for o in outputs))
     module = fx.GraphModule(root, graph)
     meta = [tensor_meta(values[n.name]) for n in inputs]
+    out_meta = [tensor_meta(values[o.name]) if isinstance(values[o.name], torch.Tensor) else None for o in outputs]
     return Region(name, group.kind, [n.name for n in group.nodes], [n.name for n in inputs], meta,
-                  [o.name for o in outputs], module, model, captured.method, held=held)
+                  [o.name for o in outputs], module, model, captured.method, held=held, output_meta=out_meta)
 
 
 def _identifier(name: str) -> str:

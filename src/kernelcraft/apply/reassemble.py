@@ -17,6 +17,12 @@ written from the captured graph:
   weights) raises at construction, naming it. At input shapes or
   dtypes other than those the regions were cut at, the forward is the model's own: the kernels were verified there
   only.
+
+The compiled form (`compiled=True`, the apply's "compiled with kernels" model) runs `_Forward` under torch.compile,
+each kernel module behind a torch.library custom op of its own (`_AsOp`: the op calls the kernel by a key, returns
+its outputs contiguous and in memory of their own, and its fake gives the region's output shapes and dtypes), so
+the compiler compiles the ops the kernels leave and does not trace into a kernel. Inductor compiles in the calling
+process (`_in_process`: no pool of compile processes left running after the call).
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ class ReassembleError(KernelcraftError):
     """Regions that cannot be replaced in the model's file (said with the region or value at fault)."""
 
 
-GENERATED = ("ModelNew", "_Forward", "_Held", "_bound", "_tensor", "SHAPES")
+GENERATED = ("ModelNew", "_Forward", "_Held", "_bound", "_tensor", "SHAPES",
+             "_NAMESPACE", "_LIVE", "_KEYS", "_OPS", "_opaque", "_AsOp", "_Outside", "_op", "_in_process")
 
 
 @dataclass(frozen=True)
@@ -56,8 +63,11 @@ class Replacement:
         return "r" + self.region.name.split("_", 1)[0]
 
 
-def reassemble(extraction: Extraction, model_source: str, replacements: list[Replacement]) -> str:
-    """The file's text; NamespaceError where the pieces cannot share one file."""
+def reassemble(extraction: Extraction, model_source: str, replacements: list[Replacement],
+               compiled: bool = False) -> str:
+    """The file's text; NamespaceError where the pieces cannot share one file. `compiled`: the forward runs under
+    torch.compile, each kernel called through a custom op of its own (opaque to the compiler, which compiles the
+    model's other ops around it)."""
     model_file = prefixed(model_source, "")
     clash = sorted(set(model_file.names) & set(GENERATED))
     if clash:
@@ -79,8 +89,11 @@ def reassemble(extraction: Extraction, model_source: str, replacements: list[Rep
     for code in printed:
         imports += [line for line in fx_imports(code.globals, code.src) if line not in imports]
     future = any(f.future for f in [model_file, *kernels])
-    parts = ["from __future__ import annotations\n" if future else "", _HEADER.format(model=extraction.model),
-             "\n".join(dict.fromkeys(["import torch", "import torch.nn as nn", *imports])), "",
+    own = ["import itertools", "import uuid", "import weakref"] if compiled else []
+    imports = imports + ["import torch._inductor.config"] if compiled else imports
+    parts = ["from __future__ import annotations\n" if future else "",
+             _HEADER.format(model=extraction.model, compiled=_COMPILED_NOTE if compiled else ""),
+             "\n".join(dict.fromkeys([*own, "import torch", "import torch.nn as nn", *imports])), "",
              "# -- the model, as given " + "-" * 88, model_file.body, ""]
     for r, k in _distinct(replacements, kernels):
         also = [o.region.name for o, ok in zip(replacements, kernels) if ok is k and o is not r]
@@ -91,7 +104,9 @@ def reassemble(extraction: Extraction, model_source: str, replacements: list[Rep
               _class("_Forward", _FORWARD_INIT, printed[0].src)]
     if held:
         parts.append(_class("_Held", _HELD_INIT, printed[1].src))
-    parts += [_model_new(replacements, kernels, held_nodes, extraction), _HELPERS]
+    parts += [_model_new(replacements, kernels, held_nodes, extraction, compiled), _HELPERS]
+    if compiled:
+        parts.append(_OP_HELPERS)
     return "\n".join(parts).lstrip("\n")
 
 
@@ -186,8 +201,13 @@ _HEADER = '''"""{model} with regions replaced by verified kernels: written by ke
 
 `ModelNew(*get_init_inputs())` builds `Model` and runs it with the kernels; `ModelNew.around(model)` wraps a model
 that exists (its weights are shared, not copied). At input shapes or dtypes other than SHAPES the model runs as it
-is: the kernels were verified at those only.
+is: the kernels were verified at those only.{compiled}
 """'''
+
+_COMPILED_NOTE = """
+
+The forward runs under torch.compile: each kernel is called through a torch.library custom op of its own, which
+the compiler does not look into, and the model's other ops are compiled around it (its first call compiles)."""
 
 _SHAPES = '''# The model's inputs the regions were cut at: (shape, dtype), None for an input that is not a tensor.
 SHAPES = {shapes}
@@ -238,7 +258,7 @@ def _class(name: str, init: str, forward_src: str) -> str:
 
 
 def _model_new(replacements: list[Replacement], kernels: list[Prefixed], held_nodes: list[str],
-               extraction: Extraction) -> str:
+               extraction: Extraction, compiled: bool) -> str:
     by_name = {n.name: n for n in extraction.graph_module.graph.nodes}
     lines = ["", "class ModelNew(nn.Module):",
              "    def __init__(self, *args, **kwargs):",
@@ -267,8 +287,11 @@ def _model_new(replacements: list[Replacement], kernels: list[Prefixed], held_no
             sources.append(f"{slot!r}: {what}")
         lines.append(f"        {r.attr} = _bound({k.names['ModelNew']}(), {{{', '.join(sources)}}}, "
                      f"{r.region.name!r})")
+        if compiled:
+            lines.append(f"        {r.attr} = _opaque({r.attr}, {r.attr!r}, {_outputs(r.region)!r})")
     kernels_arg = ", ".join(f"{r.attr}={r.attr}" for r in replacements)
-    lines += [f"        self.graph = _Forward(model, {kernels_arg})",
+    forward = f"_Forward(model, {kernels_arg})"
+    lines += [f"        self.graph = {f'torch.compile({forward}, backend=_in_process)' if compiled else forward}",
               "",
               "    def forward(self, *args):",
               "        seen = tuple((tuple(a.shape), str(a.dtype).removeprefix('torch.'))",
@@ -278,3 +301,78 @@ def _model_new(replacements: list[Replacement], kernels: list[Prefixed], held_no
               "        return self.graph(*args)",
               ""]
     return "\n".join(lines)
+
+
+def _outputs(region: Region) -> list[tuple[tuple[int, ...], str]] | None:
+    """The region's outputs' shapes and dtypes, what its custom op's fake returns; None where one is not a tensor
+    or it reads none (its kernel then runs outside the compiled graph)."""
+    if not region.inputs or not region.output_meta or any(m is None for m in region.output_meta):
+        return None
+    return [(m.shape, m.dtype) for m in region.output_meta]
+
+
+_OP_HELPERS = '''
+# -- the kernels as custom ops: torch.compile compiles the model around them, not into them ----------------------
+_NAMESPACE = "kernelcraft_" + uuid.uuid4().hex[:12]  # each load of this file defines ops of its own
+_LIVE = weakref.WeakValueDictionary()  # a kernel's key -> its module, which the op calls
+_KEYS = itertools.count()
+_OPS = {}
+
+
+def _in_process(gm, example_inputs):
+    """torch.compile's inductor, as its default backend runs it, compiling in this process: no pool of compile
+    processes is started, which would stay running after the call (the verifier rejects a candidate that leaves
+    processes behind)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    with torch._inductor.config.patch(compile_threads=1):
+        return compile_fx(gm, example_inputs)
+
+
+def _opaque(kernel, name, outputs):
+    """`kernel` called through the custom op `name` (its outputs' shapes and dtypes are `outputs`); where an output is
+    not a tensor, or the kernel takes no tensor, it runs outside the compiled graph instead."""
+    return _AsOp(kernel, name, outputs) if outputs else _Outside(kernel)
+
+
+class _AsOp(nn.Module):
+    def __init__(self, kernel, name, outputs):
+        super().__init__()
+        self.kernel, self.key, self.single = kernel, next(_KEYS), len(outputs) == 1
+        _LIVE[self.key] = kernel
+        self.op = _op(name, outputs)
+
+    def forward(self, *args):
+        outs = self.op(self.key, list(args))
+        return outs[0] if self.single else tuple(outs)
+
+
+class _Outside(nn.Module):
+    def __init__(self, kernel):
+        super().__init__()
+        self.kernel = kernel
+
+    @torch.compiler.disable
+    def forward(self, *args):
+        return self.kernel(*args)
+
+
+def _op(name, outputs):
+    """The custom op calling a kernel of this region (by its key): it returns the kernel's outputs contiguous and
+    in memory of their own, as its fake (meta) function says they are."""
+    if name not in _OPS:
+        def run(key: int, args: list[torch.Tensor]) -> list[torch.Tensor]:
+            got = _LIVE[key](*args)
+            got = [got] if isinstance(got, torch.Tensor) else list(got)
+            inputs = {a.untyped_storage().data_ptr() for a in args}
+            return [x.clone(memory_format=torch.contiguous_format) if x.untyped_storage().data_ptr() in inputs
+                    else x.contiguous() for x in got]
+
+        def fake(key, args):
+            return [torch.empty(shape, dtype=getattr(torch, dtype), device=args[0].device) for shape, dtype in outputs]
+
+        torch.library.custom_op(f"{_NAMESPACE}::{name}", run, mutates_args=(),
+                                schema="(int key, Tensor[] args) -> Tensor[]").register_fake(fake)
+        _OPS[name] = getattr(getattr(torch.ops, _NAMESPACE), name).default
+    return _OPS[name]
+'''

@@ -8,7 +8,9 @@ at other shapes the wrapped model runs as it is.
 
 The model given back is the apply's final one (DIR/apply.json's `final`): where torch.compile of the model as it
 was ran faster than its kernels, or nothing was replaced and torch.compile ran faster than eager, it is
-`torch.compile(model)`; `use="kernels"` asks for the kernels all the same.
+`torch.compile(model)`; where the model compiled with its kernels ran fastest, it is that (DIR/model_new_compiled.py:
+torch.compile around the kernels, each a custom op). `use="kernels"` asks for the eager model with its kernels,
+`use="compiled"` for the compiled one, whichever was faster.
 """
 
 from __future__ import annotations
@@ -23,27 +25,31 @@ import torch.nn as nn
 
 import torch
 
-from kernelcraft.apply.engine import MANIFEST, MODEL_FILE, ApplyError
-from kernelcraft.apply.times import FINAL_COMPILE
+from kernelcraft.apply.outcome import COMPILED_FILE, MANIFEST, MODEL_FILE, ApplyError
+from kernelcraft.apply.times import FINAL_COMPILE, FINAL_COMPILED_KERNELS
 
-USES = ("final", "kernels")
+USES = ("final", "kernels", "compiled")
 
 
 def swap(model: nn.Module, directory: str | Path, use: str = "final") -> nn.Module:
     """`model` as the apply written to `directory` gives it back: with its kernels swapped in (a new module wrapping
-    it), or torch.compile(model) where that was the faster (`use="final"`, the default); `use="kernels"`: the
-    kernels, whichever was faster."""
+    it, compiled where that was the faster), or torch.compile(model) where that was the faster (`use="final"`, the
+    default); `use="kernels"`: the eager model with its kernels, `use="compiled"`: the compiled one, whichever was
+    faster."""
     if use not in USES:
         raise ApplyError(f"use={use!r}: use one of {', '.join(USES)}")
-    path = Path(directory) / MODEL_FILE
-    if use == "final" and _final(Path(directory)) == FINAL_COMPILE:
+    final = _final(Path(directory)) if use == "final" else None
+    compiled = use == "compiled" or final == FINAL_COMPILED_KERNELS
+    path = Path(directory) / (COMPILED_FILE if compiled else MODEL_FILE)
+    if final == FINAL_COMPILE:
         if model.training:
             raise ApplyError("the model is in training mode; the apply measured its eval-mode forward: call "
                              "model.eval() first")
         return torch.compile(model)
     if not path.is_file():
-        raise ApplyError(f"{path} does not exist: kernelcraft apply writes it when the model with its kernels was "
-                         "verified faster (see apply.json there for what happened)")
+        raise ApplyError(f"{path} does not exist: kernelcraft apply writes it when the model with its kernels"
+                         f"{' under torch.compile' if compiled else ''} was verified correct (see apply.json there "
+                         "for what happened)")
     if model.training:
         raise ApplyError("the model is in training mode; the kernels compute its eval-mode forward (dropout off, "
                          "batch norms on running statistics): call model.eval() first")

@@ -193,4 +193,8 @@ def apply_status(store_path: Path, apply_id: str) -> dict:
     e2e = summary.get("end_to_end")
     if e2e:
         summary["end_to_end"] = {k: e2e.get(k) for k in SUMMARY_KEYS if k in e2e} | {"message": e2e["message"][:2000]}
+    compiled = summary.get("compiled") or {}
+    if compiled.get("end_to_end"):
+        c = compiled["end_to_end"]
+        compiled["end_to_end"] = {k: c.get(k) for k in SUMMARY_KEYS if k in c} | {"message": c["message"][:2000]}
     return summary

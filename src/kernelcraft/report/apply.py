@@ -1,7 +1,7 @@
 """An apply in the terminal: per region (its share of the model's time, PyTorch's time and its kernel's, what
 became of it), then the model end to end: correct, its speedup over eager and torch.compile, the share of its
-time replaced, the model's eager, torch.compile and final times by one method, what the regions' own speedups
-predict and what Amdahl allows. Read from the outcome's dict, so
+time replaced, the model compiled with its kernels, the model's eager, torch.compile and final times by one
+method, what the regions' own speedups predict and what Amdahl allows. Read from the outcome's dict, so
 an apply stored in the run store renders as the one just run."""
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ def apply_view(summary: dict) -> Group:
     if summary.get("method"):
         title += f" · captured with {summary['method']} · {summary['device']}"
     table = Table(title=title, title_justify="left")
-    for col in ("region", "kind", "share", "PyTorch", "kernel", "× eager", "", "run"):
-        table.add_column(col, justify="right" if col in ("share", "PyTorch", "kernel", "× eager") else "left")
+    for col in ("region", "kind", "share", "PyTorch", "kernel", "× eager", "× compile", "", "run"):
+        table.add_column(col, justify="right" if col in ("share", "PyTorch", "kernel", "× eager", "× compile")
+                         else "left")
     for r in summary["regions"]:
         what = r["status"] + (f": {r['reason']}" if r["reason"] else "")
         # PyTorch's time as the verifier took it beside the kernel's, where the region ran; else the profile's
         table.add_row(r["name"], r["kind"], f"{r['share']:.1%}", _ms(r.get("eager_ms") or r["ms"]), _ms(r["kernel_ms"]),
-                      _x(r["speedup_eager"]), what[:90], r["run_id"] or "")
+                      _x(r["speedup_eager"]), _x(r.get("speedup_compile")), what[:90], r["run_id"] or "")
     lines = []
     profile = summary.get("profile")
     if profile:
@@ -44,9 +45,18 @@ def apply_view(summary: dict) -> Group:
     else:
         lines.append(Text(f"end to end: {e['status']}: {e['message'][:200]}; the model stays as it is",
                           style="red"))
+    compiled = summary.get("compiled")
+    if compiled:
+        c = compiled.get("end_to_end")
+        state = ("not verified: the budget was spent" if c is None else
+                 f"correct, {_ms(c['runtime_ms'])}" if c["correct"] else f"{c['status']}: {c['message'][:160]}")
+        lines.append(Text(f"compiled with its kernels ({', '.join(compiled['regions'])}: the kernels that beat "
+                          f"torch.compile of their region): {state}"))
     times = summary.get("times")
     if times:
         kernels = f"with kernels {_ms(times['kernels_ms'])}, " if times.get("kernels_ms") else ""
+        if times.get("compiled_kernels_ms"):
+            kernels += f"compiled with kernels {_ms(times['compiled_kernels_ms'])}, "
         lines.append(Text(f"the model: eager {_ms(times['eager_ms'])}, torch.compile {_ms(times.get('compile_ms'))}, "
                           f"{kernels}given back {_ms(times['final_ms'])} ({times['final']}; {times.get('method')})"))
     bounds = []
@@ -61,6 +71,9 @@ def apply_view(summary: dict) -> Group:
     if summary.get("model_file"):
         lines.append(Text(f"the model with its kernels: {summary['model_file']} (kernelcraft.apply(model, DIR) "
                           "swaps them into a live model)"))
+    if compiled and compiled.get("model_file"):
+        lines.append(Text(f"compiled with its kernels: {compiled['model_file']} (kernelcraft.apply(model, DIR, "
+                          "use=\"compiled\"))"))
     for note in summary.get("notes", []):
         lines.append(Text(f"note: {note}", style="yellow"))
     if summary.get("error"):

@@ -40,7 +40,18 @@ def _summary(a: dict) -> str:
              ("predicted", x(a.get("expected_speedup")) if replaced else "—", "from the regions' own speedups"),
              ("Amdahl allows", x(bound) if bound and bound < 100 else "over 100×" if bound else "—",
               "were the optimized regions free")]
+    times = a.get("times") or {}
+    if times.get("final"):
+        shown = [f"{name} {ms(times.get(key))}" for name, key in
+                 (("eager", "eager_ms"), ("torch.compile", "compile_ms"), ("with kernels", "kernels_ms"),
+                  ("compiled with kernels", "compiled_kernels_ms")) if times.get(key)]
+        cards.append(("given back", f"{times['final']}, {ms(times.get('final_ms'))}", "; ".join(shown)))
     lines = [_cards(cards)]
+    compiled = a.get("compiled") or {}
+    if compiled.get("model_file"):
+        lines.append(f'<p>Compiled with its kernels ({e(", ".join(compiled["regions"]))}): <span class="mono">'
+                     f'{e(compiled["model_file"])}</span> (<span class="mono">kernelcraft.apply(model, DIR, '
+                     'use="compiled")</span>).</p>')
     if a.get("model_file"):
         lines.append(f'<p>The model with its kernels: <span class="mono">{e(a["model_file"])}</span> '
                      "(<span class=\"mono\">kernelcraft.apply(model, DIR)</span> swaps them into a live model).</p>")
@@ -51,10 +62,12 @@ def _summary(a: dict) -> str:
 
 def _regions(a: dict) -> str:
     rows = [[e(g["name"]), e(g["kind"]), e(pct(100 * g["share"])), e(ms(g.get("eager_ms") or g["ms"])),
-             e(ms(g["kernel_ms"])), e(x(g["speedup_eager"])), e(g["status"]), e(g["reason"]),
+             e(ms(g["kernel_ms"])), e(x(g["speedup_eager"])), e(x(g.get("speedup_compile"))), e(g["status"]),
+             e(g["reason"]),
              f'<a href="#run-{e(g["run_id"])}" class="mono">{e(g["run_id"])}</a>' if g["run_id"] else ""]
             for g in a.get("regions", [])]
-    return _table(["region", "kind", "share", "PyTorch", "kernel", "× eager", "", "why", "run"], rows, {2, 3, 4, 5},
+    return _table(["region", "kind", "share", "PyTorch", "kernel", "× eager", "× compile", "", "why", "run"], rows,
+                  {2, 3, 4, 5, 6},
                   "share: of the model's time (profile); PyTorch: the verifier's time beside the kernel's, where the "
                   "region ran")
 

@@ -24,6 +24,7 @@ the drawn one (a softmax's near tie, which a 1% move of the inputs takes elsewhe
 
 from __future__ import annotations
 
+import copy
 import math
 import secrets
 
@@ -95,6 +96,24 @@ def perturbed(inputs: list, generator: torch.Generator, relative: float = PERTUR
             into.copy_(part * factor.to(part.dtype))
         out.append(y)
     return out
+
+
+def has_floating(inputs: list) -> bool:
+    """Whether a nudge of `inputs` moves anything (token ids, masks and sizes are not nudged)."""
+    return any(isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() for x in inputs)
+
+
+def nudged(model: torch.nn.Module, generator: torch.Generator, ulps: int | None = None) -> torch.nn.Module:
+    """A copy of `model` with every floating parameter nudged as `perturbed` nudges an input, never by more than
+    PERTURBATION: the model next to the drawn one, for a problem whose inputs carry no float to nudge (a language
+    model's token ids), where the reference's rounding lands afresh. Its buffers (masks, rotary tables) are kept."""
+    near = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in near.parameters():
+            if p.is_floating_point() and p.numel():
+                steps = None if ulps is None or ulps * torch.finfo(p.dtype).eps > PERTURBATION else ulps
+                p.copy_(perturbed([p], generator, ulps=steps)[0])
+    return near
 
 
 def draw_inputs(module, device: str, seed: int, distribution: str = "natural") -> list:

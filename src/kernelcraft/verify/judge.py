@@ -30,8 +30,8 @@ from kernelcraft.result import Result
 from kernelcraft.verify.check import Comparison, check_form, compare, compare_exact, rounding, worst_rounding
 from kernelcraft.verify.config import VerifyConfig
 from kernelcraft.verify.containment import affinity_widened, cpu_seconds, descendants
-from kernelcraft.verify.inputs import (NUDGE_ULPS, SPREAD, distributions_for, draw_inputs, fresh_seed, mutate_inputs,
-                                       mutation_kind, perturbed, precision_rotation)
+from kernelcraft.verify.inputs import (NUDGE_ULPS, SPREAD, distributions_for, draw_inputs, fresh_seed, has_floating,
+                                       mutate_inputs, mutation_kind, nudged, perturbed, precision_rotation)
 from kernelcraft.verify.memory import GiB, fingerprint, new_key, release_cache
 from kernelcraft.verify.policy import Policy, reference_math
 
@@ -57,10 +57,12 @@ class Case:
     cores: set[int] | None = None  # a CPU worker's cores (its baselines' too), None where not pinned
     last_error: float = 0.0  # the worst error of the last outputs `judge` passed
     stateful: str | None = None  # what the worker's timing says of its fully fresh calls (stateful_split)
+    first_timeout: float | None = None  # the first run's, where it compiles a whole model (Candidate.compiles)
+    calls: int = 0  # runs asked of the worker
 
-    def reference_outputs(self, inputs: list) -> list:
+    def reference_outputs(self, inputs: list, model=None) -> list:
         with torch.no_grad(), reference_math(not self.policy.allow_tf32):
-            out = self.ref.model(*inputs)
+            out = (model or self.ref.model)(*inputs)
         return list(out) if isinstance(out, (tuple, list)) else [out]
 
     def exact_outputs(self, inputs: list, model=None) -> list | None:
@@ -90,37 +92,53 @@ class Case:
 
     def rounding_noise(self, inputs: list, expected: list, exact: list) -> list | None:
         """The reference's own rounding at every element of each floating output (check.rounding): the largest
-        error against float64 of torch's output and of `policy.rounding_samples` more fp32 runs, each against a
-        float64 run on the same inputs, perturbed (inputs.perturbed) by up to 1% on every other run (there the
-        exact output lands afresh on fp32's grid, where an accurate torch op rounds the same way on every nudge of
+        error against float64 of torch's output and of `policy.rounding_samples` more runs of the reference, each
+        against a float64 run on the same inputs, perturbed (inputs.perturbed) by up to 1% on every other run (there
+        the exact output lands afresh on the grid, where an accurate torch op rounds the same way on every nudge of
         an ulp) and by up to NUDGE_ULPS units of roundoff on the rest (there an ill-conditioned element stays as
         ill-conditioned as drawn: a softmax row whose top two scores nearly tie, which a 1% move unties, so that
-        torch's one error there, small by chance, was all the rule had: level 1's 97 on an H200). None, noted,
-        where the memory for it is short or float64 is not to be had."""
+        torch's one error there, small by chance, was all the rule had: level 1's 97 on an H200). Where no input
+        is a float to nudge (a language model's token ids), the model's parameters are nudged instead
+        (inputs.nudged; each run a model of its own, in its dtype and in float64): else every run would repeat
+        torch's one error, and a deep bf16 model's rounding, which lands anywhere on each element, would be judged
+        against an error near zero by chance on many of them. None, noted, where the memory for it is short or
+        float64 is not to be had."""
+        weights = not has_floating(inputs)
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
             free, _ = torch.cuda.mem_get_info(self.device)
             needed = 4 * self.ref.cost.peak_bytes + self.ref.cost.input_bytes
+            if weights:  # a nudged copy of the parameters, then the same in float64
+                needed += 5 * sum(p.numel() * p.element_size() for p in self.ref.model.parameters())
             if needed > free:
                 self._note_once(f"the reference's rounding not sampled per element: it needs ~{needed / GiB:.1f} "
                                 f"GiB, {free / GiB:.1f} GiB are free")
                 return None
         try:
-            model = copy.deepcopy(self.ref.model).double()
+            model = None if weights else copy.deepcopy(self.ref.model).double()
         except Exception:
             return None
         noise = [rounding(r, x) if r.is_floating_point() and x.shape == r.shape else None
                  for r, x in zip(expected, exact)]
         generator = torch.Generator(device=self.device).manual_seed(fresh_seed())
         for i in range(self.policy.rounding_samples):
-            near = perturbed(inputs, generator, ulps=NUDGE_ULPS if i % 2 else None)
-            again, wide = self.reference_outputs(near), self.exact_outputs(near, model)
+            ulps = NUDGE_ULPS if i % 2 else None
+            if weights:
+                near, model = inputs, nudged(self.ref.model, generator, ulps)
+                again = self.reference_outputs(near, model)
+                model = model.double()
+            else:
+                near = perturbed(inputs, generator, ulps=ulps)
+                again = self.reference_outputs(near)
+            wide = self.exact_outputs(near, model)
             if wide is None:
                 return None
             for n, y, x in zip(noise, again, wide):
                 if n is not None and y.shape == n.shape == x.shape:
                     rounding(y, x, into=n)
             near = again = wide = None
+            if weights:
+                model = None
         return noise
 
     def _raised(self, reply: dict) -> None:
@@ -142,7 +160,9 @@ class Case:
     def run(self, inputs: list) -> list | None:
         """Lend `inputs` to the worker for one call; its outputs, or None after recording why not."""
         poison = [(s.shape, s.dtype) for s in self.ref.cost.outputs]
-        reply = self.worker.ask({"op": "run", "inputs": inputs, "poison": poison}, self.config.run_timeout)
+        timeout = self.first_timeout if self.first_timeout and not self.calls else self.config.run_timeout
+        self.calls += 1
+        reply = self.worker.ask({"op": "run", "inputs": inputs, "poison": poison}, timeout)
         if "error" in reply:
             self._raised(reply)
             return None

@@ -251,7 +251,8 @@ class Supervisor:
         worker = self.workers.take(ahead)
         result.containment = worker.containment_info()
         case = judge.Case(worker, ref, result, self.policy, self.device, self.config, self.l2_bytes, self.spec,
-                          self.cores)
+                          self.cores, first_timeout=max(self.config.run_timeout, self.config.load_timeout)
+                          if candidate.compiles else None)
         clock = _PhaseClock(result.phases)
         try:
             with clock("worker_start"):
