@@ -71,3 +71,10 @@ def test_the_deadline_keeps_a_reserve_for_the_end_to_end_verdict():
     spent = Deadline(60.0, started=time.monotonic() - 50.0)
     assert spent.for_runs_s() == 0.0 and not spent.over()  # the runs' time is gone, the reserve is not
     assert Deadline(60.0, started=time.monotonic() - 61.0).over()
+
+
+def test_a_deadline_moved_sooner_ends_that_much_earlier_from_the_same_start():
+    started = time.monotonic() - 50.0
+    sooner = Deadline(60.0, started=started).sooner(15.0)
+    assert sooner.budget_s == 45.0 and sooner.started == started and sooner.over()
+    assert Deadline.of(None).sooner(5.0).budget_s is None

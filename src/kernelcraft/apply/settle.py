@@ -49,7 +49,8 @@ def settle(problem: Problem, extraction: Extraction, regions: list[RegionOutcome
             if r.status == "replaced":
                 r.status, r.reason = "dropped", "torch.compile of the model is faster than its kernels predict"
     left = deadline.left_s()
-    narrowing = deadline.sooner(left / 2) if left and compiled_regions(regions, verifier, faster) else deadline
+    narrowing = deadline.sooner(left / 2) if left is not None and left > 0 and \
+        compiled_regions(regions, verifier, faster) else deadline
     verdict, model_file = settle_kernels(problem, extraction, regions, verifier, out_dir, notes, emit, faster,
                                          narrowing)
     compiled = settle_compiled(problem, extraction, regions, verifier, out_dir, notes, emit, faster, deadline)
