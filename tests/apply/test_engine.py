@@ -388,10 +388,11 @@ def test_an_rmsnorm_with_its_casts_is_one_region_the_engineer_covers(tmp_path, m
     assert outcome.end_to_end is not None and outcome.end_to_end.correct, outcome.end_to_end
 
 
-def test_the_model_compiled_with_its_kernels_is_verified_and_given_back(tmp_path, monkeypatch):
+def test_the_model_compiled_with_its_kernels_is_verified_and_given_back(tmp_path, capsys, monkeypatch):
     """With torch.compile timed: the model under torch.compile, each kernel a custom op, verified end to end beside
-    the eager form; `kernelcraft.apply(model, DIR, use="compiled")` gives it back, one compiled graph around the
-    kernels (no graph break), computing the model's forward on its own weights."""
+    the eager form and shown by `apply --show` and the HTML report; `kernelcraft.apply(model, DIR, use="compiled")`
+    gives it back, one compiled graph around the kernels (no graph break), computing the model's forward on its own
+    weights."""
     monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
     outcome = _apply_file(tmp_path, "blocks.py", BLOCKS, replace="correct", compile_baseline=True)
     assert outcome.end_to_end.correct, outcome.end_to_end
@@ -402,6 +403,13 @@ def test_the_model_compiled_with_its_kernels_is_verified_and_given_back(tmp_path
     assert times["compiled_kernels_ms"] == form.verdict.runtime_ms > 0 and times["compile_ms"] > 0
     # replace="correct": the kernels were asked for, so the model as it was is no choice
     assert times["final_ms"] == min(times["kernels_ms"], times["compiled_kernels_ms"], times["compile_ms"])
+    store, page = str(tmp_path / "runs.db"), tmp_path / "apply.html"
+    capsys.readouterr()
+    assert main(["apply", "--show", outcome.apply_id, "--store", store]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "compiled with its kernels" in shown and "× compile" in shown, shown[-2000:]
+    assert main(["report", outcome.apply_id, "--store", store, "--html", str(page)]) == 0
+    assert "model_new_compiled.py" in page.read_text() and "compiled with kernels" in page.read_text()
     from torch._dynamo.utils import counters
     counters.clear()
     ns = {}
