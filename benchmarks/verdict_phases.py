@@ -8,10 +8,13 @@ lock wait, checks, attribution, timing, ...), from the results as stored. Reads 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import statistics
 import sys
 from pathlib import Path
+
+import torch
 
 from kernelcraft.store import Store
 
@@ -50,8 +53,11 @@ def main() -> int:
         phases = ", ".join(f"{k} {v:g}" for k, v in row["median_phase_s"].items())
         print(f"{row['problem'][:40]:<40} {row['judged']:>3} judged ({row['ok']} ok), median {row['median_wall_s']:g} s: "
               f"{phases}")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+    if args.json:  # where the verdicts were judged: this machine, which judged them (the store holds no device)
+        device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+        args.json.write_text(json.dumps({"what": "median verdict phases per region run", "device": device,
+                                         "torch": torch.__version__, "date": datetime.date.today().isoformat(),
+                                         "store": str(args.store), "rows": rows}, indent=1))
     return 0
 
 

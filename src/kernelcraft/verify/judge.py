@@ -62,7 +62,7 @@ class Case:
 
     def reference_outputs(self, inputs: list, model=None) -> list:
         with torch.no_grad(), reference_math(not self.policy.allow_tf32):
-            out = (model or self.ref.model)(*inputs)
+            out = (model if model is not None else self.ref.model)(*inputs)
         return list(out) if isinstance(out, (tuple, list)) else [out]
 
     def exact_outputs(self, inputs: list, model=None) -> list | None:
