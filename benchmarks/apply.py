@@ -79,18 +79,18 @@ def _apply(name: str, args) -> dict:
            "--budget-minutes", str(args.budget_minutes), "--rounds", str(args.rounds), "--device", args.device,
            "--store", str(args.work / "runs.db"), "--out", str(out)]
     t0 = time.time()
+    log = args.work / f"{name}.log"  # apply's progress lines, written as they come (a stopped model keeps its log)
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=os.environ.copy())
-    except subprocess.TimeoutExpired as exc:
-        (args.work / f"{name}.log").write_text((exc.stderr or b"").decode() if isinstance(exc.stderr, bytes)
-                                               else exc.stderr or "")
-        return {"model": name, "status": "timeout", "error": f"stopped after {args.timeout} s"}
-    (args.work / f"{name}.log").write_text(done.stderr)
+        with log.open("w") as err:
+            done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, timeout=args.timeout,
+                                  env=os.environ.copy())
+    except subprocess.TimeoutExpired:
+        return {"model": name, "status": "timeout", "error": f"stopped after {args.timeout} s (its log: {log})"}
     lines = done.stdout.strip().splitlines()
     try:
         summary = json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
-        return {"model": name, "status": "error", "error": (done.stderr.strip().splitlines() or ["?"])[-1][:400],
+        return {"model": name, "status": "error", "error": (log.read_text().strip().splitlines() or ["?"])[-1][:400],
                 "returncode": done.returncode}
     summary["model"] = name
     summary["wall_seconds"] = round(time.time() - t0, 1)

@@ -32,7 +32,8 @@ def summary(store: Store, bench_id: str | None = None) -> list[dict]:
         rows.append({"run": run["id"], "problem": run["problem"], "judged": len(results),
                      "ok": sum(r.correct for r in results),
                      "median_wall_s": round(statistics.median(r.wall_seconds for r in results), 2),
-                     "median_phase_s": {k: round(statistics.median(v), 2) for k, v in sorted(phases.items())}})
+                     "median_phase_s": {k: round(statistics.median(v), 2) for k, v in sorted(phases.items())},
+                     "phase_verdicts": {k: len(v) for k, v in sorted(phases.items())}})  # how many had the phase
     return rows
 
 
@@ -50,7 +51,8 @@ def main() -> int:
     finally:
         store.close()
     for row in rows:
-        phases = ", ".join(f"{k} {v:g}" for k, v in row["median_phase_s"].items())
+        phases = ", ".join(f"{k} {v:g}" + (f" ({row['phase_verdicts'][k]} had it)" if row["phase_verdicts"][k] <
+                                              row["judged"] else "") for k, v in row["median_phase_s"].items())
         print(f"{row['problem'][:40]:<40} {row['judged']:>3} judged ({row['ok']} ok), median {row['median_wall_s']:g} s: "
               f"{phases}")
     if args.json:  # where the verdicts were judged: this machine, which judged them (the store holds no device)

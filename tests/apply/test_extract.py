@@ -3,6 +3,8 @@ what the model computed for its nodes, and the regions together give the model's
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn as nn
@@ -42,6 +44,7 @@ def _check_regions(model, inputs, out_dir, name):
             drawn = module.get_inputs()
             assert [(tuple(x.shape), str(x.dtype).removeprefix("torch.")) for x in drawn] == \
                 [(m.shape, m.dtype) for m in region.input_meta], region.name
+            assert all(x.stride() == m.stride for x, m in zip(drawn, region.input_meta) if m.stride), region.name
             problem_model(*drawn)  # runs on its own random inputs
             got = problem_model(*[values[n] for n in region.inputs])
             want = [values[o] for o in region.outputs]
@@ -275,3 +278,33 @@ def test_an_rmsnorm_with_its_casts_is_one_region(exported, tmp_path):
     assert [r.kind for r in extraction.regions] == ["reduce"]
     graph = extraction.graph_module.graph
     assert not [n for n in graph.nodes if "assert" in str(n.target)]
+
+
+class _FusedQKV(nn.Module):
+    """Attention on q, k and v cut from one projection and split into heads: views with gaps, transposed."""
+
+    def __init__(self, width=32, heads=4):
+        super().__init__()
+        self.qkv, self.heads = nn.Linear(width, 3 * width), heads
+
+    def forward(self, x):
+        b, s, w = x.shape
+        q, k, v = (t.view(b, s, self.heads, w // self.heads).transpose(1, 2) for t in self.qkv(x).split(w, dim=-1))
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, s, w)
+
+
+def test_a_region_problem_draws_its_inputs_in_the_layout_the_model_hands_over(tmp_path):
+    """q, k and v reach attention as gapped, transposed views of the projection's output: the region's problem
+    draws them with those strides (a kernel is timed on the layout it meets in the model), and the same attention
+    on contiguous inputs is another problem."""
+    from kernelcraft.apply.instances import signature
+
+    torch.manual_seed(0)
+    extraction = _check_regions(_FusedQKV().eval(), [torch.randn(2, 16, 32)], tmp_path, "qkv")
+    attention = next(r for r in extraction.regions if r.kind == "attention")
+    assert [m.stride for m in attention.input_meta] == [(1536, 8, 96, 1)] * 3
+    assert "(1536, 8, 96, 1)" in attention.source
+    module = load_problem(tmp_path / f"{attention.name}.py").load()
+    assert [x.stride() for x in module.get_inputs()] == [(1536, 8, 96, 1)] * 3
+    contiguous = [m.__class__(m.shape, m.dtype, m.high) for m in attention.input_meta]
+    assert signature(attention) != signature(dataclasses.replace(attention, input_meta=contiguous))

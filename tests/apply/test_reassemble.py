@@ -10,6 +10,7 @@ import torch
 
 import kernelcraft
 from kernelcraft.apply import extract_model, write_problems
+from kernelcraft.apply.outcome import ApplyError
 from kernelcraft.apply.reassemble import Replacement, reassemble
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.base import Request
@@ -143,7 +144,7 @@ class ModelNew(nn.Module):
 def test_a_kernel_keeping_a_tensor_of_its_own_is_refused(tmp_path):
     module, extraction, _ = _cut("level3/mlp", tmp_path)
     region = extraction.regions[0]
-    with pytest.raises(kernelcraft.apply.engine.ApplyError, match="weight_t"):
+    with pytest.raises(ApplyError, match="weight_t"):
         _swapped(module, extraction, [Replacement(region, FOREIGN)], load_problem("level3/mlp").source, tmp_path)
 
 
@@ -185,7 +186,16 @@ def test_one_kernel_replaces_every_instance_of_its_problem_each_on_its_own_weigh
     assert {id(p) for p in new.parameters()} == {id(p) for p in model.parameters()}
 
 
-def test_the_compiled_form_runs_each_kernel_as_a_custom_op_inside_one_graph(tmp_path, monkeypatch):
+@pytest.fixture
+def four_compile_threads():
+    """Inductor set to compile with a pool of 4 (patched through its config: monkeypatch's undo would delete the
+    setting, and every later compile in the session would fail on it)."""
+    with torch._inductor.config.patch(compile_threads=4):
+        yield
+
+
+def test_the_compiled_form_runs_each_kernel_as_a_custom_op_inside_one_graph(tmp_path, monkeypatch,
+                                                                           four_compile_threads):
     """The compiled form: torch.compile around the kernels, each behind a custom op whose fake agrees with it
     (torch.library.opcheck), one graph with no break, the model's forward on the model's own weights; inductor
     compiles in this process however many compile threads the process is set to (a pool of compile processes
@@ -198,7 +208,6 @@ def test_the_compiled_form_runs_each_kernel_as_a_custom_op_inside_one_graph(tmp_
     def recorded(*args, **kwargs):
         threads.append(torch._inductor.config.compile_threads)
         return original(*args, **kwargs)
-    monkeypatch.setattr(torch._inductor.config, "compile_threads", 4)
     monkeypatch.setattr(compile_fx, "compile_fx", recorded)
 
     from kernelcraft.apply import observe
@@ -223,3 +232,56 @@ def test_the_compiled_form_runs_each_kernel_as_a_custom_op_inside_one_graph(tmp_
         args = [values[n].detach() for n in r.region.inputs]
         torch.library.opcheck(wrapped.op, (wrapped.key, args),
                               test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_static"))
+
+
+_FUSED_QKV = '''import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(32, 96)
+
+    def forward(self, x):
+        b, s, w = x.shape
+        q, k, v = (t.view(b, s, 4, 8).transpose(1, 2) for t in self.qkv(x).split(w, dim=-1))
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, s, w)
+
+
+def get_inputs():
+    return [torch.randn(2, 16, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_custom_ops_fake_gives_the_layout_the_model_made_and_its_kernel_returns_it(tmp_path):
+    """Attention's output, in the model, is laid out (B, L, H, E) and read back through a transpose: the compiled
+    form's op for the attention kernel says so in its fake, and returns that layout (opcheck compares the fake's
+    strides with the real op's)."""
+    from kernelcraft.apply import observe
+
+    (tmp_path / "qkv.py").write_text(_FUSED_QKV)
+    problem = load_problem(tmp_path / "qkv.py")
+    module = problem.load()
+    torch.manual_seed(3)
+    model, inputs = module.Model().eval(), list(module.get_inputs())
+    extraction = extract_model(model, inputs, "qkv")
+    paths = write_problems(extraction, tmp_path / "regions")
+    replacements = _kernels(extraction, paths, only={r.name for r in extraction.regions if r.kind == "attention"})
+    assert len(replacements) == 1 and replacements[0].region.output_meta[0].stride == (512, 8, 32, 1)
+    (tmp_path / "model_new_compiled.py").write_text(reassemble(extraction, problem.source, replacements,
+                                                               compiled=True))
+    new = kernelcraft.apply(model.to(DEVICE), tmp_path, use="compiled")
+    inputs = [x.to(DEVICE) for x in inputs]
+    with torch.no_grad():
+        torch.testing.assert_close(new(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
+        values = observe(extraction.graph_module.to(DEVICE), inputs)
+    wrapped = getattr(new.graph._orig_mod, replacements[0].attr)
+    args = [values[n].detach() for n in replacements[0].region.inputs]
+    assert wrapped.op(wrapped.key, args)[0].stride() == (512, 8, 32, 1)
+    torch.library.opcheck(wrapped.op, (wrapped.key, args), test_utils=("test_schema", "test_faketensor"))

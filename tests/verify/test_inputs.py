@@ -9,7 +9,7 @@ import torch
 
 from kernelcraft.problems import load_problem
 from kernelcraft.verify.inputs import (DISTRIBUTIONS, NUDGE_ULPS, PERTURBATION, SPREAD, distributions_for, draw_inputs,
-                                       fresh_seed, one_signed, perturbed, precision_rotation)
+                                       fresh_seed, mutate_inputs, one_signed, perturbed, precision_rotation)
 from tests.helpers import FIXTURES
 
 CHANGING = [d for d in DISTRIBUTIONS if d != "natural"]
@@ -201,8 +201,6 @@ def test_fresh_seeds_differ():
 def test_timed_changes_are_fully_fresh_on_about_a_quarter_of_calls_and_replay_exactly():
     import torch
 
-    from kernelcraft.verify.inputs import mutate_inputs
-
     fresh_seen = partial_sizes = 0
     sizes = set()
     for seed in range(200):
@@ -234,3 +232,24 @@ def test_fresh_roll_changes_moves_every_row_of_a_one_signed_input():
     assert mutate_inputs([x], seed, "roll")
     assert (x != before).any(dim=1).float().mean() > 0.9
     assert torch.equal(x.sort(dim=0).values, before.sort(dim=0).values)  # the values themselves stay
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_a_drawn_layout_survives_every_distribution_and_the_timed_changes(distribution):
+    """A problem that draws a gapped view (a head cut from a fused projection) or a transpose gets it back in
+    memory of its own with the same strides; an expanded view (elements sharing memory) comes back contiguous."""
+    base_seen = []
+
+    def get_inputs():
+        fused = torch.randn(2, 16, 96)
+        base_seen.append(fused)
+        return [fused[..., 32:64].view(2, 16, 4, 8).transpose(1, 2), torch.randn(6, 10).t(),
+                torch.randn(1, 10).expand(4, 10)]
+
+    drawn = draw_inputs(types.SimpleNamespace(get_inputs=get_inputs), "cpu", 3, distribution)
+    assert [x.stride() for x in drawn[:2]] == [(1536, 8, 96, 1), (1, 10)]
+    if distribution != "natural":  # changed in place: copies, never the problem's own tensor
+        assert drawn[2].is_contiguous()
+        assert not any(x.untyped_storage().data_ptr() == base_seen[-1].untyped_storage().data_ptr() for x in drawn)
+    mutate_inputs(drawn[:2], 11, "scale")
+    assert drawn[0].stride() == (1536, 8, 96, 1)

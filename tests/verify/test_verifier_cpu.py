@@ -60,6 +60,9 @@ def test_honest_triton_candidate(cpu_verifier, relu_problem):
     assert result.speedup_eager == pytest.approx(result.eager.median_ms / result.runtime_ms, rel=1e-3, abs=1e-4)
     assert result.eager_control is not None and result.eager_control.samples >= 1  # eager timed beside it
     assert result.compiled is None and result.speedup_compile is None  # compile_baseline=False
+    # what the verdict cost, by phase, the timing phase by its parts
+    assert {"worker_start", "load", "check", "time", "time.warm", "time.measure"} <= set(result.phases)
+    assert result.phases["time"] >= result.phases["time.warm"] + result.phases["time.measure"]
     assert result.roofline_fraction is None  # no spec for a CPU
     assert 0.5 < result.custom_kernel_fraction <= 1.0  # the interpreted launch is most of the call's time
     assert result.kernels[0]["name"] == "relu_kernel" and result.kernels[0]["device_us"] > 0

@@ -2,7 +2,8 @@
 values each node takes on the example inputs, and write each region as a problem file.
 
 A region's problem is specialised to what the model ran at: its forward is the region's graph as torch.fx prints
-it (sizes written in), `get_inputs()` draws random tensors of the shapes and dtypes observed at the region's inputs,
+it (sizes written in), `get_inputs()` draws random tensors of the shapes, dtypes and layouts (a transposed or
+sliced view's strides) observed at the region's inputs,
 and a value that is not a tensor (a size read from a tensor, a tuple) is written in as a constant. Its parameters
 and buffers (and values computed from them alone, such as an attention mask) are the model's own: `Model()` takes
 no arguments and reads them from `<name>.pt` beside the problem file (torch.load, weights_only), so the file loads
@@ -26,6 +27,7 @@ from torch.fx.graph import _custom_builtins
 from kernelcraft.apply.capture import Captured, capture
 from kernelcraft.apply.regions import Group, constant_nodes, partition
 from kernelcraft.errors import KernelcraftError
+from kernelcraft.verify.inputs import unshared
 
 
 class ExtractError(KernelcraftError):
@@ -37,6 +39,15 @@ class TensorMeta:
     shape: tuple[int, ...]
     dtype: str  # "float32"
     high: int = 0  # integer inputs: one past the largest value observed (indices stay in range)
+    # its strides where they are not the contiguous ones and no two elements share memory (a transposed or sliced
+    # view: a head split, one of q/k/v cut from a fused projection); None: contiguous, or overlapping (an expand),
+    # which a region's problem draws contiguous
+    stride: tuple[int, ...] | None = None
+
+    @property
+    def spec(self) -> tuple:
+        """As a problem's INPUTS writes it: (shape, dtype, high), and the strides where they are kept."""
+        return (self.shape, self.dtype, self.high) + ((self.stride,) if self.stride is not None else ())
 
 
 @dataclass
@@ -233,7 +244,15 @@ def tensor_meta(value: torch.Tensor) -> TensorMeta:
     dtype = str(value.dtype).removeprefix("torch.")
     integer = not value.dtype.is_floating_point and not value.dtype.is_complex and value.dtype != torch.bool
     high = int(value.max().item()) + 1 if integer and value.numel() else 0
-    return TensorMeta(tuple(value.shape), dtype, high)
+    return TensorMeta(tuple(value.shape), dtype, high, layout(value))
+
+
+def layout(value: torch.Tensor) -> tuple[int, ...] | None:
+    """`value`'s strides where a kernel would meet them as they are: not contiguous, and no element sharing memory
+    with another."""
+    if value.is_contiguous() or value.numel() == 0 or not unshared(value):
+        return None
+    return tuple(value.stride())
 
 
 # -- the problem file --------------------------------------------------------------------------------------------
@@ -258,7 +277,8 @@ import torch
 import torch.nn as nn
 {imports}
 
-# The region's inputs as the model ran: (shape, dtype, for integers one past the largest value seen).
+# The region's inputs as the model ran: (shape, dtype, for integers one past the largest value seen, and its
+# strides where the model handed it over non-contiguous: a kernel here meets the layout it meets in the model).
 INPUTS = {inputs}
 
 
@@ -269,20 +289,24 @@ class Model(nn.Module):
 {forward}
 
 def get_inputs():
-    return [_random(shape, dtype, high) for shape, dtype, high in INPUTS]
+    return [_random(*spec) for spec in INPUTS]
 
 
 def get_init_inputs():
     return []
 
 
-def _random(shape, dtype, high):
+def _random(shape, dtype, high, stride=None):
     dtype = getattr(torch, dtype)
     if dtype == torch.bool:
-        return torch.rand(shape) < 0.5
-    if dtype.is_floating_point:
-        return torch.randn(shape, dtype=dtype)
-    return torch.randint(0, max(high, 1), shape, dtype=dtype)
+        value = torch.rand(shape) < 0.5
+    elif dtype.is_floating_point:
+        value = torch.randn(shape, dtype=dtype)
+    else:
+        value = torch.randint(0, max(high, 1), shape, dtype=dtype)
+    if stride is None:
+        return value
+    return torch.empty_strided(shape, stride, dtype=dtype).copy_(value)  # the model's layout, the same values
 '''
 
 
@@ -295,7 +319,7 @@ def problem_source(name: str, kind: str, nodes: list[str], meta: list[TensorMeta
         state_doc=f"\nIts parameters and buffers are the model's, read from {name}.pt beside this file." if stateful
         else "",
         imports="\n".join(fx_imports(code.globals, code.src)),
-        inputs=repr(tuple((m.shape, m.dtype, m.high) for m in meta)),
+        inputs=repr(tuple(m.spec for m in meta)),
         load=_LOAD_STATE.format(stem=name, elsewhere=_elsewhere(name, written_to)) if stateful else "",
         forward=textwrap.indent(code.src.strip("\n"), "    "))
 

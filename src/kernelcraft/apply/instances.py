@@ -1,5 +1,5 @@
-"""Regions that are one problem: the same ops on inputs of the same shapes and dtypes, reading parameters of the same
-shapes and dtypes (a transformer's blocks are a few problems, each with one instance a layer). Such a problem is
+"""Regions that are one problem: the same ops on inputs of the same shapes, dtypes and layouts, reading parameters
+of the same shapes and dtypes (a transformer's blocks are a few problems, each with one instance a layer). Such a problem is
 optimized once, at its instances' summed share of the model's time, and its kernel replaces every instance, each
 bound to its own weights.
 
@@ -27,7 +27,7 @@ def signature(region: Region) -> str:
     def arg(a):
         return fx.node.map_aggregate(a, lambda x: ("%", index[x]) if isinstance(x, fx.Node) else _constant(x))
 
-    parts: list = [tuple((m.shape, m.dtype, m.high) for m in region.input_meta)]
+    parts: list = [tuple(m.spec for m in region.input_meta)]  # strides too: a kernel meets them
     for i, node in enumerate(module.graph.nodes):
         index[node] = i
         if node.op == "placeholder":

@@ -20,7 +20,8 @@ written from the captured graph:
 
 The compiled form (`compiled=True`, the apply's "compiled with kernels" model) runs `_Forward` under torch.compile,
 each kernel module behind a torch.library custom op of its own (`_AsOp`: the op calls the kernel by a key, returns
-its outputs contiguous and in memory of their own, and its fake gives the region's output shapes and dtypes), so
+its outputs in memory of their own and laid out as the model's were, and its fake gives the region's output shapes,
+dtypes and strides), so
 the compiler compiles the ops the kernels leave and does not trace into a kernel. Inductor compiles in the calling
 process (`_in_process`: no pool of compile processes left running after the call).
 """
@@ -303,12 +304,13 @@ def _model_new(replacements: list[Replacement], kernels: list[Prefixed], held_no
     return "\n".join(lines)
 
 
-def _outputs(region: Region) -> list[tuple[tuple[int, ...], str]] | None:
-    """The region's outputs' shapes and dtypes, what its custom op's fake returns; None where one is not a tensor
-    or it reads none (its kernel then runs outside the compiled graph)."""
+def _outputs(region: Region) -> list[tuple] | None:
+    """The region's outputs' shapes, dtypes and strides as the model made them (None: contiguous), what its custom
+    op's fake returns; None where one is not a tensor or it reads none (its kernel then runs outside the compiled
+    graph)."""
     if not region.inputs or not region.output_meta or any(m is None for m in region.output_meta):
         return None
-    return [(m.shape, m.dtype) for m in region.output_meta]
+    return [(m.shape, m.dtype, m.stride) for m in region.output_meta]
 
 
 _OP_HELPERS = '''
@@ -358,21 +360,34 @@ class _Outside(nn.Module):
 
 
 def _op(name, outputs):
-    """The custom op calling a kernel of this region (by its key): it returns the kernel's outputs contiguous and
-    in memory of their own, as its fake (meta) function says they are."""
+    """The custom op calling a kernel of this region (by its key): it returns the kernel's outputs in memory of their
+    own, laid out as the model laid them out (a kernel that wrote another layout is copied into it), as its fake
+    (meta) function says they are."""
     if name not in _OPS:
         def run(key: int, args: list[torch.Tensor]) -> list[torch.Tensor]:
             got = _LIVE[key](*args)
             got = [got] if isinstance(got, torch.Tensor) else list(got)
             inputs = {a.untyped_storage().data_ptr() for a in args}
-            return [x.clone(memory_format=torch.contiguous_format) if x.untyped_storage().data_ptr() in inputs
-                    else x.contiguous() for x in got]
+            return [_laid_out(x, stride, x.untyped_storage().data_ptr() not in inputs)
+                    for x, (_, _, stride) in zip(got, outputs)]
 
         def fake(key, args):
-            return [torch.empty(shape, dtype=getattr(torch, dtype), device=args[0].device) for shape, dtype in outputs]
+            device = args[0].device
+            return [torch.empty(shape, dtype=getattr(torch, dtype), device=device) if stride is None else
+                    torch.empty_strided(shape, stride, dtype=getattr(torch, dtype), device=device)
+                    for shape, dtype, stride in outputs]
 
         torch.library.custom_op(f"{_NAMESPACE}::{name}", run, mutates_args=(),
                                 schema="(int key, Tensor[] args) -> Tensor[]").register_fake(fake)
         _OPS[name] = getattr(getattr(torch.ops, _NAMESPACE), name).default
     return _OPS[name]
+
+
+def _laid_out(x, stride, own):
+    """`x` in memory of its own (`own`: it is already) with `stride`, or contiguous where `stride` is None."""
+    if stride is None:
+        return x.contiguous() if own else x.clone(memory_format=torch.contiguous_format)
+    if own and x.stride() == tuple(stride):
+        return x
+    return torch.empty_strided(x.shape, stride, dtype=x.dtype, device=x.device).copy_(x)
 '''

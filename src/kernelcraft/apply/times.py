@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kernelcraft.errors import KernelcraftError
 from kernelcraft.problems import Problem
-from kernelcraft.result import Result
+from kernelcraft.result import Result, Timing
 
 # times["final"]: which model apply gives back
 FINAL_KERNELS, FINAL_COMPILED_KERNELS = "with kernels", "compiled with kernels"
@@ -35,6 +35,7 @@ def final_times(problem: Problem, verdict: Result | None, compiled: Result | Non
         any_verdict = next(iter(forms.values()))
         times = {"eager_ms": any_verdict.eager_ms, "compile_ms": any_verdict.compile_ms,
                  "method": any_verdict.timing_method}
+        timings = (any_verdict.eager, any_verdict.compiled)
     else:
         try:
             target = verifier.target(problem)
@@ -45,6 +46,8 @@ def final_times(problem: Problem, verdict: Result | None, compiled: Result | Non
             return None
         times = {"eager_ms": target.eager.cost_ms, "compile_ms": target.compiled.cost_ms if target.compiled else None,
                  "method": target.eager.method}
+        timings = (target.eager, target.compiled)
+    notes.extend(host_bound(*timings, verifier.config.compile_baseline))
     times["kernels_ms"] = forms[FINAL_KERNELS].runtime_ms if FINAL_KERNELS in forms else None
     times["compiled_kernels_ms"] = forms[FINAL_COMPILED_KERNELS].runtime_ms if FINAL_COMPILED_KERNELS in forms else None
     if not verifier.config.compile_baseline:  # not asked for: no time the verifier kept from another run is shown
@@ -59,6 +62,21 @@ def final_times(problem: Problem, verdict: Result | None, compiled: Result | Non
         notes.append(f"torch.compile of the model as it was runs in {times['compile_ms']:.4g} ms, faster than "
                      f"{', '.join(beaten)}: the model given back is torch.compile(model)")
     return times
+
+
+HOST_BOUND = 1.25  # a model whose call takes this much longer on the host than its work on the device
+
+
+def host_bound(eager: Timing | None, compiled: Timing | None, compiled_timed: bool = True) -> list[str]:
+    """A note for the model eager and under torch.compile where its call holds more host time than device time (the
+    Python and launches of its ops outlast their work): a kernel that cuts the device's time does not move it."""
+    notes = []
+    for label, t in (("eager", eager), ("under torch.compile", compiled if compiled_timed else None)):
+        if t is not None and t.host_ms and t.device_ms and t.host_ms > HOST_BOUND * t.device_ms:
+            notes.append(f"the model is host-bound {label}: a call takes {t.host_ms:.4g} ms on the host and "
+                         f"{t.device_ms:.4g} ms on the device (its work queued ahead); its time is the host's, "
+                         "which faster kernels do not cut (each kernel's own launches add to it); fewer launches do")
+    return notes
 
 
 def final_of(eager_ms: float, compile_ms: float | None, forms: dict[str, float],

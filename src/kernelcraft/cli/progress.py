@@ -82,7 +82,7 @@ class Progress:
         elif kind == "note":
             self.console.print(f"[yellow]note:[/] {data['message']}")
         elif kind == "apply_stage":
-            self.console.print(f"apply: {_STAGES[data['stage']]}" + (f" ({', '.join(data['replaced'])})"
+            self.console.print(f"apply ({self._clock()}): {_STAGES[data['stage']]}" + (f" ({', '.join(data['replaced'])})"
                                                                       if data.get("replaced") else ""))
         elif kind == "apply_profile":  # where the model's time goes, before the regions' runs start
             from kernelcraft.report.apply import profile_view
@@ -91,7 +91,9 @@ class Progress:
         elif kind == "withdrawn":  # the run's wall budget ran out with candidates still queued
             self.console.print(f"[yellow]stop:[/] {data['count']} queued candidates not judged (the budget ran out)")
         elif kind == "apply_verify":
-            self.console.print(f"apply: verifying the model with {len(data['regions'])} regions replaced")
+            form = " under torch.compile" if data.get("compiled") else ""
+            self.console.print(f"apply ({self._clock()}): verifying the model{form} with {len(data['regions'])} "
+                               "regions replaced")
         elif kind == "target":
             self.console.print(f"target: {data['summary']}")
         if kind == "profile_off":  # --profile, on a machine that cannot: the run goes on without counters
@@ -100,6 +102,9 @@ class Progress:
             self.live.update(self._render())
         elif kind in ("round", "problem", "lock_wait", "apply_region"):  # not a terminal (a log file, CI): one line per step
             self.console.print(self._render())
+
+    def _clock(self) -> str:
+        return f"{time.monotonic() - self.t0:.0f} s"
 
     def _render(self):
         from rich.text import Text

@@ -131,6 +131,24 @@ def draw_inputs(module, device: str, seed: int, distribution: str = "natural") -
         return [_transform(x, distribution, generator) for x in inputs]
 
 
+def unshared(x: torch.Tensor) -> bool:
+    """Whether no two elements of `x` share memory: each dimension of more than one element strides past all the
+    smaller ones it spans (a transpose or a slice: yes; an expand: no)."""
+    span = 1
+    for size, stride in sorted(((n, st) for n, st in zip(x.shape, x.stride()) if n > 1), key=lambda d: d[1]):
+        if stride < span:
+            return False
+        span = stride * size
+    return True
+
+
+def _own(x: torch.Tensor) -> torch.Tensor:
+    """A copy of `x` in memory of its own: with `x`'s strides where its elements share none, else contiguous."""
+    if not unshared(x):
+        return x.clone(memory_format=torch.contiguous_format)
+    return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device).copy_(x)
+
+
 def _mean_square(x: torch.Tensor) -> float:
     return sum(float(torch.linalg.vector_norm(s, dtype=torch.float64) ** 2) for (s,) in slices(x)) / max(1, x.numel())
 
@@ -142,8 +160,9 @@ def _transform(x, distribution: str, g: torch.Generator):
         raise ValueError(f"unknown distribution {distribution!r}")
     if x.numel() == 0:
         return x
-    # the drawn tensor is ours: changed in place (a view into another input's storage is copied first)
-    x = x.clone() if x._base is not None else x
+    # the drawn tensor is ours: changed in place (a view into another input's storage is copied first, into its
+    # own memory of the same strides: a problem that draws a transposed or sliced layout keeps it)
+    x = _own(x) if x._base is not None else x
     device = x.device
 
     def scalar() -> float:

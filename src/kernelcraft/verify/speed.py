@@ -11,6 +11,7 @@ from kernelcraft.problems import Problem
 from kernelcraft.result import Result
 from kernelcraft.verify import judge, target
 from kernelcraft.verify.inputs import fresh_seed
+from kernelcraft.verify.phases import PhaseClock
 from kernelcraft.verify.process import WorkerDied, WorkerTimeout
 
 
@@ -18,26 +19,31 @@ def time_candidate(sup, case: judge.Case, problem: Problem) -> None:
     """Time the candidate beside eager (the device held), check the clock, publish speedups against a
     baseline measured under the same conditions, then the roofline and the review. `sup`: the Supervisor."""
     result = case.result
+    clock = PhaseClock(result.phases)
     key = target.baseline_key(sup, problem)
     cached = sup.baselines.get(key, result.notes)
     if cached is None or (sup.config.compile_baseline and cached[1] is None):
-        cached = fresh_baselines(sup, problem, key, result)
+        with clock("time.baselines"):
+            cached = fresh_baselines(sup, problem, key, result)
     else:
         result.baseline_cached = True
     result.eager, result.compiled = cached
-    with sup.device_phase(result, shared=True):
+    with clock("time.warm"), sup.device_phase(result, shared=True):
         warm = case.worker.ask({"op": "warm", "seed": fresh_seed(), "names": ["candidate", "eager"]},
                                sup.config.load_timeout)
     if "error" in warm:  # first calls (JIT compilation) happen here, outside the device's timing lock
         case._raised(warm)
         return
     with sup.device_phase(result):
-        if judge.timing(case, fresh_seed()) is None:
-            return
-        if sup.config.clock_check and not judge.outside_clock(case):
-            return
+        with clock("time.measure"):
+            if judge.timing(case, fresh_seed()) is None:
+                return
+        with clock("time.clock"):
+            if sup.config.clock_check and not judge.outside_clock(case):
+                return
     if result.eager and _drifted(sup, result):
-        _baseline_drift(sup, problem, key, result)
+        with clock("time.rebaseline"):
+            _baseline_drift(sup, problem, key, result)
     ms = result.runtime_ms  # each time is a call's cost (Timing.cost_ms): the device's or the host's, the longer
     if result.eager:
         result.speedup_eager = round(result.eager_ms / ms, 4)

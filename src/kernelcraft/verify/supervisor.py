@@ -41,6 +41,7 @@ from kernelcraft.verify.devicelock import DeviceLock, device_key
 from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.inputs import fresh_seed
 from kernelcraft.verify.memory import MemoryNeed, ProblemTooLarge, check_fits, release_cache
+from kernelcraft.verify.phases import PhaseClock
 from kernelcraft.verify.policy import Policy, get_policy
 from kernelcraft.verify.process import UnsafeReply, WorkerDied, WorkerLimit, WorkerTimeout
 from kernelcraft.verify.workers import Workers
@@ -253,7 +254,7 @@ class Supervisor:
         case = judge.Case(worker, ref, result, self.policy, self.device, self.config, self.l2_bytes, self.spec,
                           self.cores, first_timeout=max(self.config.run_timeout, self.config.load_timeout)
                           if candidate.compiles else None)
-        clock = _PhaseClock(result.phases)
+        clock = PhaseClock(result.phases)
         try:
             with clock("worker_start"):
                 worker.ready()
@@ -379,17 +380,3 @@ class Supervisor:
             finally:
                 if not shared:
                     result.device_held.append([round(start, 4), round(time.time(), 4)])
-
-class _PhaseClock:
-    """Seconds spent in each phase of an evaluation, recorded into a dict as phases end."""
-
-    def __init__(self, phases: dict):
-        self.phases = phases
-
-    @contextlib.contextmanager
-    def __call__(self, name: str):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.phases[name] = round(time.perf_counter() - start, 4)

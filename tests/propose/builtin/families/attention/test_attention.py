@@ -147,6 +147,22 @@ def test_no_keys_give_zeros_and_strided_inputs_are_read_as_given(tmp_path):
         module.ModelNew()(torch.randn(2, 3, 8), torch.randn(1, 4, 8), torch.randn(1, 4, 8))
 
 
+def test_heads_cut_from_a_fused_projection_are_read_in_place_and_the_output_is_laid_out_as_q(tmp_path):
+    """q, k, v as a model hands them over (gapped, transposed views of one (B, L, 3·H·E) projection) give
+    sdpa's values, and o comes back in q's layout, so its heads merge back into (B, L, H·E) with no copy; more
+    than two leading dims are taken too."""
+    module = load(render(attn_op(), sdpa_reference(), {}), tmp_path)
+    torch.manual_seed(0)
+    fused = torch.randn(2, 19, 3 * 3 * 16, device=DEVICE)
+    q, k, v = (t.view(2, 19, 3, 16).transpose(1, 2) for t in fused.split(48, dim=-1))
+    o = module.ModelNew()(q, k, v)
+    torch.testing.assert_close(o, F.scaled_dot_product_attention(q, k, v), rtol=1e-4, atol=1e-5)
+    assert o.transpose(1, 2).is_contiguous()  # (B, L, H, E): .reshape(B, L, H·E) is a view
+    q5, k5, v5 = (torch.randn(2, 2, 3, n, 16, device=DEVICE) for n in (9, 11, 11))
+    torch.testing.assert_close(module.ModelNew()(q5, k5, v5), F.scaled_dot_product_attention(q5, k5, v5),
+                               rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.skipif(DEVICE != "cuda", reason="Triton's interpreter computes bf16 tl.dot wrongly (numpy has no bf16)")
 def test_attention_bf16(tmp_path):
     for params in (m.params for m in moves(attn_op())[:2]):

@@ -1,9 +1,10 @@
 """Attention family: softmax(q @ k^T * scale [+ causal mask]) @ v over the forward's first three inputs, q (..., L, E),
 k (..., S, E) and v (..., S, Ev), as one FlashAttention-style kernel (the L x S scores never reach memory).
 
-A program owns a BLOCK_M tile of queries of one batch·head (the leading dims flattened; a 1-D grid) and walks the
-keys in BLOCK_N tiles: scores by tl.dot, an online softmax (running max and sum in fp32, base-2 exponentials with log2 e
-folded into the scale), the output tile accumulated in fp32 and rescaled whenever the running max grows, divided by
+A program owns a BLOCK_M tile of queries of one batch·head (a 1-D grid; each tensor read through its own batch and
+head strides, so the transposed head split of a projection's output is no copy, and the output laid out as q is, so
+its heads merge back with no copy either) and walks the keys in BLOCK_N tiles: scores by tl.dot, an online softmax
+(running max and sum in fp32, base-2 exponentials with log2 e folded into the scale), the output tile accumulated in fp32 and rescaled whenever the running max grows, divided by
 the sum once at the end. Causal attention is torch's top-left alignment (key j is seen by query i iff j <= i, for
 any L and S): key tiles wholly past a query tile's diagonal are never visited, those on it are masked, the rest run
 unmasked. Ragged L, S, E and Ev are masks (E and Ev padded to powers of two, at least 16 and 32, as constexprs); every size

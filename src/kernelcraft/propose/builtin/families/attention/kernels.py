@@ -61,6 +61,7 @@ _ATTENTION = Template('''
 tiles_m = tl.cdiv(L, BLOCK_M)
 pid = tl.program_id(0)
 bid = (pid // tiles_m).to(tl.int64)
+b, h = bid // H, bid % H  # each tensor read through its own batch and head strides: a head split is no copy
 if CAUSAL:
     pid_m = tiles_m - 1 - pid % tiles_m
 else:
@@ -68,7 +69,7 @@ else:
 rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
 re = tl.arange(0, E_PAD)
 rv = tl.arange(0, EV_PAD)
-q = tl.load(q_ptr + bid * s_qb + rm.to(tl.int64)[:, None] * s_qm + re[None, :] * s_qe,
+q = tl.load(q_ptr + b * s_qb + h * s_qh + rm.to(tl.int64)[:, None] * s_qm + re[None, :] * s_qe,
             mask=(rm < L)[:, None] & (re < E)[None, :], other=0.0)
 if SCALED_Q:  # scale * log2 e applied once to the tile, not to every score
     if NEG:
@@ -85,34 +86,42 @@ if CAUSAL:  # tiles below the first one that meets this query tile's diagonal ne
 else:
     mid = full
     hi = S
-k_base = k_ptr + bid * s_kb
-v_base = v_ptr + bid * s_vb
+k_base = k_ptr + b * s_kb + h * s_kh
+v_base = v_ptr + b * s_vb + h * s_vh
 acc, l_i, m_i = $keys(acc, l_i, m_i, q, k_base, v_base, rm, 0, mid, S, E, EV, s_kn, s_ke, s_vn,
                                   s_ve, qk_scale, BLOCK_N, E_PAD, EV_PAD, False, CAUSAL, SCALED_Q, NEG, PREC)
 acc, l_i, m_i = $keys(acc, l_i, m_i, q, k_base, v_base, rm, mid, hi, S, E, EV, s_kn, s_ke, s_vn,
                                   s_ve, qk_scale, BLOCK_N, E_PAD, EV_PAD, True, CAUSAL, SCALED_Q, NEG, PREC)
 out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]  # S == 0: no keys, zeros (softmax of nothing @ v)
-tl.store(o_ptr + bid * s_ob + rm.to(tl.int64)[:, None] * s_om + rv[None, :] * s_oe, out.to(o_ptr.dtype.element_ty),
-         mask=(rm < L)[:, None] & (rv < EV)[None, :])
+tl.store(o_ptr + b * s_ob + h * s_oh + rm.to(tl.int64)[:, None] * s_om + rv[None, :] * s_oe,
+         out.to(o_ptr.dtype.element_ty), mask=(rm < L)[:, None] & (rv < EV)[None, :])
 ''')
 
 _BODY = Template('''$k_view
 L, E, S, EV = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
 if k.shape[:-2] != q.shape[:-2] or v.shape[:-2] != q.shape[:-2] or k.shape[-1] != E or v.shape[-2] != S:
     raise ValueError("attention kernel: q (..., L, E), k (..., S, E), v (..., S, Ev) with equal leading dims")
-o = torch.empty((*q.shape[:-2], L, EV), dtype=q.dtype, device=q.device)
-if o.numel() == 0:
-    return o
 batch = math.prod(q.shape[:-2])  # the leading dims as one
-q3, k3, v3, o3 = (t.reshape(batch, t.shape[-2], t.shape[-1]) for t in (q, k, v, o))
 # Ev padded to at least 32 (16-bit inputs, E padded to 32 and Ev to 16, came out wrong on an H100 with Triton 3.6)
 e_pad, ev_pad = max(16, triton.next_power_of_2(E)), max(32, triton.next_power_of_2(EV))
 prec = "$prec" if q.dtype == torch.float32 else "ieee"  # fp16/bf16 always take the tensor cores
 qk_scale = $scale * $log2e  # softmax in base 2; the kernels take its size and, as NEG, its sign
 neg = qk_scale < 0
 qk_scale = -qk_scale if neg else qk_scale
-if $wide:  # rows too wide for the fused kernel's registers (unfused.py)
+if $wide:  # rows too wide for the fused kernel's registers (unfused.py): (batch, rows, cols) operands
+    o = torch.empty((*q.shape[:-2], L, EV), dtype=q.dtype, device=q.device)
+    if o.numel() == 0:
+        return o
+    q3, k3, v3, o3 = (t.reshape(batch, t.shape[-2], t.shape[-1]) for t in (q, k, v, o))
 $unfused
+# The fused kernel reads q, k and v through their strides as they come (a head split of a projection's output is
+# a transposed view: no copy), as (batch, heads, rows, cols), and writes o laid out as q is (heads split from a
+# (batch, L, heads·E) projection: o's heads merge back into it with no copy either)
+o = torch.empty_like(q) if EV == E and q.dim() <= 4 else torch.empty((*q.shape[:-2], L, EV), dtype=q.dtype,
+                                                                      device=q.device)
+if o.numel() == 0:
+    return o
+q4, k4, v4, o4 = (t[(None,) * (4 - t.dim())] if t.dim() < 4 else t.reshape(-1, *t.shape[-3:]) for t in (q, k, v, o))
 bm, bn, warps = $bm, $bn, $warps
 if max(e_pad, ev_pad) * q.element_size() > 256:  # wide rows: smaller tiles keep the stages in shared memory
     bm, bn = min(bm, 64), min(bn, 32)
@@ -122,8 +131,9 @@ grid = (triton.cdiv(L, bm) * batch,)
 $launch
 return o''')
 
-# each tensor's strides: the leading dims as one (b), then its rows (queries m, keys n) and its last dim (e)
-STRIDES = ("s_qb", "s_qm", "s_qe", "s_kb", "s_kn", "s_ke", "s_vb", "s_vn", "s_ve", "s_ob", "s_om", "s_oe")
+# each tensor's strides: its batch (b) and head (h) dims, then its rows (queries m, keys n) and its last dim (e)
+STRIDES = ("s_qb", "s_qh", "s_qm", "s_qe", "s_kb", "s_kh", "s_kn", "s_ke", "s_vb", "s_vh", "s_vn", "s_ve",
+           "s_ob", "s_oh", "s_om", "s_oe")
 
 
 def flash(op: Op, p, names: Names) -> Rendered:
@@ -141,12 +151,12 @@ def flash(op: Op, p, names: Names) -> Rendered:
                          "s_ke", "s_vn", "s_ve", "qk_scale"),
                         ("BLOCK_N", "E_PAD", "EV_PAD", "MASKED", "CAUSAL", "SCALED_Q", "NEG", "PREC"), _KEYS)
     kernel = TritonKernel(names("kc_attention_kernel"),
-                          ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "L", "S", "E", "EV", "qk_scale", *STRIDES),
+                          ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "H", "L", "S", "E", "EV", "qk_scale", *STRIDES),
                           ("BLOCK_M", "BLOCK_N", "E_PAD", "EV_PAD", "CAUSAL", "SCALED_Q", "NEG", "PREC"),
                           _ATTENTION.substitute(keys=keys.name))
     fold = "q.dtype == torch.float32" if p.fold_q else "False"  # 16-bit tiles scale the scores instead
-    launch = kernel.launch("grid", ["q3", "k3", "v3", "o3", "L", "S", "E", "EV", "qk_scale",
-                                    *(f"{t}3.stride({i})" for t in "qkvo" for i in range(3))],
+    launch = kernel.launch("grid", ["q4", "k4", "v4", "o4", "q4.shape[1]", "L", "S", "E", "EV", "qk_scale",
+                                    *(f"{t}4.stride({i})" for t in "qkvo" for i in range(4))],
                            {"BLOCK_M": "bm", "BLOCK_N": "bn", "E_PAD": "e_pad", "EV_PAD": "ev_pad",
                             "CAUSAL": bool(d.get("causal")), "SCALED_Q": fold, "NEG": "neg", "PREC": "prec"},
                            num_warps="warps", num_stages=int(p.num_stages))
