@@ -73,6 +73,20 @@ def test_the_deadline_keeps_a_reserve_for_the_end_to_end_verdict():
     assert Deadline(60.0, started=time.monotonic() - 61.0).over()
 
 
+def test_the_reserve_holds_twice_what_the_models_baselines_took():
+    """BERT-base bf16 on an H200: its baselines took 42 s, the compiled form's verdict 70 s; a 3.5 minute budget's
+    fifth (42 s) did not hold it."""
+    deadline = Deadline.of(3.5)
+    assert deadline.reserve_s == pytest.approx(42.0)
+    deadline.expect_model_verdict(42.0)
+    assert deadline.reserve_s == pytest.approx(84.0)
+    deadline.expect_model_verdict(10.0)  # a shorter measure does not shrink it
+    assert deadline.reserve_s == pytest.approx(84.0)
+    deadline.expect_model_verdict(200.0)
+    assert deadline.reserve_s == pytest.approx(105.0)  # never more than half
+    assert deadline.sooner(10.0).reserve_s == pytest.approx(100.0)  # moved sooner: its own half, the same expectation
+
+
 def test_a_deadline_moved_sooner_ends_that_much_earlier_from_the_same_start():
     started = time.monotonic() - 50.0
     sooner = Deadline(60.0, started=started).sooner(15.0)

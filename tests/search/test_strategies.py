@@ -3,6 +3,7 @@ stored; failures of every kind counted, never fatal to a run."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 
@@ -288,3 +289,24 @@ def test_refine_leaves_a_failed_call_out_of_the_conversation(store, relu, verifi
     assert [m["role"] for m in calls[1]["messages"]] == ["system", "user"]
     assert [m["role"] for m in calls[2]["messages"]] == ["system", "user", "assistant", "user"]
     assert all(m["content"] for c in calls for m in c["messages"])
+
+
+def test_no_verdict_starts_that_the_wall_budget_cannot_hold(store, relu, verifier, serve, proposer):
+    """Once verdicts have a median time, the run takes no new work when less than that is left of its wall budget:
+    a verdict started later would end past the budget. A verdict here takes seconds (the CPU, the Triton
+    interpreter): the run ends within the budget and half a median verdict (a verdict slower than the median), not
+    a whole verdict past it."""
+    server = serve([Rule("Write a custom kernel", [Reply(code(SLOW + f"# variant {i}\n")) for i in range(12)])])
+    verifier.target(relu)  # the baselines, measured before the run's clock starts
+    out = start_run(store, relu, proposer(server, concurrency=1), verifier,
+                    config("sample", samples=12, budget=Budget(wall_s=12.0)), out_dir=None)
+    assert out.stop_reason == "budget_wall_time"
+    started = store.run(out.run_id)["created"]
+    verdicts = [(row["evaluated"] - json.loads(row["result"])["wall_seconds"] - started, json.loads(row["result"])
+                 ["wall_seconds"]) for row in store.db.execute(
+        "SELECT r.evaluated, r.result FROM results r JOIN candidates c ON c.id = r.candidate_id WHERE c.run_id = ?",
+        (out.run_id,))]
+    assert len(verdicts) >= 2 and out.counters.evaluated < 12, verdicts  # a median to go by, and work left undone
+    # each verdict started before the budget's end less the shortest verdict (the median it went by was no shorter)
+    shortest = min(wall for _, wall in verdicts)
+    assert max(start for start, _ in verdicts) <= 12.0 - shortest + 0.3, verdicts

@@ -15,6 +15,7 @@ apply that was stopped, reusing every region run that finished.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -92,7 +93,9 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
         result.method, result.profile, result.notes = extraction.method, prof, list(extraction.notes)
         if deadline.budget_s is not None:  # measured now (kept for the end), so the runs' budget is what is left
             emit("apply_stage", {"stage": "baselines", "apply_id": apply_id})
+            measuring = time.monotonic()
             baselines(problem, verifier, result.notes)
+            deadline.expect_model_verdict(time.monotonic() - measuring)  # a model verdict costs about as much
         regions = _optimize(store, apply_id, extraction, prof, apply, proposer, verifier, config, settings,
                             out_dir, emit, deadline)
         result.regions = regions

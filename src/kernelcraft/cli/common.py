@@ -116,7 +116,9 @@ def add_search_args(p, cluster: bool = True) -> None:
     b.add_argument("--max-tokens", type=int, default=None, help="input + output tokens over the run")
     b.add_argument("--max-usd", type=float, default=None,
                    help="money, from the price table (a model's; the built-in engineer costs nothing)")
-    b.add_argument("--max-minutes", type=float, default=None, help="wall time")
+    b.add_argument("--max-minutes", type=float, default=None,
+                   help="wall time: no new work once less is left than the run's median verdict took, and what is "
+                        "still queued then is not judged (a resume judges it)")
     v = p.add_argument_group("verifier")
     v.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     v.add_argument("--policy", default="strict", choices=["strict", "relaxed"])
