@@ -68,8 +68,10 @@ def test_evaluate_refuses_bad_input_before_running(tmp_path):
         api.evaluate("class Model:\n  not python (\n", RELU, **quick(tmp_path))
     with pytest.raises(CandidateError, match="no bundled example 'nope'"):
         api.evaluate("level1/relu", "example:nope", **quick(tmp_path))
-    with pytest.raises(ConfigError, match="--trials must be at least 1"):
+    with pytest.raises(ConfigError, match="--trials must be from 1 to 1000, got 0"):
         api.evaluate("level1/relu", RELU, trials=0, **quick(tmp_path))
+    with pytest.raises(ConfigError, match="--trials must be from 1 to 1000, got 1000000"):
+        api.evaluate("level1/relu", RELU, trials=1_000_000, **quick(tmp_path))
     with pytest.raises(ConfigError, match="no module-level constant .batch_sise. in level1/relu"):
         api.evaluate("level1/relu", RELU, sizes={"batch_sise": 3}, **quick(tmp_path))
     assert issubclass(CandidateError, KernelcraftError) and issubclass(StoreError, KernelcraftError)

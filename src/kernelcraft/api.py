@@ -19,6 +19,8 @@ from typing import Callable
 from kernelcraft.assemble import SearchSettings
 from kernelcraft.errors import ConfigError, KernelcraftError
 
+MAX_TRIALS = 1000  # correctness trials of one candidate: more would hold the device for hours, with no gain
+
 OnEvent = Callable[[str, dict], None]
 
 
@@ -69,8 +71,8 @@ def prepare_evaluation(problem, candidate, *, device: str = "auto", policy: str 
         from kernelcraft.problems.sizes import resolve_sizes
         from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
 
-        if trials < 1:
-            raise ConfigError("--trials must be at least 1")
+        if not 1 <= trials <= MAX_TRIALS:
+            raise ConfigError(f"--trials must be from 1 to {MAX_TRIALS}, got {trials}")
         the_problem = as_problem(problem)
         the_candidate = as_candidate(candidate, backend)
         resolved = _devices(device)[0]

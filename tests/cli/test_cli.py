@@ -125,6 +125,21 @@ def test_no_arguments_is_a_one_line_usage_error():
     assert_usage_error(cli())
 
 
+@pytest.mark.parametrize("args, fragment", [
+    (("eval", "level1/relu", "c.py", "--budget", "-5"), "--budget: -5 is out of range: above 0"),
+    (("eval", "level1/relu", "c.py", "--trials", "1000000"), "--trials: 1000000 is out of range: 1 to 1000"),
+    (("eval", "level1/relu", "c.py", "--budget", "nan"), "--budget: nan is out of range"),
+    (("run", "level1/relu", "--max-minutes", "0"), "--max-minutes: 0 is out of range: above 0"),
+    (("run", "level1/relu", "--rounds", "two"), "--rounds: not a whole number: 'two'"),
+    (("apply", "level1/relu", "--budget-minutes", "-1"), "--budget-minutes: -1 is out of range"),
+    (("apply", "level1/relu", "--min-share", "1.5"), "--min-share: 1.5 is out of range: at least 0 and below 1"),
+    (("bench", "level1", "--limit", "0"), "--limit: 0 is out of range: at least 1")])
+def test_a_number_out_of_range_is_a_usage_error_before_anything_runs(main, args, fragment):
+    """Budgets, trials and counts that make no sense (a negative budget ran with two samples; a million trials held
+    the device for every process on the machine) are refused with exit 2, naming the flag and the range."""
+    assert_usage_error(main(*args), fragment)
+
+
 def test_bad_size(main, tmp_path):
     assert_usage_error(main(*eval_args(FIXTURES / "relu_torch.py", tmp_path, size=("--size", "medium"))),
                        "invalid choice: 'medium'")
@@ -166,7 +181,7 @@ def test_eval_banner_tells_the_sizes_and_overrides_win(tmp_path):
 
 def test_bad_trials(main, tmp_path):
     assert_usage_error(main(*eval_args(FIXTURES / "relu_torch.py", tmp_path, "--trials", "0")),
-                       "--trials must be at least 1")
+                       "--trials: 0 is out of range: 1 to 1000")
 
 
 def test_bad_backend(main, tmp_path):

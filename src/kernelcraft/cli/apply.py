@@ -9,8 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-from kernelcraft.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, add_search_args, search_options, show, \
-    usage_errors
+from kernelcraft.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, add_search_args, amount, search_options, \
+    show, usage_errors
 
 NAME = "apply"
 
@@ -22,10 +22,10 @@ def add_parser(sub) -> None:
     p.add_argument("--resume", metavar="APPLY", help="continue a stopped apply (its settings are stored)")
     p.add_argument("--list", action="store_true", help="list the store's applies and exit")
     p.add_argument("--show", metavar="APPLY", help="show a stored apply (an id or a unique prefix) and exit")
-    p.add_argument("--budget-minutes", type=float, default=None,
+    p.add_argument("--budget-minutes", type=amount(), default=None,
                    help="the whole apply's wall time: capture, profile, the regions' runs (split by their share "
                         "of the model's time) and the end-to-end verdict")
-    p.add_argument("--min-share", type=float, default=0.02,
+    p.add_argument("--min-share", type=amount(0.0, 1.0, low_allowed=True), default=0.02,
                    help="regions under this share of the model's time stay as they are (default 0.02)")
     p.add_argument("--replace", choices=["faster", "correct"], default="faster",
                    help="the regions whose kernels go into the model: those faster than PyTorch (default), or every "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from kernelcraft.cli.common import EXIT_OK, add_search_args, exit_status, search_options, show, usage_errors
+from kernelcraft.cli.common import EXIT_OK, add_search_args, exit_status, search_options, show, usage_errors, whole
 
 NAME = "bench"
 
@@ -15,9 +15,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="run a strategy over many problems and report fast_p")
     p.add_argument("suite", help="level1, level2, level3, all, a directory of problem files, or a file")
     p.add_argument("--only", default="", help="comma-separated problem names (or name fragments) to keep")
-    p.add_argument("--limit", type=int, default=None,
+    p.add_argument("--limit", type=whole(1), default=None,
                    help="the first N problems (by their numbers: 1, 2, … 10, not 1, 10, 100)")
-    p.add_argument("--runs-at-once", type=int, default=None, metavar="N",
+    p.add_argument("--runs-at-once", type=whole(1), default=None, metavar="N",
                    help="runs going together (default: three per GPU, one per device on the CPU or with "
                         "--max-minutes: a run queued behind another's candidates would spend its minutes)")
     add_search_args(p)

@@ -26,6 +26,38 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+# numbers a flag takes: out of range is a usage error, never a run that does something odd --------------
+def whole(low: int = 1, high: int | None = None):
+    """An argparse type: an integer from `low` to `high` (inclusive; no upper bound where None)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{value} is out of range: {low} to {high}" if high is not None else
+                                             f"{value} is out of range: at least {low}")
+        return value
+    parse.__name__ = "whole number"
+    return parse
+
+
+def amount(low: float = 0.0, high: float | None = None, low_allowed: bool = False):
+    """An argparse type: a finite number above `low` (or equal to it, `low_allowed`), below `high` where given."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value != value or value in (float("inf"), float("-inf")) or value < low or \
+                (value == low and not low_allowed) or (high is not None and value >= high):
+            bound = f"{'at least' if low_allowed else 'above'} {low:g}" + (f" and below {high:g}" if high else "")
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {bound}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
 # errors -----------------------------------------------------------------------------------------------
 def bad_input() -> tuple[type[Exception], ...]:
     """The library's errors for bad input (a problem, candidate, setting, run or store it cannot use): every
@@ -90,33 +122,33 @@ def add_search_args(p, cluster: bool = True) -> None:
     g.add_argument("--api-key", default=None,
                    help="default: the provider's variable (OPENAI_API_KEY, …) or KERNELCRAFT_API_KEY")
     g.add_argument("--reasoning-effort", choices=["low", "medium", "high"], default=None)
-    g.add_argument("--max-output-tokens", type=int, default=None, help="per answer")
-    g.add_argument("--temperature", type=float, default=None)
+    g.add_argument("--max-output-tokens", type=whole(1), default=None, help="per answer")
+    g.add_argument("--temperature", type=amount(low_allowed=True), default=None)
     g.add_argument("--prices", type=Path, default=None, help="a JSON price table extending the bundled one")
-    g.add_argument("--concurrency", type=int, default=8, help="proposer calls in flight (default 8)")
-    g.add_argument("--llm-timeout", type=float, default=600.0, help="seconds per HTTP request")
-    g.add_argument("--llm-retries", type=int, default=4, help="retries of a failed call (429, 5xx, broken stream)")
-    g.add_argument("--stop-after-failures", type=int, default=3, metavar="N",
+    g.add_argument("--concurrency", type=whole(1), default=8, help="proposer calls in flight (default 8)")
+    g.add_argument("--llm-timeout", type=amount(), default=600.0, help="seconds per HTTP request")
+    g.add_argument("--llm-retries", type=whole(0), default=4, help="retries of a failed call (429, 5xx, broken stream)")
+    g.add_argument("--stop-after-failures", type=whole(1), default=3, metavar="N",
                    help="stop the run when N calls in a row fail after their retries (default 3)")
     s = p.add_argument_group("search")
     s.add_argument("--strategy", default="tree", help="tree (default), refine, sample, evolve")
     s.add_argument("--backend", default=None, help="cuda_nvrtc (GPU default), triton (CPU default), cuda_inline, cpp")
-    s.add_argument("--rounds", type=int, default=5, help="tree rounds, refine turns, evolve generations (default 5)")
-    s.add_argument("--ideas", type=int, default=4, help="tree: ideas per round (K)")
-    s.add_argument("--impls", type=int, default=None, help="tree: implementations per idea (M; default 2, 1 for builtin)")
-    s.add_argument("--beam", type=int, default=2, help="tree: kernels seeding the next round (B)")
-    s.add_argument("--samples", type=int, default=8,
+    s.add_argument("--rounds", type=whole(1), default=5, help="tree rounds, refine turns, evolve generations (default 5)")
+    s.add_argument("--ideas", type=whole(1), default=4, help="tree: ideas per round (K)")
+    s.add_argument("--impls", type=whole(1), default=None, help="tree: implementations per idea (M; default 2, 1 for builtin)")
+    s.add_argument("--beam", type=whole(1), default=2, help="tree: kernels seeding the next round (B)")
+    s.add_argument("--samples", type=whole(1), default=8,
                    help="sample: N; refine: conversations; evolve: children per generation")
-    s.add_argument("--islands", type=int, default=1, help="evolve: separate archives")
+    s.add_argument("--islands", type=whole(1), default=1, help="evolve: separate archives")
     s.add_argument("--seed", type=int, default=0, help="evolve's random draws")
     s.add_argument("--seed-kernel", action="append", default=[], type=Path, metavar="FILE",
                    help="a starting kernel (ModelNew file); repeat for more")
     b = p.add_argument_group("budget (the run stops cleanly at the first reached)")
-    b.add_argument("--max-candidates", type=int, default=None)
-    b.add_argument("--max-tokens", type=int, default=None, help="input + output tokens over the run")
-    b.add_argument("--max-usd", type=float, default=None,
+    b.add_argument("--max-candidates", type=whole(1), default=None)
+    b.add_argument("--max-tokens", type=whole(1), default=None, help="input + output tokens over the run")
+    b.add_argument("--max-usd", type=amount(), default=None,
                    help="money, from the price table (a model's; the built-in engineer costs nothing)")
-    b.add_argument("--max-minutes", type=float, default=None,
+    b.add_argument("--max-minutes", type=amount(), default=None,
                    help="wall time: no new work once less is left than the run's median verdict took, and what is "
                         "still queued then is not judged (a resume judges it)")
     v = p.add_argument_group("verifier")
@@ -125,7 +157,7 @@ def add_search_args(p, cluster: bool = True) -> None:
     add_size_args(v, sizes_note="; bench sets each in every problem that defines it (a name no problem defines "
                                 "is an error)")
     v.add_argument("--no-compile-baseline", action="store_true")
-    v.add_argument("--timing-budget", type=float, default=6.0, help="seconds of timing per candidate, at most")
+    v.add_argument("--timing-budget", type=amount(), default=6.0, help="seconds of timing per candidate, at most")
     v.add_argument("--cache-dir", type=Path, default=None)
     v.add_argument("--profile", action="store_true",
                    help="run each round's best kernels under Nsight Compute (ncu) once each: DRAM and SM throughput, "
@@ -136,7 +168,7 @@ def add_search_args(p, cluster: bool = True) -> None:
                        help="judge candidates on a Ray cluster, one verifier actor per GPU: local starts Ray here, auto "
                             "joins the one `ray start` made here, else a cluster's address (default: "
                             "$KERNELCRAFT_CLUSTER, else this machine alone)")
-        c.add_argument("--actors", type=int, default=None, metavar="N",
+        c.add_argument("--actors", type=whole(1), default=None, metavar="N",
                        help="at most N verifier actors (default: every GPU of the cluster; with --device cpu, one "
                             "per node)")
     o = p.add_argument_group("output")

@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-from kernelcraft.cli.common import EXIT_FAIL, EXIT_OK, add_target_args, show, usage_errors
+from kernelcraft.api import MAX_TRIALS
+from kernelcraft.cli.common import EXIT_FAIL, EXIT_OK, add_target_args, amount, show, usage_errors, whole
 
 NAME = "eval"
 
@@ -14,14 +15,15 @@ NAME = "eval"
 def add_parser(sub) -> None:
     ev = sub.add_parser(NAME, help="verify and time one candidate against a problem")
     add_target_args(ev, "auto", "cpu, cuda, cuda:N or auto (default: a GPU if there is one)")
-    ev.add_argument("--trials", type=int, default=6, help="correctness trials, each with fresh secret seeds")
+    ev.add_argument("--trials", type=whole(1, MAX_TRIALS), default=6,
+                    help=f"correctness trials, each with fresh secret seeds (at most {MAX_TRIALS})")
     ev.add_argument("--no-compile-baseline", action="store_true", help="skip timing torch.compile")
     ev.add_argument("--allow-library", action=argparse.BooleanOptionalAction, default=True,
                     help="library (ATen, cuBLAS, cuDNN) kernels may run beside the candidate's own (default: yes; "
                          "a candidate with no kernel of its own is rejected either way)")
-    ev.add_argument("--sanity-bound", type=float, default=10.0,
+    ev.add_argument("--sanity-bound", type=amount(), default=10.0,
                     help="flag speedups over eager beyond this for review (default 10)")
-    ev.add_argument("--budget", type=float, default=6.0, help="seconds of timing per candidate, at most")
+    ev.add_argument("--budget", type=amount(), default=6.0, help="seconds of timing per candidate, at most")
 
 
 def _say_waits(kind: str, info: dict) -> None:

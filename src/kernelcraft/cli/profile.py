@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 
-from kernelcraft.cli.common import EXIT_FAIL, EXIT_OK, add_target_args, show, usage_errors
+from kernelcraft.cli.common import EXIT_FAIL, EXIT_OK, add_target_args, amount, show, usage_errors
 
 NAME = "profile"
 
@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
                                    "throughput, occupancy, stalls, L2 hits, bank conflicts")
     add_target_args(pr, "cuda", "cuda or cuda:N (default: cuda, the first GPU)")
     pr.add_argument("--no-reference", action="store_true", help="profile the candidate only")
-    pr.add_argument("--timeout", type=float, default=300.0, help="seconds per profile, at most (default 300)")
+    pr.add_argument("--timeout", type=amount(), default=300.0, help="seconds per profile, at most (default 300)")
 
 
 def run(args) -> int:

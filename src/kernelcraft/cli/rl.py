@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from kernelcraft.cli.common import EXIT_OK, Parser, UsageError, usage_errors
+from kernelcraft.cli.common import EXIT_OK, Parser, UsageError, usage_errors, whole
 
 NAME = "rl"
 
@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
                     help="reward-shape parameters, e.g. speed_weight=0.5,max_speedup=20 (docs/rl.md)")
     sc.add_argument("--cluster", default=None, metavar="local|auto|ADDRESS",
                     help="judge on a Ray cluster, one verifier actor per GPU (default: $KERNELCRAFT_CLUSTER, else here)")
-    sc.add_argument("--actors", type=int, default=None, metavar="N", help="with --cluster: at most N verifier actors")
+    sc.add_argument("--actors", type=whole(1), default=None, metavar="N", help="with --cluster: at most N verifier actors")
     sc.add_argument("--out", type=Path, default=None, help="also write the scores here, one JSON object a line")
     sc.add_argument("--json", action="store_true", help="one JSON object on stdout: scores and stats")
 

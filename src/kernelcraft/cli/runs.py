@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kernelcraft.cli.common import EXIT_OK, Parser, UsageError, add_store_arg, print_run, show, usage_errors
+from kernelcraft.cli.common import EXIT_OK, Parser, UsageError, add_store_arg, print_run, show, usage_errors, whole
 
 NAME = "runs"
 
@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
     runs = sub.add_parser(NAME, help="the run store: list runs, show one")
     rsub = runs.add_subparsers(dest="action", parser_class=Parser)
     ls = rsub.add_parser("list", help="the latest runs")
-    ls.add_argument("--limit", type=int, default=30)
+    ls.add_argument("--limit", type=whole(1), default=30)
     add_store_arg(ls)
     ls.add_argument("--json", action="store_true")
     sh = rsub.add_parser("show", help="one run: its best kernel by round, its candidates (key, round, status, time, "
