@@ -2,7 +2,7 @@
 its call timed as a user times it (back-to-back calls between two CUDA events, fresh inputs drawn once, no L2 flush,
 median of several windows), eager, under torch.compile (default mode), torch.compile(mode="reduce-overhead") (CUDA
 graphs) and eager replayed from one captured CUDA graph (inputs copied into the graph's buffers, the output cloned
-out, both counted); and each one's device time from torch.profiler's kernel sum.
+out, both counted); and each one's device time from torch.profiler's kernel sum, with its heaviest kernels.
 
     PYTHONPATH=src python benchmarks/host_overhead_probe.py --models bert,gpt2,llama --dtype bfloat16 \\
         --json benchmarks/results/host-overhead-h200-DATE.json
@@ -41,14 +41,18 @@ def _windows(fn, inputs, calls=20, windows=7) -> float:
     return statistics.median(out)
 
 
-def _device_ms(fn, inputs) -> float:
-    """The device's own time a call: torch.profiler's CUDA kernel time summed over one call."""
+def _device_ms(fn, inputs, top: int = 5) -> tuple[float, list[tuple[str, float]]]:
+    """The device's own time a call: torch.profiler's CUDA kernel time summed over one call; and its `top` kernels
+    (name cut to 80 characters, ms), to tell which kernels a form runs (eager in a CUDA graph ran slower on the
+    device than eager, by kernels not yet named)."""
     fn(*inputs)
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn(*inputs)
         torch.cuda.synchronize()
-    return sum(e.self_device_time_total for e in prof.key_averages()) / 1e3
+    events = sorted(prof.key_averages(), key=lambda e: -e.self_device_time_total)
+    return (sum(e.self_device_time_total for e in events) / 1e3,
+            [(e.key[:80], round(e.self_device_time_total / 1e3, 4)) for e in events[:top]])
 
 
 def _graphed(model, inputs):
@@ -93,7 +97,8 @@ def main() -> int:
                     got = fn(*inputs)
                     row[f"{form}_max_abs_diff"] = float((got.float() - expected.float()).abs().max())
                     row[f"{form}_ms"] = round(_windows(fn, inputs), 4)
-                    row[f"{form}_device_ms"] = round(_device_ms(fn, inputs), 4)
+                    device_ms, kernels = _device_ms(fn, inputs)
+                    row[f"{form}_device_ms"], row[f"{form}_top_kernels"] = round(device_ms, 4), kernels
                 except Exception as exc:  # a form that does not run here is a row saying so
                     row[f"{form}_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         print(json.dumps(row), flush=True)
