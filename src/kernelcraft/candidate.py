@@ -21,6 +21,11 @@ class Candidate:
     # its first call compiles a whole model (apply's model under torch.compile): that call is given the load timeout,
     # not the run timeout (set by kernelcraft's own callers, never read from the source)
     compiles: bool = False
+    # False: the attribution check (which kernels one call launched, the candidate's own among them) is not made. Set
+    # by kernelcraft's own callers, never read from the source, for a model apply writes whose work runs as CUDA
+    # graphs (a replay launches nothing the check could see) or that holds no kernel of its own (torch.compile of the
+    # model): its kernels were each attributed in their region's verdict, and its time is the model's, end to end
+    attribute: bool = True
 
     def __post_init__(self):
         self.backend = self.backend or detect_backend(self.source)

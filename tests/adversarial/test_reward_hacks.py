@@ -115,6 +115,9 @@ CASES = [
     honest("17 ghost fast path", "c17_ghost_fast_path_honest"),
     cheat("18 garbage that matches", "c18_garbage_matches_cheat", ["rejected"], {"nondeterministic"}),
     honest("18 garbage that matches", "c18_garbage_matches_honest"),
+    # the same noise in one buffer it hands back every call: the two calls' outputs are copied out before compared
+    cheat("18 garbage that matches", "c18b_one_buffer_cheat", ["rejected"], {"nondeterministic"}),
+    honest("18 garbage that matches", "c18b_one_buffer_honest"),
     # A cuda_nvrtc candidate: the static guard must reject it before the CPU's backend_needs_cuda.
     cheat("19 persisting L2", "c19_persisting_l2_cheat", STATIC, {"persisting_l2"}),
     # Its twin cannot run on a CPU: it must be refused for that reason only (the GPU file runs it).

@@ -259,11 +259,22 @@ def get_init_inputs():
 '''
 
 
-def test_a_custom_ops_fake_gives_the_layout_the_model_made_and_its_kernel_returns_it(tmp_path):
+@pytest.mark.parametrize("graphs", [False, True], ids=["compiled", "cuda_graphs"])
+def test_a_custom_ops_fake_gives_the_layout_the_model_made_and_its_kernel_returns_it(tmp_path, monkeypatch, graphs):
     """Attention's output, in the model, is laid out (B, L, H, E) and read back through a transpose: the compiled
     form's op for the attention kernel says so in its fake, and returns that layout (opcheck compares the fake's
-    strides with the real op's)."""
+    strides with the real op's). With CUDA graphs (`graphs`) inductor compiles with them asked for, and the model
+    stays right over the calls that warm, record and replay them (on a GPU; a CPU has none to record)."""
+    from torch._inductor import compile_fx
+
     from kernelcraft.apply import observe
+
+    asked, original = [], compile_fx.compile_fx
+
+    def recorded(*args, **kwargs):
+        asked.append(torch._inductor.config.triton.cudagraphs)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(compile_fx, "compile_fx", recorded)
 
     (tmp_path / "qkv.py").write_text(_FUSED_QKV)
     problem = load_problem(tmp_path / "qkv.py")
@@ -274,13 +285,18 @@ def test_a_custom_ops_fake_gives_the_layout_the_model_made_and_its_kernel_return
     paths = write_problems(extraction, tmp_path / "regions")
     replacements = _kernels(extraction, paths, only={r.name for r in extraction.regions if r.kind == "attention"})
     assert len(replacements) == 1 and replacements[0].region.output_meta[0].stride == (512, 8, 32, 1)
-    (tmp_path / "model_new_compiled.py").write_text(reassemble(extraction, problem.source, replacements,
-                                                               compiled=True))
+    text = reassemble(extraction, problem.source, replacements, compiled=True, graphs=graphs)
+    assert (f"_CUDA_GRAPHS = {graphs}" in text) and (("recorded as CUDA graphs" in text) == graphs)
+    (tmp_path / "model_new_compiled.py").write_text(text)
     new = kernelcraft.apply(model.to(DEVICE), tmp_path, use="compiled")
-    inputs = [x.to(DEVICE) for x in inputs]
     with torch.no_grad():
-        torch.testing.assert_close(new(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
+        for seed in range(3):  # on a GPU with graphs: warmed, recorded, replayed
+            torch.manual_seed(seed)
+            fresh = [torch.randn_like(x).to(DEVICE) for x in inputs]
+            torch.testing.assert_close(new(*fresh).clone(), model(*fresh), rtol=1e-4, atol=1e-4)
+        inputs = [x.to(DEVICE) for x in inputs]
         values = observe(extraction.graph_module.to(DEVICE), inputs)
+    assert asked == [graphs]
     wrapped = getattr(new.graph._orig_mod, replacements[0].attr)
     args = [values[n].detach() for n in replacements[0].region.inputs]
     assert wrapped.op(wrapped.key, args)[0].stride() == (512, 8, 32, 1)

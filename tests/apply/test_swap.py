@@ -13,7 +13,7 @@ import torch.nn as nn
 
 import kernelcraft
 from kernelcraft.apply.engine import MANIFEST, ApplyError
-from kernelcraft.apply.times import FINAL_COMPILE
+from kernelcraft.apply.times import FINAL_COMPILE, FINAL_COMPILE_GRAPHS
 
 
 def _applied(tmp_path, final: str | None):
@@ -29,6 +29,14 @@ def test_a_final_torch_compile_gives_back_the_compiled_model(tmp_path):
         kernelcraft.apply(model, tmp_path, use="kernels")
     with pytest.raises(ApplyError, match="training mode"):
         kernelcraft.apply(model.train(), tmp_path)
+
+
+def test_a_final_torch_compile_with_cuda_graphs_gives_back_that(tmp_path, monkeypatch):
+    asked = []
+    monkeypatch.setattr(torch, "compile", lambda model, **kwargs: asked.append(kwargs) or model)
+    model = nn.Linear(4, 3).eval()
+    assert kernelcraft.apply(model, _applied(tmp_path, FINAL_COMPILE_GRAPHS)) is model
+    assert asked == [{"mode": "reduce-overhead"}]
 
 
 @pytest.mark.parametrize("final", ["as it was", None])

@@ -21,3 +21,22 @@ def test_a_bench_line_counts_each_problem_afresh_and_small_speedups_keep_their_d
     second = [line for line in err if line.startswith("[2/2]")]
     assert second[0].startswith("[2/2] level1/softmax  round 0 · verified 0 (0 ok) · best none yet")
     assert "target: eager 1.43 ms, torch.compile 1.1 ms (full sizes)" in err
+
+
+def test_every_stage_an_apply_emits_is_said_in_words(capsys):
+    """Each stage apply/engine.py emits has its line (a stage named nowhere once ended an apply with a KeyError)."""
+    import re
+    from pathlib import Path
+
+    import kernelcraft.apply.engine as engine
+    from kernelcraft.cli.progress import _STAGES
+
+    stages = re.findall(r'"apply_stage", \{"stage": "(\w+)"', Path(engine.__file__).read_text())
+    assert {"capture", "profile", "baselines", "graphs", "verify"} <= set(stages) <= set(_STAGES)
+    with Progress() as progress:
+        progress.event("apply_stage", {"stage": "graphs"})
+        progress.event("apply_verify", {"regions": [], "compiled": True, "graphs": True, "baseline": True})
+        progress.event("apply_verify", {"regions": ["01_attention"], "compiled": True, "graphs": True})
+    err = capsys.readouterr().err
+    assert "verifying torch.compile of the model with CUDA graphs" in err
+    assert "verifying the model under torch.compile with CUDA graphs with 1 regions replaced" in err

@@ -4,6 +4,7 @@ are compared with) and, on a CPU, no roofline floor (no ceilings are known for i
 from __future__ import annotations
 
 import pytest
+import torch
 
 from kernelcraft.problems import load_problem
 from kernelcraft.verify import Verifier
@@ -53,3 +54,19 @@ def test_targets_asked_at_once_are_measured_on_different_gpus(tmp_path):
         assert all(t.eager is not None for t in targets)
         loaded = [len(sup.references) for sup in verifier.supervisors]
     assert loaded[:2] == [1, 1] and sum(loaded) == 2, loaded  # one on each of two GPUs, not both on the first
+
+
+def test_the_floor_of_a_half_precision_model_fed_integers_is_at_the_half_rate():
+    """A bf16 model fed token ids (BERT-base, 32 x 128 tokens: about 0.72 TFLOP): its matmuls run on tensor cores,
+    so its floor is at the fp16 rate, not the fp32 rate its integer inputs alone would say (5.5x higher on an H200,
+    which flagged an honest 1.93 ms model as faster than its floor)."""
+    from kernelcraft import hardware
+    from kernelcraft.problems.cost import Cost, TensorSpec
+    from kernelcraft.verify.target import floor
+
+    spec = hardware.spec_for("NVIDIA H200")
+    ids = [TensorSpec((32, 128), torch.int64)]
+    half = floor(spec, Cost(720 * 10**9, 200 * 10**6, 700 * 10**9, "bfloat16", ids), allow_tf32=False)
+    single = floor(spec, Cost(720 * 10**9, 200 * 10**6, 700 * 10**9, "float32", ids), allow_tf32=False)
+    assert half.math == "fp16" and single.math == "fp32"
+    assert half.ms < 1.0 < single.ms

@@ -51,6 +51,15 @@ def test_a_triton_launch_that_raised_and_fell_back_to_torch_is_no_kernel_of_its_
     assert result.custom_kernel_fraction == 0.0 and result.kernels == []  # counting launches said 1.0
 
 
+def test_a_candidate_its_caller_asks_not_to_attribute_is_not_attributed(cpu_verifier, relu_problem):
+    """Candidate.attribute=False (set by apply for a model it wrote that replays CUDA graphs, or holds no kernel of
+    its own): the same candidate that is no kernel of its own when attributed passes, and says it was not checked."""
+    source = fixture_candidate("relu_triton_raises_then_torch").source
+    result = cpu_verifier.evaluate(relu_problem, Candidate(source, "unattributed", attribute=False))
+    assert_ok(result)
+    assert any(n.startswith("kernel attribution: not checked, as its caller asked") for n in result.notes)
+
+
 def test_honest_triton_candidate(cpu_verifier, relu_problem):
     result = evaluate(cpu_verifier, relu_problem, "relu_triton")
     assert_ok(result)

@@ -1,7 +1,9 @@
 """`kernelcraft apply`, whole: profile a model, cut it into regions written as problems, optimize each region as a run
 (the largest share of the model's time first, the time budget split by share), replace the regions whose verified
 kernel is faster than PyTorch, and verify the reassembled model end to end against the model's own file (settle.py),
-as it runs eager and compiled; the model given back is the fastest of those and torch.compile's (times.py).
+as it runs eager and compiled; the model given back is the fastest of those and torch.compile's (times.py). Where the
+model is host-bound on a GPU the compiled forms replay CUDA graphs, torch.compile's with them among the final
+models (cuda_graphs.py).
 
 The weights of the regions' problem files are drawn under the apply's seed, never the verifier's (it draws fresh
 ones each evaluation): a kernel that kept a copy of the weights it was built with, rather than reading the
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from kernelcraft.apply import cuda_graphs
 from kernelcraft.apply.budget import SMALLEST_RUN_S, Deadline
 from kernelcraft.apply.extract import Extraction, extract_model, write_problems
 from kernelcraft.apply.instances import instances
@@ -96,6 +99,15 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
             measuring = time.monotonic()
             baselines(problem, verifier, result.notes)
             deadline.expect_model_verdict(time.monotonic() - measuring)  # a model verdict costs about as much
+        graphs = cuda_graphs.wanted(problem, verifier)
+        if graphs:  # torch.compile of the model with CUDA graphs: a final model, and what the kernels must beat
+            result.notes.append(graphs)
+            emit("apply_stage", {"stage": "graphs", "apply_id": apply_id})
+            measuring = time.monotonic()
+            result.compile_graphs = cuda_graphs.baseline(problem, verifier, out_dir, result.notes, emit)
+            deadline.expect_model_verdict(time.monotonic() - measuring)
+        graphs_ms = result.compile_graphs.runtime_ms if result.compile_graphs and result.compile_graphs.correct \
+            else None
         regions = _optimize(store, apply_id, extraction, prof, apply, proposer, verifier, config, settings,
                             out_dir, emit, deadline)
         result.regions = regions
@@ -103,9 +115,11 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
         emit("apply_stage", {"stage": "verify", "apply_id": apply_id,
                              "replaced": [r.name for r in regions if r.status == "replaced"]})
         result.end_to_end, result.model_file, result.compiled = settle(
-            problem, extraction, regions, verifier, out_dir, result.notes, emit, apply.replace == "faster", deadline)
+            problem, extraction, regions, verifier, out_dir, result.notes, emit, apply.replace == "faster", deadline,
+            graphs=bool(graphs), graphs_ms=graphs_ms)
         result.times = final_times(problem, result.end_to_end, result.compiled and result.compiled.verdict,
-                                   verifier, result.notes, keep_kernels=apply.replace == "correct")
+                                   verifier, result.notes, keep_kernels=apply.replace == "correct",
+                                   graphs=result.compile_graphs)
         result.status = "done"
     except KernelcraftError as exc:  # a model that cannot be captured, regions that cannot be written: one line
         result.error = str(exc)

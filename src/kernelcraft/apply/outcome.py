@@ -14,6 +14,7 @@ from kernelcraft.result import Result
 
 MODEL_FILE = "model_new.py"  # the model with its kernels
 COMPILED_FILE = "model_new_compiled.py"  # the same under torch.compile, the kernels custom ops (settle.py)
+GRAPHS_FILE = "model_compile_graphs.py"  # torch.compile of the model as it was, with CUDA graphs (cuda_graphs.py)
 MANIFEST = "apply.json"
 
 
@@ -62,10 +63,11 @@ class CompiledForm:
     regions: list[str]
     verdict: Result | None = None
     file: str | None = None
+    graphs: bool = False  # replaying CUDA graphs (cuda_graphs.py)
 
     def to_dict(self) -> dict:
         return {"regions": self.regions, "end_to_end": self.verdict.to_dict() if self.verdict else None,
-                "model_file": self.file}
+                "model_file": self.file, "cuda_graphs": self.graphs}
 
 
 @dataclass
@@ -83,6 +85,9 @@ class ApplyOutcome:
     times: dict | None = None
     model_file: str | None = None
     compiled: CompiledForm | None = None  # None where no kernel beat torch.compile of its region
+    # torch.compile of the model as it was with CUDA graphs, verified like a candidate (cuda_graphs.py): None where the
+    # model is not host-bound under torch.compile on a GPU
+    compile_graphs: Result | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -117,6 +122,7 @@ class ApplyOutcome:
                 "expected_speedup": _finite(self.expected),
                 "end_to_end": e.to_dict() if e else None,
                 "compiled": self.compiled.to_dict() if self.compiled else None, "times": self.times,
+                "compile_graphs": self.compile_graphs.to_dict() if self.compile_graphs else None,
                 "speedup_eager": e.speedup_eager if e and e.correct else (1.0 if not self.replaced else None),
                 "speedup_compile": e.speedup_compile if e and e.correct else None,
                 "final": self.times["final"] if self.times else None}

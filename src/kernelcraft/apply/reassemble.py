@@ -23,7 +23,9 @@ each kernel module behind a torch.library custom op of its own (`_AsOp`: the op 
 its outputs in memory of their own and laid out as the model's were, and its fake gives the region's output shapes,
 dtypes and strides), so
 the compiler compiles the ops the kernels leave and does not trace into a kernel. Inductor compiles in the calling
-process (`_in_process`: no pool of compile processes left running after the call).
+process (`_in_process`: no pool of compile processes left running after the call). With `graphs=True` inductor
+records what it runs as CUDA graphs and replays them (torch.compile's mode="reduce-overhead"), the kernels' custom
+ops inside: a call then costs the host one replay, not a launch per op (cuda_graphs.py says when).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class ReassembleError(KernelcraftError):
     """Regions that cannot be replaced in the model's file (said with the region or value at fault)."""
 
 
-GENERATED = ("ModelNew", "_Forward", "_Held", "_bound", "_tensor", "SHAPES",
+GENERATED = ("ModelNew", "_Forward", "_Held", "_bound", "_tensor", "SHAPES", "_CUDA_GRAPHS",
              "_NAMESPACE", "_LIVE", "_KEYS", "_OPS", "_opaque", "_AsOp", "_Outside", "_op", "_in_process")
 
 
@@ -65,10 +67,10 @@ class Replacement:
 
 
 def reassemble(extraction: Extraction, model_source: str, replacements: list[Replacement],
-               compiled: bool = False) -> str:
+               compiled: bool = False, graphs: bool = False) -> str:
     """The file's text; NamespaceError where the pieces cannot share one file. `compiled`: the forward runs under
     torch.compile, each kernel called through a custom op of its own (opaque to the compiler, which compiles the
-    model's other ops around it)."""
+    model's other ops around it); `graphs` (with `compiled`): replayed as CUDA graphs."""
     model_file = prefixed(model_source, "")
     clash = sorted(set(model_file.names) & set(GENERATED))
     if clash:
@@ -93,7 +95,8 @@ def reassemble(extraction: Extraction, model_source: str, replacements: list[Rep
     own = ["import itertools", "import uuid", "import weakref"] if compiled else []
     imports = imports + ["import torch._inductor.config"] if compiled else imports
     parts = ["from __future__ import annotations\n" if future else "",
-             _HEADER.format(model=extraction.model, compiled=_COMPILED_NOTE if compiled else ""),
+             _HEADER.format(model=extraction.model, compiled=(_COMPILED_NOTE + (_GRAPHS_NOTE if graphs else ""))
+                            if compiled else ""),
              "\n".join(dict.fromkeys([*own, "import torch", "import torch.nn as nn", *imports])), "",
              "# -- the model, as given " + "-" * 88, model_file.body, ""]
     for r, k in _distinct(replacements, kernels):
@@ -107,7 +110,7 @@ def reassemble(extraction: Extraction, model_source: str, replacements: list[Rep
         parts.append(_class("_Held", _HELD_INIT, printed[1].src))
     parts += [_model_new(replacements, kernels, held_nodes, extraction, compiled), _HELPERS]
     if compiled:
-        parts.append(_OP_HELPERS)
+        parts += [_OP_HELPERS, f"_CUDA_GRAPHS = {bool(graphs)!r}  # inductor records CUDA graphs and replays them\n"]
     return "\n".join(parts).lstrip("\n")
 
 
@@ -209,6 +212,10 @@ _COMPILED_NOTE = """
 
 The forward runs under torch.compile: each kernel is called through a torch.library custom op of its own, which
 the compiler does not look into, and the model's other ops are compiled around it (its first call compiles)."""
+
+_GRAPHS_NOTE = """ What it
+runs is recorded as CUDA graphs and replayed (torch.compile's mode="reduce-overhead"): its outputs live in the graphs'
+memory until its next call, so clone what you keep past it."""
 
 _SHAPES = '''# The model's inputs the regions were cut at: (shape, dtype), None for an input that is not a tensor.
 SHAPES = {shapes}
@@ -324,10 +331,10 @@ _OPS = {}
 def _in_process(gm, example_inputs):
     """torch.compile's inductor, as its default backend runs it, compiling in this process: no pool of compile
     processes is started, which would stay running after the call (the verifier rejects a candidate that leaves
-    processes behind)."""
+    processes behind); recording CUDA graphs where _CUDA_GRAPHS says (mode="reduce-overhead")."""
     from torch._inductor.compile_fx import compile_fx
 
-    with torch._inductor.config.patch(compile_threads=1):
+    with torch._inductor.config.patch({"compile_threads": 1, "triton.cudagraphs": _CUDA_GRAPHS}):
         return compile_fx(gm, example_inputs)
 
 

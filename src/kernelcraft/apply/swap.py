@@ -8,8 +8,9 @@ at other shapes the wrapped model runs as it is.
 
 The model given back is the apply's final one (DIR/apply.json's `final`): where torch.compile of the model as it
 was ran faster than its kernels, or nothing was replaced and torch.compile ran faster than eager, it is
-`torch.compile(model)`; where the model compiled with its kernels ran fastest, it is that (DIR/model_new_compiled.py:
-torch.compile around the kernels, each a custom op). `use="kernels"` asks for the eager model with its kernels,
+`torch.compile(model)` (`torch.compile(model, mode="reduce-overhead")` where that, CUDA graphs, was the faster); where
+the model compiled with its kernels ran fastest, it is that (DIR/model_new_compiled.py: torch.compile around the
+kernels, each a custom op, replaying CUDA graphs where the apply chose them). `use="kernels"` asks for the eager model with its kernels,
 `use="compiled"` for the compiled one, whichever was faster.
 """
 
@@ -26,7 +27,7 @@ import torch.nn as nn
 import torch
 
 from kernelcraft.apply.outcome import COMPILED_FILE, MANIFEST, MODEL_FILE, ApplyError
-from kernelcraft.apply.times import FINAL_COMPILE, FINAL_COMPILED_KERNELS
+from kernelcraft.apply.times import FINAL_COMPILE, FINAL_COMPILE_GRAPHS, FINAL_COMPILED_KERNELS
 
 USES = ("final", "kernels", "compiled")
 
@@ -41,11 +42,11 @@ def swap(model: nn.Module, directory: str | Path, use: str = "final") -> nn.Modu
     final = _final(Path(directory)) if use == "final" else None
     compiled = use == "compiled" or final == FINAL_COMPILED_KERNELS
     path = Path(directory) / (COMPILED_FILE if compiled else MODEL_FILE)
-    if final == FINAL_COMPILE:
+    if final in (FINAL_COMPILE, FINAL_COMPILE_GRAPHS):
         if model.training:
             raise ApplyError("the model is in training mode; the apply measured its eval-mode forward: call "
                              "model.eval() first")
-        return torch.compile(model)
+        return torch.compile(model, mode="reduce-overhead") if final == FINAL_COMPILE_GRAPHS else torch.compile(model)
     if not path.is_file():
         raise ApplyError(f"{path} does not exist: kernelcraft apply writes it when the model with its kernels"
                          f"{' under torch.compile' if compiled else ''} was verified correct (see apply.json there "

@@ -13,6 +13,7 @@ from kernelcraft.store import UNEVALUATED
 
 _STAGES = {"capture": "capturing the model and cutting it into regions", "profile": "timing the model and its regions",
            "baselines": "timing the model eager and under torch.compile (its baselines, kept for the end)",
+           "graphs": "verifying torch.compile of the model with CUDA graphs (the model is host-bound)",
            "verify": "reassembling the model with its faster regions"}
 
 
@@ -82,16 +83,19 @@ class Progress:
         elif kind == "note":
             self.console.print(f"[yellow]note:[/] {data['message']}")
         elif kind == "apply_stage":
-            self.console.print(f"apply ({self._clock()}): {_STAGES[data['stage']]}" + (f" ({', '.join(data['replaced'])})"
-                                                                      if data.get("replaced") else ""))
+            self.console.print(f"apply ({self._clock()}): {_STAGES.get(data['stage'], data['stage'])}"
+                               + (f" ({', '.join(data['replaced'])})" if data.get("replaced") else ""))
         elif kind == "apply_profile":  # where the model's time goes, before the regions' runs start
             from kernelcraft.report.apply import profile_view
 
             self.console.print(profile_view(data))
         elif kind == "withdrawn":  # the run's wall budget ran out with candidates still queued
             self.console.print(f"[yellow]stop:[/] {data['count']} queued candidates not judged (the budget ran out)")
+        elif kind == "apply_verify" and data.get("baseline"):
+            pass  # the "graphs" stage said it
         elif kind == "apply_verify":
             form = " under torch.compile" if data.get("compiled") else ""
+            form += " with CUDA graphs" if data.get("graphs") else ""
             self.console.print(f"apply ({self._clock()}): verifying the model{form} with {len(data['regions'])} "
                                "regions replaced")
         elif kind == "target":

@@ -50,15 +50,17 @@ def apply_view(summary: dict) -> Group:
         c = compiled.get("end_to_end")
         state = ("not verified: the budget was spent" if c is None else
                  f"correct, {_ms(c['runtime_ms'])}" if c["correct"] else f"{c['status']}: {c['message'][:160]}")
-        lines.append(Text(f"compiled with its kernels ({', '.join(compiled['regions'])}: the kernels that beat "
-                          f"torch.compile of their region): {state}"))
+        graphs = ", CUDA graphs" if compiled.get("cuda_graphs") else ""
+        lines.append(Text(f"compiled with its kernels{graphs} ({', '.join(compiled['regions'])}: the kernels that "
+                          f"beat torch.compile of their region): {state}"))
     times = summary.get("times")
     if times:
         kernels = f"with kernels {_ms(times['kernels_ms'])}, " if times.get("kernels_ms") else ""
         if times.get("compiled_kernels_ms"):
             kernels += f"compiled with kernels {_ms(times['compiled_kernels_ms'])}, "
-        lines.append(Text(f"the model: eager {_ms(times['eager_ms'])}, torch.compile {_ms(times.get('compile_ms'))}, "
-                          f"{kernels}given back {_ms(times['final_ms'])} ({times['final']}; {times.get('method')})"))
+        graphs = f" (CUDA graphs {_ms(times['compile_graphs_ms'])})" if times.get("compile_graphs_ms") else ""
+        lines.append(Text(f"the model: eager {_ms(times['eager_ms'])}, torch.compile {_ms(times.get('compile_ms'))}"
+                          f"{graphs}, {kernels}given back {_ms(times['final_ms'])} ({times['final']}; {times.get('method')})"))
     bounds = []
     if summary.get("expected_speedup") and replaced:
         bounds.append(f"the replaced regions' own speedups predict {_x(summary['expected_speedup'])}")

@@ -43,7 +43,8 @@ def _summary(a: dict) -> str:
     times = a.get("times") or {}
     if times.get("final"):
         shown = [f"{name} {ms(times.get(key))}" for name, key in
-                 (("eager", "eager_ms"), ("torch.compile", "compile_ms"), ("with kernels", "kernels_ms"),
+                 (("eager", "eager_ms"), ("torch.compile", "compile_ms"),
+                  ("torch.compile, CUDA graphs", "compile_graphs_ms"), ("with kernels", "kernels_ms"),
                   ("compiled with kernels", "compiled_kernels_ms")) if times.get(key)]
         cards.append(("given back", f"{times['final']}, {ms(times.get('final_ms'))}", "; ".join(shown)))
     lines = [_cards(cards)]

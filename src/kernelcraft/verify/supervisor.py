@@ -266,7 +266,11 @@ class Supervisor:
             with clock("check"), self.device_phase(result, shared=True):
                 ok = ok and judge.trials(case)
             with clock("attribution"), self.device_phase(result, shared=True):
-                ok = ok and (not self.config.attribution or judge.attribution(case, self.config.allow_library))
+                ok = ok and (not self.config.attribution or not candidate.attribute
+                             or judge.attribution(case, self.config.allow_library))
+                if ok and self.config.attribution and not candidate.attribute:
+                    result.notes.append("kernel attribution: not checked, as its caller asked (a model kernelcraft "
+                                        "wrote, run as CUDA graphs or with no kernel of its own)")
             if ok:
                 with clock("time"):
                     speed.time_candidate(self, case, problem)
@@ -298,7 +302,8 @@ class Supervisor:
         if self.config.static_guards:
             for finding in static_findings(candidate.source, trusted=problem.source):
                 result.fail("rejected", finding.reason, f"static check: the candidate {finding.detail}")
-            if not declared_kernels(candidate.source) and candidate.backend not in ("cpp", "cuda_inline"):
+            if not declared_kernels(candidate.source) and candidate.backend not in ("cpp", "cuda_inline") \
+                    and candidate.attribute:  # not asked of a model kernelcraft wrote with no kernel (Candidate)
                 result.fail("rejected", "no_custom_kernel", "the candidate declares no kernel of its own "
                             "(no __global__ function, no @triton.jit function, no load_inline build)")
             if result.failed:

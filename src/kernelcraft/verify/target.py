@@ -16,7 +16,7 @@ import torch
 
 from kernelcraft import hardware
 from kernelcraft.problems import Problem
-from kernelcraft.problems.cost import Cost
+from kernelcraft.problems.cost import Cost, uses_tensor_cores
 from kernelcraft.result import Result, Timing
 from kernelcraft.verify.baselines import BaselineStore
 
@@ -71,7 +71,9 @@ def baseline_key(sup, problem: Problem) -> str:
 def floor(spec: hardware.DeviceSpec | None, cost: Cost, allow_tf32: bool) -> Floor | None:
     if spec is None:
         return None
-    math = "fp16" if any(s.dtype in (torch.float16, torch.bfloat16) for s in cost.inputs) \
+    # half-precision math where the inputs or the matmuls' operands are half (a bf16 model fed token ids: its inputs
+    # are integers, its weights bf16; its floor at the fp32 rate was 5.5x too high, and flagged honest kernels)
+    math = "fp16" if uses_tensor_cores(cost) or any(s.dtype in (torch.float16, torch.bfloat16) for s in cost.inputs) \
         else ("tf32" if allow_tf32 and cost.matmul_flops else "fp32")
     rate = {"fp32": spec.fp32, "tf32": spec.tf32, "fp16": spec.fp16}[math]
     compute_s, memory_s = cost.flops / rate, cost.bytes / spec.bandwidth

@@ -187,6 +187,11 @@ class Worker:
         aliases = [i for i, o in enumerate(outputs) if isinstance(o, torch.Tensor) and _shares_memory(o, inputs)]
         if aliases:
             return {"aliases": aliases}
+        # copied into memory of the harness's own: a call may hand back memory it overwrites on its next call (a
+        # CUDA graph's pool, a buffer it keeps), and two calls' outputs compared must be two calls' work
+        outputs = [o.clone() for o in outputs]
+        if self.device.type == "cuda":
+            _guarded(torch.cuda.synchronize)(self.device)
         self.held = outputs
         return {"outputs": outputs}
 
