@@ -82,7 +82,8 @@ def main() -> int:
             ms = {k: f"{v:.4g} ms" if isinstance(v, float) else "-" for k, v in times.items()}
             print(f"{stem:<22} {row.get('status', '?'):<8} eager {ms.get('eager_ms', '-')}, torch.compile "
                   f"{ms.get('compile_ms', '-')} (CUDA graphs {ms.get('compile_graphs_ms', '-')}), given back {ms.get('final_ms', '-')} ({times.get('final')}); "
-                  f"replaced {row.get('replaced_share') or 0:.0%} {row.get('error') or ''}", flush=True)
+                  f"its kernels {row.get('final_share') or 0:.0%} of the model's time {row.get('error') or ''}",
+                  flush=True)
         with lock:
             rows.append(row)
             _write(args, rows, started)

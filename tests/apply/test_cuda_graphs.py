@@ -102,3 +102,22 @@ def test_torch_compile_of_the_model_with_cuda_graphs_is_verified_like_a_candidat
 def test_a_model_file_that_defines_model_new_has_no_baseline_written_beside_it():
     with pytest.raises(KernelcraftError, match="defines ModelNew"):
         baseline_source(MODEL + "\n\nclass ModelNew(nn.Module):\n    pass\n", "m")
+
+
+def test_the_share_of_the_model_its_final_kernels_hold_follows_the_final_model():
+    """BERT's attention kernels went into the compiled form only (the eager form was not verified): the record's
+    share is of the model given back, which holds them, not of the eager form's none."""
+    from kernelcraft.apply.outcome import ApplyOutcome, CompiledForm
+
+    regions = [RegionOutcome("08_attention", "attention", 0.05, 0.29, "slower"),
+               RegionOutcome("19_attention", "attention", 0.05, 0.29, "slower", like="08_attention"),
+               RegionOutcome("12_linear", "linear", 0.2, 0.1, "replaced")]
+    outcome = ApplyOutcome("a", "bert", "export", "cuda:0", "done", None, regions,
+                           compiled=CompiledForm(["08_attention", "19_attention"], graphs=True),
+                           times={"final": "compiled with kernels"})
+    assert outcome.final_regions == ["08_attention", "19_attention"] and outcome.final_share == pytest.approx(0.1)
+    assert outcome.replaced_share == pytest.approx(0.2)
+    outcome.times["final"] = "with kernels"
+    assert outcome.final_regions == ["12_linear"]
+    outcome.times["final"] = "torch.compile, CUDA graphs"
+    assert outcome.final_regions == [] and outcome.final_share == 0.0

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from kernelcraft.apply.plan import amdahl
 from kernelcraft.apply.profile import Profile
+from kernelcraft.apply.times import FINAL_COMPILED_KERNELS, FINAL_KERNELS
 from kernelcraft.errors import KernelcraftError
 from kernelcraft.result import Result
 
@@ -52,6 +53,10 @@ class RegionOutcome:
         d["speedup_compile"] = self.speedup_compile
         d["kernel_ms"] = self.result.runtime_ms if self.result else None
         d["eager_ms"] = self.result.eager_ms if self.result else None  # the verifier's, beside its kernel's
+        # the device's own times (the work queued ahead, no host time): what a kernel saves inside CUDA graphs
+        runtime, compiled = (self.result.runtime, self.result.compiled) if self.result else (None, None)
+        d["kernel_device_ms"] = runtime.device_ms if runtime else None
+        d["compile_device_ms"] = compiled.device_ms if compiled else None
         d["result"] = self.result.to_dict() if self.result else None
         return d
 
@@ -102,6 +107,23 @@ class ApplyOutcome:
         return sum(r.share for r in self.replaced) / max(1.0, sum(r.share for r in self.regions))
 
     @property
+    def final_regions(self) -> list[str]:
+        """The regions whose kernels are in the model apply gives back: the eager form's replaced ones, or the compiled
+        form's; none where the final model is the model as it was or torch.compile's."""
+        final = (self.times or {}).get("final")
+        if final == FINAL_KERNELS:
+            return [r.name for r in self.replaced]
+        if final == FINAL_COMPILED_KERNELS and self.compiled is not None:
+            return list(self.compiled.regions)
+        return []
+
+    @property
+    def final_share(self) -> float:
+        """The share of the model's time its final model's kernels took (scaled as `replaced_share`)."""
+        names = set(self.final_regions)
+        return sum(r.share for r in self.regions if r.name in names) / max(1.0, sum(r.share for r in self.regions))
+
+    @property
     def amdahl_bound(self) -> float:
         """The model's speedup were the optimized regions free: what Amdahl allows."""
         tried = {r.name: r.share for r in self.regions if r.status not in ("skipped", "not_covered")}
@@ -119,6 +141,7 @@ class ApplyOutcome:
                 "profile": asdict(self.profile) if self.profile else None,
                 "regions": [r.to_dict() for r in self.regions],
                 "replaced_share": self.replaced_share, "amdahl_bound": _finite(self.amdahl_bound),
+                "final_regions": self.final_regions, "final_share": self.final_share,
                 "expected_speedup": _finite(self.expected),
                 "end_to_end": e.to_dict() if e else None,
                 "compiled": self.compiled.to_dict() if self.compiled else None, "times": self.times,
