@@ -121,17 +121,37 @@ UNCAPTURABLE = MODEL.replace("return torch.sort(torch.relu(self.fc(x)), dim=1)[0
 
 
 def test_a_model_neither_fx_nor_export_can_capture_is_one_clear_line(tmp_path, capsys, monkeypatch):
+    """Exit 2 and one line saying what stopped the capture and what to change: in JSON the summary too, without
+    JSON no empty table before it, and the error said once."""
     monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
     path = tmp_path / "branchy.py"
     path.write_text(UNCAPTURABLE)
     assert main(["apply", str(path), *FAST, "--store", str(tmp_path / "runs.db"), "--out", str(tmp_path / "o"),
-                 "--json"]) == 1
+                 "--json"]) == 2
     captured = capsys.readouterr()
     summary = json.loads(captured.out.strip().splitlines()[-1])
     assert summary["status"] == "failed" and summary["regions"] == []
     said = captured.err.strip().splitlines()[-1]
     assert said.startswith("kernelcraft apply: cannot capture the model: torch.fx could not trace it: its forward "
                            "branches on a tensor value") and "torch.export failed too" in said
+    assert said.endswith("does not branch on tensor values: change what the message names")
+    assert main(["apply", str(path), *FAST, "--store", str(tmp_path / "runs.db"), "--out", str(tmp_path / "o")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "" and captured.err.count("cannot capture the model") == 1
+
+
+def test_a_capture_error_names_the_cache_a_model_returns_and_is_cut_at_a_word():
+    """transformers' GPT-2 with its default use_cache=True: torch.export fails on the DynamicCache in its output,
+    with a message longer than a line holds (it was cut mid-word)."""
+    from kernelcraft.apply.capture import _first_line, _what_to_change
+
+    exc = RuntimeError("Found <class 'transformers.cache_utils.DynamicCache'> in output, which is not a known type. "
+                       "If this type holds tensors, you need to register a pytree for it. See https://example.org/475 "
+                       "for a brief explanation why. If you don't need to register a pytree, please leave a comment "
+                       "explaining your use case and we'll make this more ergonomic to deal with")
+    assert _what_to_change(exc).startswith("The model returns its key/value cache: build it with use_cache=False")
+    line = _first_line(exc)
+    assert len(line) <= 302 and line.endswith("explaining your use …")  # whole words, and said to be cut
 
 
 def test_an_apply_stopped_by_sigterm_is_stored_and_resumes(tmp_path, monkeypatch):
@@ -175,6 +195,38 @@ def test_an_apply_stopped_by_sigterm_is_stored_and_resumes(tmp_path, monkeypatch
     assert outcome.status == "done" and outcome.end_to_end.correct
     s = Store(store)
     assert [r["status"] for r in s.runs(bench_id=apply_id)] == ["done"]  # the stopped run went on, none new
+    s.close()
+
+
+def test_a_resumed_apply_keeps_its_profile_and_every_finished_run(tmp_path, monkeypatch):
+    """A stopped apply resumed: its profile (the shares its plan followed) is the stored one, not measured again (on a
+    busy machine a new profile put every region under --min-share and dropped four finished runs), and a region whose
+    run finished keeps it even where what is left of the budget would start none."""
+    import sqlite3
+
+    import kernelcraft.apply.engine as engine
+
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    first = _apply_file(tmp_path, "fc_sort.py", MODEL, replace="correct")
+    ran = {r.name: r.run_id for r in first.regions if r.run_id}
+    assert first.status == "done" and ran
+    store = tmp_path / "runs.db"
+    with sqlite3.connect(store) as db:  # stopped, and resumed with a budget that starts no run
+        config = json.loads(db.execute("SELECT config FROM applies WHERE id = ?", (first.apply_id,)).fetchone()[0])
+        config["apply"]["budget_minutes"] = 0.001
+        db.execute("UPDATE applies SET status = 'stopped', config = ? WHERE id = ?",
+                   (json.dumps(config), first.apply_id))
+
+    def measured(*args, **kwargs):
+        raise AssertionError("the resumed apply profiled the model again")
+    monkeypatch.setattr(engine, "profile", measured)
+    again = api.apply(resume=first.apply_id, store=store)
+    assert again.status == "done" and again.profile == first.profile
+    assert {r.name: r.run_id for r in again.regions if r.run_id} == ran
+    assert [r.status for r in again.regions] == [r.status for r in first.regions]
+    assert any(n.startswith("resumed: the stopped apply's profile is kept") for n in again.notes)
+    s = Store(store)
+    assert len(s.runs(bench_id=first.apply_id)) == len(set(ran.values()))  # none new
     s.close()
 
 

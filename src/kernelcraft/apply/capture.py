@@ -57,15 +57,28 @@ def capture(model: nn.Module, inputs: list) -> Captured:
         return _export_capture(model, inputs, why)
     except Exception as exc:  # noqa: BLE001
         raise CaptureError(f"cannot capture the model: {why}; torch.export failed too "
-                           f"({type(exc).__name__}: {_first_line(exc)})") from None
+                           f"({type(exc).__name__}: {_first_line(exc)}). {_what_to_change(exc)}") from None
+
+
+def _what_to_change(exc: BaseException) -> str:
+    """What the user can change in their model file, where torch.export's failure says."""
+    if "cache_utils" in str(exc) or "Cache'>" in str(exc):
+        return ("The model returns its key/value cache: build it with use_cache=False (transformers: "
+                "`config.use_cache = False`, or call it with `use_cache=False`)")
+    return ("apply needs a forward that returns tensors (or tuples of them) and does not branch on tensor values: "
+            "change what the message names")
 
 
 class _NotFunctional(Exception):
     """An fx graph this module cannot make functional (a leaf module or an in-place op it does not handle)."""
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:300]
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    """The message's first line, cut at a word's end where it runs past `limit` characters."""
+    line = (str(exc).strip().splitlines() or [""])[0]
+    if len(line) <= limit:
+        return line
+    return line[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
 
 
 # -- fx -------------------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ model's, is caught end to end. Where the reassembled model is wrong, each replac
 the model and those that fail are put back to PyTorch; where it is slower than the model, the regions that gained
 least are put back, and where nothing is faster the model stays as it is. Everything lands in the run store: the
 apply (its plan, profile and outcome) and each region's run (carrying the apply's id), so `--resume` continues an
-apply that was stopped, reusing every region run that finished.
+apply that was stopped: the model is captured again, but its profile (each region's share, and so the plan) is the
+stopped apply's, not measured again, and every region run that finished is reused whatever the new plan says.
 """
 
 from __future__ import annotations
@@ -79,8 +80,10 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
     beside each, as a run stores them). With `resume`, the apply of that id continues."""
     emit = on_event or (lambda kind, data: None)
     out_dir = Path(out_dir).resolve()
+    stored = None  # the stopped apply's profile, kept on resume: its shares decided its plan and its runs
     if resume:
         apply_id = resume
+        stored = (store.apply(apply_id).get("summary") or {}).get("profile")
         store.update_apply(apply_id, "running")
     else:
         apply_id = new_id("apply-")
@@ -92,8 +95,13 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
     try:
         emit("apply_stage", {"stage": "capture", "apply_id": apply_id})
         exact = not get_policy(settings["verify"]["policy"]).allow_tf32
-        extraction, prof = _cut(problem, sizes, device, apply.seed, exact, out_dir, emit)
+        kept = Profile.from_dict(stored) if stored else None
+        extraction, prof = _cut(problem, sizes, device, apply.seed, exact, out_dir, emit, kept)
         result.method, result.profile, result.notes = extraction.method, prof, list(extraction.notes)
+        if kept is not None and prof is kept:
+            result.notes.append("resumed: the stopped apply's profile is kept (its regions' shares, and so the plan "
+                                "its region runs followed), not measured again")
+        _store(store, result, "running")  # the profile, before any run: a resume goes by it
         if deadline.budget_s is not None:  # measured now (kept for the end), so the runs' budget is what is left
             emit("apply_stage", {"stage": "baselines", "apply_id": apply_id})
             measuring = time.monotonic()
@@ -142,15 +150,16 @@ def _store(store: Store, result: ApplyOutcome, status: str) -> None:
 # -- profile and cut ----------------------------------------------------------------------------------------------
 
 def _cut(problem: Problem, sizes, device: str, seed: int, exact_fp32: bool, out_dir: Path,
-         emit: OnEvent) -> tuple[Extraction, Profile]:
+         emit: OnEvent, kept: Profile | None = None) -> tuple[Extraction, Profile]:
     """The model's regions (written as problems) and its profile, under the policy's fp32 math: the verifier times
-    PyTorch so (TF32 off for cuDNN and matmuls under the strict policy), and the shares must be of that time."""
+    PyTorch so (TF32 off for cuDNN and matmuls under the strict policy), and the shares must be of that time. `kept`:
+    a stopped apply's profile, used where it names the same regions as this capture (not measured again)."""
     with reference_math(exact_fp32):
-        return _cut_at(problem, sizes, device, seed, out_dir, emit)
+        return _cut_at(problem, sizes, device, seed, out_dir, emit, kept)
 
 
 def _cut_at(problem: Problem, sizes, device: str, seed: int, out_dir: Path,
-            emit: OnEvent) -> tuple[Extraction, Profile]:
+            emit: OnEvent, kept: Profile | None = None) -> tuple[Extraction, Profile]:
     module = problem.load(sizes=sizes)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -162,8 +171,11 @@ def _cut_at(problem: Problem, sizes, device: str, seed: int, out_dir: Path,
     try:
         extraction = extract_model(model, inputs, problem.name.replace("/", "_"))
         write_problems(extraction, out_dir / "regions")
-        emit("apply_stage", {"stage": "profile", "regions": len(extraction.regions), "method": extraction.method})
-        prof = profile(extraction, model, inputs, target)
+        if kept is not None and kept.shares.keys() == {r.name for r in extraction.regions}:
+            prof = kept
+        else:
+            emit("apply_stage", {"stage": "profile", "regions": len(extraction.regions), "method": extraction.method})
+            prof = profile(extraction, model, inputs, target)
         emit("apply_profile", {"model_ms": prof.model_ms, "method": prof.method, "top_ops": prof.top_ops,
                                "regions": [(r.name, r.kind, r.ms, r.share) for r in prof.regions]})
     finally:
@@ -195,13 +207,15 @@ def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile
         outcomes[p.name] = o
         if p.name in unable and not p.optimize and p.why == unable[p.name]:
             o.status = "not_covered"
-        if not p.optimize:
+        # a run that finished (a resumed apply's) is this region's, whatever the plan or the budget says now
+        finished = p.name in earlier and earlier[p.name]["status"] == "done" and not p.like
+        if not p.optimize and not finished:
             continue
         left = deadline.for_runs_s()
-        if left is not None and left < SMALLEST_RUN_S:
+        if left is not None and left < SMALLEST_RUN_S and not finished:
             o.status, o.reason, o.minutes = "skipped", "the budget ran out before its run", None
             continue
-        if left is not None:
+        if left is not None and not finished:
             p.minutes = o.minutes = min(p.minutes if p.minutes is not None else left / 60.0, left / 60.0)
         region_problem = problems[p.name]
         emit("apply_region", {"index": i, "total": sum(q.optimize for q in plans), "region": p.name,

@@ -44,6 +44,12 @@ class Profile:
     def shares(self) -> dict[str, float]:
         return {r.name: r.share for r in self.regions}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Profile":
+        """A profile as ApplyOutcome.to_dict stored it."""
+        return cls(d["device"], d["method"], d["model_ms"], [RegionTime(**r) for r in d["regions"]], d["covered"],
+                   [tuple(op) for op in d.get("top_ops") or []])
+
 
 def profile(extraction: Extraction, model: nn.Module, inputs: list, device: str | torch.device = "cpu",
             config: TimingConfig | None = None) -> Profile:

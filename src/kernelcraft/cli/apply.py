@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from kernelcraft.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, add_search_args, amount, search_options, \
+from kernelcraft.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_search_args, amount, search_options, \
     show, usage_errors
 
 NAME = "apply"
@@ -72,9 +72,9 @@ def run(args) -> int:
     summary = outcome.to_dict()
     if args.json:
         print(json.dumps(summary))
-    else:
+    elif not outcome.error or outcome.regions:  # a model that could not be cut is said in one line, below
         show(apply_view(summary))
-    if outcome.error:
+    if outcome.error:  # the model could not be captured or cut into problems: the input, as the line says
         print(f"kernelcraft apply: {outcome.error}", file=sys.stderr)
-        return EXIT_FAIL
+        return EXIT_USAGE
     return EXIT_OK
