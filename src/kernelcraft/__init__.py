@@ -25,8 +25,25 @@ def __getattr__(name: str):
     if name in ("api", "apply"):
         import importlib
 
+        if name == "apply":
+            _interpreter_without_cuda()
         return importlib.import_module(f"kernelcraft.{name}")
     raise AttributeError(f"module 'kernelcraft' has no attribute {name!r}")
+
+
+def _interpreter_without_cuda() -> None:
+    """Without CUDA, Triton kernels run in Triton's interpreter alone, which must be on before triton is imported
+    (its own library functions are made then): set it, where the user has not, before the apply package imports
+    triton, so an apply's kernels run in a live model on a CPU as the verifier ran them."""
+    import os
+    import sys
+
+    if "triton" in sys.modules or "TRITON_INTERPRET" in os.environ:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
 
 
 __all__ = ["__version__", *_API, *_NOUNS]

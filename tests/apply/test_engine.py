@@ -281,6 +281,34 @@ def test_a_model_file_in_the_model_and_inputs_form_is_reassembled_and_verified(t
     assert sorted(regions) == ["00_reduce_cumsum", "01_linear_linear"], sorted(regions)
     assert all(r.status == "replaced" for r in regions.values()), [(r.name, r.status, r.reason) for r in regions.values()]
     assert outcome.status == "done" and outcome.end_to_end.correct, outcome.end_to_end
+    # the README's call, as a user makes it: their own module into kernelcraft.apply, in a fresh process with no
+    # TRITON_INTERPRET set (without CUDA the kernels' Triton runs in its interpreter all the same)
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    script = f'''
+import importlib.util, torch, kernelcraft
+spec = importlib.util.spec_from_file_location("scorer", {str(tmp_path / "scorer.py")!r})
+user = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(user)
+model = user.model.to({DEVICE!r})
+fast = kernelcraft.apply(model, {str(tmp_path / "out")!r})
+inputs = [x.to({DEVICE!r}) for x in user.example_inputs]
+with torch.no_grad():
+    torch.testing.assert_close(fast(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
+print(type(fast).__name__)
+'''
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(REPO / "src")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ModelNew", done.stderr[-3000:]
+    if not torch.cuda.is_available():  # triton imported first, its interpreter off: what to set, in one line
+        early = subprocess.run([sys.executable, "-c", "import triton\n" + script], env=env, capture_output=True,
+                               text=True, timeout=300)
+        assert early.returncode == 1 and "Set TRITON_INTERPRET=1 in the environment" in early.stderr.splitlines()[-1]
 
 
 def test_the_users_file_is_trusted_and_only_the_kernels_are_guarded(tmp_path, monkeypatch):

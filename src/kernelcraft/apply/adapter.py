@@ -24,6 +24,7 @@ from kernelcraft.problems import Problem, load_problem
 from kernelcraft.problems.problem import exec_problem
 
 KERNELBENCH_NAMES = ("Model", "get_inputs", "get_init_inputs")
+SHIM_NAME = "_KC_STATE"  # a name the shim defines: a module that has it was written from a model file (swap.py)
 
 _SHIM = '''
 
@@ -64,6 +65,15 @@ def _kc_random(shape, dtype, high):
         return _kc_torch.randn(shape, dtype=dtype)
     return _kc_torch.randint(0, max(high, 1), shape, dtype=dtype)
 '''
+
+
+def as_problem_model(problem_model: type, model: nn.Module) -> nn.Module:
+    """`model` (the user's own module, its weights as they are now) as an instance of the shim's `Model`, which holds
+    it as `.model`: what a reassembled model's `ModelNew.around` reads the tensors through. Nothing is copied."""
+    wrapped = problem_model.__new__(problem_model)
+    nn.Module.__init__(wrapped)
+    wrapped.model = model
+    return wrapped.train(model.training)
 
 
 class ModelFileError(KernelcraftError):

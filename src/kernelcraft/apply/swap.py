@@ -10,8 +10,13 @@ The model given back is the apply's final one (DIR/apply.json's `final`): where 
 was ran faster than its kernels, or nothing was replaced and torch.compile ran faster than eager, it is
 `torch.compile(model)` (`torch.compile(model, mode="reduce-overhead")` where that, CUDA graphs, was the faster); where
 the model compiled with its kernels ran fastest, it is that (DIR/model_new_compiled.py: torch.compile around the
-kernels, each a custom op, replaying CUDA graphs where the apply chose them). `use="kernels"` asks for the eager model with its kernels,
-`use="compiled"` for the compiled one, whichever was faster.
+kernels, each a custom op, replaying CUDA graphs where the apply chose them). `use="kernels"` asks for the eager
+model with its kernels, `use="compiled"` for the compiled one, whichever was faster.
+
+`model` is the model the apply's file gave: its `Model` (KernelBench's form), or, for a file defining `model` and
+`example_inputs`, that module itself (wrapped as the problem's `Model` holds it, nothing copied). Without CUDA the
+kernels' Triton runs in its interpreter, as the verifier ran them on a CPU: `kernelcraft.apply` turns it on where
+triton was not yet imported (kernelcraft/__init__.py), and says what to set where it was.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import torch.nn as nn
 
 import torch
 
+from kernelcraft.apply.adapter import SHIM_NAME, as_problem_model
 from kernelcraft.apply.outcome import COMPILED_FILE, MANIFEST, MODEL_FILE, ApplyError
 from kernelcraft.apply.times import FINAL_COMPILE, FINAL_COMPILE_GRAPHS, FINAL_COMPILED_KERNELS
 
@@ -55,6 +61,10 @@ def swap(model: nn.Module, directory: str | Path, use: str = "final") -> nn.Modu
         raise ApplyError("the model is in training mode; the kernels compute its eval-mode forward (dropout off, "
                          "batch norms on running statistics): call model.eval() first")
     text = path.read_text()
+    if "triton.jit" in text and not torch.cuda.is_available() and not _triton_runs_here():
+        raise ApplyError("the kernels are Triton's and this machine has no CUDA: they run in Triton's interpreter, "
+                         "which must be on before triton is imported. Set TRITON_INTERPRET=1 in the environment "
+                         "(`TRITON_INTERPRET=1 python …`), or reach kernelcraft.apply before anything imports triton")
     name = "kernelcraft_applied_" + hashlib.sha256(text.encode()).hexdigest()[:16]
     module = sys.modules.get(name)
     if module is None:
@@ -66,10 +76,30 @@ def swap(model: nn.Module, directory: str | Path, use: str = "final") -> nn.Modu
         except BaseException:
             del sys.modules[name]
             raise
+    if hasattr(module, SHIM_NAME) and not isinstance(model, module.Model):  # the user's own module, as their file gave it
+        model = as_problem_model(module.Model, model)
     try:
         return module.ModelNew.around(model)
     except (RuntimeError, AttributeError) as exc:
         raise ApplyError(f"{path}'s kernels do not fit this model: {exc}") from None
+
+
+def _triton_runs_here() -> bool:
+    """Whether a Triton kernel runs on this machine's CPU: Triton's interpreter, on since before triton was imported
+    (a kernel reducing with tl.sum, whose combine function triton made as it was imported, is run to see)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _total(x_ptr, out_ptr, BLOCK: tl.constexpr):
+        tl.store(out_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, BLOCK)), 0))
+
+    out = torch.empty(1)
+    try:
+        _total[(1,)](torch.ones(4), out, BLOCK=4)
+    except Exception:  # noqa: BLE001 - no driver, or the interpreter turned on after triton's import
+        return False
+    return out.item() == 4.0
 
 
 def _final(directory: Path) -> str | None:
