@@ -26,6 +26,10 @@ class Candidate:
     # graphs (a replay launches nothing the check could see) or that holds no kernel of its own (torch.compile of the
     # model): its kernels were each attributed in their region's verdict, and its time is the model's, end to end
     attribute: bool = True
+    # The time (time.time()) past which its caller has no use for the verdict (a run's wall budget ends there): a
+    # wait for the device's lock, held by another process, gives up then and the verdict is a verifier_error
+    # (device_busy). Set by kernelcraft's own callers; None: wait as long as it takes
+    wait_until: float | None = None
 
     def __post_init__(self):
         self.backend = self.backend or detect_backend(self.source)

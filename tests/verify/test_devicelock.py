@@ -124,3 +124,42 @@ def test_concurrent_evaluations_on_one_device_take_turns_timing(tmp_path):
     assert [r["status"] for r in results] == [lone["status"]] * 4 == ["ok"] * 4, [r["message"] for r in results]
     windows = sorted(w for r in results for w in r["device_held"])
     assert len(windows) >= 4 and _disjoint(windows), windows
+
+
+def test_a_bounded_wait_gives_up_at_its_bound_and_says_who_held_the_device(tmp_path):
+    """A run's verdict waits for a device another process holds no longer than the run's budget (a 0.5-minute region
+    once waited 25 minutes behind another process's long check)."""
+    from kernelcraft.verify.devicelock import DeviceBusy
+
+    holder = _hold(tmp_path, "exclusive", 3.0)
+    _wait_for(tmp_path, "holding-exclusive-*", 1, 30, "the holder never took the lock")
+    start = time.monotonic()
+    with pytest.raises(DeviceBusy, match=rf"pid {holder.pid}\) for the whole 0\.\d s"):
+        with DeviceLock("test-device", tmp_path).held(until=time.time() + 0.5):
+            pass
+    assert 0.45 <= time.monotonic() - start < 2.0
+    with DeviceLock("test-device", tmp_path).held(until=time.time() + 30) as waited:  # bounded, long enough: held
+        assert waited > 0.5
+    _windows([holder])
+
+
+def test_a_verdict_that_cannot_have_the_device_by_its_callers_deadline_is_not_judged(tmp_path, monkeypatch):
+    """Candidate.wait_until (a run's wall budget's end): the device held by another process past it, the verdict is
+    a verifier_error (device_busy), given at the deadline, not when the other process lets go."""
+    from kernelcraft.candidate import Candidate
+    from kernelcraft.problems import load_problem
+    from kernelcraft.verify import Verifier
+    from tests.helpers import small_config
+
+    monkeypatch.setenv("KERNELCRAFT_LOCK_DIR", str(tmp_path / "locks"))
+    source = (FIXTURES / "relu_triton.py").read_text()
+    with Verifier("cpu", small_config(tmp_path / "cache")) as verifier:
+        problem = load_problem("level1/relu")
+        verifier.target(problem)  # the baselines first: measured with the device free
+        with DeviceLock(device_key(torch.device("cpu"))).held():
+            start = time.monotonic()
+            result = verifier.evaluate(problem, Candidate(source, "relu", wait_until=time.time() + 2.0))
+            waited = time.monotonic() - start
+    assert result.status == "verifier_error" and result.reasons == ["device_busy"], (result.status, result.message)
+    assert result.message.startswith(f"the device was held by another kernelcraft process (pid {os.getpid()})")
+    assert waited < 30

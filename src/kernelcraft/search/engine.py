@@ -79,6 +79,12 @@ class Engine:
             walls = sorted(self._verdict_s)
         return wall - (walls[len(walls) // 2] if walls else 0.0)
 
+    def _wall_end(self) -> float | None:
+        """The run's wall budget's end as a time.time() (None: no wall budget): its verdicts wait for a device held by
+        another process no longer than that."""
+        wall = self.config.budget.wall_s
+        return None if wall is None else time.time() + wall - (time.monotonic() - self._started)
+
     def _arm_deadline(self) -> None:
         """(Re)set the timer that ends the run at its last call, even while it only waits."""
         at = self._last_call_s()
@@ -365,7 +371,8 @@ class Engine:
             if duplicate:
                 self.count.duplicates += 1
             else:
-                job = Job(self.problem, Candidate(cand.source, f"{self.run_id}:{cand.key}", cand.backend))
+                job = Job(self.problem, Candidate(cand.source, f"{self.run_id}:{cand.key}", cand.backend,
+                                                  wait_until=self._wall_end()))
                 evaluation = self._by_source[cand.source] = self.verifier.submit(job)
 
         def done(fut: Future) -> None:

@@ -7,7 +7,8 @@ UUID on a GPU, so two processes that see the same card under different CUDA_VISI
 timing phases (a candidate's timing and clock check, a baseline's timing) hold it exclusively;
 correctness checks hold it shared, so they overlap each other but never a timing phase (kernels of
 another process would be counted in the timed kernel's events). Compilation takes nothing. The lock is
-released by the kernel when a holder dies, so a killed run never blocks the device.
+released by the kernel when a holder dies, so a killed run never blocks the device. A wait can be bounded
+(`until`): a run whose budget ends does not wait on another process past it (DeviceBusy).
 """
 
 from __future__ import annotations
@@ -43,15 +44,27 @@ def device_key(device: torch.device) -> str:
     return f"cpu-{socket.gethostname()}"
 
 
+class DeviceBusy(Exception):
+    """The device was held by another process until the wait's bound (`DeviceLock.held(until=…)`)."""
+
+    def __init__(self, waited: float, holder: str):
+        super().__init__(f"the device was held by another kernelcraft process (pid {holder}) for the whole "
+                         f"{waited:.1f} s its caller could wait")
+        self.waited, self.holder = waited, holder
+
+
+POLL_S = 0.05  # how often a bounded wait tries the lock again
+
+
 class DeviceLock:
     def __init__(self, key: str, directory: Path | None = None):
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", key)
         self.path = (directory or lock_dir()) / f"{safe}.lock"
 
     @contextlib.contextmanager
-    def held(self, shared: bool = False, on_wait: Callable[[str], None] | None = None):
+    def held(self, shared: bool = False, on_wait: Callable[[str], None] | None = None, until: float | None = None):
         """Hold the device for the block (exclusively, or `shared` with other shared holders); yields the
-        seconds spent waiting for it."""
+        seconds spent waiting for it. `until` (a time.time()): not held by then, DeviceBusy is raised."""
         mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
@@ -62,7 +75,7 @@ class DeviceLock:
                 if on_wait:
                     on_wait("waiting for the device: another evaluation is "
                             + (f"timing on it (pid {self.holder()})" if shared else "using it"))
-                fcntl.flock(fd, mode)
+                self._wait(fd, mode, until, start)
             waited = time.perf_counter() - start
             if not shared:
                 os.ftruncate(fd, 0)
@@ -75,6 +88,20 @@ class DeviceLock:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+    def _wait(self, fd: int, mode: int, until: float | None, start: float) -> None:
+        if until is None:
+            fcntl.flock(fd, mode)
+            return
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                left = until - time.time()
+                if left <= 0:
+                    raise DeviceBusy(time.perf_counter() - start, self.holder()) from None
+                time.sleep(min(POLL_S, left))
 
     def holder(self) -> str:
         try:

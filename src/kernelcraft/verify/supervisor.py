@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import contextvars
 import os
 import threading
 import time
@@ -37,7 +38,7 @@ from kernelcraft.verify.attribution import declared_kernels
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildOutcome, inline_cache
 from kernelcraft.verify.config import VerifyConfig
-from kernelcraft.verify.devicelock import DeviceLock, device_key
+from kernelcraft.verify.devicelock import DeviceBusy, DeviceLock, device_key
 from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.inputs import fresh_seed
 from kernelcraft.verify.memory import MemoryNeed, ProblemTooLarge, check_fits, release_cache
@@ -45,6 +46,10 @@ from kernelcraft.verify.phases import PhaseClock
 from kernelcraft.verify.policy import Policy, get_policy
 from kernelcraft.verify.process import UnsafeReply, WorkerDied, WorkerLimit, WorkerTimeout
 from kernelcraft.verify.workers import Workers
+
+# The time past which the evaluation in progress (on this thread) may not wait for the device's lock
+# (Candidate.wait_until): a run's wall budget bounds its waits on other processes.
+_WAIT_UNTIL: contextvars.ContextVar[float | None] = contextvars.ContextVar("wait_until", default=None)
 
 
 # A problem whose evaluation needs more than this share of the device waits for the last worker's exit (its
@@ -227,9 +232,11 @@ class Supervisor:
                             policy=self.policy.name, versions={"torch": str(torch.__version__)})
             if build is not None:
                 result.phases["build_wait"] = round(build_wait, 4)
+            bound = _WAIT_UNTIL.set(candidate.wait_until)  # this evaluation's waits for the device's lock
             try:
                 self._evaluate(problem, candidate, build, result, ahead)
             finally:
+                _WAIT_UNTIL.reset(bound)
                 result.wall_seconds = round(time.perf_counter() - start + build_wait, 3)
             return result
 
@@ -285,6 +292,8 @@ class Supervisor:
             self.restarts += 1
         except judge.HarnessFault as exc:
             result.fail("verifier_error", exc.reason, str(exc))
+        except DeviceBusy as exc:  # not the candidate's doing: not judged, said so
+            result.fail("verifier_error", "device_busy", f"{exc}: not judged")
         except torch.OutOfMemoryError as exc:  # in this process: the harness's own allocation
             result.fail("verifier_error", "harness_oom", f"out of memory in the harness (the supervisor), not the "
                         f"candidate: {str(exc).splitlines()[0]}")
@@ -377,7 +386,7 @@ class Supervisor:
             yield
             return
         on_wait = lambda msg: self.on_event("lock_wait", {"device": str(self.device), "message": msg})  # noqa: E731
-        with self.device_lock.held(shared, on_wait) as waited:
+        with self.device_lock.held(shared, on_wait, until=_WAIT_UNTIL.get()) as waited:
             result.phases["lock_wait"] = round(result.phases.get("lock_wait", 0.0) + waited, 4)
             start = time.time()
             try:
