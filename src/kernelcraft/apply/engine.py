@@ -96,7 +96,8 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
         emit("apply_stage", {"stage": "capture", "apply_id": apply_id})
         exact = not get_policy(settings["verify"]["policy"]).allow_tf32
         kept = Profile.from_dict(stored) if stored else None
-        extraction, prof = _cut(problem, sizes, device, apply.seed, exact, out_dir, emit, kept)
+        extraction, prof = _cut(problem, sizes, device, apply.seed, exact, out_dir, emit, kept,
+                                verifier.config.cpu_threads)
         result.method, result.profile, result.notes = extraction.method, prof, list(extraction.notes)
         if kept is not None and prof is kept:
             result.notes.append("resumed: the stopped apply's profile is kept (its regions' shares, and so the plan "
@@ -150,16 +151,17 @@ def _store(store: Store, result: ApplyOutcome, status: str) -> None:
 # -- profile and cut ----------------------------------------------------------------------------------------------
 
 def _cut(problem: Problem, sizes, device: str, seed: int, exact_fp32: bool, out_dir: Path,
-         emit: OnEvent, kept: Profile | None = None) -> tuple[Extraction, Profile]:
+         emit: OnEvent, kept: Profile | None = None, threads: int | None = None) -> tuple[Extraction, Profile]:
     """The model's regions (written as problems) and its profile, under the policy's fp32 math: the verifier times
     PyTorch so (TF32 off for cuDNN and matmuls under the strict policy), and the shares must be of that time. `kept`:
-    a stopped apply's profile, used where it names the same regions as this capture (not measured again)."""
+    a stopped apply's profile, used where it names the same regions as this capture (not measured again);
+    `threads`: a CPU's intra-op threads while timing, the verifier's worker's (profile.py)."""
     with reference_math(exact_fp32):
-        return _cut_at(problem, sizes, device, seed, out_dir, emit, kept)
+        return _cut_at(problem, sizes, device, seed, out_dir, emit, kept, threads)
 
 
 def _cut_at(problem: Problem, sizes, device: str, seed: int, out_dir: Path,
-            emit: OnEvent, kept: Profile | None = None) -> tuple[Extraction, Profile]:
+            emit: OnEvent, kept: Profile | None = None, threads: int | None = None) -> tuple[Extraction, Profile]:
     module = problem.load(sizes=sizes)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -175,7 +177,7 @@ def _cut_at(problem: Problem, sizes, device: str, seed: int, out_dir: Path,
             prof = kept
         else:
             emit("apply_stage", {"stage": "profile", "regions": len(extraction.regions), "method": extraction.method})
-            prof = profile(extraction, model, inputs, target)
+            prof = profile(extraction, model, inputs, target, threads=threads)
         emit("apply_profile", {"model_ms": prof.model_ms, "method": prof.method, "top_ops": prof.top_ops,
                                "regions": [(r.name, r.kind, r.ms, r.share) for r in prof.regions]})
     finally:
