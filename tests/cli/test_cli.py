@@ -140,6 +140,13 @@ def test_a_number_out_of_range_is_a_usage_error_before_anything_runs(main, args,
     assert_usage_error(main(*args), fragment)
 
 
+@pytest.mark.parametrize("flags", [("--allow-library", "--no-allow-library"), ("--no-allow-library", "--allow-library")])
+def test_a_flag_and_its_negation_both_given_is_a_usage_error(main, tmp_path, flags):
+    """The last one won, silently."""
+    assert_usage_error(main(*eval_args(FIXTURES / "relu_torch.py", tmp_path, *flags)),
+                       f"{flags[0]} and {flags[1]} both given: say one")
+
+
 def test_bad_size(main, tmp_path):
     assert_usage_error(main(*eval_args(FIXTURES / "relu_torch.py", tmp_path, size=("--size", "medium"))),
                        "invalid choice: 'medium'")

@@ -40,3 +40,21 @@ def test_every_stage_an_apply_emits_is_said_in_words(capsys):
     err = capsys.readouterr().err
     assert "verifying torch.compile of the model with CUDA graphs" in err
     assert "verifying the model under torch.compile with CUDA graphs with 1 regions replaced" in err
+
+
+def test_rl_scorings_wait_line_says_the_lock_once(capsys):
+    """The device lock's message already starts "waiting for the device": said once, not twice."""
+    from kernelcraft.cli.rl import _Progress
+
+    _Progress().event("lock_wait", {"message": "waiting for the device: another evaluation is using it"})
+    assert capsys.readouterr().err.strip() == "waiting for the device: another evaluation is using it"
+
+
+def test_rl_scorings_verifier_line_says_its_settings_in_words(capsys):
+    from kernelcraft.cli.rl import _Progress
+    from kernelcraft.rl.task import Settings
+
+    settings = Settings(device="cpu", size="small")
+    _Progress().event("verifier", {"devices": ["cpu"], "settings": settings.describe(), "key": settings.key()})
+    assert capsys.readouterr().err.strip() == ("verifier on cpu (policy strict, small sizes, 6 trials, torch.compile "
+                                               "timed, 6 s of timing)")

@@ -72,3 +72,16 @@ def test_the_progress_line_says_tiny_speedups_and_counts_in_words():
     assert _progress_line(status) == "running: round 1/3, 1 candidate evaluated, best 0.00055x eager"
     status.update(candidates_evaluated=4, best=None)
     assert _progress_line(status) == "running: round 1/3, 4 candidates evaluated"
+
+
+@pytest.mark.parametrize("text, said", [
+    ("__global__ void k(float* x) {}", "is not a Python file defining class ModelNew: a kernel in CUDA"),
+    ("kernels/relu.py", "must be source text, not a path or a name"),
+    ("relu_triton", "must be source text, not a path or a name"),
+])
+def test_a_candidate_that_is_not_a_file_is_told_what_it_is(text, said):
+    """A one-line CUDA kernel was told it was a path or a name; a path or a name still is."""
+    from kernelcraft.candidate import CandidateError
+
+    with pytest.raises(CandidateError, match=said):
+        tools.check_candidate_text(text)

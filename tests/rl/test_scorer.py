@@ -54,6 +54,13 @@ def test_a_kernel_in_another_backend_than_asked_is_malformed_and_not_run(scorer)
     assert s.tier == MALFORMED and s.parse_error == "wrong_backend (cpp, asked for triton)" and s.result is None
 
 
+def test_a_fence_of_broken_python_is_a_syntax_error_not_another_backend(scorer):
+    """`class ModelNew(:` named a torch candidate of the wrong backend; it is Python that does not parse."""
+    broken = answer("import torch\n\n\nclass ModelNew(:\n    pass\n")
+    s = scorer.score(row("level1/relu"), broken)
+    assert s.tier == MALFORMED and s.parse_error == "syntax_error (line 4: invalid syntax)" and s.result is None
+
+
 def test_asyncio_callers_await_a_score(scorer):
     import asyncio
 

@@ -157,6 +157,16 @@ def test_no_model_new(cpu_verifier, relu_problem):
     assert_failed(result, "runtime_error", "no_model_new")
 
 
+def test_raising_system_exit_in_forward_is_an_exit_said_as_the_candidates(cpu_verifier, relu_problem):
+    """`raise SystemExit(0)` in forward was "the worker exited with status 1", kernelcraft's frames first."""
+    source = "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
+             "        raise SystemExit(0)\n"
+    result = cpu_verifier.evaluate(relu_problem, Candidate(source, "system_exit", backend="triton"))
+    assert_failed(result, "runtime_error", "early_exit")
+    assert result.message.startswith("the candidate's code raised SystemExit: 0 inside its call")
+    assert result.message.rstrip().endswith("SystemExit: 0") and "kernelcraft/verify" not in result.message
+
+
 def test_exit_in_forward_is_a_crash(cpu_verifier, relu_problem):
     result = evaluate(cpu_verifier, relu_problem, "relu_exit")
     assert_failed(result, "runtime_error", "worker_crashed")

@@ -26,6 +26,18 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+class YesOrNo(argparse.BooleanOptionalAction):
+    """`--x` / `--no-x`: both given is a usage error (argparse let the last one win, silently)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = f"_given_{self.dest}"
+        earlier = getattr(namespace, given, None)
+        if earlier is not None and earlier != option_string:
+            parser.error(f"{earlier} and {option_string} both given: say one")
+        setattr(namespace, given, option_string)
+        super().__call__(parser, namespace, values, option_string)
+
+
 # numbers a flag takes: out of range is a usage error, never a run that does something odd --------------
 def whole(low: int = 1, high: int | None = None):
     """An argparse type: an integer from `low` to `high` (inclusive; no upper bound where None)."""

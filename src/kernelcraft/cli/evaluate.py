@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from kernelcraft.api import MAX_TRIALS
-from kernelcraft.cli.common import EXIT_FAIL, EXIT_OK, add_target_args, amount, show, usage_errors, whole
+from kernelcraft.cli.common import EXIT_FAIL, EXIT_OK, YesOrNo, add_target_args, amount, show, usage_errors, whole
 
 NAME = "eval"
 
@@ -18,7 +17,7 @@ def add_parser(sub) -> None:
     ev.add_argument("--trials", type=whole(1, MAX_TRIALS), default=6,
                     help=f"correctness trials, each with fresh secret seeds (at most {MAX_TRIALS})")
     ev.add_argument("--no-compile-baseline", action="store_true", help="skip timing torch.compile")
-    ev.add_argument("--allow-library", action=argparse.BooleanOptionalAction, default=True,
+    ev.add_argument("--allow-library", action=YesOrNo, default=True,
                     help="library (ATen, cuBLAS, cuDNN) kernels may run beside the candidate's own (default: yes; "
                          "a candidate with no kernel of its own is rejected either way)")
     ev.add_argument("--sanity-bound", type=amount(), default=10.0,

@@ -95,7 +95,7 @@ class _Progress:
         elif kind == "verifier":
             print(f"verifier on {', '.join(info['devices'])} ({info['settings']})", file=sys.stderr)
         elif kind == "lock_wait":
-            print(f"waiting for the device: {info.get('message', '')}", file=sys.stderr)
+            print(info.get("message") or "waiting for the device", file=sys.stderr)  # it says what it waits for
 
     def scored(self, index: int, score) -> None:
         with self._lock:

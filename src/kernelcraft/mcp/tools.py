@@ -4,6 +4,7 @@ wiring (server.py) only turns these into tool results; nothing here knows of MCP
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def check_candidate_text(candidate: str) -> None:
                              "class ModelNew(nn.Module)")
     if candidate.startswith("example:") or is_source(candidate, "ModelNew"):
         return
-    if "\n" not in candidate.strip():
+    if re.fullmatch(r"[\w./:~\\-]+", candidate.strip()):  # one word, as a path or a name is
         raise CandidateError("candidate must be source text, not a path or a name: pass the whole file's contents "
                              "(Python defining class ModelNew), or example:NAME for a bundled example")
     raise CandidateError("candidate is not a Python file defining class ModelNew: a kernel in CUDA, C++ or "

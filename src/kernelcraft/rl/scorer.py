@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from kernelcraft import syntax
 from kernelcraft.candidate import Candidate
 from kernelcraft.errors import ConfigError, KernelcraftError
 from kernelcraft.problems.problem import MAX_SOURCE_BYTES
@@ -209,6 +210,10 @@ class Scorer:
             return None, "source_too_large"
         if "\0" in source:
             return None, "not_python"
+        try:  # before the backend is read from it: a fence of broken Python is that, whatever it names
+            syntax.parse(source)
+        except SyntaxError as exc:
+            return None, f"syntax_error (line {exc.lineno}: {exc.msg})"
         if self.shape.require_backend and task.backend:
             backend = Candidate(source).backend
             if backend != task.backend:
@@ -239,7 +244,8 @@ class Scorer:
                     raise ConfigError(f"{exc} (the row asks for device {task.settings.device}; pass device= to "
                                       "score elsewhere)") from None
                 self._verifiers[task.settings] = verifier
-                self.on_event("verifier", {"settings": task.settings.key(), "devices": list(verifier.devices)})
+                self.on_event("verifier", {"settings": task.settings.describe(), "key": task.settings.key(),
+                                            "devices": list(verifier.devices)})
         return task.settings, verifier, _device_tag(verifier)
 
     # lifetime -------------------------------------------------------------------------------------------

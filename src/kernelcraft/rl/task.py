@@ -35,6 +35,11 @@ class Settings:
         return (f"{self.device}|{self.policy}|{self.size}|t{self.trials}|"
                 f"{'c' if self.compile_baseline else 'nc'}|b{self.timing_budget_s:g}")
 
+    def describe(self) -> str:
+        """The settings in words: "policy strict, auto sizes, 6 trials, torch.compile timed, 6 s of timing"."""
+        return (f"policy {self.policy}, {self.size} sizes, {self.trials} trials, torch.compile "
+                f"{'timed' if self.compile_baseline else 'not timed'}, {self.timing_budget_s:g} s of timing")
+
     def verify_config(self, cache_dir: Path | None = None) -> VerifyConfig:
         config = VerifyConfig(policy=self.policy, trials=self.trials, size=self.size,
                               compile_baseline=self.compile_baseline, timing=TimingConfig(budget_s=self.timing_budget_s))

@@ -154,6 +154,9 @@ class Case:
                              f"allocated{state}:\n{reply.get('traceback') or reply['error']}")
         elif reply.get("reason") == "output_not_tensor":
             self.result.fail("incorrect", "output_not_tensor", reply["error"])
+        elif reply.get("exit"):  # SystemExit from the candidate's code: an exit, not a verdict
+            self.result.fail("runtime_error", "early_exit", f"the candidate's code raised {reply['error']} inside "
+                             f"its call (an exit is no output):\n{reply.get('traceback') or ''}".rstrip())
         else:
             self.result.fail("runtime_error", "candidate_raised", reply.get("traceback") or reply["error"])
 

@@ -58,8 +58,8 @@ def _guarded(fn):
     def call(*args):
         try:
             return fn(*args)
-        except Exception as exc:  # noqa: BLE001 - everything the candidate raises is a finding
-            raise CandidateFault() from exc
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - everything the candidate raises is a finding (an
+            raise CandidateFault() from exc     # exit too: said as the candidate's, not as the worker dying)
     return call
 
 
@@ -103,7 +103,8 @@ class Worker:
         if own and cause.__traceback__ is not None and cause.__traceback__.tb_next is not None:
             cause = cause.with_traceback(cause.__traceback__.tb_next)  # from the candidate's call, not our wrapper
         reply = {"error": f"{type(cause).__name__}: {cause}", "traceback": _trimmed_traceback(cause),
-                 "compile_error": type(cause).__name__ in ("CompileError", "ObjectOnlyBuild")}
+                 "compile_error": type(cause).__name__ in ("CompileError", "ObjectOnlyBuild"),
+                 "exit": isinstance(cause, SystemExit)}
         if isinstance(cause, torch.OutOfMemoryError):
             reply["oom"] = "candidate" if own else "harness"
             reply["memory"] = self._memory()
