@@ -37,6 +37,13 @@ def test_export_each_kind_and_say_what_was_written(runs, tmp_path, capsys):
     assert summary["duplicates_dropped"] == 1 and summary["filters"] == {"min_speedup": 0.0, "baseline": "eager",
                                                                           "model": "scripted-model"}
 
+    none = tmp_path / "none.jsonl"  # candidates read and none kept: said why, and what keeps more
+    assert main(["export", runs.tree, str(none), "--kind", "sft", "--store", db, "--min-speedup", "1e9"]) == 0
+    text = capsys.readouterr()
+    assert "wrote 0 sft row(s)" in text.out and "no row: no candidate passed the filters above" in text.err
+    from kernelcraft.cli.export import _why_none
+    assert _why_none("sft", None, "eager").endswith("--min-speedup 0 keeps every correct one")
+
     rl = tmp_path / "rl.jsonl"
     assert main(["export", runs.bench_id, str(rl), "--kind", "rl", "--store", db, "--format", "parquet"]) == 0
     text = capsys.readouterr()

@@ -85,18 +85,31 @@ def _first_line(exc: BaseException, limit: int = 300) -> str:
 
 def _fx_capture(model: nn.Module) -> Captured:
     gm = fx.symbolic_trace(model)
-    notes = []
+    undone: list[str] = []  # the in-place ops computed out of place: a module's path, else the op's name
+    lowered = {}  # an in-place module's call, as lowered -> its module's path
     for node in list(gm.graph.nodes):
-        if node.op == "call_module" and _lower_leaf(gm, node):
-            notes.append(f"in-place {node.target} computed out of place")
+        if node.op == "call_module":
+            target, call = node.target, _lower_leaf(gm, node)
+            if call is not None:
+                lowered[call] = target
     for node in list(gm.graph.nodes):
         if _is_inplace(node):
             _undo_inplace(node)
-            notes.append(f"in-place {_name(node)} computed out of place")
+            undone.append(lowered.get(node, _name(node)))
+        elif node in lowered:  # lowered with no in-place argument left
+            undone.append(lowered[node])
     gm.graph.eliminate_dead_code()
     gm.delete_all_unused_submodules()
     gm.recompile()
-    return Captured(gm, "fx", notes)
+    return Captured(gm, "fx", [_undone_note(undone)] if undone else [])
+
+
+def _undone_note(undone: list[str]) -> str:
+    """One note for every in-place op computed out of place (ResNet-50's 16 ReLUs were 32 notes)."""
+    counts = {name: undone.count(name) for name in dict.fromkeys(undone)}  # a module called twice: once, x2
+    names = [name + (f" x{n}" if n > 1 else "") for name, n in counts.items()]
+    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return f"in-place ops computed out of place ({len(undone)}): {shown}"
 
 
 def _attr(graph: fx.Graph, module_name: str, attr: str, module: nn.Module):
@@ -173,16 +186,16 @@ _LEAVES = {
 _IDENTITY = (nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)
 
 
-def _lower_leaf(gm: fx.GraphModule, node: fx.Node) -> bool:
-    """Replace a call_module node by the functional call its module makes (out of place); whether the module
-    was an in-place one (nn.ReLU(inplace=True)), which is allowed only where that changes nothing."""
+def _lower_leaf(gm: fx.GraphModule, node: fx.Node) -> fx.Node | None:
+    """Replace a call_module node by the functional call its module makes; that call where the module was an
+    in-place one (nn.ReLU(inplace=True), allowed only where that changes nothing), else None."""
     module = gm.get_submodule(node.target)
     if len(node.args) != 1 or node.kwargs:
         raise _NotFunctional(f"its {type(module).__name__} module is called with several arguments")
     if isinstance(module, _IDENTITY):
         node.replace_all_uses_with(node.args[0])
         gm.graph.erase_node(node)
-        return False
+        return None
     lower = _LEAVES.get(type(module))
     if lower is None or getattr(module, "padding_mode", "zeros") != "zeros":
         raise _NotFunctional(f"its {type(module).__name__} module has no functional form here")
@@ -191,10 +204,10 @@ def _lower_leaf(gm: fx.GraphModule, node: fx.Node) -> bool:
         call = gm.graph.call_function(fn, tuple(args), kwargs[0] if kwargs else None)
     node.replace_all_uses_with(call)
     gm.graph.erase_node(node)
-    inplace = getattr(module, "inplace", False) is True
-    if inplace:
-        _check_overwrite(call, type(module).__name__)
-    return inplace
+    if getattr(module, "inplace", False) is not True:
+        return None
+    _check_overwrite(call, type(module).__name__)
+    return call
 
 
 _INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,

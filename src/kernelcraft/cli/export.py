@@ -64,4 +64,15 @@ def run(args) -> int:
     print(f"wrote {summary['rows']} {args.kind} row(s) ({fmt}) to {path}\n"
           f"from {stats['runs']} run(s), {stats['candidates']} candidate(s) read; filters: {shown}"
           + (f"; {stats['duplicates']} duplicate chat(s) dropped" if stats["duplicates"] else ""))
+    if not summary["rows"] and stats["candidates"]:
+        print(_why_none(args.kind, args.min_speedup, args.baseline), file=sys.stderr)
     return EXIT_OK
+
+
+def _why_none(kind: str, min_speedup: float | None, baseline: str) -> str:
+    """Why an export of candidates that were read wrote no row, and what keeps more."""
+    if kind == "sft" and min_speedup is None:
+        return (f"no row: sft keeps correct kernels faster than {baseline} beyond the timing noise, and none of these "
+                "was; --min-speedup 0 keeps every correct one")
+    return "no row: no candidate passed the filters above; loosen them to keep more"
+

@@ -18,7 +18,7 @@ def apply_view(summary: dict) -> Group:
     if summary.get("method"):
         title += f" · captured with {summary['method']} · {summary['device']}"
     table = Table(title=title, title_justify="left")
-    for col in ("region", "kind", "share", "PyTorch", "kernel", "× eager", "× compile", "", "run"):
+    for col in ("region", "kind", "share", "PyTorch", "kernel", "× eager", "× compile", "what became of it", "run"):
         table.add_column(col, justify="right" if col in ("share", "PyTorch", "kernel", "× eager", "× compile")
                          else "left")
     for r in summary["regions"]:
