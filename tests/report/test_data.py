@@ -109,6 +109,23 @@ def test_compare_two_runs_and_two_benches(runs, tree):
     assert relu["a"]["correct"] and relu["b"]["correct"]
     with pytest.raises(ValueError, match="not a run with a bench"):
         data.compare(tree, data.bench_report(runs.store, runs.bench_a))
+    assert both["warnings"] == []  # one problem, one device
+
+
+def test_two_runs_of_different_problems_compared_say_so(runs, tree):
+    import copy
+
+    other = copy.deepcopy(data.run_report(runs.store, runs.sample))
+    other["run"]["problem"] = "level1/sigmoid"
+    warnings = data.compare(tree, other)["warnings"]
+    assert warnings == [f"A and B are runs of different problems ({tree['run']['problem']}, level1/sigmoid): their "
+                        "times are not comparable, and each speedup is over its own problem's baseline"]
+    from rich.console import Console
+
+    from kernelcraft.report.terminal import compare_view
+    console = Console(width=250, record=True)
+    console.print(compare_view(data.compare(tree, other)))
+    assert "note: A and B are runs of different problems" in console.export_text()
 
 
 def test_a_bench_counts_the_problems_it_could_not_cover(verifier, tmp_path):

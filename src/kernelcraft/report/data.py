@@ -253,12 +253,24 @@ def compare(a: dict, b: dict) -> dict:
     if a["kind"] != b["kind"] or a["kind"] == "apply":
         raise ValueError("compare two runs or two benches (not a run with a bench, nor applies)")
     if a["kind"] == "run":
-        return {"kind": "compare_runs", "a": a, "b": b, "rows": [
+        return {"kind": "compare_runs", "a": a, "b": b, "warnings": _unlike(_headline(a), _headline(b)), "rows": [
             {"field": f, "label": label, "a": _headline(a)[f], "b": _headline(b)[f]} for f, label in COMPARED.items()]}
     problems = sorted({r["problem"] for r in a["problems"]} | {r["problem"] for r in b["problems"]})
     pa, pb = ({r["problem"]: r for r in x["problems"]} for x in (a, b))
     rows = [{"problem": p, "a": pa.get(p), "b": pb.get(p)} for p in problems]
     return {"kind": "compare_benches", "a": a, "b": b, "rows": rows}
+
+
+def _unlike(a: dict, b: dict) -> list[str]:
+    """What makes two runs' figures not comparable side by side: another problem, another device."""
+    out = []
+    if a["problem"] != b["problem"]:
+        out.append(f"A and B are runs of different problems ({a['problem']}, {b['problem']}): their times are not "
+                   "comparable, and each speedup is over its own problem's baseline")
+    if a["device"] != b["device"]:
+        out.append(f"A and B ran on different devices ({a['device']}, {b['device']}): their times are each the "
+                   "device's")
+    return out
 
 
 def _headline(report: dict) -> dict:

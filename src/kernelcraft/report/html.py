@@ -371,7 +371,8 @@ def _compare_page(report: dict) -> str:
                       _figure(plots.roofline_chart(series), "Best kernels against their roofline floor.", NO_ROOFLINE)]
         details = [f'<h2><span class="{k.lower()}">{k}</span> · run {e(_ident(r))}</h2>'
                    f"{_run_sections(r, k)}" for k, r in series]
-        return "\n".join([head, banner, "<h2>Comparison</h2>", table, traj, '<h2>Plots</h2><div class="plots">',
+        warned = "".join(f'<p class="note">{e(w)}</p>' for w in report.get("warnings") or [])
+        return "\n".join([head, banner, warned, "<h2>Comparison</h2>", table, traj, '<h2>Plots</h2><div class="plots">',
                           *plots_html, "</div>", *details])
     rows = []
     for row in report["rows"]:

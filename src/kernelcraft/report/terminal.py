@@ -162,7 +162,7 @@ def run_view(run: "RunOutcome", show_error: bool = True) -> Group:
         rounds.add_column(col, justify="right" if col not in ("idea",) else "left")
     for t in run.trajectory:
         rounds.add_row(str(t["round"]), str(t["candidates"]), str(t["correct"]), _ms(t["best_runtime_ms"]),
-                       _x(t["best_speedup_eager"]), _x(t["best_speedup_compile"]), (t["best_idea"] or "")[:70])
+                       _x(t["best_speedup_eager"]), _x(t["best_speedup_compile"]), _idea(t["best_idea"]))
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(c.by_status.items()))
     cost = f"${c.cost:.4f}" + (f" (+{c.unpriced_calls} calls unpriced)" if c.unpriced_calls else "")
     facts = Text(f"candidates {c.candidates} ({statuses or 'none'}) · calls {c.calls} "
@@ -227,6 +227,15 @@ def devices_view(usage: list[dict]) -> list:
 
 
 
+IDEA_CHARS = 240  # an idea in a table: whole, wrapped, up to this (ideas sharing their first 70 read as one)
+
+
+def _idea(text: str | None) -> str:
+    """An idea's text for a table cell: whole where it fits IDEA_CHARS, else cut at a word's end, said so."""
+    text = " ".join((text or "").split())
+    return text if len(text) <= IDEA_CHARS else text[:IDEA_CHARS].rsplit(" ", 1)[0] + " …"
+
+
 def runs_view(rows: list[dict]) -> Table:
     table = Table(title="runs", title_justify="left")
     for col in ("id", "problem", "strategy", "proposer", "status", "candidates", "best × eager", "tokens", "cost"):
@@ -246,7 +255,7 @@ def candidates_view(rows: list[dict]) -> Table:
         table.add_column(col, justify="right" if col in ("round", "time", "× eager") else "left")
     for c in rows:
         table.add_row(c["key"], str(c["round"]), c["status"] or "", _ms(c["runtime_ms"]), _x(c["speedup_eager"]),
-                      (c.get("idea") or "")[:70])
+                      _idea(c.get("idea")))
     return table
 
 
@@ -367,7 +376,8 @@ def compare_view(report: dict) -> Group:
         for r in report["rows"]:
             f = fmt.get(r["field"], str)
             table.add_row(r["label"], "—" if r["a"] is None else f(r["a"]), "—" if r["b"] is None else f(r["b"]))
-        parts = [table, trajectory_table(a, "A: best kernel by round"), trajectory_table(b, "B: best kernel by round")]
+        parts = [*(Text(f"note: {w}", style="yellow") for w in report.get("warnings") or []), table,
+                 trajectory_table(a, "A: best kernel by round"), trajectory_table(b, "B: best kernel by round")]
     else:
         table = Table(title=f"A {a['bench']['bench_id']}  vs  B {b['bench']['bench_id']}", title_justify="left")
         for col in ("problem", "A best", "B best", "A × eager", "B × eager", "A × compile", "B × compile"):

@@ -1,0 +1,21 @@
+"""The terminal's tables: what a cell holds."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from kernelcraft.report.terminal import IDEA_CHARS, _idea, candidates_view
+
+
+def test_ideas_that_share_their_first_words_read_apart_in_the_candidates_table():
+    """Three ideas the engineer wrote with the same first 70 characters read as one idea when cut there."""
+    head = "Tile the reduction over 4096-element blocks with one program per row and "
+    ideas = [head + tail for tail in ("vectorized loads", "a two-pass max", "a persistent grid")]
+    rows = [{"key": f"r01/i0{i}", "round": 1, "status": "ok", "runtime_ms": 1.0, "speedup_eager": 1.1, "idea": idea}
+            for i, idea in enumerate(ideas)]
+    console = Console(width=300, record=True)
+    console.print(candidates_view(rows))
+    text = console.export_text()
+    assert all(tail in text for tail in ("vectorized loads", "a two-pass max", "a persistent grid"))
+    long = "word " * 100
+    assert len(_idea(long)) <= IDEA_CHARS + 2 and _idea(long).endswith("word …") and _idea(None) == ""
