@@ -305,6 +305,10 @@ def test_second_store_on_the_same_file_reads_the_first(tmp_path):
 def test_default_path_and_ids(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELCRAFT_HOME", str(tmp_path / "kc.db"))
     assert default_path() == tmp_path / "kc.db"
+    monkeypatch.setenv("KERNELCRAFT_HOME", str(tmp_path))  # a directory, as the name says: it holds runs.db
+    assert default_path() == tmp_path / "runs.db"
+    monkeypatch.setenv("KERNELCRAFT_HOME", str(tmp_path / "new") + "/")  # one that does not exist yet
+    assert default_path() == tmp_path / "new" / "runs.db"
     a, b = new_id("bench-"), new_id()
     assert a.startswith("bench-") and a != "bench-" + b
     assert len(b.split("-")) == 3 and len(b.split("-")[2]) == 4

@@ -154,8 +154,13 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def default_path() -> Path:
+    """The store when none is named: $KERNELCRAFT_HOME (a directory, which then holds runs.db, or the database
+    file itself), else ~/.kernelcraft/runs.db."""
     home = os.environ.get("KERNELCRAFT_HOME")
-    return Path(home) if home else Path.home() / ".kernelcraft" / "runs.db"
+    if not home:
+        return Path.home() / ".kernelcraft" / "runs.db"
+    path = Path(home).expanduser()
+    return path / "runs.db" if path.is_dir() or home.endswith(("/", os.sep)) else path
 
 
 def new_id(prefix: str = "") -> str:

@@ -258,6 +258,16 @@ def test_problems_list_by_level(main):
     assert empty.stderr.strip() == "kernelcraft problems: no problems at level 4 (levels here: 1, 2, 3)"
 
 
+def test_problems_show_at_full_sizes_says_a_cpu_times_small_ones(main):
+    import torch
+
+    shown = main("problems", "show", "level1/softmax")
+    assert shown.returncode == 0 and "(4096, 65536)" in shown.stdout
+    said = "note: this machine has no GPU: eval and run take the problem's small sizes here"
+    assert (said in shown.stderr) == (not torch.cuda.is_available())
+    assert said not in main("problems", "show", "level1/softmax", "--small").stderr
+
+
 def test_problems_show_small(main):
     info = json.loads(main("problems", "show", "level1/softmax", "--small", "--json").stdout)
     assert info["inputs"] == [{"shape": [37, 1000], "dtype": "float32"}]

@@ -18,13 +18,15 @@ NAME = "apply"
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="make a whole model faster: optimize its hot regions and swap the kernels in")
     p.add_argument("target", metavar="MODEL", nargs="?",
-                   help="the model's KernelBench-format file (Model, get_inputs, get_init_inputs), or a suite name")
+                   help="a Python file defining `model` (an nn.Module, or a function returning one) and "
+                        "`example_inputs` (a tensor or a list of them, or a function returning them), its weights "
+                        "kept; or a KernelBench-format file (Model, get_inputs, get_init_inputs); or a suite name")
     p.add_argument("--resume", metavar="APPLY", help="continue a stopped apply (its settings are stored)")
     p.add_argument("--list", action="store_true", help="list the store's applies and exit")
     p.add_argument("--show", metavar="APPLY", help="show a stored apply (an id or a unique prefix) and exit")
     p.add_argument("--budget-minutes", type=amount(), default=None,
                    help="the whole apply's wall time: capture, profile, the regions' runs (split by their share "
-                        "of the model's time) and the end-to-end verdict")
+                        "of the model's time) and the end-to-end verdicts (at real sizes on a GPU, 5 or more)")
     p.add_argument("--min-share", type=amount(0.0, 1.0, low_allowed=True), default=0.02,
                    help="regions under this share of the model's time stay as they are (default 0.02)")
     p.add_argument("--replace", choices=["faster", "correct"], default="faster",

@@ -116,7 +116,9 @@ def add_target_args(p, device_default: str, device_help: str) -> None:
 
 
 def add_store_arg(p) -> None:
-    p.add_argument("--store", type=Path, default=None, help="the run store (default ~/.kernelcraft/runs.db)")
+    p.add_argument("--store", type=Path, default=None,
+                   help="the run store, a SQLite file (default: $KERNELCRAFT_HOME, a directory holding runs.db or the "
+                        "file itself; else ~/.kernelcraft/runs.db)")
 
 
 PROPOSER_HELP = ("PROVIDER/NAME: openai/…, anthropic/…, gemini/…, openrouter/…, deepseek/…, vllm/…, sglang/…, "

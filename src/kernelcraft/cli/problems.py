@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from kernelcraft.cli.common import EXIT_OK, Parser, UsageError, add_size_args, show, usage_errors
 
@@ -45,5 +46,14 @@ def run(args) -> int:
             from kernelcraft.report.terminal import problem_view
 
             show(problem_view(info))
+            if not args.small and not _has_gpu():  # what eval and run would time here is not what is shown
+                print("note: this machine has no GPU: eval and run take the problem's small sizes here "
+                      "(--size auto); `kernelcraft problems show --small` shows those", file=sys.stderr)
         return EXIT_OK
     raise UsageError("kernelcraft problems: choose list or show")
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

@@ -203,8 +203,9 @@ def build_server(defaults: Defaults) -> tuple[MCPServer, Runs]:
 
     @server.tool()
     def start_apply(problem: Annotated[str, Field(description=(
-                        "the model: a path to a KernelBench-format file (class Model, get_inputs, get_init_inputs), "
-                        "a suite name such as level3/mlp, or the file's source text"))],
+                        "the model: a path to a Python file defining `model` and `example_inputs` (its weights "
+                        "kept) or a KernelBench-format file (class Model, get_inputs, get_init_inputs), a suite name "
+                        "such as level3/mlp, or the file's source text"))],
                     model: Annotated[str | None, Field(description=(
                         "PROVIDER/NAME of an LLM to propose kernels; default: $KERNELCRAFT_MODEL, else the built-in "
                         "kernel engineer"))] = None,

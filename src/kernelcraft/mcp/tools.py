@@ -198,4 +198,8 @@ def apply_status(store_path: Path, apply_id: str) -> dict:
     if compiled.get("end_to_end"):
         c = compiled["end_to_end"]
         compiled["end_to_end"] = {k: c.get(k) for k in SUMMARY_KEYS if k in c} | {"message": c["message"][:2000]}
+    graphs = summary.get("compile_graphs")  # torch.compile of the model with CUDA graphs, verified (cuda_graphs.py)
+    if graphs:
+        summary["compile_graphs"] = {k: graphs.get(k) for k in SUMMARY_KEYS if k in graphs} | {
+            "message": graphs["message"][:2000]}
     return summary

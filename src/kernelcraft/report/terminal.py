@@ -37,9 +37,23 @@ def _x(value) -> str:
     return f"{value:.2f}×" if value >= 0.1 else f"{value:.2g}×"  # CPU runs can be 1000× slower than eager
 
 
+def _sizes_word(sizes: dict) -> str:
+    """", full sizes", ", SMALL_SIZES" or ", derived sizes batch_size=16 (full: 4096)" for a verdict's sizes."""
+    if not sizes or not sizes.get("source"):
+        return ""
+    from kernelcraft.problems.sizes import Sizes
+
+    try:
+        return ", " + Sizes(sizes.get("constants") or {}, sizes["source"], sizes.get("full") or {},
+                            sizes.get("note", "")).describe()
+    except TypeError:  # a record from before the sizes were kept so
+        return ""
+
+
 def result_view(r: Result) -> Group:
     head = Text.assemble((r.status.upper(), _STYLE.get(r.status, "bold")),
-                         f"  {r.candidate} ({r.backend}) on {r.problem}  [{r.device}, policy {r.policy}]")
+                         f"  {r.candidate} ({r.backend}) on {r.problem}  [{r.device}, policy {r.policy}"
+                         f"{_sizes_word(r.sizes)}]")
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="dim")
     table.add_column()
