@@ -29,6 +29,11 @@ class Status(str, Enum):
         return self.value
 
 
+# A verdict's reason where the verifier was stopped (Ctrl-C, SIGTERM) while it judged: `verifier_error`, no verdict
+# at all. A run stores none for it (the candidate stays unevaluated: a resumed run judges it).
+INTERRUPTED = "interrupted"
+
+
 STATUSES = tuple(s.value for s in Status)
 # Before schema 2 of the store a fault of the harness itself was `runtime_error` with the reason
 # `verifier_error`, counted against the candidate; it is now the status `verifier_error`, reason `verifier_fault`.

@@ -321,3 +321,69 @@ def test_piped_output_carries_no_trailing_padding(argv):
     if argv[1] == "list":
         assert any("level1/softmax" in line and "Softmax over dim=1 of a (4096, 65536) matrix." in line
                    for line in lines)
+
+
+SLOW = '''import time
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, tl.where(x < 0, 0.0, x), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        time.sleep(2.0)
+        y = torch.empty_like(x)
+        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        return y
+'''
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_eval_stops_within_seconds_of_ctrl_c_and_leaves_no_worker(tmp_path, signum):
+    """Ctrl-C (or SIGTERM) while a candidate is judged: the worker is killed and eval exits 130 at once. It used to
+    judge on to the verdict's end (143 s with --trials 5000), the candidate's worker running meanwhile."""
+    import signal
+    import time
+
+    import psutil
+
+    path = tmp_path / "slow.py"
+    path.write_text(SLOW)
+    proc = subprocess.Popen([sys.executable, "-m", "kernelcraft.cli", "eval", "level1/relu", str(path), "--device",
+                             "cpu", "--no-compile-baseline", "--trials", "30", "--cache-dir", str(tmp_path / "c")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    def descendants() -> list:
+        try:
+            return psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            return []
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(descendants()) < 2:  # a worker (and its fork server) started
+        time.sleep(0.5)
+    time.sleep(8.0)  # into the trials, each call of the candidate 2 s
+    workers = descendants()
+    assert workers, "no worker started"
+    sent = time.monotonic()
+    proc.send_signal(getattr(signal, signum))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert time.monotonic() - sent < 20, err[-2000:]  # 30 trials of 2 s each would take over a minute
+    assert "kernelcraft: interrupted" in err
+    time.sleep(1.0)
+    def alive(worker) -> bool:
+        try:
+            return worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+    assert not [w for w in workers if alive(w)]

@@ -43,10 +43,12 @@ def run(args) -> int:
     if not args.json:
         print(f"evaluating {candidate.name} ({candidate.backend}) on {problem.name} "
               f"[{evaluation.verifier.devices[0]}, {sizes.describe()}, {args.policy}]…", file=sys.stderr)
+    from kernelcraft.cli.run import terminate_as_interrupt
     from kernelcraft.verify.integrity import HarnessTampered
 
     try:
-        result = evaluation.run()
+        with terminate_as_interrupt():  # SIGTERM as Ctrl-C: the worker killed, not left judging
+            result = evaluation.run()
     except HarnessTampered as exc:  # no verdict to show: one line on stderr, as for any failure of the tool
         print(f"kernelcraft {NAME}: {exc}", file=sys.stderr)
         return EXIT_FAIL

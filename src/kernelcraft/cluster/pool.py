@@ -160,7 +160,8 @@ class ClusterVerifier(JobFront):
             return {"busy": busy, "idle": len(alive) - busy, "queued": len(self._queue),
                     "lost": sum(1 for s in self._slots if s.lost), "starting": len(self._starting)}
 
-    def close(self) -> None:
+    def close(self, cancel: bool = False) -> None:
+        """Let the actors go (`cancel`, Ctrl-C: killed at once, their evaluations with them, not closed in turn)."""
         with self._lock:
             if self._closed:
                 return
@@ -168,12 +169,13 @@ class ClusterVerifier(JobFront):
             slots = list(self._slots) + list(self._starting.values())
         thread = getattr(self, "_thread", None)
         if thread is not None and thread is not threading.current_thread():
-            thread.join()  # before Ray goes: a call into Ray after its shutdown ends the process
+            thread.join(10.0 if cancel else None)  # before Ray goes: a call into Ray after its shutdown ends the process
         for s in slots:
-            try:
-                self._ray.get(s.actor.close.remote(), timeout=60)
-            except Exception:  # noqa: BLE001 - a lost actor has nothing to close
-                pass
+            if not cancel:
+                try:
+                    self._ray.get(s.actor.close.remote(), timeout=60)
+                except Exception:  # noqa: BLE001 - a lost actor has nothing to close
+                    pass
             self._ray.kill(s.actor)
         release()
 

@@ -27,6 +27,7 @@ from kernelcraft.propose.base import Answer, FatalProposerError, Idea, Kernel, P
 from kernelcraft.propose.feedback import OUTPUT_LIMIT
 from kernelcraft.propose.parse import parse_ideas, parse_kernel
 from kernelcraft.ranking import ranked
+from kernelcraft.result import INTERRUPTED
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.history import round_failures, run_target, tried_ideas
 from kernelcraft.search.profiling import RunProfiler
@@ -381,6 +382,9 @@ class Engine:
                 return
             try:
                 result = fut.result()
+                if INTERRUPTED in result.reasons:  # the verifier stopped mid-verdict: none stored, judged on resume
+                    self._finish(cand, out)
+                    return
                 if duplicate:  # the same source was evaluated for an earlier candidate: its verdict
                     result = replace(result, duplicate=True)
                 t0 = time.monotonic()

@@ -79,6 +79,7 @@ class BuildPool:
                                        thread_name_prefix="kernelcraft-build")
         self._lock = threading.Lock()
         self._inflight: dict[str, Future] = {}
+        self._stopping = False  # abort(): builds in progress are killed at their next check
 
     def submit(self, candidate: Candidate, arch_list: str) -> Future:
         key = build_key(candidate.source, arch_list)
@@ -92,7 +93,11 @@ class BuildPool:
         outcome = self._recorded(record, key)
         if outcome is not None:
             return outcome
-        watch = self.integrity.check if self.integrity is not None else None
+        def watch():  # a change to the harness, or the verifier stopping, kills the build (and it is not recorded)
+            if self._stopping:
+                return "the verifier was stopped"
+            return self.integrity.check() if self.integrity is not None else None
+
         outcome = run_build(candidate.source, inline_cache(self.cache_dir, candidate.source, arch_list), arch_list,
                             self.timeout, sandbox=self.sandbox, cache_dir=self.cache_dir, limits=self.limits,
                             watch=watch)
@@ -119,6 +124,11 @@ class BuildPool:
         if outcome is not None:
             outcome.cached = True
         return outcome
+
+    def abort(self) -> None:
+        """Stop (Ctrl-C): builds not started are dropped, those running killed within a second."""
+        self._stopping = True
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -31,7 +31,7 @@ from kernelcraft.candidate import Candidate
 from kernelcraft.problems import Problem
 from kernelcraft.problems.cost import Cost, compute_cost
 from kernelcraft.problems.sizes import Sizes, module_constants, resolve_sizes
-from kernelcraft.result import Result, Status
+from kernelcraft.result import INTERRUPTED, Result, Status
 from kernelcraft.verify import judge, speed
 from kernelcraft.verify import target as target_mod
 from kernelcraft.verify.attribution import declared_kernels
@@ -116,6 +116,7 @@ class Supervisor:
                 self.worker_env["KERNELCRAFT_CPU_CORES"] = ",".join(str(c) for c in sorted(self.cores))
         self.workers = Workers(self.device, config, self.worker_env)
         self.restarts = 0  # workers lost to crashes
+        self.aborted = False  # abort(): stopping, every verdict from here on "interrupted"
         self.device_lock = DeviceLock(device_key(self.device))
         self.too_large: dict[str, str] = {}  # problem key -> why it cannot be evaluated here
 
@@ -130,6 +131,12 @@ class Supervisor:
 
     def close(self) -> None:
         self.workers.close()
+
+    def abort(self) -> None:
+        """Stop now (Ctrl-C or SIGTERM): the evaluation in progress has its workers killed and its verdict is
+        `verifier_error` / `interrupted`, which never counts against the kernel (a resumed run judges it again)."""
+        self.aborted = True
+        self.workers.abort()
 
     # -- the reference side ---------------------------------------------------------------------
 
@@ -238,6 +245,11 @@ class Supervisor:
             finally:
                 _WAIT_UNTIL.reset(bound)
                 result.wall_seconds = round(time.perf_counter() - start + build_wait, 3)
+            if self.aborted:  # whatever the killed workers left it saying: not judged
+                stopped = Result(problem.name, candidate.name, candidate.backend, device=self.device_name,
+                                 policy=self.policy.name, versions=result.versions, wall_seconds=result.wall_seconds)
+                return stopped.fail("verifier_error", INTERRUPTED, "stopped (Ctrl-C or SIGTERM) before its verdict: "
+                                    "not judged")
             return result
 
     def _evaluate(self, problem, candidate, build, result: Result, ahead: int) -> None:

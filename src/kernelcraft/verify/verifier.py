@@ -69,14 +69,15 @@ class JobFront(abc.ABC):
         """Queue one job; the future holds its Result."""
 
     @abc.abstractmethod
-    def close(self) -> None:
-        """Stop judging and let go of the devices."""
+    def close(self, cancel: bool = False) -> None:
+        """Stop judging and let go of the devices; `cancel` (Ctrl-C): at once, the evaluation in progress stopped and
+        those queued withdrawn, not judged to their end."""
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, *exc) -> None:
+        self.close(cancel=kind is not None and issubclass(kind, KeyboardInterrupt))
 
     def evaluate(self, problem: Problem, candidate: Candidate) -> Result:
         return self.submit(Job(problem, candidate)).result()
@@ -94,6 +95,9 @@ def least_busy(devices: int, judging, targets: list[int]) -> int:
     """The device to measure a target on: the fewest targets in flight plus one for a candidate being judged
     (`judging` holds the indices of those judging), the first of equals."""
     return min(range(devices), key=lambda i: (targets[i] + (i in judging), i))
+
+
+STOP_WAIT_S = 10.0  # close(cancel=True): how long a device's driver is waited for once its workers are killed
 
 
 class Verifier(JobFront):
@@ -124,11 +128,22 @@ class Verifier(JobFront):
         self._started = time.monotonic()
         self._profiler = None
 
-    def close(self) -> None:
+    def close(self, cancel: bool = False) -> None:
+        if cancel:  # Ctrl-C: the jobs queued withdrawn, the ones being judged stopped (their workers killed)
+            self.builds.abort()
+            while True:
+                try:
+                    item = self._todo.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[2].cancel()
+            for sup in self.supervisors:
+                sup.abort()
         for _ in self._drivers:
             self._todo.put(None)
         for t in self._drivers:
-            t.join()
+            t.join(STOP_WAIT_S if cancel else None)
         self._drivers = []
         for sup in self.supervisors:
             sup.close()

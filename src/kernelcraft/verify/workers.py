@@ -34,6 +34,8 @@ class Workers:
         self.fork_server: ForkServer | None = None  # under worker_start="fork"
         self.fork_failure = ""  # why workers are spawned after all
         self.taken = 0  # workers taken for candidates
+        self.active: set[WorkerProcess] = set()  # taken and not yet retired: the one judging
+        self._active_lock = threading.Lock()
 
     def spawn(self) -> WorkerProcess:
         """A worker starting now (`ready()` waits for its start)."""
@@ -69,6 +71,8 @@ class Workers:
         would wait for a worker's start, 0.9 s a candidate in a bench of level-1 problems on an H200)."""
         worker = self.standby.pop(0) if self.standby else self.spawn()
         self.taken += 1
+        with self._active_lock:
+            self.active.add(worker)
         for _ in range(standby_to_start(self.device.type, ahead, self.taken, self.config.standby_workers,
                                         len(self.standby))):
             self.standby.append(self.spawn())  # they warm up while this one works
@@ -86,6 +90,8 @@ class Workers:
 
     def retire(self, worker: WorkerProcess) -> None:
         """Kill a worker and reap it in the background: its exit overlaps the next candidate's start."""
+        with self._active_lock:
+            self.active.discard(worker)
         worker.kill(wait=False)
         reaper = threading.Thread(target=worker.reap, name="worker-reaper", daemon=True)
         reaper.start()
@@ -95,6 +101,14 @@ class Workers:
         """Wait for killed workers to be gone (their device memory back) before the next work on the device."""
         while self.exiting:
             self.exiting.pop().join()
+
+    def abort(self) -> None:
+        """Kill every worker now, the one judging included (Ctrl-C): its evaluation's next word with it fails at
+        once, rather than the call going on to its end."""
+        with self._active_lock:
+            doomed = [*self.active, *self.standby]
+        for worker in doomed:
+            worker.kill(wait=False)
 
     def close(self) -> None:
         self.settle()
