@@ -67,7 +67,7 @@ def _regions(a: dict) -> str:
              e(g["reason"]),
              f'<a href="#run-{e(g["run_id"])}" class="mono">{e(g["run_id"])}</a>' if g["run_id"] else ""]
             for g in a.get("regions", [])]
-    return _table(["region", "kind", "share", "PyTorch", "kernel", "× eager", "× compile", "", "why", "run"], rows,
+    return _table(["region", "kind", "share", "PyTorch", "kernel", "× eager", "× compile", "status", "why", "run"], rows,
                   {2, 3, 4, 5, 6},
                   "share: of the model's time (profile); PyTorch: the verifier's time beside the kernel's, where the "
                   "region ran")
