@@ -285,7 +285,9 @@ def test_problems_show_small_derives_for_upstream_files(main):
 
 def test_human_readable_show(main):
     proc = main("problems", "show", "level1/relu")
-    assert proc.returncode == 0 and "level1/relu" in proc.stdout and proc.stderr == ""
+    assert proc.returncode == 0 and "level1/relu" in proc.stdout
+    assert proc.stderr in ("", "note: this machine has no GPU: eval and run take the problem's small sizes here "
+                                "(--size auto); `kernelcraft problems show --small` shows those\n")  # one line at most
 
 
 @pytest.mark.parametrize("module", ["kernelcraft", "kernelcraft.cli"])

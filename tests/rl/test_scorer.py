@@ -8,7 +8,7 @@ from concurrent.futures import Future
 import pytest
 
 from kernelcraft.rl import Scorer
-from kernelcraft.rl.shape import CORRECT, MALFORMED, WRONG
+from kernelcraft.rl.shape import COMPILE_ERROR, CORRECT, MALFORMED, WRONG
 from tests.rl.conftest import CPU_SHAPE, answer, kernel, row
 
 pytestmark = pytest.mark.slow
@@ -55,10 +55,11 @@ def test_a_kernel_in_another_backend_than_asked_is_malformed_and_not_run(scorer)
 
 
 def test_a_fence_of_broken_python_is_a_syntax_error_not_another_backend(scorer):
-    """`class ModelNew(:` named a torch candidate of the wrong backend; it is Python that does not parse."""
+    """`class ModelNew(:` was malformed as "wrong_backend (torch, asked for triton)"; it is Python that does not
+    parse, judged so by the verifier's syntax check (the compile_error rung, above a malformed answer)."""
     broken = answer("import torch\n\n\nclass ModelNew(:\n    pass\n")
     s = scorer.score(row("level1/relu"), broken)
-    assert s.tier == MALFORMED and s.parse_error == "syntax_error (line 4: invalid syntax)" and s.result is None
+    assert s.parse_error is None and s.tier == COMPILE_ERROR and s.result.reasons == ["syntax_error"], s.to_dict()
 
 
 def test_asyncio_callers_await_a_score(scorer):

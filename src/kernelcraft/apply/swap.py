@@ -76,12 +76,17 @@ def swap(model: nn.Module, directory: str | Path, use: str = "final") -> nn.Modu
         except BaseException:
             del sys.modules[name]
             raise
-    if hasattr(module, SHIM_NAME) and not isinstance(model, module.Model):  # the user's own module, as their file gave it
-        model = as_problem_model(module.Model, model)
-    try:
-        return module.ModelNew.around(model)
-    except (RuntimeError, AttributeError) as exc:
-        raise ApplyError(f"{path}'s kernels do not fit this model: {exc}") from None
+    # a model file's apply: the user's own module, as their file gave it, or the problem's Model (from any load of
+    # the problem's file: not this module's class) holding it
+    forms = [as_problem_model(module.Model, model), model] if hasattr(module, SHIM_NAME) and \
+        not isinstance(model, module.Model) else [model]
+    failed = None
+    for form in forms:
+        try:
+            return module.ModelNew.around(form)
+        except (RuntimeError, AttributeError) as exc:
+            failed = failed or exc
+    raise ApplyError(f"{path}'s kernels do not fit this model: {failed}") from None
 
 
 def _triton_runs_here() -> bool:

@@ -82,6 +82,14 @@ class _Counts:
     malformed: int = 0
 
 
+def _parses(source: str) -> bool:
+    try:
+        syntax.parse(source)
+    except SyntaxError:
+        return False
+    return True
+
+
 class Scorer:
     def __init__(self, verifier=None, *, shape: RewardShape | dict | None = None, cache_dir: str | Path | None = None,
                  device: str | None = None, cache: bool = True, build_workers: int | None = None,
@@ -210,11 +218,8 @@ class Scorer:
             return None, "source_too_large"
         if "\0" in source:
             return None, "not_python"
-        try:  # before the backend is read from it: a fence of broken Python is that, whatever it names
-            syntax.parse(source)
-        except SyntaxError as exc:
-            return None, f"syntax_error (line {exc.lineno}: {exc.msg})"
-        if self.shape.require_backend and task.backend:
+        if self.shape.require_backend and task.backend and _parses(source):  # broken Python is no other backend:
+            # the verifier's syntax check judges it (compile_error, a rung above a malformed answer)
             backend = Candidate(source).backend
             if backend != task.backend:
                 return source, f"wrong_backend ({backend}, asked for {task.backend})"
