@@ -111,6 +111,7 @@ def measure_baselines(sup, problem: Problem, result: Result, unlocked=contextlib
     and first calls (torch.compile's compilation, seconds of CPU) run inside `unlocked()`: the supervisor's
     lock released where the caller may (`Supervisor.target`), so its device judges candidates meanwhile."""
     worker = sup.workers.spawn()
+    sup.workers.hold(worker)  # stopped with the rest on Ctrl-C
     request = sup._load_request(problem, None)
     names = ["eager", "compile"] if sup.config.compile_baseline else ["eager"]
     try:
@@ -130,4 +131,5 @@ def measure_baselines(sup, problem: Problem, result: Result, unlocked=contextlib
             raise RuntimeError(f"timing the reference of {problem.name} failed: {reply['error']}")
         return reply["timings"]["eager"], reply["timings"].get("compile")
     finally:
+        sup.workers.let_go(worker)
         worker.kill()

@@ -242,6 +242,9 @@ class Supervisor:
             bound = _WAIT_UNTIL.set(candidate.wait_until)  # this evaluation's waits for the device's lock
             try:
                 self._evaluate(problem, candidate, build, result, ahead)
+            except Exception:
+                if not self.aborted:  # stopping, a worker refused or killed mid-step is no fault: not judged, below
+                    raise
             finally:
                 _WAIT_UNTIL.reset(bound)
                 result.wall_seconds = round(time.perf_counter() - start + build_wait, 3)

@@ -34,11 +34,14 @@ class Workers:
         self.fork_server: ForkServer | None = None  # under worker_start="fork"
         self.fork_failure = ""  # why workers are spawned after all
         self.taken = 0  # workers taken for candidates
-        self.active: set[WorkerProcess] = set()  # taken and not yet retired: the one judging
+        self.active: set[WorkerProcess] = set()  # taken (or held) and not yet retired: the ones at work
         self._active_lock = threading.Lock()
+        self.stopped = False  # abort(): no worker is started from here on
 
     def spawn(self) -> WorkerProcess:
-        """A worker starting now (`ready()` waits for its start)."""
+        """A worker starting now (`ready()` waits for its start); WorkerDied once the verifier is stopping."""
+        if self.stopped:
+            raise WorkerDied("the verifier was stopped (Ctrl-C or SIGTERM): no worker is started", None)
         cuda_index = (self.device.index or 0) if self.device.type == "cuda" else None
         server = self._fork_server()
         if server is not None:
@@ -102,9 +105,20 @@ class Workers:
         while self.exiting:
             self.exiting.pop().join()
 
+    def hold(self, worker: WorkerProcess) -> None:
+        """Count a worker spawned for other work (a baseline's) as at work: abort() kills it too; the caller kills
+        it when done (`let_go` first)."""
+        with self._active_lock:
+            self.active.add(worker)
+
+    def let_go(self, worker: WorkerProcess) -> None:
+        with self._active_lock:
+            self.active.discard(worker)
+
     def abort(self) -> None:
-        """Kill every worker now, the one judging included (Ctrl-C): its evaluation's next word with it fails at
-        once, rather than the call going on to its end."""
+        """Kill every worker now, those at work included (Ctrl-C): their evaluation's next word with them fails at
+        once, rather than the call going on to its end; and start none after."""
+        self.stopped = True
         with self._active_lock:
             doomed = [*self.active, *self.standby]
         for worker in doomed:
