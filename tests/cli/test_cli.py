@@ -352,8 +352,9 @@ class ModelNew(nn.Module):
 
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
 def test_eval_stops_within_seconds_of_ctrl_c_and_leaves_no_worker(tmp_path, signum):
-    """Ctrl-C (or SIGTERM) while a candidate is judged: the worker is killed and eval exits 130 at once. It used to
-    judge on to the verdict's end (143 s with --trials 5000), the candidate's worker running meanwhile."""
+    """Ctrl-C (or SIGTERM) while a candidate is judged: the worker is killed and eval exits 130 well before the
+    verdict's end (40 trials of 2 s a call: 80 s and more). It used to judge on to the end (143 s with --trials
+    5000), the candidate's worker running meanwhile."""
     import signal
     import time
 
@@ -361,31 +362,44 @@ def test_eval_stops_within_seconds_of_ctrl_c_and_leaves_no_worker(tmp_path, sign
 
     path = tmp_path / "slow.py"
     path.write_text(SLOW)
+    env = {**os.environ, "KERNELCRAFT_LOCK_DIR": str(tmp_path / "locks")}  # no other test's holder to wait for
     proc = subprocess.Popen([sys.executable, "-m", "kernelcraft.cli", "eval", "level1/relu", str(path), "--device",
-                             "cpu", "--no-compile-baseline", "--trials", "30", "--cache-dir", str(tmp_path / "c")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    def descendants() -> list:
+                             "cpu", "--no-compile-baseline", "--trials", "40", "--cache-dir", str(tmp_path / "c")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+
+    def ours() -> dict:  # kernelcraft's own processes under it (its fork server, workers): pid -> process
+        found = {}
         try:
-            return psutil.Process(proc.pid).children(recursive=True)
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                try:
+                    if "kernelcraft" in " ".join(child.cmdline()):
+                        found[child.pid] = child
+                except psutil.Error:
+                    pass
         except psutil.Error:
-            return []
+            pass
+        return found
 
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(descendants()) < 2:  # a worker (and its fork server) started
+    while time.monotonic() < deadline and not ours():  # its fork server or worker started
         time.sleep(0.5)
     time.sleep(8.0)  # into the trials, each call of the candidate 2 s
-    workers = descendants()
+    workers = ours()
     assert workers, "no worker started"
     sent = time.monotonic()
     proc.send_signal(getattr(signal, signum))
     out, err = proc.communicate(timeout=120)
+    took = time.monotonic() - sent
     assert proc.returncode == 130, err[-2000:]
-    assert time.monotonic() - sent < 20, err[-2000:]  # 30 trials of 2 s each would take over a minute
+    assert took < 45, (took, err[-2000:])
     assert "kernelcraft: interrupted" in err
-    time.sleep(1.0)
+
     def alive(worker) -> bool:
         try:
             return worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE
         except psutil.Error:
             return False
-    assert not [w for w in workers if alive(w)]
+    gone_by = time.monotonic() + 10  # a killed process group's exit, reaped by init
+    while time.monotonic() < gone_by and [w for w in workers.values() if alive(w)]:
+        time.sleep(0.2)
+    assert not [w for w in workers.values() if alive(w)], [(w.pid, w.status()) for w in workers.values() if alive(w)]
