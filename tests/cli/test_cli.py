@@ -365,7 +365,10 @@ def test_eval_stops_within_seconds_of_ctrl_c_and_leaves_no_worker(tmp_path, sign
     env = {**os.environ, "KERNELCRAFT_LOCK_DIR": str(tmp_path / "locks")}  # no other test's holder to wait for
     proc = subprocess.Popen([sys.executable, "-m", "kernelcraft.cli", "eval", "level1/relu", str(path), "--device",
                              "cpu", "--no-compile-baseline", "--trials", "40", "--cache-dir", str(tmp_path / "c")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env,
+                            # as from a terminal: a test run started in the background (`cmd &`) ignores SIGINT, and
+                            # a child inherits that (it then judged to its end and exited 0)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def ours() -> dict:  # kernelcraft's own processes under it (its fork server, workers): pid -> process
         found = {}
