@@ -1,4 +1,5 @@
-"""The supervisor of one device: the trusted side of every evaluation on it.
+"""The supervisor of one device: the trusted side of every evaluation on it. (Past 400 lines for a reason: the
+trusted side is kept in one module to be read as a whole, as the next paragraphs say.)
 
 It draws the inputs (secret seeds, several distributions), fingerprints them with a secret key, lends
 them to a fresh worker, takes the outputs back, and only then computes the reference from the inputs
