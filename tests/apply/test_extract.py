@@ -309,3 +309,20 @@ def test_a_region_problem_draws_its_inputs_in_the_layout_the_model_hands_over(tm
     assert [x.stride() for x in module.get_inputs()] == [(1536, 8, 96, 1)] * 3
     contiguous = [m.__class__(m.shape, m.dtype, m.high) for m in attention.input_meta]
     assert signature(attention) != signature(dataclasses.replace(attention, input_meta=contiguous))
+
+
+def test_python_builtins_a_forward_calls_are_not_imported():
+    """fx lists `getattr` among a forward's globals where it prints `getattr(x, name, default)`; importing it from
+    `builtins` made the reassembled model fail the candidate guards (ViT fp32, whose linears were all dropped)."""
+    from kernelcraft.apply.extract import fx_imports
+    from kernelcraft.verify.guards import static_findings
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    shape = graph.call_function(getattr, (x, "shape", None))
+    graph.output(graph.call_function(torch.reshape, (x, shape)))
+    code = graph.python_code("self")
+    assert "getattr(" in code.src and code.globals.get("getattr") is getattr
+    lines = fx_imports(code.globals, code.src)
+    assert not [line for line in lines if "builtins" in line], lines
+    assert not static_findings("\n".join(lines) + "\n" + code.src)

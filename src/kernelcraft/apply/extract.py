@@ -14,6 +14,7 @@ also names the directory it was written to, and reads the .pt from there when no
 
 from __future__ import annotations
 
+import builtins
 import re
 import textwrap
 from dataclasses import dataclass, field, replace
@@ -337,6 +338,8 @@ def fx_imports(names: dict, src: str) -> list[str]:
     for name, value in sorted(names.items()):
         if not re.search(rf"\b{re.escape(name)}\b", src):
             continue
+        if getattr(builtins, name, None) is value:
+            continue  # getattr, len, ...: Python's own names need no import (the candidate guards refuse one)
         if name in _custom_builtins:
             lines.append(_custom_builtins[name].import_str)
         elif isinstance(value, type(torch)):
