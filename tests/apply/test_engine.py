@@ -254,6 +254,23 @@ def test_the_budget_bounds_the_whole_apply(tmp_path, monkeypatch):
     s.close()
 
 
+MLP = MODEL.replace("self.fc = nn.Linear(features, classes)",
+                    "self.fc = nn.Linear(features, classes)\n        self.out = nn.Linear(classes, classes)").replace(
+    "return torch.sort(torch.relu(self.fc(x)), dim=1)[0]", "return torch.softmax(self.out(torch.relu(self.fc(x))), dim=1)")
+
+
+def test_a_run_that_ends_early_leaves_its_time_to_the_regions_after_it(tmp_path, monkeypatch):
+    """Two minutes, less the model's own measurements and the end-to-end reserve, fund one region's run at the
+    start (each run takes at least a minute). That run ends after its one candidate, and what it left is split
+    again: the regions after it get runs (before, they were skipped as out of budget, the time unused)."""
+    monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
+    outcome = _apply_file(tmp_path, "mlp.py", MLP, budget_minutes=2.0, replace="correct")
+    ran = [r for r in outcome.regions if r.run_id]
+    assert outcome.status == "done" and len(ran) >= 2, [(r.name, r.status, r.reason, r.minutes)
+                                                        for r in outcome.regions]
+    assert all(r.minutes and r.minutes <= 2.0 for r in ran)
+
+
 MODEL_FORM = '''
 import torch
 import torch.nn as nn

@@ -1,7 +1,8 @@
 """`--budget-minutes` as a user reads it: the wall time of the whole apply (capture, profile, the model's baselines,
 the regions' runs, the end-to-end verification), not of the regions' runs alone. The runs get what is left after
-the model's own measurements, less a reserve for the end-to-end verdict; each run's share is cut to what is left
-when it starts, and a run ends at its deadline with its queued evaluations withdrawn (search/engine.py).
+the model's own measurements, less a reserve for the end-to-end verdict; what is left is split again among the
+regions not yet run as each run starts (plan.fund), and a run ends at its deadline with its queued evaluations
+withdrawn (search/engine.py).
 
 The reserve is at least a fifth of the budget, and at least twice what the model's own baselines took to measure
 (`expect_model_verdict`): a verdict of the model with its kernels starts a worker, loads and compiles the model and

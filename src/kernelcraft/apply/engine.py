@@ -30,7 +30,7 @@ from kernelcraft.apply.extract import Extraction, extract_model, write_problems
 from kernelcraft.apply.instances import instances
 from kernelcraft.apply.outcome import (COMPILED_FILE, MANIFEST, MODEL_FILE, ApplyError, ApplyOutcome, CompiledForm,
                                        RegionOutcome)
-from kernelcraft.apply.plan import RegionPlan, plan
+from kernelcraft.apply.plan import RegionPlan, fund, plan
 from kernelcraft.apply.profile import Profile, profile
 from kernelcraft.apply.settle import OnEvent, settle
 from kernelcraft.apply.times import baselines, final_times
@@ -203,22 +203,25 @@ def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile
     earlier = {r["problem"]: r for r in store.runs(bench_id=apply_id)}
     own = prof.shares
     outcomes = {}
+
+    def finished(q: RegionPlan) -> bool:  # a run that finished (a resumed apply's) is its region's, whatever now
+        return q.name in earlier and earlier[q.name]["status"] == "done" and not q.like
+
     for i, p in enumerate(plans):
+        left = deadline.for_runs_s()
+        if p.worth and left is not None and not finished(p):
+            # what is left is split again among the regions not yet run: an early end's time goes to the next
+            fund([q for q in plans[i:] if q.worth and not finished(q)], left / 60.0)
         o = RegionOutcome(p.name, p.kind, own.get(p.name, p.share), p.ms, "skipped", p.why, minutes=p.minutes,
                           like=p.like)
         outcomes[p.name] = o
         if p.name in unable and not p.optimize and p.why == unable[p.name]:
             o.status = "not_covered"
-        # a run that finished (a resumed apply's) is this region's, whatever the plan or the budget says now
-        finished = p.name in earlier and earlier[p.name]["status"] == "done" and not p.like
-        if not p.optimize and not finished:
+        if not p.optimize and not finished(p):
             continue
-        left = deadline.for_runs_s()
-        if left is not None and left < SMALLEST_RUN_S and not finished:
+        if left is not None and left < SMALLEST_RUN_S and not finished(p):
             o.status, o.reason, o.minutes = "skipped", "the budget ran out before its run", None
             continue
-        if left is not None and not finished:
-            p.minutes = o.minutes = min(p.minutes if p.minutes is not None else left / 60.0, left / 60.0)
         region_problem = problems[p.name]
         emit("apply_region", {"index": i, "total": sum(q.optimize for q in plans), "region": p.name,
                               "share": p.share, "minutes": p.minutes, "instances": len(p.instances) or 1})

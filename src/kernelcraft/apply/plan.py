@@ -2,7 +2,9 @@
 in proportion to the shares (Amdahl: a region's best possible gain is bounded by its share) above a floor per
 region (where the budget cannot give every region its floor, the smallest shares go without), and what the end
 to end speedup can be at most. Regions that are one problem (instances.py) are planned once, as the first of
-them, at their summed share; the others follow it."""
+them, at their summed share; the others follow it. The split is made again as each run starts (`fund`), over
+what is left of the budget and the regions not yet run: a run that ends early (its proposer out of moves) leaves
+its time to the next, and a region the first split left out gets a run where time is left for it."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ class RegionPlan:
     why: str = ""  # why it is left as it is
     instances: list[str] = field(default_factory=list)  # the regions it stands for, itself first ([] : itself only)
     like: str = ""  # the region whose problem this one is, planned in its place ("": itself)
+    worth: bool = False  # worth a run (its share, covered, not idle), funded or not
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -56,21 +59,28 @@ def plan(profile: Profile, budget_minutes: float | None = None, min_share: float
                f"{share:.1%} of the model's time, under {min_share:.0%}" if share < min_share else
                unable.get(r.name, ""))
         group = members[first] if len(members[first]) > 1 else []
-        plans.append(RegionPlan(r.name, r.kind, r.ms, share, None, not why, why, instances=group))
-    chosen = sorted((p for p in plans if p.optimize), key=lambda p: -p.share)
-    if budget_minutes is not None and chosen:
-        # every region funded gets the floor, the rest of the budget split by share; where the budget cannot
-        # give each region its floor, the largest shares are funded and the smallest go without
-        funded = chosen[:max(1, min(len(chosen), int(budget_minutes / MIN_MINUTES + 1e-9)))]
-        extra = max(budget_minutes - MIN_MINUTES * len(funded), 0.0)
-        total = sum(p.share for p in funded) or 1.0
-        for p in chosen:
-            if p in funded:
-                p.minutes = min(MIN_MINUTES, budget_minutes) + extra * p.share / total
-            else:
-                p.optimize, p.why = False, (f"the runs' budget ({budget_minutes:.2g} min) ran out: each region's "
-                                            f"run takes at least {MIN_MINUTES:g} min")
-    return [p for p in chosen if p.optimize] + [p for p in plans if not p.optimize]
+        plans.append(RegionPlan(r.name, r.kind, r.ms, share, None, not why, why, instances=group, worth=not why))
+    chosen = sorted((p for p in plans if p.worth), key=lambda p: -p.share)
+    if budget_minutes is not None:
+        fund(chosen, budget_minutes)
+    return chosen + [p for p in plans if not p.worth]
+
+
+def fund(chosen: list[RegionPlan], budget_minutes: float) -> None:
+    """Split `budget_minutes` among `chosen` (worth a run, the largest share first): every region funded gets the
+    floor and the rest of the budget by share; where the budget cannot give each its floor, the largest shares
+    are funded and the smallest go without (`optimize` False, and why)."""
+    funded = chosen[:max(1, min(len(chosen), int(budget_minutes / MIN_MINUTES + 1e-9)))]
+    extra = max(budget_minutes - MIN_MINUTES * len(funded), 0.0)
+    total = sum(p.share for p in funded) or 1.0
+    for p in chosen:
+        if p in funded:
+            p.optimize, p.why = True, ""
+            p.minutes = min(MIN_MINUTES, budget_minutes) + extra * p.share / total
+        else:
+            p.optimize, p.minutes = False, None
+            p.why = (f"the runs' budget ({budget_minutes:.2g} min) ran out: each region's run takes at least "
+                     f"{MIN_MINUTES:g} min")
 
 
 def amdahl(shares: dict[str, float], speedups: dict[str, float]) -> float:
