@@ -42,10 +42,11 @@ def test_every_model_builds_at_its_tiny_size_and_runs(name):
 
 
 @pytest.mark.skipif(not _have("transformers"), reason="transformers is not installed")
-@pytest.mark.parametrize("name", ["gpt2", "llama"])
+@pytest.mark.parametrize("name", ["gpt2", "llama", "t5"])
 def test_apply_end_to_end_on_a_tiny_transformer(name, tmp_path, monkeypatch):
     """Every region the engineer covers replaced (`--replace correct`: in the interpreter none can be faster), each
-    problem run once for all its layers, and the model with its kernels correct against the model."""
+    problem run once for all its layers, and the model with its kernels correct against the model (T5's attention
+    with its position bias held as a buffer, which the kernel reads)."""
     monkeypatch.delenv("KERNELCRAFT_MODEL", raising=False)
     path = tmp_path / f"{name}.py"
     path.write_text(zoo.model_file(name, "tiny", "float32"))

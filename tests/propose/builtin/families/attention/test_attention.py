@@ -285,8 +285,49 @@ def test_a_held_mask_that_is_none_or_the_causal_one(mask, causal, tmp_path):
                                **tolerance(torch.float32))
 
 
-@pytest.mark.parametrize("mask", ["torch.rand(12, 12) < 0.5", "torch.randn(12, 12)",
-                                  "torch.ones(12, 12, dtype=torch.bool).triu()"])
+def biased_reference(bias: str, scale: str = "0.3") -> str:
+    """sdpa with a float bias the module holds (T5's position bias, as `apply` holds it), 70 keys: two key tiles,
+    the second ragged."""
+    return (HEAD + "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            f"        self.register_buffer('bias', {bias})\n\n"
+            "    def forward(self, q, k, v):\n"
+            f"        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias, scale={scale})\n\n\n"
+            "def get_inputs():\n    return [torch.randn(2, 3, 12, 16), torch.randn(2, 3, 70, 16), torch.randn(2, 3, 70, 8)]\n\n\n"
+            "def get_init_inputs():\n    return []\n")
+
+
+BIASES = ["torch.randn(12, 70) * 4", "torch.randn(3, 12, 70)", "torch.randn(2, 1, 12, 70)",
+          "torch.randn(1, 70) - 30.0"]
+
+
+@pytest.mark.parametrize("bias", BIASES)
+def test_a_held_bias_is_read_at_run_time_by_every_move(bias, tmp_path):
+    """A finite float mask is a bias added to the scaled scores, read through its strides (broadcast over batch,
+    heads or queries as torch broadcasts it), whatever values it holds when the kernel runs: every move, and new
+    values put into the buffer after the kernel was written."""
+    path = tmp_path / "biased.py"
+    path.write_text(biased_reference(bias))
+    problem, engineer = load_problem(path), BuiltinProposer(DEVICE)
+    op = engineer.coverage(problem, "triton").single
+    assert op is not None and op.kind == "attention" and op.detail["bias"] == "bias" and not op.detail["causal"]
+    for move in moves(op):
+        if needs_relaxed(move):
+            continue
+        module = load(render(op, biased_reference(bias), move.params), tmp_path)
+        torch.manual_seed(0)
+        model, new = module.Model().to(DEVICE), module.ModelNew().to(DEVICE)
+        new.load_state_dict(model.state_dict())  # the buffer's values as the verifier hands them over
+        q, k, v = (x.to(DEVICE) for x in module.get_inputs())
+        torch.testing.assert_close(new(q, k, v), model(q, k, v), **tolerance(torch.float32),
+                                   msg=lambda m: f"{move.params}: {m}")
+        with torch.no_grad():
+            model.bias.copy_(torch.randn_like(model.bias) * 8)
+            new.bias.copy_(model.bias)
+        torch.testing.assert_close(new(q, k, v), model(q, k, v), **tolerance(torch.float32))
+
+
+@pytest.mark.parametrize("mask", ["torch.rand(12, 12) < 0.5", "torch.randn(12, 12).masked_fill(torch.rand(12, 12) "
+                                  "< 0.5, float('-inf'))", "torch.ones(12, 12, dtype=torch.bool).triu()"])
 def test_any_other_held_mask_is_refused(mask, tmp_path):
     path = tmp_path / "masked.py"
     path.write_text(masked_reference(mask))

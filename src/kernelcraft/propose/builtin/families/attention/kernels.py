@@ -22,7 +22,8 @@ _KEYS = '''
 # each score first leaves exp2(s * c - m) to the compiler, which fuses it into one FMA whose unrounded product no
 # longer meets m: at scores of 1e5 that alone put up to 0.5% on every weight.
 # MASKED tiles drop keys past S and, when CAUSAL, keys past each query (top-left: key j is seen by query i iff
-# j <= i); the others lie wholly inside both bounds and take no mask on the scores
+# j <= i); the others lie wholly inside both bounds and take no mask on the scores. BIAS: a finite bias the module
+# holds (T5's position bias), read through its strides (0 where it broadcasts), added to each scaled score
 re = tl.arange(0, E_PAD)
 rv = tl.arange(0, EV_PAD)
 for n0 in range(lo, hi, BLOCK_N):
@@ -32,6 +33,13 @@ for n0 in range(lo, hi, BLOCK_N):
     s = tl.dot(q, kt, input_precision=PREC)
     if NEG and not SCALED_Q:
         s = -s
+    if BIAS:  # a held bias added to the scaled scores: in base 2 from here on, as a scaled query's scores are
+        bt = tl.load(b_base + rm.to(tl.int64)[:, None] * s_bm + rn.to(tl.int64)[None, :] * s_bn,
+                     mask=(rm < L)[:, None] & (rn < S)[None, :], other=0.0).to(tl.float32) * 1.4426950408889634
+        if SCALED_Q:
+            s = s + bt
+        else:
+            s = s * qk_scale + bt
     if MASKED:
         keep = (rn < S)[None, :]
         if CAUSAL:
@@ -39,7 +47,7 @@ for n0 in range(lo, hi, BLOCK_N):
         s = tl.where(keep, s, -float("inf"))
     # every row sees key 0 in the first tile it visits, so m_new is finite and no -inf - -inf arises
     m_new = tl.maximum(m_i, tl.max(s, 1))
-    if SCALED_Q:
+    if SCALED_Q or BIAS:
         p = tl.exp2(s - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
     else:  # a zero scale weighs every key alike: -inf * 0 would be NaN, so the masked and the first max go by where
@@ -88,10 +96,13 @@ else:
     hi = S
 k_base = k_ptr + b * s_kb + h * s_kh
 v_base = v_ptr + b * s_vb + h * s_vh
-acc, l_i, m_i = $keys(acc, l_i, m_i, q, k_base, v_base, rm, 0, mid, S, E, EV, s_kn, s_ke, s_vn,
-                                  s_ve, qk_scale, BLOCK_N, E_PAD, EV_PAD, False, CAUSAL, SCALED_Q, NEG, PREC)
-acc, l_i, m_i = $keys(acc, l_i, m_i, q, k_base, v_base, rm, mid, hi, S, E, EV, s_kn, s_ke, s_vn,
-                                  s_ve, qk_scale, BLOCK_N, E_PAD, EV_PAD, True, CAUSAL, SCALED_Q, NEG, PREC)
+$bias_base
+acc, l_i, m_i = $keys(acc, l_i, m_i, q, k_base, v_base, b_base, rm, 0, mid, L, S, E, EV, s_kn, s_ke, s_vn,
+                                  s_ve, s_bm, s_bn, qk_scale, BLOCK_N, E_PAD, EV_PAD, False, CAUSAL, SCALED_Q, NEG,
+                                  BIAS, PREC)
+acc, l_i, m_i = $keys(acc, l_i, m_i, q, k_base, v_base, b_base, rm, mid, hi, L, S, E, EV, s_kn, s_ke, s_vn,
+                                  s_ve, s_bm, s_bn, qk_scale, BLOCK_N, E_PAD, EV_PAD, True, CAUSAL, SCALED_Q, NEG,
+                                  BIAS, PREC)
 out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]  # S == 0: no keys, zeros (softmax of nothing @ v)
 tl.store(o_ptr + b * s_ob + h * s_oh + rm.to(tl.int64)[:, None] * s_om + rv[None, :] * s_oe,
          out.to(o_ptr.dtype.element_ty), mask=(rm < L)[:, None] & (rv < EV)[None, :])
@@ -108,7 +119,7 @@ prec = "$prec" if q.dtype == torch.float32 else "ieee"  # fp16/bf16 always take 
 qk_scale = $scale * $log2e  # softmax in base 2; the kernels take its size and, as NEG, its sign
 neg = qk_scale < 0
 qk_scale = -qk_scale if neg else qk_scale
-if $wide:  # rows too wide for the fused kernel's registers (unfused.py): (batch, rows, cols) operands
+if $wide:  # rows too wide for the fused kernel's registers (unfused.py): (batch, rows, cols) operands$wide_bias
     o = torch.empty((*q.shape[:-2], L, EV), dtype=q.dtype, device=q.device)
     if o.numel() == 0:
         return o
@@ -121,7 +132,7 @@ o = torch.empty_like(q) if EV == E and q.dim() <= 4 else torch.empty((*q.shape[:
                                                                       device=q.device)
 if o.numel() == 0:
     return o
-q4, k4, v4, o4 = (t[(None,) * (4 - t.dim())] if t.dim() < 4 else t.reshape(-1, *t.shape[-3:]) for t in (q, k, v, o))
+q4, k4, v4, o4 = (t[(None,) * (4 - t.dim())] if t.dim() < 4 else t.reshape(-1, *t.shape[-3:]) for t in (q, k, v, o))$bias_view
 bm, bn, warps = $bm, $bn, $warps
 if max(e_pad, ev_pad) * q.element_size() > 256:  # wide rows: smaller tiles keep the stages in shared memory
     bm, bn = min(bm, 64), min(bn, 32)
@@ -130,6 +141,17 @@ if q.dtype != torch.float32:  # 16-bit inputs: 128-query tiles came out wrong on
 grid = (triton.cdiv(L, bm) * batch,)
 $launch
 return o''')
+
+# a held bias: its pointer and its strides over (batch, head, query, key), 0 where it broadcasts
+BIAS_PARAMS = ("b_ptr", "s_bb", "s_bh", "s_bm", "s_bn")
+_BIAS_BASE = "b_base = b_ptr + b * s_bb + h * s_bh"
+_NO_BIAS = "b_base, s_bm, s_bn = q_ptr, 0, 0  # no bias: never read"
+_BIAS_VIEW = """
+# the held bias as the scores see it: broadcast to (..., L, S) (a view, stride 0 where it broadcasts), as 4 dims
+b4 = {bias}.expand(*q.shape[:-2], L, S)
+b4 = b4[(None,) * (4 - b4.dim())] if b4.dim() < 4 else b4.reshape(-1, *b4.shape[-3:])"""
+_WIDE_BIAS = """
+    raise ValueError("attention kernel: heads this wide take the unfused path, which adds no bias")"""
 
 # each tensor's strides: its batch (b) and head (h) dims, then its rows (queries m, keys n) and its last dim (e)
 STRIDES = ("s_qb", "s_qh", "s_qm", "s_qe", "s_kb", "s_kh", "s_kn", "s_ke", "s_vb", "s_vh", "s_vn", "s_ve",
@@ -146,23 +168,28 @@ def flash(op: Op, p, names: Names) -> Rendered:
         scale = num(d["scale"])
     else:
         scale = "1.0 / E ** 0.5"
+    bias = d.get("bias")  # a held bias's attribute path (recognize.py)
     keys = TritonKernel(names("kc_attention_keys"),
-                        ("acc", "l_i", "m_i", "q", "k_base", "v_base", "rm", "lo", "hi", "S", "E", "EV", "s_kn",
-                         "s_ke", "s_vn", "s_ve", "qk_scale"),
-                        ("BLOCK_N", "E_PAD", "EV_PAD", "MASKED", "CAUSAL", "SCALED_Q", "NEG", "PREC"), _KEYS)
+                        ("acc", "l_i", "m_i", "q", "k_base", "v_base", "b_base", "rm", "lo", "hi", "L", "S", "E",
+                         "EV", "s_kn", "s_ke", "s_vn", "s_ve", "s_bm", "s_bn", "qk_scale"),
+                        ("BLOCK_N", "E_PAD", "EV_PAD", "MASKED", "CAUSAL", "SCALED_Q", "NEG", "BIAS", "PREC"), _KEYS)
     kernel = TritonKernel(names("kc_attention_kernel"),
-                          ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "H", "L", "S", "E", "EV", "qk_scale", *STRIDES),
-                          ("BLOCK_M", "BLOCK_N", "E_PAD", "EV_PAD", "CAUSAL", "SCALED_Q", "NEG", "PREC"),
-                          _ATTENTION.substitute(keys=keys.name))
+                          ("q_ptr", "k_ptr", "v_ptr", "o_ptr", *(BIAS_PARAMS if bias else ()), "H", "L", "S", "E",
+                           "EV", "qk_scale", *STRIDES),
+                          ("BLOCK_M", "BLOCK_N", "E_PAD", "EV_PAD", "CAUSAL", "SCALED_Q", "NEG", "BIAS", "PREC"),
+                          _ATTENTION.substitute(keys=keys.name, bias_base=_BIAS_BASE if bias else _NO_BIAS))
     fold = "q.dtype == torch.float32" if p.fold_q else "False"  # 16-bit tiles scale the scores instead
-    launch = kernel.launch("grid", ["q4", "k4", "v4", "o4", "q4.shape[1]", "L", "S", "E", "EV", "qk_scale",
-                                    *(f"{t}4.stride({i})" for t in "qkvo" for i in range(4))],
+    bias_args = ["b4", *(f"b4.stride({i})" for i in range(4))] if bias else []
+    launch = kernel.launch("grid", ["q4", "k4", "v4", "o4", *bias_args, "q4.shape[1]", "L", "S", "E", "EV",
+                                    "qk_scale", *(f"{t}4.stride({i})" for t in "qkvo" for i in range(4))],
                            {"BLOCK_M": "bm", "BLOCK_N": "bn", "E_PAD": "e_pad", "EV_PAD": "ev_pad",
-                            "CAUSAL": bool(d.get("causal")), "SCALED_Q": fold, "NEG": "neg", "PREC": "prec"},
+                            "CAUSAL": bool(d.get("causal")), "SCALED_Q": fold, "NEG": "neg", "BIAS": bool(bias),
+                            "PREC": "prec"},
                            num_warps="warps", num_stages=int(p.num_stages))
     k_view = "\nk = k.transpose(-2, -1)  # passed as k^T (..., E, S): its strides read as k's" if d.get("k_t") else ""
     wide_kernels, wide = unfused.body(bool(d.get("causal")), p, names)
     body = _BODY.substitute(bm=int(p.BLOCK_M), bn=int(p.BLOCK_N), warps=int(p.num_warps), prec=p.precision,
                             scale=scale, log2e=repr(LOG2E), launch=launch, k_view=k_view, wide=unfused.WIDE,
-                            unfused=indent(wide, 4))
+                            unfused=indent(wide, 4), wide_bias=_WIDE_BIAS if bias else "",
+                            bias_view=_BIAS_VIEW.format(bias=attr(bias)) if bias else "")
     return Rendered((keys, kernel, *wide_kernels), body)

@@ -4,6 +4,9 @@ reads it from the module) or the default 1/sqrt(E). A mask is read where the mod
 `apply` makes of a mask a model computes from its sizes alone) and it is no mask (all kept: True, or 0.0 added) or
 the causal one (key j kept for query i iff j <= i, as True/False or 0.0/-inf, or the dtype's lowest, added): the
 kernel is then specialised to those values, which the problem holds in its file, so the verifier judges them.
+Any other floating mask whose values are finite (no key dropped) and of a size exp2 holds is a bias (T5's position
+bias, which `apply` holds as it is computed from parameters alone): the kernel reads it through its strides at run
+time, whatever its values.
 (Attention written by hand, softmax(q @ k^T * scale) @ v, is read piece by piece in the interpreter's core:
 analyze_attention.py.)"""
 
@@ -32,8 +35,8 @@ def sdpa(ix, node: fx.Node):
         return ix.refuse(f"{SDPA} (q, k, v other than the first three inputs as passed)", node)
     scale = p["scale"]
     mask = held_mask(ix, p["attn_mask"]) if p["attn_mask"] is not None else "none"
-    if mask == "causal" and p["is_causal"] is not False:
-        mask = None  # a causal mask beside is_causal: torch refuses the pair
+    if mask in ("causal", "bias") and p["is_causal"] is not False:
+        mask = None  # a mask beside is_causal: torch refuses the pair
     for flag, bad in (("attn_mask", mask is None), ("dropout_p", sp.num(p["dropout_p"]) != 0.0),
                       ("is_causal", not isinstance(p["is_causal"], bool)),
                       ("enable_gqa", p["enable_gqa"] is not False),
@@ -43,11 +46,15 @@ def sdpa(ix, node: fx.Node):
             return ix.refuse(f"{SDPA} ({flag})", node)
     scale = sp.num(scale)
     return ix.emit("attention", "x", causal=p["is_causal"] or mask == "causal", scale=scale,
-                   scale_attr=ix.attr_name(p["scale"], float) if scale is not None else None)
+                   scale_attr=ix.attr_name(p["scale"], float) if scale is not None else None,
+                   **({"bias": ix.value(p["attn_mask"]).path} if mask == "bias" else {}))
+
+
+BIAS_LIMIT = 1e30  # a bias's largest size: times log2 e it stays finite in fp32 (the dtype's lowest would not)
 
 
 def held_mask(ix, arg) -> str | None:
-    """"none" or "causal" for a mask the module holds (see the module's docstring), else None."""
+    """"none", "causal" or "bias" for a mask the module holds (see the module's docstring), else None."""
     value = ix.value(arg) if isinstance(arg, fx.Node) else None
     if not isinstance(value, Attr):
         return None
@@ -70,8 +77,8 @@ def held_mask(ix, arg) -> str | None:
         kept = mask
     elif mask.is_floating_point():
         low = torch.finfo(mask.dtype).min
-        if not bool(((mask == 0) | (mask == float("-inf")) | (mask == low)).all()):
-            return None  # a bias, not a mask
+        if not bool(((mask == 0) | (mask == float("-inf")) | (mask == low)).all()):  # a bias, not a mask
+            return "bias" if bool((mask.float().abs() <= BIAS_LIMIT).all()) else None
         kept = mask == 0
     else:
         return None
