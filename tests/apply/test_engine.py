@@ -83,6 +83,7 @@ def test_apply_through_the_cli_then_show_resume_and_swap(tmp_path, capsys, monke
     assert "01_other_sort" in html and "not_covered" in html and 'aria-label="region times"' in html
     assert f'id="run-{regions["00_linear_linear"]["run_id"]}"' in html
     assert "<th>status</th><th>why</th><th>run</th>" in html and "td a.mono { white-space: nowrap; }" in html
+    assert '<th class="n">share</th><th class="n">in profile</th><th class="n">PyTorch</th>' in html
     assert main(["report", summary["apply_id"][:20], "--store", str(store)]) == 0
     assert "end to end: correct" in capsys.readouterr().out
 

@@ -18,14 +18,19 @@ def apply_view(summary: dict) -> Group:
     if summary.get("method"):
         title += f" · captured with {summary['method']} · {summary['device']}"
     table = Table(title=title, title_justify="left")
-    for col in ("region", "kind", "share", "PyTorch", "kernel", "× eager", "× compile", "what became of it", "run"):
-        table.add_column(col, justify="right" if col in ("share", "PyTorch", "kernel", "× eager", "× compile")
-                         else "left")
+    # two measurements, each named: the profile's (a region's share and its time in the model's profile, which add
+    # up) and its run's (PyTorch and the kernel timed alone by the verifier, whose ratio is the speedup)
+    table.caption = ("share and in profile: the model's profile; PyTorch and kernel: the region's run, each timed "
+                     "alone by the verifier (another method: the two need not agree)")
+    table.caption_justify = "left"
+    numbers = ("share", "in profile", "PyTorch", "kernel", "× eager", "× compile")
+    for col in ("region", "kind", *numbers, "what became of it", "run"):
+        table.add_column(col, justify="right" if col in numbers else "left")
     for r in summary["regions"]:
         what = r["status"] + (f": {r['reason']}" if r["reason"] else "")
-        # PyTorch's time as the verifier took it beside the kernel's, where the region ran; else the profile's
-        table.add_row(r["name"], r["kind"], f"{r['share']:.1%}", _ms(r.get("eager_ms") or r["ms"]), _ms(r["kernel_ms"]),
-                      _x(r["speedup_eager"]), _x(r.get("speedup_compile")), what[:90], r["run_id"] or "")
+        table.add_row(r["name"], r["kind"], f"{r['share']:.1%}", _ms(r["ms"]), _ms(r.get("eager_ms")),
+                      _ms(r["kernel_ms"]), _x(r["speedup_eager"]), _x(r.get("speedup_compile")), what[:90],
+                      r["run_id"] or "")
     lines = []
     profile = summary.get("profile")
     if profile:

@@ -62,15 +62,15 @@ def _summary(a: dict) -> str:
 
 
 def _regions(a: dict) -> str:
-    rows = [[e(g["name"]), e(g["kind"]), e(pct(100 * g["share"])), e(ms(g.get("eager_ms") or g["ms"])),
+    rows = [[e(g["name"]), e(g["kind"]), e(pct(100 * g["share"])), e(ms(g["ms"])), e(ms(g.get("eager_ms"))),
              e(ms(g["kernel_ms"])), e(x(g["speedup_eager"])), e(x(g.get("speedup_compile"))), e(g["status"]),
              e(g["reason"]),
              f'<a href="#run-{e(g["run_id"])}" class="mono">{e(g["run_id"])}</a>' if g["run_id"] else ""]
             for g in a.get("regions", [])]
-    return _table(["region", "kind", "share", "PyTorch", "kernel", "× eager", "× compile", "status", "why", "run"], rows,
-                  {2, 3, 4, 5, 6},
-                  "share: of the model's time (profile); PyTorch: the verifier's time beside the kernel's, where the "
-                  "region ran")
+    return _table(["region", "kind", "share", "in profile", "PyTorch", "kernel", "× eager", "× compile", "status",
+                   "why", "run"], rows, {2, 3, 4, 5, 6, 7},
+                  "share and in profile: the model's profile; PyTorch and kernel: the region's run, each timed alone "
+                  "by the verifier (another method: the two need not agree)")
 
 
 def _notes(a: dict) -> str:
