@@ -101,7 +101,7 @@ def test_the_stored_request_says_what_was_asked(engineer, softmax):
 
 def test_precision_moves_only_where_the_policy_admits_them():
     matmul = load_problem("level1/matmul")
-    strict, relaxed = BuiltinProposer("cpu"), BuiltinProposer("cpu", precision_moves=True)
+    strict, relaxed = BuiltinProposer("cuda"), BuiltinProposer("cuda", precision_moves=True)
     op = strict.coverage(matmul, "triton").single
     assert op.kind == "matmul"
     strict_moves, relaxed_moves = strict.moves(op, "triton"), relaxed.moves(op, "triton")
@@ -121,3 +121,16 @@ def test_an_idea_it_never_offered_is_said_not_swapped_for_another(engineer, soft
     answer = engineer.ask(Request("implement", softmax, "triton", idea=Idea("Unroll by eight and pray", "control")))
     assert answer.text is None and "has no move 'Unroll by eight and pray' for level1/softmax" in answer.error
     assert "its moves here: " in answer.error
+
+
+def test_a_cpu_is_not_offered_moves_only_a_gpu_tells_apart():
+    """3xTF32, TF32 and TMA moves run in Triton's interpreter as the exact, plain kernel does: a CPU run listed
+    "3xTF32 at fp32 accuracy, fed by TMA" ideas that it could not carry out. A GPU is offered them; a CPU the rest."""
+    matmul = load_problem("level1/matmul")
+    gpu, cpu = BuiltinProposer("cuda", precision_moves=True), BuiltinProposer("cpu", precision_moves=True)
+    op = cpu.coverage(matmul, "triton").single
+    on_gpu, on_cpu = gpu.moves(op, "triton"), cpu.moves(op, "triton")
+    assert any(m.gpu_only for m in on_gpu) and on_cpu and not any(m.gpu_only for m in on_cpu)
+    assert not any("TMA" in m.text or "TF32" in m.text for m in on_cpu)
+    assert [m.text for m in on_cpu] == [m.text for m in on_gpu if not m.gpu_only]
+    assert offered_texts(cpu, matmul, count=20) == [m.text for m in on_cpu]

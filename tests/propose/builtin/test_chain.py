@@ -204,7 +204,7 @@ def test_a_forward_of_views_alone_is_not_covered(tmp_path):
 
 def test_ideas_for_a_chain_are_its_moves_in_order():
     problem = load_problem("level2/gemm_softmax")
-    engineer = BuiltinProposer("cpu")
+    engineer = BuiltinProposer("cuda")
     answer = engineer.ask(Request("ideas", problem, "triton", count=3))
     all_moves = engineer.moves(engineer.coverage(problem, "triton").chain, "triton")
     assert all(not needs_relaxed(m) for m in all_moves) and len(all_moves) >= 3

@@ -85,6 +85,10 @@ class ChainMove:
         return self.move.params
 
     @property
+    def gpu_only(self) -> bool:
+        return self.move.gpu_only
+
+    @property
     def relaxed(self) -> bool:
         return self.move.relaxed
 

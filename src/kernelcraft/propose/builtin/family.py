@@ -30,6 +30,9 @@ from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.codegen import indent
 
 
+GPU_ONLY = {"precision": "ieee", "tma": False}  # Params fields whose other values only a GPU computes differently
+
+
 @dataclass(frozen=True)
 class Params(ABC):
     """A family's move parameters. Subclasses are frozen dataclasses of JSON-able fields (ints, floats, strings,
@@ -47,6 +50,14 @@ class Params(ABC):
     @property
     def relaxed(self) -> bool:
         return False
+
+    @property
+    def gpu_only(self) -> bool:
+        """The move differs from its family's others only on a GPU: tensor-core precisions for fp32 (3xTF32, TF32)
+        or TMA loads. A CPU runs kernels in Triton's interpreter, which computes them as the exact, plain move does,
+        so a CPU is not offered them (a field of GPU_ONLY off its default says so)."""
+        fields = {f.name for f in dataclasses.fields(self)}
+        return any(name in fields and getattr(self, name) != default for name, default in GPU_ONLY.items())
 
     def to_json(self) -> dict:
         return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -187,6 +198,10 @@ class Move:
     @property
     def relaxed(self) -> bool:
         return self.params.relaxed
+
+    @property
+    def gpu_only(self) -> bool:
+        return self.params.gpu_only
 
     def header(self, what: str) -> str:
         """The candidate file's header comment: who wrote it, for what, with which parameters."""

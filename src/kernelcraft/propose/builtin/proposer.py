@@ -90,13 +90,18 @@ class BuiltinProposer:
 
     def moves(self, op, backend: str) -> list:
         """The moves for `op` (or a chain, a list of ops: chain.py's): CUDA ones first where a CUDA family serves
-        the kind and there is a GPU, then the run's backend's; less the precision moves the policy does not admit."""
+        the kind and there is a GPU, then the run's backend's; less the precision moves the policy does not admit,
+        and on a CPU less the moves only a GPU tells apart (Params.gpu_only), where others are left."""
         if isinstance(op, list):
-            return [m for m in chain.moves(op) if self.precision_moves or not m.relaxed]
-        moves = registry.moves(op, backend)
-        if backend != "cuda_nvrtc" and self.device.startswith("cuda") and _clusters(self.device):
-            moves = registry.moves(op, "cuda_nvrtc") + moves
-        return [m for m in moves if self.precision_moves or not m.relaxed]
+            moves = chain.moves(op)
+        else:
+            moves = registry.moves(op, backend)
+            if backend != "cuda_nvrtc" and self.device.startswith("cuda") and _clusters(self.device):
+                moves = registry.moves(op, "cuda_nvrtc") + moves
+        moves = [m for m in moves if self.precision_moves or not m.relaxed]
+        if not self.device.startswith("cuda"):
+            moves = [m for m in moves if not m.gpu_only] or moves
+        return moves
 
     def ask(self, request: Request) -> Answer:
         messages = [{"role": "user", "content": _describe(request)}]

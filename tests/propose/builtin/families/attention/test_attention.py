@@ -174,9 +174,12 @@ def test_fp32_precision_per_move():
     for m in moves(attn_op()):
         source = render(attn_op(), sdpa_reference(), m.params)
         assert f'prec = "{m.params.precision}" if q.dtype == torch.float32 else "ieee"' in source
-    strict, relaxed = BuiltinProposer("cpu"), BuiltinProposer("cpu", precision_moves=True)
+    strict, relaxed = BuiltinProposer("cuda"), BuiltinProposer("cuda", precision_moves=True)
     assert not any(needs_relaxed(m) for m in strict.moves(attn_op(), "triton"))
     assert any(needs_relaxed(m) for m in relaxed.moves(attn_op(), "triton"))
+    # a CPU runs the kernels in Triton's interpreter, which computes 3xTF32 and TF32 as exact fp32: not offered
+    on_cpu = BuiltinProposer("cpu", precision_moves=True).moves(attn_op(), "triton")
+    assert on_cpu and all(m.params.precision == "ieee" for m in on_cpu)
 
 
 @pytest.mark.parametrize("name, causal, dtype", [("attention", False, torch.float32),

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 def test_the_suite_problem_is_covered_and_matches_on_its_small_sizes(tmp_path):
     problem = load_problem("level1/conv_transpose3d")
-    engineer = BuiltinProposer("cpu")
+    engineer = BuiltinProposer("cuda")  # a GPU's moves (a CPU is offered none that only a GPU tells apart)
     op = engineer.coverage(problem, "triton").single
     assert op.kind == "conv_transpose3d"
     offered = engineer.moves(op, "triton")
