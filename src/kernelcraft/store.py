@@ -106,9 +106,18 @@ CREATE INDEX IF NOT EXISTS candidates_run ON candidates(run_id);
 CREATE INDEX IF NOT EXISTS calls_run ON calls(run_id);
 """
 # Columns added since a table was first written: a store made before them gets them (NULL) when opened.
-ADDED_COLUMNS = {"calls": (("finish", "TEXT"), ("output_limit", "INTEGER"))}
+# columns added to a table since it was first written (a store opened by an older kernelcraft keeps reading it)
+ADDED_COLUMNS = {"calls": (("finish", "TEXT"), ("output_limit", "INTEGER")),
+                 "runs": (("elapsed", "REAL"),)}  # seconds the run has run, over every session of it
 NO_ANSWER = "no_answer"  # a candidate's parse_error when its proposer call failed: `no_answer (HTTP 500: …)`
 UNEVALUATED = ("call_failed", "malformed", "not_evaluated")  # the statuses of a candidate with no result
+
+
+def run_wall_seconds(row: dict) -> float:
+    """A run row's wall time: the seconds it ran over all its sessions, where stored (a resumed run counts its
+    earlier ones; the pause between them is not counted), else from its first write to its last (older stores)."""
+    elapsed = row.get("elapsed")
+    return elapsed if elapsed is not None else row["updated"] - row["created"]
 
 
 def unevaluated_status(parse_error: str | None) -> str:
@@ -275,9 +284,13 @@ class Store:
             return self._all("SELECT * FROM runs WHERE bench_id = ? ORDER BY created", (bench_id,))
         return self._all("SELECT * FROM runs ORDER BY created DESC LIMIT ?", (limit,))
 
-    def finish_run(self, run_id: str, status: str, stop_reason: str | None, best: int | None) -> None:
-        self._write("UPDATE runs SET status = ?, stop_reason = ?, best_candidate = ?, updated = ? WHERE id = ?",
-                    (status, stop_reason, best, time.time(), run_id))
+    def finish_run(self, run_id: str, status: str, stop_reason: str | None, best: int | None,
+                   elapsed: float | None = None) -> None:
+        """The run's end (or its stop); `elapsed`: the seconds it has run over all its sessions (a resumed run goes
+        on from there), kept as it was where None."""
+        self._write("UPDATE runs SET status = ?, stop_reason = ?, best_candidate = ?, updated = ?, "
+                    "elapsed = COALESCE(?, elapsed) WHERE id = ?",
+                    (status, stop_reason, best, time.time(), elapsed, run_id))
 
     def reopen_run(self, run_id: str) -> None:
         self._write("UPDATE runs SET status = 'running', stop_reason = NULL, updated = ? WHERE id = ?",

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from kernelcraft.search import RunConfig, resume_run, start_run
+from kernelcraft.search.config import Budget
 from kernelcraft.store import Store
 from tests.helpers import REPO
 from tests.llm_server import Reply, Rule, ScriptedLLMServer
@@ -140,3 +141,43 @@ def test_sigterm_stops_a_run_as_stopped_and_says_how_to_resume(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     assert (status, reason) == ("stopped", "interrupted")
     assert f"kernelcraft run --resume {run_id}" in err
+
+
+def test_a_resumed_run_counts_its_earlier_time_in_its_wall_time_and_its_wall_budget(tmp_path, relu, verifier,
+                                                                                     proposer):
+    """After --resume a run's wall time counted only the resumed part (issue: a user's 40-minute run read 3 s).
+    It is stored at every end and carried on; the pause between the sessions is not counted; and a wall budget
+    the earlier sessions spent leaves the resumed run none."""
+    with ScriptedLLMServer(rules()) as server:
+        store = Store(tmp_path / "runs.db")
+        first = start_run(store, relu, proposer(server), verifier, RunConfig(**CONFIG), out_dir=None)
+        assert store.run(first.run_id)["elapsed"] == pytest.approx(first.wall_seconds, abs=0.5)
+        # stopped after 100 s of work (an hour ago: the pause is not the run's), the last round's results lost
+        db = sqlite3.connect(store.path)
+        db.execute("DELETE FROM results WHERE candidate_id IN (SELECT id FROM candidates WHERE run_id = ? AND "
+                   "key LIKE 'r02/%')", (first.run_id,))
+        db.execute("UPDATE runs SET status = 'stopped', best_candidate = NULL, elapsed = 100, created = created - "
+                   "3600 WHERE id = ?", (first.run_id,))
+        db.commit()
+        db.close()
+        again = resume_run(store, first.run_id, proposer(server), verifier, out_dir=None)
+        assert again.status == "done" and 100 < again.wall_seconds < 100 + 120
+        stored = store.run(first.run_id)["elapsed"]
+        assert stored == pytest.approx(again.wall_seconds, abs=0.5)
+        from kernelcraft.report.data import run_report
+        assert run_report(store, first.run_id)["run"]["wall_seconds"] == pytest.approx(stored)
+
+        # a wall budget the earlier sessions spent: the resumed run takes no new work
+        second = start_run(store, relu, proposer(server), verifier,
+                           RunConfig(**CONFIG, budget=Budget(wall_s=600.0)), out_dir=None)
+        db = sqlite3.connect(store.path)
+        db.execute("DELETE FROM results WHERE candidate_id IN (SELECT id FROM candidates WHERE run_id = ?)",
+                   (second.run_id,))
+        db.execute("UPDATE runs SET status = 'stopped', best_candidate = NULL, elapsed = 700 WHERE id = ?",
+                   (second.run_id,))
+        db.commit()
+        db.close()
+        spent = resume_run(store, second.run_id, proposer(server), verifier, out_dir=None)
+        assert spent.stop_reason == "budget_wall_time" and spent.best is None, (spent.stop_reason, spent.best)
+        assert spent.counters.evaluated == 0 and spent.wall_seconds > 700
+        store.close()

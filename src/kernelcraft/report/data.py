@@ -22,7 +22,7 @@ from kernelcraft.ledger import resolve, row_spread, stored_counts, trajectory
 from kernelcraft.metrics import bench_metrics, fast_p
 from kernelcraft.ranking import clearly_faster
 from kernelcraft.result import Result
-from kernelcraft.store import Store, StoreError, unevaluated_status
+from kernelcraft.store import Store, StoreError, run_wall_seconds, unevaluated_status
 
 PAYOFF_DEFINITION = ("An idea paid off when at least one candidate implementing it was correct and faster than "
                      "the kernel it started from, by more than the timings' spread (half the sum of their IQRs): "
@@ -63,7 +63,7 @@ def run_report(store: Store, run_id: str) -> dict:
     run = {"run_id": row["id"], "bench_id": row["bench_id"], "problem": row["problem"], "strategy": row["strategy"],
            "proposer": row["proposer"], "device": row["device"], "status": row["status"],
            "stop_reason": row["stop_reason"], "created": row["created"],
-           "wall_seconds": row["updated"] - row["created"], "rounds": max((t["round"] for t in traj), default=0),
+           "wall_seconds": run_wall_seconds(row), "rounds": max((t["round"] for t in traj), default=0),
            "config": row["config"].get("run", {})}
     summary = _problem_row(run, best, counts)
     judged_on = sorted({r.device for r in results.values() if r.device})

@@ -40,9 +40,10 @@ from kernelcraft.verify.target import Target
 class Engine:
     def __init__(self, store: Store, run_id: str, problem: Problem, proposer: Proposer, verifier: Verifier,
                  config: RunConfig, on_event: Callable[[str, dict], None] | None = None,
-                 cancel: threading.Event | None = None):
+                 cancel: threading.Event | None = None, earlier_s: float = 0.0):
         """`cancel`, once set, stops the run as an interrupt does (a bench's runs in other threads than the one
-        Ctrl-C reaches): no new work, what is in flight finishes and is stored."""
+        Ctrl-C reaches): no new work, what is in flight finishes and is stored. `earlier_s`: the seconds a resumed
+        run ran before (its wall time and wall budget count them)."""
         self.cancel = cancel
         self.store, self.run_id, self.problem = store, run_id, problem
         self.proposer, self.verifier, self.config = proposer, verifier, config
@@ -58,7 +59,8 @@ class Engine:
         self._by_source: dict[str, Future] = {}  # source -> its verdict (a Result), so a repeated kernel runs once
         self._pool = ThreadPoolExecutor(max(1, config.concurrency), thread_name_prefix="propose")
         self._inflight: set[Future] = set()
-        self._started = time.monotonic()
+        self._session = time.monotonic()
+        self._started = self._session - max(earlier_s, 0.0)  # the run's start, its earlier sessions counted
         self._busy0 = verifier.busy_seconds()
         self._target_lock = threading.Lock()
         self._target: Target | None = None
@@ -468,7 +470,7 @@ class Engine:
             self.count.overhead_s += time.monotonic() - t0
 
     def gpu_idle_fraction(self) -> float:
-        wall = (time.monotonic() - self._started) * len(self.verifier.devices)
+        wall = (time.monotonic() - self._session) * len(self.verifier.devices)  # this session's, as busy is
         busy = self.verifier.busy_seconds() - self._busy0
         return max(0.0, 1.0 - busy / wall) if wall > 0 else 0.0
 

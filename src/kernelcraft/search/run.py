@@ -15,7 +15,7 @@ from kernelcraft.search.config import RunConfig
 from kernelcraft.search.engine import Engine
 from kernelcraft.search.records import Cand, Counters
 from kernelcraft.search.strategies import get_strategy
-from kernelcraft.store import Store, StoreError, new_id, unevaluated_status
+from kernelcraft.store import Store, StoreError, new_id, run_wall_seconds, unevaluated_status
 from kernelcraft.verify import Verifier
 
 
@@ -97,7 +97,8 @@ def resume_run(store: Store, run_id: str, proposer: Proposer, verifier: Verifier
     problem = stored_problem(store, row)
     config = RunConfig.from_dict(row["config"]["run"])
     store.reopen_run(row["id"])
-    return _drive(store, row["id"], problem, proposer, verifier, config, out_dir, on_event)
+    return _drive(store, row["id"], problem, proposer, verifier, config, out_dir, on_event,
+                  earlier_s=row.get("elapsed") or 0.0)
 
 
 def stored_problem(store: Store, row: dict) -> Problem:
@@ -116,8 +117,12 @@ def stored_problem(store: Store, row: dict) -> Problem:
     return problem
 
 
-def _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event, cancel=None) -> RunOutcome:
-    engine = Engine(store, run_id, problem, proposer, verifier, config, on_event, cancel)
+def _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event, cancel=None,
+           earlier_s: float = 0.0) -> RunOutcome:
+    """Run the strategy to its end; the run's wall time (and its wall budget) counts `earlier_s`, what a resumed
+    run ran before, and is stored at every end so that a resume goes on from it (a run killed outright keeps the
+    last stored figure)."""
+    engine = Engine(store, run_id, problem, proposer, verifier, config, on_event, cancel, earlier_s)
     try:
         get_strategy(config.strategy)(engine)
         engine.drain()
@@ -125,15 +130,15 @@ def _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event
         status = "stopped" if reason and not reason.startswith(CLEAN_ENDS) else "done"
     except KeyboardInterrupt:  # what is stored stays; `--resume` goes on from there
         engine.close(cancel=True)
-        store.finish_run(run_id, "stopped", "interrupted", _best_id(engine))
+        store.finish_run(run_id, "stopped", "interrupted", _best_id(engine), engine.wall_seconds())
         raise RunInterrupted(run_id) from None
     except BaseException:
         engine.close(cancel=True)
-        store.finish_run(run_id, "failed", engine.stop_reason, _best_id(engine))
+        store.finish_run(run_id, "failed", engine.stop_reason, _best_id(engine), engine.wall_seconds())
         raise
     engine.close()
     best = engine.best(1)
-    store.finish_run(run_id, status, engine.stop_reason, best[0].id if best else None)
+    store.finish_run(run_id, status, engine.stop_reason, best[0].id if best else None, engine.wall_seconds())
     best_file = write_best(best[0], problem, run_id, out_dir) if best and out_dir else None
     return outcome(store, run_id, engine, best_file)
 
@@ -174,7 +179,7 @@ def outcome(store: Store, run_id: str, engine: Engine | None = None, best_file: 
     return RunOutcome(
         row["id"], row["problem"], row["strategy"], row["proposer"], row["device"], row["status"], row["stop_reason"],
         best_info, best_file, trajectory(rows), counters,
-        engine.wall_seconds() if engine else row["updated"] - row["created"],
+        engine.wall_seconds() if engine else run_wall_seconds(row),
         engine.gpu_idle_fraction() if engine else float("nan"),
         1000 * counters.overhead_s / per if engine else None,
         [{"key": c["key"], "round": c["round"], "status": c["status"] or unevaluated_status(c["parse_error"]),
