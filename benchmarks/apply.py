@@ -73,10 +73,13 @@ def main() -> int:
     return 0
 
 
-def _apply(name: str, args) -> dict:
+def _apply(name: str, args, budget_minutes: float | None = None) -> dict:
+    """Apply the model file `name` (args.directory / name.py) with args' settings; `budget_minutes` in place of
+    args.budget_minutes where given."""
     out = args.work / name
+    budget = args.budget_minutes if budget_minutes is None else budget_minutes
     cmd = [sys.executable, "-m", "kernelcraft", "apply", str(args.directory / f"{name}.py"), "--json",
-           "--budget-minutes", str(args.budget_minutes), "--rounds", str(args.rounds), "--device", args.device,
+           "--budget-minutes", str(budget), "--rounds", str(args.rounds), "--device", args.device,
            "--store", str(args.work / "runs.db"), "--out", str(out)]
     t0 = time.time()
     log = args.work / f"{name}.log"  # apply's progress lines, written as they come (a stopped model keeps its log)
@@ -93,6 +96,7 @@ def _apply(name: str, args) -> dict:
         return {"model": name, "status": "error", "error": (log.read_text().strip().splitlines() or ["?"])[-1][:400],
                 "returncode": done.returncode}
     summary["model"] = name
+    summary["budget_minutes"] = budget
     summary["wall_seconds"] = round(time.time() - t0, 1)
     for region in summary["regions"]:  # the kernels' full verdicts stay in the store; the record keeps headlines
         result = region.pop("result", None) or {}

@@ -5,7 +5,8 @@ replaced and what became of each region; then the geomean of the final models ov
 each model's file under --work and runs benchmarks/apply.py's runner on it.
 
     PYTHONPATH=src python benchmarks/models.py --models gpt2,llama,bert --dtypes float32,bfloat16 \\
-        --budget-minutes 3 --jobs 3 --out benchmarks/results/models-h200-DATE.json
+        --budget-minutes 2 --budgets bert_bfloat16=5,gpt2_bfloat16=3,bert_float32=6 \\
+        --out benchmarks/results/models-h200-DATE.json
     PYTHONPATH=src python benchmarks/models.py --size tiny --device cpu --models gpt2 --out /tmp/zoo.json  # a try
 
 A model whose library does not import here is a row saying so.
@@ -44,6 +45,8 @@ def main() -> int:
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--size", default="real", choices=zoo.SIZES)
     ap.add_argument("--budget-minutes", type=float, default=3.0, help="per model, split among its regions")
+    ap.add_argument("--budgets", default="", help="per model (or model_dtype) budgets over --budget-minutes, "
+                    "e.g. bert_bfloat16=5,gpt2=3")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=1, help="models applied at once (every timing phase holds the "
                     "device's lock alone; checks overlap)")
@@ -57,6 +60,12 @@ def main() -> int:
     unknown = [n for n in names if n not in zoo.ENTRIES]
     if unknown:
         ap.error(f"not in the zoo: {', '.join(unknown)} (it has {', '.join(zoo.ENTRIES)})")
+    try:
+        budgets = {k.strip(): float(v) for k, v in (item.split("=") for item in args.budgets.split(",") if item)}
+    except ValueError:
+        ap.error(f"--budgets {args.budgets!r}: give NAME=MINUTES pairs, comma-separated")
+    if stray := [k for k in budgets if k.split("_")[0] not in zoo.ENTRIES]:
+        ap.error(f"--budgets names models not in the zoo: {', '.join(stray)}")
     files = args.work / "files"
     files.mkdir(parents=True, exist_ok=True)
     args.directory = files
@@ -71,7 +80,7 @@ def main() -> int:
             print(f"{stem}: {exc}", flush=True)
         else:
             (files / f"{stem}.py").write_text(zoo.model_file(name, args.size, dtype))
-            row = runner._apply(stem, args)
+            row = runner._apply(stem, args, budgets.get(stem, budgets.get(name)))
             row.update(zoo=name, dtype=dtype, size=args.size, what=zoo.ENTRIES[name].what)
             times = row.get("times") or {}
             if times.get("final_ms"):
@@ -106,8 +115,8 @@ def _write(args, rows: list[dict], started: float) -> dict:
         "date": datetime.date.today().isoformat(),
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "torch": torch.__version__,
-        "settings": {"size": args.size, "budget_minutes": args.budget_minutes, "rounds": args.rounds,
-                     "jobs": args.jobs},
+        "settings": {"size": args.size, "budget_minutes": args.budget_minutes, "budgets": args.budgets,
+                     "rounds": args.rounds, "jobs": args.jobs},
         "method": "each model's eager, torch.compile and final times by the verifier's method (cuda events, L2 "
                   "flushed): the end-to-end verdict's where kernels went in, else the model's baselines; "
                   "over_compile = torch.compile's time over the final model's; over_compile_graphs: torch.compile's "
