@@ -1,4 +1,5 @@
-"""Shared fixtures: a private cache directory, a session-wide CPU verifier, the `gpu` marker."""
+"""Shared fixtures: a private cache directory, a session-wide CPU verifier, the `gpu` marker; Ctrl-C stops the
+shared verifiers' work at once."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ import torch
 
 from kernelcraft.problems import load_problem
 from kernelcraft.verify import Verifier, VerifyConfig
-from tests.helpers import small_config
+from tests.helpers import INTERRUPTED, close_shared, small_config
+
+
+def pytest_keyboard_interrupt(excinfo):
+    """Ctrl-C: the session's shared verifiers, torn down next, stop what they are judging instead of finishing it."""
+    INTERRUPTED.set()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -38,7 +44,7 @@ def cpu_verifier(cache_root):
     """The CPU verifier every verifier test shares (small sizes, 3 trials, 0.3 s of timing)."""
     verifier = Verifier("cpu", small_config(cache_root))
     yield verifier
-    verifier.close()
+    close_shared(verifier)
 
 
 @pytest.fixture(scope="session")

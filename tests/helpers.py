@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from kernelcraft.candidate import Candidate
@@ -15,6 +16,15 @@ REPO = TESTS.parent
 KERNELBENCH = next((p for p in (REPO.parent / "shared" / "kernelbench", REPO / "shared" / "kernelbench")
                     if p.exists()), REPO.parent / "shared" / "kernelbench")
 CPU_WORKER_ENV = {"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}  # a worker's extra environment without a GPU
+
+
+INTERRUPTED = threading.Event()  # Ctrl-C reached pytest (tests/conftest.py): shared verifiers close at once
+
+
+def close_shared(verifier) -> None:
+    """A fixture's verifier closed at its scope's end: at once where the run was interrupted (the evaluation in
+    flight stopped, its worker killed), else after its work (a session of Ctrl-C waited on a verdict's end)."""
+    verifier.close(cancel=INTERRUPTED.is_set())
 
 
 def small_config(cache_dir: Path, **overrides) -> VerifyConfig:

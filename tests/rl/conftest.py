@@ -14,6 +14,7 @@ from kernelcraft.export.rl import DATA_SOURCE
 from kernelcraft.problems import load_problem
 from kernelcraft.rl import RewardShape, Scorer
 from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
+from tests.helpers import close_shared
 
 CPU_SHAPE = RewardShape(min_speedup=1e-6, speed_weight=0.05)
 # the row's verifier settings, as export writes them for runs judged on the CPU at small sizes
@@ -86,8 +87,9 @@ def cpu_config(cache_dir) -> VerifyConfig:
 
 @pytest.fixture(scope="package")
 def rl_verifier(tmp_path_factory):
-    with Verifier("cpu", cpu_config(tmp_path_factory.mktemp("rl-verifier"))) as v:
-        yield v
+    v = Verifier("cpu", cpu_config(tmp_path_factory.mktemp("rl-verifier")))
+    yield v
+    close_shared(v)
 
 
 @pytest.fixture(scope="package")

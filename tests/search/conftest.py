@@ -10,7 +10,7 @@ from kernelcraft.propose.llm import ClientSettings, LLMProposer, ModelSpec
 from kernelcraft.store import Store
 from kernelcraft.verify import TimingConfig, Verifier
 from kernelcraft.verify.policy import get_policy
-from tests.helpers import FIXTURES, small_config
+from tests.helpers import FIXTURES, close_shared, small_config
 from tests.llm_server import Reply, Rule, ScriptedLLMServer
 
 KERNELS = FIXTURES / "search"
@@ -35,8 +35,9 @@ def ideas_json(*pairs: tuple[str, str]) -> str:
 def verifier(tmp_path_factory):
     config = small_config(tmp_path_factory.mktemp("cache"), static_guards=True, trials=2,
                           timing=TimingConfig(budget_s=0.2, min_samples=3))
-    with Verifier("cpu", config) as v:
-        yield v
+    v = Verifier("cpu", config)
+    yield v
+    close_shared(v)
 
 
 @pytest.fixture
