@@ -1,5 +1,6 @@
-"""Attention family: softmax(q @ k^T * scale [+ causal mask | + a held bias]) @ v over the forward's first three inputs, q (..., L, E),
-k (..., S, E) and v (..., S, Ev), as one FlashAttention-style kernel (the L x S scores never reach memory).
+"""Attention family: softmax(q @ k^T * scale [+ causal mask | + a held bias]) @ v over the forward's first three
+inputs, q (..., L, E), k (..., S, E) and v (..., S, Ev), as one FlashAttention-style kernel (the L x S scores never
+reach memory).
 
 A program owns a BLOCK_M tile of queries of one batch·head (a 1-D grid; each tensor read through its own batch and
 head strides, so the transposed head split of a projection's output is no copy, and the output laid out as q is, so
