@@ -117,3 +117,42 @@ def test_forked_workers_on_a_gpu_initialise_cuda_themselves(tmp_path):
         assert supervisor.workers.fork_server is not None and supervisor.workers.fork_failure == ""
     assert ok.status == "ok" and ok.correct and ok.device != "cpu", (ok.reasons, ok.message)
     assert wrong.status == "incorrect"
+
+
+@pytest.mark.parametrize("gone", ["channel_closed", "sigterm"])
+def test_a_frozen_worker_is_killed_when_its_supervisor_is_gone(gone):
+    """A worker is frozen (SIGSTOP) between requests, in a session of its own. A supervisor killed outright left it
+    so for good (one was found stopped after a test run was killed), holding its memory; the server, seeing its
+    supervisor gone (its channel closed without a word, or told to stop by SIGTERM), kills every worker it forked."""
+    import signal
+    import time
+
+    server = ForkServer(worker_environment(CPU_WORKER_ENV)[0], *sandbox_paths())
+    worker = WorkerProcess(CPU_WORKER_ENV, server=server)
+    pid = worker.proc.pid
+
+    def alive() -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+    try:
+        worker.ready()
+        worker.signal(signal.SIGSTOP)
+        frozen_by = time.monotonic() + 5
+        while time.monotonic() < frozen_by and psutil.Process(pid).status() != psutil.STATUS_STOPPED:
+            time.sleep(0.05)
+        assert psutil.Process(pid).status() == psutil.STATUS_STOPPED
+        if gone == "channel_closed":
+            server.conn.close()
+        else:
+            server.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and alive():
+            time.sleep(0.1)
+        assert not alive(), psutil.Process(pid).status()
+        assert server.proc.wait(timeout=10) == 0
+    finally:
+        worker.kill()
+        server.conn = None
+        server.close()

@@ -18,6 +18,9 @@ or write the server's or a sibling's memory), and CUDA is initialised only in th
 CUDA_VISIBLE_DEVICES is its own. The child
 closes its copy of the server's channel before running anything, so a candidate cannot ask the server for
 anything. The server reaps its children and answers for their exit status (Popen's convention: -N for signal N).
+Where its supervisor is gone without closing it (killed outright: the channel ends without an exit; or the server is
+sent SIGTERM or SIGHUP), it kills every worker it forked that still runs: a worker frozen between requests would
+otherwise stay stopped for good, holding its memory.
 
     python -m kernelcraft.verify.forkserver ADDRESS   (the channel's key on stdin; started by ForkServer)
 """
@@ -29,6 +32,7 @@ import importlib
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -235,6 +239,8 @@ def _child(conn, request: dict) -> None:
     """In the forked child: become the worker a spawn would have started, then run it. Never returns."""
     try:
         conn.close()  # the server's channel stays the server's: a candidate cannot reach it
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # the server's handlers are not the worker's
+            signal.signal(sig, signal.SIG_DFL)
         os.setsid()
         preexec(Limits(**request["limits"]))()
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -272,6 +278,40 @@ def main() -> None:
         os._exit(1)
     conn.send({"ready": True, "pid": os.getpid(), "preloaded": loaded, "ready_s": round(time.time() - spawned, 4)})
     exits: dict[int, int] = {}
+    children: set[int] = set()
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # stopped from outside: as when the supervisor is gone
+        signal.signal(sig, _gone)
+    try:
+        _serve(conn, exits, children)
+    except _SupervisorGone:
+        _end_workers(children, exits)
+    conn.close()
+    os._exit(0)
+
+
+class _SupervisorGone(Exception):
+    """The supervisor closed the channel without a word (killed outright), or the server was told to stop."""
+
+
+def _gone(signum, frame) -> None:
+    raise _SupervisorGone(signum)
+
+
+def _end_workers(children: set[int], exits: dict[int, int]) -> None:
+    """Kill every worker forked here that still runs, with its group. A worker is frozen (SIGSTOP) between requests
+    in a session of its own: where its supervisor died without killing it, nothing else would ever end it, and it
+    kept its memory (a GPU's too)."""
+    _reap(exits)
+    for pid in children - exits.keys():
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _serve(conn, exits: dict[int, int], children: set[int]) -> None:
+    """Answer the supervisor until it says exit (its workers killed by their owners first); _SupervisorGone where it
+    is gone."""
     while True:
         _reap(exits)
         try:
@@ -279,10 +319,10 @@ def main() -> None:
                 continue
             request = conn.recv()
         except (EOFError, OSError):  # the supervisor is gone
-            break
+            raise _SupervisorGone() from None
         op = request.get("op")
         if op == "exit":
-            break
+            return
         if op == "status":
             _reap(exits)
             conn.send({"code": exits.get(request["pid"])})
@@ -296,11 +336,10 @@ def main() -> None:
                 continue
             if pid == 0:
                 _child(conn, request)
+            children.add(pid)
             conn.send({"pid": pid})
         else:
             conn.send({"error": f"unknown request {op!r}"})
-    conn.close()
-    os._exit(0)
 
 
 if __name__ == "__main__":
