@@ -18,9 +18,9 @@ or write the server's or a sibling's memory), and CUDA is initialised only in th
 CUDA_VISIBLE_DEVICES is its own. The child
 closes its copy of the server's channel before running anything, so a candidate cannot ask the server for
 anything. The server reaps its children and answers for their exit status (Popen's convention: -N for signal N).
-Where its supervisor is gone without closing it (killed outright: the channel ends without an exit; or the server is
-sent SIGTERM or SIGHUP), it kills every worker it forked that still runs: a worker frozen between requests would
-otherwise stay stopped for good, holding its memory.
+When it ends (told to exit; or its supervisor gone without a word, killed outright; or sent SIGTERM or SIGHUP), it
+kills every worker it forked that still runs: a worker frozen between requests would otherwise stay stopped for
+good, holding its memory.
 
     python -m kernelcraft.verify.forkserver ADDRESS   (the channel's key on stdin; started by ForkServer)
 """
@@ -93,7 +93,8 @@ class ForkedProcess:
 
 class ForkServer:
     """The supervisor's side: starts the server (like a worker: namespace prefix, scrubbed environment, own
-    session), then asks it for workers. Thread-safe; `close` ends it (its workers are killed by their owners)."""
+    session), then asks it for workers. Thread-safe; `close` ends it and every worker it forked that still runs
+    (their owners kill them first; one left frozen would stay stopped for good)."""
 
     def __init__(self, env: dict[str, str], read_only: list[Path], writable: list[Path], hidden: list[Path] = (),
                  sandbox: bool = True, start_timeout: float = 120.0):
@@ -284,7 +285,8 @@ def main() -> None:
     try:
         _serve(conn, exits, children)
     except _SupervisorGone:
-        _end_workers(children, exits)
+        pass
+    _end_workers(children, exits)  # told to exit or not: no worker outlives its server
     conn.close()
     os._exit(0)
 
@@ -299,8 +301,8 @@ def _gone(signum, frame) -> None:
 
 def _end_workers(children: set[int], exits: dict[int, int]) -> None:
     """Kill every worker forked here that still runs, with its group. A worker is frozen (SIGSTOP) between requests
-    in a session of its own: where its supervisor died without killing it, nothing else would ever end it, and it
-    kept its memory (a GPU's too)."""
+    in a session of its own: where its supervisor died, or closed the server without killing it (a test suite left
+    one frozen worker behind a run), nothing else would ever end it, and it kept its memory (a GPU's too)."""
     _reap(exits)
     for pid in children - exits.keys():
         try:
@@ -310,8 +312,7 @@ def _end_workers(children: set[int], exits: dict[int, int]) -> None:
 
 
 def _serve(conn, exits: dict[int, int], children: set[int]) -> None:
-    """Answer the supervisor until it says exit (its workers killed by their owners first); _SupervisorGone where it
-    is gone."""
+    """Answer the supervisor until it says exit; _SupervisorGone where it is gone."""
     while True:
         _reap(exits)
         try:
