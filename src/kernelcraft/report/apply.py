@@ -13,6 +13,11 @@ from rich.text import Text
 from kernelcraft.report.terminal import _ms, _x
 
 
+# what the region table's figures are, in the terminal and the HTML page alike
+REGION_FIGURES = ("share and in profile: the model's profile; PyTorch and kernel: the region's run, each timed alone "
+                  "by the verifier (another method: the two need not agree)")
+
+
 def apply_view(summary: dict) -> Group:
     title = f"apply {summary['apply_id']} · {summary['model']}"
     if summary.get("method"):
@@ -20,8 +25,7 @@ def apply_view(summary: dict) -> Group:
     table = Table(title=title, title_justify="left")
     # two measurements, each named: the profile's (a region's share and its time in the model's profile, which add
     # up) and its run's (PyTorch and the kernel timed alone by the verifier, whose ratio is the speedup)
-    table.caption = ("share and in profile: the model's profile; PyTorch and kernel: the region's run, each timed "
-                     "alone by the verifier (another method: the two need not agree)")
+    table.caption = REGION_FIGURES
     table.caption_justify = "left"
     numbers = ("share", "in profile", "PyTorch", "kernel", "× eager", "× compile")
     for col in ("region", "kind", *numbers, "what became of it", "run"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kernelcraft.report import plots
 from kernelcraft.report.html import _cards, _cpu_banner, _date, _figure, _run_sections, _status, _table, e, ms, pct, x
+from kernelcraft.report.apply import REGION_FIGURES
 
 
 def apply_page(r: dict) -> str:
@@ -69,8 +70,7 @@ def _regions(a: dict) -> str:
             for g in a.get("regions", [])]
     return _table(["region", "kind", "share", "in profile", "PyTorch", "kernel", "× eager", "× compile", "status",
                    "why", "run"], rows, {2, 3, 4, 5, 6, 7},
-                  "share and in profile: the model's profile; PyTorch and kernel: the region's run, each timed alone "
-                  "by the verifier (another method: the two need not agree)")
+                  REGION_FIGURES)
 
 
 def _notes(a: dict) -> str:
