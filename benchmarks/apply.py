@@ -73,20 +73,23 @@ def main() -> int:
     return 0
 
 
-def _apply(name: str, args, budget_minutes: float | None = None) -> dict:
+def _apply(name: str, args, budget_minutes: float | None = None, gpu: str | None = None) -> dict:
     """Apply the model file `name` (args.directory / name.py) with args' settings; `budget_minutes` in place of
-    args.budget_minutes where given."""
+    args.budget_minutes where given; `gpu` (an index) is the one GPU its process sees, where given."""
     out = args.work / name
     budget = args.budget_minutes if budget_minutes is None else budget_minutes
     cmd = [sys.executable, "-m", "kernelcraft", "apply", str(args.directory / f"{name}.py"), "--json",
            "--budget-minutes", str(budget), "--rounds", str(args.rounds), "--device", args.device,
            "--store", str(args.work / "runs.db"), "--out", str(out)]
+    env = os.environ.copy()
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     t0 = time.time()
     log = args.work / f"{name}.log"  # apply's progress lines, written as they come (a stopped model keeps its log)
     try:
         with log.open("w") as err:
             done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, timeout=args.timeout,
-                                  env=os.environ.copy())
+                                  env=env)
     except subprocess.TimeoutExpired:
         return {"model": name, "status": "timeout", "error": f"stopped after {args.timeout} s (its log: {log})"}
     lines = done.stdout.strip().splitlines()

@@ -7,6 +7,7 @@ each model's file under --work and runs benchmarks/apply.py's runner on it.
     PYTHONPATH=src python benchmarks/models.py --models gpt2,llama,bert --dtypes float32,bfloat16 \\
         --budget-minutes 2 --budgets bert_bfloat16=5,gpt2_bfloat16=3,bert_float32=6 \\
         --out benchmarks/results/models-h200-DATE.json
+    PYTHONPATH=src python benchmarks/models.py --gpus 0,1 ...  # two models at once, each alone on its own GPU
     PYTHONPATH=src python benchmarks/models.py --size tiny --device cpu --models gpt2 --out /tmp/zoo.json  # a try
 
 A model whose library does not import here is a row saying so.
@@ -19,6 +20,7 @@ import datetime
 import importlib.util
 import json
 import math
+import queue
 import sys
 import threading
 import time
@@ -28,6 +30,7 @@ from pathlib import Path
 import torch
 
 from kernelcraft import zoo
+from provenance import code
 
 HERE = Path(__file__).resolve().parent
 
@@ -50,6 +53,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=1, help="models applied at once (every timing phase holds the "
                     "device's lock alone; checks overlap)")
+    ap.add_argument("--gpus", default="", help="GPU indices, comma-separated: as many models at once, each "
+                    "process seeing only its own GPU (in place of --jobs)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per model before it is stopped")
     ap.add_argument("--work", type=Path, default=Path("models-work"))
@@ -70,6 +75,12 @@ def main() -> int:
     files.mkdir(parents=True, exist_ok=True)
     args.directory = files
     runner, rows, started, lock = _runner(), [], time.time(), threading.Lock()
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
+    free: queue.Queue = queue.Queue()
+    for gpu in gpus or [None]:
+        free.put(gpu)
+    if gpus:
+        args.jobs = len(gpus)
 
     def one(name: str, dtype: str) -> None:
         stem = f"{name}_{dtype}"
@@ -80,8 +91,15 @@ def main() -> int:
             print(f"{stem}: {exc}", flush=True)
         else:
             (files / f"{stem}.py").write_text(zoo.model_file(name, args.size, dtype))
-            row = runner._apply(stem, args, budgets.get(stem, budgets.get(name)))
+            gpu = free.get() if gpus else None
+            try:
+                row = runner._apply(stem, args, budget_of(name, dtype), gpu)
+            finally:
+                if gpus:
+                    free.put(gpu)
             row.update(zoo=name, dtype=dtype, size=args.size, what=zoo.ENTRIES[name].what)
+            if gpu is not None:
+                row["gpu"] = gpu
             times = row.get("times") or {}
             if times.get("final_ms"):
                 row["over_eager"] = times["eager_ms"] / times["final_ms"]
@@ -97,8 +115,13 @@ def main() -> int:
             rows.append(row)
             _write(args, rows, started)
 
+    def budget_of(name: str, dtype: str) -> float:
+        return budgets.get(f"{name}_{dtype}", budgets.get(name, args.budget_minutes))
+
+    # the longest first, so that models running at once end close together
+    pairs = sorted(((n, d) for n in names for d in dtypes), key=lambda pair: -budget_of(*pair))
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        list(pool.map(lambda pair: one(*pair), [(n, d) for n in names for d in dtypes]))
+        list(pool.map(lambda pair: one(*pair), pairs))
     record = _write(args, rows, started)
     print(f"geomean of the final models over torch.compile: {record['geomean_speedup_compile']}; over torch.compile "
           f"with CUDA graphs, where measured: {record['geomean_speedup_compile_graphs']}")
@@ -112,16 +135,19 @@ def _geomean(xs: list[float]) -> float | None:
 def _write(args, rows: list[dict], started: float) -> dict:
     record = {
         "what": "kernelcraft apply on the model zoo (built-in engineer)",
+        "code": code(),
         "date": datetime.date.today().isoformat(),
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "torch": torch.__version__,
         "settings": {"size": args.size, "budget_minutes": args.budget_minutes, "budgets": args.budgets,
-                     "rounds": args.rounds, "jobs": args.jobs},
+                     "rounds": args.rounds, "jobs": args.jobs, "gpus": args.gpus or None},
+        "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
         "method": "each model's eager, torch.compile and final times by the verifier's method (cuda events, L2 "
                   "flushed): the end-to-end verdict's where kernels went in, else the model's baselines; "
                   "over_compile = torch.compile's time over the final model's; over_compile_graphs: torch.compile's "
                   "with CUDA graphs (mode=reduce-overhead, verified like a candidate where the model is host-bound), "
-                  "over the final model's",
+                  "over the final model's; with --gpus, models ran at once, each process seeing only its own GPU "
+                  "(its row's gpu), the host's CPUs shared",
         "wall_seconds": round(time.time() - started, 1),
         "geomean_speedup_compile": _geomean([r["over_compile"] for r in rows if r.get("over_compile")]),
         "geomean_speedup_compile_graphs": _geomean([r["over_compile_graphs"] for r in rows
