@@ -59,6 +59,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=None, help="seconds per model before it is stopped")
     ap.add_argument("--work", type=Path, default=Path("models-work"))
     ap.add_argument("--out", type=Path, required=True, help="written again as each model ends")
+    ap.add_argument("--add-to", type=Path, default=None, help="an earlier record of the same code, device and size "
+                    "(a zoo split across calls): its rows are kept, and the models it has are not run again")
     args = ap.parse_args()
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
@@ -71,10 +73,14 @@ def main() -> int:
         ap.error(f"--budgets {args.budgets!r}: give NAME=MINUTES pairs, comma-separated")
     if stray := [k for k in budgets if k.split("_")[0] not in zoo.ENTRIES]:
         ap.error(f"--budgets names models not in the zoo: {', '.join(stray)}")
+    earlier = _earlier(args.add_to, args.size, ap) if args.add_to else {"models": [], "wall_seconds": 0.0}
+    args.earlier_settings = earlier.get("settings")
+    done = {row["model"] for row in earlier["models"]}
     files = args.work / "files"
     files.mkdir(parents=True, exist_ok=True)
     args.directory = files
-    runner, rows, started, lock = _runner(), [], time.time(), threading.Lock()
+    runner, rows, lock = _runner(), list(earlier["models"]), threading.Lock()
+    started = time.time() - earlier["wall_seconds"]
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
     free: queue.Queue = queue.Queue()
     for gpu in gpus or [None]:
@@ -119,13 +125,29 @@ def main() -> int:
         return budgets.get(f"{name}_{dtype}", budgets.get(name, args.budget_minutes))
 
     # the longest first, so that models running at once end close together
-    pairs = sorted(((n, d) for n in names for d in dtypes), key=lambda pair: -budget_of(*pair))
+    pairs = sorted(((n, d) for n in names for d in dtypes if f"{n}_{d}" not in done), key=lambda p: -budget_of(*p))
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(lambda pair: one(*pair), pairs))
     record = _write(args, rows, started)
     print(f"geomean of the final models over torch.compile: {record['geomean_speedup_compile']}; over torch.compile "
           f"with CUDA graphs, where measured: {record['geomean_speedup_compile_graphs']}")
     return 0
+
+
+def _earlier(path: Path, size: str, ap: argparse.ArgumentParser) -> dict:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        ap.error(f"--add-to {path}: {exc}")
+    here = {"code": code(), "device": _device(), "torch": torch.__version__, "size": size}
+    there = dict(record, size=(record.get("settings") or {}).get("size"))
+    if differs := [f"{k} {there.get(k)}, here {v}" for k, v in here.items() if there.get(k) != v]:
+        ap.error(f"--add-to {path} measured other code or on another machine: {'; '.join(differs)}")
+    return record
+
+
+def _device() -> str:
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
 
 
 def _geomean(xs: list[float]) -> float | None:
@@ -137,10 +159,11 @@ def _write(args, rows: list[dict], started: float) -> dict:
         "what": "kernelcraft apply on the model zoo (built-in engineer)",
         "code": code(),
         "date": datetime.date.today().isoformat(),
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "device": _device(),
         "torch": torch.__version__,
         "settings": {"size": args.size, "budget_minutes": args.budget_minutes, "budgets": args.budgets,
-                     "rounds": args.rounds, "jobs": args.jobs, "gpus": args.gpus or None},
+                     "rounds": args.rounds, "jobs": args.jobs, "gpus": args.gpus or None,
+                     "earlier_call": args.earlier_settings},
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
         "method": "each model's eager, torch.compile and final times by the verifier's method (cuda events, L2 "
                   "flushed): the end-to-end verdict's where kernels went in, else the model's baselines; "
