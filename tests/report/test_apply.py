@@ -30,3 +30,31 @@ def test_each_figure_of_a_region_says_which_measurement_it_is():
     skipped = next(line for line in text.splitlines() if "10_layout_view" in line)
     assert "0.0031 ms" in skipped and skipped.count("—") >= 4  # no run: no time alone, no kernel, no speedups
     assert "share and in profile: the model's profile" in " ".join(text.split())
+
+
+def test_a_kernel_in_the_compiled_model_given_back_says_so_in_both_views():
+    """BERT bf16 on an H200: the eager form was never verified (torch.compile was faster than its kernels predict),
+    so its attention regions were 'dropped', while their kernels were in the compiled model with CUDA graphs that
+    apply gave back. The row said 'dropped'."""
+    from kernelcraft.report.apply_html import _regions
+    from kernelcraft.report.apply_html import _summary as _summary_html
+
+    summary = _summary()
+    attention = {"name": "08_attention_sdpa", "kind": "attention", "share": 0.05, "ms": 0.29, "eager_ms": 0.10,
+                 "kernel_ms": 0.0995, "speedup_eager": 1.02, "speedup_compile": 1.78, "status": "dropped",
+                 "reason": "torch.compile of the model is faster than its kernels predict", "run_id": "run-2"}
+    summary["regions"].append(attention)
+    summary.update(final_regions=["08_attention_sdpa"], compiled={"regions": ["08_attention_sdpa"],
+                                                                  "cuda_graphs": True, "end_to_end": None})
+    console = Console(width=400, record=True)
+    console.print(apply_view(summary))
+    lines = console.export_text().splitlines()
+    row = next(line for line in lines if "08_attention_sdpa" in line)
+    assert "in the model given back: compiled with its kernels, CUDA graphs (the eager form: dropped" in row
+    slower = next(line for line in lines if "09_linear_addmm" in line)
+    assert "slower: its best kernel" in slower  # a region not in the final model keeps its own status
+    assert not any("no region was replaced" in line for line in lines)
+    assert any("the model with its kernels, eager: not verified" in line for line in lines)
+    html = _regions(summary)
+    assert "in the model given back" in html and "the eager form: dropped" in html
+    assert "no region was replaced" not in _summary_html(dict(summary, replaced_share=0.0))

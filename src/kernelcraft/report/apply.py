@@ -17,6 +17,21 @@ from kernelcraft.report.terminal import _ms, _x
 REGION_FIGURES = ("share and in profile: the model's profile; PyTorch and kernel: the region's run, each timed alone "
                   "by the verifier (another method: the two need not agree)")
 
+IN_FINAL = "in the model given back"
+EAGER_UNVERIFIED = "not verified (the notes say why); the model given back is compiled with its kernels"
+
+
+def region_fate(region: dict, summary: dict) -> tuple[str, str]:
+    """What became of a region, as its row shows it (status, why). A region's status is the eager form's; where the
+    model given back is the compiled one, a kernel in it says so, with the eager form's status beside."""
+    status, reason = region["status"], region.get("reason") or ""
+    if region["name"] in (summary.get("final_regions") or []) and status != "replaced":
+        compiled = summary.get("compiled") or {}
+        form = "compiled with its kernels" + (", CUDA graphs" if compiled.get("cuda_graphs") else "")
+        eager = status + (f": {reason}" if reason else "")
+        return IN_FINAL, f"{form} (the eager form: {eager})"
+    return status, reason
+
 
 def apply_view(summary: dict) -> Group:
     title = f"apply {summary['apply_id']} · {summary['model']}"
@@ -31,7 +46,8 @@ def apply_view(summary: dict) -> Group:
     for col in ("region", "kind", *numbers, "what became of it", "run"):
         table.add_column(col, justify="right" if col in numbers else "left")
     for r in summary["regions"]:
-        what = r["status"] + (f": {r['reason']}" if r["reason"] else "")
+        status, reason = region_fate(r, summary)
+        what = status + (f": {reason}" if reason else "")
         table.add_row(r["name"], r["kind"], f"{r['share']:.1%}", _ms(r["ms"]), _ms(r.get("eager_ms")),
                       _ms(r["kernel_ms"]), _x(r["speedup_eager"]), _x(r.get("speedup_compile")), what[:90],
                       r["run_id"] or "")
@@ -43,7 +59,9 @@ def apply_view(summary: dict) -> Group:
                           f"{profile['covered']:.0%} of it" + (f"; torch.profiler's heaviest ops: {ops}" if ops else "")))
     e = summary.get("end_to_end")
     replaced = [r["name"] for r in summary["regions"] if r["status"] == "replaced"]
-    if e is None:
+    if e is None and summary.get("final_regions"):
+        lines.append(Text(f"the model with its kernels, eager: {EAGER_UNVERIFIED}"))
+    elif e is None:
         lines.append(Text("no region was replaced: the model stays as it is (1.00× eager)"
                           if summary["status"] == "done" else f"stopped before the end: {summary['status']}"))
     elif e["correct"]:

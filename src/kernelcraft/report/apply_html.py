@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kernelcraft.report import plots
 from kernelcraft.report.html import _cards, _cpu_banner, _date, _figure, _run_sections, _status, _table, e, ms, pct, x
-from kernelcraft.report.apply import REGION_FIGURES
+from kernelcraft.report.apply import EAGER_UNVERIFIED, REGION_FIGURES, region_fate
 
 
 def apply_page(r: dict) -> str:
@@ -29,7 +29,9 @@ def _header(a: dict) -> str:
 def _summary(a: dict) -> str:
     e2e = a.get("end_to_end")
     replaced = [g for g in a.get("regions", []) if g["status"] == "replaced"]
-    if e2e is None:
+    if e2e is None and a.get("final_regions"):
+        verdict = ("model with its kernels, eager", "not verified", EAGER_UNVERIFIED.split("; ")[1])
+    elif e2e is None:
         verdict = ("model", "as it was", "no region was replaced" if a["status"] == "done" else a["status"])
     else:
         verdict = ("model end to end", "correct" if e2e["correct"] else e2e["status"],
@@ -64,8 +66,8 @@ def _summary(a: dict) -> str:
 
 def _regions(a: dict) -> str:
     rows = [[e(g["name"]), e(g["kind"]), e(pct(100 * g["share"])), e(ms(g["ms"])), e(ms(g.get("eager_ms"))),
-             e(ms(g["kernel_ms"])), e(x(g["speedup_eager"])), e(x(g.get("speedup_compile"))), e(g["status"]),
-             e(g["reason"]),
+             e(ms(g["kernel_ms"])), e(x(g["speedup_eager"])), e(x(g.get("speedup_compile"))),
+             *map(e, region_fate(g, a)),
              f'<a href="#run-{e(g["run_id"])}" class="mono">{e(g["run_id"])}</a>' if g["run_id"] else ""]
             for g in a.get("regions", [])]
     return _table(["region", "kind", "share", "in profile", "PyTorch", "kernel", "× eager", "× compile", "status",
