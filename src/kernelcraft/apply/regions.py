@@ -24,32 +24,8 @@ from dataclasses import dataclass
 
 from torch import fx
 
-_HEAVY = {
-    "conv": {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-             "convolution"},
-    "linear": {"linear", "addmm"},
-    "matmul": {"matmul", "mm", "bmm", "baddbmm", "einsum"},
-    "norm": {"batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "native_layer_norm",
-             "native_batch_norm", "_native_batch_norm_legit_no_training"},
-    "pool": {"max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-             "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
-             "adaptive_max_pool2d", "max_pool2d_with_indices", "max_pool3d_with_indices", "_adaptive_avg_pool2d"},
-    "softmax": {"softmax", "log_softmax", "_softmax", "_log_softmax"},
-    "reduce": {"sum", "mean", "amax", "amin", "max", "min", "var", "std", "logsumexp", "norm", "linalg_vector_norm",
-               "cumsum", "cumprod", "prod", "argmax", "argmin"},
-    "attention": {"scaled_dot_product_attention"},
-}
-_POINTWISE = {
-    "add", "sub", "mul", "div", "truediv", "floordiv", "pow", "neg", "rsub", "relu", "relu6", "gelu", "silu",
-    "sigmoid", "tanh", "exp", "exp2", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "abs", "clamp", "clamp_min",
-    "clamp_max", "clip", "hardtanh", "leaky_relu", "elu", "selu", "celu", "softplus", "mish", "hardswish",
-    "hardsigmoid", "where", "masked_fill", "erf", "sin", "cos", "minimum", "maximum", "eq", "ne", "lt", "gt", "le",
-    "ge", "logical_and", "logical_or", "logical_not", "reciprocal", "square", "sign", "floor", "ceil", "round",
-    "lerp", "addcmul", "addcdiv", "float", "half", "bfloat16", "to", "type_as", "_to_copy", "dropout", "remainder", "fmod", "bitwise_and", "bitwise_or", "heaviside",
-}
-_FREE = {"view", "reshape", "transpose", "permute", "t", "expand", "expand_as", "squeeze", "unsqueeze", "flatten",
-         "unflatten", "view_as", "narrow", "select", "split", "split_with_sizes", "chunk", "unbind", "getitem",
-         "contiguous", "detach", "clone", "alias", "slice", "size", "_unsafe_view", "repeat", "cat", "stack", "pad", "getattr"}
+from kernelcraft.propose.builtin.vocabulary import kind_of
+
 _COPIES = {"clone", "alias", "contiguous", "detach"}  # free, yet a copy a pointwise chain may carry along
 _MATMULS = ("linear", "matmul")  # kinds a norm may follow inside one region
 _PROLOGUE_KINDS = ("reduce",)  # heads that also take the pointwise ops before them that only they read
@@ -69,14 +45,9 @@ def op_name(node: fx.Node) -> str:
 
 
 def op_kind(node: fx.Node) -> str:
-    """heavy kinds (see _HEAVY), "pointwise", "free" (reshapes, views, copies), or "other"."""
-    name = op_name(node)
-    for kind, names in _HEAVY.items():
-        if name in names:
-            return kind
-    if name in _POINTWISE:
-        return "pointwise"
-    return "free" if name in _FREE else "other"
+    """A heavy kind (one that starts a region), "pointwise", "free" (reshapes, views, copies), or "other": the
+    vocabulary the kernel families declare (propose/builtin/vocabulary.py)."""
+    return kind_of(op_name(node))
 
 
 @dataclass

@@ -14,6 +14,8 @@ A family (one folder under families/, listed once in registry.py) serves some op
     kernels without rewriting any generated text.
   - `recognize` (optional): how the family's ops are read from a traced reference (analyze.py's interpreter asks
     it for the nn modules and torch functions it claims).
+  - `cut` (optional): the op names a captured model's graph calls that start this family's kind of region (or,
+    for the pointwise family, that a region fuses): the region cutter's vocabulary (vocabulary.py).
 """
 
 from __future__ import annotations
@@ -167,6 +169,9 @@ class Family:
     epilogue: tuple[str, ...] = ()  # kinds whose kernels apply the pointwise steps after them ("steps")
     operand_epilogue: tuple[str, ...] = ()  # of those, kinds whose epilogue also reads parameter tensors
     recognize: object = None  # a recognize.Recognizer: the nn modules and functions analyze.py hands to it
+    # the op names a captured graph calls (torch functions, tensor methods, ATen ops; no namespace or overload) that
+    # the region cutter (apply/regions.py) treats as this family's region kind: {region kind: names} (vocabulary.py)
+    cut: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     head: str = ("import math\n\nimport torch\nimport triton\nimport triton.language as tl")  # the file's imports
 
     def __hash__(self) -> int:

@@ -67,4 +67,5 @@ def render(op: Op, p: ArgTiles, names: Names) -> Rendered:
     return kernels.argreduce(op, p, names)
 
 
-FAMILY = Family("argreduce", "triton", ("argreduce",), ArgTiles, moves, render, recognize=RECOGNIZER)
+FAMILY = Family("argreduce", "triton", ("argreduce",), ArgTiles, moves, render, recognize=RECOGNIZER,
+                cut={"reduce": ("argmax", "argmin")})

@@ -114,4 +114,4 @@ def render(op: Op, p: Flash, names: Names) -> Rendered:
 
 FAMILY = Family("attention", "triton", ("attention",), Flash, moves, render,
                 inputs={"attention": ("q", "k", "v")},  # the forward body reads the first three inputs as q, k, v
-                recognize=RECOGNIZER)
+                recognize=RECOGNIZER, cut={"attention": ("scaled_dot_product_attention",)})

@@ -122,7 +122,9 @@ def _render_group(op: Op, p: GroupRows, names: Names) -> Rendered:
 
 FAMILIES = (
     Family("batchnorm", "triton", ("batchnorm",), BatchnormTiles, _batchnorm_moves, _render_batchnorm,
-           epilogue=("batchnorm",), operand_epilogue=("batchnorm",), recognize=RECOGNIZER),
+           epilogue=("batchnorm",), operand_epilogue=("batchnorm",), recognize=RECOGNIZER,
+           cut={"norm": ("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training")}),
     Family("groupnorm", "triton", ("groupnorm", "instancenorm"), GroupRows, _group_moves, _render_group,
-           epilogue=("groupnorm", "instancenorm"), operand_epilogue=("groupnorm", "instancenorm")),
+           epilogue=("groupnorm", "instancenorm"), operand_epilogue=("groupnorm", "instancenorm"),
+           cut={"norm": ("group_norm", "instance_norm")}),
 )

@@ -82,4 +82,5 @@ def render(op: Op, p: ConvTiles, names: Names) -> Rendered:
 
 
 FAMILY = Family("conv", "triton", KINDS, ConvTiles, moves, render, epilogue=KINDS, operand_epilogue=KINDS,
+                cut={"conv": ("conv1d", "conv2d", "convolution")},
                 recognize=RECOGNIZER)

@@ -112,4 +112,5 @@ def render(op: Op, p: Conv3dTiles, names: Names) -> Rendered:
 
 
 FAMILY = Family("conv3d", "triton", ("conv3d",), Conv3dTiles, moves, render, epilogue=("conv3d",),
+                cut={"conv": ("conv3d",)},
                 operand_epilogue=("conv3d",), recognize=RECOGNIZER)

@@ -172,4 +172,5 @@ def render(op: Op, p: ConvTransposeTiles, names: Names) -> Rendered:
 
 
 FAMILY = Family("conv_transpose", "triton", KINDS, ConvTransposeTiles, moves, render, epilogue=KINDS,
+                cut={"conv": ("conv_transpose1d", "conv_transpose2d")},
                 operand_epilogue=KINDS, recognize=RECOGNIZER)

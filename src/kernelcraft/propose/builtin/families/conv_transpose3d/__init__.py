@@ -118,4 +118,5 @@ def render(op: Op, p: Tiles, names: Names) -> Rendered:
 
 
 FAMILY = Family("conv_transpose3d", "triton", ("conv_transpose3d",), Tiles, moves, render,
+                cut={"conv": ("conv_transpose3d",)},
                 epilogue=("conv_transpose3d",), operand_epilogue=("conv_transpose3d",), recognize=RECOGNIZER)

@@ -26,4 +26,5 @@ def render(op: Op, p: Tiles, names: Names) -> Rendered:
 
 FAMILY = Family("gemm", "triton", ("matmul", "linear"), Tiles, moves, render,
                 inputs={"matmul": ("a", "b")},  # the forward body reads the first two inputs as a, b
-                epilogue=("linear", "matmul"), operand_epilogue=("linear",), recognize=RECOGNIZER)
+                epilogue=("linear", "matmul"), operand_epilogue=("linear",), recognize=RECOGNIZER,
+                cut={"linear": ("linear", "addmm"), "matmul": ("matmul", "__matmul__", "mm", "bmm", "baddbmm", "einsum")})

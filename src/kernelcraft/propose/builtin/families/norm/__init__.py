@@ -68,4 +68,5 @@ def render(op: Op, p: Rows, names: Names) -> Rendered:
     return kernels.render(op, p, names)
 
 
-FAMILY = Family("norm", "triton", ("layernorm", "rmsnorm"), Rows, moves, render, epilogue=("layernorm", "rmsnorm"))
+FAMILY = Family("norm", "triton", ("layernorm", "rmsnorm"), Rows, moves, render, epilogue=("layernorm", "rmsnorm"),
+                cut={"norm": ("layer_norm", "native_layer_norm", "rms_norm")})

@@ -67,4 +67,13 @@ def render(op: Op, p: Tiles, names: Names) -> Rendered:
     return kernels.flat(op, p, names)
 
 
-FAMILY = Family("pointwise", "triton", ("elementwise",), Tiles, moves, render)
+# what the cutter fuses as pointwise: a wider set than the engineer's steps (plan.py), so that a chain with an op
+# the engineer does not write (sin, a comparison) still stays one region
+FAMILY = Family("pointwise", "triton", ("elementwise",), Tiles, moves, render, cut={"pointwise": (
+    "add", "sub", "mul", "div", "truediv", "floordiv", "pow", "neg", "rsub", "relu", "relu6", "gelu", "silu",
+    "sigmoid", "tanh", "exp", "exp2", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "abs", "clamp", "clamp_min",
+    "clamp_max", "clip", "hardtanh", "leaky_relu", "elu", "selu", "celu", "softplus", "mish", "hardswish",
+    "hardsigmoid", "where", "masked_fill", "erf", "sin", "cos", "minimum", "maximum", "eq", "ne", "lt", "gt", "le",
+    "ge", "logical_and", "logical_or", "logical_not", "reciprocal", "square", "sign", "floor", "ceil", "round",
+    "lerp", "addcmul", "addcdiv", "float", "half", "bfloat16", "to", "type_as", "_to_copy", "dropout", "remainder",
+    "fmod", "bitwise_and", "bitwise_or", "heaviside", "true_divide", "divide", "multiply", "subtract", "softsign")})

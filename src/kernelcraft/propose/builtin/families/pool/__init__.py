@@ -112,4 +112,7 @@ def render(op: Op, p: PoolTiles, names: Names) -> Rendered:
     return kernels.render(op, p, names)
 
 
-FAMILY = Family("pool", "triton", ("pool2d",), PoolTiles, moves, render, recognize=RECOGNIZER)
+FAMILY = Family("pool", "triton", ("pool2d",), PoolTiles, moves, render, recognize=RECOGNIZER,
+                cut={"pool": ("max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
+                              "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+                              "max_pool2d_with_indices", "_adaptive_avg_pool2d")})

@@ -82,4 +82,5 @@ def moves(op: Op) -> list[Tiling]:
     return found
 
 
-FAMILY = Family("pool3d", "triton", ("pool3d",), Tiling, moves, kernels.render, recognize=RECOGNIZER)
+FAMILY = Family("pool3d", "triton", ("pool3d",), Tiling, moves, kernels.render, recognize=RECOGNIZER,
+                cut={"pool": ("max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "max_pool3d_with_indices")})

@@ -154,5 +154,9 @@ def render_reduce(op: Op, p: Reduce, names: Names) -> Rendered:
 
 
 FAMILIES = (Family("softmax", "triton", ("softmax", "log_softmax"), Softmax, softmax_moves, render_softmax,
-                   epilogue=("softmax", "log_softmax"), operand_epilogue=("softmax", "log_softmax")),
-            Family("reduce", "triton", ("reduce",), Reduce, reduce_moves, render_reduce))
+                   epilogue=("softmax", "log_softmax"), operand_epilogue=("softmax", "log_softmax"),
+                   cut={"softmax": ("softmax", "log_softmax", "_softmax", "_log_softmax")}),
+            # var, std and prod it does not write; still each a reduction the cutter makes a region of
+            Family("reduce", "triton", ("reduce",), Reduce, reduce_moves, render_reduce,
+                   cut={"reduce": ("sum", "mean", "amax", "amin", "max", "min", "logsumexp", "norm",
+                                   "linalg_vector_norm", "var", "std", "prod")}))

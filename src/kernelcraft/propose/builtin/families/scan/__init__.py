@@ -45,4 +45,5 @@ def render(op: Op, p: ScanTiles, names: Names) -> Rendered:
     return kernels.scan(op, p, names)
 
 
-FAMILY = Family("scan", "triton", ("scan",), ScanTiles, moves, render, recognize=RECOGNIZER)
+FAMILY = Family("scan", "triton", ("scan",), ScanTiles, moves, render, recognize=RECOGNIZER,
+                cut={"reduce": ("cumsum", "cumprod")})
