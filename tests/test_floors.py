@@ -11,7 +11,7 @@ import kernelcraft
 PACKAGE = Path(kernelcraft.__file__).parent
 # the store's floor: what every floor above reads and writes
 BOTTOM = ("kernelcraft.store", "kernelcraft.result", "kernelcraft.ranking", "kernelcraft.metrics",
-          "kernelcraft.ledger", "kernelcraft.errors", "kernelcraft.syntax")
+          "kernelcraft.ledger", "kernelcraft.errors", "kernelcraft.syntax", "kernelcraft.target")
 ABOVE_THE_STORE = ("kernelcraft.search", "kernelcraft.report", "kernelcraft.export", "kernelcraft.verify",
                    "kernelcraft.propose", "kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp", "kernelcraft.rl")
 
@@ -43,6 +43,12 @@ def borrowed(module: str, floors: tuple[str, ...]) -> set[str]:
 def test_the_store_floor_imports_nothing_above_it():
     for module in BOTTOM:
         assert not borrowed(module, ABOVE_THE_STORE), module
+
+
+def test_proposers_do_not_reach_into_the_verifier():
+    """A proposer reads what the verifier measured (a Target, a Result) from the floor both stand on."""
+    for module in modules_under("kernelcraft.propose"):
+        assert not borrowed(module, ("kernelcraft.verify",)), module
 
 
 def test_search_and_export_do_not_borrow_the_reports_shapes():

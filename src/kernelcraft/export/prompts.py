@@ -20,7 +20,7 @@ def render_prompt(problem: str, source: str, backend: str, device: str, policy: 
     from kernelcraft.propose.base import Idea, Kernel, Request
     from kernelcraft.propose.llm.proposer import prompt_messages
     from kernelcraft.verify.policy import get_policy
-    from kernelcraft.verify.target import Target
+    from kernelcraft.target import Target
 
     p = get_policy(policy)
     shown = [Kernel(c["source"], c["backend"], feedback.render(c.get("result"), c.get("parse_error")),

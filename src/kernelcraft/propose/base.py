@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kernelcraft.problems import Problem
-from kernelcraft.verify.target import Target
+from kernelcraft.target import Target
 
 # The six idea categories, by short tag.
 CATEGORIES = {

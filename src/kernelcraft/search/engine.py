@@ -34,7 +34,7 @@ from kernelcraft.search.profiling import RunProfiler
 from kernelcraft.search.records import Cand, Counters, done as _done
 from kernelcraft.store import NO_ANSWER, Store, unevaluated_status
 from kernelcraft.verify import Job, Verifier
-from kernelcraft.verify.target import Target
+from kernelcraft.target import Target
 
 
 class Engine:

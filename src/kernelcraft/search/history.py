@@ -10,7 +10,7 @@ from typing import Callable
 from kernelcraft.propose import feedback
 from kernelcraft.propose.base import Kernel, TriedIdea
 from kernelcraft.search.records import Cand
-from kernelcraft.verify.target import Target
+from kernelcraft.target import Target
 
 FAILURES_SHOWN = 6  # lines of a round's failures
 VERDICT_CHARS = 140  # of a failed implementation's verdict in an idea's outcome

@@ -33,7 +33,7 @@ from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.integrity import HarnessTampered, Integrity
 from kernelcraft.verify.memory import MemoryNeed
 from kernelcraft.verify.supervisor import Supervisor
-from kernelcraft.verify.target import Target
+from kernelcraft.target import Target
 from kernelcraft.verify.trust import for_verifier, trusted_dir
 
 

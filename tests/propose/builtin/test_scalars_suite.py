@@ -53,7 +53,9 @@ def hopper_moves(name: str, precision_moves: bool = True) -> list:
         try:
             op = proposer.coverage(problem, backend)
         except CoverageError:
-            continue
+            if backend == "triton":  # every problem here is covered in Triton: a lost coverage fails, not skips
+                raise
+            continue  # most have no CUDA family
         op = op.single or op.chain
         out += [m for m in proposer.moves(op, backend) if m.backend == backend]
     return out

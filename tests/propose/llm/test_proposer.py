@@ -118,7 +118,8 @@ def test_the_target_states_sizes_baselines_and_the_roofline_floor():
     from kernelcraft.problems.cost import Cost, TensorSpec
     from kernelcraft.propose.llm.proposer import prompt_messages
     from kernelcraft.result import Timing
-    from kernelcraft.verify.target import Target, floor
+    from kernelcraft.target import Target
+    from kernelcraft.verify.target import floor
 
     import torch
 

@@ -13,7 +13,7 @@ from kernelcraft.propose.base import CATEGORIES, Answer, Kernel, Request, TriedI
 from kernelcraft.propose.feedback import times
 from kernelcraft.propose.llm.client import ChatClient, ClientSettings, FatalLLMError, LLMError
 from kernelcraft.propose.llm.providers import ModelSpec, PriceTable
-from kernelcraft.verify.target import Target
+from kernelcraft.target import Target
 
 PROMPTS = Path(__file__).parent / "prompts"
 
