@@ -11,6 +11,7 @@ from kernelcraft.apply.plan import amdahl
 from kernelcraft.apply.profile import Profile
 from kernelcraft.apply.times import FINAL_COMPILED_KERNELS, FINAL_KERNELS
 from kernelcraft.errors import KernelcraftError
+from kernelcraft.propose.builtin.family import written_by
 from kernelcraft.result import Result
 
 MODEL_FILE = "model_new.py"  # the model with its kernels
@@ -58,6 +59,7 @@ class RegionOutcome:
         d["kernel_device_ms"] = runtime.device_ms if runtime else None
         d["compile_device_ms"] = compiled.device_ms if compiled else None
         d["result"] = self.result.to_dict() if self.result else None
+        d["move"] = written_by(self.source) if self.source else None  # the built-in engineer's family and parameters
         return d
 
 

@@ -94,3 +94,17 @@ def test_no_family_rewrites_generated_text():
     """Generated code comes from templates and specs: no family patches code it generated with str.replace."""
     found = [hit for path in sorted(FAMILIES_DIR.rglob("*.py")) for hit in _replace_calls(path)]
     assert not found, found
+
+
+def test_the_family_and_parameters_a_kernel_was_written_with_are_read_back_from_its_file():
+    from kernelcraft.apply.outcome import RegionOutcome
+    from kernelcraft.propose.builtin.family import written_by
+
+    problem = load_problem("level1/softmax")
+    op = analyze(problem).ops[0]
+    move = registry.moves(op)[1]
+    source = registry.render(op, problem.source, move.params)
+    assert written_by(source) == {"family": move.family.name, **move.params.to_json()}
+    assert written_by(problem.source) is None  # a file the engineer did not write
+    region = RegionOutcome("03_softmax", "softmax", 0.2, 0.1, "replaced", source=source)
+    assert region.to_dict()["move"]["family"] == move.family.name

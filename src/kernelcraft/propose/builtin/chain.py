@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.codegen import indent, parameter
 from kernelcraft.propose.builtin.compose import assemble, forward_signature
-from kernelcraft.propose.builtin.family import Move, Names, Params
+from kernelcraft.propose.builtin.family import HEADER_MARK, Move, Names, Params
 from kernelcraft.propose.builtin.plan import RECURRENT, Op, argument_refs, states
 from kernelcraft.propose.builtin.scalars import Scalars
 
@@ -151,7 +151,7 @@ def render(ops: list[Op], reference_source: str, params: Params | None = None, l
     if any(op.kind == "view" and "flatten" in op.detail for op in ops):
         kernels.blocks.append(_FLATTEN)
     chosen = {"lead": i_lead, "family": lead_move.family.name, **lead_move.params.to_json()}
-    head = (f"# ---- Triton kernels by kernelcraft's built-in engineer: chain {describe(ops)} "
+    head = (f"# ---- Triton kernels {HEADER_MARK}chain {describe(ops)} "
             f"{json.dumps(chosen, sort_keys=True)}\n" + lead_move.family.head)
     return assemble(reference_source, head, kernels.blocks, "\n".join(lines))
 

@@ -209,7 +209,28 @@ class Move:
         return self.params.gpu_only
 
     def header(self, what: str) -> str:
-        """The candidate file's header comment: who wrote it, for what, with which parameters."""
+        """The candidate file's header comment: who wrote it, for what, with which parameters (`written_by` reads
+        them back)."""
         backend = "Triton kernels" if self.backend == "triton" else "CUDA kernels (NVRTC)"
-        return (f"# ---- {backend} by kernelcraft's built-in engineer: {what} "
+        return (f"# ---- {backend} {HEADER_MARK}{what} "
                 f"{json.dumps({'family': self.family.name, **self.params.to_json()}, sort_keys=True)}")
+
+
+HEADER_MARK = "by kernelcraft's built-in engineer: "  # a candidate file's header line (Move.header, chain.py's)
+
+
+def written_by(source: str) -> dict | None:
+    """The family and parameters the built-in engineer wrote `source` with, read back from its header line:
+    {"family": name, **parameters} (a chain's also names its lead op, "lead"); None for a kernel it did not write."""
+    for line in source.splitlines():
+        if not line.startswith("# ---- ") or HEADER_MARK not in line:
+            continue
+        start = line.index(HEADER_MARK)
+        while (start := line.find("{", start + 1)) != -1:  # the parameters end the line, as JSON
+            try:
+                found = json.loads(line[start:])
+            except json.JSONDecodeError:
+                continue
+            if isinstance(found, dict) and "family" in found:
+                return found
+    return None
