@@ -16,6 +16,8 @@ A family (one folder under families/, listed once in registry.py) serves some op
     it for the nn modules and torch functions it claims).
   - `cut` (optional): the op names a captured model's graph calls that start this family's kind of region (or,
     for the pointwise family, that a region fuses): the region cutter's vocabulary (vocabulary.py).
+  - `details`: what each of its kinds' `Op.detail` holds, a TypedDict per kind in the family's ops.py, checked
+    after every analysis (details.py).
 """
 
 from __future__ import annotations
@@ -172,6 +174,8 @@ class Family:
     # the op names a captured graph calls (torch functions, tensor methods, ATen ops; no namespace or overload) that
     # the region cutter (apply/regions.py) treats as this family's region kind: {region kind: names} (vocabulary.py)
     cut: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # each kind's detail, typed: {kind: a TypedDict declared in the family's ops.py}, checked after every analysis
+    details: Mapping[str, type] = field(default_factory=dict)
     head: str = ("import math\n\nimport torch\nimport triton\nimport triton.language as tl")  # the file's imports
 
     def __hash__(self) -> int:

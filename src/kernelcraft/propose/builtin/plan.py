@@ -14,6 +14,7 @@ an op whose readers read another value instead. Steps that read the op's own ear
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 # Pointwise steps an `elementwise` op may chain, with their parameters (Python floats, or "self.<attr>" for one forward
 # reads from the module, read again at run time: scalars.py):
@@ -34,6 +35,8 @@ from dataclasses import dataclass, field
 # or ("step", k, branch), that value with the scalar steps `branch` (no tensor step) applied to it apart, in registers
 # (0.5 * x * f(x) is f's steps then ["tmul", ("step", 0, (("mul", 0.5),))]): `Own`. No tensor to read, no value ref
 # (operand_refs and reads leave it out), so any op that applies steps takes it
+Step = list[Any]  # [name, *params], by the grammar above
+Steps = list[Step]
 TENSOR_STEPS = {"tadd", "tsub", "trsub", "tmul", "tdiv", "trdiv", "tmin", "tmax"}
 UNARY = {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
          "square", "mish", "selu", "hardsigmoid", "hardswish", "softsign", "round_bf16", "round_fp16"}
@@ -47,153 +50,10 @@ class Op:
     losses read the forward's first two inputs, attention its first three). A forward of several ops is a chain:
     each op names its input.
 
-    kind and detail:
-      elementwise  {"steps": [[name, *params], ...]}              y = f_n(...f_1(x)), same shape and dtype as x
-                   (with TENSOR_STEPS: the shape broadcast with their operands')
-      softmax      {"dim": int}                                   torch.softmax(x, dim)
-      log_softmax  {"dim": int}
-                   (both may carry "steps": [[name, *params], ...], pointwise ops after them, as an epilogue)
-      reduce       {"op": "sum"|"mean"|"max"|"min"|"logsumexp"|"norm2", "dim": int | [int, ...] | None,
-                    "dim_attr": str | None, "keepdim": bool[, "pre": [[name, *params], ...]]}
-                   (dim_attr: the module attribute holding dim, e.g. "dim", when the reference reads self.dim;
-                    pre: pointwise steps applied to each element of src before it is reduced, tensor steps too
-                    (their operands broadcast to src's shape, read by the reduce kernel: a prologue, so
-                    mean((a - b) ** 2) reads a and b once and writes no elementwise result);
-                    max/min are the values only, as torch.amax/amin; norm2 sqrt(sum(x^2)), torch.norm's p 2 or
-                    "fro"; a list of dims: several adjacent ones, sorted,
-                    all counted from the front or all from the back, reduced as one)
-      layernorm    {"ndim": int, "eps": float, "weight": str | None, "bias": str | None}
-                   (over the trailing `ndim` dims; weight/bias: attribute paths such as "ln.weight")
-      rmsnorm      {"eps": float, "eps_attr": str | None, "weight": str | None}   over the last dim:
-                   x * rsqrt(mean(x^2, -1, keepdim=True) + eps) [* weight]; over another dim, "dim": int and
-                   "dim_attr": str | None (the module attribute forward reads it from), weight None (a weight is a
-                   tensor step after it); x / sqrt(mean(x^2) + eps) is the same op
-                   (both may carry "steps": [[name, *params], ...], pointwise ops after the norm, as an epilogue)
-      matmul       {"trans_a": bool, "trans_b": bool, "dtype": str}  y = op(A) @ op(B), A and B the forward's first
-                   two inputs (not only x): both 2-D, or both 3-D with equal batch (bmm, or matmul of 3-D
-                   tensors); op = transpose of the last two dims when trans_* (A.T, A.t(), A.transpose(-2, -1)).
-                   Matvec is a matmul with B of shape (K, 1). Output dtype = input dtype, fp32 accumulation.
-                   dtype: A's in the problem's get_inputs ("float32", "float16", ...; 16-bit ones get 16-bit
-                   moves). May carry "steps": the pointwise ops after the product, as an epilogue. A of 3 dims or
-                   more times a 2-D B (torch.matmul's broadcast, or an einsum spelling it: "bijl,lk->bijk") is one
-                   GEMM over A's leading dims, the output (..., M, N). May carry "mask": a triangle detail (below)
-                   applied after the steps, torch.triu/tril of the product over its last two dims.
-      argreduce    {"op": "argmax"|"argmin", "dim": int | None, "dim_attr": str | None, "keepdim": bool}
-                   int64 indices (dim None: into the flattened input); ties give the first index, NaN counts as
-                   the extreme (torch's rules); also the indices of torch.max/min(x, dim)
-      scan         {"op": "cumsum"|"cumprod", "dim": int, "dim_attr": str | None[, "reverse": True][, "exclusive": True]
-                    [, "pre": [[name, *params], ...]]}
-                   inclusive, along dim; reverse: from the end (flip(scan(flip(x, dim)), dim), as torch spells it);
-                   exclusive: entry r the scan of entries 0..r-1, entry 0 the identity (cat of zeros_like (cumsum) or
-                   ones_like (cumprod) of one slice and the scan of x narrowed to all but its last entry);
-                   pre: pointwise steps applied to each element of src as it is loaded, tensor steps too where
-                   every operand has src's shape (analyze_families.scan_reads: cumsum(x * mask) reads the mask in place)
-      pool2d       {"pool": "max"|"avg"|"adaptive_avg", "dims": 2|1, "kernel": [kh, kw], "stride": [sh, sw],
-                    "padding": [ph, pw], "dilation": [dh, dw], "ceil_mode": bool, "count_include_pad": bool,
-                    "output_size": [oh | None, ow | None] | None}
-                   over the last `dims` dims of x, (N, C, H, W) or (C, H, W); 1-D pooling is H = 1 (pairs
-                   [1, k], [1, s], [0, p], [1, d], output_size [1, o]). max/avg: kernel..dilation are ints
-                   (avg: dilation [1, 1]; count_include_pad is avg's, False for max), output_size None;
-                   adaptive_avg: output_size (None keeps the input's size), the four geometry keys None, bins
-                   [floor(i*H/OH), ceil((i+1)*H/OH)). Output sizes: families/pool/kernels.py kc_pool_out.
-      pool3d       {"pool": "max"|"avg"|"adaptive_avg"|"adaptive_max", "kernel": [kd, kh, kw], "stride": [sd, sh, sw],
-                    "padding": [pd, ph, pw], "dilation": [dd, dh, dw], "ceil_mode": bool, "count_include_pad": bool,
-                    "output_size": [od | None, oh | None, ow | None] | None}
-                   pool2d's keys lifted to 3-D, over the last three dims of x, (N, C, D, H, W) or (C, D, H, W):
-                   max/avg: kernel..dilation are ints (avg: dilation [1, 1, 1]; count_include_pad avg's, False for
-                   max), output_size None; adaptive_avg/adaptive_max: output_size (None keeps the input's size), the
-                   four geometry keys None, bins [floor(i*D/OD), ceil((i+1)*D/OD)) along each dim. Max NaN
-                   propagates as in torch; no indices, no divisor_override. Output sizes: families/pool3d's
-                   kc_pool3d_out.
-      triangle     {"op": "triu"|"tril", "diagonal": int, "diagonal_attr": str | None}   torch.triu/tril(x, diagonal)
-                   over the last two dims of x (2 dims or more): entry (i, j) kept where j - i >= diagonal (triu) or
-                   <= diagonal (tril), else 0; diagonal_attr: the attribute holding it, read at run time
-      linear       {"weight": str, "bias": str | None, "steps": [[name, *params], ...], "weight_kn": bool (absent:
-                   False)}   y = steps(x @ weight.T + bias); weight_kn: the weight is held (K, N), y = x @ weight
-                   over the last dim of x (nn.Linear or F.linear), the pointwise ops after it folded into `steps`
-                   like a conv's epilogue (tensor steps too, over parameters of one value or one per column, shape
-                   (), (1,), (N,), (1, 1) or (1, N): read along the columns; a conv's take any parameter, read at the
-                   output's coordinates)
-      conv2d       {"stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "groups": int, "module": str | None,
-                    "groups_attr": str | None, "weight": str, "bias": str | None, "steps": [[name, *params], ...],
-                    "pool": pool2d detail | None[, "bn": batchnorm detail]}
-                   y = pool(steps(bn(conv2d(x, weight, bias)))): `bn` an eval batchnorm folded in (per-channel scale
-                   and shift, present only when folded), `steps` the pointwise epilogue (elementwise names),
-                   `pool` a pooling that follows. module: the nn.Conv2d's path, whose stride/padding/dilation/groups
-                   the kernel reads at run time (they may depend on sizes, as a depthwise conv's groups do); for
-                   F.conv2d the values given (groups by attribute when read from self).
-      conv1d       the keys of conv2d, the hyper-parameters lifted to a one-row conv2d's ([1, s], [0, p], [1, d])
-      conv3d       {"stride": [sd, sh, sw], "padding": [pd, ph, pw], "dilation": [dd, dh, dw], "groups", "module",
-                    "groups_attr", "weight", "bias", "steps"}   y = steps(conv3d(x, weight, bias)) over x
-                   (N, C, D, H, W) or (C, D, H, W); the keys mean what conv2d's do (nn.Conv3d or F.conv3d; no pool;
-                   the steps' parameter operands read at the output's coordinates, as a conv2d's)
-      conv_transpose2d {"stride": [sh, sw], "padding": [ph, pw], "output_padding": [oph, opw], "dilation": [dh, dw],
-                    "groups", "module", "groups_attr", "weight", "bias", "steps"}
-                   y = steps(conv_transpose2d(x, weight, bias)), weight (C_in, C_out/groups, KH, KW), x (N, C, H, W)
-                   or (C, H, W); output size (H - 1)*sh - 2*ph + dh*(KH - 1) + oph + 1 (W alike); module: the
-                   nn.ConvTranspose2d's path, read at run time as conv2d's; padding_mode zeros only, no output_size;
-                   the steps' parameter operands read at the output's coordinates (conv_transpose1d: the keys of
-                   conv_transpose2d, lifted to a one-row one's as conv1d's are)
-      conv_transpose3d {"stride": [sd, sh, sw], "padding": [pd, ph, pw], "output_padding": [opd, oph, opw],
-                    "dilation": [dd, dh, dw], "groups", "module", "groups_attr", "weight", "bias", "steps"}
-                   y = steps(conv_transpose3d(x, weight, bias)), weight (C_in, C_out/groups, KD, KH, KW), x
-                   (N, C, D, H, W) or (C, D, H, W); each output size (D - 1)*sd - 2*pd + dd*(KD - 1) + opd + 1; the
-                   keys mean what conv_transpose2d's do (nn.ConvTranspose3d, read at run time, or F.conv_transpose3d)
-      loss         {"fn": "mse"|"l1"|"smooth_l1"|"huber", "reduction": "mean"|"sum"|"none", "param": float | None,
-                    "param_attr": str | None}   of the first two inputs (prediction, target), of equal shapes;
-                   param: smooth_l1's beta, huber's delta (None for mse, l1); param_attr: the attribute holding it
-                   ("beta", or "crit.beta" for a loss module); reduction "none" keeps the input's shape
-      cross_entropy {"reduction": "mean"|"sum"|"none", "ignore_index": int, "ignore_index_attr": str | None}
-                   F.cross_entropy(logits, targets) of the first two inputs: logits (N, C, *d) or (C,), int class
-                   targets (N, *d) or (); no class weights, no label smoothing; targets equal to ignore_index add
-                   nothing and are not counted by the mean (all ignored: NaN)
-      kl_div_logits {"dim": int, "reduction": "batchmean"|"sum"|"mean"}   of the first two inputs a, b (equal shapes):
-                   F.kl_div(log_softmax(a, dim), log_softmax(b, dim), reduction, log_target=True), i.e.
-                   KL(softmax(b) || softmax(a)) summed over dim, then over rows (/ a.shape[0] for batchmean,
-                   / numel for mean)
-      kl_div       {"reduction": "batchmean"|"sum"|"mean"|"none", "log_target": bool, "log_input": bool}   F.kl_div(input,
-                   b) of the first two inputs a, b (equal shapes), input = log(a) when log_input (torch.log of the
-                   first input, fused) else a: pointwise exp(b) * (b - input) if log_target else xlogy(b, b) - b * input
-                   (a target 0 adds 0), summed (/ a.shape[0] for batchmean, / numel for mean), or kept ("none")
-      triplet_margin {"margin": float, "margin_attr": str | None, "eps": float, "eps_attr": str | None, "swap": bool,
-                   "reduction": "mean"|"sum"|"none"}   F.triplet_margin_loss(a, p, n) of the first three inputs (one
-                   shape) with p = 2: per row of the last dim max(margin + d(a, p) - d(a, n), 0), d(x, y) =
-                   ||x - y + eps||_2 (swap: d(a, n) replaced by min(d(a, n), d(p, n))); mean / sum over the rows, or
-                   the rows' losses (shape a.shape[:-1]); *_attr: where forward reads the number at run time
-      batchnorm    {"eps": float, "eps_attr": str | None, "weight": str | None, "bias": str | None,
-                    "running_mean": str, "running_var": str}   eval mode over (N, C, *spatial): per channel
-                   (x - running_mean) / sqrt(running_var + eps) [* weight] [+ bias]
-      instancenorm {"eps", "eps_attr", "weight", "bias" as batchnorm, "spatial": int | None}   statistics per (n, c)
-                   over the spatial dims, affine per channel; spatial: the module's spatial dims (an input with
-                   spatial + 1 dims is unbatched), None for F.instance_norm
-      groupnorm    {"groups": int, "groups_attr": str | None, "eps", "eps_attr", "weight", "bias"}   statistics per
-                   (n, group) over C/groups channels and the spatial dims, affine per channel
-                   (*_attr, for all of them: where forward reads the value at run time, e.g. "eps" or "norm.eps";
-                    all three may carry "steps", the pointwise ops after the norm, as an epilogue)
-      view         {"flatten": [start, end]} | {"shape": [int | ["size", ref, dim], ...]} | {"squeeze": int | None}
-                   | {"unsqueeze": int}
-                   a free reshape (x.flatten(start, end), x.reshape/view of literal sizes, -1 allowed, or of a size
-                   read at run time from a value ref, as x.view(x.size(0), -1); x.squeeze(d) (None: every dim of size
-                   1), x.unsqueeze(d)): no kernel, only within a chain
-      cat          {"dim": int, "parts": [ref, ...]}   torch.cat of the values `parts` (src: the first) along dim, all
-                   of one dtype and equal sizes elsewhere
-      lstm, gru    {"module": str, "result": "output"|"h_n"|"c_n", "index": int | None, "states": [ref, ...]}
-                   one result of the nn.LSTM / nn.GRU at attribute path `module` over src, the input sequence
-                   ((T, B, F), (B, T, F) with batch_first, or unbatched (T, F)); states: the initial states as
-                   passed, [h0, c0] for lstm, [h0] for gru, [] for zeros. Everything else is the module's, read at
-                   run time (layers, directions, batch_first, bias, weights; proj_size refused, dropout only in
-                   eval mode, where it is the identity); torch's gate order (LSTM i, f, g, o; GRU r, z, n with
-                   n = tanh(W_in x + b_in + r * (W_hn h + b_hn))). result: the output sequence (the last layer's
-                   h_t, directions side by side), h_n or c_n (c_n: lstm; (layers * directions, B, H));
-                   index: only that entry of the result along its first dim, as x[index] (h_n, c_n: one layer
-                   and direction) or, of the output, along its time dim (out[:, index] with batch_first). One op
-                   per result read (each computes the whole recurrence: families/recurrent)
-      attention    {"causal": bool, "scale": float | None, "scale_attr": str | None}   of the first three inputs as
-                   passed, q (..., L, E), k (..., S, E), v (..., S, Ev) with equal leading dims:
-                   softmax(q @ k^T * scale, dim=-1) @ v, output (..., L, Ev) in q's dtype; scale None: 1/sqrt(E), read
-                   from q at run time; scale_attr: the attribute holding a given scale. causal: torch's is_causal,
-                   aligned top-left (query i sees keys j <= i, for any L and S). F.scaled_dot_product_attention
-                   without attn_mask, dropout or GQA, or the same written by hand (analyze_attention.py)
+    kind: one the families serve (registry.kinds()), or "view" (a free reshape, no kernel: only within a chain).
+    detail: that kind's typed dict, declared where its family lives (families/<family>/ops.py, `Family.details`;
+    `View` here), checked after every analysis (details.py). Values that belong to the module (an eps, a weight, a
+    dim given at init) are attribute paths or `*_attr` names, read again at run time.
     """
 
     kind: str
@@ -382,3 +242,17 @@ def merge_elementwise(ops: list[Op]) -> list[Op]:
             later.src = op.src
             return merge_elementwise(drop(ops, i, op.src))
     return ops
+
+
+class View(TypedDict, total=False):
+    """A free reshape, no kernel, only within a chain: one of x.flatten(start, end), x.reshape/view of sizes (literal
+    ints, -1 allowed, or ["size", ref, dim]: a size read at run time from a value ref, as x.view(x.size(0), -1)),
+    x.squeeze(d) (None: every dim of size 1), x.unsqueeze(d)."""
+
+    flatten: list[int]
+    shape: list[Any]
+    squeeze: int | None
+    unsqueeze: int
+
+
+CORE_DETAILS: dict[str, type] = {"view": View}  # the kinds no family serves (registry.detail_types adds the rest)

@@ -12,7 +12,8 @@ from functools import cache
 
 from kernelcraft.propose.builtin.compose import compose
 from kernelcraft.propose.builtin.family import Family, Move, Names, Params, Rendered
-from kernelcraft.propose.builtin.plan import Op
+from kernelcraft.propose.builtin.details import detail_problems as check
+from kernelcraft.propose.builtin.plan import CORE_DETAILS, Op
 from kernelcraft.propose.builtin.scalars import Scalars
 
 FAMILIES = (  # families/<name>: one line per family, in the order their moves are offered for a kind
@@ -92,6 +93,29 @@ def epilogue_kinds() -> set[str]:
 def operand_epilogue_kinds() -> set[str]:
     """Of those, the kinds whose epilogue also reads parameter tensors (x + self.bias)."""
     return {k for f in all_families() for k in f.operand_epilogue}
+
+
+@cache
+def detail_types() -> dict[str, type]:
+    """Each op kind's detail type: the families' (`Family.details`) and the core's (plan.CORE_DETAILS). Families that
+    serve one kind declare one type for it."""
+    out = dict(CORE_DETAILS)
+    for f in all_families():
+        for kind, declared in f.details.items():
+            if kind not in f.kinds:  # a family's ops.py may declare its sibling families' kinds too
+                continue
+            if out.setdefault(kind, declared) is not declared:
+                raise ValueError(f"two detail types for {kind!r}: {out[kind].__name__} and family {f.name}'s "
+                                 f"{declared.__name__}")
+    return out
+
+
+def detail_problems(op: Op) -> list[str]:
+    """What is wrong with `op.detail` for its kind (details.py); a kind with no declared type is a problem too."""
+    declared = detail_types().get(op.kind)
+    if declared is None:
+        return [f"no detail type declared for the op kind {op.kind!r}"]
+    return check(op.detail, declared, f"{op.kind}.")
 
 
 def recognizers() -> list:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.argreduce import kernels
+from kernelcraft.propose.builtin.families.argreduce.ops import DETAILS
 from kernelcraft.propose.builtin.families.argreduce.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -68,4 +69,5 @@ def render(op: Op, p: ArgTiles, names: Names) -> Rendered:
 
 
 FAMILY = Family("argreduce", "triton", ("argreduce",), ArgTiles, moves, render, recognize=RECOGNIZER,
-                cut={"reduce": ("argmax", "argmin")})
+                cut={"reduce": ("argmax", "argmin")},
+                details=DETAILS)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.attention import kernels, unfused
+from kernelcraft.propose.builtin.families.attention.ops import DETAILS
 from kernelcraft.propose.builtin.families.attention.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -114,4 +115,5 @@ def render(op: Op, p: Flash, names: Names) -> Rendered:
 
 FAMILY = Family("attention", "triton", ("attention",), Flash, moves, render,
                 inputs={"attention": ("q", "k", "v")},  # the forward body reads the first three inputs as q, k, v
-                recognize=RECOGNIZER, cut={"attention": ("scaled_dot_product_attention",)})
+                recognize=RECOGNIZER, cut={"attention": ("scaled_dot_product_attention",)},
+                details=DETAILS)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelcraft.propose.builtin.families.cat.ops import DETAILS
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered, TritonKernel
 from kernelcraft.propose.builtin.plan import Op
 
@@ -67,4 +68,5 @@ for part in parts:
 return y''')
 
 
-FAMILY = Family("cat", "triton", ("cat",), Copy, moves, render)
+FAMILY = Family("cat", "triton", ("cat",), Copy, moves, render,
+                details=DETAILS)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.channel_norm import kernels
+from kernelcraft.propose.builtin.families.channel_norm.ops import DETAILS
 from kernelcraft.propose.builtin.families.channel_norm.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -123,8 +124,10 @@ def _render_group(op: Op, p: GroupRows, names: Names) -> Rendered:
 FAMILIES = (
     Family("batchnorm", "triton", ("batchnorm",), BatchnormTiles, _batchnorm_moves, _render_batchnorm,
            epilogue=("batchnorm",), operand_epilogue=("batchnorm",), recognize=RECOGNIZER,
-           cut={"norm": ("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training")}),
+           cut={"norm": ("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training")},
+           details=DETAILS),
     Family("groupnorm", "triton", ("groupnorm", "instancenorm"), GroupRows, _group_moves, _render_group,
            epilogue=("groupnorm", "instancenorm"), operand_epilogue=("groupnorm", "instancenorm"),
-           cut={"norm": ("group_norm", "instance_norm")}),
+           cut={"norm": ("group_norm", "instance_norm")},
+           details=DETAILS),
 )

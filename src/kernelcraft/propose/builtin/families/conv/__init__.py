@@ -33,6 +33,7 @@ from typing import ClassVar
 
 from kernelcraft.propose.builtin.families.conv import kernels
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import GemmTiles, gemm_moves
+from kernelcraft.propose.builtin.families.conv.ops import DETAILS
 from kernelcraft.propose.builtin.families.conv.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -83,4 +84,5 @@ def render(op: Op, p: ConvTiles, names: Names) -> Rendered:
 
 FAMILY = Family("conv", "triton", KINDS, ConvTiles, moves, render, epilogue=KINDS, operand_epilogue=KINDS,
                 cut={"conv": ("conv1d", "conv2d", "convolution")},
-                recognize=RECOGNIZER)
+                recognize=RECOGNIZER,
+                details=DETAILS)

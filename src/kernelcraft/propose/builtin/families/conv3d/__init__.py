@@ -25,6 +25,7 @@ from typing import ClassVar
 
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import GATHER, OFFSETS_IDEA, GemmTiles, gemm_moves
 from kernelcraft.propose.builtin.families.conv3d import kernels
+from kernelcraft.propose.builtin.families.conv3d.ops import DETAILS
 from kernelcraft.propose.builtin.families.conv3d.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -113,4 +114,5 @@ def render(op: Op, p: Conv3dTiles, names: Names) -> Rendered:
 
 FAMILY = Family("conv3d", "triton", ("conv3d",), Conv3dTiles, moves, render, epilogue=("conv3d",),
                 cut={"conv": ("conv3d",)},
-                operand_epilogue=("conv3d",), recognize=RECOGNIZER)
+                operand_epilogue=("conv3d",), recognize=RECOGNIZER,
+                details=DETAILS)

@@ -39,6 +39,7 @@ from typing import ClassVar
 
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import COMPILED_IDEA, GemmTiles, gemm_moves
 from kernelcraft.propose.builtin.families.conv_transpose import kernels
+from kernelcraft.propose.builtin.families.conv_transpose.ops import DETAILS
 from kernelcraft.propose.builtin.families.conv_transpose.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -173,4 +174,5 @@ def render(op: Op, p: ConvTransposeTiles, names: Names) -> Rendered:
 
 FAMILY = Family("conv_transpose", "triton", KINDS, ConvTransposeTiles, moves, render, epilogue=KINDS,
                 cut={"conv": ("conv_transpose1d", "conv_transpose2d")},
-                operand_epilogue=KINDS, recognize=RECOGNIZER)
+                operand_epilogue=KINDS, recognize=RECOGNIZER,
+                details=DETAILS)

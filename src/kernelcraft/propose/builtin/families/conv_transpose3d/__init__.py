@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import COMPILED_IDEA
 from kernelcraft.propose.builtin.families.conv_transpose3d import kernels
+from kernelcraft.propose.builtin.families.conv_transpose3d.ops import DETAILS
 from kernelcraft.propose.builtin.families.conv_transpose3d.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -119,4 +120,5 @@ def render(op: Op, p: Tiles, names: Names) -> Rendered:
 
 FAMILY = Family("conv_transpose3d", "triton", ("conv_transpose3d",), Tiles, moves, render,
                 cut={"conv": ("conv_transpose3d",)},
-                epilogue=("conv_transpose3d",), operand_epilogue=("conv_transpose3d",), recognize=RECOGNIZER)
+                epilogue=("conv_transpose3d",), operand_epilogue=("conv_transpose3d",), recognize=RECOGNIZER,
+                details=DETAILS)

@@ -14,6 +14,7 @@ gets 16-bit moves instead (tiles.py)."""
 from __future__ import annotations
 
 from kernelcraft.propose.builtin.families.gemm import host
+from kernelcraft.propose.builtin.families.gemm.ops import DETAILS
 from kernelcraft.propose.builtin.families.gemm.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.families.gemm.tiles import Tiles, moves
 from kernelcraft.propose.builtin.family import Family, Names, Rendered
@@ -27,4 +28,5 @@ def render(op: Op, p: Tiles, names: Names) -> Rendered:
 FAMILY = Family("gemm", "triton", ("matmul", "linear"), Tiles, moves, render,
                 inputs={"matmul": ("a", "b")},  # the forward body reads the first two inputs as a, b
                 epilogue=("linear", "matmul"), operand_epilogue=("linear",), recognize=RECOGNIZER,
-                cut={"linear": ("linear", "addmm"), "matmul": ("matmul", "__matmul__", "mm", "bmm", "baddbmm", "einsum")})
+                cut={"linear": ("linear", "addmm"), "matmul": ("matmul", "__matmul__", "mm", "bmm", "baddbmm", "einsum")},
+                details=DETAILS)

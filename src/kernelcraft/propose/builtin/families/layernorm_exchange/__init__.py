@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.layernorm_exchange import kernels
+from kernelcraft.propose.builtin.families.norm.ops import DETAILS
 from kernelcraft.propose.builtin.family import NVRTC_HEAD, Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
 
@@ -73,4 +74,5 @@ def render(op: Op, p: Exchange, names: Names) -> Rendered:
     return kernels.render(op, p, names)
 
 
-FAMILY = Family("layernorm_exchange", "cuda_nvrtc", ("layernorm",), Exchange, moves, render, head=NVRTC_HEAD)
+FAMILY = Family("layernorm_exchange", "cuda_nvrtc", ("layernorm",), Exchange, moves, render, head=NVRTC_HEAD,
+                details=DETAILS)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.loss import kernels
+from kernelcraft.propose.builtin.families.loss.ops import DETAILS
 from kernelcraft.propose.builtin.families.loss.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -167,11 +168,15 @@ def _render_kl(op: Op, p: KlRows, names: Names) -> Rendered:
 
 FAMILIES = (
     Family("loss", "triton", ("loss", "kl_div"), LossTiles, _loss_moves, _render_loss,
-           inputs={"loss": ("a", "b"), "kl_div": ("a", "b")}, recognize=RECOGNIZER),
+           inputs={"loss": ("a", "b"), "kl_div": ("a", "b")}, recognize=RECOGNIZER,
+           details=DETAILS),
     Family("cross_entropy", "triton", ("cross_entropy",), CrossEntropyRows, _ce_moves, _render_ce,
-           inputs={"cross_entropy": ("a", "b")}),
+           inputs={"cross_entropy": ("a", "b")},
+           details=DETAILS),
     Family("kl_div_logits", "triton", ("kl_div_logits",), KlRows, _kl_moves, _render_kl,
-           inputs={"kl_div_logits": ("a", "b")}),
+           inputs={"kl_div_logits": ("a", "b")},
+           details=DETAILS),
     Family("triplet_margin", "triton", ("triplet_margin",), TripletRows, _triplet_moves, _render_triplet,
-           inputs={"triplet_margin": ("a", "p", "n")}),
+           inputs={"triplet_margin": ("a", "p", "n")},
+           details=DETAILS),
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.norm import kernels
+from kernelcraft.propose.builtin.families.norm.ops import DETAILS
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
 
@@ -69,4 +70,5 @@ def render(op: Op, p: Rows, names: Names) -> Rendered:
 
 
 FAMILY = Family("norm", "triton", ("layernorm", "rmsnorm"), Rows, moves, render, epilogue=("layernorm", "rmsnorm"),
-                cut={"norm": ("layer_norm", "native_layer_norm", "rms_norm")})
+                cut={"norm": ("layer_norm", "native_layer_norm", "rms_norm")},
+                details=DETAILS)

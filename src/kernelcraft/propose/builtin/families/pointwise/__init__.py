@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.pointwise import kernels
+from kernelcraft.propose.builtin.families.pointwise.ops import DETAILS
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 
@@ -76,4 +77,5 @@ FAMILY = Family("pointwise", "triton", ("elementwise",), Tiles, moves, render, c
     "hardsigmoid", "where", "masked_fill", "erf", "sin", "cos", "minimum", "maximum", "eq", "ne", "lt", "gt", "le",
     "ge", "logical_and", "logical_or", "logical_not", "reciprocal", "square", "sign", "floor", "ceil", "round",
     "lerp", "addcmul", "addcdiv", "float", "half", "bfloat16", "to", "type_as", "_to_copy", "dropout", "remainder",
-    "fmod", "bitwise_and", "bitwise_or", "heaviside", "true_divide", "divide", "multiply", "subtract", "softsign")})
+    "fmod", "bitwise_and", "bitwise_or", "heaviside", "true_divide", "divide", "multiply", "subtract", "softsign")},
+                details=DETAILS)

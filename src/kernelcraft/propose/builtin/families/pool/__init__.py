@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.pool import kernels
+from kernelcraft.propose.builtin.families.pool.ops import DETAILS
 from kernelcraft.propose.builtin.families.pool.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -115,4 +116,5 @@ def render(op: Op, p: PoolTiles, names: Names) -> Rendered:
 FAMILY = Family("pool", "triton", ("pool2d",), PoolTiles, moves, render, recognize=RECOGNIZER,
                 cut={"pool": ("max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
                               "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
-                              "max_pool2d_with_indices", "_adaptive_avg_pool2d")})
+                              "max_pool2d_with_indices", "_adaptive_avg_pool2d")},
+                details=DETAILS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.pool3d import kernels
+from kernelcraft.propose.builtin.families.pool3d.ops import DETAILS
 from kernelcraft.propose.builtin.families.pool3d.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Params
 from kernelcraft.propose.builtin.plan import Op
@@ -83,4 +84,5 @@ def moves(op: Op) -> list[Tiling]:
 
 
 FAMILY = Family("pool3d", "triton", ("pool3d",), Tiling, moves, kernels.render, recognize=RECOGNIZER,
-                cut={"pool": ("max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "max_pool3d_with_indices")})
+                cut={"pool": ("max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "max_pool3d_with_indices")},
+                details=DETAILS)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.recurrent import kernels
+from kernelcraft.propose.builtin.families.recurrent.ops import DETAILS
 from kernelcraft.propose.builtin.families.recurrent.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Params
 from kernelcraft.propose.builtin.plan import Op
@@ -57,4 +58,5 @@ def moves(op: Op) -> list[Steps]:
             Steps(BLOCK_H=32, BLOCK_B=32, num_warps=8), Steps(precision="tf32x3")]
 
 
-FAMILY = Family("recurrent", "triton", ("lstm", "gru"), Steps, moves, kernels.render, recognize=RECOGNIZER)
+FAMILY = Family("recurrent", "triton", ("lstm", "gru"), Steps, moves, kernels.render, recognize=RECOGNIZER,
+                details=DETAILS)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.rows import kernels, prologue, softmax
+from kernelcraft.propose.builtin.families.rows.ops import DETAILS
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
 
@@ -155,8 +156,10 @@ def render_reduce(op: Op, p: Reduce, names: Names) -> Rendered:
 
 FAMILIES = (Family("softmax", "triton", ("softmax", "log_softmax"), Softmax, softmax_moves, render_softmax,
                    epilogue=("softmax", "log_softmax"), operand_epilogue=("softmax", "log_softmax"),
-                   cut={"softmax": ("softmax", "log_softmax", "_softmax", "_log_softmax")}),
+                   cut={"softmax": ("softmax", "log_softmax", "_softmax", "_log_softmax")},
+                   details=DETAILS),
             # var, std and prod it does not write; still each a reduction the cutter makes a region of
             Family("reduce", "triton", ("reduce",), Reduce, reduce_moves, render_reduce,
                    cut={"reduce": ("sum", "mean", "amax", "amin", "max", "min", "logsumexp", "norm",
-                                   "linalg_vector_norm", "var", "std", "prod")}))
+                                   "linalg_vector_norm", "var", "std", "prod")},
+                   details=DETAILS))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.scan import kernels
+from kernelcraft.propose.builtin.families.scan.ops import DETAILS
 from kernelcraft.propose.builtin.families.scan.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -46,4 +47,5 @@ def render(op: Op, p: ScanTiles, names: Names) -> Rendered:
 
 
 FAMILY = Family("scan", "triton", ("scan",), ScanTiles, moves, render, recognize=RECOGNIZER,
-                cut={"reduce": ("cumsum", "cumprod")})
+                cut={"reduce": ("cumsum", "cumprod")},
+                details=DETAILS)

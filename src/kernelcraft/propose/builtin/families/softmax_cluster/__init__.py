@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelcraft.propose.builtin.families.rows.ops import DETAILS
 from kernelcraft.propose.builtin.families.softmax_cluster import kernels
 from kernelcraft.propose.builtin.family import NVRTC_HEAD, Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -70,4 +71,5 @@ def render(op: Op, p: Cluster, names: Names) -> Rendered:
     return kernels.render(op, p, names)
 
 
-FAMILY = Family("softmax_cluster", "cuda_nvrtc", ("softmax", "log_softmax"), Cluster, moves, render, head=NVRTC_HEAD)
+FAMILY = Family("softmax_cluster", "cuda_nvrtc", ("softmax", "log_softmax"), Cluster, moves, render, head=NVRTC_HEAD,
+                details=DETAILS)

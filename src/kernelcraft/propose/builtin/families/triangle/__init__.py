@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin.families.triangle import kernels
+from kernelcraft.propose.builtin.families.triangle.ops import DETAILS
 from kernelcraft.propose.builtin.families.triangle.recognize import RECOGNIZER
 from kernelcraft.propose.builtin.family import Family, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import Op
@@ -46,4 +47,5 @@ def render(op: Op, p: TriangleTiles, names: Names) -> Rendered:
     return kernels.triangle(op, p, names)
 
 
-FAMILY = Family("triangle", "triton", ("triangle",), TriangleTiles, moves, render, recognize=RECOGNIZER)
+FAMILY = Family("triangle", "triton", ("triangle",), TriangleTiles, moves, render, recognize=RECOGNIZER,
+                details=DETAILS)
