@@ -11,8 +11,8 @@ import importlib
 from functools import cache
 
 from kernelcraft.propose.builtin.compose import compose
-from kernelcraft.propose.builtin.family import Family, Move, Names, Params, Rendered
 from kernelcraft.propose.builtin.details import detail_problems as check
+from kernelcraft.propose.builtin.family import Family, Move, Names, Params, Rendered
 from kernelcraft.propose.builtin.plan import CORE_DETAILS, Op
 from kernelcraft.propose.builtin.scalars import Scalars
 
