@@ -9,3 +9,7 @@ class KernelcraftError(ValueError):
 class ConfigError(KernelcraftError):
     """A setting that cannot work (a model, endpoint, price, strategy, backend or budget); the message says
     what to pass."""
+
+
+class ProblemError(KernelcraftError):
+    """A problem file that cannot be used: unreadable, not Python, or missing the KernelBench names."""

@@ -28,3 +28,14 @@ def compile_tree(tree: ast.AST, filename: str, mode: str = "exec"):
     """A parsed (and perhaps edited) tree compiled to code, under the lock."""
     with LOCK:
         return compile(tree, filename, mode)
+
+
+def bound_names(node: ast.stmt) -> list[str]:
+    """The names a top-level assignment binds (`a = b = 1`, `a, b = 1, 2`, `a: int = 1`, `a += 1`)."""
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+        targets = [node.target]
+    else:
+        return []
+    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]

@@ -15,6 +15,7 @@ import pytest
 from matplotlib.image import imread
 
 from kernelcraft.report import data, html
+from kernelcraft.report.page import render
 
 pytestmark = pytest.mark.slow
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -44,7 +45,7 @@ def browse(chromium: str, tmp_path, page, *flags: str) -> str:
 def test_the_run_report_renders_in_chromium(chromium, runs, tmp_path):
     report = data.run_report(runs.store, runs.tree)
     page = tmp_path / "report.html"
-    page.write_text(html.render(report, str(runs.store.path)), encoding="utf-8")
+    page.write_text(render(report, str(runs.store.path)), encoding="utf-8")
 
     shot = tmp_path / "shot.png"
     browse(chromium, tmp_path, page, f"--screenshot={shot}")

@@ -153,7 +153,7 @@ def test_a_bench_counts_the_problems_it_could_not_cover(verifier, tmp_path):
     assert report["metrics"]["correct"] == 1
     from rich.console import Console
 
-    from kernelcraft.report.html import render
+    from kernelcraft.report.page import render
     from kernelcraft.report.terminal import bench_report_view
 
     assert "spectrum" in render(report)

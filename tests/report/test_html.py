@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 import pytest
 
 from kernelcraft.report import data, html
+from kernelcraft.report.page import render
 from tests.report.conftest import INJECTION
 
 pytestmark = pytest.mark.slow
@@ -48,7 +49,7 @@ def tree(runs):
 
 
 def test_run_page_has_the_numbers_plots_source_and_drill_down(tree):
-    page = html.render(tree, "runs.db")
+    page = render(tree, "runs.db")
     assert_self_contained(page)
     text = " ".join(parse(page).text)
     best, first = tree["improvements"][-1], tree["improvements"][0]
@@ -67,7 +68,7 @@ def test_run_page_has_the_numbers_plots_source_and_drill_down(tree):
 def test_everything_from_the_store_is_escaped(runs):
     report = data.run_report(runs.store, runs.sample)
     assert INJECTION in report["best"]["source"]  # the injected comment is in the stored kernel
-    page = html.render(report, "runs.db")
+    page = render(report, "runs.db")
     assert_self_contained(page)
     assert INJECTION not in page and not re.search(r"<\s*/?\s*script", page, re.I)
     assert page.count("&lt;/script&gt;&lt;script&gt;") >= 2  # highlighted best source, and the drill-down's
@@ -77,7 +78,7 @@ def test_everything_from_the_store_is_escaped(runs):
 
 def test_bench_and_comparison_pages(runs, tree):
     bench = data.bench_report(runs.store, runs.bench_a)
-    page = html.render(bench, "runs.db")
+    page = render(bench, "runs.db")
     assert_self_contained(page)
     text = " ".join(parse(page).text)
     assert "fast_p over p" in page and "50.0%" in text and "level1/sigmoid" in text
@@ -85,7 +86,7 @@ def test_bench_and_comparison_pages(runs, tree):
     assert page.count('<details class="run"') == 2
 
     sample = data.run_report(runs.store, runs.sample)
-    both = html.render(data.compare(tree, sample), "runs.db")
+    both = render(data.compare(tree, sample), "runs.db")
     assert_self_contained(both)
     text = " ".join(parse(both).text)
     assert tree["run"]["run_id"] in text and sample["run"]["run_id"] in text
@@ -93,6 +94,6 @@ def test_bench_and_comparison_pages(runs, tree):
     assert "A: best so far" in both and "B: best so far" in both
     assert INJECTION not in both
 
-    benches = html.render(data.compare(bench, data.bench_report(runs.store, runs.bench_b)), "runs.db")
+    benches = render(data.compare(bench, data.bench_report(runs.store, runs.bench_b)), "runs.db")
     assert_self_contained(benches)
     assert "A: vs PyTorch eager" in benches and "B: vs PyTorch eager" in benches

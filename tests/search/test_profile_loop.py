@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from kernelcraft.report import data as report_data
-from kernelcraft.report import html, terminal
+from kernelcraft.report import terminal
+from kernelcraft.report.page import render
 from kernelcraft.search import RunConfig, start_run
 from kernelcraft.verify.profile import ENVIRONMENT, summarize
 from kernelcraft.verify.profile.ncu import parse_raw
@@ -64,7 +65,7 @@ def test_a_stored_profile_reaches_the_next_prompt_and_the_report(store, relu, ve
     report = report_data.gather(store, out.run_id)
     assert report["best"]["profile"]["summary"] == RECORDED["summary"]
     assert all(c["profile"] == RECORDED for c in report["candidates"] if c["correct"])
-    page = html.render(report)
+    page = render(report)
     assert "Hardware counters (Nsight Compute, one call)" in page and "bank-conflicted" in page
     from rich.console import Console
 

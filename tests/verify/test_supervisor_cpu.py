@@ -133,7 +133,7 @@ def test_a_baseline_worker_starts_loads_and_warms_with_the_lock_released_and_tim
     the lock held again; the baselines measured."""
     import contextlib
 
-    from kernelcraft.verify import target as target_mod
+    from kernelcraft.verify import speed
 
     sup = _supervisor(tmp_path)
     problem = load_problem("level1/relu")
@@ -154,7 +154,7 @@ def test_a_baseline_worker_starts_loads_and_warms_with_the_lock_released_and_tim
 
     try:
         with sup.lock:
-            measured = target_mod.measure(sup, problem, unlocked=unlocked)
+            measured = speed.measure_target(sup, problem, unlocked=unlocked)
             assert sup.lock.locked()
         assert taken == [True]  # the other thread took the lock while the worker started
         assert measured.eager is not None and measured.eager.median_ms > 0

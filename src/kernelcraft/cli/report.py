@@ -34,7 +34,7 @@ def run(args) -> int:
     with usage_errors(NAME):
         report = api.report(*args.runs, store=path)
     if args.html is not None:
-        from kernelcraft.report.html import render
+        from kernelcraft.report.page import render
 
         page = render(report, str(path))
         try:

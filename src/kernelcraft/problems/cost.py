@@ -18,6 +18,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
+from kernelcraft.errors import ProblemError
+
 # Ops that only move metadata or allocate: no arithmetic.
 _FREE = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "squeeze",
          "unsqueeze", "detach", "alias", "slice", "select", "as_strided", "empty", "empty_like",
@@ -178,8 +180,6 @@ def _counted_on_cpu(module, meta_model, meta_inputs, exc: Exception):
     held = sum(s.nbytes for s in _specs(meta_inputs)) + sum(
         TensorSpec(tuple(t.shape), t.dtype).nbytes for t in list(meta_model.parameters()) + list(meta_model.buffers()))
     if held > CPU_COUNT_LIMIT:
-        from kernelcraft.problems.problem import ProblemError
-
         raise ProblemError(f"its forward reads tensor values ({_first_line(exc)}), so its work cannot be counted "
                            f"from shapes alone, and at these sizes ({held / 1024 ** 3:.1f} GiB of inputs and "
                            "parameters) it is not run on the CPU to count it") from None

@@ -12,14 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelcraft import syntax
-from kernelcraft.errors import KernelcraftError
+from kernelcraft.errors import KernelcraftError, ProblemError
 
 SUITE_ROOT = Path(__file__).parent
 MAX_SOURCE_BYTES = 1_000_000
-
-
-class ProblemError(KernelcraftError):
-    """A problem file that cannot be used: unreadable, not Python, or missing the KernelBench names."""
 
 
 @dataclass
@@ -69,7 +65,7 @@ def exec_problem(source: str, filename: str, module: types.ModuleType, constants
     body = []
     for node in tree.body:
         body.append(node)
-        for name in bound_names(node):
+        for name in syntax.bound_names(node):
             if name in constants:
                 value = syntax.parse(repr(constants[name]), mode="eval").body
                 body.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), node))
@@ -81,17 +77,6 @@ def exec_problem(source: str, filename: str, module: types.ModuleType, constants
     except Exception as exc:
         raise ProblemError(f"{filename}: importing the problem raised {type(exc).__name__}: {exc}") from None
     module.__dict__.update(constants)
-
-
-def bound_names(node: ast.stmt) -> list[str]:
-    """The names a top-level assignment binds (`a = b = 1`, `a, b = 1, 2`, `a: int = 1`, `a += 1`)."""
-    if isinstance(node, ast.Assign):
-        targets = node.targets
-    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
-        targets = [node.target]
-    else:
-        return []
-    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
 
 
 def read_source(path: Path, what: str) -> str:

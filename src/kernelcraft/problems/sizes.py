@@ -15,9 +15,13 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kernelcraft import syntax
-from kernelcraft.problems.problem import Problem, ProblemError, bound_names
+from kernelcraft.errors import ProblemError
+
+if TYPE_CHECKING:  # a problem's sizes and its loading call each other: problem.py imports this module
+    from kernelcraft.problems.problem import Problem
 
 # The bundled suite at its SMALL_SIZES (compute_cost over all 67 problems): bytes median 97 KB, 90th
 # percentile 0.30 MB, largest 1.03 MB; FLOPs median 0.34 M, 90th percentile 4.2 M, largest 36 M. Halving
@@ -119,7 +123,7 @@ def module_constants(problem: Problem) -> dict[str, bool]:
         value = getattr(node, "value", None)
         free = value is not None and not isinstance(node, ast.AugAssign) and \
             not any(isinstance(n, ast.Name) for n in ast.walk(value))
-        for name in bound_names(node):
+        for name in syntax.bound_names(node):
             if _is_size(getattr(module, name, None)):
                 found[name] = found.get(name, True) and free
     return found

@@ -1,14 +1,12 @@
-"""The HTML report: one self-contained page (inline CSS, plots as inline SVG, no scripts, nothing fetched)
-for a run, a bench, an apply (apply_html.py), or two runs or benches side by side. Everything taken from the store is escaped here;
-the kernel source goes through Pygments, which escapes it too. (Just past ~400 lines for a reason: the run and
-bench pages share their header, banner and section helpers; the apply page already lives in apply_html.py.)"""
+"""The HTML report's pages for a run, a bench, or two runs or benches side by side, and the helpers the apply page
+(apply_html.py) shares; page.py puts a page in its frame (inline CSS, plots as inline SVG, no scripts, nothing
+fetched). Everything taken from the store is escaped here; the kernel source goes through Pygments, which escapes
+it too."""
 
 from __future__ import annotations
 
 import time
 from html import escape
-from importlib import resources
-from string import Template
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -23,29 +21,9 @@ NO_ROOFLINE = ("No roofline floor: the results carry none (CPU runs, or a GPU wh
                "does not know).")
 
 
-def render(report: dict, store_path: str = "") -> str:
-    """The page for a report dict from report/data.py (a run, a bench, or a comparison)."""
-    from kernelcraft import __version__
-
-    kind = report["kind"]
-    if kind == "run":
-        title, body = f"kernelcraft report · run {report['run']['run_id']}", _run_page(report)
-    elif kind == "bench":
-        title, body = f"kernelcraft report · bench {report['bench']['bench_id']}", _bench_page(report)
-    elif kind == "apply":
-        from kernelcraft.report.apply_html import apply_page
-
-        title, body = f"kernelcraft report · apply {report['apply']['apply_id']}", apply_page(report)
-    else:
-        a, b = report["a"], report["b"]
-        title = f"kernelcraft report · {_ident(a)} vs {_ident(b)}"
-        body = _compare_page(report)
-    page = Template(resources.files("kernelcraft.report").joinpath("templates/report.html").read_text())
-    return page.substitute(title=escape(title), body=body, version=escape(__version__), store=escape(str(store_path)),
-                           made=time.strftime("%Y-%m-%d %H:%M"))
-
-
 # formatting ------------------------------------------------------------------------------------------
+
+
 def e(value) -> str:
     return escape("" if value is None else str(value))
 

@@ -9,6 +9,7 @@ import contextlib
 
 from kernelcraft.problems import Problem
 from kernelcraft.result import Result
+from kernelcraft.target import Target
 from kernelcraft.verify import judge, target
 from kernelcraft.verify.inputs import fresh_seed
 from kernelcraft.verify.phases import PhaseClock
@@ -133,3 +134,20 @@ def measure_baselines(sup, problem: Problem, result: Result, unlocked=contextlib
     finally:
         sup.workers.let_go(worker)
         worker.kill()
+
+
+def measure_target(sup, problem: Problem, unlocked=contextlib.nullcontext) -> Target:
+    """The target of `problem` on a supervisor's device: cached baselines, or measured now (the caller
+    holds the supervisor's lock; `unlocked` releases it for the baseline worker's start and compilation).
+    Raises ProblemTooLarge where the device cannot hold the problem."""
+    ref = sup.plan(problem)
+    key = target.baseline_key(sup, problem)
+    notes: list[str] = []
+    cached = sup.baselines.get(key, notes)
+    if cached is None or (sup.config.compile_baseline and cached[1] is None):
+        scratch = Result(problem.name, "(baselines)", "torch", device=sup.device_name, policy=sup.policy.name)
+        cached = fresh_baselines(sup, problem, key, scratch, unlocked)
+        notes.extend(scratch.notes)
+    inputs = [{"shape": list(s.shape), "dtype": str(s.dtype).removeprefix("torch.")} for s in ref.cost.inputs]
+    return Target(problem.name, sup.device_name, ref.sizes.describe(), inputs, cached[0], cached[1],
+                  target.floor(sup.spec, ref.cost, sup.policy.allow_tf32), notes)

@@ -33,8 +33,8 @@ from kernelcraft.problems import Problem
 from kernelcraft.problems.cost import Cost, compute_cost
 from kernelcraft.problems.sizes import Sizes, module_constants, resolve_sizes
 from kernelcraft.result import INTERRUPTED, Result, Status
+from kernelcraft.target import Target
 from kernelcraft.verify import judge, speed
-from kernelcraft.verify import target as target_mod
 from kernelcraft.verify.attribution import declared_kernels
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildOutcome, inline_cache
@@ -193,7 +193,7 @@ class Supervisor:
         with self.lock:
             return self.plan(problem).need
 
-    def target(self, problem: Problem) -> target_mod.Target:
+    def target(self, problem: Problem) -> Target:
         """What a candidate of `problem` is measured against here: sizes, baselines, roofline floor. Baselines
         still to measure are measured beside evaluations where that is safe: their worker starts, loads and
         compiles (torch.compile, seconds of CPU) with this supervisor's lock released, the device judging
@@ -206,10 +206,10 @@ class Supervisor:
             need = ref.need.total
             if not goes_beside(self.device.type, self.config.device_lock, self.beside_need, need, self.total_memory):
                 self._alone(ref)
-                return target_mod.measure(self, problem)
+                return speed.measure_target(self, problem)
             self.beside_need += need
             try:
-                return target_mod.measure(self, problem, unlocked=self._unlocked)
+                return speed.measure_target(self, problem, unlocked=self._unlocked)
             finally:
                 self.beside_need -= need
                 self.beside_done.notify_all()

@@ -1,6 +1,7 @@
-"""Measuring a problem's target (kernelcraft/target.py: the sizes that are timed, the baselines, PyTorch eager and
-torch.compile, and the roofline floor) before any candidate is judged. A proposer's first request states it;
-later ones measure every kernel against the same baseline.
+"""A problem's target (kernelcraft/target.py: the sizes that are timed, the baselines, PyTorch eager and
+torch.compile, and the roofline floor): the baselines' cache key and the roofline floor. speed.measure_target
+measures the whole of it before any candidate is judged; a proposer's first request states it, and later ones
+measure every kernel against the same baseline.
 
 The baselines are the ones candidates are compared with (the same cache key, measured the same way in a
 worker that loaded no candidate code), so measuring them here costs nothing the first evaluation would
@@ -9,15 +10,12 @@ not have spent.
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from kernelcraft import hardware
 from kernelcraft.problems import Problem
 from kernelcraft.problems.cost import Cost, uses_tensor_cores
-from kernelcraft.result import Result
-from kernelcraft.target import Floor, Target
+from kernelcraft.target import Floor
 from kernelcraft.verify.baselines import BaselineStore
 
 
@@ -41,22 +39,3 @@ def floor(spec: hardware.DeviceSpec | None, cost: Cost, allow_tf32: bool) -> Flo
     seconds = hardware.roofline_seconds(spec, cost.flops, cost.bytes, math)
     return Floor(round(seconds * 1e3, 6), bound, cost.bytes, cost.flops, math,
                  rate if bound == "compute" else spec.bandwidth)
-
-
-def measure(sup, problem: Problem, unlocked=contextlib.nullcontext) -> Target:
-    """The target of `problem` on a supervisor's device: cached baselines, or measured now (the caller
-    holds the supervisor's lock; `unlocked` releases it for the baseline worker's start and compilation).
-    Raises ProblemTooLarge where the device cannot hold the problem."""
-    from kernelcraft.verify import speed  # speed imports this module
-
-    ref = sup.plan(problem)
-    key = baseline_key(sup, problem)
-    notes: list[str] = []
-    cached = sup.baselines.get(key, notes)
-    if cached is None or (sup.config.compile_baseline and cached[1] is None):
-        scratch = Result(problem.name, "(baselines)", "torch", device=sup.device_name, policy=sup.policy.name)
-        cached = speed.fresh_baselines(sup, problem, key, scratch, unlocked)
-        notes.extend(scratch.notes)
-    inputs = [{"shape": list(s.shape), "dtype": str(s.dtype).removeprefix("torch.")} for s in ref.cost.inputs]
-    return Target(problem.name, sup.device_name, ref.sizes.describe(), inputs, cached[0], cached[1],
-                  floor(sup.spec, ref.cost, sup.policy.allow_tf32), notes)

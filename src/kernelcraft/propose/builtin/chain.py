@@ -29,9 +29,10 @@ import re
 from dataclasses import dataclass
 
 from kernelcraft.propose.builtin import registry
-from kernelcraft.propose.builtin.codegen import indent, parameter
+from kernelcraft.propose.builtin.codegen import indent
 from kernelcraft.propose.builtin.compose import assemble, forward_signature
 from kernelcraft.propose.builtin.family import HEADER_MARK, Move, Names, Params
+from kernelcraft.propose.builtin.paths import parameter
 from kernelcraft.propose.builtin.plan import RECURRENT, Op, argument_refs, states
 from kernelcraft.propose.builtin.scalars import Scalars
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kernelcraft.propose.builtin.paths import attr
 from kernelcraft.propose.builtin.plan import TENSOR_STEPS, Own, is_own
 
 PREFIX = "kc_s_"
@@ -106,8 +107,6 @@ class Scalar:
     @property
     def read(self) -> str:
         """The expression that reads it, where there is `self` (ModelNew.forward)."""
-        from kernelcraft.propose.builtin.codegen import attr  # (codegen.num names scalars: no cycle)
-
         return f"float({attr(self.path)})"
 
 

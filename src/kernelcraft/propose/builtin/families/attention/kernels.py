@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr, indent, num
+from kernelcraft.propose.builtin.codegen import indent, num
 from kernelcraft.propose.builtin.families.attention import unfused
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.paths import attr
 from kernelcraft.propose.builtin.plan import Op
 
 LOG2E = 1.4426950408889634

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kernelcraft.propose.builtin.codegen import attr
 from kernelcraft.propose.builtin.family import Params
+from kernelcraft.propose.builtin.paths import attr
 
 GATHER = "gather input patches straight from x (padding as a mask, no im2col buffer)"
 PRECISIONS = ("ieee", "tf32x3", "tf32")

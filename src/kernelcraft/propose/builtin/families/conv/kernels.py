@@ -10,11 +10,12 @@ from __future__ import annotations
 import inspect
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr, indent, num
+from kernelcraft.propose.builtin.codegen import indent, num
 from kernelcraft.propose.builtin.families import pool
 from kernelcraft.propose.builtin.families.conv import direct, operands, shifted
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import SIZE_HELPERS, TILE, taps_loop
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.paths import attr
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import epilogue_lines

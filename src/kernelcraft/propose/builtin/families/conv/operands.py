@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping, Sequence
 
-from kernelcraft.propose.builtin.codegen import parameter
+from kernelcraft.propose.builtin.paths import parameter
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 
 

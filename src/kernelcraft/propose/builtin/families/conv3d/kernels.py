@@ -10,12 +10,13 @@ import inspect
 import textwrap
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.codegen import indent
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import (SIZE_HELPERS, TILE, hyper_lines,
                                                                      OFFSETS_TABLE_BLOCK, offsets_loop,
                                                                      offsets_table, taps_loop)
 from kernelcraft.propose.builtin.families.conv import direct, operands, shifted
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.paths import attr
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import epilogue_lines

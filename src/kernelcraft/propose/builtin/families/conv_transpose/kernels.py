@@ -11,11 +11,12 @@ from __future__ import annotations
 import inspect
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.codegen import indent
 from kernelcraft.propose.builtin.families.conv import kernels as conv_kernels
 from kernelcraft.propose.builtin.families.conv import operands, shifted
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE, hyper_lines, taps_loop, tile_prologue
 from kernelcraft.propose.builtin.family import Block, Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.paths import attr
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import epilogue_lines

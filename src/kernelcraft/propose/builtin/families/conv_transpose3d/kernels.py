@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.codegen import indent
 from kernelcraft.propose.builtin.families.conv import operands, shifted
 from kernelcraft.propose.builtin.families.conv.implicit_gemm import TILE  # (tile, group[, phase]) -> rm x rn of group g
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.paths import attr
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import epilogue_lines

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr, indent, parameter
+from kernelcraft.propose.builtin.codegen import indent
 from kernelcraft.propose.builtin.family import Names, Rendered
 from kernelcraft.propose.builtin.families.gemm import kernels
 from kernelcraft.propose.builtin.families.gemm import tma as tma_path
 from kernelcraft.propose.builtin.families.gemm.tiles import GEMV_COLUMNS, PRECISIONS, SHORT_K, SHORT_K_TILES, Tiles
+from kernelcraft.propose.builtin.paths import attr, parameter
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.scalars import Scalars
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr, num
+from kernelcraft.propose.builtin.codegen import num
 from kernelcraft.propose.builtin.families.layernorm_exchange.exchange import EXCHANGE
 from kernelcraft.propose.builtin.family import Names, Rendered
+from kernelcraft.propose.builtin.paths import attr
 from kernelcraft.propose.builtin.plan import Op
 
 VS = (1, 2, 4, 8)  # float4 (or float) units per thread; 8 float4 = 32 registers of data

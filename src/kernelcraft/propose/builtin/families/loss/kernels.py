@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr, indent, num
+from kernelcraft.propose.builtin.codegen import indent, num
 from kernelcraft.propose.builtin.columns import COLUMNS, ONLINE_MAX_SUM, TILES
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.paths import attr
 from kernelcraft.propose.builtin.plan import Op
 
 _FINISH = '''

@@ -8,8 +8,9 @@ from __future__ import annotations
 from string import Template
 
 from kernelcraft.propose.builtin.chunk_stats import stats_kernel
-from kernelcraft.propose.builtin.codegen import attr, num
+from kernelcraft.propose.builtin.codegen import num
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.paths import attr
 from kernelcraft.propose.builtin.plan import Op
 from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import epilogue_on

@@ -10,11 +10,12 @@ from string import Template
 
 import inspect
 
-from kernelcraft.propose.builtin.codegen import attr, indent
+from kernelcraft.propose.builtin.codegen import indent
 from kernelcraft.propose.builtin.columns import COLUMNS, TILES
 from kernelcraft.propose.builtin.families.pointwise.kernels import (kc_bcast_numbers, kc_promotes_to,
                                                                    operand_checks)
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.paths import attr
 from kernelcraft.propose.builtin.plan import Op, operand_refs
 from kernelcraft.propose.builtin.scalars import Scalars
 from kernelcraft.propose.builtin.steps import epilogue_lines

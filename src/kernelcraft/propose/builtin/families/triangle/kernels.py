@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelcraft.propose.builtin.codegen import attr
 from kernelcraft.propose.builtin.family import Names, Rendered, TritonKernel
+from kernelcraft.propose.builtin.paths import attr
 from kernelcraft.propose.builtin.plan import Op
 
 # the entries a triangle keeps, row i, column j (int64), by the run-time diagonal `diag`
