@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kernelcraft.report import plots
 from kernelcraft.report.html import _cards, _cpu_banner, _date, _figure, _run_sections, _status, _table, e, ms, pct, x
-from kernelcraft.report.apply import EAGER_UNVERIFIED, REGION_FIGURES, region_fate
+from kernelcraft.report.apply import EAGER_UNVERIFIED, GIVEN_BACK_COMPILED, REGION_FIGURES, region_fate
 
 
 def apply_page(r: dict) -> str:
@@ -30,7 +30,7 @@ def _summary(a: dict) -> str:
     e2e = a.get("end_to_end")
     replaced = [g for g in a.get("regions", []) if g["status"] == "replaced"]
     if e2e is None and a.get("final_regions"):
-        verdict = ("model with its kernels, eager", "not verified", EAGER_UNVERIFIED.split("; ")[1])
+        verdict = ("model with its kernels, eager", EAGER_UNVERIFIED, GIVEN_BACK_COMPILED)
     elif e2e is None:
         verdict = ("model", "as it was", "no region was replaced" if a["status"] == "done" else a["status"])
     else:
