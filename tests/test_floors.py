@@ -16,12 +16,19 @@ ABOVE_THE_STORE = ("kernelcraft.search", "kernelcraft.report", "kernelcraft.expo
                    "kernelcraft.propose", "kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp", "kernelcraft.rl")
 
 
-def imports(module: str) -> set[str]:
-    """The kernelcraft modules `module` imports, anywhere in its source."""
+def imports(module: str, runtime_only: bool = False) -> set[str]:
+    """The kernelcraft modules `module` imports, anywhere in its source; `runtime_only`: not those under
+    `if TYPE_CHECKING:`, which never run."""
     path = PACKAGE.joinpath(*module.split(".")[1:])
     path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    tree = ast.parse(path.read_text())
+    skipped = {id(n) for block in ast.walk(tree) if runtime_only and isinstance(block, ast.If)
+               and getattr(block.test, "id", getattr(block.test, "attr", None)) == "TYPE_CHECKING"
+               for n in ast.walk(block)}
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{a.name}" for a in node.names)
@@ -98,31 +105,11 @@ def test_rl_sits_beside_apply_above_search_and_below_the_faces():
         assert not borrowed(module, ("kernelcraft.rl",)), module
 
 
-def _runtime_imports(module: str) -> set[str]:
-    """The kernelcraft modules `module` imports when it runs, at module level or inside a function (lazily): not
-    those under `if TYPE_CHECKING:`, which never run."""
-    path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
-    tree = ast.parse(path.read_text())
-    skipped = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
-               and getattr(block.test, "id", getattr(block.test, "attr", None)) == "TYPE_CHECKING"
-               for n in ast.walk(block)}
-    found = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-    return found
-
-
 def test_no_two_modules_import_each_other_even_lazily():
     """A circle between modules (a lazy import inside a function counts: it only hides the circle) means one of
     them belongs elsewhere. A package's __init__ re-exporting its modules is no circle."""
-    modules = {m for package in ("kernelcraft",) for m in modules_under(package)}
-    graph = {m: {i for i in _runtime_imports(m) if i in modules and i != m} for m in modules}
+    modules = set(modules_under("kernelcraft"))
+    graph = {m: {i for i in imports(m, runtime_only=True) if i in modules and i != m} for m in modules}
     reach = {m: _reach(graph, m) for m in graph}
     circles = {tuple(sorted(m for m in reach[start] if start in reach[m])) for start in graph if start in reach[start]}
     assert not circles, sorted(circles)  # each circle once, its modules in order

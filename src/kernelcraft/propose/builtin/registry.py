@@ -13,7 +13,7 @@ from functools import cache
 from kernelcraft.propose.builtin.compose import compose
 from kernelcraft.propose.builtin.details import detail_problems as check
 from kernelcraft.propose.builtin.family import Family, Move, Names, Params, Rendered
-from kernelcraft.propose.builtin.plan import CORE_DETAILS, Op
+from kernelcraft.propose.builtin.plan import CORE_DETAILS, Analysis, Op
 from kernelcraft.propose.builtin.scalars import Scalars
 
 FAMILIES = (  # families/<name>: one line per family, in the order their moves are offered for a kind
@@ -116,6 +116,14 @@ def detail_problems(op: Op) -> list[str]:
     if declared is None:
         return [f"no detail type declared for the op kind {op.kind!r}"]
     return check(op.detail, declared, f"{op.kind}.")
+
+
+def checked(analysis: Analysis) -> Analysis:
+    """`analysis`, or where an op's detail is not its kind's type, an analysis that says so (and has no ops)."""
+    wrong = [p for op in analysis.ops for p in detail_problems(op)]
+    if wrong:
+        return Analysis([], error=f"analysis failed: an op's detail is not its kind's type: {'; '.join(wrong[:4])}")
+    return analysis
 
 
 def recognizers() -> list:
