@@ -535,6 +535,22 @@ def apply_summary(apply_id: str, *, store=None) -> dict:
     return {**(row["summary"] or {"apply_id": row["id"], "model": row["model"]}), "status": row["status"]}
 
 
+def backends(device: str | None = None) -> list[dict]:
+    """Every backend kernelcraft judges, in the order detection tries them: `name`, `summary`, `devices` (device
+    types it runs on), `promptable` (a model can be asked for it); with `device` (cpu, cuda), `unavailable`: why its
+    candidates cannot run on that device here, or None."""
+    from kernelcraft.backends import BACKENDS
+
+    rows = []
+    for b in BACKENDS.values():
+        row = {"name": b.name, "summary": b.summary, "devices": list(b.devices), "promptable": b.promptable}
+        if device is not None:
+            why = b.unavailable(device.split(":")[0])
+            row["unavailable"] = why[1] if why else None
+        rows.append(row)
+    return rows
+
+
 # problems, report, export -----------------------------------------------------------------------------
 def problems(level: int | None = None, directory: str | Path | None = None) -> list[dict]:
     """The bundled suite (or one level of it), or the problem files of `directory`: one dict each with

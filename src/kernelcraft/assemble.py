@@ -127,7 +127,8 @@ def stored_settings(s: SearchSettings, devices: list[str], sizes=None) -> dict:
 def run_config(s: SearchSettings, devices: list[str]):
     """The RunConfig of `s`: the strategy checked against the proposer, the backend defaulted, seeds read."""
     from kernelcraft.inputs import as_candidate
-    from kernelcraft.propose.builtin.proposer import BACKENDS, STRATEGIES
+    from kernelcraft.backends import DEFAULT_FOR_MODELS, get_backend
+    from kernelcraft.propose.builtin.proposer import STRATEGIES, BuiltinProposer
     from kernelcraft.search import Budget, RunConfig, get_strategy
 
     try:
@@ -138,16 +139,22 @@ def run_config(s: SearchSettings, devices: list[str]):
     if builtin and s.strategy not in STRATEGIES:
         raise ConfigError(f"--strategy {s.strategy}: the built-in engineer gives one answer per request; "
                           f"use {' or '.join(STRATEGIES)}, or a model (--model)")
-    if builtin and s.backend and s.backend not in BACKENDS:
-        raise ConfigError(f"--backend {s.backend}: the built-in engineer writes {', '.join(BACKENDS)} kernels")
+    written = BuiltinProposer.backends()
+    if builtin and s.backend and s.backend not in written:
+        raise ConfigError(f"--backend {s.backend}: the built-in engineer writes {', '.join(written)} kernels")
+    if not builtin and s.backend:
+        try:
+            get_backend(s.backend).prompt()
+        except ValueError as exc:
+            raise ConfigError(f"--backend {s.backend}: {exc}") from None
     if builtin and s.max_usd is not None:  # a budget that can never be reached is a mistake, not a limit
         raise ConfigError("--max-usd: the built-in engineer costs nothing; --max-usd applies to a model (--model)")
 
     seeds = [as_candidate(seed).source for seed in s.seeds]
     if builtin:
-        backend = s.backend or BACKENDS[0]
+        backend = s.backend or written[0]
     else:
-        backend = s.backend or ("cuda_nvrtc" if devices[0].startswith("cuda") else "triton")
+        backend = s.backend or DEFAULT_FOR_MODELS["cuda" if devices[0].startswith("cuda") else "cpu"]
     if s.profile:  # said now, not after the first round
         from kernelcraft.verify.profile import ProfileError, check_device, find_ncu
 

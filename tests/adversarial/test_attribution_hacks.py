@@ -21,7 +21,8 @@ from kernelcraft.candidate import Candidate
 from kernelcraft.problems import load_problem
 from kernelcraft.result import Result
 from kernelcraft.verify import Job, TimingConfig, Verifier, VerifyConfig
-from kernelcraft.verify.attribution import declared_kernels, is_custom
+from kernelcraft.backends import declared_kernels
+from kernelcraft.verify.attribution import is_custom
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures"

@@ -1,5 +1,5 @@
 """Batched scoring through a real CPU verifier: order kept, the same kernel judged once, verdicts cached as the
-Results they were, any object with the Verifier's interface accepted, the backend asked for enforced."""
+Results they were, any verifier of the interface accepted (an object that is none refused), the backend asked for enforced."""
 
 from __future__ import annotations
 
@@ -8,24 +8,46 @@ from concurrent.futures import Future
 import pytest
 
 from kernelcraft.rl import Scorer
+from kernelcraft.verify import JobFront
 from kernelcraft.rl.shape import COMPILE_ERROR, CORRECT, MALFORMED, WRONG
 from tests.rl.conftest import CPU_SHAPE, answer, kernel, row
 
 pytestmark = pytest.mark.slow
 
 
-class OnlyTheInterface:
-    """A verifier seen only through submit / close / devices (as a cluster verifier is): it hands jobs on."""
+class OnlyTheInterface(JobFront):
+    """A verifier seen only through the verifier interface (as a cluster verifier is): it hands everything on."""
 
     def __init__(self, inner):
-        self._inner, self.devices, self.submitted = inner, list(inner.devices), 0
+        self._inner, self.config, self.devices, self.submitted = inner, inner.config, list(inner.devices), 0
 
     def submit(self, job) -> Future:
         self.submitted += 1
         return self._inner.submit(job)
 
-    def close(self) -> None:
-        pass
+    def close(self, cancel: bool = False) -> None:
+        pass  # its owner closes the inner one
+
+    def admit(self, problem):
+        return self._inner.admit(problem)
+
+    def target(self, problem):
+        return self._inner.target(problem)
+
+    def profile(self, problem, candidate):
+        return self._inner.profile(problem, candidate)
+
+    def busy_seconds(self) -> float:
+        return self._inner.busy_seconds()
+
+    def usage(self) -> list[dict]:
+        return self._inner.usage()
+
+    def load(self) -> dict:
+        return self._inner.load()
+
+    def device_names(self) -> list[str]:
+        return self._inner.device_names()
 
 
 def test_a_batch_is_scored_in_order_each_kernel_once_then_from_the_cache(rl_verifier, tmp_path):
@@ -81,3 +103,10 @@ def test_a_scorer_judges_on_the_cluster_it_is_given(tmp_path, monkeypatch):
         (verifier,) = scorer._verifiers.values()
         assert isinstance(verifier, ClusterVerifier)
     assert score.tier == CORRECT and len(score.result.node) == 16
+
+
+def test_an_object_that_is_no_verifier_is_refused(tmp_path):
+    from kernelcraft.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="must be a kernelcraft.verify.JobFront, not OnlyAGuess"):
+        Scorer(type("OnlyAGuess", (), {"submit": lambda self, job: None})(), cache_dir=tmp_path)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelcraft.verify.attribution import Attribution, KernelShare, count_triton_launches, declared_kernels, is_custom
+from kernelcraft.backends import declared_kernels
+from kernelcraft.verify.attribution import Attribution, KernelShare, count_triton_launches, is_custom
 from kernelcraft.verify.judge import attribution_finding
 from tests.helpers import FIXTURES
 

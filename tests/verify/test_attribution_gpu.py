@@ -13,7 +13,8 @@ import importlib.util
 import pytest
 import torch
 
-from kernelcraft.verify.attribution import (NAME_ONLY, NVRTC_LAUNCH, TRITON_LAUNCH, declared_kernels, profile_call,
+from kernelcraft.backends import declared_kernels
+from kernelcraft.verify.attribution import (NAME_ONLY, NVRTC_LAUNCH, TRITON_LAUNCH, profile_call,
                                             profiled_kernels, record_launches)
 from kernelcraft.verify.judge import attribution_finding
 from tests.helpers import TESTS

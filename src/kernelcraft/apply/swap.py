@@ -34,7 +34,7 @@ import torch
 from kernelcraft.apply.adapter import SHIM_NAME, as_problem_model
 from kernelcraft.apply.outcome import COMPILED_FILE, MANIFEST, MODEL_FILE, ApplyError
 from kernelcraft.apply.times import FINAL_COMPILE, FINAL_COMPILE_GRAPHS, FINAL_COMPILED_KERNELS
-from kernelcraft.backends.triton_interpreter import make_ready
+from kernelcraft.backends import prepare_process
 
 USES = ("final", "kernels", "compiled")
 
@@ -62,7 +62,7 @@ def swap(model: nn.Module, directory: str | Path, use: str = "final") -> nn.Modu
         raise ApplyError("the model is in training mode; the kernels compute its eval-mode forward (dropout off, "
                          "batch norms on running statistics): call model.eval() first")
     text = path.read_text()
-    make_ready()  # where the interpreter runs them, on every Triton release
+    prepare_process()  # each backend readied (where Triton's interpreter runs them, on every Triton release)
     if "triton.jit" in text and not torch.cuda.is_available() and not _triton_runs_here():
         raise ApplyError("the kernels are Triton's and this machine has no CUDA: they run in Triton's interpreter, "
                          "which must be on before triton is imported. Set TRITON_INTERPRET=1 in the environment "

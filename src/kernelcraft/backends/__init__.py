@@ -1,48 +1,38 @@
-"""How a candidate's source becomes something callable: one module per backend, and detection."""
+"""The backends registry: every kernel language kernelcraft judges, one `Backend` each (backends/kinds/), in the
+order detection tries them. The verifier, both proposers and the faces read backends here and nowhere else.
+
+The modules beside it are the backends' own machinery: nvrtc.py (the NVRTC runtime candidates import),
+cuda_inline.py (the load_inline build cache), triton_interpreter.py and triton_static.py.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import re
-from dataclasses import dataclass
+from pathlib import Path
 
+from kernelcraft.backends.base import NEEDS_DEVICE, NOT_INSTALLED, Backend
 from kernelcraft.backends.errors import CompileError
+from kernelcraft.backends.kinds.cpp import Cpp
+from kernelcraft.backends.kinds.cuda_inline import CudaInline
+from kernelcraft.backends.kinds.cuda_nvrtc import CudaNvrtc
+from kernelcraft.backends.kinds.torch import Torch
+from kernelcraft.backends.kinds.triton import Triton
+
+# Detection order: the first whose `detect` claims a source is its backend (torch claims what none other does).
+BACKENDS: dict[str, Backend] = {b.name: b for b in (CudaNvrtc(), Triton(), CudaInline(), Cpp(), Torch())}
+# The backend a model is asked for when a run names none, by the first device's type.
+DEFAULT_FOR_MODELS = {"cuda": "cuda_nvrtc", "cpu": "triton"}
 
 
-@dataclass(frozen=True)
-class Backend:
-    name: str
-    # Builds that take seconds (a C++/CUDA toolchain) run in the CPU build pool ahead of the GPU;
-    # the others compile at import inside the worker in well under a second.
-    prebuild: bool
-    devices: tuple[str, ...]
-    summary: str
-
-
-BACKENDS: dict[str, Backend] = {
-    "cuda_nvrtc": Backend("cuda_nvrtc", False, ("cuda",),
-                          'extern "C" __global__ kernels compiled by NVRTC, launched with '
-                          "kernelcraft.backends.nvrtc.load_kernels"),
-    "cuda_inline": Backend("cuda_inline", True, ("cuda",),
-                           "CUDA C++ built with torch.utils.cpp_extension.load_inline(cuda_sources=…)"),
-    "triton": Backend("triton", False, ("cuda", "cpu"),
-                      "@triton.jit kernels (on the CPU through TRITON_INTERPRET=1)"),
-    "cpp": Backend("cpp", True, ("cpu", "cuda"),
-                   "C++ built with torch.utils.cpp_extension.load_inline(cpp_sources=…) — CPU code"),
-    "torch": Backend("torch", False, ("cuda", "cpu"),
-                     "plain PyTorch, no custom kernel (judged, never reported as a kernel speedup)"),
-}
+def _code(source: str) -> str:
+    return re.sub(r"#[^\n]*", "", source)
 
 
 def detect_backend(source: str) -> str:
     """Name of the backend a candidate's source uses, from what it imports and calls."""
-    code = re.sub(r"#[^\n]*", "", source)
-    if re.search(r"kernelcraft\.backends\.nvrtc|\bload_kernels\s*\(", code):
-        return "cuda_nvrtc"
-    if re.search(r"@\s*triton\.jit|\bimport\s+triton\b|\bfrom\s+triton\b", code):
-        return "triton"
-    if re.search(r"\bload_inline\s*\(", code):
-        return "cuda_inline" if re.search(r"\bcuda_sources\s*=", code) else "cpp"
-    return "torch"
+    code = _code(source)
+    return next(b.name for b in BACKENDS.values() if b.detect(code))
 
 
 def get_backend(name: str) -> Backend:
@@ -52,4 +42,41 @@ def get_backend(name: str) -> Backend:
         raise ValueError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}") from None
 
 
-__all__ = ["BACKENDS", "Backend", "CompileError", "detect_backend", "get_backend"]
+def names(promptable: bool = False) -> list[str]:
+    """The backends' names in registry order; `promptable`: only those a model can be asked for."""
+    return [n for n, b in BACKENDS.items() if b.promptable or not promptable]
+
+
+def declared_kernels(source: str) -> set[str]:
+    """The names of the kernels `source` defines, in any backend's language."""
+    return set().union(*(b.declared_kernels(source) for b in BACKENDS.values()))
+
+
+@contextlib.contextmanager
+def importing(build_cache: Path, records: list):
+    """Around importing a candidate: every backend's build set-up (backends.base.Backend.importing), each distinct
+    one once. All of them, not only the detected backend's: a candidate may reach a backend in ways detection does
+    not read (an aliased load_inline), and its build still goes through the cache and is recorded."""
+    hooks: dict = {}
+    for backend in BACKENDS.values():
+        hooks.setdefault(type(backend).importing, backend)
+    with contextlib.ExitStack() as stack:
+        for backend in hooks.values():
+            stack.enter_context(backend.importing(build_cache, records))
+        yield
+
+
+def prepare_process() -> None:
+    """Ready this process to run candidates of any backend (before the first is imported)."""
+    for backend in BACKENDS.values():
+        backend.prepare_process()
+
+
+def compiles(device_index: int | None) -> list[dict]:
+    """What every backend compiled in this process at import."""
+    return [row for b in BACKENDS.values() for row in b.compiles(device_index)]
+
+
+__all__ = ["BACKENDS", "Backend", "CompileError", "DEFAULT_FOR_MODELS", "NEEDS_DEVICE", "NOT_INSTALLED",
+           "compiles", "declared_kernels", "detect_backend", "get_backend", "importing", "names",
+           "prepare_process"]

@@ -102,6 +102,13 @@ def add_size_args(p, size: bool = True, sizes_note: str = "") -> None:
     p.add_argument("--sizes", default=None, metavar="NAME=N,…", help=SIZES_HELP + sizes_note)
 
 
+def backend_names(promptable: bool = False) -> str:
+    """The backends, for help text (`promptable`: those a model can be asked for)."""
+    from kernelcraft import api
+
+    return ", ".join(b["name"] for b in api.backends() if b["promptable"] or not promptable)
+
+
 def add_target_args(p, device_default: str, device_help: str) -> None:
     """What to run, shared by `eval` and `profile`: problem, candidate, device, policy, backend, sizes, cache,
     JSON output."""
@@ -109,7 +116,7 @@ def add_target_args(p, device_default: str, device_help: str) -> None:
     p.add_argument("candidate", help="a file defining ModelNew, or example:NAME for a bundled one")
     p.add_argument("--device", default=device_default, help=device_help)
     p.add_argument("--policy", default="strict", choices=["strict", "relaxed"])
-    p.add_argument("--backend", default="", help="cuda_nvrtc, cuda_inline, triton, cpp (default: detected)")
+    p.add_argument("--backend", default="", help=f"{backend_names()} (default: detected)")
     add_size_args(p)
     p.add_argument("--cache-dir", type=Path, default=None, help="builds and baselines (default ~/.cache/kernelcraft)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -146,7 +153,8 @@ def add_search_args(p, cluster: bool = True) -> None:
                    help="stop the run when N calls in a row fail after their retries (default 3)")
     s = p.add_argument_group("search")
     s.add_argument("--strategy", default="tree", help="tree (default), refine, sample, evolve")
-    s.add_argument("--backend", default=None, help="cuda_nvrtc (GPU default), triton (CPU default), cuda_inline, cpp")
+    s.add_argument("--backend", default=None, help=f"{backend_names(promptable=True)} (default: the built-in "
+                   "engineer's first, or for a model cuda_nvrtc on a GPU and triton on the CPU)")
     s.add_argument("--rounds", type=whole(1), default=5, help="tree rounds, refine turns, evolve generations (default 5)")
     s.add_argument("--ideas", type=whole(1), default=4, help="tree: ideas per round (K)")
     s.add_argument("--impls", type=whole(1), default=None, help="tree: implementations per idea (M; default 2, 1 for builtin)")

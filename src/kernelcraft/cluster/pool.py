@@ -25,7 +25,7 @@ from kernelcraft.cluster.connect import ClusterError, connect, hold, plan, ray_m
 from kernelcraft.result import Result
 from kernelcraft.verify import Job
 from kernelcraft.verify.config import VerifyConfig
-from kernelcraft.verify.verifier import JobFront
+from kernelcraft.verify.front import JobFront
 
 # Jobs in flight per actor: one judged and, queued behind it on the actor, as many as its supervisor keeps standby
 # workers for (VerifyConfig.standby_workers): a supervisor spawns standby workers only for jobs it sees queued, and
@@ -151,6 +151,10 @@ class ClusterVerifier(JobFront):
         now = time.monotonic()
         with self._lock:
             return [s.usage(now, now - s.started) for s in self._slots if s.info]
+
+    def device_names(self) -> list[str]:
+        """The live actors' labels (device and node): a cluster's verdicts are kept apart per actor set."""
+        return self.devices
 
     def load(self) -> dict:
         """Devices busy and idle, and jobs waiting for one (for progress)."""

@@ -20,10 +20,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from kernelcraft import api
 from kernelcraft.errors import KernelcraftError
 from kernelcraft.mcp import tools
 from kernelcraft.mcp.runs import Runs
 from kernelcraft.mcp.tools import Defaults
+
+BACKENDS = ", ".join(b["name"] for b in api.backends())  # for the tools' descriptions
+ASKABLE = ", ".join(b["name"] for b in api.backends() if b["promptable"])
 
 log = logging.getLogger("kernelcraft.mcp")
 
@@ -81,8 +85,7 @@ def build_server(defaults: Defaults) -> tuple[MCPServer, Runs]:
                      description="tolerance policy: strict (fp32 accuracy) or relaxed (admits tf32/fp16 math)")]
                  = "strict",
                  size: Size = "auto", sizes: Sizes = None,
-                 backend: Annotated[str, Field(description="cuda_nvrtc, cuda_inline, triton or cpp (default: "
-                                                           "detected from the source)")] = "",
+                 backend: Annotated[str, Field(description=f"{BACKENDS} (default: detected from the source)")] = "",
                  trials: Annotated[int, Field(description="correctness trials, each on fresh inputs", ge=1, le=20)]
                  = 6,
                  compile_baseline: Annotated[bool, Field(description="also time torch.compile (slower)")] = True,
@@ -121,7 +124,7 @@ def build_server(defaults: Defaults) -> tuple[MCPServer, Runs]:
                   = None,
                   device: Device = None, size: Size = "auto", sizes: Sizes = None,
                   backend: Annotated[str | None, Field(description=(
-                      "the backend to ask for: cuda_nvrtc, cuda_inline, triton, cpp (default: the proposer's)"))]
+                      f"the backend to ask for: {ASKABLE} (default: the proposer's)"))]
                   = None,
                   policy: Annotated[Literal["strict", "relaxed"], Field(description="tolerance policy")]
                   = "strict",

@@ -3,8 +3,8 @@ shape the verdict into a Score. Many completions go in at once (`submit` returns
 ahead in the verifier's CPU pool, one supervisor per device judges in order), verdicts are cached by source hash,
 and the same kernel sampled twice in one step is judged once.
 
-The verifier is any object with the `Verifier` interface (`submit(Job) -> Future[Result]`, `close()`,
-`devices`): a cluster verifier spreads the same jobs over a Ray cluster. Without one, a local Verifier is made
+The verifier is any verifier (verify/front.py's `JobFront`: this machine's, or a cluster's, which spreads the
+same jobs over a Ray cluster). Without one, a local Verifier is made
 per verifier setting the rows ask for and kept for every later call of that setting. Candidate code runs only in
 the verifier's worker subprocesses: this module reads the answer as text, compiles it to check its syntax (which
 runs nothing), and hands it on."""
@@ -30,7 +30,7 @@ from kernelcraft.result import Result, Status
 from kernelcraft.rl.cache import FILE, VerdictCache
 from kernelcraft.rl.shape import RewardShape, Score, score_verdict
 from kernelcraft.rl.task import Settings, Task
-from kernelcraft.verify import Job
+from kernelcraft.verify import Job, JobFront
 from kernelcraft.verify.trust import Trust, trusted_dir
 
 DEFAULT_CACHE = Path.home() / ".cache" / "kernelcraft"
@@ -91,7 +91,7 @@ def _parses(source: str) -> bool:
 
 
 class Scorer:
-    def __init__(self, verifier=None, *, shape: RewardShape | dict | None = None, cache_dir: str | Path | None = None,
+    def __init__(self, verifier: JobFront | None = None, *, shape: RewardShape | dict | None = None, cache_dir: str | Path | None = None,
                  device: str | None = None, cache: bool = True, build_workers: int | None = None,
                  on_event: Callable[[str, dict], None] | None = None, cluster: str | None = None,
                  actors: int | None = None):
@@ -106,13 +106,15 @@ class Scorer:
         self.device = device
         self.on_event = on_event or (lambda kind, info: None)
         self.build_workers = build_workers
+        if verifier is not None and not isinstance(verifier, JobFront):
+            raise ConfigError(f"the scorer's verifier must be a kernelcraft.verify.JobFront, not {type(verifier).__name__}")
         self._given = verifier
         from kernelcraft.cluster import cluster_address
 
         self.cluster, self.actors = cluster_address(cluster), actors
         if actors is not None and self.cluster is None:
             raise ConfigError("--actors: verifier actors run on a cluster; add --cluster local|auto|ADDRESS")
-        self._verifiers: dict[Settings, object] = {}
+        self._verifiers: dict[Settings, JobFront] = {}
         trusted = trusted_dir(self.cache_dir)  # hidden from candidates, its rows sealed (verify/trust.py)
         self._cache = VerdictCache(trusted / FILE, Trust(trusted)) if cache else None
         self._inflight: dict[tuple, Future] = {}
@@ -225,10 +227,10 @@ class Scorer:
                 return source, f"wrong_backend ({backend}, asked for {task.backend})"
         return source, None
 
-    def _verifier(self, task: Task) -> tuple[Settings, object, str]:
+    def _verifier(self, task: Task) -> tuple[Settings, JobFront, str]:
         """The verifier for a task, the settings it judges under and its device tag (both in the cache's key)."""
         if self._given is not None:
-            return _settings_of(self._given, task.settings), self._given, _device_tag(self._given)
+            return _settings_of(self._given), self._given, _device_tag(self._given)
         with self._lock:
             verifier = self._verifiers.get(task.settings)
             if verifier is None:
@@ -284,24 +286,18 @@ def _syntax_error(task: Task, source: str, settings: Settings) -> Result | None:
         return result.fail(Status.COMPILE_ERROR, "syntax_error", line)
 
 
-def _settings_of(verifier, fallback: Settings) -> Settings:
-    """The settings a given verifier judges under, read off its VerifyConfig where it has one (a cluster
-    verifier may not: then the row's settings stand for it in the cache's key)."""
-    config = getattr(verifier, "config", None)
-    if config is None:
-        return fallback
-    devices = list(getattr(verifier, "devices", []) or [])
-    return Settings(device="cuda" if any(str(d).startswith("cuda") for d in devices) else "cpu",
+def _settings_of(verifier: JobFront) -> Settings:
+    """The settings a given verifier judges under, read off its VerifyConfig."""
+    config = verifier.config
+    return Settings(device="cuda" if any(str(d).startswith("cuda") for d in verifier.devices) else "cpu",
                     policy=config.policy, size=config.size, trials=config.trials,
                     compile_baseline=config.compile_baseline, timing_budget_s=config.timing.budget_s)
 
 
-def _device_tag(verifier) -> str:
+def _device_tag(verifier: JobFront) -> str:
     """What a verdict's speed depends on besides the settings: the devices' names (a verdict on a CPU is no
     verdict on an H100)."""
-    supervisors = getattr(verifier, "supervisors", None)
-    names = [s.device_name for s in supervisors] if supervisors else list(getattr(verifier, "devices", []) or [])
-    return ",".join(sorted(set(map(str, names)))) or "unknown"
+    return ",".join(sorted(set(map(str, verifier.device_names())))) or "unknown"
 
 
 def _done(value) -> Future:

@@ -13,7 +13,7 @@ from kernelcraft.propose.base import Proposer
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.run import REFUSED, RunOutcome, start_run
 from kernelcraft.store import Store, new_id
-from kernelcraft.verify import Verifier
+from kernelcraft.verify import JobFront
 
 
 RUNS_PER_GPU = 3
@@ -31,7 +31,7 @@ def runs_at_once(devices: list[str], config: RunConfig) -> int:
     return max(1, per_device * len(devices))
 
 
-def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Proposer, verifier: Verifier,
+def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Proposer, verifier: JobFront,
               config: RunConfig, settings: dict | None = None, out_dir: Path | None = None,
               on_event: Callable[[str, dict], None] | None = None, at_once: int | None = None) -> dict:
     """Run every problem; returns the bench summary (per problem rows, the metrics, each device's use). `at_once`
@@ -79,9 +79,8 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
             one(i, problem)
     else:
         _spread(one, problems, spread, cancel)
-    usage = getattr(verifier, "usage", None)
     return {"bench_id": bench_id, "suite": suite, "rows": rows, "metrics": bench_metrics(rows),
-            "devices": usage() if usage else [], "runs_at_once": at_once}
+            "devices": verifier.usage(), "runs_at_once": at_once}
 
 
 def _spread(one: Callable[[int, Problem], None], problems: list[Problem], workers: int,
@@ -114,7 +113,7 @@ def uncovered(proposer: Proposer, problem: Problem, backend: str) -> str | None:
     return None
 
 
-def _too_large(verifier: Verifier, problem: Problem) -> str | None:
+def _too_large(verifier: JobFront, problem: Problem) -> str | None:
     """Why the device cannot hold an evaluation of `problem` (ProblemTooLarge), else None."""
     from kernelcraft.verify.memory import ProblemTooLarge
 

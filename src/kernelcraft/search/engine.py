@@ -33,12 +33,12 @@ from kernelcraft.search.history import round_failures, run_target, tried_ideas
 from kernelcraft.search.profiling import RunProfiler
 from kernelcraft.search.records import Cand, Counters, done as _done
 from kernelcraft.store import NO_ANSWER, Store, unevaluated_status
-from kernelcraft.verify import Job, Verifier
+from kernelcraft.verify import Job, JobFront
 from kernelcraft.target import Target
 
 
 class Engine:
-    def __init__(self, store: Store, run_id: str, problem: Problem, proposer: Proposer, verifier: Verifier,
+    def __init__(self, store: Store, run_id: str, problem: Problem, proposer: Proposer, verifier: JobFront,
                  config: RunConfig, on_event: Callable[[str, dict], None] | None = None,
                  cancel: threading.Event | None = None, earlier_s: float = 0.0):
         """`cancel`, once set, stops the run as an interrupt does (a bench's runs in other threads than the one
@@ -476,8 +476,7 @@ class Engine:
 
     def device_usage(self) -> list[dict]:
         """Per device of the verifier: what it judged and how busy it was (since the verifier started)."""
-        usage = getattr(self.verifier, "usage", None)
-        return usage() if usage else []
+        return self.verifier.usage()
 
     def wall_seconds(self) -> float:
         return time.monotonic() - self._started

@@ -12,13 +12,13 @@ from kernelcraft.candidate import Candidate
 from kernelcraft.problems import Problem
 from kernelcraft.search.records import Cand
 from kernelcraft.store import Store
-from kernelcraft.verify import Verifier
+from kernelcraft.verify import JobFront
 
 PROFILE_MAX = 4  # kernels profiled per call
 
 
 class RunProfiler:
-    def __init__(self, store: Store, run_id: str, problem: Problem, verifier: Verifier,
+    def __init__(self, store: Store, run_id: str, problem: Problem, verifier: JobFront,
                  on_event: Callable[[str, dict], None]):
         self.store, self.run_id, self.problem, self.verifier, self.on_event = store, run_id, problem, verifier, on_event
         self._lock = threading.Lock()  # one profile at a time (refine's chains call in parallel)

@@ -16,7 +16,7 @@ from kernelcraft.search.engine import Engine
 from kernelcraft.search.records import Cand, Counters
 from kernelcraft.search.strategies import get_strategy
 from kernelcraft.store import Store, StoreError, new_id, run_wall_seconds, unevaluated_status
-from kernelcraft.verify import Verifier
+from kernelcraft.verify import JobFront
 
 
 CLEAN_ENDS = ("budget_", "proposer_exhausted")  # stop reasons of a run that ended as planned
@@ -77,7 +77,7 @@ class RunOutcome:
         return json_safe(d)  # JSON has no NaN (a stored run's idle fraction is unknown)
 
 
-def start_run(store: Store, problem: Problem, proposer: Proposer, verifier: Verifier, config: RunConfig,
+def start_run(store: Store, problem: Problem, proposer: Proposer, verifier: JobFront, config: RunConfig,
               settings: dict | None = None, out_dir: Path | None = Path("."), bench_id: str | None = None,
               on_event: Callable[[str, dict], None] | None = None, cancel=None) -> RunOutcome:
     """A new run. `settings` is what the caller needs to resume it (verifier and proposer settings);
@@ -91,7 +91,7 @@ def start_run(store: Store, problem: Problem, proposer: Proposer, verifier: Veri
     return _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event, cancel)
 
 
-def resume_run(store: Store, run_id: str, proposer: Proposer, verifier: Verifier, out_dir: Path | None = Path("."),
+def resume_run(store: Store, run_id: str, proposer: Proposer, verifier: JobFront, out_dir: Path | None = Path("."),
                on_event: Callable[[str, dict], None] | None = None) -> RunOutcome:
     row = store.run(run_id)
     problem = stored_problem(store, row)

@@ -4,6 +4,7 @@ from kernelcraft.result import Result, Timing
 from kernelcraft.verify.config import VerifyConfig
 from kernelcraft.verify.integrity import HarnessTampered
 from kernelcraft.verify.timing import TimingConfig
-from kernelcraft.verify.verifier import Job, Verifier, resolve_devices
+from kernelcraft.verify.front import Job, JobFront
+from kernelcraft.verify.verifier import Verifier, resolve_devices
 
-__all__ = ["HarnessTampered", "Job", "Result", "Timing", "TimingConfig", "Verifier", "VerifyConfig", "resolve_devices"]
+__all__ = ["HarnessTampered", "Job", "JobFront", "Result", "Timing", "TimingConfig", "Verifier", "VerifyConfig", "resolve_devices"]

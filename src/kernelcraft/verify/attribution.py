@@ -59,24 +59,6 @@ CALLS_EXCEED_LAUNCHES = "calls_exceed_launches"  # more calls of that name ran t
 # Ops whose kernels are the library's, whatever they are named (an op the candidate registers has its own namespace).
 LIBRARY_OP = re.compile(r"(aten|prims|quantized|_quantized|cudnn|mkldnn|miopen|torchvision|c10d|_c10d_functional)::")
 
-_CUDA_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
-                          r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)")
-_TRITON_KERNEL = re.compile(r"@\s*triton\.jit[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+([A-Za-z_]\w*)")
-_TRITON_AUTOTUNE = re.compile(r"@\s*triton\.(?:autotune|heuristics)\b")
-
-
-def triton_kernels(source: str) -> set[str]:
-    return set(_TRITON_KERNEL.findall(source))
-
-
-def declared_kernels(source: str) -> set[str]:
-    """Names of the kernels a candidate's source defines (CUDA `__global__` and Triton JIT)."""
-    names = set(_CUDA_KERNEL.findall(source)) | set(_TRITON_KERNEL.findall(source))
-    if _TRITON_AUTOTUNE.search(source):  # @autotune above @jit: the def follows both decorators
-        names |= set(re.findall(r"@\s*triton\.jit[\s\S]*?\bdef\s+([A-Za-z_]\w*)", source))
-    return names
-
-
 @dataclass
 class KernelShare:
     name: str

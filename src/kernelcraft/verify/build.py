@@ -238,13 +238,14 @@ def _main(src: str, build_cache: str, out: str) -> None:
     """Inside the build subprocess: import the candidate with builds routed through the cache."""
     import importlib.util
 
-    from kernelcraft.backends.cuda_inline import ObjectOnlyBuild, cached_builds, ptxas_summary
+    from kernelcraft.backends import importing
+    from kernelcraft.backends.cuda_inline import ObjectOnlyBuild, ptxas_summary
     from kernelcraft.backends.errors import CompileError
 
     records: list = []
     outcome = BuildOutcome(True, 0.0)
     try:
-        with cached_builds(Path(build_cache), records):
+        with importing(Path(build_cache), records):
             spec = importlib.util.spec_from_file_location("kernelcraft_candidate", src)
             spec.loader.exec_module(importlib.util.module_from_spec(spec))
     except ObjectOnlyBuild:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from kernelcraft import syntax
+from kernelcraft.backends import BACKENDS
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,8 @@ _CONCURRENCY = {"threading", "multiprocessing", "subprocess", "concurrent", "asy
 # Ways to reach the harness's or the interpreter's insides.
 _INTROSPECTION = {"gc", "inspect", "ctypes", "importlib", "builtins", "sys", "pickle", "marshal", "socket",
                   "urllib", "http", "requests", "shutil", "kernelcraft.verify", "kernelcraft.problems"}
-_ALLOWED_KERNELCRAFT = {"kernelcraft.backends.nvrtc"}
+# What of this package a candidate may import: its backends' runtimes (kernelcraft.backends.nvrtc).
+_ALLOWED_KERNELCRAFT = frozenset().union(*(b.runtime_modules for b in BACKENDS.values()))
 # Attributes that, assigned to, patch timing or synchronisation.
 _TIMING_TARGETS = re.compile(r"^(time|torch\.cuda|torch\.cuda\.Event|torch\.cuda\.Stream|torch\.Tensor|"
                              r"torch\.nn\.Module|triton\.testing|torch\.cuda\.streams|torch\.cuda\.events)\.")

@@ -35,7 +35,7 @@ from kernelcraft.problems.sizes import Sizes, module_constants, resolve_sizes
 from kernelcraft.result import INTERRUPTED, Result, Status
 from kernelcraft.target import Target
 from kernelcraft.verify import judge, speed
-from kernelcraft.verify.attribution import declared_kernels
+from kernelcraft.backends import declared_kernels, get_backend
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildOutcome, inline_cache
 from kernelcraft.verify.config import VerifyConfig
@@ -327,14 +327,15 @@ class Supervisor:
         if self.config.static_guards:
             for finding in static_findings(candidate.source, trusted=problem.source):
                 result.fail("rejected", finding.reason, f"static check: the candidate {finding.detail}")
-            if not declared_kernels(candidate.source) and candidate.backend not in ("cpp", "cuda_inline") \
-                    and candidate.attribute:  # not asked of a model kernelcraft wrote with no kernel (Candidate)
+            backend = get_backend(candidate.backend)
+            if not declared_kernels(candidate.source) and not backend.build_is_kernel and candidate.attribute:  # not asked of a model kernelcraft wrote with no kernel (Candidate)
                 result.fail("rejected", "no_custom_kernel", "the candidate declares no kernel of its own "
                             "(no __global__ function, no @triton.jit function, no load_inline build)")
             if result.failed:
                 return False
-        if self.device.type != "cuda" and candidate.backend in ("cuda_nvrtc", "cuda_inline"):  # before any build
-            result.fail("rejected", "backend_needs_cuda", f"a {candidate.backend} candidate needs a CUDA device")
+        unavailable = get_backend(candidate.backend).unavailable(self.device.type)
+        if unavailable:  # before any build
+            result.fail("rejected", *unavailable)
             return False
         if build is not None:
             result.compile_seconds, result.compile_log = round(build.seconds, 3), build.log
@@ -358,13 +359,13 @@ class Supervisor:
             else:
                 result.fail("runtime_error", reply.get("reason", "load_failed"), reply.get("traceback") or reply["error"])
             return False
-        if reply["nvrtc"]:
+        if reply["compiles"]:  # what the backends compiled at import (NVRTC's kernels)
             from kernelcraft.backends.cuda_inline import ptxas_summary
 
-            result.compile_seconds = round(sum(r["seconds"] for r in reply["nvrtc"]), 4)
-            result.compile_log = "\n".join(r["log"] for r in reply["nvrtc"] if r["log"])
+            result.compile_seconds = round(sum(r["seconds"] for r in reply["compiles"]), 4)
+            result.compile_log = "\n".join(r["log"] for r in reply["compiles"] if r["log"])
             result.kernels_resources = (ptxas_summary(result.compile_log)
-                                        or [k for r in reply["nvrtc"] for k in r.get("resources", [])])
+                                        or [k for r in reply["compiles"] for k in r.get("resources", [])])
         return True
 
     def _load_request(self, problem: Problem, candidate_source: str | None) -> dict:

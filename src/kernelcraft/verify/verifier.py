@@ -10,15 +10,13 @@ once they changed, the evaluation in progress and every later one is a `verifier
 
 from __future__ import annotations
 
-import abc
 import queue
 import re
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import torch
 
@@ -29,6 +27,7 @@ from kernelcraft.result import Result
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildPool
 from kernelcraft.verify.config import VerifyConfig
+from kernelcraft.verify.front import Job, JobFront
 from kernelcraft.verify.guards import static_findings
 from kernelcraft.verify.integrity import HarnessTampered, Integrity
 from kernelcraft.verify.memory import MemoryNeed
@@ -53,42 +52,6 @@ def resolve_devices(device: str = "auto") -> list[str]:
     if index >= torch.cuda.device_count():
         raise ValueError(f"--device {device}: only {torch.cuda.device_count()} GPU(s) visible")
     return [f"cuda:{index}"]
-
-
-@dataclass
-class Job:
-    problem: Problem
-    candidate: Candidate
-
-
-class JobFront(abc.ABC):
-    """What every verifier offers over its `submit(job) -> Future[Result]` (this machine's, or a cluster's)."""
-
-    @abc.abstractmethod
-    def submit(self, job: Job) -> Future:
-        """Queue one job; the future holds its Result."""
-
-    @abc.abstractmethod
-    def close(self, cancel: bool = False) -> None:
-        """Stop judging and let go of the devices; `cancel` (Ctrl-C): at once, the evaluation in progress stopped and
-        those queued withdrawn, not judged to their end."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, *exc) -> None:
-        self.close(cancel=kind is not None and issubclass(kind, KeyboardInterrupt))
-
-    def evaluate(self, problem: Problem, candidate: Candidate) -> Result:
-        return self.submit(Job(problem, candidate)).result()
-
-    def evaluate_many(self, jobs: Iterable[Job], on_result: Callable[[int, Result], None] | None = None) -> list[Result]:
-        """Evaluate every job; `on_result(index, result)` is called as each finishes (for progress)."""
-        futures = [self.submit(job) for job in jobs]
-        if on_result:
-            for i, fut in enumerate(futures):
-                fut.add_done_callback(lambda f, i=i: on_result(i, f.result()))
-        return [f.result() for f in futures]
 
 
 def least_busy(devices: int, judging, targets: list[int]) -> int:
@@ -182,7 +145,7 @@ class Verifier(JobFront):
         # A build runs the candidate's module: only for candidates the static guards let through, and
         # only where some device here can run them (a CUDA build on a CPU-only verifier took 73 s to be
         # rejected backend_needs_cuda; the supervisor says so at once without it).
-        runnable = any(s.device.type in backend.devices for s in self.supervisors)
+        runnable = any(backend.unavailable(s.device.type) is None for s in self.supervisors)
         build = (self.builds.submit(job.candidate, arch)
                  if backend.prebuild and runnable and not self._refused(job.problem, job.candidate) else None)
         future: Future = Future()
@@ -229,6 +192,9 @@ class Verifier(JobFront):
             return [{"device": d, "name": s.device_name, "node": "", "host": None, "judged": self._judged[i],
                      "busy_s": round(busy[i], 3), "utilisation": round(busy[i] / wall, 4) if wall > 0 else None,
                      "lost": None} for i, (d, s) in enumerate(zip(self.devices, self.supervisors))]
+
+    def device_names(self) -> list[str]:
+        return [s.device_name for s in self.supervisors]
 
     def load(self) -> dict:
         """Devices busy and idle, and jobs waiting for one (for progress)."""

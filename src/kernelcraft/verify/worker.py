@@ -127,7 +127,7 @@ class Worker:
     def do_load(self, problem_source, candidate_source, device, init_seed, sizes, build_cache, arch_list,
                 gpu_memory_fraction=1.0, exact_fp32=True):
         torch = self.torch
-        from kernelcraft.backends import cuda_inline, nvrtc
+        from kernelcraft import backends
         from kernelcraft.verify.policy import set_exact_fp32
 
         set_exact_fp32(exact_fp32)  # the policy's fp32 math for all torch work here (the baselines are timed here)
@@ -148,22 +148,15 @@ class Worker:
             path = here / "candidate.py"
             path.write_text(candidate_source)
             os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list
-            with cuda_inline.cached_builds(Path(build_cache), records):
+            with backends.importing(Path(build_cache), records):
                 module = _guarded(_import_file)(path, "kernelcraft_candidate")
                 if not hasattr(module, "ModelNew"):
                     return {"error": "the candidate defines no ModelNew class", "reason": "no_model_new"}
                 self.candidate = _guarded(self._build)(module.ModelNew, init_inputs, init_seed)
             self.call = _guarded(self.candidate)
-        return {"ok": True, "nvrtc": [self._nvrtc_record(r) for r in nvrtc.COMPILE_RECORDS],
+        index = (self.device.index or 0) if self.device.type == "cuda" else None
+        return {"ok": True, "compiles": backends.compiles(index),
                 "inline": [{"seconds": r.seconds, "log": r.log} for r in records]}
-
-    def _nvrtc_record(self, record) -> dict:
-        """A compilation's time, log and cache hit; where the log has no ptxas resource lines (NVRTC may leave
-        them out on a machine with a GPU driver), the driver's account of the loaded kernels."""
-        resources = []
-        if record.module is not None and self.device.type == "cuda" and "Compiling entry function" not in record.log:
-            resources = record.module.resources(self.device.index or 0)
-        return {"seconds": record.seconds, "log": record.log, "cached": record.cached, "resources": resources}
 
     def _build(self, cls, init_inputs, seed):
         torch = self.torch
@@ -214,15 +207,15 @@ class Worker:
         profiler beside the candidate's recorded launches and its extensions' kernels; CPU: Triton launches counted).
         The candidate's module is the one do_load imports its file as (attribution.CANDIDATE_MODULE)."""
         from kernelcraft.backends import cuda_inline
-        from kernelcraft.verify.attribution import (CANDIDATE_MODULE, count_triton_launches, declared_kernels,
-                                                    profile_call, triton_kernels)
+        from kernelcraft.backends import declared_kernels, get_backend
+        from kernelcraft.verify.attribution import CANDIDATE_MODULE, count_triton_launches, profile_call
 
         declared = declared_kernels(self.candidate_source or "")
         own = frozenset({CANDIDATE_MODULE})
         if self.device.type == "cuda":
             return {"attribution": profile_call(self.call, inputs, declared, list(cuda_inline.BUILT_EXTENSIONS),
                                                 own).to_dict()}
-        if not triton_kernels(self.candidate_source or ""):
+        if not get_backend("triton").declared_kernels(self.candidate_source or ""):
             return {"attribution": None, "note": "kernel attribution: on the CPU only Triton launches can be "
                                                  "counted; not checked for this candidate"}
         with self.torch.no_grad():
@@ -405,9 +398,9 @@ def run(address: str, key: bytes, start: str) -> None:
         marks["profiler"] = time.time() - spawned
     import kernelcraft.verify.inputs  # noqa: F401
     import kernelcraft.verify.timing  # noqa: F401
-    from kernelcraft.backends.triton_interpreter import make_ready
+    from kernelcraft.backends import prepare_process
 
-    make_ready()  # on a CPU: Triton's interpreter runs the kernels on every Triton release
+    prepare_process()  # each backend's set-up before any candidate (on a CPU: Triton's interpreter made ready)
     marks["ready"] = time.time() - spawned
     info["start_marks_s"] = {k: round(v, 4) for k, v in marks.items()}
 

@@ -22,7 +22,6 @@ from kernelcraft.propose.builtin import chain, registry
 from kernelcraft.propose.builtin.analyze import analyze
 from kernelcraft.propose.builtin.plan import Analysis, Op
 
-BACKENDS = ("triton", "cuda_nvrtc")  # the backends the families write (registry.py's families say which is whose)
 STRATEGIES = ("tree", "refine")  # a deterministic engineer gives the same answer to the same request
 
 
@@ -53,12 +52,13 @@ class BuiltinProposer:
 
     @staticmethod
     def backends() -> list[str]:
-        return list(BACKENDS)
+        """The backends the families write, the default first."""
+        return list(registry.backends())
 
     def coverage(self, problem: Problem, backend: str) -> Analysis:
         """The analysis of `problem`; raises CoverageError saying what is not covered."""
-        if backend not in BACKENDS:
-            raise CoverageError(f"the built-in engineer writes {', '.join(BACKENDS)} kernels, not {backend}")
+        if backend not in registry.backends():
+            raise CoverageError(f"the built-in engineer writes {', '.join(registry.backends())} kernels, not {backend}")
         analysis = _analysis(problem.source, str(problem.path))
         if analysis.untraceable:
             raise CoverageError(f"the built-in engineer cannot trace {problem.name}: {analysis.untraceable}, which "

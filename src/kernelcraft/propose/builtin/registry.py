@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from functools import cache
 
+from kernelcraft.backends import get_backend
 from kernelcraft.propose.builtin.compose import compose
 from kernelcraft.propose.builtin.details import detail_problems as check
 from kernelcraft.propose.builtin.family import Family, Move, Names, Params, Rendered
@@ -47,6 +48,16 @@ def all_families() -> tuple[Family, ...]:
         module = importlib.import_module(f"kernelcraft.propose.builtin.families.{name}")
         out += list(getattr(module, "FAMILIES", None) or [module.FAMILY])
     return tuple(out)
+
+
+@cache
+def backends() -> tuple[str, ...]:
+    """The backends the families write, in the order the families are listed (the first: a run's default), each
+    one the verifier's registry knows (kernelcraft.backends)."""
+    names = tuple(dict.fromkeys(f.backend for f in all_families()))
+    for name in names:
+        get_backend(name)
+    return names
 
 
 def families(backend: str | None = None) -> list[Family]:

@@ -8,6 +8,7 @@ from functools import cache
 from pathlib import Path
 from string import Template
 
+from kernelcraft.backends import get_backend
 from kernelcraft.hardware import describe_device
 from kernelcraft.propose.base import CATEGORIES, Answer, Kernel, Request, TriedIdea, Turn, Usage
 from kernelcraft.propose.feedback import times
@@ -69,7 +70,7 @@ def prompt_messages(request: Request, device_text: str, policy_name: str, policy
     system = template("system").substitute(
         role="an expert GPU kernel engineer" if on_gpu else
         "an expert kernel engineer (there is no GPU here: your kernels run on the CPU)",
-        device=device_text, backend_rules=template(f"backends/{request.backend}").template.strip(),
+        device=device_text, backend_rules=get_backend(request.backend).prompt(),
         policy=policy_name, policy_summary=policy_summary, precision_rule=_precision_rule(policy_name, precision))
     messages = [{"role": "system", "content": system}]
     if request.kind == "ideas":

@@ -70,7 +70,7 @@ class Profiler:
             exact_fp32: bool = True) -> Profile:
         """One call of `candidate` (None: the reference) at `sizes` (the problem's module constants), profiled.
         Raises ProfileError with a one-line reason when no profile can be had."""
-        from kernelcraft.verify.attribution import declared_kernels
+        from kernelcraft.backends import declared_kernels
         from kernelcraft.verify.build import inline_cache
         from kernelcraft.verify.containment import Limits, preexec
         from kernelcraft.verify.process import worker_environment
