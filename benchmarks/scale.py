@@ -201,7 +201,7 @@ def bench_results(db: Path) -> list:
 
     store = Store(db)
     try:
-        return [r for run in store.runs(limit=100_000) for r in store.results(run["id"]).values()]
+        return [r for run in store.runs(limit=100_000) for r in store.results(run.id).values()]
     finally:
         store.close()
 

@@ -67,12 +67,12 @@ def rules(delay: float) -> list[Rule]:
 
 def write_requests(store, run_id: str, path: Path) -> None:
     """The user messages of the requests a model reads to learn from a run: rounds 1 and 2."""
-    calls = {c["key"]: c for c in store.calls(run_id)}
+    calls = {c.key: c for c in store.calls(run_id)}
     keys = ["r01/ideas", "r02/ideas"] + sorted(k for k in calls if k.startswith("r02/i"))[:1]
     parts = [f"# Requests sent in run {run_id} (system prompt left out)\n"]
     for key in keys:
         if key in calls:
-            parts.append(f"## {key}\n\n````text\n{calls[key]['messages'][-1]['content']}\n````\n")
+            parts.append(f"## {key}\n\n````text\n{calls[key].messages[-1]['content']}\n````\n")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts))
 

@@ -22,7 +22,7 @@ from kernelcraft.store import Store
 def summary(store: Store, bench_id: str | None = None) -> list[dict]:
     rows = []
     for run in reversed(store.runs(limit=100000, bench_id=bench_id)):
-        results = [r for r in store.results(run["id"]).values() if not r.duplicate]
+        results = [r for r in store.results(run.id).values() if not r.duplicate]
         if not results:
             continue
         phases: dict[str, list[float]] = {}

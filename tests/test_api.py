@@ -98,7 +98,7 @@ def test_optimize_with_the_builtin_engineer(relu_run):
     store = Store(root / "runs.db")
     try:
         row = store.run(outcome.run_id)
-        assert row["status"] == "done" and row["config"]["verify"]["size_overrides"] == {"batch_size": 5}
+        assert row.status == "done" and row.config["verify"]["size_overrides"] == {"batch_size": 5}
     finally:
         store.close()
     assert json.loads(json.dumps(outcome.to_dict()))["run_id"] == outcome.run_id

@@ -40,20 +40,20 @@ def a_result(status="ok", correct=True, runtime_ms=0.5, speedup_eager=2.0, speed
 def test_create_and_fetch_run(store):
     make_run(store)
     run = store.run("run-a")
-    assert run["id"] == "run-a"
-    assert run["problem"] == "level1/relu" and run["problem_source"] == "import torch\n"
-    assert (run["strategy"], run["proposer"], run["device"]) == ("beam", "openai/o3", "cuda:0")
-    assert run["config"] == CONFIG  # JSON decoded
-    assert run["status"] == "running" and run["stop_reason"] is None and run["best_candidate"] is None
-    assert run["bench_id"] is None
-    assert run["created"] == run["updated"] and abs(run["created"] - time.time()) < 60
+    assert run.id == "run-a"
+    assert run.problem == "level1/relu" and run.problem_source == "import torch\n"
+    assert (run.strategy, run.proposer, run.device) == ("beam", "openai/o3", "cuda:0")
+    assert run.config == CONFIG  # JSON decoded
+    assert run.status == "running" and run.stop_reason is None and run.best_candidate is None
+    assert run.bench_id is None
+    assert run.created == run.updated and abs(run.created - time.time()) < 60
 
 
 def test_fetch_by_unique_prefix(store):
     make_run(store, "20260101-120000-abcd")
     make_run(store, "20260202-120000-ef01")
-    assert store.run("20260101")["id"] == "20260101-120000-abcd"
-    assert store.run("20260202-12")["id"] == "20260202-120000-ef01"
+    assert store.run("20260101").id == "20260101-120000-abcd"
+    assert store.run("20260202-12").id == "20260202-120000-ef01"
 
 
 def test_unknown_run(store):
@@ -82,15 +82,15 @@ def test_add_call_and_fetch(store):
                              "1. [memory] tile", None, 1200, 340, 0.0051, 2, 1000.0, 12.5)
     assert isinstance(call_id, int) and call_id > 0
     call = store.call("run-a", "r0/ideas")
-    assert call["id"] == call_id
-    assert call["messages"] == [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
-    assert call["response"] == "1. [memory] tile" and call["error"] is None
-    assert (call["input_tokens"], call["output_tokens"], call["cost"]) == (1200, 340, 0.0051)
-    assert (call["attempts"], call["started"], call["seconds"], call["kind"], call["model"]) == \
+    assert call.id == call_id
+    assert call.messages == [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    assert call.response == "1. [memory] tile" and call.error is None
+    assert (call.input_tokens, call.output_tokens, call.cost) == (1200, 340, 0.0051)
+    assert (call.attempts, call.started, call.seconds, call.kind, call.model) == \
         (2, 1000.0, 12.5, "ideas", "o3")
     assert store.call("run-a", "r0/other") is None
     assert store.call("run-b", "r0/ideas") is None
-    assert [c["key"] for c in store.calls("run-a")] == ["r0/ideas"]
+    assert [c.key for c in store.calls("run-a")] == ["r0/ideas"]
 
 
 def test_call_key_is_unique_per_run(store):
@@ -115,9 +115,9 @@ def test_add_idea_is_idempotent_by_key(store):
     other = store.add_idea("run-a", "r0/idea1", 0, call_id, None, "unroll", "control")
     assert again == first and other != first
     idea = store.idea("run-a", "r0/idea0")
-    assert (idea["text"], idea["category"], idea["round"], idea["call_id"]) == \
+    assert (idea.text, idea.category, idea.round, idea.call_id) == \
         ("tile in shared memory", "memory", 0, call_id)
-    assert [i["key"] for i in store.ideas("run-a")] == ["r0/idea0", "r0/idea1"]
+    assert [i.key for i in store.ideas("run-a")] == ["r0/idea0", "r0/idea1"]
 
 
 def test_add_candidate_is_idempotent_by_key(store):
@@ -126,9 +126,9 @@ def test_add_candidate_is_idempotent_by_key(store):
     again = store.add_candidate("run-a", "r0/seed", 1, None, None, None, "proposer", "triton", "src-2")
     assert again == first
     c = store.candidate("run-a", "r0/seed")
-    assert (c["source"], c["origin"], c["backend"], c["round"], c["parse_error"]) == \
+    assert (c.source, c.origin, c.backend, c.round, c.parse_error) == \
         ("src-1", "seed", "cuda_inline", 0, None)
-    assert store.candidate_by_id(first)["key"] == "r0/seed"
+    assert store.candidate_by_id(first).key == "r0/seed"
     assert store.candidate_by_id(first + 1000) is None
     assert len(store.candidates("run-a")) == 1
 
@@ -142,7 +142,7 @@ def test_add_result_once_per_candidate(store):
     assert (r.correct, r.runtime_ms, r.speedup_eager, r.speedup_compile) == (True, 0.5, 2.0, 1.2)
     assert r == a_result()  # the whole Result round-trips, typed
     row = store.candidates("run-a")[0]  # the headline columns beside it
-    assert (row["status"], row["correct"], row["runtime_ms"], row["speedup_eager"]) == ("ok", 1, 0.5, 2.0)
+    assert (row.status, row.correct, row.runtime_ms, row.speedup_eager) == ("ok", 1, 0.5, 2.0)
     with pytest.raises(sqlite3.IntegrityError):
         store.add_result(cid, a_result(status="incorrect", correct=False))
     assert store.result(cid).status == "ok"  # the first result stands
@@ -161,15 +161,15 @@ def test_candidates_join_results_and_ideas(store):
     store.add_result(c3, a_result(status="incorrect", correct=False, runtime_ms=None, speedup_eager=None,
                                      speedup_compile=None))
     rows = store.candidates("run-a")
-    assert [r["id"] for r in rows] == [c1, c2, c3]
-    assert (rows[0]["status"], rows[0]["correct"], rows[0]["runtime_ms"], rows[0]["speedup_eager"],
-            rows[0]["speedup_compile"], rows[0]["idea"], rows[0]["category"]) == \
+    assert [r.id for r in rows] == [c1, c2, c3]
+    assert (rows[0].status, rows[0].correct, rows[0].runtime_ms, rows[0].speedup_eager,
+            rows[0].speedup_compile, rows[0].idea, rows[0].category) == \
         ("ok", 1, 0.25, 3.0, 1.5, "vectorize loads", "memory")
-    assert (rows[1]["status"], rows[1]["correct"], rows[1]["idea"], rows[1]["parse_error"], rows[1]["parent"]) == \
+    assert (rows[1].status, rows[1].correct, rows[1].idea, rows[1].parse_error, rows[1].parent) == \
         (None, None, None, "no_modelnew", c1)
-    assert (rows[2]["status"], rows[2]["correct"], rows[2]["speedup_eager"], rows[2]["idea"]) == \
+    assert (rows[2].status, rows[2].correct, rows[2].speedup_eager, rows[2].idea) == \
         ("incorrect", 0, None, "vectorize loads")
-    assert rows[0]["source"] == "s1" and rows[0]["run_id"] == "run-a"
+    assert rows[0].source == "s1" and rows[0].run_id == "run-a"
 
 
 def test_usage_sums(store):
@@ -180,11 +180,11 @@ def test_usage_sums(store):
     add_call(store, "run-a", "c", cost=0.25, tokens=(0, 0), error="LLMError: HTTP 500", response=None)
     add_call(store, "run-b", "a", cost=9.0, tokens=(5, 5))
     usage = store.usage("run-a")
-    assert usage["calls"] == 3
-    assert (usage["input_tokens"], usage["output_tokens"]) == (1300, 300)
-    assert usage["cost"] == pytest.approx(0.75)
-    assert usage["unpriced"] == 1
-    assert usage["failed"] == 1
+    assert usage.calls == 3
+    assert (usage.input_tokens, usage.output_tokens) == (1300, 300)
+    assert usage.cost == pytest.approx(0.75)
+    assert usage.unpriced == 1
+    assert usage.failed == 1
 
 
 def test_usage_names_the_last_failed_call(store):
@@ -192,7 +192,7 @@ def test_usage_names_the_last_failed_call(store):
     add_call(store, "run-a", "a", error="m: HTTP 500: boom", response=None)
     add_call(store, "run-a", "b", error="m: HTTP 503: busy", response=None)
     add_call(store, "run-a", "c")
-    assert store.usage("run-a")["last_error"] == "m: HTTP 503: busy"
+    assert store.usage("run-a").last_error == "m: HTTP 503: busy"
 
 
 def test_a_cut_off_answer_is_stored_with_its_finish_and_limit(store):
@@ -200,7 +200,7 @@ def test_a_cut_off_answer_is_stored_with_its_finish_and_limit(store):
     store.add_call("run-a", "k", "implement", "o3", [], "```python\nclass Mod", None, 10, 512, None, 1, time.time(),
                    1.0, finish="length", output_limit=512)
     call = store.call("run-a", "k")
-    assert (call["finish"], call["output_limit"]) == ("length", 512)
+    assert (call.finish, call.output_limit) == ("length", 512)
 
 
 def test_a_store_written_before_finish_was_kept_opens_and_gains_it(tmp_path):
@@ -217,9 +217,9 @@ def test_a_store_written_before_finish_was_kept_opens_and_gains_it(tmp_path):
     db.close()
     store = Store(path)
     call = store.call("old", "k")
-    assert call["response"] == "answer" and call["finish"] is None and call["output_limit"] is None
+    assert call.response == "answer" and call.finish is None and call.output_limit is None
     store.add_call("old", "k2", "implement", "m", [], "a", None, 1, 1, None, 1, 0.0, 1.0, finish="stop")
-    assert store.call("old", "k2")["finish"] == "stop"
+    assert store.call("old", "k2").finish == "stop"
     store.close()
     Store(path).close()  # opened again: nothing left to add
 
@@ -234,42 +234,42 @@ def test_the_status_of_a_candidate_without_a_result(parse_error, status):
 def test_usage_of_a_run_without_calls_is_zero(store):
     make_run(store)
     usage = store.usage("run-a")
-    assert (usage["calls"], usage["input_tokens"], usage["output_tokens"], usage["cost"]) == (0, 0, 0, None)
-    assert (usage["unpriced"], usage["failed"]) == (0, 0), f"unpriced/failed are 0, not None, with no calls: {usage}"
+    assert (usage.calls, usage.input_tokens, usage.output_tokens, usage.cost) == (0, 0, 0, None)
+    assert (usage.unpriced, usage.failed) == (0, 0), f"unpriced/failed are 0, not None, with no calls: {usage}"
 
 
 def test_finish_and_reopen(store):
     make_run(store)
     cid = store.add_candidate("run-a", "c", 0, None, None, None, "seed", "cuda_inline", "src")
-    created = store.run("run-a")["created"]
+    created = store.run("run-a").created
     time.sleep(0.01)
     store.finish_run("run-a", "stopped", "budget", cid)
     run = store.run("run-a")
-    assert (run["status"], run["stop_reason"], run["best_candidate"]) == ("stopped", "budget", cid)
-    assert run["updated"] > created
+    assert (run.status, run.stop_reason, run.best_candidate) == ("stopped", "budget", cid)
+    assert run.updated > created
     store.reopen_run("run-a")
     run = store.run("run-a")
-    assert (run["status"], run["stop_reason"]) == ("running", None)
-    assert run["best_candidate"] == cid  # kept: the best so far still stands on resume
+    assert (run.status, run.stop_reason) == ("running", None)
+    assert run.best_candidate == cid  # kept: the best so far still stands on resume
     store.finish_run("run-a", "done", None, None)
-    assert store.run("run-a")["status"] == "done"
+    assert store.run("run-a").status == "done"
 
 
 def test_runs_order_limit_and_bench_filter(store):
     for run_id, bench in [("r1", "b1"), ("r2", None), ("r3", "b1"), ("r4", "b2")]:
         make_run(store, run_id, bench_id=bench)
         time.sleep(0.01)
-    assert [r["id"] for r in store.runs()] == ["r4", "r3", "r2", "r1"]  # newest first
-    assert [r["id"] for r in store.runs(limit=2)] == ["r4", "r3"]
-    assert [r["id"] for r in store.runs(bench_id="b1")] == ["r1", "r3"]  # a bench: in the order run
+    assert [r.id for r in store.runs()] == ["r4", "r3", "r2", "r1"]  # newest first
+    assert [r.id for r in store.runs(limit=2)] == ["r4", "r3"]
+    assert [r.id for r in store.runs(bench_id="b1")] == ["r1", "r3"]  # a bench: in the order run
     assert store.runs(bench_id="b9") == []
-    assert store.runs()[0]["config"] == CONFIG
+    assert store.runs()[0].config == CONFIG
 
 
 def test_bench(store):
     store.create_bench("bench-1", "level1", {"problems": 10})
     bench = store.bench("bench-1")
-    assert (bench["suite"], bench["config"]) == ("level1", {"problems": 10})
+    assert (bench.suite, bench.config) == ("level1", {"problems": 10})
     assert store.bench("bench-2") is None
 
 
@@ -287,11 +287,11 @@ def test_second_store_on_the_same_file_reads_the_first(tmp_path):
     cid = writer.add_candidate("run-a", "c", 0, None, None, None, "seed", "cuda_inline", "src")
     reader = Store(path)
     try:
-        assert reader.run("run-a")["config"] == CONFIG
-        assert reader.candidate("run-a", "c")["id"] == cid
+        assert reader.run("run-a").config == CONFIG
+        assert reader.candidate("run-a", "c").id == cid
         writer.add_result(cid, a_result())  # written after the reader opened
         assert reader.result(cid).status is Status.OK
-        assert reader.candidates("run-a")[0]["speedup_eager"] == 2.0
+        assert reader.candidates("run-a")[0].speedup_eager == 2.0
     finally:
         reader.close()
         writer.close()
@@ -346,13 +346,13 @@ def test_a_store_from_before_profiles_is_migrated_and_stays_readable(tmp_path):
     db.close()
 
     store = Store(path)
-    assert store.run("old-run")["status"] == "done"
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert store.run("old-run").status == "done"
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     cid = store.add_candidate("old-run", "k", 1, None, None, None, "seed", "triton", "src")
     store.add_profile(cid, {"summary": "kept"})
     store.close()
     again = Store(path)
-    assert again.profile(cid) == {"summary": "kept"} and again.run("old-run")["problem"] == "level1/relu"
+    assert again.profile(cid) == {"summary": "kept"} and again.run("old-run").problem == "level1/relu"
     again.close()
     # what an older kernelcraft reads (its own tables) is untouched by the migration
     plain = sqlite3.connect(path)
@@ -399,19 +399,57 @@ def test_a_store_of_schema_1_gets_typed_results_and_old_harness_faults_are_not_t
 
     store = Store(path)
     try:
-        assert store.db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == 4
         ok, fault = store.result(1), store.result(2)
         assert ok.status is Status.OK and ok.duplicate and ok.runtime == Timing(**V1_OK["runtime"])
         assert (ok.runtime_ms, ok.eager_ms, ok.speedup_eager) == (0.5, 1.0, 2.0)
         assert ok.timed_checks == 0 and ok.memory == {}  # fields added since: their defaults
         assert fault.status is Status.VERIFIER_ERROR and fault.reasons == ["verifier_fault"]
-        rows = {r["key"]: r for r in store.candidates("r")}
-        assert rows["r01/i01/m00"]["status"] == "verifier_error"  # the headline column follows
+        rows = {r.key: r for r in store.candidates("r")}
+        assert rows["r01/i01/m00"].status == "verifier_error"  # the headline column follows
         stored = json.loads(store.db.execute("SELECT result FROM results WHERE candidate_id = 1").fetchone()[0])
         assert stored == ok.to_dict()  # rewritten in today's shape, every field present
     finally:
         store.close()
 
+
+# schema 4: an apply's region runs link to it ----------------------------------------------------------------
+
+def test_a_store_of_schema_3_links_its_applies_region_runs_by_apply_id(tmp_path):
+    """Region runs stored before schema 4 carried their apply's id as their bench_id: migrated, they name it as
+    their apply_id, no bench; a bench's runs keep theirs."""
+    path = tmp_path / "v3.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, bench_id TEXT, problem TEXT NOT NULL, problem_source TEXT "
+               "NOT NULL, strategy TEXT NOT NULL, proposer TEXT NOT NULL, device TEXT NOT NULL, config TEXT NOT NULL, "
+               "status TEXT NOT NULL, stop_reason TEXT, best_candidate INTEGER, created REAL NOT NULL, updated REAL "
+               "NOT NULL, elapsed REAL)")
+    db.execute("PRAGMA user_version = 3")
+    for run_id, bench in (("region", "apply-20261130-1"), ("bench-run", "bench-20261130-2"), ("alone", None)):
+        db.execute("INSERT INTO runs (id, bench_id, problem, problem_source, strategy, proposer, device, config,"
+                   " status, created, updated) VALUES (?, ?, 'p', 'src', 'tree', 'builtin', 'cpu', '{}', 'done', 1, 2)",
+                   (run_id, bench))
+    db.commit()
+    db.close()
+    store = Store(path)
+    try:
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == 4
+        runs = {r.id: (r.bench_id, r.apply_id) for r in store.runs()}
+        assert runs == {"region": (None, "apply-20261130-1"), "bench-run": ("bench-20261130-2", None),
+                        "alone": (None, None)}
+        assert [r.id for r in store.runs(apply_id="apply-20261130-1")] == ["region"]
+        assert [r.id for r in store.runs(bench_id="bench-20261130-2")] == ["bench-run"]
+    finally:
+        store.close()
+
+
+def test_records_are_read_by_attribute_not_by_key(store):
+    """What the store gives back is a typed record: a string-key read is an error, not a quiet dict lookup."""
+    make_run(store)
+    run = store.run("run-a")
+    assert run.wall_seconds >= 0 and run.running and run.settings == CONFIG.get("run", {})
+    with pytest.raises(TypeError, match="not subscriptable"):
+        run["status"]  # noqa: B018
 
 
 # schema 3: applies ------------------------------------------------------------------------------------------
@@ -422,11 +460,11 @@ def test_applies_are_stored_updated_and_found_by_prefix(tmp_path):
     store = Store(tmp_path / "runs.db")
     store.create_apply("apply-20261125-000000-aaaa", "mlp", "src", {"apply": {"min_share": 0.02}})
     store.create_apply("apply-20261125-000000-aabb", "mlp", "src", {})
-    assert store.apply("apply-20261125-000000-aaaa")["status"] == "running"
+    assert store.apply("apply-20261125-000000-aaaa").status == "running"
     store.update_apply("apply-20261125-000000-aaaa", "done", {"speedup_eager": 1.5})
     row = store.apply("apply-20261125-000000-aaa")
-    assert row["summary"] == {"speedup_eager": 1.5} and row["config"] == {"apply": {"min_share": 0.02}}
-    assert [r["id"] for r in store.applies()] == ["apply-20261125-000000-aabb", "apply-20261125-000000-aaaa"]
+    assert row.summary == {"speedup_eager": 1.5} and row.config == {"apply": {"min_share": 0.02}}
+    assert [r.id for r in store.applies()] == ["apply-20261125-000000-aabb", "apply-20261125-000000-aaaa"]
     with pytest.raises(StoreError, match="ambiguous"):
         store.apply("apply-20261125-000000-aa")
     with pytest.raises(StoreError, match="no apply 'apply-x'"):

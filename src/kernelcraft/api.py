@@ -193,6 +193,44 @@ def profile(problem, candidate, *, reference: bool = True, **options) -> dict:
 
 
 # optimize ---------------------------------------------------------------------------------------------
+def close_unfinished(kind: str, ident: str, message: str, *, store=None) -> None:
+    """Store a run or an apply (`kind`) its driver left running, having raised before it could close it, as
+    failed, the driver's error (`message`) as its stop reason; one already closed stays as it is."""
+    with _opened(store) as the_store:
+        if kind == "apply":
+            if the_store.apply(ident).running:
+                the_store.update_apply(ident, "failed", None)
+            return
+        row = the_store.run(ident)
+        if row.running:
+            the_store.finish_run(row.id, "failed", f"server_error: {message}", row.best_candidate)
+
+
+def stop_runs(run_ids: list[str], *, store=None) -> None:
+    """Store the runs still running among `run_ids` as stopped (`interrupted`): `kernelcraft run --resume RUN`
+    continues each (a server that exits with runs going)."""
+    with _opened(store) as the_store:
+        for run_id in run_ids:
+            row = the_store.run(run_id)
+            if row.running:
+                the_store.finish_run(row.id, "stopped", "interrupted", row.best_candidate)
+
+
+def store_path(store=None) -> Path:
+    """The run store's file: `store` where given, else the default ($KERNELCRAFT_HOME, else
+    ~/.kernelcraft/runs.db)."""
+    from kernelcraft.store import default_path
+
+    return Path(store) if store else default_path()
+
+
+def is_candidate_source(text: str) -> bool:
+    """Whether `text` is the source of a candidate file (Python defining class ModelNew), not a path or a name."""
+    from kernelcraft.inputs import is_source
+
+    return is_source(text, "ModelNew")
+
+
 def open_store(store=None):
     """A Store: the one given, one at a path, or the default (KERNELCRAFT_HOME, else ~/.kernelcraft/runs.db)."""
     from kernelcraft.store import Store
@@ -258,7 +296,7 @@ def prepare_run(problem=None, *, resume: str | None = None, store=None, out_dir:
                 if problem is not None:
                     raise ConfigError("give either PROBLEM or --resume RUN, not both")
                 row = the_store.run(resume)
-                settings = {k: v for k, v in row["config"].items() if k != "run"}
+                settings = {k: v for k, v in row.config.items() if k != "run"}
                 devices = assemble.devices(_resumed_on(s, settings["verify"]["device"]))
                 the_problem = None
             else:
@@ -444,12 +482,11 @@ def prepare_apply(problem=None, *, resume: str | None = None, store=None, out_di
                     raise ConfigError("give either MODEL or --resume APPLY, not both")
                 s = _local(SearchSettings.of(**options))
                 row = the_store.apply(resume)
-                resume = row["id"]
+                resume = row.id
                 from kernelcraft.search.run import stored_problem
 
-                the_problem = stored_problem(the_store, {"id": row["id"], "problem": row["model"],
-                                                         "problem_source": row["model_source"]})
-                stored = row["config"]
+                the_problem = stored_problem(the_store, row.id, row.model, row.model_source)
+                stored = row.config
                 settings = {k: v for k, v in stored.items() if k in ("verify", "proposer")}
                 v = settings["verify"]
                 devices = _devices(v["device"])
@@ -522,9 +559,9 @@ def applies(*, store=None, limit: int = 30) -> list[dict]:
     """The store's applies, newest first: id, model, status, and the headline of each outcome."""
     with _opened(store) as s:
         rows = s.applies(limit)
-    return [{"apply_id": r["id"], "model": r["model"], "status": r["status"], "created": r["created"],
-             "speedup_eager": (r["summary"] or {}).get("speedup_eager"),
-             "replaced": [g["name"] for g in (r["summary"] or {}).get("regions", []) if g["status"] == "replaced"]}
+    return [{"apply_id": r.id, "model": r.model, "status": r.status, "created": r.created,
+             "speedup_eager": (r.summary or {}).get("speedup_eager"),
+             "replaced": [g["name"] for g in (r.summary or {}).get("regions", []) if g["status"] == "replaced"]}
             for r in rows]
 
 
@@ -532,7 +569,7 @@ def apply_summary(apply_id: str, *, store=None) -> dict:
     """One apply's outcome as stored (ApplyOutcome.to_dict(), as far as it got), with its status."""
     with _opened(store) as s:
         row = s.apply(apply_id)
-    return {**(row["summary"] or {"apply_id": row["id"], "model": row["model"]}), "status": row["status"]}
+    return {**(row.summary or {"apply_id": row.id, "model": row.model}), "status": row.status}
 
 
 def backends(device: str | None = None) -> list[dict]:
@@ -606,13 +643,13 @@ def runs(*, store=None, limit: int = 30) -> list[dict]:
     with _opened(store) as the_store:
         rows = []
         for r in the_store.runs(limit):
-            best = the_store.result(r["best_candidate"]) if r["best_candidate"] else None
-            usage = the_store.usage(r["id"])
-            rows.append({"id": r["id"], "problem": r["problem"], "strategy": r["strategy"],
-                         "proposer": r["proposer"], "status": r["status"], "stop_reason": r["stop_reason"],
-                         "created": r["created"], "candidates": len(the_store.candidates(r["id"])),
+            best = the_store.result(r.best_candidate) if r.best_candidate else None
+            usage = the_store.usage(r.id)
+            rows.append({"id": r.id, "problem": r.problem, "strategy": r.strategy,
+                         "proposer": r.proposer, "status": r.status, "stop_reason": r.stop_reason,
+                         "created": r.created, "candidates": len(the_store.candidates(r.id)),
                          "speedup_eager": best.speedup_eager if best else None,
-                         "tokens": usage["input_tokens"] + usage["output_tokens"], "cost": usage["cost"]})
+                         "tokens": usage.input_tokens + usage.output_tokens, "cost": usage.cost})
         return rows
 
 
@@ -623,48 +660,68 @@ def run_summary(run: str, *, store=None):
     from kernelcraft.search import outcome
 
     with _opened(store) as the_store:
-        return outcome(the_store, the_store.run(run)["id"])
+        return outcome(the_store, the_store.run(run).id)
 
 
 def candidate(run: str, key: str, *, store=None) -> dict:
     """One candidate of a stored run, by its key (`r01/i00/m00`, as run_summary lists them): `run_id`, `key`,
     `round`, `status`, `idea`, `category`, `backend`, `origin` and its `source`."""
-    from kernelcraft.store import StoreError, unevaluated_status
+    from kernelcraft.store import StoreError
 
     with _opened(store) as the_store:
-        run_id = the_store.run(run)["id"]
+        run_id = the_store.run(run).id
         rows = the_store.candidates(run_id)
-        row = next((c for c in rows if c["key"] == key), None)
+        row = next((c for c in rows if c.key == key), None)
         if row is None:
-            keys = [c["key"] for c in rows]
+            keys = [c.key for c in rows]
             listed = ", ".join(keys[:8]) + (f", … ({len(keys)} in all)" if len(keys) > 8 else "")
             raise StoreError(f"no candidate {key!r} in run {run_id} (its keys: {listed or 'none'})")
-        return {"run_id": run_id, "key": row["key"], "round": row["round"],
-                "status": row["status"] or unevaluated_status(row["parse_error"]), "idea": row["idea"],
-                "category": row["category"], "backend": row["backend"], "origin": row["origin"],
-                "source": row["source"]}
+        return {"run_id": run_id, "key": row.key, "round": row.round, "status": row.state, "idea": row.idea,
+                "category": row.category, "backend": row.backend, "origin": row.origin, "source": row.source}
 
 
-def report(*runs: str, store=None) -> dict:
+def run_status(run: str, *, store=None) -> dict:
+    """A run's state from the store (an id or a unique prefix): `status`, `stop_reason`, its round and rounds,
+    candidates made and evaluated (`by_status`), its budget, its seconds once ended, `best` (the best kernel's
+    headline, `final` once the run ended) and `error` (why its proposer could not answer, if that stopped it)."""
+    from kernelcraft.report import status
+
+    with _opened(store) as the_store:
+        return status.run_status(the_store, run)
+
+
+def best_kernel(run: str, *, store=None) -> dict:
+    """The best verified kernel of a run (an id or a unique prefix): its `source`, figures and `feedback` (what a
+    proposer is told of it); `final` once the run ended. A KernelcraftError where it has no correct kernel yet."""
+    from kernelcraft.report import status
+
+    with _opened(store) as the_store:
+        return status.best_kernel(the_store, run)
+
+
+def feedback(result, *, profile: dict | None = None) -> str:
+    """What a proposer is told of a verdict (a Result): why it failed, or how fast it was and what to try."""
+    from kernelcraft.propose.feedback import render
+
+    return render(result, profile=profile)
+
+
+def report(*runs: str, store=None, compact: bool = False) -> dict:
     """The report `kernelcraft report` renders: of a run, a bench or an apply (an id, or a unique prefix), or of
-    two runs or benches side by side. `kind` says which: run, bench, apply, compare_runs or compare_benches."""
-    from kernelcraft.report import data
-    from kernelcraft.store import Store, StoreError, default_path
+    two runs or benches side by side. `kind` says which: run, bench, apply, compare_runs or compare_benches.
+    `compact`: a run's report cut for an agent (one short line per candidate, no sources)."""
+    from kernelcraft.report import data, status
+    from kernelcraft.store import Store, StoreError
 
     if len(runs) not in (1, 2):
         raise ConfigError("give one RUN, or two to compare")
-    if isinstance(store, Store):
-        reports = [data.gather(store, ident) for ident in runs]
-    else:
-        path = Path(store) if store else default_path()
-        if not path.is_file():
-            raise StoreError(f"no run store at {path}")
-        the_store = Store(path)
-        try:
-            reports = [data.gather(the_store, ident) for ident in runs]
-        finally:
-            the_store.close()
-    return data.compare(*reports) if len(reports) == 2 else reports[0]
+    if not isinstance(store, Store) and not store_path(store).is_file():
+        raise StoreError(f"no run store at {store_path(store)}")
+    with _opened(store) as the_store:
+        reports = [data.gather(the_store, ident) for ident in runs]
+        if len(reports) == 2:
+            return data.compare(*reports)
+        return status.compact(the_store, reports[0]) if compact else reports[0]
 
 
 @dataclass

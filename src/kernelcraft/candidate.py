@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelcraft.backends import detect_backend, get_backend
-from kernelcraft.errors import KernelcraftError
+from kernelcraft.errors import CandidateError
 from kernelcraft.problems.problem import ProblemError, read_source
 
 EXAMPLES = Path(__file__).parent / "examples"
@@ -56,7 +56,3 @@ class Candidate:
         if "ModelNew" not in source:
             raise CandidateError(f"candidate {path} defines no ModelNew class")
         return cls(source, path.stem, backend)
-
-
-class CandidateError(KernelcraftError):
-    """A candidate file that cannot be evaluated at all (missing, binary, huge, no ModelNew)."""

@@ -1,10 +1,16 @@
-"""The numbers a benchmark is judged by: KernelBench's fast_p and the geometric mean speedup."""
+"""The numbers a benchmark is judged by: KernelBench's fast_p and the geometric mean speedup; and how a speedup
+is written (`times`)."""
 
 from __future__ import annotations
 
 import math
 
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
+
+
+def times(speedup: float) -> str:
+    """A speedup as "1.32x"; a tiny one keeps two significant digits ("0.00055x", not "0.00x")."""
+    return f"{speedup:.2f}x" if speedup >= 0.1 else f"{speedup:.2g}x"
 
 
 def fast_p(speedups: list[float | None], p: float) -> float:

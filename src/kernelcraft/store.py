@@ -19,12 +19,15 @@ import time
 from pathlib import Path
 
 from kernelcraft.errors import KernelcraftError
+from kernelcraft.records import (NO_ANSWER, UNEVALUATED, ApplyRecord, BenchRecord, CallRecord, CallUsage,  # noqa: F401
+                                 CandidateRecord, IdeaRecord, RunRecord, unevaluated_status)
 from kernelcraft.result import Result
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
-    bench_id TEXT,
+    bench_id TEXT,                 -- the bench it is one problem of
+    apply_id TEXT,                 -- the apply it is one region of
     problem TEXT NOT NULL,
     problem_source TEXT NOT NULL,
     strategy TEXT NOT NULL,
@@ -109,24 +112,6 @@ CREATE INDEX IF NOT EXISTS calls_run ON calls(run_id);
 # columns added to a table since it was first written (a store opened by an older kernelcraft keeps reading it)
 ADDED_COLUMNS = {"calls": (("finish", "TEXT"), ("output_limit", "INTEGER")),
                  "runs": (("elapsed", "REAL"),)}  # seconds the run has run, over every session of it
-NO_ANSWER = "no_answer"  # a candidate's parse_error when its proposer call failed: `no_answer (HTTP 500: …)`
-UNEVALUATED = ("call_failed", "malformed", "not_evaluated")  # the statuses of a candidate with no result
-
-
-def run_wall_seconds(row: dict) -> float:
-    """A run row's wall time: the seconds it ran over all its sessions, where stored (a resumed run counts its
-    earlier ones; the pause between them is not counted), else from its first write to its last (older stores)."""
-    elapsed = row.get("elapsed")
-    return elapsed if elapsed is not None else row["updated"] - row["created"]
-
-
-def unevaluated_status(parse_error: str | None) -> str:
-    """The status of a candidate that has no result: its call failed, its answer was unusable, or neither."""
-    if not parse_error:
-        return "not_evaluated"
-    return "call_failed" if parse_error.startswith(NO_ANSWER) else "malformed"
-
-
 def _typed_results(db: sqlite3.Connection) -> None:
     """Schema 2: every stored result rewritten in the shape `Result` reads and writes today, its status column
     kept in step (a harness fault stored as the candidate's `runtime_error` becomes `verifier_error`)."""
@@ -135,6 +120,13 @@ def _typed_results(db: sqlite3.Connection) -> None:
         result = Result.from_dict(json.loads(text))
         db.execute("UPDATE results SET status = ?, correct = ?, result = ? WHERE candidate_id = ?",
                    (str(result.status), int(result.correct), json.dumps(result.to_dict()), candidate_id))
+
+
+def _apply_links(db: sqlite3.Connection) -> None:
+    """Schema 4: an apply's region runs link to it by `apply_id`; they carried its id as their `bench_id` before."""
+    if "apply_id" not in {r[1] for r in db.execute("PRAGMA table_info(runs)")}:
+        db.execute("ALTER TABLE runs ADD COLUMN apply_id TEXT")
+    db.execute("UPDATE runs SET apply_id = bench_id, bench_id = NULL WHERE bench_id LIKE 'apply-%'")
 
 
 # Changes to a store made by an older kernelcraft, in order: migration i brings a store from schema
@@ -158,6 +150,7 @@ MIGRATIONS = [
         created REAL NOT NULL,
         updated REAL NOT NULL
     );""",
+    _apply_links,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -252,11 +245,12 @@ class Store:
 
     # runs -------------------------------------------------------------------------------------------
     def create_run(self, run_id: str, problem: str, problem_source: str, strategy: str, proposer: str,
-                   device: str, config: dict, bench_id: str | None = None) -> None:
+                   device: str, config: dict, bench_id: str | None = None, apply_id: str | None = None) -> None:
+        """A new run; `bench_id` or `apply_id`: the bench it is one problem of, the apply it is one region of."""
         now = time.time()
-        self._write("INSERT INTO runs (id, bench_id, problem, problem_source, strategy, proposer, device, config,"
-                    " status, created, updated) VALUES (?,?,?,?,?,?,?,?,'running',?,?)",
-                    (run_id, bench_id, problem, problem_source, strategy, proposer, device,
+        self._write("INSERT INTO runs (id, bench_id, apply_id, problem, problem_source, strategy, proposer, device,"
+                    " config, status, created, updated) VALUES (?,?,?,?,?,?,?,?,?,'running',?,?)",
+                    (run_id, bench_id, apply_id, problem, problem_source, strategy, proposer, device,
                      json.dumps(config), now, now))
 
     def set_target(self, run_id: str, target: dict) -> None:
@@ -267,22 +261,27 @@ class Store:
         row = self._one("SELECT target FROM targets WHERE run_id = ?", (run_id,))
         return json.loads(row["target"]) if row else None
 
-    def run(self, run_id: str) -> dict:
+    def run(self, run_id: str) -> RunRecord:
+        """A run by its id or a prefix of it that names one."""
         row = self._one("SELECT * FROM runs WHERE id = ?", (run_id,))
         if row is not None:
-            return row
+            return RunRecord.of(row)
         matches = [r for r in self._all("SELECT * FROM runs WHERE substr(id, 1, ?) = ? ORDER BY created DESC",
                                         (len(run_id), run_id))] if run_id else []
         if not matches:
             raise StoreError(f"no run {run_id!r} in {self.path}")
         if len(matches) > 1:
             raise StoreError(f"run {run_id!r} is ambiguous: {', '.join(r['id'] for r in matches[:5])}")
-        return matches[0]
+        return RunRecord.of(matches[0])
 
-    def runs(self, limit: int = 50, bench_id: str | None = None) -> list[dict]:
-        if bench_id:
-            return self._all("SELECT * FROM runs WHERE bench_id = ? ORDER BY created", (bench_id,))
-        return self._all("SELECT * FROM runs ORDER BY created DESC LIMIT ?", (limit,))
+    def runs(self, limit: int = 50, bench_id: str | None = None, apply_id: str | None = None) -> list[RunRecord]:
+        """The newest `limit` runs; or every run of a bench, or of an apply, in the order they were started."""
+        if bench_id or apply_id:
+            column, value = ("bench_id", bench_id) if bench_id else ("apply_id", apply_id)
+            rows = self._all(f"SELECT * FROM runs WHERE {column} = ? ORDER BY created", (value,))
+        else:
+            rows = self._all("SELECT * FROM runs ORDER BY created DESC LIMIT ?", (limit,))
+        return [RunRecord.of(r) for r in rows]
 
     def finish_run(self, run_id: str, status: str, stop_reason: str | None, best: int | None,
                    elapsed: float | None = None) -> None:
@@ -301,15 +300,16 @@ class Store:
         self._write("INSERT INTO benches (id, suite, config, created) VALUES (?,?,?,?)",
                     (bench_id, suite, json.dumps(config), time.time()))
 
-    def bench(self, bench_id: str) -> dict | None:
-        return self._one("SELECT * FROM benches WHERE id = ?", (bench_id,))
+    def bench(self, bench_id: str) -> BenchRecord | None:
+        row = self._one("SELECT * FROM benches WHERE id = ?", (bench_id,))
+        return BenchRecord.of(row) if row else None
 
-    def benches(self, prefix: str = "") -> list[dict]:
+    def benches(self, prefix: str = "") -> list[BenchRecord]:
         """Benches whose id starts with `prefix` (all when empty), newest first."""
-        return self._all("SELECT * FROM benches WHERE substr(id, 1, ?) = ? ORDER BY created DESC",
-                         (len(prefix), prefix))
+        return [BenchRecord.of(r) for r in self._all("SELECT * FROM benches WHERE substr(id, 1, ?) = ? "
+                                                        "ORDER BY created DESC", (len(prefix), prefix))]
 
-    # applies (kernelcraft apply: a whole model; its regions' runs carry its id as their bench_id) ------------
+    # applies (kernelcraft apply: a whole model; its regions' runs carry its id as their apply_id) ------------
     def create_apply(self, apply_id: str, model: str, model_source: str, config: dict) -> None:
         now = time.time()
         self._write("INSERT INTO applies (id, model, model_source, config, status, created, updated)"
@@ -320,23 +320,25 @@ class Store:
         self._write("UPDATE applies SET status = ?, summary = COALESCE(?, summary), updated = ? WHERE id = ?",
                     (status, json.dumps(summary) if summary is not None else None, time.time(), apply_id))
 
-    def apply(self, apply_id: str) -> dict:
+    def apply(self, apply_id: str) -> ApplyRecord:
         """An apply by its id or a prefix of it that names one."""
         matches = self._all("SELECT * FROM applies WHERE substr(id, 1, ?) = ? ORDER BY created DESC",
                             (len(apply_id), apply_id)) if apply_id else []
         exact = [m for m in matches if m["id"] == apply_id]
         if exact or len(matches) == 1:
-            return (exact or matches)[0]
+            return ApplyRecord.of((exact or matches)[0])
         if not matches:
             raise StoreError(f"no apply {apply_id!r} in {self.path}")
         raise StoreError(f"apply {apply_id!r} is ambiguous: {', '.join(m['id'] for m in matches[:5])}")
 
-    def applies(self, limit: int = 30) -> list[dict]:
-        return self._all("SELECT * FROM applies ORDER BY created DESC LIMIT ?", (limit,))
+    def applies(self, limit: int = 30) -> list[ApplyRecord]:
+        return [ApplyRecord.of(r) for r in self._all("SELECT * FROM applies ORDER BY created DESC LIMIT ?",
+                                                        (limit,))]
 
     # calls ------------------------------------------------------------------------------------------
-    def call(self, run_id: str, key: str) -> dict | None:
-        return self._one("SELECT * FROM calls WHERE run_id = ? AND key = ?", (run_id, key))
+    def call(self, run_id: str, key: str) -> CallRecord | None:
+        row = self._one("SELECT * FROM calls WHERE run_id = ? AND key = ?", (run_id, key))
+        return CallRecord.of(row) if row else None
 
     def add_call(self, run_id: str, key: str, kind: str, model: str, messages: list, response: str | None,
                  error: str | None, input_tokens: int, output_tokens: int, cost: float | None,
@@ -348,46 +350,49 @@ class Store:
             (run_id, key, kind, model, json.dumps(messages), response, error, input_tokens, output_tokens,
              cost, attempts, started, seconds, finish, output_limit))
 
-    def calls(self, run_id: str) -> list[dict]:
-        return self._all("SELECT * FROM calls WHERE run_id = ? ORDER BY id", (run_id,))
+    def calls(self, run_id: str) -> list[CallRecord]:
+        return [CallRecord.of(r) for r in self._all("SELECT * FROM calls WHERE run_id = ? ORDER BY id", (run_id,))]
 
-    def usage(self, run_id: str) -> dict:
+    def usage(self, run_id: str) -> CallUsage:
         row = self._one("SELECT COUNT(*) AS calls, COALESCE(SUM(input_tokens),0) AS input_tokens,"
                         " COALESCE(SUM(output_tokens),0) AS output_tokens, SUM(cost) AS cost,"
                         " COALESCE(SUM(cost IS NULL AND error IS NULL),0) AS unpriced,"
                         " COALESCE(SUM(error IS NOT NULL),0) AS failed,"
                         " (SELECT error FROM calls WHERE run_id = ?1 AND error IS NOT NULL ORDER BY id DESC LIMIT 1)"
                         " AS last_error FROM calls WHERE run_id = ?1", (run_id,))
-        return row
+        return CallUsage.of(row)
 
     # ideas ------------------------------------------------------------------------------------------
-    def idea(self, run_id: str, key: str) -> dict | None:
-        return self._one("SELECT * FROM ideas WHERE run_id = ? AND key = ?", (run_id, key))
+    def idea(self, run_id: str, key: str) -> IdeaRecord | None:
+        row = self._one("SELECT * FROM ideas WHERE run_id = ? AND key = ?", (run_id, key))
+        return IdeaRecord.of(row) if row else None
 
     def add_idea(self, run_id: str, key: str, round_: int, call_id: int | None, parent: int | None,
                  text: str, category: str) -> int:
         existing = self.idea(run_id, key)
         if existing:
-            return existing["id"]
+            return existing.id
         return self._write("INSERT INTO ideas (run_id, key, round, call_id, parent, text, category)"
                            " VALUES (?,?,?,?,?,?,?)", (run_id, key, round_, call_id, parent, text, category))
 
-    def ideas(self, run_id: str) -> list[dict]:
-        return self._all("SELECT * FROM ideas WHERE run_id = ? ORDER BY id", (run_id,))
+    def ideas(self, run_id: str) -> list[IdeaRecord]:
+        return [IdeaRecord.of(r) for r in self._all("SELECT * FROM ideas WHERE run_id = ? ORDER BY id", (run_id,))]
 
     # candidates and results -------------------------------------------------------------------------
-    def candidate(self, run_id: str, key: str) -> dict | None:
-        return self._one("SELECT * FROM candidates WHERE run_id = ? AND key = ?", (run_id, key))
+    def candidate(self, run_id: str, key: str) -> CandidateRecord | None:
+        rows = self._candidates("c.run_id = ? AND c.key = ?", (run_id, key))
+        return rows[0] if rows else None
 
-    def candidate_by_id(self, candidate_id: int) -> dict | None:
-        return self._one("SELECT * FROM candidates WHERE id = ?", (candidate_id,))
+    def candidate_by_id(self, candidate_id: int) -> CandidateRecord | None:
+        rows = self._candidates("c.id = ?", (candidate_id,))
+        return rows[0] if rows else None
 
     def add_candidate(self, run_id: str, key: str, round_: int, call_id: int | None, idea_id: int | None,
                       parent: int | None, origin: str, backend: str, source: str,
                       parse_error: str | None = None) -> int:
         existing = self.candidate(run_id, key)
         if existing:
-            return existing["id"]
+            return existing.id
         return self._write(
             "INSERT INTO candidates (run_id, key, round, call_id, idea_id, parent, origin, backend, source,"
             " parse_error, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -426,12 +431,16 @@ class Store:
                          " WHERE c.run_id = ?", (run_id,))
         return {r["candidate_id"]: json.loads(r["profile"]) for r in rows}
 
-    def candidates(self, run_id: str) -> list[dict]:
+    def candidates(self, run_id: str) -> list[CandidateRecord]:
         """Every candidate of a run with its result's headline figures (None where not evaluated); the
         runtime's IQR too, which rankings need (a time is faster only beyond the spread)."""
-        return self._all(
+        return self._candidates("c.run_id = ?", (run_id,))
+
+    def _candidates(self, where: str, args: tuple) -> list[CandidateRecord]:
+        rows = self._all(
             "SELECT c.*, r.status, r.correct, r.runtime_ms, r.speedup_eager, r.speedup_compile,"
             " json_extract(r.result, '$.runtime.iqr_ms') AS runtime_iqr_ms,"
             " json_extract(r.result, '$.review_resolved') AS review_resolved,"
             " i.text AS idea, i.category FROM candidates c LEFT JOIN results r ON r.candidate_id = c.id"
-            " LEFT JOIN ideas i ON i.id = c.idea_id WHERE c.run_id = ? ORDER BY c.id", (run_id,))
+            f" LEFT JOIN ideas i ON i.id = c.idea_id WHERE {where} ORDER BY c.id", args)
+        return [CandidateRecord.of(r) for r in rows]

@@ -88,12 +88,12 @@ def test_apply_through_the_cli_then_show_resume_and_swap(tmp_path, capsys, monke
     assert "end to end: correct" in capsys.readouterr().out
 
     s = Store(store)
-    runs = [r["id"] for r in s.runs(bench_id=summary["apply_id"])]
+    runs = [r.id for r in s.runs(apply_id=summary["apply_id"])]
     assert runs == [regions["00_linear_linear"]["run_id"]]
     again = api.apply(resume=summary["apply_id"][:16], store=store)  # a prefix names it
     assert again.apply_id == summary["apply_id"] and again.end_to_end.correct
     assert [r.run_id for r in again.regions if r.run_id] == runs  # the finished region run is reused
-    assert len(s.runs(bench_id=summary["apply_id"])) == 1 and s.apply(summary["apply_id"])["status"] == "done"
+    assert len(s.runs(apply_id=summary["apply_id"])) == 1 and s.apply(summary["apply_id"]).status == "done"
     s.close()
 
     module = load_problem(path).load()
@@ -180,7 +180,7 @@ def test_an_apply_stopped_by_sigterm_is_stored_and_resumes(tmp_path, monkeypatch
         if store.exists():
             s = Store(store)
             runs = s.runs(limit=5)
-            judged = runs and s.results(runs[0]["id"])
+            judged = runs and s.results(runs[0].id)
             s.close()
             if judged:
                 break
@@ -189,14 +189,14 @@ def test_an_apply_stopped_by_sigterm_is_stored_and_resumes(tmp_path, monkeypatch
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     s = Store(store)
-    apply_id = s.applies()[0]["id"]
-    assert s.apply(apply_id)["status"] == "stopped" and f"--resume {apply_id}" in err
-    assert [r["status"] for r in s.runs(bench_id=apply_id)] == ["stopped"]
+    apply_id = s.applies()[0].id
+    assert s.apply(apply_id).status == "stopped" and f"--resume {apply_id}" in err
+    assert [r.status for r in s.runs(apply_id=apply_id)] == ["stopped"]
     s.close()
     outcome = api.apply(resume=apply_id, store=store)
     assert outcome.status == "done" and outcome.end_to_end.correct
     s = Store(store)
-    assert [r["status"] for r in s.runs(bench_id=apply_id)] == ["done"]  # the stopped run went on, none new
+    assert [r.status for r in s.runs(apply_id=apply_id)] == ["done"]  # the stopped run went on, none new
     s.close()
 
 
@@ -228,7 +228,7 @@ def test_a_resumed_apply_keeps_its_profile_and_every_finished_run(tmp_path, monk
     assert [r.status for r in again.regions] == [r.status for r in first.regions]
     assert any(n.startswith("resumed: the stopped apply's profile is kept") for n in again.notes)
     s = Store(store)
-    assert len(s.runs(bench_id=first.apply_id)) == len(set(ran.values()))  # none new
+    assert len(s.runs(apply_id=first.apply_id)) == len(set(ran.values()))  # none new
     s.close()
 
 
@@ -251,7 +251,7 @@ def test_the_budget_bounds_the_whole_apply(tmp_path, monkeypatch):
     assert ran_out and all(r.run_id is None for r in outcome.regions)
     assert outcome.times["final"] == "as it was"
     s = Store(tmp_path / "runs.db")
-    assert s.runs(bench_id=outcome.apply_id) == []
+    assert s.runs(apply_id=outcome.apply_id) == []
     s.close()
 
 
@@ -378,7 +378,7 @@ def test_a_problem_with_several_instances_runs_once_and_replaces_them_all(tmp_pa
     first, *others = outcome.regions
     assert [r.status for r in outcome.regions] == ["replaced"] * 3 and not first.like
     assert all(r.like == first.name and r.run_id == first.run_id and r.source == first.source for r in others)
-    assert outcome.end_to_end.correct and len(Store(tmp_path / "runs.db").runs(bench_id=outcome.apply_id)) == 1
+    assert outcome.end_to_end.correct and len(Store(tmp_path / "runs.db").runs(apply_id=outcome.apply_id)) == 1
     times = outcome.times
     assert times["final"] == "with kernels" and times["final_ms"] == outcome.end_to_end.runtime_ms, times
     assert times["eager_ms"] == outcome.end_to_end.eager_ms

@@ -153,7 +153,7 @@ def test_a_refusing_endpoint_stops_the_run_with_exit_3_and_one_line(api, status,
         assert summary["status"] == "stopped" and summary["stop_reason"] == f"proposer_error: {line}"
         assert summary["counters"]["calls"] == 0 and summary["counters"]["candidates"] == 0
         run = Store(tmp_path / "runs.db").run(summary["run_id"])
-        assert run["status"] == "stopped" and run["stop_reason"] == f"proposer_error: {line}"
+        assert run.status == "stopped" and run.stop_reason == f"proposer_error: {line}"
     else:
         assert (out + err).count("invalid x-api-key") == 1 and "stopped (proposer_error)" in out
 

@@ -81,16 +81,16 @@ def test_a_driver_killed_outright_is_resumed_on_the_cluster(tmp_path, capsys):
             driver.kill()
     s = Store(store)
     (run,) = s.runs()
-    assert run["status"] == "running"  # killed: nothing could store it as stopped
-    kept = {c["key"] for c in s.candidates(run["id"]) if s.result(c["id"])}
+    assert run.status == "running"  # killed: nothing could store it as stopped
+    kept = {c.key for c in s.candidates(run.id) if s.result(c.id)}
     s.close()
-    assert main(["run", "--resume", run["id"], *flags(tmp_path)[2:], "--json"]) == 0
+    assert main(["run", "--resume", run.id, *flags(tmp_path)[2:], "--json"]) == 0
     summary = last_json(capsys)
     assert summary["status"] == "done" and summary["counters"]["replayed_results"] >= len(kept) >= 1
     s = Store(store)
-    cands = s.candidates(run["id"])
-    assert len({c["key"] for c in cands}) == len(cands) and all(s.result(c["id"]) for c in cands)
-    assert max(c["round"] for c in cands) == 2
+    cands = s.candidates(run.id)
+    assert len({c.key for c in cands}) == len(cands) and all(s.result(c.id) for c in cands)
+    assert max(c.round for c in cands) == 2
     s.close()
 
 

@@ -33,8 +33,8 @@ def test_one_row_per_problem_with_the_reference_and_the_verifier_settings(runs):
     assert info["best_speedup_eager"] > 0 and info["best_runtime_ms"] > 0
     assert sigmoid["extra_info"]["correct_candidates"] == 0 and sigmoid["extra_info"]["best_source"] is None
     # the prompt is the stored first request: the reference alone
-    first = next(c for c in runs.store.calls(runs.bench_runs["level1/relu"]) if c["key"] == "s/000")
-    assert info["prompt_origin"] == "stored" and relu["prompt"] == first["messages"]
+    first = next(c for c in runs.store.calls(runs.bench_runs["level1/relu"]) if c.key == "s/000")
+    assert info["prompt_origin"] == "stored" and relu["prompt"] == first.messages
     assert "Write a custom kernel" in relu["prompt"][-1]["content"]
 
 
@@ -46,7 +46,7 @@ def test_a_problem_with_no_stored_first_request_gets_the_one_a_model_would_get(r
     assert row["extra_info"]["prompt_origin"] == "rendered"
     # the same request but for the target each run measured at its start (baselines are re-measured when
     # they drift between runs): the rendered one states the tree run's own stored target
-    assert without_target(row["prompt"]) == without_target(refine_first["messages"])
+    assert without_target(row["prompt"]) == without_target(refine_first.messages)
     eager = runs.store.target(runs.tree)["eager"]["median_ms"]
     assert f"Baselines here: PyTorch eager {eager:.4g} ms" in row["prompt"][-1]["content"]
     (bare,) = rl(runs, [runs.tree], render=None)
@@ -60,10 +60,10 @@ def test_runs_started_without_stored_settings_are_read_off_their_results(runs):
     assert info["small"] is None and info["timing_budget_s"] is None  # not stored, not guessed
     assert info["compile_baseline"] is False and info["policy"]["name"] == "strict"
     # the fastest beyond the spread: by run, round, key, a later one wins only when clearly faster
-    order = sorted((c for run in (runs.tree, runs.refine) for c in runs.store.candidates(run) if c["correct"]),
-                   key=lambda c: (c["run_id"], c["round"], c["key"]))
-    fastest = champion(order, lambda c: (c["runtime_ms"], c["runtime_iqr_ms"]))
-    assert info["best_runtime_ms"] == fastest["runtime_ms"] and info["best_source"] == fastest["source"]
+    order = sorted((c for run in (runs.tree, runs.refine) for c in runs.store.candidates(run) if c.correct),
+                   key=lambda c: (c.run_id, c.round, c.key))
+    fastest = champion(order, lambda c: (c.runtime_ms, c.runtime_iqr_ms))
+    assert info["best_runtime_ms"] == fastest.runtime_ms and info["best_source"] == fastest.source
 
 
 def without_target(messages: list[dict]) -> list[dict]:

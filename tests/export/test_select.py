@@ -11,22 +11,22 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_bench_id_names_all_its_runs_and_prefixes_name_one(runs):
-    ids = [r["id"] for r in resolve_runs(runs.store, [runs.bench_id])]
+    ids = [r.id for r in resolve_runs(runs.store, [runs.bench_id])]
     assert sorted(ids) == sorted(runs.bench_runs.values())
-    assert [r["id"] for r in resolve_runs(runs.store, [runs.bench_id[:-2]])] == ids  # a bench by a unique prefix
+    assert [r.id for r in resolve_runs(runs.store, [runs.bench_id[:-2]])] == ids  # a bench by a unique prefix
     one = resolve_runs(runs.store, [runs.tree[:-2]])  # a unique prefix (the last 4 characters are random)
-    assert [r["id"] for r in one] == [runs.tree]
+    assert [r.id for r in one] == [runs.tree]
     # a run named twice (itself, and through its bench) is read once, in the order first named
     both = resolve_runs(runs.store, [runs.bench_runs["level1/relu"], runs.bench_id, runs.refine])
-    assert [r["id"] for r in both] == [runs.bench_runs["level1/relu"], runs.bench_runs["level1/sigmoid"], runs.refine]
+    assert [r.id for r in both] == [runs.bench_runs["level1/relu"], runs.bench_runs["level1/sigmoid"], runs.refine]
     with pytest.raises(StoreError, match="no run"):
         resolve_runs(runs.store, ["nope"])
 
 
 def test_model_selects_runs_by_proposer_with_or_without_its_provider(runs):
     run = runs.store.run(runs.tree)
-    assert Filters(model=run["proposer"]).keeps_run(run)
-    assert Filters(model=run["proposer"].split("/", 1)[1]).keeps_run(run)
+    assert Filters(model=run.proposer).keeps_run(run)
+    assert Filters(model=run.proposer.split("/", 1)[1]).keeps_run(run)
     assert not Filters(model="builtin").keeps_run(run)
 
 

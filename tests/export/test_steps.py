@@ -44,7 +44,7 @@ def test_every_step_is_a_row_and_only_stored_results_say_correct(runs):
     # what not to do stays on record
     assert relu["s/002"]["reasons"] == ["mismatch"] and "max relative error" in relu["s/002"]["message"]
     assert relu["s/004"]["reasons"] == ["no_custom_kernel"] and "no kernel of its own" in relu["s/004"]["message"]
-    assert relu["s/000"]["model"] == store.run(runs.tree)["proposer"] and relu["s/000"]["call_kind"] == "implement"
+    assert relu["s/000"]["model"] == store.run(runs.tree).proposer and relu["s/000"]["call_kind"] == "implement"
     assert relu["s/000"]["input_tokens"] > 0 and relu["s/000"]["bench_id"] == runs.bench_id
     assert relu["s/000"]["policy"] == "strict" and relu["s/000"]["device"] == "cpu"
     assert relu["s/000"]["eager_ms"] > 0 and relu["s/000"]["speedup_eager"] > 0
@@ -110,13 +110,13 @@ def test_sft_rows_are_the_chats_behind_correct_faster_kernels(runs):
     correct = [r for r in everything if r["correct"]]
     # the bench's second sample is the same chat as its first (same request, same answer): kept once
     assert stats["duplicates"] == 1 and len(out) == len(correct) - 1 == 7
-    calls = {c["id"]: c for run in (runs.bench_runs["level1/relu"], runs.tree, runs.refine) for c in store.calls(run)}
+    calls = {c.id: c for run in (runs.bench_runs["level1/relu"], runs.tree, runs.refine) for c in store.calls(run)}
     for r in out:
         cand = store.candidate_by_id(r["candidate_id"])
-        call = calls[cand["call_id"]]
-        assert store.result(cand["id"]).correct
-        assert r["messages"][:-1] == [{"role": m["role"], "content": m["content"]} for m in call["messages"]]
-        assert r["messages"][-1] == {"role": "assistant", "content": call["response"]}
+        call = calls[cand.call_id]
+        assert store.result(cand.id).correct
+        assert r["messages"][:-1] == [{"role": m["role"], "content": m["content"]} for m in call.messages]
+        assert r["messages"][-1] == {"role": "assistant", "content": call.response}
         assert r["source"] in r["messages"][-1]["content"] or r["source"].strip() in r["messages"][-1]["content"]
         assert r["runtime_ms"] > 0 and r["speedup_eager"] is not None and r["problem"] == "level1/relu"
     multi = next(r for r in out if r["step_key"] == "c00/t03")
@@ -139,8 +139,8 @@ def test_builtin_engineer_rows_carry_a_rendered_prompt(runs):
     built = [r for r in out if r["model"] == "builtin"]
     assert built and all(r["prompt_origin"] == "rendered" for r in built)
     assert all(r["prompt_origin"] == "stored" for r in out if r["model"] != "builtin")
-    cands = {c["id"]: c for c in store.candidates(runs.builtin)}
-    calls = {c["id"]: c for c in store.calls(runs.builtin)}
+    cands = {c.id: c for c in store.candidates(runs.builtin)}
+    calls = {c.id: c for c in store.calls(runs.builtin)}
     for r in built:
         cand = cands[r["candidate_id"]]
         system, user, answer = r["messages"]
@@ -148,11 +148,11 @@ def test_builtin_engineer_rows_carry_a_rendered_prompt(runs):
         assert "expert kernel engineer (there is no GPU here" in system["content"] and "Triton" in system["content"]
         assert r["idea"] and r["idea"] in user["content"]  # the idea asked for, in the prompt's words
         assert "torch.relu" in user["content"]  # the reference program
-        assert answer["content"] == calls[cand["call_id"]]["response"]  # the engineer's answer as stored
-        if cand["parent"] is not None:  # round 2: the parent kernel and its verdict are shown
-            parent = cands[cand["parent"]]
-            assert parent["source"].strip()[-200:] in user["content"] and "Status: ok" in user["content"]
-    assert any(cands[r["candidate_id"]]["parent"] is not None for r in built)
+        assert answer["content"] == calls[cand.call_id].response  # the engineer's answer as stored
+        if cand.parent is not None:  # round 2: the parent kernel and its verdict are shown
+            parent = cands[cand.parent]
+            assert parent.source.strip()[-200:] in user["content"] and "Status: ok" in user["content"]
+    assert any(cands[r["candidate_id"]].parent is not None for r in built)
     # without a renderer (the library call), the stored description stays, marked as such
     bare, _ = build_rows(store, resolve_runs(store, [runs.builtin]), "sft", Filters(min_speedup=0.0))
     assert bare and all(r["prompt_origin"] == "stored" and r["messages"][0]["content"].startswith("implement for")

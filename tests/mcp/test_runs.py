@@ -26,7 +26,7 @@ def test_a_run_that_fails_in_its_thread_is_stored_as_failed(tmp_path, monkeypatc
         deadline = time.monotonic() + 60
         while runs.active() and time.monotonic() < deadline:
             time.sleep(0.1)
-        status = tools.run_status(runs.reader(), run_id, runs.live(run_id))
+        status = tools.run_status(runs.reader(), run_id, runs.live)
         assert status["status"] == "failed" and status["stop_reason"] == "server_error: RuntimeError: the engine broke"
         assert status["thread_error"] == "RuntimeError: the engine broke" and not status["thread_alive"]
         assert status["max_candidates"] == 3 and status["rounds"] == 1 and status["candidates"] == 0
@@ -34,7 +34,7 @@ def test_a_run_that_fails_in_its_thread_is_stored_as_failed(tmp_path, monkeypatc
             tools.best_kernel(runs.reader(), run_id)
         with pytest.raises(ConfigError, match="unknown strategy"):  # bad settings: the caller's error, no run
             runs.start("level1/relu", device="cpu", strategy="beam")
-        assert [r["id"] for r in runs.reader().runs()] == [run_id]
+        assert [r.id for r in runs.reader().runs()] == [run_id]
     finally:
         runs.shutdown()
 
@@ -59,4 +59,4 @@ def test_runs_still_going_at_shutdown_are_stored_as_stopped(tmp_path, monkeypatc
     release.set()
     reader = Runs(tmp_path / "runs.db").reader()
     row = reader.run(run_id)
-    assert (row["status"], row["stop_reason"]) == ("stopped", "interrupted")  # `kernelcraft run --resume` goes on
+    assert (row.status, row.stop_reason) == ("stopped", "interrupted")  # `kernelcraft run --resume` goes on

@@ -37,14 +37,14 @@ def store(tmp_path) -> Store:
                                                    ("r02/i01/m00", 2, "r01/i00/m00", idea2, 0.48, 0.02)):
         call = s.add_call("run1", key, "implement", "openai/m", [{"role": "system", "content": "s"},
                           {"role": "user", "content": key}], "answer " + key, None, 1, 1, 0.0, 1, 0.0, 0.1)
-        parent_id = s.candidate("run1", parent)["id"] if parent else None
+        parent_id = s.candidate("run1", parent).id if parent else None
         cid = s.add_candidate("run1", key, round_, call, idea, parent_id, "proposer", "triton", f"# {key}")
         s.add_result(cid, _result(median, iqr))
     return s
 
 
 def test_stored_rows_carry_the_runtime_iqr(store):
-    assert [r["runtime_iqr_ms"] for r in store.candidates("run1")] == [0.10, 0.10, 0.01, 0.02]
+    assert [r.runtime_iqr_ms for r in store.candidates("run1")] == [0.10, 0.10, 0.01, 0.02]
 
 
 def test_the_trajectory_keeps_the_earlier_kernel_inside_the_spread(store):

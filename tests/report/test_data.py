@@ -24,7 +24,7 @@ def tree(runs):
 
 def stored(store, run_id, key) -> Result:
     cand = store.candidate(run_id, key)
-    return store.result(cand["id"])
+    return store.result(cand.id)
 
 
 def test_the_trajectory_is_the_stored_best_of_each_round(runs, tree):
@@ -40,7 +40,7 @@ def test_the_trajectory_is_the_stored_best_of_each_round(runs, tree):
     assert rows[0]["idea"] == "Use blocks of 512 elements" and rows[0]["category"] == "parallelism"
     assert rows[1]["idea"] == "Use blocks of 4096 elements" and rows[1]["category"] == "memory"
     # the last best is the run's best, as the store and `runs show` have it
-    best_id = store.run(runs.tree)["best_candidate"]
+    best_id = store.run(runs.tree).best_candidate
     assert tree["best"]["id"] == best_id == rows[-1]["candidate"] and "BLOCK = 4096" in tree["best"]["source"]
     assert tree["trajectory"] == outcome(store, runs.tree).to_dict()["trajectory"]
     assert [(t["round"], t["candidates"], t["correct"]) for t in tree["trajectory"]] == [(1, 3, 1), (2, 3, 2)]

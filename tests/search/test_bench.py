@@ -31,12 +31,12 @@ def test_runs_at_once_on_one_device_overlap_and_keep_the_problems_order(tmp_path
     assert all(r["correct"] for r in summary["rows"])
     store = Store(db)
     try:
-        runs = sorted(store.runs(), key=lambda r: r["created"])
+        runs = sorted(store.runs(), key=lambda r: r.created)
         bench = store.bench(summary["bench_id"])
     finally:
         store.close()
-    assert runs[1]["created"] < runs[0]["updated"]  # the second began before the first ended
-    assert bench["config"]["runs_at_once"] == 2
+    assert runs[1].created < runs[0].updated  # the second began before the first ended
+    assert bench.config["runs_at_once"] == 2
 
 
 def test_runs_at_once_below_one_is_refused(tmp_path):

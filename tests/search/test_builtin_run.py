@@ -47,7 +47,7 @@ def test_builtin_tree_on_the_suite_softmax(store, verifier, tmp_path):
     n = len(moves(BuiltinProposer("cpu").coverage(problem, "triton").single))
     assert out.status == "done" and out.stop_reason == "proposer_exhausted"
     rows = store.candidates(out.run_id)
-    assert len(rows) == n and all(r["status"] == "ok" for r in rows), [(r["key"], r["status"]) for r in rows]
+    assert len(rows) == n and all(r.status == "ok" for r in rows), [(r.key, r.status) for r in rows]
     assert out.best is not None and out.counters.cost == 0.0 and out.counters.input_tokens == 0
     assert "class ModelNew(Model)" in open(out.best_file).read()
 
@@ -57,7 +57,7 @@ def test_builtin_on_a_problem_written_here(store, verifier, tmp_path):
     path.write_text(SOFTMAX_DIM0)
     out = run(store, verifier, load_problem(path), tmp_path)
     rows = store.candidates(out.run_id)
-    assert rows and all(r["status"] == "ok" for r in rows), [(r["key"], r["status"]) for r in rows]
+    assert rows and all(r.status == "ok" for r in rows), [(r.key, r.status) for r in rows]
 
 
 def test_builtin_tree_on_a_level2_chain(store, verifier, tmp_path):
@@ -67,7 +67,7 @@ def test_builtin_tree_on_a_level2_chain(store, verifier, tmp_path):
     out = start_run(store, problem, engineer, verifier,
                     RunConfig(strategy="tree", backend="triton", rounds=1, ideas=2, impls=1), out_dir=tmp_path / "out")
     rows = store.candidates(out.run_id)
-    results = [store.result(r["id"]) for r in rows]
-    assert out.status == "done" and rows and all(r["status"] == "ok" for r in rows), \
-        [(r["key"], r["status"], d.reasons, d.message[-600:]) for r, d in zip(rows, results)]
+    results = [store.result(r.id) for r in rows]
+    assert out.status == "done" and rows and all(r.status == "ok" for r in rows), \
+        [(r.key, r.status, d.reasons, d.message[-600:]) for r, d in zip(rows, results)]
     assert out.best is not None and "def kc_op0_" in open(out.best_file).read()

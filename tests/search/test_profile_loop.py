@@ -46,21 +46,21 @@ def test_a_machine_that_cannot_profile_says_so_once_and_the_run_goes_on(store, r
 def test_a_stored_profile_reaches_the_next_prompt_and_the_report(store, relu, verifier, serve, proposer):
     def on_event(kind, data):
         if kind == "candidate" and data["status"] == "ok":
-            run_id = store.runs(1)[0]["id"]
-            store.add_profile(store.candidate(run_id, data["key"])["id"], RECORDED)
+            run_id = store.runs(1)[0].id
+            store.add_profile(store.candidate(run_id, data["key"]).id, RECORDED)
 
     out = start_run(store, relu, proposer(serve(RULES)), verifier,
                     RunConfig(strategy="tree", backend="triton", rounds=2, ideas=1, impls=1, beam=1, profile=True),
                     out_dir=None, on_event=on_event)
     assert out.status == "done"
-    calls = {c["key"]: c for c in store.calls(out.run_id)}
-    first = calls["r01/ideas"]["messages"][-1]["content"]
-    second = calls["r02/ideas"]["messages"][-1]["content"]
+    calls = {c.key: c for c in store.calls(out.run_id)}
+    first = calls["r01/ideas"].messages[-1]["content"]
+    second = calls["r02/ideas"].messages[-1]["content"]
     assert "Hardware counters" not in first  # nothing was profiled before round 1
     assert "Hardware counters (times are ncu's" in second
     assert RECORDED["summary"].splitlines()[1] in second  # "1. smem_conflict (yours) x2: … bank-conflicted …"
     # the implementation asked in round 2 shows its parent with the counters too
-    assert "bank-conflicted" in calls["r02/i00/m00"]["messages"][-1]["content"]
+    assert "bank-conflicted" in calls["r02/i00/m00"].messages[-1]["content"]
 
     report = report_data.gather(store, out.run_id)
     assert report["best"]["profile"]["summary"] == RECORDED["summary"]

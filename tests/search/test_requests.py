@@ -23,7 +23,7 @@ def task(idea: str) -> str:
 
 
 def prompt(store, run_id: str, key: str) -> str:
-    return store.call(run_id, key)["messages"][-1]["content"]
+    return store.call(run_id, key).messages[-1]["content"]
 
 
 def test_later_rounds_see_outcomes_errors_baselines_and_the_kernels_in_order(store, relu, verifier, serve, proposer):

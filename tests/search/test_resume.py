@@ -59,9 +59,9 @@ def test_resume_replays_stored_steps_and_does_only_what_is_missing(tmp_path, rel
         assert again.counters.replayed_calls == 7 and again.counters.calls == 8
         assert again.counters.replayed_results == 3  # round 1 and nothing else came from the store
         assert again.status == "done" and again.best.key == first.best.key
-        keys = [c["key"] for c in store.candidates(first.run_id)]
+        keys = [c.key for c in store.candidates(first.run_id)]
         assert sorted(keys) == sorted(f"r{r:02d}/i{i:02d}/m00" for r in (1, 2) for i in range(3))
-        assert all(store.result(c["id"]) for c in store.candidates(first.run_id))
+        assert all(store.result(c.id) for c in store.candidates(first.run_id))
         store.close()
 
 
@@ -151,7 +151,7 @@ def test_a_resumed_run_counts_its_earlier_time_in_its_wall_time_and_its_wall_bud
     with ScriptedLLMServer(rules()) as server:
         store = Store(tmp_path / "runs.db")
         first = start_run(store, relu, proposer(server), verifier, RunConfig(**CONFIG), out_dir=None)
-        assert store.run(first.run_id)["elapsed"] == pytest.approx(first.wall_seconds, abs=0.5)
+        assert store.run(first.run_id).elapsed == pytest.approx(first.wall_seconds, abs=0.5)
         # stopped after 100 s of work (an hour ago: the pause is not the run's), the last round's results lost
         db = sqlite3.connect(store.path)
         db.execute("DELETE FROM results WHERE candidate_id IN (SELECT id FROM candidates WHERE run_id = ? AND "
@@ -162,7 +162,7 @@ def test_a_resumed_run_counts_its_earlier_time_in_its_wall_time_and_its_wall_bud
         db.close()
         again = resume_run(store, first.run_id, proposer(server), verifier, out_dir=None)
         assert again.status == "done" and 100 < again.wall_seconds < 100 + 120
-        stored = store.run(first.run_id)["elapsed"]
+        stored = store.run(first.run_id).elapsed
         assert stored == pytest.approx(again.wall_seconds, abs=0.5)
         from kernelcraft.report.data import run_report
         assert run_report(store, first.run_id)["run"]["wall_seconds"] == pytest.approx(stored)

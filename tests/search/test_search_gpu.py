@@ -27,7 +27,7 @@ def test_tree_on_a_gpu_finds_the_correct_nvrtc_kernel(store, relu, serve, propos
         out = start_run(store, relu, proposer(server), verifier,
                         RunConfig(strategy="tree", backend="cuda_nvrtc", rounds=1, ideas=2, impls=1),
                         out_dir=tmp_path)
-    statuses = {c["key"]: c["status"] for c in store.candidates(out.run_id)}
+    statuses = {c.key: c.status for c in store.candidates(out.run_id)}
     assert statuses == {"r01/i00/m00": "ok", "r01/i01/m00": "incorrect"}
     assert out.best.key == "r01/i00/m00" and out.best.result.device.startswith("NVIDIA")
     assert 0.0 <= out.gpu_idle_fraction < 1.0

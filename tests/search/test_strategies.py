@@ -29,7 +29,7 @@ def config(strategy: str, **kw) -> RunConfig:
 
 
 def by_key(store, run_id) -> dict:
-    return {c["key"]: c for c in store.candidates(run_id)}
+    return {c.key: c for c in store.candidates(run_id)}
 
 
 def test_tree_asks_ideas_implements_verifies_and_keeps_the_fastest(store, relu, verifier, serve, proposer, tmp_path):
@@ -49,7 +49,7 @@ def test_tree_asks_ideas_implements_verifies_and_keeps_the_fastest(store, relu, 
     assert out.status == "done" and out.stop_reason is None
     cands = by_key(store, out.run_id)
     assert sorted(cands) == [f"r{r:02d}/i{i:02d}/m00" for r in (1, 2) for i in range(4)]
-    statuses = {k: (c["status"], c["parse_error"]) for k, c in cands.items()}
+    statuses = {k: (c.status, c.parse_error) for k, c in cands.items()}
     assert statuses["r01/i00/m00"] == ("ok", None)
     assert statuses["r01/i01/m00"] == ("ok", None)
     assert statuses["r01/i02/m00"][0] == "incorrect"
@@ -57,11 +57,11 @@ def test_tree_asks_ideas_implements_verifies_and_keeps_the_fastest(store, relu, 
     # the fastest correct kernel wins, and its idea and category are on record
     assert out.best.key in ("r01/i00/m00", "r02/i00/m00")
     assert out.best.category == "parallelism" and "4096" in out.best.idea
-    assert cands["r01/i00/m00"]["runtime_ms"] < cands["r01/i01/m00"]["runtime_ms"]
+    assert cands["r01/i00/m00"].runtime_ms < cands["r01/i01/m00"].runtime_ms
     # round 2's ideas were asked with round 1's best kernels and the verifier's feedback on them
     calls = store.calls(out.run_id)
-    assert [c["key"] for c in calls if c["kind"] == "ideas"] == ["r01/ideas", "r02/ideas"]
-    r2_prompt = next(c for c in calls if c["key"] == "r02/ideas")["messages"][-1]["content"]
+    assert [c.key for c in calls if c.kind == "ideas"] == ["r01/ideas", "r02/ideas"]
+    r2_prompt = next(c for c in calls if c.key == "r02/ideas").messages[-1]["content"]
     assert "BLOCK = 4096" in r2_prompt and "Verifier:" in r2_prompt and "Status: ok" in r2_prompt
     # a repeated kernel is judged once: four sources reached the verifier, three distinct
     assert out.counters.evaluated == 3 and out.counters.duplicates == 3
@@ -75,10 +75,10 @@ def test_sample_is_best_of_n_and_counts_malformed_answers(store, relu, verifier,
     server = serve([Rule("Write a custom kernel", [Reply(code(WRONG)), Reply(PROSE), Reply(code(FAST)),
                                                     Reply("```python\nclass ModelNew:\n    pass\nclass ModelNew:\n    pass\n```")])])
     out = start_run(store, relu, proposer(server, concurrency=1), verifier, config("sample", samples=4), out_dir=None)
-    statuses = sorted(str(c["status"] or c["parse_error"]) for c in store.candidates(out.run_id))
+    statuses = sorted(str(c.status or c.parse_error) for c in store.candidates(out.run_id))
     assert statuses == ["incorrect", "no_code_block", "ok", "two_modelnew"]
     assert out.counters.malformed == 2
-    assert out.best is not None and "BLOCK = 4096" in store.candidate(out.run_id, out.best.key)["source"]
+    assert out.best is not None and "BLOCK = 4096" in store.candidate(out.run_id, out.best.key).source
 
 
 def test_refine_feeds_the_verdict_back_turn_by_turn(store, relu, verifier, serve, proposer):
@@ -86,11 +86,11 @@ def test_refine_feeds_the_verdict_back_turn_by_turn(store, relu, verifier, serve
                     Rule("verifier's verdict on your last answer", [Reply(code(SLOW)), Reply(code(FAST))])])
     out = start_run(store, relu, proposer(server), verifier, config("refine", rounds=3, samples=1), out_dir=None)
     calls = store.calls(out.run_id)
-    assert [c["key"] for c in calls] == ["c00/t01", "c00/t02", "c00/t03"]
-    turn2 = calls[1]["messages"]
+    assert [c.key for c in calls] == ["c00/t01", "c00/t02", "c00/t03"]
+    turn2 = calls[1].messages
     assert [m["role"] for m in turn2] == ["system", "user", "assistant", "user"]
     assert "Status: incorrect" in turn2[-1]["content"]  # the wrong kernel's verdict came back
-    turn3 = calls[2]["messages"]
+    turn3 = calls[2].messages
     assert len(turn3) == 6 and "Status: ok" in turn3[-1]["content"] and "Runtime:" in turn3[-1]["content"]
     assert out.best.key == "c00/t03"
     assert [t["best_key"] for t in out.trajectory] == [None, "c00/t02", "c00/t03"]
@@ -102,12 +102,12 @@ def test_evolve_keeps_an_archive_by_category_and_records_stated_ideas(store, rel
                                                    Reply(code(WRONG, "Bias", "precision"))])])
     out = start_run(store, relu, proposer(server, concurrency=1), verifier,
                     config("evolve", rounds=2, samples=2, islands=2, seed=7), out_dir=None)
-    ideas = {i["key"]: i["category"] for i in store.ideas(out.run_id)}
+    ideas = {i.key: i.category for i in store.ideas(out.run_id)}
     assert ideas["g001/c000"] in ("memory", "precision") and set(ideas.values()) >= {"memory", "precision", "parallelism"}
-    gen2 = [c for c in store.calls(out.run_id) if c["key"].startswith("g002/")]
+    gen2 = [c for c in store.calls(out.run_id) if c.key.startswith("g002/")]
     # island 0 had the correct kernel, so its child was asked to improve it; island 1's parent
     # depends on which gen-1 child was correct there
-    assert any("Write a faster version of kernel 1" in c["messages"][-1]["content"] for c in gen2)
+    assert any("Write a faster version of kernel 1" in c.messages[-1]["content"] for c in gen2)
     assert out.best is not None and out.best.category in ("parallelism", "memory")
 
 
@@ -131,10 +131,10 @@ def test_budgets_stop_a_run_cleanly(store, relu, verifier, serve, proposer, budg
     assert out.status == "done" and out.stop_reason == reason
     rows = store.candidates(out.run_id)
     if reason == "budget_candidates":
-        assert len(rows) == 3 and all(r["status"] == "ok" for r in rows)
+        assert len(rows) == 3 and all(r.status == "ok" for r in rows)
     if reason == "budget_tokens":  # the first call spends the budget: no implementation is asked
-        assert [c["kind"] for c in store.calls(out.run_id)] == ["ideas"] and rows == []
-    assert store.run(out.run_id)["status"] == "done"
+        assert [c.kind for c in store.calls(out.run_id)] == ["ideas"] and rows == []
+    assert store.run(out.run_id).status == "done"
 
 
 def test_the_wall_budget_withdraws_the_queued_evaluations(store, relu, verifier, serve, proposer):
@@ -164,7 +164,7 @@ def test_the_wall_budget_withdraws_the_queued_evaluations(store, relu, verifier,
     assert out.stop_reason == "budget_wall_time"
     rows = store.candidates(out.run_id)
     assert len(rows) == 8 and out.counters.withdrawn >= 6  # one or two were with the device when the time ran out
-    assert len([r for r in rows if r["status"]]) == out.counters.evaluated == 8 - out.counters.withdrawn
+    assert len([r for r in rows if r.status]) == out.counters.evaluated == 8 - out.counters.withdrawn
     assert out.counters.by_status.get("not_evaluated") == out.counters.withdrawn
 
 
@@ -174,11 +174,11 @@ def test_failed_calls_are_counted_and_the_run_goes_on(store, relu, verifier, ser
     out = start_run(store, relu, proposer(server, concurrency=1, max_retries=1), verifier,
                     config("sample", samples=3), out_dir=None)
     calls = store.calls(out.run_id)
-    errors = [c["error"] for c in calls]
+    errors = [c.error for c in calls]
     assert sum(e is not None for e in errors) == 1 and "HTTP 500" in next(e for e in errors if e)
     assert out.counters.failed_calls == 1 and out.best is not None
-    failed = next(c for c in store.candidates(out.run_id) if c["parse_error"])
-    assert failed["parse_error"].startswith("no_answer")
+    failed = next(c for c in store.candidates(out.run_id) if c.parse_error)
+    assert failed.parse_error.startswith("no_answer")
     # a failed call is a failed call, not a malformed answer, live and as stored
     assert out.counters.malformed == 0 and out.counters.by_status.get("call_failed") == 1
     assert out.counters.last_error.endswith("HTTP 500: scripted error 500 (after 1 retry)")
@@ -195,13 +195,13 @@ def test_a_run_whose_every_call_fails_stops_instead_of_spending_its_rounds(store
     # rounds 2-5 are never asked
     assert out.status == "stopped" and out.stop_reason == (
         "proposer_failing: openai-compatible/scripted-model: HTTP 503: upstream connect error")
-    assert len(server.requests) == 3 and [c["key"] for c in store.calls(out.run_id)] == [
+    assert len(server.requests) == 3 and [c.key for c in store.calls(out.run_id)] == [
         "r01/ideas", "r01/any/m00", "r01/any/m01"]
     assert out.counters.failed_calls == 3 and out.counters.candidates == 2 and out.counters.malformed == 0
     assert out.counters.by_status == {"call_failed": 2}
     assert out.error.startswith("openai-compatible/scripted-model: HTTP 503: upstream connect error")
     assert "3 calls in a row failed" in out.error and f"--resume {out.run_id}" in out.error
-    assert store.run(out.run_id)["status"] == "stopped" and outcome(store, out.run_id).error == out.error
+    assert store.run(out.run_id).status == "stopped" and outcome(store, out.run_id).error == out.error
 
 
 def test_failures_among_answers_do_not_stop_a_run(store, relu, verifier, serve, proposer):
@@ -224,8 +224,8 @@ def test_an_answer_cut_by_the_output_limit_is_asked_again_shorter(store, relu, v
     out = start_run(store, relu, proposer(server, api=api, max_tokens=512), verifier,
                     config("refine", rounds=2, samples=1), out_dir=None)
     call = store.call(out.run_id, "c00/t01")
-    assert call["finish"] == ("length" if api == "openai" else "max_tokens") and call["output_limit"] == 512
-    assert store.candidate(out.run_id, "c00/t01")["parse_error"] == "output_limit"
+    assert call.finish == ("length" if api == "openai" else "max_tokens") and call.output_limit == 512
+    assert store.candidate(out.run_id, "c00/t01").parse_error == "output_limit"
     sent = server.requests[1]["body"]["messages"][-1]["content"]  # the second turn, as it went over HTTP
     assert "Your answer hit the 512-token output limit before it ended: answer again, shorter" in sent
     assert "unterminated" not in sent
@@ -238,7 +238,7 @@ def test_a_cut_off_answer_with_a_whole_kernel_is_judged_with_a_note(store, relu,
                     Rule("verifier's verdict on your last answer", [Reply(code(FAST))])])
     out = start_run(store, relu, proposer(server), verifier, config("refine", rounds=2, samples=1), out_dir=None)
     first = store.candidate(out.run_id, "c00/t01")
-    assert first["parse_error"] is None and store.result(first["id"]).status == "ok"
+    assert first.parse_error is None and store.result(first.id).status == "ok"
     sent = server.requests[1]["body"]["messages"][-1]["content"]
     assert "Note: your answer hit the 300-token output limit; its kernel was complete and was judged" in sent
     assert "Status: ok" in sent
@@ -272,8 +272,8 @@ def test_seed_kernels_are_verified_first_and_seed_the_search(store, relu, verifi
     out = start_run(store, relu, proposer(server), verifier,
                     config("tree", rounds=1, ideas=1, impls=1, seeds=[SLOW]), out_dir=None)
     seed = store.candidate(out.run_id, "seed/00")
-    assert seed["origin"] == "seed" and store.result(seed["id"]).status == "ok"
-    ideas_prompt = store.call(out.run_id, "r01/ideas")["messages"][-1]["content"]
+    assert seed.origin == "seed" and store.result(seed.id).status == "ok"
+    ideas_prompt = store.call(out.run_id, "r01/ideas").messages[-1]["content"]
     assert "BLOCK = 512" in ideas_prompt  # the seed was shown as the kernel to beat
     assert out.best.key == "r01/i00/m00"
 
@@ -284,11 +284,11 @@ def test_refine_leaves_a_failed_call_out_of_the_conversation(store, relu, verifi
     out = start_run(store, relu, proposer(server, concurrency=1, max_retries=0), verifier,
                     config("refine", rounds=3, samples=1), out_dir=None)
     calls = store.calls(out.run_id)
-    assert [c["error"] is not None for c in calls] == [True, False, False]
+    assert [c.error is not None for c in calls] == [True, False, False]
     # turn 2 asked the first request again (no empty assistant turn); turn 3 answers turn 2's kernel
-    assert [m["role"] for m in calls[1]["messages"]] == ["system", "user"]
-    assert [m["role"] for m in calls[2]["messages"]] == ["system", "user", "assistant", "user"]
-    assert all(m["content"] for c in calls for m in c["messages"])
+    assert [m["role"] for m in calls[1].messages] == ["system", "user"]
+    assert [m["role"] for m in calls[2].messages] == ["system", "user", "assistant", "user"]
+    assert all(m["content"] for c in calls for m in c.messages)
 
 
 def test_no_verdict_starts_that_the_wall_budget_cannot_hold(store, relu, verifier, serve, proposer):
@@ -301,7 +301,7 @@ def test_no_verdict_starts_that_the_wall_budget_cannot_hold(store, relu, verifie
     out = start_run(store, relu, proposer(server, concurrency=1), verifier,
                     config("sample", samples=12, budget=Budget(wall_s=12.0)), out_dir=None)
     assert out.stop_reason == "budget_wall_time"
-    started = store.run(out.run_id)["created"]
+    started = store.run(out.run_id).created
     verdicts = [(row["evaluated"] - json.loads(row["result"])["wall_seconds"] - started, json.loads(row["result"])
                  ["wall_seconds"]) for row in store.db.execute(
         "SELECT r.evaluated, r.result FROM results r JOIN candidates c ON c.id = r.candidate_id WHERE c.run_id = ?",

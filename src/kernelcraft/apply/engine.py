@@ -34,8 +34,9 @@ from kernelcraft.apply.plan import RegionPlan, fund, plan
 from kernelcraft.apply.profile import Profile, profile
 from kernelcraft.apply.settle import OnEvent, settle
 from kernelcraft.apply.times import baselines, final_times
-from kernelcraft.errors import KernelcraftError
+from kernelcraft.errors import ApplyInterrupted, KernelcraftError
 from kernelcraft.problems import Problem, load_problem
+from kernelcraft.records import RunRecord
 from kernelcraft.search.bench import uncovered
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.run import RunOutcome, outcome, resume_run, start_run
@@ -46,14 +47,6 @@ __all__ = ["COMPILED_FILE", "MANIFEST", "MODEL_FILE", "ApplyError", "ApplyInterr
            "ApplySettings", "CompiledForm", "RegionOutcome", "run_apply"]
 
 REPLACE = ("faster", "correct")
-
-
-class ApplyInterrupted(KeyboardInterrupt):
-    """An apply stopped by Ctrl-C or SIGTERM: stored as `stopped`; `apply_id` names it for --resume."""
-
-    def __init__(self, apply_id: str):
-        super().__init__(apply_id)
-        self.apply_id = apply_id
 
 
 @dataclass
@@ -83,7 +76,7 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
     stored = None  # the stopped apply's profile, kept on resume: its shares decided its plan and its runs
     if resume:
         apply_id = resume
-        stored = (store.apply(apply_id).get("summary") or {}).get("profile")
+        stored = (store.apply(apply_id).summary or {}).get("profile")
         store.update_apply(apply_id, "running")
     else:
         apply_id = new_id("apply-")
@@ -200,12 +193,12 @@ def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile
     unable = {name: why for name, p in problems.items() if (why := uncovered(proposer, p, config.backend))}
     for_runs = deadline.for_runs_s()
     plans = plan(prof, None if for_runs is None else for_runs / 60.0, apply.min_share, unable, like)
-    earlier = {r["problem"]: r for r in store.runs(bench_id=apply_id)}
+    earlier = {r.problem: r for r in store.runs(apply_id=apply_id)}
     own = prof.shares
     outcomes = {}
 
     def finished(q: RegionPlan) -> bool:  # a run that finished (a resumed apply's) is its region's, whatever now
-        return q.name in earlier and earlier[q.name]["status"] == "done" and not q.like
+        return q.name in earlier and earlier[q.name].status == "done" and not q.like
 
     for i, p in enumerate(plans):
         left = deadline.for_runs_s()
@@ -234,7 +227,7 @@ def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile
                 + (f" (stopped: {run.stop_reason})" if run.stop_reason else ""))
             continue
         o.result = run.best.result
-        o.source = store.candidate_by_id(run.best.candidate)["source"]
+        o.source = store.candidate_by_id(run.best.candidate).source
         if (o.speedup or 0) > 1.0 or apply.replace == "correct":
             o.status, o.reason = "replaced", ""
         else:
@@ -247,14 +240,14 @@ def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile
     return [outcomes[r.name] for r in extraction.regions]
 
 
-def _region_run(store: Store, apply_id: str, problem: Problem, p: RegionPlan, earlier: dict | None, proposer,
+def _region_run(store: Store, apply_id: str, problem: Problem, p: RegionPlan, earlier: RunRecord | None, proposer,
                 verifier, config: RunConfig, settings: dict, emit: OnEvent) -> RunOutcome:
-    if earlier is not None and earlier["status"] == "done":
-        return outcome(store, earlier["id"])
+    if earlier is not None and earlier.status == "done":
+        return outcome(store, earlier.id)
     if earlier is not None:
-        return resume_run(store, earlier["id"], proposer, verifier, out_dir=None, on_event=emit)
+        return resume_run(store, earlier.id, proposer, verifier, out_dir=None, on_event=emit)
     region_config = RunConfig.from_dict(config.to_dict())
     if p.minutes is not None:
         region_config.budget.wall_s = max(p.minutes * 60.0, 1.0)
-    return start_run(store, problem, proposer, verifier, region_config, settings, out_dir=None, bench_id=apply_id,
+    return start_run(store, problem, proposer, verifier, region_config, settings, out_dir=None, apply_id=apply_id,
                      on_event=emit)

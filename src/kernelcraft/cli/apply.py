@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from kernelcraft import api
-    from kernelcraft.apply.engine import ApplyInterrupted
+    from kernelcraft.errors import ApplyInterrupted
     from kernelcraft.cli.progress import Progress
     from kernelcraft.cli.run import terminate_as_interrupt
     from kernelcraft.report.apply import apply_view

@@ -215,7 +215,7 @@ def search_options(args) -> dict:
 
 def exit_status(status: str, stop_reason: str | None) -> int:
     """A run's exit status: 3 when its model endpoint refused, 4 when its calls kept failing, 1 when it failed."""
-    from kernelcraft.search.run import FAILING, REFUSED
+    from kernelcraft.records import FAILING, REFUSED
 
     code = (stop_reason or "").partition(":")[0]
     if code == REFUSED:

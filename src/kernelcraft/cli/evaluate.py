@@ -44,7 +44,7 @@ def run(args) -> int:
         print(f"evaluating {candidate.name} ({candidate.backend}) on {problem.name} "
               f"[{evaluation.verifier.devices[0]}, {sizes.describe()}, {args.policy}]…", file=sys.stderr)
     from kernelcraft.cli.run import terminate_as_interrupt
-    from kernelcraft.verify.integrity import HarnessTampered
+    from kernelcraft.errors import HarnessTampered
 
     try:
         with terminate_as_interrupt():  # SIGTERM as Ctrl-C: the worker killed, not left judging

@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from kernelcraft import api
-    from kernelcraft.verify.profile import ProfileError
+    from kernelcraft.errors import ProfileError
 
     try:
         with usage_errors(NAME):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 from kernelcraft.cli.common import console
-from kernelcraft.propose.feedback import times
-from kernelcraft.store import UNEVALUATED
+from kernelcraft.metrics import times
+from kernelcraft.records import UNEVALUATED
 
 
 _STAGES = {"capture": "capturing the model and cutting it into regions", "profile": "timing the model and its regions",

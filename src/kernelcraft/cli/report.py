@@ -24,13 +24,12 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from kernelcraft import api
-    from kernelcraft.store import default_path
 
     if len(args.runs) > 2:
         raise UsageError("kernelcraft report: give one RUN, or two to compare")
     if args.html is not None and args.html.is_dir():
         raise UsageError(f"kernelcraft report: --html {args.html} is a directory; name a file")
-    path = args.store or default_path()
+    path = api.store_path(args.store)
     with usage_errors(NAME):
         report = api.report(*args.runs, store=path)
     if args.html is not None:

@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from kernelcraft import api
     from kernelcraft.cli.progress import Progress
-    from kernelcraft.search.run import RunInterrupted
+    from kernelcraft.errors import RunInterrupted
 
     progress = Progress()  # on stderr, --json or not: stdout holds the summary alone
     with usage_errors(NAME):

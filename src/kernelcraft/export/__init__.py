@@ -14,10 +14,11 @@ from kernelcraft.export.schema import SCHEMAS
 from kernelcraft.export.select import BASELINES, KINDS, STATUSES, ExportError, Filters, resolve_runs
 from kernelcraft.export.steps import public, run_steps, sft_row
 from kernelcraft.export.writers import FORMATS, guess_format, to_table, write_rows
+from kernelcraft.records import RunRecord
 from kernelcraft.store import Store
 
 
-def build_rows(store: Store, runs: list[dict], kind: str, filters: Filters | None = None,
+def build_rows(store: Store, runs: list[RunRecord], kind: str, filters: Filters | None = None,
                render_prompt: RenderPrompt | None = None) -> tuple[list[dict], dict]:
     """The rows of `kind` for `runs`, filtered; and counts of what was read and left out."""
     filters = filters or Filters()

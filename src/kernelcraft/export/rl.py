@@ -10,7 +10,8 @@ from typing import Callable
 
 from kernelcraft.export.steps import messages, run_steps
 from kernelcraft.ranking import champion
-from kernelcraft.store import UNEVALUATED, Store
+from kernelcraft.records import UNEVALUATED, RunRecord
+from kernelcraft.store import Store
 from kernelcraft.verify.policy import POLICIES
 
 DATA_SOURCE = "kernelcraft"
@@ -21,21 +22,21 @@ ABILITY = "kernel"
 RenderPrompt = Callable[..., list]
 
 
-def rl_rows(store: Store, runs: list[dict], render_prompt: RenderPrompt | None = None) -> list[dict]:
+def rl_rows(store: Store, runs: list[RunRecord], render_prompt: RenderPrompt | None = None) -> list[dict]:
     groups: dict[tuple, list] = {}
     for run in runs:
         steps = run_steps(store, run)
         s = settings(run, steps)
-        key = (run["problem"], run["problem_source"], s["backend"], run["device"], s["policy"], s["small"])
+        key = (run.problem, run.problem_source, s["backend"], run.device, s["policy"], s["small"])
         groups.setdefault(key, []).append((run, steps, s))
-    return [_row(i, key, members, render_prompt, next(filter(None, (store.target(run["id"]) for run, _, _ in members)), None))
+    return [_row(i, key, members, render_prompt, next(filter(None, (store.target(run.id) for run, _, _ in members)), None))
             for i, (key, members) in enumerate(groups.items())]
 
 
-def settings(run: dict, steps: list[dict]) -> dict:
+def settings(run: RunRecord, steps: list[dict]) -> dict:
     """The verifier settings a run was judged under: from its stored settings (`kernelcraft run` and
     `bench` store them), else read off its results."""
-    config = run.get("config") or {}
+    config = run.config or {}
     verify = config.get("verify") or {}
     evaluated = [s for s in steps if s["status"] not in UNEVALUATED]
     compile_baseline = verify.get("compile_baseline")
@@ -80,7 +81,7 @@ def _row(index: int, key: tuple, members: list, render_prompt: RenderPrompt | No
             "best_speedup_eager": best["speedup_eager"] if best else None,
             "best_speedup_compile": best["speedup_compile"] if best else None,
             "best_source": best["source"] if best else None,
-            "runs": [run["id"] for run, _, _ in members], "candidates": len(steps),
+            "runs": [run.id for run, _, _ in members], "candidates": len(steps),
             "correct_candidates": len(correct), "prompt_origin": origin,
         },
     }

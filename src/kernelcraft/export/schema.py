@@ -13,6 +13,7 @@ POLICY = pa.struct([("name", pa.string()), ("fp32", pa.float64()), ("fp16_bf16",
 _PROVENANCE = [
     ("run_id", pa.string()),
     ("bench_id", pa.string()),
+    ("apply_id", pa.string()),
     ("problem", pa.string()),
     ("strategy", pa.string()),
     ("model", pa.string()),

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from kernelcraft.errors import KernelcraftError
 from kernelcraft.ranking import clearly_faster
 from kernelcraft.result import STATUSES as RESULT_STATUSES
-from kernelcraft.store import UNEVALUATED, Store
+from kernelcraft.records import UNEVALUATED, RunRecord
+from kernelcraft.store import Store
 
 KINDS = ("sft", "rl", "trajectories")
 # A candidate's status: the verifier's, or why it has none (its call failed; no evaluable kernel in the answer;
@@ -51,10 +52,10 @@ class Filters:
             raise ExportError("--status: sft rows are correct candidates (status ok) by definition; "
                               "use --kind trajectories to select by status")
 
-    def keeps_run(self, run: dict) -> bool:
+    def keeps_run(self, run: RunRecord) -> bool:
         if not self.model:
             return True
-        name = run["proposer"]
+        name = run.proposer
         return name == self.model or name.split("/", 1)[-1] == self.model
 
     def speedup(self, row: dict) -> float | None:
@@ -95,15 +96,16 @@ class Filters:
         return {k: v for k, v in out.items() if v is not None}
 
 
-def resolve_runs(store: Store, refs: list[str]) -> list[dict]:
-    """The runs named by `refs`: each a bench id (all its runs) or a run id, or a unique prefix of either
-    (as `kernelcraft report` reads them). Raises StoreError for a name that matches nothing, or more than one."""
+def resolve_runs(store: Store, refs: list[str]) -> list[RunRecord]:
+    """The runs named by `refs`: each a bench id or an apply id (all its runs) or a run id, or a unique prefix of
+    one (as `kernelcraft report` reads them). Raises StoreError for a name that matches nothing, or more than one."""
     from kernelcraft.ledger import resolve
 
-    runs: dict[str, dict] = {}
+    runs: dict[str, RunRecord] = {}
     for ref in refs:
         kind, ident = resolve(store, ref)
-        found = store.runs(bench_id=ident) if kind == "bench" else [store.run(ident)]
+        found = (store.runs(bench_id=ident) if kind == "bench" else store.runs(apply_id=ident) if kind == "apply"
+                 else [store.run(ident)])
         for run in found:
-            runs.setdefault(run["id"], run)
+            runs.setdefault(run.id, run)
     return list(runs.values())

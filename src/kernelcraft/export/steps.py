@@ -8,8 +8,9 @@ kernel) or `not_evaluated`.
 
 from __future__ import annotations
 
+from kernelcraft.records import RunRecord
 from kernelcraft.result import Result, Status
-from kernelcraft.store import Store, unevaluated_status
+from kernelcraft.store import Store
 
 
 def messages(raw) -> list[dict]:
@@ -23,58 +24,54 @@ def messages(raw) -> list[dict]:
     return out
 
 
-def run_steps(store: Store, run: dict) -> list[dict]:
+def run_steps(store: Store, run: RunRecord) -> list[dict]:
     """Every candidate of `run` as a trajectories row, plus private fields (leading underscore) the sft
     and rl rows need: the call's messages and answer, the result's trials and timing method."""
-    cands = store.candidates(run["id"])
-    calls = {c["id"]: c for c in store.calls(run["id"])}
-    by_id = {c["id"]: c for c in cands}
-    run_policy = ((run.get("config") or {}).get("verify") or {}).get("policy")
-    results = store.results(run["id"])
+    cands = store.candidates(run.id)
+    calls = {c.id: c for c in store.calls(run.id)}
+    by_id = {c.id: c for c in cands}
+    run_policy = (run.config.get("verify") or {}).get("policy")
+    results = store.results(run.id)
     rows = []
     for c in cands:
-        result = results.get(c["id"])
-        call = calls.get(c["call_id"]) or {}
-        parent = by_id.get(c["parent"])
-        r = result or Result(run["problem"], "", c["backend"])  # no result: every figure None
+        result = results.get(c.id)
+        call = calls.get(c.call_id)
+        parent = by_id.get(c.parent)
+        r = result or Result(run.problem, "", c.backend)  # no result: every figure None
         if result:
             status, correct = str(result.status), result.correct and result.status == Status.OK
         else:
-            status, correct = unevaluated_status(c["parse_error"]), False
+            status, correct = c.state, False
         rows.append({
-            "run_id": run["id"], "bench_id": run["bench_id"], "problem": run["problem"],
-            "strategy": run["strategy"], "model": call.get("model"), "candidate_id": c["id"],
-            "step_key": c["key"], "round": c["round"], "backend": c["backend"],
+            "run_id": run.id, "bench_id": run.bench_id, "apply_id": run.apply_id, "problem": run.problem,
+            "strategy": run.strategy, "model": call.model if call else None, "candidate_id": c.id,
+            "step_key": c.key, "round": c.round, "backend": c.backend,
             "policy": (result.policy if result else None) or run_policy,
-            "device": r.device or run["device"],
-            "idea": c["idea"], "category": c["category"], "origin": c["origin"],
-            "parent_id": c["parent"], "parent_key": parent["key"] if parent else None,
-            "parent_status": _status(parent) if parent else None,
-            "parent_runtime_ms": parent["runtime_ms"] if parent and parent["correct"] else None,
-            "parent_speedup_eager": parent["speedup_eager"] if parent and parent["correct"] else None,
-            "source": c["source"], "status": status, "correct": correct,
+            "device": r.device or run.device,
+            "idea": c.idea, "category": c.category, "origin": c.origin,
+            "parent_id": c.parent, "parent_key": parent.key if parent else None,
+            "parent_status": parent.state if parent else None,
+            "parent_runtime_ms": parent.runtime_ms if parent and parent.correct else None,
+            "parent_speedup_eager": parent.speedup_eager if parent and parent.correct else None,
+            "source": c.source, "status": status, "correct": correct,
             "duplicate": r.duplicate, "runtime_ms": r.runtime_ms, "eager_ms": r.eager_ms, "compile_ms": r.compile_ms,
             "speedup_eager": r.speedup_eager, "speedup_compile": r.speedup_compile,
             "max_rel_error": r.max_rel_error, "reasons": list(r.reasons), "message": r.message or None,
-            "parse_error": c["parse_error"], "call_kind": call.get("kind"),
-            "input_tokens": call.get("input_tokens"), "output_tokens": call.get("output_tokens"),
-            "cost": call.get("cost"), "call_seconds": call.get("seconds"),
-            "_messages": call.get("messages"), "_answer": call.get("response"),
+            "parse_error": c.parse_error, "call_kind": call.kind if call else None,
+            "input_tokens": call.input_tokens if call else None, "output_tokens": call.output_tokens if call else None,
+            "cost": call.cost if call else None, "call_seconds": call.seconds if call else None,
+            "_messages": call.messages if call else None, "_answer": call.response if call else None,
             "_trials": r.trials if result else None, "_timing_method": r.timing_method,
             # the spreads "faster" is judged by (ranking.py): IQR of the kernel's and the baselines' times
             "_runtime_iqr_ms": r.runtime.iqr_ms if r.runtime else None, "_review_resolved": r.review_resolved,
             "_eager_iqr_ms": r.eager.iqr_ms if r.eager else None,
             "_compile_iqr_ms": r.compiled.iqr_ms if r.compiled else None,
-            "_problem_source": run["problem_source"],
-            "_parent": None if parent is None else {"source": parent["source"], "backend": parent["backend"],
-                                                    "result": results.get(parent["id"]),
-                                                    "parse_error": parent["parse_error"], "idea": parent["idea"]},
+            "_problem_source": run.problem_source,
+            "_parent": None if parent is None else {"source": parent.source, "backend": parent.backend,
+                                                    "result": results.get(parent.id),
+                                                    "parse_error": parent.parse_error, "idea": parent.idea},
         })
     return rows
-
-
-def _status(row: dict) -> str:
-    return row["status"] or unevaluated_status(row["parse_error"])
 
 
 def sft_row(step: dict, render_prompt=None) -> dict | None:
@@ -92,7 +89,7 @@ def sft_row(step: dict, render_prompt=None) -> dict | None:
                                 step["policy"], idea=idea, parents=(step["_parent"],) if step["_parent"] else ())
         origin = "rendered"
     chat = request + [{"role": "assistant", "content": step["_answer"]}]
-    keep = ("run_id", "bench_id", "problem", "strategy", "model", "candidate_id", "step_key", "round", "backend",
+    keep = ("run_id", "bench_id", "apply_id", "problem", "strategy", "model", "candidate_id", "step_key", "round", "backend",
             "policy", "device", "idea", "category", "call_kind", "runtime_ms", "eager_ms", "compile_ms",
             "speedup_eager", "speedup_compile", "source", "input_tokens", "output_tokens", "cost")
     return {"messages": chat, "prompt_origin": origin, **{k: step[k] for k in keep}}

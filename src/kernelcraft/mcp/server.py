@@ -264,13 +264,11 @@ def build_server(defaults: Defaults) -> tuple[MCPServer, Runs]:
 
 
 def _status(runs: Runs, run_id: str) -> dict:
-    store = runs.reader()
-    run = store.run(run_id)
-    return tools.run_status(store, run["id"], runs.live(run["id"]))
+    return tools.run_status(runs.reader(), run_id, runs.live)
 
 
 def _progress_line(status: dict) -> str:
-    from kernelcraft.propose.feedback import times
+    from kernelcraft.metrics import times
 
     best = status.get("best") or {}
     speed = f", best {times(best['speedup_eager'])} eager" if best.get("speedup_eager") else ""

@@ -9,10 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelcraft import api
-from kernelcraft.candidate import CandidateError
-from kernelcraft.errors import ConfigError, KernelcraftError
-from kernelcraft.ledger import best_row, stored_counts
-from kernelcraft.problems import ProblemError
+from kernelcraft.errors import CandidateError, ConfigError, ProblemError
 
 SUMMARY_KEYS = ("status", "correct", "reasons", "runtime_ms", "eager_ms", "compile_ms", "speedup_eager",
                 "speedup_compile", "max_rel_error", "roofline_fraction", "backend", "device", "policy",
@@ -29,9 +26,7 @@ class Defaults:
     cache_dir: Path | None = None
 
     def store_path(self) -> Path:
-        from kernelcraft.store import default_path
-
-        return Path(self.store) if self.store else default_path()
+        return api.store_path(self.store)
 
 
 # problems ---------------------------------------------------------------------------------------------
@@ -52,8 +47,6 @@ def evaluate(defaults: Defaults, problem: str, candidate: str, *, device: str | 
              trials: int = 6, compile_baseline: bool = True, timing_budget: float = 6.0,
              timeout_s: float = 60.0) -> dict:
     """The verdict on one candidate (source text) and the feedback a proposer gets for it."""
-    from kernelcraft.propose.feedback import render
-
     check_candidate_text(candidate)
     if not 0 < timeout_s <= MAX_TIMEOUT_S:
         raise ConfigError(f"timeout_s must be above 0 and at most {MAX_TIMEOUT_S:g} seconds")
@@ -68,18 +61,16 @@ def evaluate(defaults: Defaults, problem: str, candidate: str, *, device: str | 
     verdict = {k: data[k] for k in SUMMARY_KEYS}
     verdict["message"] = result.message[:2000]
     verdict["sizes"] = result.sizes.get("constants")
-    verdict["feedback"] = render(result)
+    verdict["feedback"] = api.feedback(result)
     return verdict
 
 
 def check_candidate_text(candidate: str) -> None:
     """Candidates arrive as source text (or `example:NAME`); a path would have the server read files."""
-    from kernelcraft.inputs import is_source
-
     if not isinstance(candidate, str) or not candidate.strip():
         raise CandidateError("candidate is empty: pass the full source text of a Python file defining "
                              "class ModelNew(nn.Module)")
-    if candidate.startswith("example:") or is_source(candidate, "ModelNew"):
+    if candidate.startswith("example:") or api.is_candidate_source(candidate):
         return
     if re.fullmatch(r"[\w./:~\\-]+", candidate.strip()):  # one word, as a path or a name is
         raise CandidateError("candidate must be source text, not a path or a name: pass the whole file's contents "
@@ -109,80 +100,24 @@ class problem_hint:
 
 
 # runs -------------------------------------------------------------------------------------------------
-def run_status(store, run_id: str, live: dict | None = None) -> dict:
-    """A run's state from the store: status, round, candidates evaluated, the best so far."""
-    from kernelcraft.search.run import run_error
-
-    row = store.run(run_id)
-    rows = store.candidates(row["id"])
-    counts = stored_counts(store, row["id"], rows)
-    by_status, evaluated = counts["by_status"], counts["evaluated"]
-    config = row["config"].get("run", {})
-    out = {"run_id": row["id"], "problem": row["problem"], "status": row["status"], "stop_reason": row["stop_reason"],
-           "strategy": row["strategy"], "proposer": row["proposer"], "device": row["device"],
-           "round": max((c["round"] for c in rows), default=0), "rounds": config.get("rounds"),
-           "candidates": len(rows), "candidates_evaluated": evaluated, "by_status": by_status,
-           "max_candidates": (config.get("budget") or {}).get("candidates"),
-           "seconds": round(row["updated"] - row["created"], 1) if row["status"] != "running" else None,
-           "best": _best_summary(row, rows), "error": run_error(row)}
+def run_status(store, run_id: str, live_of=None) -> dict:
+    """A run's state from the store (api.run_status), with what this server heard of it live (`live_of(run id)`:
+    Runs.live)."""
+    out = api.run_status(run_id, store=store)
+    live = live_of(out["run_id"]) if live_of else None
     if live:
         out.update({k: v for k, v in live.items() if v is not None})
     return out
 
 
-def _best_summary(row: dict, rows: list[dict]) -> dict | None:
-    best, final = best_row(row, rows)
-    if best is None:
-        return None
-    return {"candidate": best["id"], "key": best["key"], "round": best["round"], "backend": best["backend"],
-            "runtime_ms": best["runtime_ms"], "speedup_eager": best["speedup_eager"],
-            "speedup_compile": best["speedup_compile"], "final": final}
-
-
 def best_kernel(store, run_id: str) -> dict:
     """The best verified kernel of a run: its source, figures and feedback."""
-    from kernelcraft.propose.feedback import render
-
-    row = store.run(run_id)
-    rows = store.candidates(row["id"])
-    best, final = best_row(row, rows)
-    if best is None:
-        state = "is still running and has" if row["status"] == "running" else f"ended ({row['status']}) with"
-        raise KernelcraftError(f"run {row['id']} {state} no correct kernel yet; run_status shows what was tried"
-                               + ("; call again later" if row["status"] == "running" else ""))
-    result = store.result(best["id"])
-    profile = store.profile(best["id"])
-    return {"run_id": row["id"], "problem": row["problem"], "run_status": row["status"], "final": final,
-            "candidate": best["id"], "key": best["key"], "round": best["round"], "backend": best["backend"],
-            "idea": best["idea"], "category": best["category"], "runtime_ms": result.runtime_ms,
-            "eager_ms": result.eager_ms, "compile_ms": result.compile_ms, "speedup_eager": result.speedup_eager,
-            "speedup_compile": result.speedup_compile, "max_rel_error": result.max_rel_error,
-            "device": result.device, "policy": result.policy,
-            "source": best["source"], "feedback": render(result, profile=profile)}
-
-
-COMPACT_CANDIDATE = ("id", "key", "round", "backend", "status", "correct", "runtime_ms", "speedup_eager",
-                     "speedup_compile", "idea", "category", "paid_off")
+    return api.best_kernel(run_id, store=store)
 
 
 def run_report(store, run_id: str, full: bool = False) -> dict:
     """`kernelcraft report`'s data; compact unless `full`: one short line per candidate, no sources."""
-    from kernelcraft.propose.feedback import brief
-
-    report = api.report(run_id, store=store)
-    if full or report.get("kind") != "run":
-        return report
-    results = store.results(report["run"]["run_id"])
-    cands = []
-    for c in report["candidates"]:
-        line = {k: c.get(k) for k in COMPACT_CANDIDATE}
-        line["verdict"] = brief(results.get(c["id"]), c["parse_error"])
-        cands.append(line)
-    best = dict(report["best"] or {})
-    best.pop("source", None)
-    return {**{k: v for k, v in report.items() if k not in ("candidates", "best", "payoff_definition")},
-            "best": best or None, "candidates": cands}
-
+    return api.report(run_id, store=store, compact=not full)
 
 
 # apply ------------------------------------------------------------------------------------------------

@@ -30,6 +30,9 @@ KINDS = ("ideas", "implement", "fix")
 class Idea:
     text: str
     category: str  # a key of CATEGORIES, or "uncategorized"
+    # What the proposer that offered it knows it by, beyond its words (the built-in engineer: its family and
+    # parameters as JSON, Move.key), so that a reworded idea is still found again; None for a model's idea.
+    move: str | None = None
 
 
 @dataclass

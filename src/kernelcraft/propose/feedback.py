@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from kernelcraft.metrics import times
 from kernelcraft.result import Result, Status
 
 LOG_LINES = 30  # compiler output kept (the end of the log, where the first error usually is not)
@@ -69,11 +70,6 @@ def render(result: Result | None, parse_error: str | None = None, *, output_limi
 
 
 BRIEF_CHARS = 240  # of a one-line verdict
-
-
-def times(speedup: float) -> str:
-    """A speedup as "1.32x"; a tiny one keeps two significant digits ("0.00055x", not "0.00x")."""
-    return f"{speedup:.2f}x" if speedup >= 0.1 else f"{speedup:.2g}x"
 
 
 def brief(result: Result | None, parse_error: str | None = None, limit: int = BRIEF_CHARS) -> str:

@@ -244,7 +244,9 @@ def _ideas_of(items: list) -> list[Idea] | None:
     for item in items:
         if isinstance(item, dict):
             words = str(item.get("idea") or item.get("text") or item.get("description") or "").strip()
-            ideas.append(Idea(words, category_of(str(item.get("category", words)))))
+            move = item.get("move")  # the built-in engineer's own name for it (Move.key)
+            ideas.append(Idea(words, category_of(str(item.get("category", words))),
+                              json.dumps(move, sort_keys=True) if isinstance(move, dict) else None))
         else:
             ideas.append(Idea(item.strip(), category_of(item)))
     return ideas if any(idea.text for idea in ideas) else None

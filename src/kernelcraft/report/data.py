@@ -18,11 +18,12 @@ Definitions the report relies on:
 
 from __future__ import annotations
 
-from kernelcraft.ledger import resolve, row_spread, stored_counts, trajectory
+from kernelcraft.ledger import resolve, stored_counts, trajectory
 from kernelcraft.metrics import bench_metrics, fast_p
 from kernelcraft.ranking import clearly_faster
+from kernelcraft.records import CandidateRecord, IdeaRecord
 from kernelcraft.result import Result
-from kernelcraft.store import Store, StoreError, run_wall_seconds, unevaluated_status
+from kernelcraft.store import Store, StoreError
 
 PAYOFF_DEFINITION = ("An idea paid off when at least one candidate implementing it was correct and faster than "
                      "the kernel it started from, by more than the timings' spread (half the sum of their IQRs): "
@@ -41,37 +42,37 @@ def gather(store: Store, ident: str) -> dict:
 def apply_report(store: Store, apply_id: str) -> dict:
     """An apply (kernelcraft apply): its stored outcome (the regions, the model end to end) and each region's run."""
     row = store.apply(apply_id)
-    summary = row["summary"] or {"apply_id": row["id"], "model": row["model"], "regions": []}
-    runs = [run_report(store, r["id"]) for r in store.runs(bench_id=row["id"])]
-    return {"kind": "apply", "apply": {**summary, "status": row["status"], "created": row["created"]},
+    summary = row.summary or {"apply_id": row.id, "model": row.model, "regions": []}
+    runs = [run_report(store, r.id) for r in store.runs(apply_id=row.id)]
+    return {"kind": "apply", "apply": {**summary, "status": row.status, "created": row.created},
             "cpu_timings": summary.get("device") == "cpu" or any(r["cpu_timings"] for r in runs), "runs": runs}
 
 
 # one run -------------------------------------------------------------------------------------------
 def run_report(store: Store, run_id: str) -> dict:
     row = store.run(run_id)
-    rows = store.candidates(row["id"])
-    results = store.results(row["id"])
-    by_id = {c["id"]: c for c in rows}
-    profiles = store.profiles(row["id"])  # --profile: Nsight Compute's counters, for the kernels profiled
-    cands = [_candidate(c, results.get(c["id"]), by_id) | {"profile": profiles.get(c["id"])} for c in rows]
+    rows = store.candidates(row.id)
+    results = store.results(row.id)
+    by_id = {c.id: c for c in rows}
+    profiles = store.profiles(row.id)  # --profile: Nsight Compute's counters, for the kernels profiled
+    cands = [_candidate(c, results.get(c.id), by_id) | {"profile": profiles.get(c.id)} for c in rows]
     traj = trajectory(rows)
-    best = next((c for c in cands if c["id"] == row["best_candidate"]), None)
-    counts = stored_counts(store, row["id"], rows)
+    best = next((c for c in cands if c["id"] == row.best_candidate), None)
+    counts = stored_counts(store, row.id, rows)
     timing = {r.runtime.method for r in results.values() if r.runtime}
-    cpu = row["device"] == "cpu" or any(m and m.startswith("cpu") for m in timing)
-    run = {"run_id": row["id"], "bench_id": row["bench_id"], "problem": row["problem"], "strategy": row["strategy"],
-           "proposer": row["proposer"], "device": row["device"], "status": row["status"],
-           "stop_reason": row["stop_reason"], "created": row["created"],
-           "wall_seconds": run_wall_seconds(row), "rounds": max((t["round"] for t in traj), default=0),
-           "config": row["config"].get("run", {})}
+    cpu = row.device == "cpu" or any(m and m.startswith("cpu") for m in timing)
+    run = {"run_id": row.id, "bench_id": row.bench_id, "apply_id": row.apply_id, "problem": row.problem,
+           "strategy": row.strategy, "proposer": row.proposer, "device": row.device, "status": row.status,
+           "stop_reason": row.stop_reason, "created": row.created,
+           "wall_seconds": row.wall_seconds, "rounds": max((t["round"] for t in traj), default=0),
+           "config": row.settings}
     summary = _problem_row(run, best, counts)
     judged_on = sorted({r.device for r in results.values() if r.device})
     return {"kind": "run", "run": run, "cpu_timings": cpu, "timing_methods": sorted(m for m in timing if m),
             "judged_on": judged_on, "mixed_devices": mixed_devices(judged_on),
             "counts": counts, "problems": [summary], "trajectory": traj,
             "improvements": improvements(traj, {c["key"]: c for c in cands}),
-            "rounds": _rounds(cands), "categories": categories(store.ideas(row["id"]), cands),
+            "rounds": _rounds(cands), "categories": categories(store.ideas(row.id), cands),
             "payoff_definition": PAYOFF_DEFINITION,
             "best": _best(best, by_id), "candidates": cands}
 
@@ -107,7 +108,7 @@ def improvements(traj: list[dict], cands_by_key: dict[str, dict]) -> list[dict]:
     return out
 
 
-def categories(ideas: list[dict], cands: list[dict]) -> list[dict]:
+def categories(ideas: list[IdeaRecord], cands: list[dict]) -> list[dict]:
     """Per idea category: ideas proposed, ideas implemented, ideas that paid off, candidates and correct ones."""
     by_idea: dict[int, list[dict]] = {}
     for c in cands:
@@ -115,8 +116,8 @@ def categories(ideas: list[dict], cands: list[dict]) -> list[dict]:
             by_idea.setdefault(c["idea_id"], []).append(c)
     out: dict[str, dict] = {}
     for idea in ideas:
-        mine = by_idea.get(idea["id"], [])
-        row = out.setdefault(idea["category"], {"category": idea["category"], "ideas": 0, "implemented": 0,
+        mine = by_idea.get(idea.id, [])
+        row = out.setdefault(idea.category, {"category": idea.category, "ideas": 0, "implemented": 0,
                                                 "paid_off": 0, "candidates": 0, "correct": 0})
         row["ideas"] += 1
         row["implemented"] += bool(mine)
@@ -126,31 +127,30 @@ def categories(ideas: list[dict], cands: list[dict]) -> list[dict]:
     return sorted(out.values(), key=lambda r: (-r["ideas"], r["category"]))
 
 
-def _candidate(c: dict, result: Result | None, by_id: dict) -> dict:
-    r = result or Result(c["key"], "", c["backend"])  # not evaluated: every figure None
-    parent = by_id.get(c["parent"]) if c["parent"] is not None else None
-    correct = bool(c["correct"])
-    if parent is not None and parent["correct"] and parent["runtime_ms"]:
-        baseline, against = row_spread(parent), "parent"
+def _candidate(c: CandidateRecord, result: Result | None, by_id: dict[int, CandidateRecord]) -> dict:
+    r = result or Result(c.key, "", c.backend)  # not evaluated: every figure None
+    parent = by_id.get(c.parent) if c.parent is not None else None
+    correct = bool(c.correct)
+    if parent is not None and parent.correct and parent.runtime_ms:
+        baseline, against = parent.spread, "parent"
     else:
         baseline, against = r.spread("eager"), "eager"
-    paid = bool(correct and baseline and clearly_faster(row_spread(c), baseline))
+    paid = bool(correct and baseline and clearly_faster(c.spread, baseline))
     rt = r.runtime
-    return {"id": c["id"], "key": c["key"], "round": c["round"], "origin": c["origin"], "backend": c["backend"],
-            "idea_id": c["idea_id"], "idea": c["idea"], "category": c["category"],
-            "parent": parent["key"] if parent else None,
-            "status": c["status"] or unevaluated_status(c["parse_error"]),
-            "correct": correct, "parse_error": c["parse_error"], "reasons": list(r.reasons),
+    return {"id": c.id, "key": c.key, "round": c.round, "origin": c.origin, "backend": c.backend,
+            "idea_id": c.idea_id, "idea": c.idea, "category": c.category,
+            "parent": parent.key if parent else None, "status": c.state,
+            "correct": correct, "parse_error": c.parse_error, "reasons": list(r.reasons),
             "message": _tail(r.message), "compile_log": _tail(r.compile_log),
             "compile_seconds": r.compile_seconds, "max_rel_error": r.max_rel_error,
-            "runtime_ms": c["runtime_ms"], "eager_ms": r.eager_ms, "compile_ms": r.compile_ms,
-            "speedup_eager": c["speedup_eager"], "speedup_compile": c["speedup_compile"],
-            "pct_of_eager": pct_of_eager(r.eager_ms, c["runtime_ms"]),
+            "runtime_ms": c.runtime_ms, "eager_ms": r.eager_ms, "compile_ms": r.compile_ms,
+            "speedup_eager": c.speedup_eager, "speedup_compile": c.speedup_compile,
+            "pct_of_eager": pct_of_eager(r.eager_ms, c.runtime_ms),
             "iqr_ms": rt.iqr_ms if rt else None, "cv": rt.cv if rt else None, "samples": rt.samples if rt else None,
             "timing": rt.method if rt else None,
             "roofline_ms": r.roofline_ms, "roofline_fraction": r.roofline_fraction,
             "duplicate": r.duplicate, "notes": list(r.notes),
-            "paid_off": paid, "payoff_baseline": against if correct else None, "source": c["source"]}
+            "paid_off": paid, "payoff_baseline": against if correct else None, "source": c.source}
 
 
 def _tail(text: str | None) -> str:
@@ -201,12 +201,12 @@ def bench_report(store: Store, bench_id: str) -> dict:
     bench = store.bench(bench_id)
     if bench is None:
         raise StoreError(f"no bench {bench_id!r} in {store.path}")
-    runs = [run_report(store, r["id"]) for r in store.runs(bench_id=bench_id)]
+    runs = [run_report(store, r.id) for r in store.runs(bench_id=bench_id)]
     rows = [r["problems"][0] for r in runs] + [
         _skipped_row(name, why, status) for status in ("not_covered", "too_large")
-        for name, why in (bench["config"].get(status) or {}).items()]
-    return {"kind": "bench", "bench": {"bench_id": bench_id, "suite": bench["suite"], "created": bench["created"],
-                                       "config": bench["config"].get("run", {})},
+        for name, why in (bench.config.get(status) or {}).items()]
+    return {"kind": "bench", "bench": {"bench_id": bench_id, "suite": bench.suite, "created": bench.created,
+                                       "config": bench.config.get("run", {})},
             "cpu_timings": any(r["cpu_timings"] for r in runs), "problems": rows, "metrics": bench_metrics(rows),
             "mixed_devices": mixed_devices(sorted({d for r in runs for d in r["judged_on"]})),
             "fast_p_curve": fast_p_curve(rows), "categories": _merge_categories(runs), "counts": _sum_counts(runs),

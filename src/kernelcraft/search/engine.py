@@ -32,7 +32,8 @@ from kernelcraft.search.config import RunConfig
 from kernelcraft.search.history import round_failures, run_target, tried_ideas
 from kernelcraft.search.profiling import RunProfiler
 from kernelcraft.search.records import Cand, Counters, done as _done
-from kernelcraft.store import NO_ANSWER, Store, unevaluated_status
+from kernelcraft.records import NO_ANSWER, unevaluated_status
+from kernelcraft.store import Store
 from kernelcraft.verify import Job, JobFront
 from kernelcraft.target import Target
 
@@ -165,11 +166,11 @@ class Engine:
         """One proposer call, journaled under `key` (a stored call is replayed, not asked again)."""
         stored = self.store.call(self.run_id, key)
         if stored:
-            self._count_call(stored["input_tokens"], stored["output_tokens"], stored["cost"], stored["error"], True)
-            return stored["id"], Answer(stored["messages"], stored["response"],
-                                        Usage(stored["input_tokens"], stored["output_tokens"], stored["cost"]),
-                                        stored["error"], stored["attempts"], stored["seconds"], stored["finish"],
-                                        stored["output_limit"])
+            self._count_call(stored.input_tokens, stored.output_tokens, stored.cost, stored.error, True)
+            return stored.id, Answer(stored.messages, stored.response,
+                                     Usage(stored.input_tokens, stored.output_tokens, stored.cost),
+                                     stored.error, stored.attempts, stored.seconds, stored.finish,
+                                     stored.output_limit)
         with self._lock:
             hopeless = self.fatal or self.failing
         if hopeless:  # queued behind calls that showed the proposer cannot answer: not asked, not stored

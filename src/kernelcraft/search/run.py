@@ -7,28 +7,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from kernelcraft.ledger import stored_counts, trajectory
+from kernelcraft.errors import RunInterrupted
+from kernelcraft.ledger import run_error, stored_counts, trajectory
 from kernelcraft.problems import Problem, load_problem
 from kernelcraft.propose.base import Proposer
+from kernelcraft.records import FAILING, REFUSED, CandidateRecord  # noqa: F401 - the stop reasons, said here too
 from kernelcraft.result import Result, json_safe
 from kernelcraft.search.config import RunConfig
 from kernelcraft.search.engine import Engine
 from kernelcraft.search.records import Cand, Counters
 from kernelcraft.search.strategies import get_strategy
-from kernelcraft.store import Store, StoreError, new_id, run_wall_seconds, unevaluated_status
+from kernelcraft.store import Store, StoreError, new_id
 from kernelcraft.verify import JobFront
 
 
 CLEAN_ENDS = ("budget_", "proposer_exhausted")  # stop reasons of a run that ended as planned
-REFUSED, FAILING = "proposer_error", "proposer_failing"  # stop reasons of a run whose proposer could not answer
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """A run stopped by Ctrl-C or SIGTERM: stored as `stopped` (`interrupted`); `run_id` names it for --resume."""
-
-    def __init__(self, run_id: str):
-        super().__init__(run_id)
-        self.run_id = run_id
 
 
 @dataclass
@@ -79,41 +72,44 @@ class RunOutcome:
 
 def start_run(store: Store, problem: Problem, proposer: Proposer, verifier: JobFront, config: RunConfig,
               settings: dict | None = None, out_dir: Path | None = Path("."), bench_id: str | None = None,
-              on_event: Callable[[str, dict], None] | None = None, cancel=None) -> RunOutcome:
+              on_event: Callable[[str, dict], None] | None = None, cancel=None,
+              apply_id: str | None = None) -> RunOutcome:
     """A new run. `settings` is what the caller needs to resume it (verifier and proposer settings);
-    it is stored beside the run's config. `cancel` (a threading.Event) set stops it as an interrupt would."""
+    it is stored beside the run's config. `bench_id`, `apply_id`: the bench it is one problem of, the apply it is
+    one region of. `cancel` (a threading.Event) set stops it as an interrupt would."""
     config.check()
     get_strategy(config.strategy)
     run_id = new_id()
     stored = {"run": config.to_dict(), **(settings or {})}
     store.create_run(run_id, problem.name, problem.source, config.strategy, proposer.name,
-                     verifier.devices[0], stored, bench_id)
+                     verifier.devices[0], stored, bench_id, apply_id)
     return _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event, cancel)
 
 
 def resume_run(store: Store, run_id: str, proposer: Proposer, verifier: JobFront, out_dir: Path | None = Path("."),
                on_event: Callable[[str, dict], None] | None = None) -> RunOutcome:
     row = store.run(run_id)
-    problem = stored_problem(store, row)
-    config = RunConfig.from_dict(row["config"]["run"])
-    store.reopen_run(row["id"])
-    return _drive(store, row["id"], problem, proposer, verifier, config, out_dir, on_event,
-                  earlier_s=row.get("elapsed") or 0.0)
+    problem = stored_problem(store, row.id, row.problem, row.problem_source)
+    config = RunConfig.from_dict(row.config["run"])
+    store.reopen_run(row.id)
+    return _drive(store, row.id, problem, proposer, verifier, config, out_dir, on_event,
+                  earlier_s=row.elapsed or 0.0)
 
 
-def stored_problem(store: Store, row: dict) -> Problem:
-    """The run's problem as it was when the run started (its source is kept in the store)."""
+def stored_problem(store: Store, owner: str, name: str, source: str) -> Problem:
+    """The problem `name` of a stored run or apply (`owner`: its id) as it was when it started: the file where it
+    is unchanged, else its source as the store keeps it."""
     try:
-        problem = load_problem(row["problem"])
-        if problem.source == row["problem_source"]:
+        problem = load_problem(name)
+        if problem.source == source:
             return problem
     except Exception:  # noqa: BLE001 - a moved or edited file: fall back to the stored source
         pass
-    path = store.path.parent / "problems" / row["id"] / (Path(row["problem"]).stem + ".py")
+    path = store.path.parent / "problems" / owner / (Path(name).stem + ".py")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(row["problem_source"])
+    path.write_text(source)
     problem = load_problem(path)
-    problem.name = row["problem"]
+    problem.name = name
     return problem
 
 
@@ -122,6 +118,8 @@ def _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event
     """Run the strategy to its end; the run's wall time (and its wall budget) counts `earlier_s`, what a resumed
     run ran before, and is stored at every end so that a resume goes on from it (a run killed outright keeps the
     last stored figure)."""
+    if on_event is not None:
+        on_event("run_started", {"run_id": run_id, "problem": problem.name, "resumed": earlier_s > 0})
     engine = Engine(store, run_id, problem, proposer, verifier, config, on_event, cancel, earlier_s)
     try:
         get_strategy(config.strategy)(engine)
@@ -168,40 +166,26 @@ def write_best(cand: Cand, problem: Problem, run_id: str, out_dir: Path) -> str:
 def outcome(store: Store, run_id: str, engine: Engine | None = None, best_file: str | None = None) -> RunOutcome:
     """A run's summary from the store (`engine` adds this session's live figures)."""
     row = store.run(run_id)
-    rows = store.candidates(row["id"])
-    best = next((c for c in rows if c["id"] == row["best_candidate"]), None)
+    rows = store.candidates(row.id)
+    best = next((c for c in rows if c.id == row.best_candidate), None)
     best_info = None
     if best:
-        best_info = BestKernel(best["id"], best["key"], best["round"], best["idea"], best["category"],
-                               best["backend"], store.result(best["id"]), store.profile(best["id"]))
-    counters = engine.count if engine else _stored_counters(store, row["id"], rows)
+        best_info = BestKernel(best.id, best.key, best.round, best.idea, best.category,
+                               best.backend, store.result(best.id), store.profile(best.id))
+    counters = engine.count if engine else _stored_counters(store, row.id, rows)
     per = max(counters.candidates, 1)
     return RunOutcome(
-        row["id"], row["problem"], row["strategy"], row["proposer"], row["device"], row["status"], row["stop_reason"],
+        row.id, row.problem, row.strategy, row.proposer, row.device, row.status, row.stop_reason,
         best_info, best_file, trajectory(rows), counters,
-        engine.wall_seconds() if engine else run_wall_seconds(row),
+        engine.wall_seconds() if engine else row.wall_seconds,
         engine.gpu_idle_fraction() if engine else float("nan"),
         1000 * counters.overhead_s / per if engine else None,
-        [{"key": c["key"], "round": c["round"], "status": c["status"] or unevaluated_status(c["parse_error"]),
-          "speedup_eager": c["speedup_eager"], "runtime_ms": c["runtime_ms"], "category": c["category"],
-          "idea": c["idea"], "backend": c["backend"]}
+        [{"key": c.key, "round": c.round, "status": c.state, "speedup_eager": c.speedup_eager,
+          "runtime_ms": c.runtime_ms, "category": c.category, "idea": c.idea, "backend": c.backend}
          for c in rows], run_error(row), engine.device_usage() if engine else [])
 
 
-def run_error(row: dict) -> str | None:
-    """What to tell the user, in one line, of a run stopped because its proposer could not answer (a stored
-    `runs` row: its stop reason holds the proposer's error); None for any other end."""
-    code, _, detail = (row["stop_reason"] or "").partition(": ")
-    if code == REFUSED:
-        return f"{detail}; the model endpoint refused the request, so the run stopped"
-    if code == FAILING:
-        stop_after = RunConfig.from_dict(row["config"].get("run", {})).stop_after_failures
-        return (f"{detail}; {stop_after} calls in a row failed, so the run stopped "
-                f"(`kernelcraft run --resume {row['id']}` goes on once the endpoint answers)")
-    return None
-
-
-def _stored_counters(store: Store, run_id: str, rows: list[dict]) -> Counters:
+def _stored_counters(store: Store, run_id: str, rows: list[CandidateRecord]) -> Counters:
     return Counters(**stored_counts(store, run_id, rows))
 
 

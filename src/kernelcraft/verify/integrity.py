@@ -27,9 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-
-class HarnessTampered(RuntimeError):
-    """The harness's files changed while the verifier ran: nothing it judges from then on can be trusted."""
+from kernelcraft.errors import HarnessTampered  # noqa: F401 - raised here, caught by the faces
 
 
 def _stat(path: Path) -> tuple | None:

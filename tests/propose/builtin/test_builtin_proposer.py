@@ -52,6 +52,20 @@ def test_implementing_an_idea_renders_its_move(engineer, softmax):
     assert "class ModelNew(Model)" in parsed.source and "@triton.jit" in parsed.source
 
 
+def test_an_offered_idea_is_found_again_by_what_it_is_not_by_its_words(engineer, softmax):
+    """The ideas it offers name their move (family and parameters); implementing one finds that move even after
+    its words changed (a later version's rewording of a stored run's idea), so replaying a run does not hang on
+    prose."""
+    second = offered(engineer, softmax, count=2)[1]
+    move = moves(engineer.coverage(softmax, "triton").single)[1]
+    assert second.move == move.key and json.loads(second.move)["family"] == move.family.name
+    reworded = Idea("the same kernel, said another way", second.category, second.move)
+    answer = engineer.ask(Request("implement", softmax, "triton", idea=reworded))
+    assert answer.error is None
+    assert parse_kernel(answer.text).source == parse_kernel(engineer.ask(
+        Request("implement", softmax, "triton", idea=Idea(move.text, move.category))).text).source
+
+
 def test_refine_turns_walk_through_the_moves(engineer, softmax):
     all_moves = moves(engineer.coverage(softmax, "triton").single)
     first = engineer.ask(Request("implement", softmax, "triton")).text

@@ -82,6 +82,15 @@ class ChainMove:
         return self.move.category
 
     @property
+    def key(self) -> str:
+        """Its lead op's index, family and parameters as JSON (its header says the same)."""
+        return json.dumps(self.identity, sort_keys=True)
+
+    @property
+    def identity(self) -> dict:
+        return {"lead": self.lead, **self.move.identity}
+
+    @property
     def params(self) -> Params:
         return self.move.params
 

@@ -197,6 +197,15 @@ class Move:
         return self.params.idea()
 
     @property
+    def key(self) -> str:
+        """What the move is, not what it is called: its family and parameters as JSON (its header says the same)."""
+        return json.dumps(self.identity, sort_keys=True)
+
+    @property
+    def identity(self) -> dict:
+        return {"family": self.family.name, **self.params.to_json()}
+
+    @property
     def category(self) -> str:
         return self.params.category()
 

@@ -114,7 +114,8 @@ class BuiltinProposer:
         if request.kind == "ideas":
             tried = {t.text for t in request.tried} | {p.idea for p in request.parents if p.idea}
             fresh = [m for m in moves if m.text not in tried][:request.count]
-            text = "```json\n" + json.dumps([{"idea": m.text, "category": m.category} for m in fresh]) + "\n```\n"
+            text = "```json\n" + json.dumps([{"idea": m.text, "category": m.category, "move": m.identity}
+                                              for m in fresh]) + "\n```\n"
             return Answer(messages, text, Usage(0, 0, 0.0))
         move = _choose(moves, request)
         if move is None:  # an idea it never offered (an older version's words, a seeded run's): said, not swapped
@@ -141,9 +142,14 @@ def _clusters(device: str) -> bool:
 
 
 def _choose(moves: list, request: Request):
-    """The move an implement or fix request asks for: the named idea (None when no move has its words), else the
+    """The move an implement or fix request asks for: the named idea, by what it is (its family and parameters,
+    where the idea came from this engineer's answer) or else by its words (None when no move has them), else the
     first not yet shown."""
     if request.idea:
+        if request.idea.move:
+            found = next((m for m in moves if m.key == request.idea.move), None)
+            if found is not None:
+                return found
         return next((m for m in moves if m.text == request.idea.text), None)
     used = {p.idea for p in request.parents if p.idea}
     used |= {m.group(1).strip() for t in request.history for m in [re.search(r"^Idea: (.+)$", t.answer, re.M)] if m}

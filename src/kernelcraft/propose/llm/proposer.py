@@ -11,7 +11,7 @@ from string import Template
 from kernelcraft.backends import get_backend
 from kernelcraft.hardware import describe_device
 from kernelcraft.propose.base import CATEGORIES, Answer, Kernel, Request, TriedIdea, Turn, Usage
-from kernelcraft.propose.feedback import times
+from kernelcraft.metrics import times
 from kernelcraft.propose.llm.client import ChatClient, ClientSettings, FatalLLMError, LLMError
 from kernelcraft.propose.llm.providers import ModelSpec, PriceTable
 from kernelcraft.target import Target

@@ -20,6 +20,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelcraft.errors import PROFILE_ENVIRONMENT, PROFILE_REASONS, ProfileError  # noqa: F401 - raised here
+
 # What a summary reads (summary.py). Each name asked for comes back with its .avg/.max/.min/.sum roll-ups
 # where it has them; the stall ratios are asked for by pattern (one per stall reason the chip has).
 METRICS = ",".join([
@@ -41,19 +43,8 @@ METRICS = ",".join([
     r"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio",
 ])
 
-# Why a profile could not be had. The first three are the machine's, not the kernel's: a run that meets
-# one stops asking for profiles.
-REASONS = ("ncu_missing", "no_gpu", "counters_not_permitted", "timeout", "target_failed", "no_kernels", "ncu_failed")
-ENVIRONMENT = ("ncu_missing", "no_gpu", "counters_not_permitted")
-
-
-class ProfileError(Exception):
-    """A profile that could not be had, with its reason (one of REASONS) and one line saying why."""
-
-    def __init__(self, reason: str, message: str):
-        assert reason in REASONS, reason
-        super().__init__(message)
-        self.reason = reason
+# Why a profile could not be had (the error lives on the floor the faces catch it from).
+REASONS, ENVIRONMENT = PROFILE_REASONS, PROFILE_ENVIRONMENT
 
 
 def find_ncu() -> str:
