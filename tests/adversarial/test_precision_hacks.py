@@ -34,6 +34,7 @@ from kernelcraft.candidate import Candidate
 from kernelcraft.problems import load_problem
 from kernelcraft.result import Result
 from kernelcraft.verify import Job, TimingConfig, Verifier, VerifyConfig
+from kernelcraft.verify.policy import get_policy
 from tests.helpers import KERNELBENCH
 
 HERE = Path(__file__).parent
@@ -92,8 +93,9 @@ def test_the_bf16_cheat_passes_natural_inputs_and_fails_where_magnitudes_are_spr
     assert "against float64, element by element" in cheat.message
     for result in (cheat, honest):
         assert any("'spread'" in note and "one-signed" in note for note in result.notes), result.notes
-    # every trial of the twin, the spread one included, within strict of torch's output and of float64
-    assert honest.max_rel_error < 1e-5, describe(honest)
+    # every trial of the twin, the spread one included, within strict of torch's output and of float64 (an fp32
+    # sum's rounding depends on the BLAS the interpreter's tl.dot runs on: 8e-5 on an AMD EPYC's OpenBLAS)
+    assert honest.max_rel_error < get_policy("strict").fp32, describe(honest)
     assert {t["trial"] for t in honest.trial_errors} >= {"trial 1 (spread)"}
 
 
