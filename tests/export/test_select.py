@@ -50,3 +50,16 @@ def test_filters_that_make_sense_pass():
         Filters(correct_only=True, min_speedup=1.5, baseline="compile", categories=("memory",)).check(kind)
     Filters(statuses=("malformed", "not_evaluated", "ok")).check("trajectories")
     Filters(model="builtin").check("rl")
+
+
+def test_an_apply_id_names_its_region_runs(tmp_path):
+    from kernelcraft.store import Store
+
+    store = Store(tmp_path / "runs.db")
+    try:
+        store.create_apply("apply-20261130-120000-abcd", "model", "src", {})
+        for run_id, apply_id in (("region-a", "apply-20261130-120000-abcd"), ("alone", None)):
+            store.create_run(run_id, "p", "src", "tree", "builtin", "cpu", {}, apply_id=apply_id)
+        assert [r.id for r in resolve_runs(store, ["apply-20261130-120000"])] == ["region-a"]
+    finally:
+        store.close()

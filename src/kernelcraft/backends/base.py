@@ -50,7 +50,8 @@ class Backend:
         """Why this backend's candidates cannot run on a `device_type` device here, as (reason, message); None
         when they can."""
         if device_type not in self.devices:
-            return NEEDS_DEVICE, f"a {self.name} candidate needs a {' or '.join(d.upper() for d in self.devices)} device"
+            wanted = " or ".join(d.upper() for d in self.devices)
+            return NEEDS_DEVICE, f"a {self.name} candidate needs a {wanted} device"
         missing = [p for p in self.packages if importlib.util.find_spec(p) is None]
         if missing:
             return NOT_INSTALLED, f"a {self.name} candidate needs {', '.join(missing)}, not installed here"

@@ -14,7 +14,7 @@ NAME = "export"
 def add_parser(sub) -> None:
     ex = sub.add_parser(NAME, help="datasets from the run store: sft chats, rl problems, search trajectories")
     ex.add_argument("paths", nargs="+", metavar="RUN… OUT",
-                    help="run ids (a unique prefix will do) or bench ids, then the file to write (.jsonl or "
+                    help="run, bench or apply ids (a unique prefix will do), then the file to write (.jsonl or "
                          ".parquet); options may come before, between or after them")
     ex.set_defaults(trailing_positionals="paths")  # app.main adds positionals given after options here
     ex.add_argument("--kind", required=True, choices=["sft", "rl", "trajectories"],

@@ -2,8 +2,8 @@
 
 A run is made ready in the caller's thread (api.prepare_run: every setting checked, so bad input is the
 tool's error), then driven in a daemon thread; its id is known once it says it started (its row is written then:
-the `run_started` event, an apply's first `apply_stage`), which start() waits for. Candidate code still runs only in the verifier's worker subprocesses, as for the CLI.
-Whatever the run raises is kept (and the run is stored as failed by the search), so the server goes on. A
+the `run_started` event, an apply's first `apply_stage`), which start() waits for. Candidate code still runs only
+in the verifier's worker subprocesses, as for the CLI. Whatever the run raises is kept (and the run is stored as failed by the search), so the server goes on. A
 server that exits with runs still going marks them stopped (`interrupted`), which `kernelcraft run
 --resume RUN` continues.
 """
