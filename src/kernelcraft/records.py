@@ -22,8 +22,18 @@ class Record:
         return asdict(self)
 
 
+class Lifecycle:
+    """A stored run's or apply's status: running, then done, stopped or failed."""
+
+    status: str
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+
 @dataclass(frozen=True)
-class RunRecord(Record):
+class RunRecord(Record, Lifecycle):
     id: str
     problem: str
     problem_source: str
@@ -50,10 +60,6 @@ class RunRecord(Record):
     def settings(self) -> dict:
         """The search's settings it was started with (RunConfig.to_dict())."""
         return self.config.get("run") or {}
-
-    @property
-    def running(self) -> bool:
-        return self.status == "running"
 
 
 @dataclass(frozen=True)
@@ -109,7 +115,7 @@ class CandidateRecord(Record):
 
 
 @dataclass(frozen=True)
-class ApplyRecord(Record):
+class ApplyRecord(Record, Lifecycle):
     id: str
     model: str
     model_source: str
@@ -118,10 +124,6 @@ class ApplyRecord(Record):
     created: float
     updated: float
     summary: dict | None = None  # apply/engine.py's ApplyOutcome, as far as it got
-
-    @property
-    def running(self) -> bool:
-        return self.status == "running"
 
 
 @dataclass(frozen=True)
