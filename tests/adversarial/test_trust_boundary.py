@@ -5,7 +5,10 @@ eager control also run; each must be caught by what the supervisor checks from o
 outside_clock, stateful_split, _fair; verify/process.py's freezing), and each honest twin must pass.
 
 On 5509881 (before the outside clock), every cheat here came back `ok`: c22 at about 4x its real speed, c22b at
-hundreds of times (its calls handed back a kept output), c25 about 2x, c28 with a core its baselines never had.
+hundreds of times (its calls handed back a kept output), c25 about 2x, c28 with a core its baselines never had. On
+e1dc11c, c22b came back `ok` once in CI: with the Triton interpreter's 60 ms a call, its timed rounds were two calls,
+one computed and one kept, and the outside clock's 2x CPU allowance held the halved time. The outside clock's second
+spin on the same tensors, rewritten, now finds every kept output whatever the timing (`memoized_output`).
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ RELU, MATMUL = "level1/relu", "level1/matmul"
 
 # (fixture, problem, verdicts the cheat may get, reasons one of which it must carry)
 CHEATS = [
-    ("c22_reach_through_cheat", RELU, {"rejected"}, {"timing_tampered", "stateful_output"}),
+    ("c22_reach_through_cheat", RELU, {"rejected", "incorrect"},
+     {"timing_tampered", "stateful_output", "memoized_output"}),
     ("c22b_sample_copy_cheat", RELU, {"rejected", "incorrect"},
-     {"timing_tampered", "timing_output_mismatch", "stateful_output"}),
+     {"memoized_output"}),
     ("c25_incremental_update_cheat", MATMUL, {"rejected"}, {"stateful_output", "timing_tampered"}),
     ("c28_unfair_machine_cheat", RELU, {"rejected"}, {"unfair_machine"}),
 ]

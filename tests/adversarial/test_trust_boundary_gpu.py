@@ -25,11 +25,11 @@ RELU = KERNELBENCH / "level1" / "19_ReLU.py"
 GEMM = KERNELBENCH / "level1" / "1_Square_matrix_multiplication_.py"
 
 CASES = [  # (fixture, problem, sizes, verdicts, reasons one of which it must carry; empty: ok with none)
-    ("c22_reach_through_cheat", RELU, {"batch_size": 4096, "dim": 16384}, {"rejected"},
-     {"timing_tampered", "stateful_output"}),
+    ("c22_reach_through_cheat", RELU, {"batch_size": 4096, "dim": 16384}, {"rejected", "incorrect"},
+     {"timing_tampered", "stateful_output", "memoized_output"}),
     ("c22_reach_through_honest", RELU, {"batch_size": 4096, "dim": 16384}, {"ok"}, set()),
     ("c22b_sample_copy_cheat", RELU, {"batch_size": 4096, "dim": 16384}, {"rejected", "incorrect"},
-     {"timing_tampered", "timing_output_mismatch", "stateful_output"}),
+     {"memoized_output"}),
     ("c25_incremental_update_cheat", GEMM, {}, {"rejected"}, {"stateful_output", "timing_tampered"}),
     ("c25_incremental_update_honest", GEMM, {}, {"ok"}, set()),
 ]

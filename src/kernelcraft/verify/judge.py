@@ -482,7 +482,9 @@ def _right_when_fresh(case: Case, inputs: list, expected: list) -> bool:
 # call by OUTSIDE_RATIO and a round trip's slack; beyond that the worker's timing is not its calls'
 # (`timing_tampered`): a timer reached through `sys.modules`, or a candidate faster on inputs it has seen a
 # variant of than on fresh ones. Back-to-back calls skip the L2 flush and overlap launches, so they may only be
-# faster than the worker's timed calls.
+# faster than the worker's timed calls. A second spin always follows on the same tensors, every value rewritten:
+# an output handed back because the tensor was seen before is wrong there (`memoized_output`), whatever the
+# worker's copies of its sampled timed outputs said (a candidate can reach the copy and recompute just those).
 
 OUTSIDE_TARGET_MS = {"cuda": 40.0, "cpu": 80.0}  # a spin's calls, together
 OUTSIDE_MAX_CALLS = 256
@@ -490,6 +492,10 @@ OUTSIDE_MAX_CALLS = 256
 # (a spin's fixed cost is spread over more calls: with 8 GiB, 17 sets of a 256 MiB ReLU left a 4x timer within it)
 OUTSIDE_MEMORY = {"cuda": 32 << 30, "cpu": 512 << 20}
 OUTSIDE_ATTEMPTS = 3  # a spin over the limit is run again on fresh values (host jitter does not repeat)
+# spins run whatever the first one's time: the second on the same tensors, every value rewritten in place, the
+# first of its calls on the tensors of the last spin's last call and the rest in a secret order, so an output kept
+# by the tensor it came from (its identity, its address, its version counter) is checked from outside
+OUTSIDE_MIN_SPINS = 2
 # the worker's cost a call times this, at most: on a CPU shared by the supervisor, its other workers and whatever
 # else runs (two cores in CI), a spin of a few calls caught an honest kernel at 1.5x there
 OUTSIDE_RATIO = {"cuda": 1.25, "cpu": 2.0}
@@ -532,6 +538,7 @@ def outside_clock(case: Case) -> bool:
     limit = OUTSIDE_RATIO[device.type] * cost + call_slack + spin_slack / calls
     timeout = case.config.run_timeout + calls * cost / 1e3 * 20
     best, attempts, checked, copy_ms = math.inf, 0, 0, 0.0
+    order = list(range(calls))
     answered = True  # the worker answered every request: it can be asked to let the staged memory go
     try:
         for attempt in range(OUTSIDE_ATTEMPTS):
@@ -541,13 +548,14 @@ def outside_clock(case: Case) -> bool:
                     for x, y in zip(staged, draw_inputs(ref.module, str(device), fresh_seed(), dist)):
                         if isinstance(x, torch.Tensor):
                             x.copy_(y)
-            elapsed = _spin(case, sets, slots, timeout, attempt)
+                order = _next_order(order)
+            elapsed = _spin(case, sets, slots, timeout, attempt, order)
             if elapsed is None:
                 return False
             checked += calls
             copy_ms = _copy_ms(slots, calls, device)
             best = min(best, (elapsed - copy_ms) / calls)
-            if best <= limit:
+            if best <= limit and attempts >= OUTSIDE_MIN_SPINS:
                 break
     except BaseException:  # a worker that timed out or died is not asked again
         answered = False
@@ -575,7 +583,15 @@ def outside_clock(case: Case) -> bool:
     return True
 
 
-def _spin(case: Case, sets: list, slots: list, timeout: float, attempt: int) -> float | None:
+def _next_order(last: list[int]) -> list[int]:
+    """The sets' order for a spin after `last`: its last set first (a candidate keeping one output sees the tensor
+    it kept), the rest shuffled in secret (one keeping many cannot tell which comes next)."""
+    rest = last[:-1]
+    random.Random(secrets.randbits(64)).shuffle(rest)
+    return [last[-1], *rest]
+
+
+def _spin(case: Case, sets: list, slots: list, timeout: float, attempt: int, order: list[int]) -> float | None:
     """One timed spin: the milliseconds from the request to the supervisor's own read of the outputs, or None after
     recording why the spin is not believed."""
     result, device = case.result, case.device
@@ -588,7 +604,7 @@ def _spin(case: Case, sets: list, slots: list, timeout: float, attempt: int) -> 
     _sync(device)
     cpu_before = cpu_seconds(case.worker.proc.pid) if case.cores else 0.0
     start = time.perf_counter()
-    reply = case.worker.ask({"op": "spin"}, timeout)
+    reply = case.worker.ask({"op": "spin", "order": order}, timeout)
     if "error" in reply:
         case._raised(reply)
         return None
@@ -612,13 +628,20 @@ def _spin(case: Case, sets: list, slots: list, timeout: float, attempt: int) -> 
         expected = case.reference_outputs(staged)
         if not _finite(expected):
             continue
-        if not case.judge([big[i] for big in slots], expected, f"outside clock call {i} (spin {attempt + 1}, fresh "
-                          "inputs)", staged, precision=i in precise, record=False):
-            result.reasons[-1:] = ["timing_output_mismatch"]
+        where = "fresh inputs" if not attempt else "the same tensors as the last spin, every value rewritten"
+        if not case.judge([big[i] for big in slots], expected, f"outside clock call {i} (spin {attempt + 1}, {where})",
+                          staged, precision=i in precise, record=False):
+            if attempt:  # right on these tensors a spin ago, wrong now their values changed: it kept an output
+                result.reasons[-1:] = ["memoized_output"]
+                result.message = (f"{result.message}: the outside clock's last spin was right on these tensors, so "
+                                  "an output kept from an earlier call was handed back (memoization)")
+            else:
+                result.reasons[-1:] = ["timing_output_mismatch"]
             return None
         worst, judged = max(worst, case.last_error), judged + 1
         expected = None
-    result.trial_errors.append({"trial": f"outside clock (spin {attempt + 1}, {judged} calls on fresh inputs)",
+    result.trial_errors.append({"trial": f"outside clock (spin {attempt + 1}, {judged} calls on "
+                                         f"{'fresh inputs' if not attempt else 'the same tensors, rewritten'})",
                                 "max_rel_error": worst})
     return elapsed
 

@@ -231,14 +231,15 @@ class Worker:
         self.staged = None
         return {"ok": True}
 
-    def do_spin(self):
-        """One call on each staged input set, back to back, each output copied into its slot, then a device-wide
-        sync. The supervisor times this from outside, copies the slots inside its clock and checks them itself:
-        nothing this process says about the spin is believed."""
+    def do_spin(self, order: list[int]):
+        """One call on each staged input set in the supervisor's `order`, back to back, each output copied into its
+        set's slot, then a device-wide sync. The supervisor times this from outside, copies the slots inside its
+        clock and checks them itself: nothing this process says about the spin is believed."""
         torch = self.torch
         sets, slots = self.staged
         with torch.no_grad():
-            for inputs, slot in zip(sets, slots):
+            for i in order:
+                inputs, slot = sets[i], slots[i]
                 out = self.call(*inputs)
                 outputs = list(out) if isinstance(out, (tuple, list)) else [out]
                 if len(outputs) != len(slot):
