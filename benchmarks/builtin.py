@@ -23,6 +23,7 @@ from kernelcraft.metrics import bench_metrics
 from kernelcraft.problems import load_problem, load_problem_dir, suite_names
 from kernelcraft.propose.builtin.proposer import BuiltinProposer, CoverageError
 from kernelcraft.search import Budget, RunConfig, start_run
+from kernelcraft.spec import RunSpec
 from kernelcraft.store import Store
 from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
 from kernelcraft.verify.policy import get_policy
@@ -76,8 +77,8 @@ def main() -> None:
                 continue
             t0 = time.monotonic()
             out = start_run(store, problem, engineer, verifier,
-                            RunConfig(strategy="tree", backend="triton", rounds=args.rounds, ideas=args.ideas,
-                                      impls=1, budget=Budget(wall_s=60 * args.minutes)), out_dir=work)
+                            RunSpec(RunConfig(strategy="tree", backend="triton", rounds=args.rounds, ideas=args.ideas,
+                                      impls=1, budget=Budget(wall_s=60 * args.minutes))), out_dir=work)
             best = out.best.result if out.best else None
             row = {"problem": name, "policy": args.policy, "covered": True, "correct": bool(out.best), "run_id": out.run_id,
                    "eager_ms": best and best.eager_ms, "compile_ms": best and best.compile_ms,

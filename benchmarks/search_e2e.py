@@ -30,6 +30,7 @@ sys.path.insert(0, str(HERE.parent))  # tests/llm_server.py, the scripted server
 from kernelcraft.problems import load_problem  # noqa: E402
 from kernelcraft.propose.llm import ClientSettings, LLMProposer, ModelSpec  # noqa: E402
 from kernelcraft.search import RunConfig, start_run  # noqa: E402
+from kernelcraft.spec import RunSpec
 from kernelcraft.store import Store  # noqa: E402
 from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig  # noqa: E402
 from kernelcraft.verify.policy import get_policy  # noqa: E402
@@ -102,7 +103,7 @@ def main() -> None:
         t0 = time.monotonic()
         config = RunConfig(strategy="tree", backend="cuda_nvrtc", rounds=len(SCRIPT), ideas=4, impls=1, beam=2,
                            profile=args.profile)
-        outcome = start_run(store, problem, proposer, verifier, config, out_dir=work,
+        outcome = start_run(store, problem, proposer, verifier, RunSpec(config), out_dir=work,
                             on_event=lambda k, d: events.append((round(time.monotonic() - t0, 3), k, d)))
         proposer.close()
         if args.requests:

@@ -12,7 +12,7 @@ import kernelcraft
 PACKAGE = Path(kernelcraft.__file__).parent
 # the store's floor: what every floor above reads and writes
 BOTTOM = ("kernelcraft.store", "kernelcraft.records", "kernelcraft.result", "kernelcraft.ranking", "kernelcraft.metrics",
-          "kernelcraft.ledger", "kernelcraft.errors", "kernelcraft.syntax", "kernelcraft.target")
+          "kernelcraft.ledger", "kernelcraft.errors", "kernelcraft.syntax", "kernelcraft.target", "kernelcraft.spec")
 ABOVE_THE_STORE = ("kernelcraft.search", "kernelcraft.report", "kernelcraft.export", "kernelcraft.verify",
                    "kernelcraft.propose", "kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp", "kernelcraft.rl")
 
@@ -71,6 +71,19 @@ def test_nothing_below_the_faces_imports_them():
                     "kernelcraft.propose", "kernelcraft.problems", "kernelcraft.backends"):
         for module in modules_under(package):
             assert not borrowed(module, faces), module
+
+
+def test_the_sessions_and_prepared_jobs_stand_right_under_the_api():
+    """prepare.py (a job made ready) and session.py (its store, proposer and verifier) are the api's floor: only
+    the api imports them, and they import no face."""
+    below_api = ("kernelcraft.prepare", "kernelcraft.session")
+    for package in ("kernelcraft.search", "kernelcraft.export", "kernelcraft.report", "kernelcraft.verify",
+                    "kernelcraft.propose", "kernelcraft.problems", "kernelcraft.backends", "kernelcraft.apply",
+                    "kernelcraft.cluster", "kernelcraft.rl", "kernelcraft.cli", "kernelcraft.mcp"):
+        for module in modules_under(package):
+            assert not borrowed(module, below_api), module
+    for module in below_api:
+        assert not borrowed(module, ("kernelcraft.api", "kernelcraft.cli", "kernelcraft.mcp")), module
 
 
 # What a face (the CLI, the MCP server) may import: the api, the nouns it hands back and the errors it raises, the

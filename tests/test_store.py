@@ -8,6 +8,7 @@ import time
 import pytest
 
 from kernelcraft.result import Result, Status, Timing
+from kernelcraft.spec import RunConfig
 from kernelcraft.store import SCHEMA, Store, StoreError, default_path, new_id, unevaluated_status
 
 CONFIG = {"rounds": 3, "ideas": 4, "model": "openai/o3", "nested": {"seed": 7}}
@@ -447,7 +448,8 @@ def test_records_are_read_by_attribute_not_by_key(store):
     """What the store gives back is a typed record: a string-key read is an error, not a quiet dict lookup."""
     make_run(store)
     run = store.run("run-a")
-    assert run.wall_seconds >= 0 and run.running and run.settings == CONFIG.get("run", {})
+    assert run.wall_seconds >= 0 and run.running and run.config == CONFIG
+    assert run.spec.run == RunConfig() and run.spec.verify is None  # a config with no "run": the defaults
     with pytest.raises(TypeError, match="not subscriptable"):
         run["status"]  # noqa: B018
 

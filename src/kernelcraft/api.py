@@ -14,10 +14,18 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from kernelcraft.assemble import SearchSettings
 from kernelcraft.errors import ConfigError, KernelcraftError
+
+if TYPE_CHECKING:  # the nouns the api hands back, imported lazily below (most bring torch)
+    from kernelcraft.candidate import Candidate
+    from kernelcraft.prepare import PreparedApply, PreparedBench, PreparedRun
+    from kernelcraft.problems import Problem
+    from kernelcraft.problems.sizes import Sizes
+    from kernelcraft.verify import Verifier
+    from kernelcraft.verify.profile import Profiler
 
 MAX_TRIALS = 1000  # correctness trials of one candidate: more would hold the device for hours, with no gain
 
@@ -40,10 +48,10 @@ def _config_errors():
 class Evaluation:
     """One candidate made ready to verify: the problem loaded at its sizes, and a verifier that admits it."""
 
-    problem: object  # Problem
-    candidate: object  # Candidate
-    sizes: object  # problems.sizes.Sizes
-    verifier: object  # Verifier
+    problem: Problem
+    candidate: Candidate
+    sizes: Sizes
+    verifier: Verifier
 
     def run(self):
         """The verdict (a verify.Result); closes the verifier. Raises verify.HarnessTampered where the harness's own
@@ -109,18 +117,6 @@ def evaluate(problem, candidate, *, device: str = "auto", policy: str = "strict"
                               **options).run()
 
 
-def _resumed_on(s: SearchSettings, device: str) -> SearchSettings:
-    """The settings a run is judged under: a resumed run keeps its stored device, on the cluster it is given now
-    (or on this machine); a new run's are `s` itself."""
-    from dataclasses import replace
-
-    from kernelcraft import assemble
-
-    if device.startswith("cuda:") and assemble.cluster_of(s):  # a run begun on one GPU, resumed over the cluster's
-        device = "cuda"
-    return replace(s, device=device)
-
-
 def _devices(device: str) -> list[str]:
     from kernelcraft.verify import resolve_devices
 
@@ -134,11 +130,11 @@ class PreparedProfile:
     """A candidate made ready to profile under Nsight Compute: the problem loaded at the sizes it runs at on
     `device`, and a profiler (`profiler.version` is ncu's)."""
 
-    problem: object  # Problem
-    candidate: object  # Candidate
+    problem: Problem
+    candidate: Candidate
     device: str
-    sizes: object  # problems.sizes.Sizes
-    profiler: object  # verify.profile.Profiler
+    sizes: Sizes
+    profiler: Profiler
     exact: bool  # the policy computes fp32 exactly (no TF32)
 
     def run(self, reference: bool = True) -> dict:
@@ -244,87 +240,14 @@ def _is_store(store) -> bool:
     return isinstance(store, Store)
 
 
-@dataclass
-class PreparedRun:
-    """A run made ready (a new one, or one to resume): every setting checked, its proposer and verifier
-    built. `run()` drives it and closes what it opened."""
-
-    store: object
-    problem: object | None  # None when resuming: the store keeps it
-    sizes: object | None
-    proposer: object
-    verifier: object
-    config: object | None
-    settings: dict
-    resume: str | None = None
-    out_dir: Path | None = None
-    owns_store: bool = True
-
-    def run(self, on_event: OnEvent | None = None):
-        """The run's summary (a search.RunOutcome); the verifier, proposer and (if opened here) store closed."""
-        from kernelcraft.search import resume_run, start_run
-
-        try:
-            with self.verifier:
-                if self.resume:
-                    return resume_run(self.store, self.resume, self.proposer, self.verifier, self.out_dir, on_event)
-                return start_run(self.store, self.problem, self.proposer, self.verifier, self.config, self.settings,
-                                 self.out_dir, on_event=on_event)
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        self.proposer.close()
-        if self.owns_store:
-            self.store.close()
-
-
 def prepare_run(problem=None, *, resume: str | None = None, store=None, out_dir: str | Path | None = None,
                 on_event: OnEvent | None = None, **options) -> PreparedRun:
-    """What `optimize` runs, made ready; `on_event` hears the verifier's waits. Raises before anything runs."""
+    """What `optimize` runs, made ready (prepare.PreparedRun: its `problem`, `sizes`, `spec`, and `run()`);
+    `on_event` hears the verifier's waits. Raises before anything runs."""
     with _config_errors():
-        from kernelcraft import assemble
-        from kernelcraft.inputs import as_problem
-        from kernelcraft.problems.sizes import resolve_sizes
+        from kernelcraft import prepare
 
-        s = SearchSettings.of(**options)
-        owns_store = not _is_store(store)
-        the_store = open_store(store)
-        try:
-            sizes = config = None
-            if resume:
-                if problem is not None:
-                    raise ConfigError("give either PROBLEM or --resume RUN, not both")
-                row = the_store.run(resume)
-                settings = {k: v for k, v in row.config.items() if k != "run"}
-                devices = assemble.devices(_resumed_on(s, settings["verify"]["device"]))
-                the_problem = None
-            else:
-                if problem is None:
-                    raise ConfigError("a PROBLEM (file or suite name) is required, or --resume RUN")
-                the_problem = as_problem(problem)
-                devices = assemble.devices(s)
-                sizes = resolve_sizes(the_problem, s.size, devices[0].split(":")[0], s.size_overrides)
-                the_problem.load(sizes=sizes)  # a problem that does not import: said now
-                settings = assemble.stored_settings(s, devices, sizes)
-                config = assemble.run_config(s, devices)
-            proposer = assemble.proposer(settings, s, devices[0])
-        except BaseException:
-            if owns_store:
-                the_store.close()
-            raise
-        try:
-            if the_problem is not None and hasattr(proposer, "coverage"):  # the built-in engineer says what it cannot do
-                proposer.coverage(the_problem, config.backend)
-            verifier = assemble.verifier(settings, s.cache_dir, on_event, _resumed_on(s, settings["verify"]["device"]))
-            assemble.admit(verifier, the_problem)
-        except BaseException:
-            proposer.close()
-            if owns_store:
-                the_store.close()
-            raise
-        return PreparedRun(the_store, the_problem, sizes, proposer, verifier, config, settings, resume,
-                           Path(out_dir) if out_dir else None, owns_store)
+        return prepare.run(problem, resume, store, out_dir, on_event, SearchSettings.of(**options))
 
 
 def optimize(problem=None, *, model: str | None = None, strategy: str = "tree", rounds: int = 5,
@@ -334,7 +257,8 @@ def optimize(problem=None, *, model: str | None = None, strategy: str = "tree", 
     `tree` or `refine`) is asked for kernels, each is verified, the best kept. Returns a search.RunOutcome
     (`run_id`, `status`, `best`: a BestKernel whose `result` is the verifier's Result, `trajectory`…;
     `to_dict()` is the CLI's JSON). The run is recorded in `store` (a Store or a path; default
-    KERNELCRAFT_HOME, else ~/.kernelcraft/runs.db); with `out_dir` the best kernel is written there. `resume=RUN` continues a stopped run instead. Options, as the
+    KERNELCRAFT_HOME, else ~/.kernelcraft/runs.db); with `out_dir` the best kernel is written there. `resume=RUN`
+    continues a stopped run instead, with the settings it was started with (its RunSpec). Options, as the
     CLI's flags: backend, ideas, impls, beam, samples, islands, seed, seeds (starting kernels), max_candidates,
     max_tokens, max_usd, max_minutes, policy, size, sizes, compile_baseline, timing_budget, cache_dir,
     base_url, api_key, … (assemble.SearchSettings lists them). `on_event(kind, data)` hears the progress."""
@@ -344,75 +268,15 @@ def optimize(problem=None, *, model: str | None = None, strategy: str = "tree", 
 
 
 # bench ------------------------------------------------------------------------------------------------
-@dataclass
-class PreparedBench:
-    """A bench made ready: its problems chosen, proposer and verifier built. `run()` drives it."""
-
-    name: str
-    problems: list
-    store: object
-    proposer: object
-    verifier: object
-    config: object
-    settings: dict
-    out_dir: Path | None = None
-    owns_store: bool = True
-    runs_at_once: int | None = None  # None: search.bench.runs_at_once
-
-    def run(self, on_event: OnEvent | None = None) -> dict:
-        """The bench summary: `bench_id`, `suite`, one row per problem, `metrics` (fast_p and kin)."""
-        from kernelcraft.search import run_bench
-
-        try:
-            with self.verifier:
-                return run_bench(self.store, self.name, self.problems, self.proposer, self.verifier, self.config,
-                                 self.settings, self.out_dir, on_event, self.runs_at_once)
-        finally:
-            self.proposer.close()
-            if self.owns_store:
-                self.store.close()
-
-
 def prepare_bench(problems, *, only: str | list[str] = "", limit: int | None = None, store=None,
                   out_dir: str | Path | None = None, on_event: OnEvent | None = None,
                   runs_at_once: int | None = None, **options) -> PreparedBench:
-    """What `bench` runs, made ready. Raises before anything runs."""
+    """What `bench` runs, made ready (prepare.PreparedBench). Raises before anything runs."""
     with _config_errors():
-        if runs_at_once is not None and runs_at_once < 1:
-            raise ConfigError(f"--runs-at-once must be at least 1, got {runs_at_once}")
-        from kernelcraft import assemble
-        from kernelcraft.inputs import problem_set
+        from kernelcraft import prepare
 
-        s = SearchSettings.of(**options)
-        chosen = problem_set(problems)
-        keep = [k.strip() for k in (only.split(",") if isinstance(only, str) else only) if k.strip()]
-        if keep:
-            chosen = [p for p in chosen if any(k in p.name for k in keep)]
-        chosen = chosen[:limit] if limit else chosen
-        name = problems if isinstance(problems, (str, Path)) else ",".join(p.name for p in chosen)
-        if not chosen:
-            raise ConfigError(f"no problems in {str(name)!r} match")
-        devices = assemble.devices(s)
-        settings = assemble.stored_settings(s, devices)
-        assemble.check_overrides(settings["verify"]["size_overrides"], chosen)
-        config = assemble.run_config(s, devices)
-        owns_store = not _is_store(store)
-        the_store = open_store(store)
-        try:
-            proposer = assemble.proposer(settings, s, devices[0])
-        except BaseException:
-            if owns_store:
-                the_store.close()
-            raise
-        try:
-            verifier = assemble.verifier(settings, s.cache_dir, on_event, s)
-        except BaseException:
-            proposer.close()
-            if owns_store:
-                the_store.close()
-            raise
-        return PreparedBench(str(name), chosen, the_store, proposer, verifier, config, settings,
-                             Path(out_dir) if out_dir else None, owns_store, runs_at_once)
+        return prepare.bench(problems, only, limit, store, out_dir, on_event, runs_at_once,
+                             SearchSettings.of(**options))
 
 
 def bench(problems, *, model: str | None = None, strategy: str = "tree", device: str = "auto", store=None,
@@ -428,113 +292,20 @@ def bench(problems, *, model: str | None = None, strategy: str = "tree", device:
 
 
 # apply ------------------------------------------------------------------------------------------------
-@dataclass
-class PreparedApply:
-    """An apply made ready (a new one, or one to resume): the model's file loaded at its sizes, the proposer
-    and verifier built. `run()` drives it and closes what it opened."""
-
-    store: object
-    problem: object
-    sizes: object
-    proposer: object
-    verifier: object
-    config: object
-    settings: dict
-    apply: object  # apply.engine.ApplySettings
-    out_dir: Path
-    resume: str | None = None
-    owns_store: bool = True
-
-    def run(self, on_event: OnEvent | None = None):
-        """The apply's outcome (an apply.engine.ApplyOutcome; `to_dict()` is the CLI's JSON)."""
-        from kernelcraft.apply.engine import run_apply
-
-        try:
-            with self.verifier:
-                return run_apply(self.store, self.problem, self.sizes, self.proposer, self.verifier, self.config,
-                                 self.settings, self.apply, self.out_dir, on_event, self.resume)
-        finally:
-            self.proposer.close()
-            if self.owns_store:
-                self.store.close()
-
-
 def prepare_apply(problem=None, *, resume: str | None = None, store=None, out_dir: str | Path | None = None,
                   budget_minutes: float | None = None, min_share: float = 0.02, replace: str = "faster",
                   on_event: OnEvent | None = None, **options) -> PreparedApply:
-    """What `apply` runs, made ready. Raises before anything runs."""
+    """What `apply` runs, made ready (prepare.PreparedApply). Raises before anything runs."""
     with _config_errors():
-        from kernelcraft import assemble
-        from kernelcraft.apply.adapter import is_model_file, model_problem
-        from kernelcraft.apply.engine import ApplySettings
-        from kernelcraft.inputs import as_problem
-        from kernelcraft.problems.sizes import resolve_sizes
+        from kernelcraft import prepare
+        from kernelcraft.spec import ApplySettings
 
         if budget_minutes is not None and budget_minutes <= 0:
             raise ConfigError(f"--budget-minutes must be positive, got {budget_minutes}")
         if not 0 <= min_share < 1:
             raise ConfigError(f"--min-share must be in [0, 1), got {min_share}")
-        owns_store = not _is_store(store)
-        the_store = open_store(store)
-        try:
-            if resume:
-                if problem is not None:
-                    raise ConfigError("give either MODEL or --resume APPLY, not both")
-                s = _local(SearchSettings.of(**options))
-                row = the_store.apply(resume)
-                resume = row.id
-                from kernelcraft.search.run import stored_problem
-
-                the_problem = stored_problem(the_store, row.id, row.model, row.model_source)
-                stored = row.config
-                settings = {k: v for k, v in stored.items() if k in ("verify", "proposer")}
-                v = settings["verify"]
-                devices = _devices(v["device"])
-                the_apply = ApplySettings(**stored["apply"])
-                out = Path(stored["out_dir"])
-                from kernelcraft.search import RunConfig
-
-                config = RunConfig.from_dict(stored["run"])
-                sizes = resolve_sizes(the_problem, v["size"], devices[0].split(":")[0], v["size_overrides"])
-            else:
-                if problem is None:
-                    raise ConfigError("a MODEL (a KernelBench-format file) is required, or --resume APPLY")
-                s = _local(SearchSettings.of(**options))
-                given = Path(problem) if isinstance(problem, (str, Path)) else None
-                if given is not None and is_model_file(given):  # `model` and `example_inputs`: made a problem
-                    out = Path(out_dir or f"kernelcraft-apply-{given.stem}")
-                    the_problem = model_problem(given, out)
-                else:
-                    the_problem = as_problem(problem)
-                    out = Path(out_dir or f"kernelcraft-apply-{the_problem.name.replace('/', '_')}")
-                devices = _devices(s.device)
-                sizes = resolve_sizes(the_problem, s.size, devices[0].split(":")[0], s.size_overrides)
-                the_problem.load(sizes=sizes)
-                settings = assemble.stored_settings(s, devices)
-                config = assemble.run_config(s, devices)
-                the_apply = ApplySettings(budget_minutes, min_share, replace=replace)
-            proposer = assemble.proposer(settings, s, devices[0])
-        except BaseException:
-            if owns_store:
-                the_store.close()
-            raise
-        try:
-            verifier = assemble.verifier(settings, s.cache_dir, on_event)
-            assemble.admit(verifier, the_problem)
-        except BaseException:
-            proposer.close()
-            if owns_store:
-                the_store.close()
-            raise
-        return PreparedApply(the_store, the_problem, sizes, proposer, verifier, config, settings, the_apply, out,
-                             resume, owns_store)
-
-
-def _local(s: SearchSettings) -> SearchSettings:
-    """apply profiles and verifies the whole model on this machine's device: a cluster is not for it."""
-    if s.cluster or s.actors:
-        raise ConfigError("--cluster: apply times the model on this machine's device; run it without a cluster")
-    return s
+        return prepare.apply(problem, resume, store, out_dir, ApplySettings(budget_minutes, min_share, replace=replace),
+                             on_event, SearchSettings.of(**options))
 
 
 def apply(problem=None, *, model: str | None = None, strategy: str = "tree", rounds: int = 5,
@@ -808,7 +579,17 @@ def rl_score(rows, completions, *, device: str | None = None, cache_dir: str | P
         return scorer.score_batch(items, on_score)
 
 
-__all__ = ["ConfigError", "Evaluation", "Exported", "KernelcraftError", "PreparedBench", "PreparedProfile",
-           "PreparedRun", "SearchSettings", "bench", "candidate", "evaluate", "export", "open_store", "optimize",
+def __getattr__(name: str):
+    """The prepared jobs' types (prepare.py), imported when asked for: they bring torch, which the CLI's quick
+    commands never need."""
+    if name in ("PreparedApply", "PreparedBench", "PreparedRun"):
+        from kernelcraft import prepare
+
+        return getattr(prepare, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ConfigError", "Evaluation", "Exported", "KernelcraftError", "PreparedApply", "PreparedBench",
+           "PreparedProfile", "PreparedRun", "SearchSettings", "bench", "candidate", "evaluate", "export", "open_store", "optimize",
            "prepare_bench", "prepare_evaluation", "prepare_profile", "prepare_run", "problem_info", "problems",
            "profile", "report", "rl_score", "run_summary", "runs"]

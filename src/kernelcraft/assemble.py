@@ -1,6 +1,7 @@
-"""A search's pieces put together from its settings: the run's config, the proposer (the built-in engineer
-or a model), the verifier. The policy lives here (which strategies and backends the built-in engineer
-takes, the backend a run defaults to, what a resumed run keeps), so every face assembles runs alike."""
+"""A search's pieces put together from its settings (SearchSettings, the options every face takes): the RunSpec
+stored with the run, the proposer (the built-in engineer or a model), the verifier. The policy lives here (which
+strategies and backends the built-in engineer takes, the backend a run defaults to, what a resumed run keeps), so
+every face assembles runs alike."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from kernelcraft.errors import ConfigError
+from kernelcraft.spec import Budget, ProposerSpec, RunConfig, RunSpec, VerifySpec
 
 BUILTIN = "builtin"
 
@@ -110,26 +112,25 @@ def parse_sizes(sizes: dict | str | None) -> dict | None:
     return parse(sizes) if isinstance(sizes, str) else dict(sizes)
 
 
-def stored_settings(s: SearchSettings, devices: list[str], sizes=None) -> dict:
-    """What a resumed run needs besides its RunConfig: how to verify and whom to ask (never the key).
-    `small` stays for stores and exports that read it; `sizes` is one problem's resolved sizes (run only)."""
+def run_spec(s: SearchSettings, devices: list[str], sizes=None) -> RunSpec:
+    """What a run of `s` on `devices` is asked to do, checked (`sizes`: one problem's resolved sizes, a run's only;
+    `small` stays for the stores and exports that read it). Never the key."""
     small = s.size == "small" or (s.size == "auto" and devices[0].startswith("cpu"))
-    return {"verify": {"device": s.device, "policy": s.policy, "small": small, "size": s.size,
-                       "size_overrides": s.size_overrides,
-                       "sizes": sizes.to_dict() if sizes else None,
-                       "compile_baseline": s.compile_baseline, "timing_budget": s.timing_budget},
-            "proposer": {"model": s.model_name, "base_url": s.base_url, "reasoning_effort": s.reasoning_effort,
-                         "max_tokens": s.max_output_tokens, "temperature": s.temperature,
-                         "timeout_s": s.llm_timeout, "max_retries": s.llm_retries,
-                         "concurrency": s.concurrency}}
+    verify = VerifySpec(device=s.device, policy=s.policy, size=s.size, size_overrides=s.size_overrides,
+                        sizes=sizes.to_dict() if sizes else None, compile_baseline=s.compile_baseline,
+                        timing_budget=s.timing_budget, small=small)
+    proposer = ProposerSpec(model=s.model_name, base_url=s.base_url, reasoning_effort=s.reasoning_effort,
+                            max_tokens=s.max_output_tokens, temperature=s.temperature, timeout_s=s.llm_timeout,
+                            max_retries=s.llm_retries, concurrency=s.concurrency)
+    return RunSpec(_run_config(s, devices), verify, proposer)
 
 
-def run_config(s: SearchSettings, devices: list[str]):
+def _run_config(s: SearchSettings, devices: list[str]) -> RunConfig:
     """The RunConfig of `s`: the strategy checked against the proposer, the backend defaulted, seeds read."""
-    from kernelcraft.inputs import as_candidate
     from kernelcraft.backends import DEFAULT_FOR_MODELS, get_backend
+    from kernelcraft.inputs import as_candidate
     from kernelcraft.propose.builtin.proposer import STRATEGIES, BuiltinProposer
-    from kernelcraft.search import Budget, RunConfig, get_strategy
+    from kernelcraft.search import get_strategy
 
     try:
         get_strategy(s.strategy)
@@ -176,15 +177,12 @@ def run_config(s: SearchSettings, devices: list[str]):
     return config
 
 
-def verifier(settings: dict, cache_dir: Path | None, on_event=None, s: SearchSettings | None = None):
-    """The verifier a run's stored settings describe: on this machine, or on the cluster `s` names."""
+def verifier(v: VerifySpec, cache_dir: Path | None, on_event=None, s: SearchSettings | None = None):
+    """The verifier `v` describes: on this machine, or on the cluster `s` names."""
     from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
 
-    v = settings["verify"]
-    size = v.get("size") or ("small" if v["small"] else "full")  # stores from before `size` have `small`
-    config = VerifyConfig(policy=v["policy"], size=size, sizes=v.get("size_overrides"),
-                          compile_baseline=v["compile_baseline"],
-                          timing=TimingConfig(budget_s=v["timing_budget"]))
+    config = VerifyConfig(policy=v.policy, size=v.size, sizes=v.size_overrides, compile_baseline=v.compile_baseline,
+                          timing=TimingConfig(budget_s=v.timing_budget))
     if cache_dir:
         config.cache_dir = Path(cache_dir)
     address = cluster_of(s) if s is not None else None
@@ -192,7 +190,7 @@ def verifier(settings: dict, cache_dir: Path | None, on_event=None, s: SearchSet
         from kernelcraft.cluster import ClusterVerifier
 
         return ClusterVerifier(address, s.device, config, s.actors, on_event=on_event)
-    return Verifier(v["device"], config, on_event=on_event)
+    return Verifier(v.device, config, on_event=on_event)
 
 
 def admit(verifier, problem) -> None:
@@ -206,27 +204,27 @@ def admit(verifier, problem) -> None:
         raise
 
 
-def proposer(settings: dict, s: SearchSettings, device: str):
-    """The proposer a run's stored settings name (the key, the endpoint and the prices from `s`)."""
+def proposer(spec: RunSpec, s: SearchSettings, device: str):
+    """The proposer `spec` names, judged under its policy (the key, the endpoint and the prices from `s`)."""
     from kernelcraft.verify.policy import get_policy
 
-    p = settings["proposer"]
+    p = spec.proposer
+    policy = get_policy(spec.verify.policy)
     device = device.split("@")[0]  # a cluster's device label (cuda:0@host): the kind of device, as it is here
-    if p["model"] == BUILTIN:
+    if p.model == BUILTIN:
         from kernelcraft.propose.builtin.proposer import BuiltinProposer
 
-        return BuiltinProposer(device, precision_moves=get_policy(settings["verify"]["policy"]).allow_tf32)
+        return BuiltinProposer(device, precision_moves=policy.allow_tf32)
     from kernelcraft.propose.llm import ClientSettings, LLMProposer, PriceTable, resolve_model
 
-    spec = resolve_model(p["model"], s.base_url or p["base_url"], s.api_key)
+    model = resolve_model(p.model, s.base_url or p.base_url, s.api_key)
     prices = PriceTable(s.prices)
-    if s.max_usd is not None and prices.price(spec.model) is None:
-        raise ConfigError(f"--max-usd: no price known for {spec.model}; add it with --prices FILE")
-    policy = get_policy(settings["verify"]["policy"])
-    return LLMProposer(spec, device, (policy.name, policy.summary),
-                       ClientSettings(timeout_s=p["timeout_s"], max_retries=p["max_retries"],
-                                      concurrency=p["concurrency"], reasoning_effort=p["reasoning_effort"],
-                                      max_tokens=p["max_tokens"], temperature=p["temperature"]),
+    if s.max_usd is not None and prices.price(model.model) is None:
+        raise ConfigError(f"--max-usd: no price known for {model.model}; add it with --prices FILE")
+    return LLMProposer(model, device, (policy.name, policy.summary),
+                       ClientSettings(timeout_s=p.timeout_s, max_retries=p.max_retries, concurrency=p.concurrency,
+                                      reasoning_effort=p.reasoning_effort, max_tokens=p.max_tokens,
+                                      temperature=p.temperature),
                        prices, precision=policy.allow_tf32)
 
 

@@ -67,7 +67,7 @@ def run_error(row: RunRecord) -> str | None:
     if code == REFUSED:
         return f"{detail}; the model endpoint refused the request, so the run stopped"
     if code == FAILING:
-        stop_after = row.settings.get("stop_after_failures")
+        stop_after = row.spec.run.stop_after_failures
         failed = f"{stop_after} calls in a row failed" if stop_after else "its calls kept failing"
         return (f"{detail}; {failed}, so the run stopped "
                 f"(`kernelcraft run --resume {row.id}` goes on once the endpoint answers)")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from kernelcraft.spec import ApplySpec, RunSpec
+
 
 class Record:
     @classmethod
@@ -40,7 +42,7 @@ class RunRecord(Record, Lifecycle):
     strategy: str
     proposer: str
     device: str
-    config: dict  # everything needed to resume the run as it was started ("run": the search's settings)
+    config: dict  # its RunSpec as stored (`spec`): everything needed to resume the run as it was started
     status: str  # running | done | stopped | failed
     created: float
     updated: float
@@ -57,9 +59,9 @@ class RunRecord(Record, Lifecycle):
         return self.elapsed if self.elapsed is not None else self.updated - self.created
 
     @property
-    def settings(self) -> dict:
-        """The search's settings it was started with (RunConfig.to_dict())."""
-        return self.config.get("run") or {}
+    def spec(self) -> RunSpec:
+        """What it was asked to do, as it was started."""
+        return RunSpec.from_dict(self.config)
 
 
 @dataclass(frozen=True)
@@ -119,19 +121,31 @@ class ApplyRecord(Record, Lifecycle):
     id: str
     model: str
     model_source: str
-    config: dict  # everything needed to resume it as it was started
+    config: dict  # its ApplySpec as stored (`spec`): everything needed to resume it as it was started
     status: str  # running | done | stopped | failed
     created: float
     updated: float
     summary: dict | None = None  # apply/engine.py's ApplyOutcome, as far as it got
+
+    @property
+    def spec(self) -> ApplySpec:
+        return ApplySpec.from_dict(self.config)
 
 
 @dataclass(frozen=True)
 class BenchRecord(Record):
     id: str
     suite: str
-    config: dict  # "run": the search's settings; "not_covered", "too_large": problems that started no run
+    config: dict  # its RunSpec as stored (`spec`); "not_covered", "too_large": problems that started no run
     created: float
+
+    @property
+    def spec(self) -> RunSpec:
+        return RunSpec.from_dict(self.config)
+
+    def skipped(self, status: str) -> dict[str, str]:
+        """The problems that started no run for `status` (not_covered, too_large), each with why."""
+        return self.config.get(status) or {}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from kernelcraft.problems import load_problem
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
 from kernelcraft.propose.llm import ClientSettings, LLMProposer, ModelSpec
 from kernelcraft.search import RunConfig, run_bench, start_run
+from kernelcraft.spec import RunSpec, VerifySpec
 from kernelcraft.store import Store
 from kernelcraft.verify.policy import get_policy
 from tests.llm_server import Reply, Rule, ScriptedLLMServer
@@ -30,8 +31,8 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return torch.relu(x)
 '''
-SETTINGS = {"verify": {"device": "cpu", "policy": "strict", "small": True, "compile_baseline": False,
-                       "timing_budget": 0.2}}
+VERIFY = VerifySpec(device="cpu", policy="strict", size="small", small=True, compile_baseline=False,
+                    timing_budget=0.2)
 
 
 @dataclass
@@ -68,22 +69,23 @@ def runs(verifier, tmp_path_factory) -> Runs:
                   Rule("Write a custom kernel", [Reply(code(FAST)), Reply(code(FAST)), Reply(code(WRONG)),
                                                  Reply(PROSE), Reply(code(FALLBACK))])], verifier,
                  lambda p: run_bench(store, "two", [relu, sigmoid], p, verifier,
-                                     RunConfig(strategy="sample", backend="triton", samples=5, concurrency=1),
-                                     SETTINGS))
+                                     RunSpec(RunConfig(strategy="sample", backend="triton", samples=5, concurrency=1),
+                                             VERIFY)))
     tree = _run([Rule(IDEAS_PROMPT, [Reply(ideas_json(("Use blocks of 4096 elements", "parallelism"),
                                                       ("Use blocks of 512 elements", "memory")))]),
                  Rule("applies this idea: Use blocks of 4096", [Reply(code(FAST))]),
                  Rule("applies this idea: Use blocks of 512", [Reply(code(SLOW))])], verifier,
                 lambda p: start_run(store, relu, p, verifier,
-                                    RunConfig(strategy="tree", backend="triton", rounds=2, ideas=2, impls=1, beam=2,
-                                              concurrency=1), out_dir=None))
+                                    RunSpec(RunConfig(strategy="tree", backend="triton", rounds=2, ideas=2, impls=1,
+                                                      beam=2, concurrency=1)), out_dir=None))
     refine = _run([Rule("Write a custom kernel", [Reply(code(WRONG))]),
                    Rule("verifier's verdict on your last answer", [Reply(code(FAST)), Reply(code(SLOW))])], verifier,
                   lambda p: start_run(store, relu, p, verifier,
-                                      RunConfig(strategy="refine", backend="triton", rounds=3, samples=1),
+                                      RunSpec(RunConfig(strategy="refine", backend="triton", rounds=3, samples=1)),
                                       out_dir=None))
     builtin = start_run(store, relu, BuiltinProposer("cpu"), verifier,
-                        RunConfig(strategy="tree", backend="triton", rounds=2, ideas=2, impls=1, beam=1), out_dir=None)
+                        RunSpec(RunConfig(strategy="tree", backend="triton", rounds=2, ideas=2, impls=1, beam=1)),
+                        out_dir=None)
     yield Runs(store, bench["bench_id"], {r["problem"]: r["run_id"] for r in bench["rows"]}, tree.run_id,
                refine.run_id, builtin.run_id)
     store.close()

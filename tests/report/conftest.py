@@ -15,6 +15,7 @@ import pytest
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.llm import ClientSettings, LLMProposer, ModelSpec
 from kernelcraft.search import RunConfig, run_bench, start_run
+from kernelcraft.spec import RunSpec
 from kernelcraft.store import Store
 from kernelcraft.verify.policy import get_policy
 from tests.llm_server import Reply, Rule, ScriptedLLMServer
@@ -75,18 +76,18 @@ def make_runs(store: Store, verifier) -> Runs:
     sample_config = RunConfig(strategy="sample", backend="triton", samples=2)
     with ScriptedLLMServer(TREE_RULES) as server:
         proposer = _proposer(server)
-        tree = start_run(store, relu, proposer, verifier, tree_config, out_dir=None).run_id
+        tree = start_run(store, relu, proposer, verifier, RunSpec(tree_config), out_dir=None).run_id
         proposer.close()
     with ScriptedLLMServer(SAMPLE_RULES) as server:
         proposer = _proposer(server)
-        sample = start_run(store, relu, proposer, verifier, sample_config, out_dir=None).run_id
+        sample = start_run(store, relu, proposer, verifier, RunSpec(sample_config), out_dir=None).run_id
         proposer.close()
     benches = []
     for kernel in (FAST, SLOW):
         with ScriptedLLMServer([Rule("Write a custom kernel", [Reply(code(kernel))])]) as server:
             proposer = _proposer(server)
             one = RunConfig(strategy="sample", backend="triton", samples=1)
-            benches.append(run_bench(store, "level1", problems, proposer, verifier, one)["bench_id"])
+            benches.append(run_bench(store, "level1", problems, proposer, verifier, RunSpec(one))["bench_id"])
             proposer.close()
     return Runs(store, tree, sample, *benches)
 

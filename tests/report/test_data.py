@@ -11,6 +11,7 @@ from kernelcraft.metrics import bench_metrics
 from kernelcraft.report import data
 from kernelcraft.result import Result
 from kernelcraft.search import outcome
+from kernelcraft.spec import RunSpec
 from kernelcraft.store import StoreError
 from tests.helpers import FIXTURES
 
@@ -140,7 +141,7 @@ def test_a_bench_counts_the_problems_it_could_not_cover(verifier, tmp_path):
     try:
         summary = run_bench(store, "two", [load_problem("level1/relu"), load_problem(FIXTURES / "problems" / "spectrum.py")],
                             BuiltinProposer("cpu"), verifier,
-                            RunConfig(strategy="tree", backend="triton", rounds=1, ideas=1, impls=1))
+                            RunSpec(RunConfig(strategy="tree", backend="triton", rounds=1, ideas=1, impls=1)))
         report = data.bench_report(store, summary["bench_id"])
     finally:
         store.close()

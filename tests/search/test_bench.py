@@ -7,7 +7,7 @@ import pytest
 from kernelcraft import api
 from kernelcraft.errors import ConfigError
 from kernelcraft.search.bench import runs_at_once
-from kernelcraft.search.config import Budget, RunConfig
+from kernelcraft.spec import Budget, RunConfig
 from kernelcraft.store import Store
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from kernelcraft.result import Result, Status, Timing
-from kernelcraft.search.config import RunConfig
 from kernelcraft.search.engine import Engine
 from kernelcraft.search.records import Cand
 from kernelcraft.search.strategies.evolve import admit
+from kernelcraft.spec import RunConfig
 
 
 class _Verifier:

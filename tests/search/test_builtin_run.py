@@ -7,8 +7,9 @@ import pytest
 
 from kernelcraft.problems import load_problem
 from kernelcraft.propose.builtin.proposer import BuiltinProposer
-from tests.propose.builtin.kernel_check import moves
 from kernelcraft.search import RunConfig, start_run
+from kernelcraft.spec import RunSpec
+from tests.propose.builtin.kernel_check import moves
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,7 @@ def get_init_inputs():
 def run(store, verifier, problem, tmp_path):
     engineer = BuiltinProposer("cpu")
     return start_run(store, problem, engineer, verifier,
-                     RunConfig(strategy="tree", backend="triton", rounds=5, ideas=4, impls=1),
+                     RunSpec(RunConfig(strategy="tree", backend="triton", rounds=5, ideas=4, impls=1)),
                      out_dir=tmp_path / "out")
 
 
@@ -65,7 +66,8 @@ def test_builtin_tree_on_a_level2_chain(store, verifier, tmp_path):
     problem = load_problem("level2/gemm_softmax")
     engineer = BuiltinProposer("cpu")
     out = start_run(store, problem, engineer, verifier,
-                    RunConfig(strategy="tree", backend="triton", rounds=1, ideas=2, impls=1), out_dir=tmp_path / "out")
+                    RunSpec(RunConfig(strategy="tree", backend="triton", rounds=1, ideas=2, impls=1)),
+                    out_dir=tmp_path / "out")
     rows = store.candidates(out.run_id)
     results = [store.result(r.id) for r in rows]
     assert out.status == "done" and rows and all(r.status == "ok" for r in rows), \

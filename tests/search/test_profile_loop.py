@@ -14,6 +14,7 @@ from kernelcraft.report import data as report_data
 from kernelcraft.report import terminal
 from kernelcraft.report.page import render
 from kernelcraft.search import RunConfig, start_run
+from kernelcraft.spec import RunSpec
 from kernelcraft.verify.profile import ENVIRONMENT, summarize
 from kernelcraft.verify.profile.ncu import parse_raw
 from tests.helpers import FIXTURES
@@ -34,7 +35,8 @@ RULES = [
 def test_a_machine_that_cannot_profile_says_so_once_and_the_run_goes_on(store, relu, verifier, serve, proposer):
     events = []
     out = start_run(store, relu, proposer(serve(RULES)), verifier,
-                    RunConfig(strategy="tree", backend="triton", rounds=2, ideas=1, impls=1, beam=1, profile=True),
+                    RunSpec(RunConfig(strategy="tree", backend="triton", rounds=2, ideas=1, impls=1, beam=1,
+                                      profile=True)),
                     out_dir=None, on_event=lambda kind, data: events.append((kind, data)))
     assert out.status == "done" and out.best is not None
     off = [d for k, d in events if k == "profile_off"]
@@ -50,7 +52,8 @@ def test_a_stored_profile_reaches_the_next_prompt_and_the_report(store, relu, ve
             store.add_profile(store.candidate(run_id, data["key"]).id, RECORDED)
 
     out = start_run(store, relu, proposer(serve(RULES)), verifier,
-                    RunConfig(strategy="tree", backend="triton", rounds=2, ideas=1, impls=1, beam=1, profile=True),
+                    RunSpec(RunConfig(strategy="tree", backend="triton", rounds=2, ideas=1, impls=1, beam=1,
+                                      profile=True)),
                     out_dir=None, on_event=on_event)
     assert out.status == "done"
     calls = {c.key: c for c in store.calls(out.run_id)}

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from kernelcraft.search import RunConfig, start_run
+from kernelcraft.spec import RunSpec
 from tests.llm_server import Reply, Rule
 from tests.search.conftest import FAST, IDEAS_PROMPT, SLOW, WRONG, code, ideas_json
 
@@ -40,7 +41,8 @@ def test_later_rounds_see_outcomes_errors_baselines_and_the_kernels_in_order(sto
         Rule(task("Tile in two"), [Reply(code(RAISES))]),
     ])
     out = start_run(store, relu, proposer(server, concurrency=1), verifier,
-                    RunConfig(strategy="tree", backend="triton", rounds=2, ideas=5, impls=2, beam=2), out_dir=None)
+                    RunSpec(RunConfig(strategy="tree", backend="triton", rounds=2, ideas=5, impls=2, beam=2)),
+                    out_dir=None)
     assert out.status == "done"
 
     first = prompt(store, out.run_id, "r01/ideas")

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from kernelcraft.search import RunConfig, resume_run, start_run
-from kernelcraft.search.config import Budget
+from kernelcraft.spec import Budget, RunSpec
 from kernelcraft.store import Store
 from tests.helpers import REPO
 from tests.llm_server import Reply, Rule, ScriptedLLMServer
@@ -39,7 +39,7 @@ CONFIG = dict(strategy="tree", backend="triton", rounds=2, ideas=3, impls=1, bea
 def test_resume_replays_stored_steps_and_does_only_what_is_missing(tmp_path, relu, verifier, proposer):
     with ScriptedLLMServer(rules()) as server:
         store = Store(tmp_path / "runs.db")
-        first = start_run(store, relu, proposer(server), verifier, RunConfig(**CONFIG), out_dir=None)
+        first = start_run(store, relu, proposer(server), verifier, RunSpec(RunConfig(**CONFIG)), out_dir=None)
         asked = len(server.requests)
         # Simulate a crash in round 2: its last call, and two results, never reached the store.
         db = sqlite3.connect(store.path)
@@ -150,7 +150,7 @@ def test_a_resumed_run_counts_its_earlier_time_in_its_wall_time_and_its_wall_bud
     the earlier sessions spent leaves the resumed run none."""
     with ScriptedLLMServer(rules()) as server:
         store = Store(tmp_path / "runs.db")
-        first = start_run(store, relu, proposer(server), verifier, RunConfig(**CONFIG), out_dir=None)
+        first = start_run(store, relu, proposer(server), verifier, RunSpec(RunConfig(**CONFIG)), out_dir=None)
         assert store.run(first.run_id).elapsed == pytest.approx(first.wall_seconds, abs=0.5)
         # stopped after 100 s of work (an hour ago: the pause is not the run's), the last round's results lost
         db = sqlite3.connect(store.path)
@@ -169,7 +169,7 @@ def test_a_resumed_run_counts_its_earlier_time_in_its_wall_time_and_its_wall_bud
 
         # a wall budget the earlier sessions spent: the resumed run takes no new work
         second = start_run(store, relu, proposer(server), verifier,
-                           RunConfig(**CONFIG, budget=Budget(wall_s=600.0)), out_dir=None)
+                           RunSpec(RunConfig(**CONFIG, budget=Budget(wall_s=600.0))), out_dir=None)
         db = sqlite3.connect(store.path)
         db.execute("DELETE FROM results WHERE candidate_id IN (SELECT id FROM candidates WHERE run_id = ?)",
                    (second.run_id,))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernelcraft.search import RunConfig, start_run
+from kernelcraft.spec import RunSpec
 from kernelcraft.verify import TimingConfig, Verifier, VerifyConfig
 from tests.helpers import FIXTURES
 from tests.llm_server import Reply, Rule
@@ -25,7 +26,7 @@ def test_tree_on_a_gpu_finds_the_correct_nvrtc_kernel(store, relu, serve, propos
     config = VerifyConfig(cache_dir=tmp_path / "cache", timing=TimingConfig(budget_s=1.0), compile_baseline=False)
     with Verifier("cuda", config) as verifier:
         out = start_run(store, relu, proposer(server), verifier,
-                        RunConfig(strategy="tree", backend="cuda_nvrtc", rounds=1, ideas=2, impls=1),
+                        RunSpec(RunConfig(strategy="tree", backend="cuda_nvrtc", rounds=1, ideas=2, impls=1)),
                         out_dir=tmp_path)
     statuses = {c.key: c.status for c in store.candidates(out.run_id)}
     assert statuses == {"r01/i00/m00": "ok", "r01/i01/m00": "incorrect"}

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from kernelcraft.search import Budget, RunConfig, outcome, resume_run, start_run
+from kernelcraft.spec import RunSpec
 from kernelcraft.verify.devicelock import DeviceLock, device_key
 from tests.llm_server import Reply, Rule
 from tests.search.conftest import FAST, IDEAS_PROMPT, PROSE, SLOW, WRONG, code, ideas_json
@@ -23,9 +24,9 @@ def task(idea: str) -> str:
     return "applies this idea: " + re.escape(idea)
 
 
-def config(strategy: str, **kw) -> RunConfig:
+def config(strategy: str, **kw) -> RunSpec:
     kw.setdefault("backend", "triton")
-    return RunConfig(strategy=strategy, **kw)
+    return RunSpec(RunConfig(strategy=strategy, **kw))
 
 
 def by_key(store, run_id) -> dict:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -28,8 +27,15 @@ from kernelcraft.apply import cuda_graphs
 from kernelcraft.apply.budget import SMALLEST_RUN_S, Deadline
 from kernelcraft.apply.extract import Extraction, extract_model, write_problems
 from kernelcraft.apply.instances import instances
-from kernelcraft.apply.outcome import (COMPILED_FILE, MANIFEST, MODEL_FILE, ApplyError, ApplyOutcome, CompiledForm,
-                                       RegionOutcome)
+from kernelcraft.apply.outcome import (
+    COMPILED_FILE,
+    MANIFEST,
+    MODEL_FILE,
+    ApplyError,
+    ApplyOutcome,
+    CompiledForm,
+    RegionOutcome,
+)
 from kernelcraft.apply.plan import RegionPlan, fund, plan
 from kernelcraft.apply.profile import Profile, profile
 from kernelcraft.apply.settle import OnEvent, settle
@@ -38,41 +44,21 @@ from kernelcraft.errors import ApplyInterrupted, KernelcraftError
 from kernelcraft.problems import Problem, load_problem
 from kernelcraft.records import RunRecord
 from kernelcraft.search.bench import uncovered
-from kernelcraft.search.config import RunConfig
 from kernelcraft.search.run import RunOutcome, outcome, resume_run, start_run
+from kernelcraft.spec import ApplySettings, ApplySpec, RunSpec
 from kernelcraft.store import Store, new_id
 from kernelcraft.verify.policy import get_policy, reference_math
 
 __all__ = ["COMPILED_FILE", "MANIFEST", "MODEL_FILE", "ApplyError", "ApplyInterrupted", "ApplyOutcome",
            "ApplySettings", "CompiledForm", "RegionOutcome", "run_apply"]
 
-REPLACE = ("faster", "correct")
-
-
-@dataclass
-class ApplySettings:
-    budget_minutes: float | None = None  # the whole apply's wall time (budget.py); None: each run's own limits
-    min_share: float = 0.02
-    seed: int = 0  # the weights the regions' problem files hold
-    # which regions' kernels go into the model: "faster" than PyTorch (the product), or every "correct" one (to
-    # verify the kernels in the model where they cannot be faster, as in the Triton interpreter on a CPU)
-    replace: str = "faster"
-
-    def __post_init__(self):
-        if self.replace not in REPLACE:
-            raise ValueError(f"replace {self.replace!r}: use one of {', '.join(REPLACE)}")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config: RunConfig, settings: dict,
-              apply: ApplySettings, out_dir: Path, on_event: OnEvent | None = None,
-              resume: str | None = None) -> ApplyOutcome:
-    """Apply kernels to `problem`'s model (loaded at `sizes`); `settings`: what resumes the region runs (stored
-    beside each, as a run stores them). With `resume`, the apply of that id continues."""
+def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, spec: ApplySpec,
+              on_event: OnEvent | None = None, resume: str | None = None) -> ApplyOutcome:
+    """Apply kernels to `problem`'s model (loaded at `sizes`) as `spec` says (its RunSpec is each region run's,
+    stored with it as a run's is). With `resume`, the apply of that id continues."""
     emit = on_event or (lambda kind, data: None)
-    out_dir = Path(out_dir).resolve()
+    out_dir = Path(spec.out_dir).resolve()
+    apply = spec.apply
     stored = None  # the stopped apply's profile, kept on resume: its shares decided its plan and its runs
     if resume:
         apply_id = resume
@@ -81,13 +67,13 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
     else:
         apply_id = new_id("apply-")
         store.create_apply(apply_id, problem.name, problem.source,
-                           {"run": config.to_dict(), **settings, "apply": apply.to_dict(), "out_dir": str(out_dir)})
+                           ApplySpec(spec.spec, apply, str(out_dir)).to_dict())
     device = verifier.devices[0]
     result = ApplyOutcome(apply_id, problem.name, "", device, "failed", None, [])
     deadline = Deadline.of(apply.budget_minutes)
     try:
         emit("apply_stage", {"stage": "capture", "apply_id": apply_id})
-        exact = not get_policy(settings["verify"]["policy"]).allow_tf32
+        exact = not get_policy(verifier.config.policy).allow_tf32
         kept = Profile.from_dict(stored) if stored else None
         extraction, prof = _cut(problem, sizes, device, apply.seed, exact, out_dir, emit, kept,
                                 verifier.config.cpu_threads)
@@ -110,8 +96,8 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, config:
             deadline.expect_model_verdict(time.monotonic() - measuring)
         graphs_ms = result.compile_graphs.runtime_ms if result.compile_graphs and result.compile_graphs.correct \
             else None
-        regions = _optimize(store, apply_id, extraction, prof, apply, proposer, verifier, config, settings,
-                            out_dir, emit, deadline)
+        regions = _optimize(store, apply_id, extraction, prof, apply, proposer, verifier, spec.spec, out_dir, emit,
+                            deadline)
         result.regions = regions
         _store(store, result, "running")
         emit("apply_stage", {"stage": "verify", "apply_id": apply_id,
@@ -183,14 +169,13 @@ def _cut_at(problem: Problem, sizes, device: str, seed: int, out_dir: Path,
 # -- the regions' runs --------------------------------------------------------------------------------------------
 
 def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile, apply: ApplySettings, proposer,
-              verifier, config: RunConfig, settings: dict, out_dir: Path, emit: OnEvent,
-              deadline: Deadline) -> list[RegionOutcome]:
+              verifier, spec: RunSpec, out_dir: Path, emit: OnEvent, deadline: Deadline) -> list[RegionOutcome]:
     """Each problem's run (regions that are one problem run once, as the first of them), and every region's outcome:
     another instance of a problem takes its first's kernel and verdict. The runs share what is left of the budget
     (`deadline`); each is cut to what is left when it starts."""
     like = instances(extraction.regions)
     problems = {name: load_problem(out_dir / "regions" / f"{name}.py") for name in dict.fromkeys(like.values())}
-    unable = {name: why for name, p in problems.items() if (why := uncovered(proposer, p, config.backend))}
+    unable = {name: why for name, p in problems.items() if (why := uncovered(proposer, p, spec.run.backend))}
     for_runs = deadline.for_runs_s()
     plans = plan(prof, None if for_runs is None else for_runs / 60.0, apply.min_share, unable, like)
     earlier = {r.problem: r for r in store.runs(apply_id=apply_id)}
@@ -218,8 +203,7 @@ def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile
         region_problem = problems[p.name]
         emit("apply_region", {"index": i, "total": sum(q.optimize for q in plans), "region": p.name,
                               "share": p.share, "minutes": p.minutes, "instances": len(p.instances) or 1})
-        run = _region_run(store, apply_id, region_problem, p, earlier.get(p.name), proposer, verifier, config,
-                          settings, emit)
+        run = _region_run(store, apply_id, region_problem, p, earlier.get(p.name), proposer, verifier, spec, emit)
         o.run_id = run.run_id
         if run.best is None:
             o.status, o.reason = "no_kernel", run.error or (
@@ -241,13 +225,12 @@ def _optimize(store: Store, apply_id: str, extraction: Extraction, prof: Profile
 
 
 def _region_run(store: Store, apply_id: str, problem: Problem, p: RegionPlan, earlier: RunRecord | None, proposer,
-                verifier, config: RunConfig, settings: dict, emit: OnEvent) -> RunOutcome:
+                verifier, spec: RunSpec, emit: OnEvent) -> RunOutcome:
     if earlier is not None and earlier.status == "done":
         return outcome(store, earlier.id)
     if earlier is not None:
         return resume_run(store, earlier.id, proposer, verifier, out_dir=None, on_event=emit)
-    region_config = RunConfig.from_dict(config.to_dict())
+    region = spec.copy()
     if p.minutes is not None:
-        region_config.budget.wall_s = max(p.minutes * 60.0, 1.0)
-    return start_run(store, problem, proposer, verifier, region_config, settings, out_dir=None, apply_id=apply_id,
-                     on_event=emit)
+        region.run.budget.wall_s = max(p.minutes * 60.0, 1.0)
+    return start_run(store, problem, proposer, verifier, region, out_dir=None, apply_id=apply_id, on_event=emit)

@@ -30,7 +30,8 @@ def run_steps(store: Store, run: RunRecord) -> list[dict]:
     cands = store.candidates(run.id)
     calls = {c.id: c for c in store.calls(run.id)}
     by_id = {c.id: c for c in cands}
-    run_policy = (run.config.get("verify") or {}).get("policy")
+    verify = run.spec.verify
+    run_policy = verify.policy if verify is not None else None
     results = store.results(run.id)
     rows = []
     for c in cands:

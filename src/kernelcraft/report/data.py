@@ -65,7 +65,7 @@ def run_report(store: Store, run_id: str) -> dict:
            "strategy": row.strategy, "proposer": row.proposer, "device": row.device, "status": row.status,
            "stop_reason": row.stop_reason, "created": row.created,
            "wall_seconds": row.wall_seconds, "rounds": max((t["round"] for t in traj), default=0),
-           "config": row.settings}
+           "config": row.spec.run.to_dict()}
     summary = _problem_row(run, best, counts)
     judged_on = sorted({r.device for r in results.values() if r.device})
     return {"kind": "run", "run": run, "cpu_timings": cpu, "timing_methods": sorted(m for m in timing if m),
@@ -204,9 +204,9 @@ def bench_report(store: Store, bench_id: str) -> dict:
     runs = [run_report(store, r.id) for r in store.runs(bench_id=bench_id)]
     rows = [r["problems"][0] for r in runs] + [
         _skipped_row(name, why, status) for status in ("not_covered", "too_large")
-        for name, why in (bench.config.get(status) or {}).items()]
+        for name, why in bench.skipped(status).items()]
     return {"kind": "bench", "bench": {"bench_id": bench_id, "suite": bench.suite, "created": bench.created,
-                                       "config": bench.config.get("run", {})},
+                                       "config": bench.spec.run.to_dict()},
             "cpu_timings": any(r["cpu_timings"] for r in runs), "problems": rows, "metrics": bench_metrics(rows),
             "mixed_devices": mixed_devices(sorted({d for r in runs for d in r["judged_on"]})),
             "fast_p_curve": fast_p_curve(rows), "categories": _merge_categories(runs), "counts": _sum_counts(runs),

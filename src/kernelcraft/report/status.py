@@ -20,12 +20,12 @@ def run_status(store: Store, ident: str) -> dict:
     rows = store.candidates(row.id)
     counts = stored_counts(store, row.id, rows)
     best, final = best_row(row, rows)
-    settings = row.settings
+    config = row.spec.run
     return {"run_id": row.id, "problem": row.problem, "status": row.status, "stop_reason": row.stop_reason,
             "strategy": row.strategy, "proposer": row.proposer, "device": row.device,
-            "round": max((c.round for c in rows), default=0), "rounds": settings.get("rounds"),
+            "round": max((c.round for c in rows), default=0), "rounds": config.rounds,
             "candidates": len(rows), "candidates_evaluated": counts["evaluated"], "by_status": counts["by_status"],
-            "max_candidates": (settings.get("budget") or {}).get("candidates"),
+            "max_candidates": config.budget.candidates,
             "seconds": round(row.updated - row.created, 1) if not row.running else None,
             "best": None if best is None else {
                 "candidate": best.id, "key": best.key, "round": best.round, "backend": best.backend,

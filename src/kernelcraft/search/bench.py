@@ -10,11 +10,10 @@ from typing import Callable
 from kernelcraft.metrics import bench_metrics
 from kernelcraft.problems import Problem
 from kernelcraft.propose.base import Proposer
-from kernelcraft.search.config import RunConfig
 from kernelcraft.search.run import REFUSED, RunOutcome, start_run
+from kernelcraft.spec import RunConfig, RunSpec
 from kernelcraft.store import Store, new_id
 from kernelcraft.verify import JobFront
-
 
 RUNS_PER_GPU = 3
 
@@ -32,14 +31,15 @@ def runs_at_once(devices: list[str], config: RunConfig) -> int:
 
 
 def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Proposer, verifier: JobFront,
-              config: RunConfig, settings: dict | None = None, out_dir: Path | None = None,
-              on_event: Callable[[str, dict], None] | None = None, at_once: int | None = None) -> dict:
-    """Run every problem; returns the bench summary (per problem rows, the metrics, each device's use). `at_once`
+              spec: RunSpec, out_dir: Path | None = None, on_event: Callable[[str, dict], None] | None = None,
+              at_once: int | None = None) -> dict:
+    """Run every problem, each run with a copy of `spec`; returns the bench summary (per problem rows, the metrics, each device's use). `at_once`
     runs go together (None: `runs_at_once`), their candidates judged on every device (a GPU judges one at a time,
     so runs at once share devices, not timings); rows stay in the problems' order, so the table and fast_p are
     those of a bench that ran them one by one."""
     if at_once is not None and at_once < 1:
         raise ValueError(f"runs at once must be at least 1, got {at_once}")
+    config = spec.run
     at_once = at_once or runs_at_once(verifier.devices, config)
     bench_id = new_id("bench-")
     # Problems the proposer cannot cover start no run; the bench keeps them (and why) so that its reports count
@@ -51,8 +51,8 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
     with ThreadPoolExecutor(max(1, min(len(verifier.devices), len(asked), 8))) as pool:
         answers = list(pool.map(lambda p: _too_large(verifier, p), asked))
     too_large = {p.name: why for p, why in zip(asked, answers) if why}
-    store.create_bench(bench_id, suite, {"run": config.to_dict(), **(settings or {}), "not_covered": not_covered,
-                                         "too_large": too_large, "runs_at_once": at_once})
+    store.create_bench(bench_id, suite, {**spec.to_dict(), "not_covered": not_covered, "too_large": too_large,
+                                         "runs_at_once": at_once})
     rows: list[dict | None] = [None] * len(problems)
     refused: list[str] = []  # set by the first run whose endpoint refused: every later problem would meet it
     cancel = threading.Event()
@@ -68,8 +68,8 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
                        "speedup_eager": None, "speedup_compile": None, "runtime_ms": None, "candidates": 0,
                        "best_file": None, "reason": skipped[0][1]}
             return
-        rows[i] = row(start_run(store, problem, proposer, verifier, RunConfig.from_dict(config.to_dict()),
-                                settings, out_dir, bench_id, on_event, cancel))
+        rows[i] = row(start_run(store, problem, proposer, verifier, spec.copy(), out_dir, bench_id, on_event,
+                                cancel))
         if (rows[i]["stop_reason"] or "").startswith(REFUSED) and not refused:
             refused.append(f"the model endpoint refused the requests of {problem.name}'s run")
 

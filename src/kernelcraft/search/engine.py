@@ -27,15 +27,16 @@ from kernelcraft.propose.base import Answer, FatalProposerError, Idea, Kernel, P
 from kernelcraft.propose.feedback import OUTPUT_LIMIT
 from kernelcraft.propose.parse import parse_ideas, parse_kernel
 from kernelcraft.ranking import ranked
+from kernelcraft.records import NO_ANSWER, unevaluated_status
 from kernelcraft.result import INTERRUPTED
-from kernelcraft.search.config import RunConfig
 from kernelcraft.search.history import round_failures, run_target, tried_ideas
 from kernelcraft.search.profiling import RunProfiler
-from kernelcraft.search.records import Cand, Counters, done as _done
-from kernelcraft.records import NO_ANSWER, unevaluated_status
+from kernelcraft.search.records import Cand, Counters
+from kernelcraft.search.records import done as _done
+from kernelcraft.spec import RunConfig
 from kernelcraft.store import Store
-from kernelcraft.verify import Job, JobFront
 from kernelcraft.target import Target
+from kernelcraft.verify import Job, JobFront
 
 
 class Engine:

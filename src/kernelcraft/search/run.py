@@ -13,13 +13,12 @@ from kernelcraft.problems import Problem, load_problem
 from kernelcraft.propose.base import Proposer
 from kernelcraft.records import FAILING, REFUSED, CandidateRecord  # noqa: F401 - the stop reasons, said here too
 from kernelcraft.result import Result, json_safe
-from kernelcraft.search.config import RunConfig
 from kernelcraft.search.engine import Engine
 from kernelcraft.search.records import Cand, Counters
 from kernelcraft.search.strategies import get_strategy
+from kernelcraft.spec import RunSpec
 from kernelcraft.store import Store, StoreError, new_id
 from kernelcraft.verify import JobFront
-
 
 CLEAN_ENDS = ("budget_", "proposer_exhausted")  # stop reasons of a run that ended as planned
 
@@ -70,19 +69,18 @@ class RunOutcome:
         return json_safe(d)  # JSON has no NaN (a stored run's idle fraction is unknown)
 
 
-def start_run(store: Store, problem: Problem, proposer: Proposer, verifier: JobFront, config: RunConfig,
-              settings: dict | None = None, out_dir: Path | None = Path("."), bench_id: str | None = None,
+def start_run(store: Store, problem: Problem, proposer: Proposer, verifier: JobFront, spec: RunSpec,
+              out_dir: Path | None = Path("."), bench_id: str | None = None,
               on_event: Callable[[str, dict], None] | None = None, cancel=None,
               apply_id: str | None = None) -> RunOutcome:
-    """A new run. `settings` is what the caller needs to resume it (verifier and proposer settings);
-    it is stored beside the run's config. `bench_id`, `apply_id`: the bench it is one problem of, the apply it is
-    one region of. `cancel` (a threading.Event) set stops it as an interrupt would."""
+    """A new run, its `spec` stored as given (a resume reads it back). `bench_id`, `apply_id`: the bench it is one
+    problem of, the apply it is one region of. `cancel` (a threading.Event) set stops it as an interrupt would."""
+    config = spec.run
     config.check()
     get_strategy(config.strategy)
     run_id = new_id()
-    stored = {"run": config.to_dict(), **(settings or {})}
     store.create_run(run_id, problem.name, problem.source, config.strategy, proposer.name,
-                     verifier.devices[0], stored, bench_id, apply_id)
+                     verifier.devices[0], spec.to_dict(), bench_id, apply_id)
     return _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event, cancel)
 
 
@@ -90,9 +88,8 @@ def resume_run(store: Store, run_id: str, proposer: Proposer, verifier: JobFront
                on_event: Callable[[str, dict], None] | None = None) -> RunOutcome:
     row = store.run(run_id)
     problem = stored_problem(store, row.id, row.problem, row.problem_source)
-    config = RunConfig.from_dict(row.config["run"])
     store.reopen_run(row.id)
-    return _drive(store, row.id, problem, proposer, verifier, config, out_dir, on_event,
+    return _drive(store, row.id, problem, proposer, verifier, row.spec.run, out_dir, on_event,
                   earlier_s=row.elapsed or 0.0)
 
 
