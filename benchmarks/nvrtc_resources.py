@@ -8,7 +8,7 @@ keeps ptxas's lines.
 
 import re
 
-from benchmarks.layernorm_resident_probe import REFERENCE
+from benchmarks.probes.layernorm_resident_probe import REFERENCE
 from kernelcraft.backends import nvrtc
 from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.plan import Op

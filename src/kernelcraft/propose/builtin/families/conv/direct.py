@@ -25,7 +25,7 @@ GPU level 1's 50 no longer takes it: its stride folds into the channels for the 
 The rest of this docstring measured the weight as it lies.
 
 Measured at KernelBench's published sizes on an H100, interleaved with torch.compile (exact fp32 baselines,
-benchmarks/direct_conv_probe.py, direct-conv-probe-h100-2026-11-27.json): level 1's 50 (3 -> 96 channels, 11 x 11
+benchmarks/probes/direct_conv_probe.py, direct-conv-probe-h100-2026-11-27.json): level 1's 50 (3 -> 96 channels, 11 x 11
 taps at stride 4) on 128 positions x 128 out-channels, 4 warps, the taps looped: 2.53 and 3.02 ms in two passes on
 two machines, torch.compile 2.96 and 2.95, the packed 3xTF32 move 3.45 (in the family, kernelbench.py's row: 3.25 ms,
 0.91x torch.compile, kernelbench-level1-direct2d-h100-2026-11-27.json); 54 and 59 (3-D, 3 -> 64 channels, 3 x 3 x 3

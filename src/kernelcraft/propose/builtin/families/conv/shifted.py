@@ -95,7 +95,7 @@ def kernel(axes: str, names: Names, extra: tuple[str, ...], flags: tuple[str, ..
     out-channels co and nmask defined) and the run-time parameters `extra` after its pointers, constexprs `flags`
     after its own. `compiled`: its sizes (`sizes`) are constexprs, one build per input shape, so the output rows'
     decoding divides by constants (multiplies and shifts). Compiled for sm_90a as launches specialize it
-    (benchmarks/sass_probe.py --hopper; results/sass-shifted-compiled-2026-11-27.log), the kernel shrinks from
+    (benchmarks/probes/sass_probe.py --hopper; results/sass-shifted-compiled-2026-11-27.log), the kernel shrinks from
     1,872 to 1,072 instructions at level1/55's sizes, 3,816 to 1,056 at 70's (225 registers to 90), 2,576 to 1,992
     at level2/57's (its 64 bytes of spill gone); the K loop is the same, the epilogue's index work is what goes.
     Timed on an H100 against the same move without it (results/params-probe-compiled-h100-2026-11-27.json): level 1's

@@ -31,11 +31,11 @@ TMA_TILES = ((128, 256, 32, 8, 3), (256, 128, 32, 8, 3))
 EXACT_TILES = (128, 128, 32, 8, 3)
 # a matmul's first move's tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), for its operands split once or, in
 # products too small for that, split in the K loop: split once, 128x256 tiles hold three 128x256 accumulators and
-# spill (6-12x slower than 128x128 on an H100, benchmarks/tf32_split_probe.py)
+# spill (6-12x slower than 128x128 on an H100, benchmarks/probes/tf32_split_probe.py)
 SPLIT_TILES = (128, 128, 32, 8, 3)
 # 3xTF32's split made once pays where a product's work outgrows its operands: per output tile of a K step the
 # GEMM does 2 BLOCK_M BLOCK_N multiply-adds, the split pass moves 12 bytes per operand element (read once, two
-# parts written) and the GEMM reads each twice. Measured on an H100 (benchmarks/tf32_split_probe.py, both at
+# parts written) and the GEMM reads each twice. Measured on an H100 (benchmarks/probes/tf32_split_probe.py, both at
 # 128x128x32 tiles, the split pass included): split once 1.05-1.34x faster than 3xTF32 split in the K loop from
 # M N / (M + N) = 512 (1024 x 1024, K = 65536: 1.34x) to 16384 (KernelBench level 1's 7_, K = 64: 1.05x); smaller
 # products keep the in-loop split, not measured against it
@@ -69,7 +69,7 @@ class Tiles(Params):
     splits K): on a Hopper GPU the parts of K run as one batch of products on the TMA kernel (each part's A and B
     views of K chunks), not as exact fp32 on the strided kernel. A matmul's first move sets it: on an H100 it took
     level 1's 6 (256x256 by K 524,288) 1.60 -> 1.26 ms, and left 3, 8 and 16, which do not split K, as they were
-    (benchmarks/params_probe.py --vary '{"split_k_tma": true}'; params-probe-splitk-h100-2026-11-27.json)."""
+    (benchmarks/probes/params_probe.py --vary '{"split_k_tma": true}'; params-probe-splitk-h100-2026-11-27.json)."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128

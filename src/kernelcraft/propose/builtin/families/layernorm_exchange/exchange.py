@@ -12,7 +12,7 @@ resident together: such kernels are launched cooperatively.
 EXCHANGE = r'''
 // Each thread sleeps this long between polls of a flag: every block of a group polls all of the group's flags,
 // and back-to-back polls slow the L2 slices that hold them (and with them the flags still to come): 1% of
-// LayerNorm (16, 64, 256, 256) on an H100 (benchmarks/layernorm_variants_probe.py).
+// LayerNorm (16, 64, 256, 256) on an H100 (benchmarks/probes/layernorm_variants_probe.py).
 #define KC_POLL_NS 100
 
 __device__ __forceinline__ unsigned kc_load_acquire(const unsigned* p)

@@ -1,6 +1,6 @@
 """Norm family (layernorm, rmsnorm) over rows of N: rows in registers (one read, one write) when N fits; longer
 rows are split over programs: per-chunk statistics (Welford or two-pass), merged per row by the writer
-(benchmarks/moves_probe.py times each move and kernel). An rmsnorm over a dim that is not the last normalizes
+(benchmarks/probes/moves_probe.py times each move and kernel). An rmsnorm over a dim that is not the last normalizes
 columns (R elements inner apart), 16 or more side by side so that loads coalesce, in registers where R fits.
 Pointwise steps after the norm are its epilogue, applied to the fp32 result before each store.
 

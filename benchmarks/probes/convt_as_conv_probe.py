@@ -7,7 +7,7 @@ conv family's first move for that ConvNd (the built-in engineer on a problem wri
 it against eager on one input and times it interleaved with the others (`params_probe.against_compile`: the
 verifier's clock, the L2 flushed). A result here becomes a move only through the families' code.
 
-    python benchmarks/convt_as_conv_probe.py shared/kernelbench/level1 --only 65,69,58,70 --out probe.json
+    python benchmarks/probes/convt_as_conv_probe.py shared/kernelbench/level1 --only 65,69,58,70 --out probe.json
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def main() -> None:
     args = probe_parser(__doc__).parse_args()
     set_exact_fp32(True)  # the strict policy's baselines: cuDNN's fp32 convolutions exact, as the verifier's
     engineer = BuiltinProposer("cuda")
-    record = {"what": "stride-1 transposed convs as the convs they equal (benchmarks/convt_as_conv_probe.py)",
+    record = {"what": "stride-1 transposed convs as the convs they equal (benchmarks/probes/convt_as_conv_probe.py)",
               "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
               "date": datetime.date.today().isoformat(), "code": code(),
               "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "policy": "strict",

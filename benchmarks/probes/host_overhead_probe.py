@@ -4,7 +4,7 @@ median of several windows), eager, under torch.compile (default mode), torch.com
 graphs) and eager replayed from one captured CUDA graph (inputs copied into the graph's buffers, the output cloned
 out, both counted); and each one's device time from torch.profiler's kernel sum, with its heaviest kernels.
 
-    PYTHONPATH=src python benchmarks/host_overhead_probe.py --models bert,gpt2,llama --dtype bfloat16 \\
+    PYTHONPATH=src python benchmarks/probes/host_overhead_probe.py --models bert,gpt2,llama --dtype bfloat16 \\
         --json benchmarks/results/host-overhead-h200-DATE.json
 
 A probe for where apply's speed can come from on host-bound models (every zoo transformer in bf16 at these sizes on
@@ -104,7 +104,7 @@ def main() -> int:
         print(json.dumps(row), flush=True)
         rows.append(row)
         torch._dynamo.reset()
-    record = {"what": "host overhead probe (benchmarks/host_overhead_probe.py)",
+    record = {"what": "host overhead probe (benchmarks/probes/host_overhead_probe.py)",
               "date": datetime.date.today().isoformat(),
               "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
               "method": "back-to-back calls between two CUDA events (20 calls, median of 7 windows), no L2 flush; "

@@ -3,7 +3,7 @@ output, float64, the rounding sampled over 8 more runs, compare / compare_exact)
 kernel with fp64 and with fp32 products and for torch's math path. Run from the checkout's root, with the candidate
 file written by the built-in engineer for 97 at .run/cand97.py:
 
-    PYTHONPATH=src python benchmarks/attention_probe97.py 4 8
+    PYTHONPATH=src python benchmarks/probes/attention_probe97.py 4 8
 
 Record: benchmarks/results/attention-probe97-h200-2026-11-29.log (at cace43f, before d537fca's fix)."""
 import importlib.util, sys, json, torch

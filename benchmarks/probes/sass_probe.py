@@ -6,9 +6,9 @@ pointers, integers divisible by 16, ones as constants), and per kernel: register
 kernel costs per element, and how many programs an SM can hold. `--hopper`: the candidate's kc_tma_gpu says yes,
 so it takes its TMA paths (tensor descriptors of meta tensors, compiled as the block shapes they carry).
 
-    python benchmarks/sass_probe.py shared/kernelbench/level1 51_ --move 0
-    python benchmarks/sass_probe.py shared/kernelbench/level1 47_ --move 0 --set '{"num_warps": 16}' --keep /tmp/sass
-    python benchmarks/sass_probe.py shared/kernelbench/level1 55_ --hopper --set '{"compiled_sizes": true}'
+    python benchmarks/probes/sass_probe.py shared/kernelbench/level1 51_ --move 0
+    python benchmarks/probes/sass_probe.py shared/kernelbench/level1 47_ --move 0 --set '{"num_warps": 16}' --keep /tmp/sass
+    python benchmarks/probes/sass_probe.py shared/kernelbench/level1 55_ --hopper --set '{"compiled_sizes": true}'
 """
 
 from __future__ import annotations

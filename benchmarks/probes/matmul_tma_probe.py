@@ -2,7 +2,7 @@
 TMA move, each checked against an fp64 product and timed with triton.testing.do_bench (CUDA events). Prints one
 line per config (an out-of-shared-memory config prints its error).
 
-    python benchmarks/matmul_tma_probe.py > benchmarks/results/matmul-tma-probe-h100.log
+    python benchmarks/probes/matmul_tma_probe.py > benchmarks/results/matmul-tma-probe-h100.log
 """
 
 import traceback

@@ -2,7 +2,7 @@
 without the affine weight and bias (w and b are re-read by every row: 33.5 MB each time unless L2 keeps them),
 per move, beside the copy floor, and the host time one forward takes to issue its launches. `--once MOVE` runs one forward only (for a profiler such as ncu).
 
-    python benchmarks/layernorm_resident_probe.py > benchmarks/results/layernorm-resident-probe-h100.log
+    python benchmarks/probes/layernorm_resident_probe.py > benchmarks/results/layernorm-resident-probe-h100.log
 """
 
 import argparse

@@ -13,7 +13,7 @@ current fp32 TMA kernel, the same loop), the split kernel at several tiles (with
 split pass alone, plain TF32 (a ceiling, not fp32-accurate); max error relative to max |C| against an fp64 product.
 Timings: triton.testing.do_bench (median, L2 flushed between calls).
 
-    python benchmarks/tf32_split_probe.py --out probe.json
+    python benchmarks/probes/tf32_split_probe.py --out probe.json
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ and timed interleaved in one process with eager and torch.compile by the verifie
 (`verify.timing.time_interleaved`: CUDA events, the L2 flushed before each call). A variant that wins here becomes a
 move (or the first one) only through the family's code, and is then verified like any candidate.
 
-    python benchmarks/params_probe.py shared/kernelbench/level1 --only 41,44 \\
+    python benchmarks/probes/params_probe.py shared/kernelbench/level1 --only 41,44 \\
         --vary '{"BLOCK_W": 128}' '{"BLOCK_W": 256, "num_warps": 8}' --out probe.json
 
 A problem of several ops (a chain: level 1's 12, diag(A) @ B as a view and a broadcast product; 94, a mean over a
@@ -196,7 +196,7 @@ def main() -> None:
     varies = [json.loads(v) for v in args.vary]
     engineer = BuiltinProposer("cuda")
     record = {"what": "a family's parameters beyond its moves against torch.compile, one process, interleaved "
-                      "(benchmarks/params_probe.py)", "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                      "(benchmarks/probes/params_probe.py)", "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
               "triton": triton.__version__, "date": datetime.date.today().isoformat(), "code": code(),
               "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "policy": args.policy,
               "reference_fp32": "exact (TF32 off for cuDNN and matmuls)" if exact else "torch defaults",

@@ -3,7 +3,7 @@ on this device (CUDA moves first on sm_90+, then Triton's), the whole forward (t
 events), each kernel's own time (torch.profiler), its error against the reference run in float64, and the
 copy floor of the first input (x.clone(): one read, one write of the same bytes).
 
-    python benchmarks/moves_probe.py level1/layernorm > benchmarks/results/norm-probe-h100.log
+    python benchmarks/probes/moves_probe.py level1/layernorm > benchmarks/results/norm-probe-h100.log
 """
 
 import argparse

@@ -5,7 +5,7 @@ keeps data in L2 across its flush). The kernel's w and b loads carry evict-last 
 verifier's per-call persisting-L2 reset blocks the host until the GPU is idle, and what the events measure when
 the GPU is kept busy (a spin kernel after the flush) while the host issues the forward.
 
-    python benchmarks/layernorm_timing_probe.py > benchmarks/results/layernorm-timing-h100.log
+    python benchmarks/probes/layernorm_timing_probe.py > benchmarks/results/layernorm-timing-h100.log
 """
 
 import time
@@ -14,7 +14,7 @@ import torch
 import triton.testing
 from cuda.bindings import runtime
 
-from benchmarks.layernorm_resident_probe import REFERENCE
+from benchmarks.probes.layernorm_resident_probe import REFERENCE
 from benchmarks.matmul_sweep import load
 from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.plan import Op

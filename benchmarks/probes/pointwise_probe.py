@@ -10,7 +10,7 @@ first kernel as it renders today, and variants of its flat kernel that differ in
 The variants run the problem's own op (its elementwise steps, from the engineer's plan) so each is a real candidate
 for it; every variant's output is compared with eager's before it is timed.
 
-    python benchmarks/pointwise_probe.py shared/kernelbench/level1 --only 19,21,26,30 --out probe.json
+    python benchmarks/probes/pointwise_probe.py shared/kernelbench/level1 --only 19,21,26,30 --out probe.json
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ specialized by Triton, so it loads along one axis and stores along the other), a
 Each copy is checked equal to torch's, then timed with triton.testing.do_bench (CUDA events, median). A diagnosis for
 choosing the copy in `gemm/tma.py`'s kc_tma_rows; results of the GEMMs themselves come from the verifier.
 
-    python benchmarks/transpose_copy_probe.py --out probe.json
+    python benchmarks/probes/transpose_copy_probe.py --out probe.json
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def main() -> None:
         print(row, flush=True)
         rows_out.append(row)
     record = {"what": "transposed-operand copy into K-major rows: torch .contiguous() against the GEMM family's "
-                      "Triton rows copy (benchmarks/transpose_copy_probe.py)",
+                      "Triton rows copy (benchmarks/probes/transpose_copy_probe.py)",
               "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
               "date": datetime.date.today().isoformat(), "code": code(),
               "method": "triton.testing.do_bench: CUDA events, median", "rows": rows_out}

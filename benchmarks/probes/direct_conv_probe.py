@@ -11,7 +11,7 @@ exact fp32 FMAs. Passes 1 and 2 of direct-conv-probe-h100-2026-11-27.json timed 
 on one input before it is timed interleaved with eager and torch.compile by the verifier's clock
 (`params_probe.against_compile`); the baselines' fp32 convolutions run exact (cuDNN's TF32 off), as the verifier's do.
 
-    python benchmarks/direct_conv_probe.py shared/kernelbench/level1 --only 50,54 --tiles 128x256w4u --out probe.json
+    python benchmarks/probes/direct_conv_probe.py shared/kernelbench/level1 --only 50,54 --tiles 128x256w4u --out probe.json
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def main() -> None:
     set_exact_fp32(True)  # the strict policy's baselines: exact fp32 convolutions
     engineer = BuiltinProposer("cuda")
     record = {"what": "a direct CUDA-core convolution against torch.compile and the engineer's first move, one "
-                      "process, interleaved (benchmarks/direct_conv_probe.py)",
+                      "process, interleaved (benchmarks/probes/direct_conv_probe.py)",
               "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
               "date": datetime.date.today().isoformat(), "code": code(),
               "method": "verify.timing.time_interleaved: cuda_events+l2_flush, median", "problems": []}

@@ -9,7 +9,7 @@ bounds what a faster exchange could give.
 Each variant is the rendered candidate with a line edited; all are checked against torch and timed in turn
 (do_bench: CUDA events, L2 cleared between reps), three times over.
 
-    python benchmarks/layernorm_variants_probe.py > benchmarks/results/layernorm-variants-h100.log
+    python benchmarks/probes/layernorm_variants_probe.py > benchmarks/results/layernorm-variants-h100.log
 """
 
 import statistics
@@ -17,7 +17,7 @@ import statistics
 import torch
 import triton.testing
 
-from benchmarks.layernorm_resident_probe import REFERENCE
+from benchmarks.probes.layernorm_resident_probe import REFERENCE
 from benchmarks.matmul_sweep import load
 from kernelcraft.propose.builtin import registry
 from kernelcraft.propose.builtin.plan import Op
