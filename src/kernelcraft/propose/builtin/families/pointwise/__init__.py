@@ -57,7 +57,7 @@ class Tiles(Params):
 
 def moves(op: Op) -> list[Tiles]:
     # 1024-element tiles of 4 warps first: at KernelBench's sizes (6.4 GB read and written) they match torch.compile's
-    # kernel, and 4096 of 8 were 2% slower (benchmarks/probes/pointwise_probe.py on an H100); a broadcast's layout packed
+    # kernel, and 4096 of 8 were 2% slower (benchmarks/probes/pointwise_probe.py, H100); a broadcast's layout packed
     return [Tiles(1024, 4, packed_layout=True), Tiles(4096, 8), Tiles(2048, 4), Tiles(8192, 8),
             Tiles(4096, 8, per_sm=8), Tiles(4096, 8, evict_first=True)]
 
