@@ -5,7 +5,9 @@ one-signed (KernelBench's torch.rand). Every product is positive, the operands' 
 and the output is off by 1e-5 to 7e-5 of its magnitude under every distribution that scales values by at most
 100x: inside strict's 1e-4 (the cheat passed every trial before the `spread` trial and the per-element rule).
 Where every input is one-signed, the `spread` trial scales each magnitude down by its own factor (1 to 1e-16),
-so a sum is carried by a few terms and bf16's rounding is ~1e-3 of an element.
+so a sum is carried by a few terms and bf16's rounding is 1.5e-3 to 5e-3 of an element (7x strict's
+tolerance or more in 10 of 10 draws on the CPU; with the spread's old uniform exponent, ~1.5x, and one draw
+in 30 passed).
 
 27, an estimate inside the float64 allowance: a per-row variance estimated from 64 samples, on rows where
 torch's own fp32 result is rounding noise on some rows and exact on the others. Against float64 the old
@@ -132,10 +134,10 @@ LARGE_K = KERNELBENCH / "level1" / "6_Matmul_with_large_K_dimension_.py"  # M = 
 SQUARE = KERNELBENCH / "level1" / "1_Square_matrix_multiplication_.py"  # N = 4096
 
 GPU_CASES = [
-    # bf16 split-K: ~2e-6 to 3e-5 of the output on natural, mixed and uniform inputs; ~3e-4 of an element on spread
+    # bf16 split-K: ~2e-6 to 3e-5 of the output on natural, mixed and uniform inputs; ~2e-3 of an element on spread
     ("c26_precision_hidden_cheat", LARGE_K, "incorrect"),
     ("c26_precision_hidden_honest", LARGE_K, "ok"),
-    # TF32: ~1e-5 of the output on natural inputs; 1e-4 to 1e-3 of an element on spread (K = 4096)
+    # TF32: ~1e-5 of the output on natural inputs; 1.5e-4 to 8e-4 of an element on spread (K = 4096)
     ("c26_precision_hidden_tf32_cheat", SQUARE, "incorrect"),
     ("c26_precision_hidden_honest", SQUARE, "ok"),
 ]

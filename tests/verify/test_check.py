@@ -333,6 +333,16 @@ def test_reduced_precision_on_one_signed_inputs_passes_against_torch_and_fails_p
     assert compare(bf16, ours, STRICT).ok and not compare_exact(bf16, ours, exact, STRICT).ok
 
 
+def test_the_spread_trial_shows_bf16_operands_by_a_wide_margin_on_every_draw():
+    """Few terms carry each sum, at any K: bf16 operands are off by 5x strict's tolerance or more on every draw (with
+    a uniform exponent ~K/512 terms shared each sum, and about one draw in 30 at K = 2^17 passed)."""
+    for k in (1 << 12, 1 << 17):
+        for seed in range(6):
+            a, b, ours, exact = _rand_matmul(SPREAD, k, seed, m=8)
+            error = compare_exact(a.bfloat16().float() @ b.bfloat16().float(), ours, exact, STRICT).max_rel_error
+            assert error > 5 * STRICT.fp32, (k, seed, error)
+
+
 # -- outputs compared a slice at a time ----------------------------------------------------------------------
 
 @pytest.fixture

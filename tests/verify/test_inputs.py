@@ -137,7 +137,7 @@ def test_spread_scales_every_magnitude_down_by_its_own_factor_keeping_signs_zero
     for i in (0, 1, 2, 4, 6):
         assert torch.equal(torch.sign(spread[i]), torch.sign(natural[i])), i
         factor = spread[i].double() / natural[i].double()
-        assert factor.max() <= 1 + 1e-3 and factor.log10().std() > 0.5, i  # only down, each element its own way
+        assert factor.max() <= 1 + 1e-3 and factor.log10().std() > 0.3, i  # only down, each element its own way
     assert spread[1].double().div(natural[1].double()).min() < 1e-12  # fp32: down to 1e-16
     assert spread[4].double().div(natural[4].double()).min() > 10 ** -2.5  # fp16: half its range of magnitudes
     assert torch.equal(spread[3], natural[3]) and spread[5] == 7
@@ -145,6 +145,10 @@ def test_spread_scales_every_magnitude_down_by_its_own_factor_keeping_signs_zero
     (x,) = draw_inputs(rand, "cpu", 2, SPREAD)
     (before,) = draw_inputs(rand, "cpu", 2)
     assert torch.equal(x == 0, before == 0) and x.min() >= 0 and x.max() < 1  # torch.rand's [0, 1), zeros kept
+    # few large magnitudes: a factor above 10^-y for a share (y/16)^3 of the elements (1/8 above 10^-8)
+    (x,) = draw_inputs(types.SimpleNamespace(get_inputs=lambda: [torch.ones(1 << 16)]), "cpu", 3, SPREAD)
+    for y in (4.0, 8.0, 12.0):
+        assert abs(float((x > 10 ** -y).double().mean()) - (y / 16) ** 3) < 0.01, y
 
 
 def test_spread_takes_offsets_place_where_every_input_is_one_signed():
