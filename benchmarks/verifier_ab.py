@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r'''
 import json, sys, tempfile, time
 from pathlib import Path
-sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2])
+sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2]); sys.path.insert(2, sys.argv[2] + '/benchmarks')
 import torch
 import kernelcraft  # from the tree, before benchmarks.scale puts this checkout's src on the path
 from benchmarks.scale import builtin_candidates
@@ -84,23 +84,24 @@ def main() -> None:
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree)
     runs: dict[str, list[dict]] = {name: [] for name in trees}
-    device = None
+    import torch
+
+    record = {}
     for turn in range(args.turns):
         for name, src in trees.items():
             run = run_tree(src, args.problem, args.candidates, args.timing_budget)
-            device = run["device"]
             runs[name].append(run)
             print(f"turn {turn}, {name}: {run['wall_s'] / len(run['rows']):.3f} s a candidate", file=sys.stderr)
-    import torch
-
-    record = {"what": "one GPU's verifier under several code trees, alternated", "problem": args.problem,
-              "device": device, "torch": torch.__version__, "date": datetime.date.today().isoformat(),
-              "code": os.environ.get("KERNELCRAFT_CODE"), "trees": trees, "turns": args.turns,
-              "timing_budget_s": args.timing_budget,
-              "method": "wall clock of Verifier.evaluate_many after 2 warm-up candidates; Result.phases per candidate",
-              "summary": {name: summary(r) for name, r in runs.items()}}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1))
+            # written after every tree's turn: a run cut short keeps what it measured
+            record = {"what": "one GPU's verifier under several code trees, alternated", "problem": args.problem,
+                      "device": run["device"], "torch": torch.__version__, "date": datetime.date.today().isoformat(),
+                      "code": os.environ.get("KERNELCRAFT_CODE"), "trees": trees, "turns": args.turns,
+                      "turns_done": turn + (name == list(trees)[-1]), "timing_budget_s": args.timing_budget,
+                      "method": "wall clock of Verifier.evaluate_many after 2 warm-up candidates; Result.phases per "
+                                "candidate",
+                      "summary": {n: summary(r) for n, r in runs.items() if r}}
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(record, indent=1))
     print(json.dumps(record["summary"], indent=1))
 
 
