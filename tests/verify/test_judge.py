@@ -57,16 +57,6 @@ def test_a_device_only_sample_is_checked_last_and_named_for_what_it_caught(tmp_p
     assert case.result.message.startswith("device-only timed call (round 2, inputs changed 3x in place)")
 
 
-def test_outside_clock_calls_fill_its_time_within_its_memory():
-    assert judge.outside_calls(0.01, 1 << 20, 1 << 20, "cuda") == judge.OUTSIDE_MAX_CALLS  # tiny calls: the cap
-    assert judge.outside_calls(10.0, 1 << 20, 1 << 20, "cuda") == 4  # 40 ms of calls
-    assert judge.outside_calls(0.01, 6 << 30, 6 << 30, "cuda") == 3  # KernelBench's ReLU: three sets
-    assert judge.outside_calls(0.01, 6 << 30, 6 << 30, "cuda", free_bytes=40 << 30) == 1  # where 40 GiB are free
-    assert judge.outside_calls(0.01, 100 << 20, 100 << 20, "cpu") == 3  # 512 MiB beyond one set
-    assert judge.outside_calls(0.01, 100 << 20, 100 << 20, "cuda") == 164  # 32 GiB on a GPU
-    assert judge.outside_calls(0.01, 100 << 20, 100 << 20, "cuda", free_bytes=1 << 30) == 2  # a quarter of what is free
-
-
 def _split(fresh_ms, partial_ms, eager_fresh=1.0, eager_partial=1.0, n=5):
     return {"candidate": {"fresh_ms": fresh_ms, "partial_ms": partial_ms, "fresh": n, "partial": n},
             "eager": {"fresh_ms": eager_fresh, "partial_ms": eager_partial, "fresh": n, "partial": n}}

@@ -250,3 +250,38 @@ def compare_exact(out: torch.Tensor, torch_out: torch.Tensor, exact: torch.Tenso
     return Comparison(False, worst, "mismatch", f"{summary}; {worst:.3g} > {tol:g} ({policy.name}) beyond the "
                       f"reference's rounding at index {index}: got {got:.6g}, float64 {expected:.6g}, torch "
                       f"{torch_there:.6g}; {over / out.numel():.2%} of elements out of tolerance")
+
+
+# -- a reference seen at secret places: the outside clock's calls ------------------------------------------------
+
+@dataclass
+class Sampled:
+    """A floating reference output seen at secret flat positions, with its whole rms and whether it is finite
+    everywhere: what `compare_sampled` needs to judge a candidate's output there later, without the reference kept
+    (device tensors, nothing read)."""
+    positions: torch.Tensor
+    values: torch.Tensor
+    rms: torch.Tensor
+    finite: torch.Tensor
+
+
+def sample_reference(ref: torch.Tensor, positions: torch.Tensor) -> Sampled:
+    finite = torch.stack([torch.isfinite(r).all() for (r,) in _slices(ref)]).all()
+    return Sampled(positions, ref.reshape(-1)[positions].clone(), _rms_on_device(ref), finite)
+
+
+def compare_sampled(out: torch.Tensor, sampled: Sampled, policy: Policy) -> Comparison:
+    """`compare`'s rule at the sampled positions only: |out − ref| / (|ref| + rms(ref)), the rms over the whole
+    reference. One sync."""
+    got = out.reshape(-1)[sampled.positions]
+    tol = policy.tolerance(sampled.values.dtype)
+    bad = (~torch.isfinite(got)).sum()
+    tops, where, over = _errors(got, sampled.values, sampled.rms, tol=tol)
+    worst, _, (bad, over) = _read(tops, where, [bad, over])
+    n = got.numel()
+    if bad:
+        return Comparison(False, math.inf, "non_finite", f"{bad} NaN/Inf of {n} elements checked at secret places")
+    if worst <= tol:
+        return Comparison(True, worst)
+    return Comparison(False, worst, "mismatch", f"max relative error {worst:.3g} > {tol:g} ({policy.name}) at "
+                      f"{over} of {n} elements checked at secret places")

@@ -5,21 +5,18 @@ comes back, and records findings on the result as named reasons. Order of an eva
 `trials` (correctness on fresh secret inputs, the first one run twice for determinism) →
 `attribution` (which kernels ran) → `timing` (inputs changed in place between calls; sampled timed
 outputs re-checked; fully fresh calls no slower than the others) → `outside_clock` (the supervisor's
-own clock over calls on fresh inputs it wrote, outputs it checks) → `review`.
+own clock over calls on fresh inputs it wrote, outputs it checks: verify/outside.py) → `review`.
 
 Memory: a trial holds its inputs (no private copy: a keyed fingerprint proves them unchanged), the
 reference's outputs and the candidate's, and lets them go before the next trial is drawn.
 
-Over 400 lines on purpose for now: the trusted checks of an evaluation are read as one. The outside clock
-(`outside_clock` and its helpers, about 200 lines) is the next part to move into a module of its own.
+Over 400 lines on purpose: the trusted checks of an evaluation are read as one. The outside clock, the last
+of them, is a module of its own (verify/outside.py).
 """
 
 from __future__ import annotations
 
 import copy
-import math
-import random
-import secrets
 import time
 from dataclasses import dataclass
 
@@ -30,7 +27,7 @@ from kernelcraft.result import Result
 from kernelcraft.verify.check import Comparison, check_form, compare, compare_exact, rounding, worst_rounding
 from kernelcraft.verify.config import VerifyConfig
 from kernelcraft.verify.containment import affinity_widened, cpu_seconds, descendants
-from kernelcraft.verify.inputs import (NUDGE_ULPS, SPREAD, distributions_for, draw_inputs, fresh_seed, has_floating,
+from kernelcraft.verify.inputs import (NUDGE_ULPS, distributions_for, draw_inputs, fresh_seed, has_floating,
                                        mutate_inputs, mutation_kind, nudged, perturbed, precision_rotation)
 from kernelcraft.verify.memory import GiB, fingerprint, new_key, release_cache
 from kernelcraft.verify.policy import Policy, reference_math
@@ -257,7 +254,7 @@ def children_alive(worker) -> bool:
     return bool(descendants(worker.proc.pid))
 
 
-def _finite(expected: list) -> bool:
+def all_finite(expected: list) -> bool:
     flags = [torch.isfinite(e).all() for e in expected if e.is_floating_point()]
     return not flags or bool(torch.stack(flags).all())  # one read for every output
 
@@ -289,7 +286,7 @@ def trials(case: Case) -> bool:
             if changed:
                 result.fail("rejected", "inputs_modified", f"input {changed[0]} was changed by the candidate")
                 return False
-            if not _finite(expected):
+            if not all_finite(expected):
                 result.notes.append(f"trial {trial}: the reference is not finite under '{dist}' inputs; skipped")
                 continue
             if not case.judge(outputs, expected, f"trial {trial} ({dist})", inputs, precision=True):
@@ -403,7 +400,7 @@ def timing(case: Case, seed: int) -> dict | None:
     result.runtime = reply["timings"]["candidate"]
     result.eager_control = reply["timings"]["eager"]
     result.memory["worker_peak_reserved"] = (reply.get("memory") or {}).get("worker_peak_reserved")
-    if not _fair(case, cpu_before, time.perf_counter() - start):
+    if not fair(case, cpu_before, time.perf_counter() - start):
         return None
     case.stateful = stateful_split(case, reply.get("split"))
     if not _timed_samples(case, seed, reply):
@@ -434,7 +431,7 @@ def _timed_samples(case: Case, seed: int, reply: dict) -> bool:
             expected = case.reference_outputs(inputs)
             label = (f"{'device-only ' if sample.get('device_only') else ''}timed call (round {sample['round']}, "
                      f"inputs changed {len(sample['mutations'])}x in place)")
-            if not _finite(expected):
+            if not all_finite(expected):
                 result.notes.append(f"{label}: the reference is not finite there; not checked")
                 continue
             if not case.judge(sample["outputs"], expected, label, inputs):
@@ -469,224 +466,7 @@ def _right_when_fresh(case: Case, inputs: list, expected: list) -> bool:
         for o, e in zip(outputs, expected))
 
 
-# -- the outside clock -------------------------------------------------------------------------------
-#
-# Everything the worker reports (its events, its host clock, the outputs it sampled and copied) is computed in the
-# candidate's process, which can reach the harness's modules there and change them. The outside clock is the
-# supervisor's: it lends the worker `calls` input sets and output slots of its own memory, writes fresh values into
-# every set (the worker frozen meanwhile), and times from outside one request in which the worker calls the
-# candidate once per set, back to back, and copies each output into its slot. Inside its clock the supervisor reads
-# back a secret sample of every slot's elements; after it, it checks that sample unchanged (no output was still
-# being written when the worker said it was done), the inputs unchanged, and every slot against the reference. Its
-# time a call (the slot copies taken off, as the supervisor measures them itself) may exceed the worker's cost a
-# call by OUTSIDE_RATIO and a round trip's slack; beyond that the worker's timing is not its calls'
-# (`timing_tampered`): a timer reached through `sys.modules`, or a candidate faster on inputs it has seen a
-# variant of than on fresh ones. Back-to-back calls skip the L2 flush and overlap launches, so they may only be
-# faster than the worker's timed calls. A second spin always follows on the same tensors, every value rewritten:
-# an output handed back because the tensor was seen before is wrong there (`memoized_output`), whatever the
-# worker's copies of its sampled timed outputs said (a candidate can reach the copy and recompute just those).
-
-OUTSIDE_TARGET_MS = {"cuda": 40.0, "cpu": 80.0}  # a spin's calls, together
-OUTSIDE_MAX_CALLS = 256
-# bytes of the staged input sets and output slots beyond one of each: on a GPU up to a quarter of its free memory
-# (a spin's fixed cost is spread over more calls: with 8 GiB, 17 sets of a 256 MiB ReLU left a 4x timer within it)
-OUTSIDE_MEMORY = {"cuda": 32 << 30, "cpu": 512 << 20}
-OUTSIDE_ATTEMPTS = 3  # a spin over the limit is run again on fresh values (host jitter does not repeat)
-# spins run whatever the first one's time: the second on the same tensors, every value rewritten in place, the
-# first of its calls on the tensors of the last spin's last call and the rest in a secret order, so an output kept
-# by the tensor it came from (its identity, its address, its version counter) is checked from outside
-OUTSIDE_MIN_SPINS = 2
-# the worker's cost a call times this, at most: on a CPU shared by the supervisor, its other workers and whatever
-# else runs (two cores in CI), a spin of a few calls caught an honest kernel at 1.5x there
-OUTSIDE_RATIO = {"cuda": 1.25, "cpu": 2.0}
-# (a spin's round trip and a frozen worker's wake-up, a call's loop and launch work) the clock may add
-# (1.0-1.8 ms a spin measured on an H200 over a request to a frozen worker and back, whatever its calls)
-OUTSIDE_SLACK_MS = {"cuda": (3.0, 0.004), "cpu": (8.0, 0.05)}
-OUTSIDE_SAMPLE = 4096  # elements of each output read back inside the clock
-OUTSIDE_PRECISE = 4  # calls of each spin, chosen in secret, judged against float64 too (the precision rule)
-# Fully fresh calls this much slower than the others, where eager's are not: an output corrected, not computed.
-STATEFUL_RATIO = 1.3
-STATEFUL_SLACK_MS = {"cuda": 0.003, "cpu": 0.05}  # and slower by more than this: timer noise at a few µs a call
-
-
-def outside_calls(cost_ms: float, input_bytes: int, output_bytes: int, device_type: str,
-                  free_bytes: int | None = None) -> int:
-    """How many input sets one spin of the outside clock calls on: enough for its round trip to be small beside
-    the calls, within OUTSIDE_MEMORY and a quarter of `free_bytes` (at least one)."""
-    by_time = math.ceil(OUTSIDE_TARGET_MS[device_type] / max(cost_ms, 1e-3))
-    room = OUTSIDE_MEMORY[device_type] if free_bytes is None else min(OUTSIDE_MEMORY[device_type], free_bytes // 4)
-    by_memory = 1 + room // max(input_bytes + output_bytes, 1)
-    return int(max(1, min(OUTSIDE_MAX_CALLS, by_time, by_memory)))
-
-
-def outside_clock(case: Case) -> bool:
-    """The supervisor's own clock over calls on fresh inputs it wrote, with outputs it checks (see above)."""
-    result, ref, device = case.result, case.ref, case.device
-    cost = result.runtime.cost_ms
-    case.release()
-    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
-    calls = outside_calls(cost, ref.cost.input_bytes, ref.cost.output_bytes, device.type, free)
-    dists = _outside_distributions(ref.module, calls, str(device))
-    sets = [draw_inputs(ref.module, str(device), fresh_seed(), dist) for dist in dists]
-    slots = [torch.empty((calls, *spec.shape), dtype=spec.dtype, device=device) for spec in ref.cost.outputs]
-    reply = case.worker.ask({"op": "stage", "sets": sets, "slots": [[big[i] for big in slots] for i in range(calls)]},
-                            case.config.run_timeout)
-    if "error" in reply:
-        case._raised(reply)
-        return False
-    spin_slack, call_slack = OUTSIDE_SLACK_MS[device.type]
-    limit = OUTSIDE_RATIO[device.type] * cost + call_slack + spin_slack / calls
-    timeout = case.config.run_timeout + calls * cost / 1e3 * 20
-    best, attempts, checked, copy_ms = math.inf, 0, 0, 0.0
-    order = list(range(calls))
-    answered = True  # the worker answered every request: it can be asked to let the staged memory go
-    try:
-        for attempt in range(OUTSIDE_ATTEMPTS):
-            attempts += 1
-            if attempt:  # fresh values in every set, written while the worker is frozen
-                for staged, dist in zip(sets, dists):
-                    for x, y in zip(staged, draw_inputs(ref.module, str(device), fresh_seed(), dist)):
-                        if isinstance(x, torch.Tensor):
-                            x.copy_(y)
-                order = _next_order(order)
-            elapsed = _spin(case, sets, slots, timeout, attempt, order)
-            if elapsed is None:
-                return False
-            checked += calls
-            copy_ms = _copy_ms(slots, calls, device)
-            best = min(best, (elapsed - copy_ms) / calls)
-            if best <= limit and attempts >= OUTSIDE_MIN_SPINS:
-                break
-    except BaseException:  # a worker that timed out or died is not asked again
-        answered = False
-        raise
-    finally:
-        sets = slots = None
-        if answered:
-            case.worker.ask({"op": "unstage"}, case.config.run_timeout)
-        case.release()
-    result.outside_clock = {"per_call_ms": round(best, 6), "calls": calls, "attempts": attempts,
-                            "limit_ms": round(limit, 6), "copy_ms": round(copy_ms, 4), "checked": checked}
-    result.notes.append(f"outside clock: {best:.4g} ms a call over {calls} back-to-back calls on fresh inputs the "
-                        f"supervisor wrote and checked ({checked} outputs); the worker's cost {cost:.4g} ms")
-    if best > limit:
-        seen = f"the supervisor's clock saw {best:.4g} ms a call over {calls} calls on fresh inputs, the worker's " \
-               f"timing {cost:.4g} ms (limit {limit:.4g} ms)"
-        if case.stateful:
-            result.fail("rejected", "stateful_output", f"{seen}, and {case.stateful}: it reuses work from earlier "
-                        "calls, fast only on inputs it has seen a variant of")
-        else:
-            result.fail("rejected", "timing_tampered", f"{seen}: the timing reported from the candidate's process is "
-                        "not its calls' (a timer changed there, or a candidate faster on inputs it has seen a "
-                        "variant of than on fresh ones)")
-        return False
-    return True
-
-
-def _next_order(last: list[int]) -> list[int]:
-    """The sets' order for a spin after `last`: its last set first (a candidate keeping one output sees the tensor
-    it kept), the rest shuffled in secret (one keeping many cannot tell which comes next)."""
-    rest = last[:-1]
-    random.Random(secrets.randbits(64)).shuffle(rest)
-    return [last[-1], *rest]
-
-
-def _spin(case: Case, sets: list, slots: list, timeout: float, attempt: int, order: list[int]) -> float | None:
-    """One timed spin: the milliseconds from the request to the supervisor's own read of the outputs, or None after
-    recording why the spin is not believed."""
-    result, device = case.result, case.device
-    for big in slots:
-        big.fill_(float("nan") if big.is_floating_point() else -1)
-    key = new_key()
-    flat_inputs = [x for staged in sets for x in staged]
-    before = fingerprint(flat_inputs, key)
-    positions = [torch.from_numpy(_secret_positions(big.numel())).to(device) for big in slots]
-    _sync(device)
-    cpu_before = cpu_seconds(case.worker.proc.pid) if case.cores else 0.0
-    start = time.perf_counter()
-    reply = case.worker.ask({"op": "spin", "order": order}, timeout)
-    if "error" in reply:
-        case._raised(reply)
-        return None
-    seen = [big.view(-1)[p] for big, p in zip(slots, positions)]
-    _sync(device)
-    elapsed = (time.perf_counter() - start) * 1e3
-    if not _fair(case, cpu_before, elapsed / 1e3):
-        return None
-    if any(not torch.equal(a.view(torch.uint8), big.view(-1)[p].view(torch.uint8))
-           for a, big, p in zip(seen, slots, positions)):
-        result.fail("rejected", "timing_tampered", "outside clock: outputs were still being written after the worker "
-                    "said its calls were done (its work ran past the clock)")
-        return None
-    changed = [i for i, (a, b) in enumerate(zip(fingerprint(flat_inputs, key), before)) if a != b]
-    if changed:
-        result.fail("rejected", "inputs_modified", "outside clock: the candidate changed an input it was lent")
-        return None
-    precise = set(random.Random(secrets.randbits(64)).sample(range(len(sets)), min(len(sets), OUTSIDE_PRECISE)))
-    worst, judged = 0.0, 0
-    for i, staged in enumerate(sets):
-        expected = case.reference_outputs(staged)
-        if not _finite(expected):
-            continue
-        where = "fresh inputs" if not attempt else "the same tensors as the last spin, every value rewritten"
-        if not case.judge([big[i] for big in slots], expected, f"outside clock call {i} (spin {attempt + 1}, {where})",
-                          staged, precision=i in precise, record=False):
-            if attempt:  # right on these tensors a spin ago, wrong now their values changed: it kept an output
-                result.reasons[-1:] = ["memoized_output"]
-                result.message = (f"{result.message}: the outside clock's last spin was right on these tensors, so "
-                                  "an output kept from an earlier call was handed back (memoization)")
-            else:
-                result.reasons[-1:] = ["timing_output_mismatch"]
-            return None
-        worst, judged = max(worst, case.last_error), judged + 1
-        expected = None
-    result.trial_errors.append({"trial": f"outside clock (spin {attempt + 1}, {judged} calls on "
-                                         f"{'fresh inputs' if not attempt else 'the same tensors, rewritten'})",
-                                "max_rel_error": worst})
-    return elapsed
-
-
-def _outside_distributions(module, calls: int, device: str) -> list[str]:
-    """The distribution of each staged set: natural, and where every input is one-signed every other one `spread`
-    (inputs.precision_rotation), so reduced precision shows on the outside clock's calls as on the trials'."""
-    if calls < 2 or SPREAD not in precision_rotation(module, distributions_for(module),
-                                                     draw_inputs(module, device, fresh_seed())):
-        return ["natural"] * calls
-    return ["natural" if i % 2 == 0 else SPREAD for i in range(calls)]
-
-
-def _secret_positions(numel: int):
-    import numpy as np
-
-    rng = np.random.default_rng(secrets.randbits(128))
-    return rng.integers(0, max(numel, 1), size=min(numel, OUTSIDE_SAMPLE), dtype=np.int64)
-
-
-def _copy_ms(slots: list, calls: int, device: torch.device) -> float:
-    """What the worker's copies of `calls` outputs into their slots cost, measured here on the same slots (after
-    they were checked): one copy per call, the best of three."""
-    def once() -> float:
-        _sync(device)
-        start = time.perf_counter()
-        for big in slots:
-            if calls > 1:
-                for i in range(calls - 1):
-                    big[i].copy_(big[i + 1])
-            elif big.numel() > 1:
-                flat, half = big.view(-1), big.numel() // 2
-                flat[:half].copy_(flat[half:2 * half])
-                flat[:half].copy_(flat[half:2 * half])
-        _sync(device)
-        return (time.perf_counter() - start) * 1e3 * (calls / (calls - 1) if calls > 1 else 1.0)
-    return min(once() for _ in range(3))
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _fair(case: Case, cpu_before: float, wall_s: float) -> bool:
+def fair(case: Case, cpu_before: float, wall_s: float) -> bool:
     """On a CPU the worker is pinned to the cores its baselines had (`Case.cores`): its tree may use no more CPU
     time than those cores give in the request's wall time, and no thread of it may have widened its own."""
     if not case.cores:
@@ -704,6 +484,11 @@ def _fair(case: Case, cpu_before: float, wall_s: float) -> bool:
                          f"{wall_s:.3g} s on {len(case.cores)} core(s): more cores than the baselines had")
         return False
     return True
+
+
+# Fully fresh calls this much slower than the others, where eager's are not: an output corrected, not computed.
+STATEFUL_RATIO = 1.3
+STATEFUL_SLACK_MS = {"cuda": 0.003, "cpu": 0.05}  # and slower by more than this: timer noise at a few µs a call
 
 
 def stateful_split(case: Case, split: dict | None) -> str | None:

@@ -10,7 +10,7 @@ import contextlib
 from kernelcraft.problems import Problem
 from kernelcraft.result import Result
 from kernelcraft.target import Target
-from kernelcraft.verify import judge, target
+from kernelcraft.verify import judge, outside, target
 from kernelcraft.verify.inputs import fresh_seed
 from kernelcraft.verify.phases import PhaseClock
 from kernelcraft.verify.process import WorkerDied, WorkerTimeout
@@ -40,7 +40,7 @@ def time_candidate(sup, case: judge.Case, problem: Problem) -> None:
             if judge.timing(case, fresh_seed()) is None:
                 return
         with clock("time.clock"):
-            if sup.config.clock_check and not judge.outside_clock(case):
+            if sup.config.clock_check and not outside.outside_clock(case):
                 return
     if result.eager and _drifted(sup, result):
         with clock("time.rebaseline"):
