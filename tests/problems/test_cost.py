@@ -171,3 +171,38 @@ def test_a_forward_that_reads_a_value_is_counted_on_the_cpu_where_small(tmp_path
     monkeypatch.setattr(cost_module, "CPU_COUNT_LIMIT", 1024)
     with pytest.raises(ProblemError, match="reads tensor values .* not run on the CPU to count it"):
         compute_cost(module)
+
+
+def _recurrent_module(kind: str, bidirectional: bool, proj: int = 0, batch_first: bool = False):
+    import types
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            extra = {"proj_size": proj} if proj else {}
+            self.rnn = getattr(torch.nn, kind)(16, 32, 3, batch_first=batch_first, bidirectional=bidirectional,
+                                               **extra)
+
+        def forward(self, x):
+            out = self.rnn(x)
+            return out[0], out[1][0] if kind == "LSTM" else out[1]
+
+    shape = (4, 48, 16) if batch_first else (48, 4, 16)
+    return types.SimpleNamespace(Model=Model, get_init_inputs=lambda: [], get_inputs=lambda: [torch.randn(shape)])
+
+
+@pytest.mark.parametrize("kind, bidirectional, proj, batch_first", [
+    ("GRU", True, 0, False), ("LSTM", False, 0, True), ("LSTM", True, 8, False), ("RNN", True, 0, False)])
+def test_a_recurrent_layer_is_counted_whole_as_its_decomposition_counts_it(monkeypatch, kind, bidirectional, proj,
+                                                                           batch_first):
+    from kernelcraft.problems import cost
+
+    module = _recurrent_module(kind, bidirectional, proj, batch_first)
+    whole = compute_cost(module)
+    monkeypatch.setattr(cost, "_RECURRENT", {})  # torch's own decomposition, step by step
+    stepped = compute_cost(module)
+    assert whole.matmul_flops == stepped.matmul_flops
+    assert abs(whole.flops / stepped.flops - 1) < 0.01
+    assert [s.shape for s in whole.outputs] == [s.shape for s in stepped.outputs]
+    assert whole.bytes == stepped.bytes and whole.matmul_dtype == stepped.matmul_dtype == "float32"
+    assert 0.95 < whole.peak_bytes / stepped.peak_bytes < 1.6  # never much below what the decomposition holds
