@@ -56,6 +56,8 @@ def test_a_sampled_comparison_is_comparisons_rule_at_its_places_with_the_whole_o
     off[3] = 0.0  # not a sampled place: not seen
     assert compare_sampled(off, seen, STRICT).ok
     assert not bool(sample_reference(torch.tensor([1.0, float("inf")]), torch.arange(1)).finite)
+    empty = torch.empty(0, 3)
+    assert compare_sampled(empty, sample_reference(empty, outside._check_positions(0, torch.device("cpu"))), STRICT).ok
 
 
 def _case(tmp_path):
