@@ -150,6 +150,21 @@ def test_add_result_once_per_candidate(store):
     assert store.result(cid + 1) is None
 
 
+def test_a_stored_candidates_spread_is_its_results_by_one_rule(store):
+    """The time a ranking compares, read from the store's row (CandidateRecord.spread), is the Result's
+    (Result.ranked_spread): correct, timed, and not an unconfirmed speedup; else none."""
+    make_run(store)
+    confirmed, unconfirmed = a_result(), a_result()
+    confirmed.review_resolved, unconfirmed.review_resolved = True, False
+    results = [a_result(), a_result(status="incorrect", correct=False), a_result(runtime_ms=None), confirmed,
+               unconfirmed]
+    for i, result in enumerate(results):
+        store.add_result(store.add_candidate("run-a", f"c{i}", 0, None, None, None, "seed", "triton", f"s{i}"), result)
+    rows = {row.key: row for row in store.candidates("run-a")}
+    assert [rows[f"c{i}"].spread for i in range(len(results))] == [r.ranked_spread() for r in results]
+    assert [r.ranked_spread() is not None for r in results] == [True, False, False, True, False]
+    assert rows["c0"].spread == (0.5, 0.01)
+
 def test_candidates_join_results_and_ideas(store):
     make_run(store)
     make_run(store, "run-b")

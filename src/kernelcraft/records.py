@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from kernelcraft.result import ranked_time
 from kernelcraft.spec import ApplySpec, RunSpec
 
 
@@ -109,11 +110,9 @@ class CandidateRecord(Record):
 
     @property
     def spread(self) -> tuple[float, float | None] | None:
-        """(median ms, IQR ms) of a correct candidate's time; None when it has none, or when it is a speedup
-        flagged for review that the verifier could not confirm (never a best)."""
-        if not self.correct or not self.runtime_ms or self.review_resolved is False:
-            return None
-        return self.runtime_ms, self.runtime_iqr_ms
+        """(cost ms, IQR ms) of a correct candidate's time, by its Result's rule (`result.ranked_time`); None when
+        it has none, or when it is a speedup flagged for review that the verifier could not confirm (never a best)."""
+        return ranked_time(self.correct, self.runtime_ms, self.runtime_iqr_ms, self.review_resolved)
 
 
 @dataclass(frozen=True)

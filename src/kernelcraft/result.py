@@ -98,6 +98,16 @@ def faster_beyond_spread(median_ms: float, iqr_ms: float | None, other_median_ms
     return other_median_ms - median_ms > ((iqr_ms or 0.0) + (other_iqr_ms or 0.0)) / 2
 
 
+def ranked_time(correct: bool, cost_ms: float | None, iqr_ms: float | None,
+                review_resolved: bool | None) -> tuple[float, float | None] | None:
+    """(cost ms, IQR ms) that a search may rank and a report may crown: a correct candidate's, timed, and not a
+    speedup flagged for review that the verifier could not confirm; else None. The one rule for a Result
+    (`Result.ranked_spread`) and for its stored record (`records.CandidateRecord.spread`)."""
+    if not correct or not cost_ms or review_resolved is False:
+        return None
+    return cost_ms, iqr_ms
+
+
 @dataclass
 class Result:
     problem: str
@@ -183,7 +193,12 @@ class Result:
     def trusted(self) -> bool:
         """Correct, timed, and not a speedup flagged for review that the verifier could not confirm: a time a
         search may rank and a report may crown."""
-        return self.correct and bool(self.runtime_ms) and self.review_resolved is not False
+        return self.ranked_spread() is not None
+
+    def ranked_spread(self) -> tuple[float, float | None] | None:
+        """(cost ms, IQR ms) of the candidate's time where it is trusted (`ranked_time`), what rankings compare."""
+        return ranked_time(self.correct, self.runtime_ms, self.runtime.iqr_ms if self.runtime else None,
+                           self.review_resolved)
 
     def spread(self, timing: str = "runtime") -> tuple[float, float | None] | None:
         """(cost ms, IQR ms) of one of the timings (runtime, eager, compiled), what rankings compare."""

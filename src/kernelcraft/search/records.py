@@ -42,9 +42,9 @@ class Cand:
 
     @property
     def spread(self) -> tuple[float, float | None] | None:
-        """(median ms, IQR ms) of a correct candidate's time, what rankings compare; None otherwise (a speedup
-        flagged for review that the verifier could not confirm is never a best)."""
-        return self.result.spread() if self.result and self.result.trusted else None
+        """(cost ms, IQR ms) of a correct candidate's time, what rankings compare (`Result.ranked_spread`); None
+        otherwise (a speedup flagged for review that the verifier could not confirm is never a best)."""
+        return self.result.ranked_spread() if self.result else None
 
     @property
     def feedback(self) -> str:
