@@ -63,9 +63,8 @@ def run(problem, resume: str | None, store, out_dir: str | Path | None, on_event
             the_problem.load(sizes=sizes)  # a problem that does not import: said now
             spec, on = assemble.run_spec(s, devices, sizes), s
         proposer = session.build_proposer(spec, s, devices[0])
-        coverage = getattr(proposer, "coverage", None)
-        if the_problem is not None and coverage is not None:  # the built-in engineer says what it cannot do
-            coverage(the_problem, spec.run.backend)
+        if the_problem is not None:  # the built-in engineer says what it cannot do
+            proposer.coverage(the_problem, spec.run.backend)
         session.build_verifier(spec, s, on_event, on, the_problem)
     return PreparedRun(session, spec, the_problem, sizes, resume, Path(out_dir) if out_dir else None)
 

@@ -129,4 +129,9 @@ class Proposer(Protocol):
         FatalProposerError when no request can be answered."""
         ...
 
+    def coverage(self, problem: Problem, backend: str) -> object:
+        """Before a run: raises a ValueError saying why it cannot write `backend` kernels for `problem` (the
+        built-in engineer knows what it covers); returns where it can, or cannot tell (a model)."""
+        ...
+
     def close(self) -> None: ...

@@ -103,11 +103,8 @@ def _spread(one: Callable[[int, Problem], None], problems: list[Problem], worker
 
 def uncovered(proposer: Proposer, problem: Problem, backend: str) -> str | None:
     """Why the proposer cannot write kernels for `problem` (proposers that know say so), else None."""
-    coverage = getattr(proposer, "coverage", None)
-    if coverage is None:
-        return None
     try:
-        coverage(problem, backend)
+        proposer.coverage(problem, backend)
     except ValueError as exc:
         return str(exc)
     return None

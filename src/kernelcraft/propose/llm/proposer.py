@@ -12,6 +12,7 @@ from kernelcraft.backends import get_backend
 from kernelcraft.hardware import describe_device
 from kernelcraft.propose.base import CATEGORIES, Answer, Kernel, Request, TriedIdea, Turn, Usage
 from kernelcraft.metrics import times
+from kernelcraft.problems import Problem
 from kernelcraft.propose.llm.client import ChatClient, ClientSettings, FatalLLMError, LLMError
 from kernelcraft.propose.llm.providers import ModelSpec, PriceTable
 from kernelcraft.target import Target
@@ -37,6 +38,10 @@ class LLMProposer:
         self.policy_name, self.policy_summary = policy
         self.precision = precision
         self.on_gpu = device.startswith("cuda")
+
+    def coverage(self, problem: Problem, backend: str) -> None:
+        """A model is asked whatever the problem: it cannot tell ahead what it will write."""
+        return None
 
     def close(self) -> None:
         self.client.close()
