@@ -3,6 +3,7 @@ shared verifiers' work at once."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,12 @@ import torch
 from kernelcraft.problems import load_problem
 from kernelcraft.verify import Verifier, VerifyConfig
 from tests.helpers import INTERRUPTED, close_shared, small_config
+
+
+# The tests read what the CLI prints as a pipe gets it (no terminal: cli.common.PIPED_WIDTH wide). pytest-xdist's
+# workers are started with COLUMNS=80 and LINES=24, which rich would honour, breaking lines the tests read whole.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 
 def pytest_keyboard_interrupt(excinfo):
