@@ -129,8 +129,8 @@ class Result:
     max_rel_error: float | None = None
     trial_errors: list[dict] = field(default_factory=list)
     timed_checks: int = 0  # sampled timed calls checked on inputs changed in place between calls
-    # the supervisor's own clock over calls on fresh inputs (verify/judge.py outside_clock): per_call_ms, calls,
-    # attempts, limit_ms, copy_ms, checked
+    # the supervisor's own clock over calls on fresh inputs (verify/outside.py outside_clock): per_call_ms, calls,
+    # attempts, limit_ms, copy_ms, checked, retimed (times the candidate was timed again before the clock passed)
     outside_clock: dict = field(default_factory=dict)
     # timing
     runtime: Timing | None = None

@@ -1,8 +1,9 @@
 """The verifier's trust boundary on the CPU: classes 22 (harness reach-through), 25 (incremental recomputation) and 28
 (unfair machine) of ../shared/REWARD_HACKS.md. Every cheat here gets past the static rules (they are turned off: a
 determined candidate writes around them) and acts inside its own process, where the harness's timing, output copies and
-eager control also run; each must be caught by what the supervisor checks from outside (verify/judge.py
-outside_clock, stateful_split, _fair; verify/process.py's freezing), and each honest twin must pass.
+eager control also run; each must be caught by what the supervisor checks from outside (verify/outside.py
+outside_clock; verify/judge.py stateful_split, fair; verify/process.py's freezing), and each honest twin must pass.
+One more (c22c) lies about its time only once: it must gain nothing from that, and is published at its true time.
 
 On 5509881 (before the outside clock), every cheat here came back `ok`: c22 at about 4x its real speed, c22b at
 hundreds of times (its calls handed back a kept output), c25 about 2x, c28 with a core its baselines never had. On
@@ -24,6 +25,7 @@ from kernelcraft.problems import load_problem
 from kernelcraft.verify import Job, TimingConfig, Verifier, VerifyConfig
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.containment import cpu_seconds
+from kernelcraft.verify.outside import OUTSIDE_RATIO, OUTSIDE_SLACK_MS
 from kernelcraft.verify.supervisor import Supervisor
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -40,6 +42,8 @@ CHEATS = [
 ]
 HONEST = [("c22_reach_through_honest", RELU), ("c22b_sample_copy_honest", RELU),
           ("c25_incremental_update_honest", MATMUL), ("c28_unfair_machine_honest", RELU)]
+# judged, neither caught nor trusted on its word: it quarters only its first timing (outside.OUTSIDE_RETIMES)
+RETIMED = [("c22c_first_timing_cheat", RELU)]
 
 
 def _config(cache: Path) -> VerifyConfig:
@@ -50,7 +54,7 @@ def _config(cache: Path) -> VerifyConfig:
 
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory):
-    names = [(name, problem) for name, problem, *_ in CHEATS] + HONEST
+    names = [(name, problem) for name, problem, *_ in CHEATS] + HONEST + RETIMED
     problems = {p: load_problem(p) for p in {RELU, MATMUL}}
     with Verifier("cpu", _config(tmp_path_factory.mktemp("kc-trust"))) as verifier:
         jobs = [Job(problems[p], Candidate.from_file(FIXTURES / f"{n}.py")) for n, p in names]
@@ -77,6 +81,18 @@ def test_honest_twin_passes_with_the_outside_clock(verdicts, name, problem):
     assert result.speedup_eager is not None
     clock = result.outside_clock
     assert clock["checked"] >= clock["calls"] >= 1 and clock["per_call_ms"] <= clock["limit_ms"], _describe(result)
+
+
+def test_a_time_reported_low_once_is_timed_again_and_published_as_the_clock_saw_it(verdicts):
+    """c22c quarters its first timing only. Every spin is over the limit that time set; the candidate is timed again
+    (as where a shared machine's load moved between its timing and the clock), passes against its true time, and
+    that time is the one published: within the clock's ratio of what the clock saw, never the quartered one."""
+    result = verdicts["c22c_first_timing_cheat"]
+    clock = result.outside_clock
+    assert result.status == "ok" and clock["retimed"] == 1, _describe(result)
+    assert result.runtime_ms * OUTSIDE_RATIO["cpu"] >= clock["per_call_ms"] - OUTSIDE_SLACK_MS["cpu"][1], \
+        _describe(result)
+    assert any("over its limit" in note and "timed again" in note for note in result.notes), result.notes
 
 
 def test_a_loaded_candidate_runs_only_inside_a_request(tmp_path):

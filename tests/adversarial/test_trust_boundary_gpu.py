@@ -2,7 +2,7 @@
 harness's timing function through sys.modules (KernelBench level 1's 19 at batch 4096 x 16384: `ok`, 2.52x eager and
 2.15x the roofline there) and a GEMM that corrects its kept product where only a band of an input changed (level 1's 1,
 4096^2: `ok`, 1.91x, 1.46x the roofline), with their honest twins. Each cheat must be caught from outside the
-candidate's process (verify/judge.py outside_clock, stateful_split), each twin `ok` under the strict policy.
+candidate's process (verify/outside.py outside_clock, verify/judge.py stateful_split), each twin `ok` under the strict policy.
 
 Skipped where torch sees no CUDA device (the `gpu` marker, tests/conftest.py).
 """

@@ -88,7 +88,7 @@ def test_asyncio_callers_await_a_score(scorer):
     import asyncio
 
     s = asyncio.run(scorer.ascore(row("level1/relu"), answer(kernel("level1/relu"))))
-    assert s.tier == CORRECT
+    assert s.tier == CORRECT, s.to_dict()
 
 
 

@@ -209,7 +209,7 @@ def _transform(x, distribution: str, g: torch.Generator):
 # each tensor's longest dimension changes, of a length drawn anew each time (1/64 to 1/2 of it) at a random place.
 # Sampled timed outputs are checked against the reference on the inputs as they were at that call (the
 # supervisor replays the seeds), and a candidate whose fully fresh calls are slower than the others is caught
-# (`stateful_output`, verify/judge.py); the outside clock (judge.outside_clock) runs on fresh inputs only.
+# (`stateful_output`, verify/judge.py); the outside clock (outside.outside_clock) runs on fresh inputs only.
 
 FRESH_SHARE = 0.25
 

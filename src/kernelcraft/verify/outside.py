@@ -23,6 +23,12 @@ again from their seed (an ill-conditioned element may be torch's rounding). The 
 call left undone or a kept output is wrong nearly everywhere, and an output wrong at a share f of its elements is
 missed with odds (1 − f)^OUTSIDE_CHECKED while it saves at most f of a call. Judging every element of every call
 cost ~35 ms a call on an H200 (KernelBench's softmax at 1 GB an output: 0.6 s of a spin's 1 s, its calls 13 ms).
+
+Spins all over the limit are not yet a verdict (`last=False`): the candidate is timed again (verify/speed.py) and
+its clock checked against that time, as the load of a shared machine may have moved between the two (CI's two
+cores, beside another pytest worker: an honest Triton kernel in the interpreter was timed at 13-22 ms a call from
+one verdict to the next, its spins 14-25 ms). The time published is the one the clock passed, so a candidate that
+reports another time when timed again gains nothing from it.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ OUTSIDE_SLACK_MS = {"cuda": (3.0, 0.004), "cpu": (8.0, 0.05)}
 OUTSIDE_SAMPLE = 4096  # elements of each output read back inside the clock
 OUTSIDE_PRECISE = 4  # calls of each spin, chosen in secret, judged in full and against float64 (the precision rule)
 OUTSIDE_CHECKED = 1 << 16  # secret places of each output of every other call (f = 1e-4 missed with odds 0.15%)
+OUTSIDE_RETIMES = 1  # times a candidate whose spins were all over the limit is timed again before the verdict
 
 
 def outside_calls(cost_ms: float, input_bytes: int, output_bytes: int, device_type: str,
@@ -73,8 +80,10 @@ def outside_calls(cost_ms: float, input_bytes: int, output_bytes: int, device_ty
     return int(max(1, min(OUTSIDE_MAX_CALLS, by_time, by_memory)))
 
 
-def outside_clock(case: Case) -> bool:
-    """The supervisor's own clock over calls on fresh inputs it wrote, with outputs it checks (see above)."""
+def outside_clock(case: Case, last: bool = True) -> bool | None:
+    """The supervisor's own clock over calls on fresh inputs it wrote, with outputs it checks (see above): True,
+    or False with the failure recorded; None where every spin was over the limit and this is not the `last` check
+    (nothing recorded but a note: the caller times the candidate again)."""
     result, ref, device = case.result, case.ref, case.device
     cost = result.runtime.cost_ms
     case.release()
@@ -121,10 +130,15 @@ def outside_clock(case: Case) -> bool:
         if answered:
             case.worker.ask({"op": "unstage"}, case.config.run_timeout)
         case.release()
+    retimed = result.outside_clock.get("retimed", 0) + bool(result.outside_clock)
     result.outside_clock = {"per_call_ms": round(best, 6), "calls": calls, "attempts": attempts,
-                            "limit_ms": round(limit, 6), "copy_ms": round(copy_ms, 4), "checked": checked}
+                            "limit_ms": round(limit, 6), "copy_ms": round(copy_ms, 4), "checked": checked,
+                            "retimed": retimed}
     result.notes.append(f"outside clock: {best:.4g} ms a call over {calls} back-to-back calls on fresh inputs the "
-                        f"supervisor wrote and checked ({checked} outputs); the worker's cost {cost:.4g} ms")
+                        f"supervisor wrote and checked ({checked} outputs); the worker's cost {cost:.4g} ms"
+                        + ("" if best <= limit or last else f", over its limit ({limit:.4g} ms): timed again"))
+    if best > limit and not last:
+        return None
     if best > limit:
         seen = f"the supervisor's clock saw {best:.4g} ms a call over {calls} calls on fresh inputs, the worker's " \
                f"timing {cost:.4g} ms (limit {limit:.4g} ms)"

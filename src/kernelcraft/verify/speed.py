@@ -36,12 +36,18 @@ def time_candidate(sup, case: judge.Case, problem: Problem) -> None:
         case._raised(warm)
         return
     with sup.device_phase(result):
-        with clock("time.measure"):
-            if judge.timing(case, fresh_seed()) is None:
-                return
-        with clock("time.clock"):
-            if sup.config.clock_check and not outside.outside_clock(case):
-                return
+        for retime in range(outside.OUTSIDE_RETIMES + 1):  # timed again where the clock saw every spin over its limit
+            with clock("time.measure"):
+                if judge.timing(case, fresh_seed()) is None:
+                    return
+            if not sup.config.clock_check:
+                break
+            with clock("time.clock"):
+                checked = outside.outside_clock(case, last=retime == outside.OUTSIDE_RETIMES)
+            if checked is not None:
+                if not checked:
+                    return
+                break
     if result.eager and _drifted(sup, result):
         with clock("time.rebaseline"):
             _baseline_drift(sup, problem, key, result)
