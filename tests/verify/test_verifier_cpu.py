@@ -72,6 +72,9 @@ def test_honest_triton_candidate(cpu_verifier, relu_problem):
     # what the verdict cost, by phase, the timing phase by its parts
     assert {"worker_start", "load", "check", "time", "time.warm", "time.measure"} <= set(result.phases)
     assert result.phases["time"] >= result.phases["time.warm"] + result.phases["time.measure"]
+    # the load by its parts, as the worker saw them: the device set, the reference built, the candidate imported, built
+    load = [result.phases[f"load.{step}"] for step in ("device", "reference", "import", "build")]
+    assert all(s >= 0 for s in load) and sum(load) <= result.phases["load"]
     assert result.roofline_fraction is None  # no spec for a CPU
     assert 0.5 < result.custom_kernel_fraction <= 1.0  # the interpreted launch is most of the call's time
     assert result.kernels[0]["name"] == "relu_kernel" and result.kernels[0]["device_us"] > 0

@@ -359,6 +359,9 @@ class Supervisor:
             else:
                 result.fail("runtime_error", reply.get("reason", "load_failed"), reply.get("traceback") or reply["error"])
             return False
+        for step, seconds in (reply.get("marks_s") or {}).items():  # the worker's own split, a diagnosis only
+            if isinstance(seconds, (int, float)):
+                result.phases[f"load.{step}"] = round(float(seconds), 4)
         if reply["compiles"]:  # what the backends compiled at import (NVRTC's kernels)
             from kernelcraft.backends.cuda_inline import ptxas_summary
 

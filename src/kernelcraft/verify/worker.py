@@ -130,17 +130,20 @@ class Worker:
         from kernelcraft import backends
         from kernelcraft.verify.policy import set_exact_fp32
 
+        began, marks = time.perf_counter(), {}  # where the load's time goes (the supervisor's `load.*` phases)
         set_exact_fp32(exact_fp32)  # the policy's fp32 math for all torch work here (the baselines are timed here)
         self.device = torch.device(device)
         self.candidate_source = candidate_source
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
             torch.cuda.set_per_process_memory_fraction(gpu_memory_fraction, self.device)
+        marks["device"] = time.perf_counter() - began
         here = Path.cwd()
         (here / "problem.py").write_text(problem_source)
         self.problem = _import_problem(here / "problem.py", problem_source, sizes)
         init_inputs = self.problem.get_init_inputs()
         self.reference = self._build(self.problem.Model, init_inputs, init_seed)
+        marks["reference"] = time.perf_counter() - began - sum(marks.values())
         self.candidate = self.call = None
         self._fns = {}
         records: list = []
@@ -150,12 +153,14 @@ class Worker:
             os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list
             with backends.importing(Path(build_cache), records):
                 module = _guarded(_import_file)(path, "kernelcraft_candidate")
+                marks["import"] = time.perf_counter() - began - sum(marks.values())
                 if not hasattr(module, "ModelNew"):
                     return {"error": "the candidate defines no ModelNew class", "reason": "no_model_new"}
                 self.candidate = _guarded(self._build)(module.ModelNew, init_inputs, init_seed)
+                marks["build"] = time.perf_counter() - began - sum(marks.values())
             self.call = _guarded(self.candidate)
         index = (self.device.index or 0) if self.device.type == "cuda" else None
-        return {"ok": True, "compiles": backends.compiles(index),
+        return {"ok": True, "compiles": backends.compiles(index), "marks_s": marks,
                 "inline": [{"seconds": r.seconds, "log": r.log} for r in records]}
 
     def _build(self, cls, init_inputs, seed):
