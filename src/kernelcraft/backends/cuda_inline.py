@@ -38,7 +38,7 @@ _NOISE = re.compile(r"^\[\d+/\d+\]|^(/\S+/)?(c\+\+|g\+\+|gcc|cc|nvcc|ninja)(\s|$
 
 
 # The shared objects of every extension built or loaded through `cached_builds` in this process: where the verifier
-# reads which kernels the candidate's own build holds (verify/attribution.py, extension_kernels).
+# reads which kernels the candidate's own build holds (verify/elf_kernels.py, extension_kernels).
 BUILT_EXTENSIONS: list[str] = []
 
 
