@@ -20,10 +20,9 @@ SPEC = RunSpec(RunConfig(strategy="refine", backend="triton", rounds=3, seeds=["
 def test_a_spec_comes_back_from_the_store_as_it_was_given(tmp_path):
     store = Store(tmp_path / "runs.db")
     try:
-        store.create_run("r", "level1/relu", "src", "refine", "openai/o3", "cpu", SPEC.to_dict())
-        assert store.run("r").spec == SPEC
-        store.create_apply("apply-1", "model.py", "src", ApplySpec(SPEC, ApplySettings(3.0, 0.1, 7, "correct"),
-                                                                    "out").to_dict())
+        store.create_run("r", "level1/relu", "src", "openai/o3", "cpu", SPEC)
+        assert store.run("r").spec == SPEC and store.run("r").strategy == "refine"
+        store.create_apply("apply-1", "model.py", "src", ApplySpec(SPEC, ApplySettings(3.0, 0.1, 7, "correct"), "out"))
         again = store.apply("apply-1").spec
     finally:
         store.close()

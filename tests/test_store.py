@@ -8,10 +8,11 @@ import time
 import pytest
 
 from kernelcraft.result import Result, Status, Timing
-from kernelcraft.spec import RunConfig
+from kernelcraft.spec import ApplySettings, ApplySpec, RunConfig, RunSpec
 from kernelcraft.store import SCHEMA, Store, StoreError, default_path, new_id, unevaluated_status
 
-CONFIG = {"rounds": 3, "ideas": 4, "model": "openai/o3", "nested": {"seed": 7}}
+SPEC = RunSpec(RunConfig(strategy="beam", rounds=3, ideas=4, seed=7))
+CONFIG = SPEC.to_dict()  # as stored
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def store(tmp_path):
 
 
 def make_run(store: Store, run_id: str = "run-a", bench_id: str | None = None, problem: str = "level1/relu") -> str:
-    store.create_run(run_id, problem, "import torch\n", "beam", "openai/o3", "cuda:0", CONFIG, bench_id=bench_id)
+    store.create_run(run_id, problem, "import torch\n", "openai/o3", "cuda:0", SPEC, bench_id=bench_id)
     return run_id
 
 
@@ -44,7 +45,7 @@ def test_create_and_fetch_run(store):
     assert run.id == "run-a"
     assert run.problem == "level1/relu" and run.problem_source == "import torch\n"
     assert (run.strategy, run.proposer, run.device) == ("beam", "openai/o3", "cuda:0")
-    assert run.config == CONFIG  # JSON decoded
+    assert run.config == CONFIG and run.spec == SPEC  # JSON decoded, and read back as given
     assert run.status == "running" and run.stop_reason is None and run.best_candidate is None
     assert run.bench_id is None
     assert run.created == run.updated and abs(run.created - time.time()) < 60
@@ -283,9 +284,10 @@ def test_runs_order_limit_and_bench_filter(store):
 
 
 def test_bench(store):
-    store.create_bench("bench-1", "level1", {"problems": 10})
+    store.create_bench("bench-1", "level1", SPEC, {"level1/99": "no family covers it"}, {}, 3)
     bench = store.bench("bench-1")
-    assert (bench.suite, bench.config) == ("level1", {"problems": 10})
+    assert (bench.suite, bench.spec, bench.config["runs_at_once"]) == ("level1", SPEC, 3)
+    assert bench.skipped("not_covered") == {"level1/99": "no family covers it"} and bench.skipped("too_large") == {}
     assert store.bench("bench-2") is None
 
 
@@ -464,7 +466,7 @@ def test_records_are_read_by_attribute_not_by_key(store):
     make_run(store)
     run = store.run("run-a")
     assert run.wall_seconds >= 0 and run.running and run.config == CONFIG
-    assert run.spec.run == RunConfig() and run.spec.verify is None  # a config with no "run": the defaults
+    assert run.spec == SPEC and run.spec.verify is None  # read back as given (no verify settings: from Python)
     with pytest.raises(TypeError, match="not subscriptable"):
         run["status"]  # noqa: B018
 
@@ -475,12 +477,13 @@ def test_applies_are_stored_updated_and_found_by_prefix(tmp_path):
     """An apply (kernelcraft apply) is one row: created running, its summary and status updated as it goes, found
     by its id or a prefix naming one; an unknown or ambiguous prefix is a StoreError naming it."""
     store = Store(tmp_path / "runs.db")
-    store.create_apply("apply-20261125-000000-aaaa", "mlp", "src", {"apply": {"min_share": 0.02}})
-    store.create_apply("apply-20261125-000000-aabb", "mlp", "src", {})
+    given = ApplySpec(SPEC, ApplySettings(min_share=0.05), "out")
+    store.create_apply("apply-20261125-000000-aaaa", "mlp", "src", given)
+    store.create_apply("apply-20261125-000000-aabb", "mlp", "src", ApplySpec(SPEC, ApplySettings(), "out"))
     assert store.apply("apply-20261125-000000-aaaa").status == "running"
     store.update_apply("apply-20261125-000000-aaaa", "done", {"speedup_eager": 1.5})
     row = store.apply("apply-20261125-000000-aaa")
-    assert row.summary == {"speedup_eager": 1.5} and row.config == {"apply": {"min_share": 0.02}}
+    assert row.summary == {"speedup_eager": 1.5} and row.spec == given
     assert [r.id for r in store.applies()] == ["apply-20261125-000000-aabb", "apply-20261125-000000-aaaa"]
     with pytest.raises(StoreError, match="ambiguous"):
         store.apply("apply-20261125-000000-aa")

@@ -22,6 +22,7 @@ from kernelcraft.errors import KernelcraftError
 from kernelcraft.records import (NO_ANSWER, UNEVALUATED, ApplyRecord, BenchRecord, CallRecord, CallUsage,  # noqa: F401
                                  CandidateRecord, IdeaRecord, RunRecord, unevaluated_status)
 from kernelcraft.result import Result
+from kernelcraft.spec import ApplySpec, RunSpec
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -244,14 +245,15 @@ class Store:
             return [_decode(r) for r in self.db.execute(sql, args).fetchall()]
 
     # runs -------------------------------------------------------------------------------------------
-    def create_run(self, run_id: str, problem: str, problem_source: str, strategy: str, proposer: str,
-                   device: str, config: dict, bench_id: str | None = None, apply_id: str | None = None) -> None:
-        """A new run; `bench_id` or `apply_id`: the bench it is one problem of, the apply it is one region of."""
+    def create_run(self, run_id: str, problem: str, problem_source: str, proposer: str, device: str,
+                   spec: RunSpec, bench_id: str | None = None, apply_id: str | None = None) -> None:
+        """A new run, its `spec` stored as given (`RunRecord.spec` reads it back); `bench_id` or `apply_id`: the
+        bench it is one problem of, the apply it is one region of."""
         now = time.time()
         self._write("INSERT INTO runs (id, bench_id, apply_id, problem, problem_source, strategy, proposer, device,"
                     " config, status, created, updated) VALUES (?,?,?,?,?,?,?,?,?,'running',?,?)",
-                    (run_id, bench_id, apply_id, problem, problem_source, strategy, proposer, device,
-                     json.dumps(config), now, now))
+                    (run_id, bench_id, apply_id, problem, problem_source, spec.run.strategy, proposer, device,
+                     json.dumps(spec.to_dict()), now, now))
 
     def set_target(self, run_id: str, target: dict) -> None:
         self._write("INSERT OR REPLACE INTO targets (run_id, target) VALUES (?,?)", (run_id, json.dumps(target)))
@@ -296,7 +298,11 @@ class Store:
                     (time.time(), run_id))
 
     # benches ----------------------------------------------------------------------------------------
-    def create_bench(self, bench_id: str, suite: str, config: dict) -> None:
+    def create_bench(self, bench_id: str, suite: str, spec: RunSpec, not_covered: dict[str, str],
+                     too_large: dict[str, str], runs_at_once: int) -> None:
+        """A new bench: its `spec` (each problem's run's), and the problems that start no run, each with why
+        (`BenchRecord.skipped`)."""
+        config = {**spec.to_dict(), "not_covered": not_covered, "too_large": too_large, "runs_at_once": runs_at_once}
         self._write("INSERT INTO benches (id, suite, config, created) VALUES (?,?,?,?)",
                     (bench_id, suite, json.dumps(config), time.time()))
 
@@ -310,10 +316,12 @@ class Store:
                                                         "ORDER BY created DESC", (len(prefix), prefix))]
 
     # applies (kernelcraft apply: a whole model; its regions' runs carry its id as their apply_id) ------------
-    def create_apply(self, apply_id: str, model: str, model_source: str, config: dict) -> None:
+    def create_apply(self, apply_id: str, model: str, model_source: str, spec: ApplySpec) -> None:
+        """A new apply, its `spec` stored as given (`ApplyRecord.spec` reads it back)."""
         now = time.time()
         self._write("INSERT INTO applies (id, model, model_source, config, status, created, updated)"
-                    " VALUES (?,?,?,?,'running',?,?)", (apply_id, model, model_source, json.dumps(config), now, now))
+                    " VALUES (?,?,?,?,'running',?,?)",
+                    (apply_id, model, model_source, json.dumps(spec.to_dict()), now, now))
 
     def update_apply(self, apply_id: str, status: str, summary: dict | None = None) -> None:
         """Its status, and its summary where one is given (else the last one stays)."""

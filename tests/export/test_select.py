@@ -53,13 +53,14 @@ def test_filters_that_make_sense_pass():
 
 
 def test_an_apply_id_names_its_region_runs(tmp_path):
+    from kernelcraft.spec import ApplySettings, ApplySpec, RunSpec
     from kernelcraft.store import Store
 
     store = Store(tmp_path / "runs.db")
     try:
-        store.create_apply("apply-20261130-120000-abcd", "model", "src", {})
+        store.create_apply("apply-20261130-120000-abcd", "model", "src", ApplySpec(RunSpec(), ApplySettings(), "out"))
         for run_id, apply_id in (("region-a", "apply-20261130-120000-abcd"), ("alone", None)):
-            store.create_run(run_id, "p", "src", "tree", "builtin", "cpu", {}, apply_id=apply_id)
+            store.create_run(run_id, "p", "src", "builtin", "cpu", RunSpec(), apply_id=apply_id)
         assert [r.id for r in resolve_runs(store, ["apply-20261130-120000"])] == ["region-a"]
     finally:
         store.close()

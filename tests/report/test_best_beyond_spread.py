@@ -9,6 +9,7 @@ from kernelcraft.export import Filters, build_rows
 from kernelcraft.ledger import trajectory
 from kernelcraft.report.data import run_report
 from kernelcraft.result import Result, Status, Timing
+from kernelcraft.spec import RunSpec
 from kernelcraft.store import Store
 
 
@@ -28,7 +29,7 @@ def store(tmp_path) -> Store:
     """Round 1: a (0.50 ms +- 0.10) then b (0.46 ms +- 0.10, noise away); round 2: c (0.30 ms +- 0.01),
     clearly faster, from idea 1 on parent a; d from idea 2 on parent a, 0.48 ms: inside the spread."""
     s = Store(tmp_path / "runs.db")
-    s.create_run("run1", "level1/relu", "src", "tree", "openai/m", "cpu", {"run": {}})
+    s.create_run("run1", "level1/relu", "src", "openai/m", "cpu", RunSpec())
     idea1 = s.add_idea("run1", "r02/ideas/00", 2, None, None, "vectorise", "memory access")
     idea2 = s.add_idea("run1", "r02/ideas/01", 2, None, None, "unroll", "control flow and loops")
     for key, round_, parent, idea, median, iqr in (("r01/i00/m00", 1, None, None, 0.50, 0.10),
@@ -69,7 +70,7 @@ def test_the_rl_rows_best_is_judged_beyond_the_spread(store):
 
 
 def test_sft_keeps_only_kernels_faster_than_eager_beyond_the_spread(store, tmp_path):
-    store.create_run("run2", "level1/relu", "src", "tree", "openai/m", "cpu", {"run": {}})
+    store.create_run("run2", "level1/relu", "src", "openai/m", "cpu", RunSpec())
     call = store.add_call("run2", "k", "implement", "openai/m", [{"role": "user", "content": "k"}], "a", None,
                           1, 1, 0.0, 1, 0.0, 0.1)
     cid = store.add_candidate("run2", "k", 1, call, None, None, "proposer", "triton", "# noise")

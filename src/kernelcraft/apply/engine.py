@@ -66,8 +66,7 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, spec: A
         store.update_apply(apply_id, "running")
     else:
         apply_id = new_id("apply-")
-        store.create_apply(apply_id, problem.name, problem.source,
-                           ApplySpec(spec.spec, apply, str(out_dir)).to_dict())
+        store.create_apply(apply_id, problem.name, problem.source, ApplySpec(spec.spec, apply, str(out_dir)))
     device = verifier.devices[0]
     result = ApplyOutcome(apply_id, problem.name, "", device, "failed", None, [])
     deadline = Deadline.of(apply.budget_minutes)

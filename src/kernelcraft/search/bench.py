@@ -51,8 +51,7 @@ def run_bench(store: Store, suite: str, problems: list[Problem], proposer: Propo
     with ThreadPoolExecutor(max(1, min(len(verifier.devices), len(asked), 8))) as pool:
         answers = list(pool.map(lambda p: _too_large(verifier, p), asked))
     too_large = {p.name: why for p, why in zip(asked, answers) if why}
-    store.create_bench(bench_id, suite, {**spec.to_dict(), "not_covered": not_covered, "too_large": too_large,
-                                         "runs_at_once": at_once})
+    store.create_bench(bench_id, suite, spec, not_covered, too_large, at_once)
     rows: list[dict | None] = [None] * len(problems)
     refused: list[str] = []  # set by the first run whose endpoint refused: every later problem would meet it
     cancel = threading.Event()

@@ -79,8 +79,8 @@ def start_run(store: Store, problem: Problem, proposer: Proposer, verifier: JobF
     config.check()
     get_strategy(config.strategy)
     run_id = new_id()
-    store.create_run(run_id, problem.name, problem.source, config.strategy, proposer.name,
-                     verifier.devices[0], spec.to_dict(), bench_id, apply_id)
+    store.create_run(run_id, problem.name, problem.source, proposer.name, verifier.devices[0], spec, bench_id,
+                     apply_id)
     return _drive(store, run_id, problem, proposer, verifier, config, out_dir, on_event, cancel)
 
 
