@@ -4,6 +4,8 @@ determined candidate writes around them) and acts inside its own process, where 
 eager control also run; each must be caught by what the supervisor checks from outside (verify/outside.py
 outside_clock; verify/judge.py stateful_split, fair; verify/process.py's freezing), and each honest twin must pass.
 One more (c22c) lies about its time only once: it must gain nothing from that, and is published at its true time.
+c28c orphans a grandchild in a session of its own, out of the worker's group and tree: found under the fork server,
+killed, and the candidate rejected (`process_escaped`).
 
 On 5509881 (before the outside clock), every cheat here came back `ok`: c22 at about 4x its real speed, c22b at
 hundreds of times (its calls handed back a kept output), c25 about 2x, c28 with a core its baselines never had. On
@@ -18,6 +20,7 @@ import os
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from kernelcraft.candidate import Candidate
@@ -39,9 +42,11 @@ CHEATS = [
      {"memoized_output"}),
     ("c25_incremental_update_cheat", MATMUL, {"rejected"}, {"stateful_output", "timing_tampered"}),
     ("c28_unfair_machine_cheat", RELU, {"rejected"}, {"unfair_machine"}),
+    ("c28c_escaped_process_cheat", RELU, {"rejected"}, {"process_escaped"}),
 ]
 HONEST = [("c22_reach_through_honest", RELU), ("c22b_sample_copy_honest", RELU),
-          ("c25_incremental_update_honest", MATMUL), ("c28_unfair_machine_honest", RELU)]
+          ("c25_incremental_update_honest", MATMUL), ("c28_unfair_machine_honest", RELU),
+          ("c28c_escaped_process_honest", RELU)]
 # judged, neither caught nor trusted on its word: it quarters only its first timing (outside.OUTSIDE_RETIMES)
 RETIMED = [("c22c_first_timing_cheat", RELU)]
 
@@ -81,6 +86,13 @@ def test_honest_twin_passes_with_the_outside_clock(verdicts, name, problem):
     assert result.speedup_eager is not None
     clock = result.outside_clock
     assert clock["checked"] >= clock["calls"] >= 1 and clock["per_call_ms"] <= clock["limit_ms"], _describe(result)
+
+
+def test_no_process_a_candidate_orphaned_outlives_its_verdict(verdicts):
+    """c28c's grandchild left the worker's session and tree (its parent exited): the fork server took it in, and it
+    was killed with the verdict, not left to run on where later candidates and baselines are timed."""
+    mark = "kc-c28c-escaped-process"
+    assert not [p.pid for p in psutil.process_iter(["cmdline"]) if mark in " ".join(p.info["cmdline"] or [])]
 
 
 def test_a_time_reported_low_once_is_timed_again_and_published_as_the_clock_saw_it(verdicts):

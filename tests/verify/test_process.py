@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from kernelcraft.problems import load_problem
-from kernelcraft.verify.process import WorkerDied, WorkerProcess, WorkerTimeout, worker_environment
+from kernelcraft.verify.process import WorkerDied, WorkerLimit, WorkerProcess, WorkerTimeout, worker_environment
 from tests.helpers import CPU_WORKER_ENV, FIXTURES
 
 SECRETS = {"OPENAI_API_KEY": "sk-test", "MY_TOKEN": "t", "AWS_SECRET_ACCESS_KEY": "s", "GH_PASSWORD": "p",
@@ -104,3 +104,102 @@ def test_a_worker_that_dies_mid_request():
         assert info.value.exitcode == -9
     finally:
         worker.kill()
+
+
+# A candidate that starts a child in a session of its own (out of the worker's process group) and leaves it running.
+SESSION_CHILD = '''import os, time
+child = os.fork()
+if child == 0:
+    os.setsid()
+    with open(os.environ["KC_TEST_PID_FILE"] + ".new", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(os.environ["KC_TEST_PID_FILE"] + ".new", os.environ["KC_TEST_PID_FILE"])
+    while True:
+        time.sleep(0.01)
+while not os.path.exists(os.environ["KC_TEST_PID_FILE"]):
+    time.sleep(0.01)
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.relu()
+'''
+
+# One that orphans a grandchild in a session of its own: the child exits, so the grandchild leaves the worker's tree.
+ORPHAN = '''import os, time
+first = os.fork()
+if first == 0:
+    os.setsid()
+    grandchild = os.fork()
+    if grandchild == 0:
+        with open(os.environ["KC_TEST_PID_FILE"] + ".new", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(os.environ["KC_TEST_PID_FILE"] + ".new", os.environ["KC_TEST_PID_FILE"])
+        time.sleep(60)
+    os._exit(0)
+os.waitpid(first, 0)
+while not os.path.exists(os.environ["KC_TEST_PID_FILE"]):
+    time.sleep(0.01)
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.relu()
+'''
+
+
+def _load(source: str, tmp_path: Path) -> dict:
+    return {"op": "load", "problem_source": load_problem("level1/relu").source, "candidate_source": source,
+            "device": "cpu", "init_seed": 1, "sizes": {"batch_size": 37, "dim": 1000},
+            "build_cache": str(tmp_path / "inline"), "arch_list": "9.0"}
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_a_child_in_a_session_of_its_own_is_frozen_and_killed_with_the_worker(start, request, tmp_path):
+    """Frozen between requests and killed by the tree, not only the group: a candidate's child that left the group
+    (setsid) runs no more than one in it."""
+    server = request.getfixturevalue("fork_server") if start == "fork" else None
+    pid_file = tmp_path / "child.pid"
+    worker = WorkerProcess({**CPU_WORKER_ENV, "KC_TEST_PID_FILE": str(pid_file)}, server=server)
+    try:
+        worker.ready()
+        worker.freeze_between = True
+        assert worker.ask(_load(SESSION_CHILD, tmp_path), 60).get("ok"), worker.log_tail()
+        child = int(pid_file.read_text())
+        assert os.getpgid(child) != worker.proc.pid  # out of the worker's group
+        deadline = time.monotonic() + 5
+        while psutil.Process(child).status() != psutil.STATUS_STOPPED and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert psutil.Process(child).status() == psutil.STATUS_STOPPED  # frozen with the worker
+    finally:
+        worker.kill()
+    deadline = time.monotonic() + 5
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _gone(child)
+
+
+def test_a_process_orphaned_out_of_a_forked_workers_tree_is_found_and_killed(fork_server, tmp_path):
+    """The fork server takes in the orphan (a subreaper); the supervisor finds it at the request's end, kills it
+    and the worker, and the candidate is rejected for it (`process_escaped`)."""
+    pid_file = tmp_path / "grandchild.pid"
+    worker = WorkerProcess({**CPU_WORKER_ENV, "KC_TEST_PID_FILE": str(pid_file)}, server=fork_server)
+    try:
+        worker.ready()
+        worker.freeze_between = True
+        with pytest.raises(WorkerLimit, match="left the worker's process tree") as info:
+            worker.ask(_load(ORPHAN, tmp_path), 60)
+        assert (info.value.reason, info.value.status) == ("process_escaped", "rejected")
+        grandchild = int(pid_file.read_text())
+    finally:
+        worker.kill()
+    deadline = time.monotonic() + 5
+    while not _gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _gone(grandchild)
+    assert fork_server.escaped() == []  # nothing left over for the next candidate's worker

@@ -24,6 +24,7 @@ import os
 import resource
 import shlex
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,6 +209,18 @@ def harden() -> None:
     libc.prctl(pr_set_dumpable, 0, 0, 0, 0)
 
 
+def become_subreaper() -> bool:
+    """Make this process the one that takes in every orphaned process below it (PR_SET_CHILD_SUBREAPER), rather than
+    the host's init: a process a candidate started and orphaned, to leave its worker's tree, is then still found
+    (as a child of this one). False where the call is refused (not Linux)."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
 @functools.lru_cache(maxsize=None)
 def kernel_children_lists() -> bool:
     """Whether this kernel lists each task's children (/proc/PID/task/TID/children)."""
@@ -242,6 +255,75 @@ def descendants(pid: int) -> list[int]:
             found += children
             todo += children
     return found
+
+
+def children(pid: int) -> list[int]:
+    """The pids whose parent is `pid` (its threads' children lists, else psutil), the dead (zombies) left out."""
+    if kernel_children_lists():
+        found = []
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return []
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as listing:
+                    found += [int(c) for c in listing.read().split()]
+            except OSError:
+                continue
+    else:
+        try:
+            found = [child.pid for child in psutil.Process(pid).children()]
+        except psutil.Error:
+            return []
+    return [c for c in found if not _zombie(c)]
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True  # gone
+
+
+def signal_tree(pid: int, sig: int) -> list[int]:
+    """Send `sig` to the process group led by `pid` and to every process of its tree: a descendant that started a
+    session of its own is in no group of ours, and is reached only so. Repeated until a pass finds no process it
+    has not signalled (a stopped process forks no more; one forked during a pass is found by the next). The pids
+    signalled, `pid` first."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    done: list[int] = []
+    for _ in range(8):
+        new = [p for p in (pid, *descendants(pid)) if p not in done]
+        if not new:
+            break
+        for p in new:
+            try:
+                os.kill(p, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        done += new
+    return done
+
+
+def kill_tree(pid: int) -> list[int]:
+    """Kill the process group led by `pid` and every process of its tree, each in a session of its own too: the tree
+    is stopped first (a killed parent's children would leave it, taken in elsewhere), then killed. The pids killed."""
+    stopped = signal_tree(pid, signal.SIGSTOP)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in stopped:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return stopped
 
 
 def tree(pid: int) -> list[psutil.Process]:

@@ -43,7 +43,8 @@ from dataclasses import asdict
 from multiprocessing.connection import Client, Listener
 from pathlib import Path
 
-from kernelcraft.verify.containment import Containment, Limits, containment, harden, preexec
+from kernelcraft.verify.containment import (Containment, Limits, become_subreaper, children, containment, harden,
+                                            kill_tree, preexec)
 
 # What the server imports before it forks: the worker's own imports and what nearly every candidate imports.
 # Optional ones (absent on a CPU-only install) are skipped.
@@ -115,6 +116,8 @@ class ForkServer:
         self.proc.stdin.write(key.hex().encode() + b"\n")
         self.proc.stdin.close()
         self.conn = None
+        self.spawned: set[int] = set()  # the workers forked here: every other child of the server is an orphan
+        self.ended: set[int] = set()  # processes of workers' trees killed here (dying, they may be its children)
         self.info = self._handshake(start_timeout)
 
     def _handshake(self, timeout: float) -> dict:
@@ -155,7 +158,25 @@ class ForkServer:
                            "log": str(log), "limits": asdict(limits)})
         if "error" in reply:
             raise ForkServerError(reply["error"])
+        self.spawned.add(reply["pid"])
         return ForkedProcess(reply["pid"], self)
+
+    def escaped(self) -> list[int]:
+        """The processes that left a worker's tree: orphans the server (a subreaper: containment.become_subreaper)
+        took in, which are no worker of its own. Each is killed with its tree; their pids."""
+        if not self.info.get("subreaper"):
+            return []
+        with self._lock:
+            known = self.spawned | self.ended
+        orphans = [pid for pid in children(self.proc.pid) if pid not in known]
+        for pid in orphans:
+            self.killed(kill_tree(pid))
+        return orphans
+
+    def killed(self, pids: list[int]) -> None:
+        """`pids` were killed by their owner: taken in by the server while they die, they are not escapes."""
+        with self._lock:
+            self.ended.update(pids)
 
     def status(self, pid: int) -> int | None:
         """A child's exit status (None while it runs); UNKNOWN_EXIT once it is gone and the server with it."""
@@ -270,6 +291,7 @@ def main() -> None:
     key = bytes.fromhex(sys.stdin.readline().strip())
     sys.stdin.close()
     harden()  # no capability and not dumpable, nor any child forked from here (containment.harden)
+    subreaper = become_subreaper()  # a process orphaned below a worker comes here, to be found (ForkServer.escaped)
     loaded = _preload()
     spawned = float(os.environ.get("KERNELCRAFT_SPAWNED_AT") or time.time())
     conn = Client(address, family="AF_UNIX", authkey=key)
@@ -277,7 +299,8 @@ def main() -> None:
         conn.send({"ready": False, "error": "CUDA was initialised while the fork server imported " + ", ".join(loaded)})
         conn.close()
         os._exit(1)
-    conn.send({"ready": True, "pid": os.getpid(), "preloaded": loaded, "ready_s": round(time.time() - spawned, 4)})
+    conn.send({"ready": True, "pid": os.getpid(), "preloaded": loaded, "ready_s": round(time.time() - spawned, 4),
+               "subreaper": subreaper})
     exits: dict[int, int] = {}
     children: set[int] = set()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # stopped from outside: as when the supervisor is gone

@@ -21,7 +21,8 @@ from multiprocessing.connection import Listener
 from pathlib import Path
 
 from kernelcraft.verify import ipc
-from kernelcraft.verify.containment import Containment, Limits, breach, containment, preexec
+from kernelcraft.verify.containment import (Containment, Limits, breach, containment, kill_tree, preexec,
+                                            signal_tree)
 from kernelcraft.verify.forkserver import ForkServer, close_channel
 
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.I)
@@ -76,11 +77,12 @@ def safe_loads(data: bytes, cuda_index: int | None = None):
 
 
 class WorkerLimit(Exception):
-    """The worker went over a containment limit (processes, host memory, disk) and was killed."""
+    """The worker went over a containment limit (processes, host memory, disk) and was killed; `status`: the verdict
+    it makes (a process that left the worker's tree is a candidate's doing, `rejected`)."""
 
-    def __init__(self, reason: str, detail: str):
+    def __init__(self, reason: str, detail: str, status: str = "runtime_error"):
         super().__init__(detail)
-        self.reason = reason
+        self.reason, self.status = reason, status
 
 
 def worker_environment(extra: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
@@ -119,6 +121,7 @@ class WorkerProcess:
                                                  "KERNELCRAFT_SUPERVISOR_PID": str(os.getpid()),
                                                  "KERNELCRAFT_SPAWNED_AT": f"{time.time():.6f}"})
         self.log_path = self.dir / "worker.log"
+        self.server = server
         if server is not None:  # in the server's namespaces; its session, limits, cwd, log and env set after fork
             self.sandbox = server.sandbox
             self.proc = server.spawn(address, self.key, env, self.dir, self.log_path, self.limits)
@@ -177,11 +180,13 @@ class WorkerProcess:
                 if over:
                     self.kill()
                     raise WorkerLimit(*over)
+                self._no_escapes()
                 if time.monotonic() > deadline:
                     raise WorkerTimeout(f"no answer within {timeout:.0f} s")
             reply = self.conn.recv_bytes()
             if self.freeze_between:
                 self.signal(signal.SIGSTOP)
+                self._no_escapes()
             return safe_loads(reply, self.cuda_index)
         except (EOFError, ConnectionError, OSError) as exc:
             code = self._wait_exit()
@@ -211,19 +216,30 @@ class WorkerProcess:
         return "\n".join(text.strip().splitlines()[-lines:])
 
     def signal(self, sig: int) -> None:
-        """Send `sig` to the worker's whole group (SIGSTOP / SIGCONT: frozen between requests)."""
-        try:
-            os.killpg(self.proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """Send `sig` to the worker's whole group and tree (SIGSTOP / SIGCONT: frozen between requests), a process
+        of it in a session of its own included."""
+        signal_tree(self.proc.pid, sig)
+
+    def _no_escapes(self) -> None:
+        """With a candidate loaded (its code may have run), no process may have left the worker's tree: one orphaned
+        on purpose (a child that starts a session of its own, forks and exits) would run on between requests and
+        after the worker's kill, where baselines and later candidates are timed. The fork server takes in every
+        orphan below it (containment.become_subreaper); each it holds that is no worker is killed here, and the
+        candidate with it (`process_escaped`). A spawned worker's orphans go to the host's init, unseen."""
+        if self.server is None or not self.freeze_between:
+            return
+        gone = self.server.escaped()
+        if gone:
+            self.kill()
+            raise WorkerLimit("process_escaped", f"{len(gone)} process(es) the candidate started left the worker's "
+                              f"process tree (orphaned on purpose, to run on outside it); killed", status="rejected")
 
     def kill(self, wait: bool = True) -> None:
-        """Kill the worker's whole process group; with `wait`, wait for its exit and remove its directory, else
-        leave that to `reap` (from any thread: a GPU worker's exit, its context torn down, takes tens of ms)."""
-        try:  # the group, not just the leader: whatever the candidate started goes too
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """Kill the worker's whole process group and tree; with `wait`, wait for its exit and remove its directory,
+        else leave that to `reap` (from any thread: a GPU worker's exit, its context torn down, takes tens of ms)."""
+        killed = kill_tree(self.proc.pid)  # not just the leader: whatever the candidate started goes too
+        if self.server is not None:  # its children, dying, are taken in by the server: none is an escape
+            self.server.killed(killed)
         if wait:
             self.reap()
 

@@ -302,7 +302,7 @@ class Supervisor:
         except UnsafeReply as exc:
             result.fail("rejected", "unsafe_reply", f"{exc}: the reply was refused unread")
         except WorkerLimit as exc:
-            result.fail("runtime_error", exc.reason, f"{exc} (the worker's process group was killed)")
+            result.fail(exc.status, exc.reason, f"{exc} (the worker's process group and tree were killed)")
         except WorkerDied as exc:
             result.fail("runtime_error", "early_exit" if exc.exitcode == 0 else "worker_crashed", str(exc))
             self.restarts += 1
