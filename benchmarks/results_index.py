@@ -21,7 +21,7 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 INDEX = RESULTS / "index.json"
 TABLE = RESULTS / "supersessions.json"
-NOT_RECORDS = {"README.md", "index.json", "supersessions.json"}
+NOT_RECORDS = {"README.md", "HISTORY.md", "index.json", "supersessions.json"}
 
 _DEVICES = {"h100": "NVIDIA H100", "h200": "NVIDIA H200", "h200x2": "2x NVIDIA H200", "h200x4": "4x NVIDIA H200",
             "cpu": "CPU"}

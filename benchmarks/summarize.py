@@ -1,4 +1,5 @@
-"""Write benchmarks/results/README.md from the results JSON of benchmarks/verifier.py and faults.py.
+"""Print the verifier's measurements as Markdown tables from the results JSON of benchmarks/verifier.py and
+faults.py: sections to read, or to bring into benchmarks/results/README.md (the current summary) by hand.
 
     python benchmarks/summarize.py benchmarks/results/verifier-h200-2026-11-22.json \
         benchmarks/results/faults-h200-2026-11-22.json
@@ -84,5 +85,4 @@ def summarize_faults(path: Path) -> str:
 
 if __name__ == "__main__":
     source = Path(sys.argv[1])
-    text = summarize(source) + "".join(summarize_faults(Path(p)) for p in sys.argv[2:])
-    (source.parent / "README.md").write_text(text)
+    sys.stdout.write(summarize(source) + "".join(summarize_faults(Path(p)) for p in sys.argv[2:]))

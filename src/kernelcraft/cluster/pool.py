@@ -31,7 +31,7 @@ from kernelcraft.verify.front import JobFront
 # workers for (VerifyConfig.standby_workers): a supervisor spawns standby workers only for jobs it sees queued, and
 # a worker takes longer to start (torch, CUDA) than a job takes to judge. With fewer queued, jobs waited for their
 # worker to start: one actor judged at 0.48x (two in flight), 0.88x (three) and 1.05x (four) the rate of the GPU's
-# own verifier (H200, level1/softmax, benchmarks/scale.py; benchmarks/results/README.md).
+# own verifier (H200, level1/softmax, benchmarks/scale.py; benchmarks/results/README.md, section 4).
 EXTRA_DEPTH = 2
 MAX_LOSSES = 2  # times a job may be lost with its actor before it is failed
 START_TIMEOUT = 300.0  # seconds for an actor to come up (Ray places it, it imports torch, spawns a worker)

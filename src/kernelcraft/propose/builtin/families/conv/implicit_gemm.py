@@ -130,7 +130,7 @@ def gemm_moves(cls: type[GemmTiles]) -> list:
     Order and tiles from benchmarks/conv_sweep.py on an H100 (AlexNet's first layer): K steps of 16 win. The 64x128
     tile takes 3 stages: with 4, Triton 3.6 built it wrong on the H100 (level2/conv2d_add_sigmoid off by 8e-2). The
     3xTF32 taps move beat the packed first move on 5 of 7 conv/conv3d level-2 problems and lost on 2
-    (benchmarks/results/README.md, "Level 2 at published sizes"), so it comes second; the transposed conv's taps
+    (benchmarks/results/HISTORY.md, "Level 2 at published sizes"), so it comes second; the transposed conv's taps
     moves take the same places until a sweep of its own. 32-wide chunks halve the taps loop's steps at 64+ channels
     per group."""
     def p(m, n, k, w, s, precision, k_order="packed"):

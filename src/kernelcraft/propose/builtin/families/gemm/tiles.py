@@ -51,7 +51,7 @@ SPLIT_CHUNK = 16  # K steps the tensor cores sum between fp32 folds (kernels._TM
 # tile's layout change before the store included: more than an H100 has)
 RELAXED_TMA_TILES = ((128, 256, 32, 8, 2), TMA_TILES[1])
 # a linear layer's come after 128x128 ones: a batch of 128 rows (KernelBench level 2) makes one row of tiles, and
-# 256-wide ones leave half of an H100's SMs idle (1.2x slower there: benchmarks/results/README.md, 2026-11-25)
+# 256-wide ones leave half of an H100's SMs idle (1.2x slower there: benchmarks/results/HISTORY.md, 2026-11-25)
 LINEAR_TMA_TILES = ((128, 128, 32, 8, 3),) + TMA_TILES
 
 
