@@ -125,37 +125,12 @@ _PRODUCTS = {"tf32x3": "3xTF32 tensor cores at fp32 accuracy", "ieee": "exact fp
 
 def moves(op: Op) -> list[ConvTransposeTiles]:
     """The implicit-GEMM moves with the 3xTF32 taps move first; a taps move runs the packed K loop, in the first
-    packed move's 16-wide steps, where a group has fewer than kernels.TAPS_MIN_CHUNKS chunks of in-channels.
-    At published sizes on an H100 the taps move beat the packed first move on 7 of 8 KernelBench transposed-conv
-    problems in one sweep (level 1: 57, 65, 69; level 2: 10, 11, 19, 42; by 9 to 70%) and lost 4% on one (level 1:
-    81, dilated): moves-conv-transpose-h100-2026-11-26.json. Verified as first kernels with the taps loop at any
-    group of 32+ in-channels (kernelbench-level{1,2}-session-h100-2026-11-26.json against the earlier records), it
-    took 10 to 53% off level 1's 57, 64, 65, 69, 78 and level 2's 10, 11, 19, 42, and added 4 to 65% to level 1's
-    71, 74, 75, 79, 81: every loser has 32 or fewer in-channels per group (one chunk), every winner but 78 has 64 or
-    more; hence two chunks. With that choice (kernelbench-level{1,2}-convt-h100-2026-11-26.json) the losers are back
-    at their packed times and the winners keep theirs (78 goes back too).
-
-    Where the op has stride 1 and no output padding, the conv it equals (as_conv) in two moves: first the taps move
-    that takes it where input planes are large (kernels.AS_CONV_PLANES), then the packed one that takes it at every
-    size. As first kernels on an H100 at published sizes (kernelbench-level{1,2}-asconv-h100-2026-11-27.json, the
-    plain conv at every size, against the taps first move's rows): level 1's 57 29.4 -> 20.3 ms, 64 10.2 -> 9.3, 65
-    16.6 -> 12.0, 71 4.96 -> 4.35, 74 3.52 -> 2.47, 78 11.1 -> 9.7, level 2's 19 32.2 -> 28.3 faster; level 1's 69
-    12.6 -> 13.2, level 2's 10 16.3 -> 21.2, 11 5.9 -> 6.6, 42 16.2 -> 16.9 slower. The losers but 42 have planes under
-    2**16 elements or the taps loop on planes under 2**18 (10: 64 in-channels a group on 256 x 256), the rule the
-    first move follows; it also sends level 2's 19 (the same channels and planes as 10's, no padding) to the taps.
-    With it (kernelbench-level{1,2}-asconv-rule-h100-2026-11-27.json) 57, 65, 71, 74, 78 keep their gains, 64, 69,
-    10, 11, 19 their taps times, and 42 loses 5%.
-
-    Since, the conv it equals runs as the conv family's shifted rows where they apply (one group, more than one tap,
-    3xTF32 on a Hopper GPU), on planes of any size: on an H100 (kernelbench-level1-shifted-h100-2026-11-27.json,
-    ...-narrow-..., kernelbench-level2-shifted-h100-2026-11-27.json) level 1's 57 20.2 -> 9.9 ms, 64 10.3 -> 7.1, 65
-    12.1 -> 4.8, 69 12.5 -> 5.5 (0.61 -> 1.39x torch.compile), 71 4.4 -> 2.5, 78 9.9 -> 4.3, level 2's 10 16.3 ->
-    11.4, 11 5.9 -> 3.2, 19 32.3 -> 13.8, 42 17.1 -> 8.0, and the 1-D dilated 74 2.49 -> 2.39.
-
-    The first move's phases run in one launch where their GEMMs are short beside their stores (short_one_launch; the
-    rule and what it was measured on: kernels.SHORT_PHASES): on an H100, level 1's 81 (stride 5, dilation 2: 16 of
-    25 phases get no tap) 3.31 -> 1.98 ms and 79 (1-D, stride 2, dilation 2) 2.85 -> 2.50, past torch.compile's
-    2.82 and 2.75 (params-probe-onelaunch-l1-h100-2026-11-27.json)."""
+    packed move's 16-wide steps, where a group has fewer than kernels.TAPS_MIN_CHUNKS chunks of in-channels (there the
+    packed loop was faster). Where the op has stride 1 and no output padding, the conv it equals (as_conv) in two
+    moves: first the taps move that takes it where input planes are large (kernels.AS_CONV_PLANES), then the packed
+    one that takes it at every size; the conv family's shifted rows take it wherever they apply. The first move's
+    phases run in one launch where their GEMMs are short beside their stores (short_one_launch,
+    kernels.SHORT_PHASES). What each choice was measured on: evidence.py."""
     out = gemm_moves(ConvTransposeTiles)
     first = next(i for i, p in enumerate(out) if p.k_order == "taps" and p.precision == "tf32x3")
     out = [out[first].but(short_one_launch=True), *out[:first], *out[first + 1:]]

@@ -23,23 +23,18 @@ from kernelcraft.propose.builtin.steps import epilogue_lines
 
 NDIM = 4  # the kernels' output dims, (n, co, oh, ow): an epilogue operand's strides
 # A taps move runs the taps K loop where a group has this many BLOCK_K chunks of in-channels or more; with fewer,
-# the packed (channel, tap) K loop in PACKED_K-wide steps, the first packed move's (families/conv_transpose moves()
-# says what was measured).
+# the packed (channel, tap) K loop in PACKED_K-wide steps, the first packed move's (one chunk ran slower: evidence.py).
 TAPS_MIN_CHUNKS = 2
 # A short_one_launch move runs every phase in one launch where an output's share of the phases' GEMMs is short beside
 # its store: CPG times an output's mean taps (its K, averaged over the phases) at most SHORT_PHASES channel tiles
-# (BLOCK_N-wide). Measured on an H100 at KernelBench's published sizes against the launch per phase
-# (results/params-probe-onelaunch-l{1,2}-h100-2026-11-27.json): one launch won at 0.18 (level 1's 81: 3.31 -> 1.98
-# ms) and 0.75 (79: 2.85 -> 2.50), lost at 1.12 (level 2's 36, 44: 1.37 -> 1.54), 1.25 (level 1's 75: 2.15 -> 3.50)
-# and 2.25 (level 2's 2, 16: 5.90 -> 10.31, 7.24 -> 11.19), and tied at 2.0 (level 2's 91, 93: 5.40 -> 5.43, 4.89 ->
-# 4.64). Where the K loop is short the launch per phase is bound by its stores, s apart, each phase's partial lines of
-# y written back to memory before the next phase fills them; one launch fills them together (all_phases).
+# (BLOCK_N-wide). Where the K loop is short the launch per phase is bound by its stores, s apart, each phase's partial
+# lines of y written back to memory before the next phase fills them; one launch fills them together (all_phases).
+# Where one launch won and lost: evidence.py.
 SHORT_PHASES = 1.0
 PACKED_K = 16
 # An as_conv move with the taps K order takes the plain conv on its packed implicit GEMM (not on the shifted rows,
 # which it takes wherever they apply) where input planes (H * W) have AS_CONV_PLANES[0] elements or more and, where a
-# group's in-channels would run the taps loop, AS_CONV_PLANES[1] or more; else the phases (families/conv_transpose
-# moves(): the rows it is read from)
+# group's in-channels would run the taps loop, AS_CONV_PLANES[1] or more; else the phases (evidence.py)
 AS_CONV_PLANES = (2 ** 16, 2 ** 18)
 
 
