@@ -157,7 +157,10 @@ class Result:
     versions: dict = field(default_factory=dict)
     seeds: list[int] = field(default_factory=list)  # revealed after the evaluation
     wall_seconds: float = 0.0
-    # seconds per phase: build_wait, worker_start, load, check, attribution, time, lock_wait
+    # seconds per phase: build_wait, worker_start, load, check, attribution, time, lock_wait, standby_wait; the time
+    # phase by its parts (time.baselines, time.warm, time.measure, time.clock), the load by the worker's own account of
+    # its parts (load.device, load.reference, load.import, load.build: a diagnosis, reported from the candidate's
+    # process)
     phases: dict = field(default_factory=dict)
     # [start, end] (seconds since the epoch) of each timing phase, while the device's lock was held
     device_held: list[list[float]] = field(default_factory=list)

@@ -48,6 +48,7 @@ from kernelcraft.verify.policy import Policy, get_policy
 from kernelcraft.verify.process import UnsafeReply, WorkerDied, WorkerLimit, WorkerTimeout
 from kernelcraft.verify.workers import Workers
 
+LOAD_STEPS = ("device", "reference", "import", "build")  # the parts of a worker's load it reports (worker.do_load)
 # The time past which the evaluation in progress (on this thread) may not wait for the device's lock
 # (Candidate.wait_until): a run's wall budget bounds its waits on other processes.
 _WAIT_UNTIL: contextvars.ContextVar[float | None] = contextvars.ContextVar("wait_until", default=None)
@@ -359,8 +360,10 @@ class Supervisor:
             else:
                 result.fail("runtime_error", reply.get("reason", "load_failed"), reply.get("traceback") or reply["error"])
             return False
-        for step, seconds in (reply.get("marks_s") or {}).items():  # the worker's own split, a diagnosis only
-            if isinstance(seconds, (int, float)):
+        marks = reply.get("marks_s")
+        for step in LOAD_STEPS:  # the worker's own split of its load: a diagnosis only, never a verdict
+            seconds = marks.get(step) if isinstance(marks, dict) else None
+            if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
                 result.phases[f"load.{step}"] = round(float(seconds), 4)
         if reply["compiles"]:  # what the backends compiled at import (NVRTC's kernels)
             from kernelcraft.backends.cuda_inline import ptxas_summary
