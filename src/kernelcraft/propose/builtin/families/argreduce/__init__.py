@@ -54,10 +54,9 @@ class ArgTiles(Params):
 
 
 def moves(op: Op) -> list[ArgTiles]:
-    """The lean kernel first, on large tiles: at (128, 4096, 4095) over dim 1 on an H100, 64 x 256 tiles (16 warps)
-    took 3.01 ms, 32 x 256 3.08, 16 x 256 with 4 warps 3.12 and with 8 warps 4.92 (torch.compile 3.29;
-    params-probe-h100-2026-11-27.json); then the tiled kernel's first move, to compare, and the lean kernel on the
-    tiled moves' other tilings and on 16 warps (16 x 256 on 8 warps, the slowest, is no longer a move)."""
+    """The lean kernel first, on large tiles (the fastest probed: evidence.py); then the tiled kernel's first move, to
+    compare, and the lean kernel on the tiled moves' other tilings and on 16 warps (16 x 256 on 8 warps, the slowest,
+    is no longer a move)."""
     return [ArgTiles(lean=True, TILE=16384, num_warps=8), ArgTiles(lean=True, TILE=8192, num_warps=8),
             ArgTiles(lean=True), ArgTiles(lean=True, TILE=2048), ArgTiles(),
             ArgTiles(ROW_MAX=0, BLOCK_R=4096, TILE=8192, num_warps=8, split_target=8192, lean=True),

@@ -59,8 +59,7 @@ class Flash(Params):
     fold_q: bool = False
     causal: bool = False
     # wide heads' exact products (precision "ieee", fp32 inputs) on a Hopper GPU's fp64 tensor cores (unfused.py):
-    # on an H100, level 1's 97 (1024-wide heads) ran 40.1 ms with fp32 FMA products, 21.1 with these, torch.compile
-    # 24.1 (benchmarks/results/params-probe-wide-fp64-h100-2026-11-28.json)
+    # faster than fp32 FMA products there (evidence.py)
     wide_fp64: bool = True
 
     def idea(self) -> str:

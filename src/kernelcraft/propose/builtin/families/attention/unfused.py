@@ -1,6 +1,6 @@
 """The attention family's path for wide heads, chosen at run time in ModelNew.forward: heads whose padded rows are
-too wide for the FlashAttention kernel's registers (WIDE: a 1024-wide fp32 head spilled so badly that one
-verification ran past 60 s on an H100) take three kernels, the L x S scores in memory (batch·heads·L·S fp32: 1 GiB
+too wide for the FlashAttention kernel's registers (WIDE: a 1024-wide fp32 head spilled so badly that its
+verification timed out; evidence.py) take three kernels, the L x S scores in memory (batch·heads·L·S fp32: 1 GiB
 at KernelBench's 97_ScaledDotProductAttention):
 
 1. scores = q @ k^T: the GEMM family's strided tiled kernel (its K loop over E in BLOCK_K steps), batched over the
@@ -18,8 +18,8 @@ Hopper GPU the tensor-core moves' fp32 inputs take the GEMM family's TMA kernel 
 k read as they lie, k being the K-major operand of q @ k^T; v copied once K-major, 2 GiB at KernelBench's 97 beside
 ~20 ms of GEMMs) as 3xTF32 (~1e-6 relative) or TF32, the tensor-core path that reached cuBLAS's exact fp32 speed on
 level-1 matmuls where the strided exact kernel ran at ~0.85 of it. The exact move ("ieee") keeps the strided exact
-products there too: a score's error is multiplied by its size in the softmax, and 3xTF32's took KernelBench's 97 to
-5.6e-4 relative at the verifier's mixed-scale trial (scores in the hundreds), past the strict policy's 1e-4."""
+products there too: a score's error is multiplied by its size in the softmax, and 3xTF32's took a wide-head problem
+past the strict policy's tolerance (evidence.py)."""
 
 from __future__ import annotations
 
@@ -48,8 +48,7 @@ BLOCK_N, BLOCK_K, GROUP_M = 128, 32, 8  # the GEMMs' tiles: BLOCK_M and warps ar
 # less, so only capability 9 takes them
 FP64_IDEA = ("wide heads' exact products on the fp64 tensor cores of a Hopper GPU (fp32 operands widened exactly, "
              "products and sums in fp64; 64 x 128 tiles, 4 warps)")
-# their tiles (BLOCK_M, warps), whatever the move's: on an H100 at level 1's 97, 64 rows on 4 warps 21.1 ms, the first
-# move's 128 on 8 23.2 (the probe above)
+# their tiles (BLOCK_M, warps), whatever the move's: faster than the first move's 128 rows on 8 warps (evidence.py)
 FP64_TILES = (64, 4)
 FP64_GPU = '''
 def kc_fp64_gpu(t):  # on a Hopper GPU: fp64 tensor cores at its fp32 FMA rate there

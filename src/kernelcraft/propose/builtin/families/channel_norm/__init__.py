@@ -99,9 +99,8 @@ class GroupRows(Params):
 
 
 def _batchnorm_moves(op: Op) -> list[BatchnormTiles]:
-    # flat 1024-element tiles on 4 warps first: the best of the four tilings on the bundled batchnorm2d (0.96 of the
-    # roofline on an H100, builtin-h100-2026-11-22.json), and the pointwise tiling that matched torch.compile at
-    # KernelBench's 6.4 GB where 4096 on 8 warps was 2% slower (pointwise-probe-h100-2026-11-27.json)
+    # flat 1024-element tiles on 4 warps first: the best of the four tilings on the bundled batchnorm2d, and the
+    # pointwise tiling that matched torch.compile at KernelBench's sizes (evidence.py)
     return [BatchnormTiles(1024, 4), BatchnormTiles(), BatchnormTiles(planes=True), BatchnormTiles(1024, 4, True),
             BatchnormTiles(evict_first=True)]
 

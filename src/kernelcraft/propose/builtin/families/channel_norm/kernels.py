@@ -155,18 +155,14 @@ tl.store(y_ptr + row * L + o, y.to(y_ptr.dtype.element_ty), mask=o < hi)
 ''')
 RESIDENT_CHUNK, RESIDENT_WARPS = 32768, 16  # a resident program's chunk (64 values a thread) and warps
 # The most programs a slab takes on the resident path (and no more than the GPU's SMs: an H100's and an H200's 132).
-# Measured on an H100 at KernelBench's published sizes: the first version, with 64-bit offsets and run-time sizes
-# (each element's channel a 64-bit division), lost at every size (kernelbench-level{1,2}-resident-h100-2026-11-27.json:
-# level 1's 35, 64 parts a slab, 7.85 -> 13.75 ms; level 2's 23, 4 parts, 1.46 -> 5.06). With 32-bit offsets and the
-# sizes compiled in it gained at 8 parts or fewer (...-resident8-...: level 1's 34 7.68 -> 5.26; level 2's 21 5.13 ->
-# 4.76, 23 1.46 -> 1.37, 27 6.77 -> 6.65, 83 2.42 -> 2.35, 85 1.98 -> 1.81, 92 2.48 -> 2.37) and, with the limit
-# lifted to the SMs, at 16 to 64 too (params-probe-residentparts-l{1,2}-h100-2026-11-27.json: level 1's 35 7.84 ->
-# 6.15 ms; level 2's 60 3.88 -> 3.33, 19 13.83 -> 13.50, 61 3.28 -> 3.25).
+# With 32-bit offsets and the sizes compiled in (a first version with 64-bit offsets and run-time sizes lost at every
+# size) the resident path gained at 8 parts a slab or fewer and, with the limit lifted to the SMs, at 16 to 64 too
+# (evidence.py).
 RESIDENT_MAX_PARTS = 132
 # How a resident program waits for its slab's other programs (GroupRows.resident_wait): "atomic" polls the slab's
 # count with an acquiring atomic add of 0 (every waiting program a read-modify-write on one address); "load" polls it
 # with volatile loads, then acquires once. The atomic polls were not what slowed the first version's 64-part slabs:
-# on 35 they took 6.15 ms where the loads took 6.44; level 2's 19, 60 and 61 tied (the probes above).
+# they were no slower than the loads (evidence.py).
 RESIDENT_WAITS = {
     "atomic": '''while tl.atomic_add(arrived_ptr + row, 0, sem="acquire") < P:  # every part of the slab counted in
     pass''',

@@ -61,20 +61,12 @@ class ConvTiles(GemmTiles):
 
 
 def moves(op: Op) -> list[ConvTiles]:
-    """The shifted-rows GEMM first, then the implicit-GEMM moves (implicit_gemm.gemm_moves). Probed at KernelBench's
-    published sizes on an H100 it ran 1.6-2.8x faster than the packed 3xTF32 move on seven stride-1 convs of more
-    than one tap and 1.45x slower on a 1x1 one (benchmarks/results/shifted-conv-probe-fused-h100-2026-11-27.json),
-    which it leaves to the packed GEMM, as it leaves strides, groups, 16-bit inputs and GPUs without TMA: there the
-    first move is the packed move it replaced, on the same tiles. As the first move on an H100 it took level 1's 55,
-    56, 62, 63 and 80 from 11.7-19.3 ms to 4.5-12.7 and 67 (1-D) 5.2 -> 3.8, and 20 of level 2's 21 stride-1 conv
-    chains 1.05-2.2x faster, 8 of those past torch.compile; with 8 in-channels (level 2's 57-92) the taps of a row
-    packed into K (shifted.py); 21 kept its time once the channel tile was narrowed to its 32 out-channels
-    (kernelbench-level{1,2}-shifted-h100-2026-11-27.json, ...-narrow-...). The first move compiles its kernels per
-    input shape (compiled_sizes: sizes, strides, padding and dilation as constexprs, the packed fallback's too); on an
-    H100 against the same move without it 63 took 12.77 -> 10.97 ms, 55 6.77 -> 6.69 and 50 (stride 4, the packed
-    GEMM) 3.47 -> 3.37 (params-probe-compiled-h100-2026-11-27.json). Folded, level 1's 50 (AlexNet's 11 x 11 at
-    stride 4: 3 x 3 taps over 48 channels) took 3.25 ms with the direct kernel, 1.72 folded, torch.compile 2.96
-    (kernelbench-level1-fold-h100-2026-11-28.json)."""
+    """The shifted-rows GEMM first, then the implicit-GEMM moves (implicit_gemm.gemm_moves). The shifted rows beat the
+    packed 3xTF32 move on stride-1 convs of more than one tap and lost on a 1x1 one, which they leave to the packed
+    GEMM, as they leave strides that do not fold (shifted.FOLD_WASTE), groups, 16-bit inputs and GPUs without TMA:
+    there the first move is the packed move it replaced, on the same tiles. The first move compiles its kernels per
+    input shape (compiled_sizes: sizes, strides, padding and dilation as constexprs, the packed fallback's too). What
+    each choice was measured on: evidence.py."""
     return [ConvTiles(precision="tf32x3", k_order="shifted", compiled_sizes=True), *gemm_moves(ConvTiles)]
 
 

@@ -13,33 +13,23 @@ tile as they are; a folded batchnorm or a step reading a tensor (its loads are l
 [positions, out-channels] tile) keeps the implicit GEMM (`fits`). The sizes are constexprs: a build per shape.
 
 The same loop put into the implicit GEMM's kernel instead (flat positions over all images, int64 addresses, the tile
-transposed for its epilogue and store) ran 50 at 110.8 ms and 54 at 2.70 ms (kernelbench-level1-direct-gemm-h100-
-2026-11-27.json): Triton then laid the loop's tile out for the transposed store.
+transposed for its epilogue and store) ran far slower: Triton then laid the loop's tile out for the transposed store.
 
 The weight is read as (in-channels x taps, out-channels) rows (DirectTiles.weight_rows: a copy made per call), so
-the out-channels a tap loads are consecutive, loaded as vectors: on an H100 54 went 1.94 -> 1.65 ms and 59 2.29 ->
-2.03 on the family's tile (torch.compile 1.84 and 2.71; direct-conv-probe-rows-h100-2026-11-28.json), and level 2's
-Conv3d chains 6, 23, 24 and 83 0.459 -> 0.302 ms, 1.011 -> 0.824, 0.863 -> 0.681, 1.644 -> 1.157 on an H200
-(kernelbench-level2-rows-h200-2026-11-28.json against kernelbench-level2-latest-h200-2026-11-28.json). On a Hopper
-GPU level 1's 50 no longer takes it: its stride folds into the channels for the shifted rows (shifted.py), 1.72 ms.
-The rest of this docstring measured the weight as it lies.
+the out-channels a tap loads are consecutive, loaded as vectors, which made the convs that take the kernel faster. On
+a Hopper GPU a strided conv whose stride folds into the channels takes the shifted rows instead (shifted.py).
 
-Measured at KernelBench's published sizes on an H100, interleaved with torch.compile (exact fp32 baselines,
-benchmarks/probes/direct_conv_probe.py, direct-conv-probe-h100-2026-11-27.json): level 1's 50 (3 -> 96 channels, 11 x 11
-taps at stride 4) on 128 positions x 128 out-channels, 4 warps, the taps looped: 2.53 and 3.02 ms in two passes on
-two machines, torch.compile 2.96 and 2.95, the packed 3xTF32 move 3.45 (in the family, kernelbench.py's row: 3.25 ms,
-0.91x torch.compile, kernelbench-level1-direct2d-h100-2026-11-27.json); 54 and 59 (3-D, 3 -> 64 channels, 3 x 3 x 3
-taps) 1.92 and 2.29 on 512 positions x 16 out-channels, 4 warps, the taps looped, against 2.15 and 2.69 for the
-offsets move (torch.compile 1.83 and 2.83). 3-D convs of 105 taps (60, 66) lost to the offsets move on every tile
-probed, so the conv3d family takes the direct kernel only up to 81 values of K.
+The tiles (TILES_2D, TILES_3D) were timed at KernelBench's published sizes against torch.compile and the implicit
+GEMMs' moves; 3-D convs of 105 taps lost to the offsets move on every tile probed, so the conv3d family takes the
+direct kernel only up to 81 values of K.
 
-Register cliffs. With the taps of a row unrolled, 50 ran fastest (2.41 ms on 256 x 128 tiles), but ptxas's report
-(Triton 3.6, sm_90a, read on the CPU) shows such builds losing their registers on other shapes: "Used 32 registers"
-and kilobytes of spills, 15 of 39 conv2d shapes on that tile (a 7 x 7 stride-2 conv of 3 -> 64 channels, ResNet's
-and GoogleNet's first, among them), 100+ ms where timed. Looped taps on 128 x 128 tiles of 4 warps lost them on none
-of 39 such shapes, and on 12 of 72 smaller ones, all with K of 9 or less (1 x 1 to 3 x 3 kernels on 1 to 4
-channels: the loops then unrolled whole), hence min_k. The 3-D tile kept its registers on all 72 shapes swept (K up to
-81, 1 to 4 channels, 16 to 128 out-channels, strides 1 and 2). Tiles of 8 warps, taps looped, ran 3-9x slower on 50.
+Register cliffs. Builds with the taps of a row unrolled ran fastest on the conv timed but lose their registers on
+other shapes: ptxas's report (Triton 3.6, sm_90a, read on the CPU) shows "Used 32 registers" and kilobytes of
+spills on 15 of 39 conv2d shapes on the 256 x 128 tile (a 7 x 7 stride-2 conv of 3 -> 64 channels, ResNet's and
+GoogleNet's first, among them). Looped taps on 128 x 128 tiles of 4 warps lost them on none of those 39, and on 12
+of 72 smaller ones, all with K of 9 or less (1 x 1 to 3 x 3 kernels on 1 to 4 channels: the loops then unrolled
+whole), hence min_k. The 3-D tile kept its registers on all 72 shapes swept (K up to 81, 1 to 4 channels, 16 to 128
+out-channels, strides 1 and 2). What each choice was measured on: evidence.py.
 """
 
 from __future__ import annotations
@@ -76,8 +66,8 @@ class DirectTiles:
         return f"x.dtype == torch.float32 and CPG <= {self.max_channels} and K <= {self.max_k}{least}"
 
 
-# 2-D (conv, conv1d): level 1's 50 above, on the tile whose builds never lost their registers in the sweep below at
-# 17 values of K or more; 3-D (conv3d) likewise, 54 and 59
+# 2-D (conv, conv1d): the tile whose builds never lost their registers in the sweep (module docstring) at 17 values
+# of K or more; 3-D (conv3d) likewise. What they were timed on: evidence.py
 TILES_2D = DirectTiles(BLOCK_M=128, BLOCK_N=128, num_warps=4, unroll=False, max_channels=4, max_k=4 * 11 * 11,
                        min_k=17)
 TILES_3D = DirectTiles(BLOCK_M=512, BLOCK_N=16, num_warps=4, unroll=False, max_channels=4, max_k=81)
@@ -105,8 +95,8 @@ def kernel(axes: str, names: Names, epilogue: str, scalars: Scalars, tiles: Dire
         inner = " * ".join(f"O{b}" for b in up[i + 1:])
         coords.append(f"o{a.lower()} = v" + (f" // ({inner})" if inner else "") + (f" % O{a}" if i else ""))
     # the groups with the images on grid axis 1, GROUPS a constexpr: with one group g folds to 0 and co is a program's
-    # first channel plus a range (groups on axis 2 with the channel tiles, g = pid // tiles, doubled the registers,
-    # 254 against 126 on level1/54's conv: one program an SM where two fit, 2.39 ms against 1.94 on an H100)
+    # first channel plus a range (groups on axis 2 with the channel tiles, g = pid // tiles, doubled the registers:
+    # one program an SM where two fit, and slower; evidence.py)
     lines = ["# program (position tile, image x group, channel tile): acc[co, v] over BLOCK_N out-channels x BLOCK_M "
              "positions",
              "v = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)",

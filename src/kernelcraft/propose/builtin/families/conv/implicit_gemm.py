@@ -127,12 +127,11 @@ def gemm_moves(cls: type[GemmTiles]) -> list:
     the taps K loop (cls.TAPS), the taps moves right after the first move (3xTF32, then exact fp32, on 32-wide
     channel chunks) and the relaxed TF32 one after the first relaxed move.
 
-    Order and tiles from benchmarks/conv_sweep.py on an H100 (AlexNet's first layer): K steps of 16 win. The 64x128
-    tile takes 3 stages: with 4, Triton 3.6 built it wrong on the H100 (level2/conv2d_add_sigmoid off by 8e-2). The
-    3xTF32 taps move beat the packed first move on 5 of 7 conv/conv3d level-2 problems and lost on 2
-    (benchmarks/results/HISTORY.md, "Level 2 at published sizes"), so it comes second; the transposed conv's taps
-    moves take the same places until a sweep of its own. 32-wide chunks halve the taps loop's steps at 64+ channels
-    per group."""
+    Order and tiles from benchmarks/conv_sweep.py (AlexNet's first layer): K steps of 16 win. The 64x128 tile takes 3
+    stages: with 4, Triton 3.6 built it wrong on the H100 (level2/conv2d_add_sigmoid off by 8e-2). The 3xTF32 taps
+    move beat the packed first move on most conv/conv3d level-2 problems and lost on some, so it comes second; the
+    transposed conv's taps moves take the same places until a sweep of its own. 32-wide chunks halve the taps loop's
+    steps at 64+ channels per group. What the order was measured on: conv/evidence.py."""
     def p(m, n, k, w, s, precision, k_order="packed"):
         return cls(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, GROUP_M=8, num_warps=w, num_stages=s, precision=precision,
                    k_order=k_order)

@@ -36,11 +36,10 @@ from kernelcraft.propose.builtin.families.gemm.tma import TMA_DESC, TMA_OK
 from kernelcraft.propose.builtin.family import Names, TritonKernel
 from kernelcraft.propose.builtin.scalars import Scalars
 
-# BLOCK_M, BLOCK_N, warps, stages by the group's out-channels and the in-channels, from a probe at KernelBench's
-# published sizes on an H100 (benchmarks/results/shifted-conv-probe-fused-h100-2026-11-27.json): 64 out-channels
-# wide on 4 warps for 64 or fewer, else 128 on 8; K steps (bk_s in the forward) of 16 channels for 16 or fewer,
-# else 32. The forward narrows the channel tile to the out-channels rounded up to a power of two (16 at least): on
-# level2/21 (32 out-channels) the 64-wide tile took 6.67 ms against the packed implicit GEMM's 5.28 on 32-wide ones
+# BLOCK_M, BLOCK_N, warps, stages by the group's out-channels and the in-channels, from a probe: 64 out-channels wide
+# on 4 warps for 64 or fewer, else 128 on 8; K steps (bk_s in the forward) of 16 channels for 16 or fewer, else 32.
+# The forward narrows the channel tile to the out-channels rounded up to a power of two (16 at least), so a narrow
+# conv's tile does not idle (a half-idle tile lost to the packed GEMM). What both were measured on: evidence.py
 TILES = "(128, 64, 4, 4) if COPG <= 64 else (128, 128, 8, 3 if CF > 16 else 4)"
 # Few in-channels (PACK_C or fewer) leave most of a 16-wide K step empty: there K packs the last axis of more than one
 # tap with the channels, (taps, C) one box of X viewed as overlapping rows (row m's taps `step` rows apart), where
@@ -48,11 +47,9 @@ TILES = "(128, 64, 4, 4) if COPG <= 64 else (128, 128, 8, 3 if CF > 16 else 4)"
 PACK_C, PACK_K = 8, 64
 # Strided convs fold (space to depth) where the folded kernel holds at most this many times the kernel's taps
 FOLD_WASTE = 1.5
-# Over three axes the packed K lost to the conv3d family's offsets loop on all four KernelBench convs it met (level 1's
-# 54, 59, 60, 66: 3 in-channels; 3.31 ms against 2.30, 4.49 against 3.11, 12.48 and 5.93 against times below
-# torch.compile's 9.91 and 4.88), as K = channels lost worse (7.30 ms on 54): kernelbench-level1-shifted-h100-2026-11-27
-# .json and kernelbench-level1-shifted-h200-2026-11-27.json. So 3-D convs of PACK_C or fewer in-channels keep their
-# gathers: the shifted rows over three axes take more than PACK_C (`applies`)
+# Over three axes with few in-channels the packed K (and K = channels, worse) lost to the conv3d family's offsets loop
+# on every KernelBench conv it met (evidence.py). So 3-D convs of PACK_C or fewer in-channels keep their gathers: the
+# shifted rows over three axes take more than PACK_C (`applies`)
 
 
 def _axes(axes: str) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -94,13 +91,9 @@ def kernel(axes: str, names: Names, extra: tuple[str, ...], flags: tuple[str, ..
     """The shifted-rows GEMM over `axes` with `epilogue` (lines on the fp32 tile x, the output coordinates o<axis>,
     out-channels co and nmask defined) and the run-time parameters `extra` after its pointers, constexprs `flags`
     after its own. `compiled`: its sizes (`sizes`) are constexprs, one build per input shape, so the output rows'
-    decoding divides by constants (multiplies and shifts). Compiled for sm_90a as launches specialize it
-    (benchmarks/probes/sass_probe.py --hopper; results/sass-shifted-compiled-2026-11-27.log), the kernel shrinks from
-    1,872 to 1,072 instructions at level1/55's sizes, 3,816 to 1,056 at 70's (225 registers to 90), 2,576 to 1,992
-    at level2/57's (its 64 bytes of spill gone); the K loop is the same, the epilogue's index work is what goes.
-    Timed on an H100 against the same move without it (results/params-probe-compiled-h100-2026-11-27.json): level 1's
-    63 12.77 -> 10.97 ms, 55 6.77 -> 6.69; the transposed conv3d's 58 and 70 within 0.3%. The conv and conv3d first
-    moves set it; the transposed convs' moves do not."""
+    decoding divides by constants (multiplies and shifts): the K loop stays the same, the epilogue's index work goes
+    (fewer instructions and registers, and faster where the conv families' first moves were timed with it:
+    evidence.py). The conv and conv3d first moves set it; the transposed convs' moves do not."""
     padded, ksize, dil, out = _axes(axes)
     taps = []
     for i in range(len(axes)):

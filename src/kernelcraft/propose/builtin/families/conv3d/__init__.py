@@ -73,31 +73,20 @@ def moves(op: Op) -> list[Conv3dTiles]:
     steps and exact fp32 after the two taps moves, then the packed moves; a relaxed TF32 one before the first relaxed
     packed move.
 
-    Not timed when ordered; by the SASS Triton 3.9 makes for sm_90 (level1/54's conv: 3 in-channels, K 81, 128x64
-    tiles of 8 warps, 3xTF32): the packed loop's step runs 532 instructions a thread, the offsets loop's 334 (16-wide
-    steps, 120 registers) or 514 (32-wide, 168 registers: one program an SM where 16-wide steps fit two), 120 of
-    them 3xTF32's own (splitting, the NaN guard, adding the partial products). At 32+ in-channels per group the taps
-    moves (second, third) read each chunk of a tap with no table at all. 16- and 32-wide steps pad K = 27, 81, 216,
-    315 alike (32, 96, 224, 320); one step of next_power_of_2(K) (81 -> 128) would waste a third of the dot and
-    double the registers a thread holds of A.
+    Ordered by the SASS Triton 3.9 makes for sm_90, not by timings (level1/54's conv, 128x64 tiles of 8 warps,
+    3xTF32): the offsets loop's step runs 334 instructions a thread at 16-wide steps against the packed loop's 532;
+    32-wide steps take more registers (one program an SM where 16-wide steps fit two). At 32+ in-channels per group
+    the taps moves (second, third) read each chunk of a tap with no table at all. 16- and 32-wide steps pad K = 27,
+    81, 216, 315 alike (32, 96, 224, 320); one step of next_power_of_2(K) (81 -> 128) would waste a third of the dot
+    and double the registers a thread holds of A.
 
-    Timed since (H100, published sizes): the first move's wide_m, 256x64 tiles where the out-channels narrow the
-    channel tile to 64, took every such conv3d in KernelBench 1.11-1.37x faster: level 1's 54, 59, 60 and 66 (3
-    in-channels) and level 2's 43, 47 and 90 (kernelbench-level{1,2}-conv3d256-h100-2026-11-27.json). 256-voxel tiles
-    on 16-, 24- and 32-wide channel tiles were 2-22% slower (level 2's 6, 7, 8, 23, 24, 27, 48, 79, 83), so those
-    keep 128.
-
-    The shifted rows (conv/shifted.py) lead, that first move their fallback: they take a conv3d of stride 1 (or
-    strides that fold into the channels), one group, more than one tap and more than 8 in-channels (3xTF32 on a
-    Hopper GPU). On an H100 they took level 2's 43
-    5.05 -> 3.57 ms and 47 7.03 -> 3.70 (0.72 -> 1.37x torch.compile; kernelbench-level2-shifted-h100-2026-11-27.json);
-    at 3 in-channels (level 1's 54, 59, 60, 66) they lost to the offsets loop, which keeps those (shifted.py).
-
-    The first move sets compiled_sizes: each kernel built per input shape, its sizes constexprs. For sm_90a at 54's
-    and 59's sizes the offsets kernel's 3,024 instructions become 1,240 and 952, most of them the epilogue's index
-    work (benchmarks/results/sass-shifted-compiled-2026-11-27.log); timed on an H100 against the same move without it
-    (params-probe-compiled-h100-2026-11-27.json) 54 2.29 -> 2.11 ms, 59 3.09 -> 2.66, 60 5.04 -> 4.86, 66 2.55 ->
-    2.46. The second move is the first's fallback without it (one build for every shape)."""
+    The first move's wide_m takes 256x64 tiles where the out-channels narrow the channel tile to 64 (faster on every
+    such conv3d; 256-voxel tiles on narrower channel tiles were slower, so those keep 128). The shifted rows
+    (conv/shifted.py) lead, that first move their fallback: they take a conv3d of stride 1 (or strides that fold into
+    the channels), one group, more than one tap and more than 8 in-channels (3xTF32 on a Hopper GPU); at 3
+    in-channels they lost to the offsets loop, which keeps those (shifted.py). The first move sets compiled_sizes:
+    each kernel built per input shape, its sizes constexprs, the epilogue's index work mostly gone. The second move is
+    the first's fallback without it (one build for every shape). What each choice was measured on: evidence.py."""
     base = gemm_moves(Conv3dTiles)
     first = base[0]  # 128x128x16, 3xTF32, packed
     offsets = first.but(k_order="offsets")

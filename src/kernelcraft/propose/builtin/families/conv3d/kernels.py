@@ -23,9 +23,8 @@ from kernelcraft.propose.builtin.steps import epilogue_lines
 
 NDIM = 5  # the kernel's output dims, (n, co, od, oh, ow): an epilogue operand's strides
 # a padded conv's in-channels per group from which an offsets move runs the taps loop in chunks of this many
-# instead. On an H100, level2/43 (32 in-channels, padded: the offsets loop needs bounds masks) took 5.6 ms so
-# against the offsets first move's 9.0, while level2/47 (32, unpadded: no masks) took 14.1 against 8.8
-# (benchmarks/results/kernelbench-level2-taps-h100-2026-11-26.json); 3 in-channels stay offsets
+# instead: padded, the offsets loop needs bounds masks and the taps loop was faster; unpadded (no masks) it was
+# slower (evidence.py). 3 in-channels stay offsets
 TAPS_FIRST = 32
 # the implicit-GEMM kernels' sizes, strides, padding and dilation (run-time parameters, or constexprs under a move's
 # compiled_sizes) and the forward's names for them

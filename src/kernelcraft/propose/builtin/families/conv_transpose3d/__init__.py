@@ -12,10 +12,9 @@ N = the out-channels of a group, K = (in-channels of a group) * (its taps). A ph
 the epilogue only. kernels.py has the axis arithmetic, the kernels and the host code.
 
 Moves: output tiles (voxels of a phase x out-channels) and K steps, a launch per phase or every phase in one
-launch, and the tl.dot precision: 3xTF32 ("tf32x3", fp32-grade accuracy on the tensor cores, first: 1.5x the
-exact moves on the H100 at KernelBench level-2 sizes, benchmarks/results/producer-sweep-level2-h100-2026-11-25.json),
-exact fp32 ("ieee") and TF32 ("tf32", relaxed: offered only under a policy that admits it). 16-bit inputs take
-the tensor cores as they are on every move. Each move is right on any shape.
+launch, and the tl.dot precision: 3xTF32 ("tf32x3", fp32-grade accuracy on the tensor cores, first: faster than
+the exact moves, evidence.py), exact fp32 ("ieee") and TF32 ("tf32", relaxed: offered only under a policy that admits
+it). 16-bit inputs take the tensor cores as they are on every move. Each move is right on any shape.
 """
 
 from __future__ import annotations
@@ -46,8 +45,8 @@ class Tiles(Params):
     # 1), the plain conv it equals on the conv3d family's shifted-rows GEMM where that applies (kernels.py:
     # conv_route); else the phases of the other fields
     as_conv: bool = False
-    # as_conv's shifted kernel built per input shape, its sizes constexprs. No move sets it: on an H100 level 1's 58
-    # and 70 took the same time with it, within 0.3% (results/params-probe-compiled-h100-2026-11-27.json)
+    # as_conv's shifted kernel built per input shape, its sizes constexprs. No move sets it: it saved no time where
+    # timed (evidence.py)
     compiled_sizes: bool = False
 
     def __post_init__(self):
@@ -98,13 +97,11 @@ class Tiles(Params):
 
 
 def moves(op: Op) -> list[Tiles]:
-    """3xTF32 first, on the default tiles and on 128x64 tiles of 4 warps and 4 stages (the fastest of ten on two
-    level-2 problems, the sweep in the module docstring); then exact fp32, one launch for every phase, other tile
-    shapes (a narrow M tile for small volumes, wider K steps), and the relaxed TF32 moves last. Where the op has
-    stride 1 and no output padding, the conv it equals by shifted rows (as_conv) comes first, its fallback the first
-    move's phases: on an H100 it took level 1's 58 9.60 -> 3.82 ms, 61 24.2 -> 7.9, 68 102.6 -> 19.2, 70 49.2 -> 19.6
-    and level 2's 13 26.4 -> 7.9, 61 11.8 -> 3.3, 77 37.0 -> 10.3 (kernelbench-level{1,2}-shifted-h100-2026-11-27.json,
-    kernelbench-level1-narrow-h100-2026-11-27.json)."""
+    """3xTF32 first, on the default tiles and on 128x64 tiles of 4 warps and 4 stages (the fastest in a sweep of
+    tiles); then exact fp32, one launch for every phase, other tile shapes (a narrow M tile for small volumes, wider K
+    steps), and the relaxed TF32 moves last. Where the op has stride 1 and no output padding, the conv it equals by
+    shifted rows (as_conv) comes first (much faster than the phases where timed), its fallback the first move's
+    phases. What the order was measured on: evidence.py."""
     out = [Tiles(precision="tf32x3"), Tiles(128, 64, 16, num_warps=4, num_stages=4, precision="tf32x3"), Tiles(),
            Tiles(precision="tf32x3", one_launch=True), Tiles(one_launch=True), Tiles(64, 128, 16, num_warps=4),
            Tiles(128, 128, 32), Tiles(precision="tf32"), Tiles(64, 128, 16, num_warps=4, precision="tf32")]

@@ -133,8 +133,7 @@ tl.store(dst_ptr + (bid * rows + r[:, None]) * ld + j[None, :], v, mask=mask)
 # 3xTF32 on operands split once (TF32_SPLIT): the TMA kernel's persistent walk, hi and lo tiles of A (M, K) rows and
 # of B K-major (N, K) rows. Per K step three TF32 tensor-core products, lo_a hi_b + hi_a lo_b into `small` and
 # hi_a hi_b into `part`; every CHUNK steps, and after the last, an fp32 add folds them into the tile's `acc`: the
-# tensor cores' own running sum loses bits over a long K (KernelBench-sized products on an H100: 1.5e-4 of max |C|
-# at K = 65536 left to them, 1.4e-6 folded every 16 steps; benchmarks/probes/tf32_split_probe.py). `small` is dropped
+# tensor cores' own running sum loses bits over a long K (tiles.SPLIT_CHUNK; evidence.py). `small` is dropped
 # where it is not finite: an infinite operand's hi times a zero lo (NaN), or times a lo of the other sign, while
 # the hi products carry the infinity with its sign
 _TMA_SPLIT = Template('''

@@ -20,30 +20,26 @@ GEMV_COLUMNS = 4  # the GEMV move's kernel takes products with at most this many
 HALF = {"float16": "fp16", "bfloat16": "bf16"}  # a matmul's 16-bit input dtypes, as the moves name them
 PRECISIONS = ("ieee", "tf32", "tf32x3")  # tl.dot's input_precision for fp32 inputs (16-bit ones always "ieee")
 # 16-bit tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): TMA-fed persistent ones, then strided ones; the best
-# of benchmarks/matmul_sweep.py --problem level1/matmul_fp16 on the H100 (matmul-fp16-sweep-h100-2026-11-22.json)
+# of a tile sweep of level1/matmul_fp16 (evidence.py)
 HALF_TMA = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 4))
 HALF_PLAIN = ((128, 256, 64, 8, 3),)
-# fp32 TMA tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the H100 probe, 2026-11-22
+# fp32 TMA tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the best of a probe of TMA tiles (evidence.py)
 TMA_TILES = ((128, 256, 32, 8, 3), (256, 128, 32, 8, 3))
 # the first exact move's tiles; a 3xTF32 TMA move's strided kernel (off TMA, and for split-K) runs exact fp32 at
-# them: its splits cost more on the strided kernel than the exact FMA path gains (H200, KernelBench level 1 3_, 6_,
-# 8_, 16_: 3xTF32 at the TMA tiles 1.2-1.5x slower than the exact first move's)
+# them: its splits cost more on the strided kernel than the exact FMA path gains (evidence.py)
 EXACT_TILES = (128, 128, 32, 8, 3)
 # a matmul's first move's tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), for its operands split once or, in
 # products too small for that, split in the K loop: split once, 128x256 tiles hold three 128x256 accumulators and
-# spill (6-12x slower than 128x128 on an H100, benchmarks/probes/tf32_split_probe.py)
+# spill (evidence.py)
 SPLIT_TILES = (128, 128, 32, 8, 3)
 # 3xTF32's split made once pays where a product's work outgrows its operands: per output tile of a K step the
 # GEMM does 2 BLOCK_M BLOCK_N multiply-adds, the split pass moves 12 bytes per operand element (read once, two
-# parts written) and the GEMM reads each twice. Measured on an H100 (benchmarks/probes/tf32_split_probe.py, both at
-# 128x128x32 tiles, the split pass included): split once 1.05-1.34x faster than 3xTF32 split in the K loop from
-# M N / (M + N) = 512 (1024 x 1024, K = 65536: 1.34x) to 16384 (KernelBench level 1's 7_, K = 64: 1.05x); smaller
-# products keep the in-loop split, not measured against it
+# parts written) and the GEMM reads each twice. Split once was the faster from M N / (M + N) = 512 up; smaller
+# products keep the in-loop split, not measured against it (evidence.py)
 SPLIT_ONCE_MIN = 512
 # a product whose K is one step of a 32-wide tile is bound by writing C, not by its products: under a move with
-# `short_k` it takes exact fp32 on 64x64 tiles of 4 warps (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages). KernelBench
-# level 1's 9 (32768 x 32 times 32 x 32768) on an H100: 2.39 ms, against 2.73 for the 3xTF32 operands split once
-# fed by TMA and 3.34 for exact fp32 at 128x128 (torch.compile 2.53; params-probe-h100-2026-11-27b.json)
+# `short_k` it takes exact fp32 on 64x64 tiles of 4 warps (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), faster there
+# than the operands split once and than exact fp32 at 128x128 (evidence.py)
 SHORT_K = 32
 SHORT_K_TILES = (64, 64, 32, 4, 3)
 SPLIT_CHUNK = 16  # K steps the tensor cores sum between fp32 folds (kernels._TMA_SPLIT)
@@ -51,7 +47,7 @@ SPLIT_CHUNK = 16  # K steps the tensor cores sum between fp32 folds (kernels._TM
 # tile's layout change before the store included: more than an H100 has)
 RELAXED_TMA_TILES = ((128, 256, 32, 8, 2), TMA_TILES[1])
 # a linear layer's come after 128x128 ones: a batch of 128 rows (KernelBench level 2) makes one row of tiles, and
-# 256-wide ones leave half of an H100's SMs idle (1.2x slower there: benchmarks/results/HISTORY.md, 2026-11-25)
+# 256-wide ones leave half of an H100's SMs idle (slower there: evidence.py)
 LINEAR_TMA_TILES = ((128, 128, 32, 8, 3),) + TMA_TILES
 
 
@@ -67,9 +63,8 @@ class Tiles(Params):
     split into TF32 parts by a pass before the GEMM, not at each K step in it; `short_k`: products with K at most
     SHORT_K take exact fp32 products on the strided kernel's SHORT_K_TILES; `split_k_tma` (a 3xTF32 TMA move that
     splits K): on a Hopper GPU the parts of K run as one batch of products on the TMA kernel (each part's A and B
-    views of K chunks), not as exact fp32 on the strided kernel. A matmul's first move sets it: on an H100 it took
-    level 1's 6 (256x256 by K 524,288) 1.60 -> 1.26 ms, and left 3, 8 and 16, which do not split K, as they were
-    (benchmarks/probes/params_probe.py --vary '{"split_k_tma": true}'; params-probe-splitk-h100-2026-11-27.json)."""
+    views of K chunks), not as exact fp32 on the strided kernel. A matmul's first move sets it: faster where K is
+    split, no change elsewhere (evidence.py)."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128

@@ -6,9 +6,7 @@ ModelNew.forward that take the TMA path.
 Where a matmul's TMA path applies (Tiles.tma_copies): an fp32 move takes it on a Hopper GPU for any operands,
 copying once those TMA cannot read as they lie, as B is already copied once to be K-major. The copies are the
 family's own Triton kernel (kernels.rows_copy: 64 x 64 tiles, loaded along a transposed view's unit stride and
-stored along the rows): on an H100 (transpose-copy-probe-h100-2026-11-27.json) it copies 3_'s B.T, 128 x (2048,
-1024), 1 GB, in 0.72 ms where torch's .contiguous() took 2.14 (beside a ~3.5 ms batched GEMM), 97_'s v.T (2 GB) in
-1.43 ms against 4.22, an 8192 x 8192 transpose in 0.19 ms against 0.55. A 16-bit move takes
+stored along the rows), faster than torch's .contiguous() on transposed views (evidence.py). A 16-bit move takes
 it for 2-D operands as they lie (A untransposed), as before: its GEMM is several times faster, so copies weigh
 more, and none was measured.
 

@@ -118,11 +118,9 @@ class TripletRows(Params):
 
 
 def _loss_moves(op: Op) -> list[LossTiles]:
-    """A reduced kl_div's first move is the persistent grid (4 programs per SM): at KernelBench level 1's 98 (over
-    2 x 1 GB) on an H100 it took 0.720 ms against 0.815 for a program per 4096-element tile, the next best tiling
-    0.817 (torch.compile 0.754; params-probe-h100-2026-11-27b.json): a few hundred partials, not 65536, for the
-    second launch. The other losses keep a program per tile first: the persistent grid made level 1's 96 (Huber)
-    1% slower (2.774 -> 2.808 ms; kernelbench-level1-firstmoves-h100-2026-11-27.json)."""
+    """A reduced kl_div's first move is the persistent grid (4 programs per SM): a few hundred partials, not 65536,
+    for the second launch. The other losses keep a program per tile first: the persistent grid made Huber's slower
+    (evidence.py)."""
     reduced = op.detail["reduction"] != "none"
     tiles = [LossTiles(reduced=reduced), LossTiles(1024, 4, reduced=reduced), LossTiles(2048, 4, reduced=reduced)]
     persistent, streaming = LossTiles(per_sm=4, reduced=reduced), LossTiles(evict_first=True, reduced=reduced)

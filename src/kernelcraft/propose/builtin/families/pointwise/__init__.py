@@ -19,17 +19,12 @@ class Tiles(Params):
     per_sm: int | None = None  # persistent grid: this many programs per SM loop over the tiles
     evict_first: bool = False  # loads and stores with evict_first: the data is touched once
     # the broadcast kernel's sizes and strides compiled in as constants (a build per shape); no effect without operands.
-    # No move sets it: on an H100 it took level 1's 12 (diag(A) @ B, a row broadcast) 0.0507 -> 0.0503 ms, short of
-    # torch.compile's 0.0497 (benchmarks/results/params-probe-bcast-h100-2026-11-27.json)
+    # No move sets it: where probed it gained too little to reach torch.compile (evidence.py)
     compiled_sizes: bool = False
     # the broadcast kernel's sizes and strides but the last dim's read from one small tensor the host keeps per
-    # layout, so a launch passes 9 arguments (two tensors) where it passed 30: Triton's launch costs the host about
-    # 0.7 us an argument (benchmarks/results/launch-cost-h100-2026-11-27.json). On an H100 (params-probe-packed-l{1,2}-
-    # h100-2026-11-27.json) it took the host's time a call of level 1's 12 from 55 to 37 us and of 5 from 76 to 49.
-    # Its strides are hinted multiples of 16 where they are (kernels.kc_bcast_packed): unhinted, level 2's 15 lost 7%
-    # (1.218 -> 1.308 ms, its loads no longer vectorized); hinted, 15 1.2146 against 1.2136 unpacked, and the rows
-    # whose first kernels broadcast within 0.5% (params-probe-aligned-..., kernelbench-level{1,2}-aligned-...). The
-    # first move sets it. No effect without operands.
+    # layout, so a launch passes 9 arguments (two tensors) where it passed 30: Triton's launch costs the host per
+    # argument. Its strides are hinted multiples of 16 where they are (kernels.kc_bcast_packed), or its loads are no
+    # longer vectorized. The first move sets it (evidence.py). No effect without operands.
     packed_layout: bool = False
 
     def __post_init__(self):
@@ -56,8 +51,8 @@ class Tiles(Params):
 
 
 def moves(op: Op) -> list[Tiles]:
-    # 1024-element tiles of 4 warps first: at KernelBench's sizes (6.4 GB read and written) they match torch.compile's
-    # kernel, and 4096 of 8 were 2% slower (benchmarks/probes/pointwise_probe.py, H100); a broadcast's layout packed
+    # 1024-element tiles of 4 warps first: at KernelBench's sizes they match torch.compile's kernel, where larger tiles
+    # were slower (evidence.py); a broadcast's layout packed
     return [Tiles(1024, 4, packed_layout=True), Tiles(4096, 8), Tiles(2048, 4), Tiles(8192, 8),
             Tiles(4096, 8, per_sm=8), Tiles(4096, 8, evict_first=True)]
 

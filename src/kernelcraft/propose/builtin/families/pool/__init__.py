@@ -94,17 +94,14 @@ def moves(op: Op) -> list[PoolTiles]:
     planes, evict = PoolTiles("tile", 4, 16, 8, 8), PoolTiles("tile", 4, 1, 8, 64, evict_last=True)
     if op.detail["pool"] == "adaptive_avg":  # few outputs per plane (e.g. 7x7): the plane-packing moves first
         return [planes, _flat(1024, 4), _flat(256, 2), tile, tall]
-    # 512 outputs on 8 warps (two per thread) first for an average: at KernelBench's sizes on an H100 it made
-    # AvgPool1d's 44 1.33x and AvgPool2d's 45 1.12x faster, and MaxPool1d's 41 and MaxPool2d's 42 2% slower
-    # (params-probe-h100-2026-11-27.json); 1024 outputs on 4 warps made 41 4% and 44 3% faster, 42 6% slower
+    # 512 outputs on 8 warps (two per thread) first for an average: it made the average pools faster and the max
+    # pools slower (evidence.py)
     wide, long = PoolTiles("tile", 8, 1, 8, 64), PoolTiles("tile", 4, 1, 8, 128)
     out = ([wide, tile, tall, _flat(1024, 4), planes, evict, long] if op.detail["pool"] == "avg" else
            [tile, tall, _flat(1024, 4), planes, evict, wide, long])
-    # The flat run with the sizes compiled in (1024 outputs on 8 warps), first where every stride is 1: on an H200 at
-    # KernelBench's sizes it made 41 (MaxPool1d) 1.68x, 42 (MaxPool2d) 1.51x and 44 (AvgPool1d) 1.36x faster than
-    # their first moves, and 45 (AvgPool2d, 11 x 11 windows at stride 11) 1.83x slower (params-probe-pool-
-    # h200-2026-11-27.json): overlapping windows, whose taps a flat run's neighbours share in L1, want it. (It took
-    # the place of a flat run of 256 on 2 warps with run-time sizes, the slowest kind of kernel in that probe.)
+    # The flat run with the sizes compiled in (1024 outputs on 8 warps), first where every stride is 1: overlapping
+    # windows, whose taps a flat run's neighbours share in L1, want it; windows that do not overlap lost (evidence.py).
+    # (It took the place of a flat run of 256 on 2 warps with run-time sizes, the slowest kind of kernel probed.)
     compiled = _flat(1024, 8).but(compiled_sizes=True)
     return [compiled, *out] if all(s == 1 for s in op.detail["stride"]) else [*out[:2], compiled, *out[2:]]
 

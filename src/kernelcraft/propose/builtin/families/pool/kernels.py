@@ -140,9 +140,8 @@ def _body(op: Op, p) -> str:
                               "* (tl.minimum(we, W) - tl.maximum(ws, 0))).to(tl.float32)")
             sub["final"] = "acc / div"
     if d["pool"] == "max":  # NaN wins, as in torch (a NaN tap replaces the max and is never replaced by a number).
-        # Two compares and a select, not max.NaN (tl.maximum, NaN propagated): fewer instructions, but on an H100 it
-        # made MaxPool2d's 42 2% slower (4.55 -> 4.64 ms) and MaxPool1d's 41 no faster; pool3d keeps it (its 43: 5%
-        # faster; benchmarks/results/HISTORY.md, 2026-11-27)
+        # Two compares and a select, not max.NaN (tl.maximum, NaN propagated): max.NaN has fewer instructions but was
+        # slower on the 2-D pool and no faster on the 1-D; pool3d keeps it, faster there (evidence.py)
         sub.update(init='-float("inf")', combine="tl.where((v > acc) | (v != v), v, acc)")
     else:
         sub.update(init="0.0", combine="acc + v")

@@ -124,11 +124,9 @@ class Reduce(Params):
         return "memory" if self.BLOCK_R >= 4096 or self.COLUMNS > Reduce.COLUMNS else "parallelism"
 
 
-# A long reduced dim takes 8192-element tiles of 8 warps in the first move: at level 1's 47-49 and 53, (128, 4096,
-# 4095) over dim 1, on an H100 they took 3.35-3.38 ms against 3.55-3.58 for 4096 on 4 (torch.compile 3.52-3.62;
-# params-probe-h100-2026-11-27b.json, kernelbench-level1-firstmoves-h100-2026-11-27.json). Reductions over level 2's
-# 16-64 channels did not gain from those tiles (24: 1.23 -> 1.31 ms, 79 and 92 2% slower;
-# kernelbench-level2-firstmoves-h100-2026-11-27.json), so they keep TILE and num_warps; between 64 and 4096 untimed.
+# A long reduced dim takes 8192-element tiles of 8 warps in the first move, faster there than 4096 on 4; reductions
+# over 16-64 channels did not gain from them, so they keep TILE and num_warps; between 64 and 4096 untimed
+# (evidence.py).
 LONG = (8192, 8)
 TILED = [Reduce(), Reduce(256, 2048, 4, 8192), Reduce(4096, 8192, 8), Reduce(1024, 8192, 8), Reduce(split_target=0),
          Reduce(1024, 8192, 8, COLUMNS=128), Reduce(1024, 4096, 4, COLUMNS=64), Reduce(1024, 4096, 4, COLUMNS=512)]
@@ -136,9 +134,9 @@ TILED = [Reduce(), Reduce(256, 2048, 4, 8192), Reduce(4096, 8192, 8), Reduce(102
 
 def reduce_moves(op: Op) -> list[Reduce]:
     """The tiled loop first, its reduced dims of BLOCK_R or more on LONG tiles; then the lean loop (its 8-warp and
-    TILE 2048 tilings), which lost to the tiled loop at KernelBench level 1's 47-49 and 53 (4.98 ms against
-    3.58-3.67, code 5593397), so it is offered, not preferred; then the tiled loop's other tilings. A reduction with a
-    prologue has the tiled loop only (prologue.py's kernel), its tilings in TILED's order."""
+    TILE 2048 tilings), which lost to the tiled loop (evidence.py), so it is offered, not preferred; then the tiled
+    loop's other tilings. A reduction with a prologue has the tiled loop only (prologue.py's kernel), its tilings in
+    TILED's order."""
     if op.detail.get("pre"):
         return list(TILED)
     return [TILED[0].but(long=LONG), Reduce(lean=True, num_warps=8), Reduce(lean=True, TILE=2048), *TILED[1:6]]
