@@ -330,10 +330,11 @@ def applies(*, store=None, limit: int = 30) -> list[dict]:
     """The store's applies, newest first: id, model, status, and the headline of each outcome."""
     with _opened(store) as s:
         rows = s.applies(limit)
+    from kernelcraft.apply.outcome import ApplyOutcome
+    outcomes = [(r, ApplyOutcome.of(r)) for r in rows]
     return [{"apply_id": r.id, "model": r.model, "status": r.status, "created": r.created,
-             "speedup_eager": (r.summary or {}).get("speedup_eager"),
-             "replaced": [g["name"] for g in (r.summary or {}).get("regions", []) if g["status"] == "replaced"]}
-            for r in rows]
+             "speedup_eager": o.speedup_eager if o else None, "replaced": [g.name for g in o.replaced] if o else []}
+            for r, o in outcomes]
 
 
 def apply_summary(apply_id: str, *, store=None) -> dict:

@@ -12,6 +12,7 @@ import torch
 
 import kernelcraft
 from kernelcraft import api
+from kernelcraft.apply.outcome import ApplyOutcome
 from kernelcraft.apply.settle import cannot_beat_compile
 from kernelcraft.apply.times import final_of, host_bound
 from kernelcraft.cli import main
@@ -94,6 +95,12 @@ def test_apply_through_the_cli_then_show_resume_and_swap(tmp_path, capsys, monke
     assert again.apply_id == summary["apply_id"] and again.end_to_end.correct
     assert [r.run_id for r in again.regions if r.run_id] == runs  # the finished region run is reused
     assert len(s.runs(apply_id=summary["apply_id"])) == 1 and s.apply(summary["apply_id"]).status == "done"
+    stored = s.apply(summary["apply_id"])
+    outcome = ApplyOutcome.of(stored)  # the stored summary read back typed, and written again unchanged
+    assert json.loads(json.dumps(outcome.to_dict())) == stored.summary
+    linear = next(r for r in outcome.regions if r.name == "00_linear_linear")
+    assert linear.move and linear.move == regions["00_linear_linear"]["move"] and linear.result.correct
+    assert outcome.replaced == [linear] and outcome.profile.regions and outcome.speedup_eager is not None
     s.close()
 
     module = load_problem(path).load()

@@ -59,10 +59,11 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, spec: A
     emit = on_event or (lambda kind, data: None)
     out_dir = Path(spec.out_dir).resolve()
     apply = spec.apply
-    stored = None  # the stopped apply's profile, kept on resume: its shares decided its plan and its runs
+    kept = None  # the stopped apply's profile, kept on resume: its shares decided its plan and its runs
     if resume:
         apply_id = resume
-        stored = (store.apply(apply_id).summary or {}).get("profile")
+        stopped = ApplyOutcome.of(store.apply(apply_id))
+        kept = stopped.profile if stopped else None
         store.update_apply(apply_id, "running")
     else:
         apply_id = new_id("apply-")
@@ -73,7 +74,6 @@ def run_apply(store: Store, problem: Problem, sizes, proposer, verifier, spec: A
     try:
         emit("apply_stage", {"stage": "capture", "apply_id": apply_id})
         exact = not get_policy(verifier.config.policy).allow_tf32
-        kept = Profile.from_dict(stored) if stored else None
         extraction, prof = _cut(problem, sizes, device, apply.seed, exact, out_dir, emit, kept,
                                 verifier.config.cpu_threads)
         result.method, result.profile, result.notes = extraction.method, prof, list(extraction.notes)

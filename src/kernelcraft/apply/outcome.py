@@ -5,13 +5,14 @@ compiled, and the model's times), and the files an apply writes beside them."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from kernelcraft.apply.plan import amdahl
 from kernelcraft.apply.profile import Profile
 from kernelcraft.apply.times import FINAL_COMPILED_KERNELS, FINAL_KERNELS
 from kernelcraft.errors import KernelcraftError
 from kernelcraft.propose.builtin.family import written_by
+from kernelcraft.records import ApplyRecord
 from kernelcraft.result import Result
 
 MODEL_FILE = "model_new.py"  # the model with its kernels
@@ -38,6 +39,12 @@ class RegionOutcome:
     source: str = field(default="", repr=False)  # that kernel's file
     like: str = ""  # the first region of its problem, whose run and kernel it shares ("": its own)
     wrong_in_model: bool = False  # dropped because the model with its kernel was not correct
+    stored_move: dict | None = field(default=None, repr=False)  # `move` as stored, where the source is not
+
+    @property
+    def move(self) -> dict | None:
+        """The built-in engineer's family and parameters, from its kernel's header (None: another proposer's)."""
+        return written_by(self.source) if self.source else self.stored_move
 
     @property
     def speedup(self) -> float | None:
@@ -49,7 +56,7 @@ class RegionOutcome:
         return self.result.speedup_compile if self.result else None
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k not in ("result", "source")}
+        d = {k: v for k, v in asdict(self).items() if k not in ("result", "source", "stored_move")}
         d["speedup_eager"] = self.speedup
         d["speedup_compile"] = self.speedup_compile
         d["kernel_ms"] = self.result.runtime_ms if self.result else None
@@ -59,8 +66,14 @@ class RegionOutcome:
         d["kernel_device_ms"] = runtime.device_ms if runtime else None
         d["compile_device_ms"] = compiled.device_ms if compiled else None
         d["result"] = self.result.to_dict() if self.result else None
-        d["move"] = written_by(self.source) if self.source else None  # the built-in engineer's family and parameters
+        d["move"] = self.move
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RegionOutcome":
+        """The region `to_dict` stored (its kernel's source is not stored: `move` stands for it)."""
+        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d and f.name not in ("result", "source")}
+        return cls(**kw, result=_result(d.get("result")), stored_move=d.get("move"))
 
 
 @dataclass
@@ -75,6 +88,10 @@ class CompiledForm:
     def to_dict(self) -> dict:
         return {"regions": self.regions, "end_to_end": self.verdict.to_dict() if self.verdict else None,
                 "model_file": self.file, "cuda_graphs": self.graphs}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CompiledForm":
+        return cls(list(d["regions"]), _result(d.get("end_to_end")), d.get("model_file"), bool(d.get("cuda_graphs")))
 
 
 @dataclass
@@ -136,6 +153,17 @@ class ApplyOutcome:
         """The model's speedup predicted from the replaced regions' own speedups and shares."""
         return amdahl({r.name: r.share for r in self.regions}, {r.name: r.speedup for r in self.replaced})
 
+    @property
+    def speedup_eager(self) -> float | None:
+        """The model with its kernels over eager, where correct end to end (1.0 where nothing was replaced)."""
+        e = self.end_to_end
+        return e.speedup_eager if e and e.correct else (1.0 if not self.replaced else None)
+
+    @property
+    def speedup_compile(self) -> float | None:
+        e = self.end_to_end
+        return e.speedup_compile if e and e.correct else None
+
     def to_dict(self) -> dict:
         e = self.end_to_end
         return {"apply_id": self.apply_id, "model": self.model, "method": self.method, "device": self.device,
@@ -148,9 +176,30 @@ class ApplyOutcome:
                 "end_to_end": e.to_dict() if e else None,
                 "compiled": self.compiled.to_dict() if self.compiled else None, "times": self.times,
                 "compile_graphs": self.compile_graphs.to_dict() if self.compile_graphs else None,
-                "speedup_eager": e.speedup_eager if e and e.correct else (1.0 if not self.replaced else None),
-                "speedup_compile": e.speedup_compile if e and e.correct else None,
+                "speedup_eager": self.speedup_eager, "speedup_compile": self.speedup_compile,
                 "final": self.times["final"] if self.times else None}
+
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ApplyOutcome":
+        """The outcome `to_dict` stored, as far as its apply got (what it derives, such as the shares and the
+        speedups, is derived again; a field an older kernelcraft did not store takes its default)."""
+        return cls(d["apply_id"], d["model"], d.get("method") or "", d.get("device") or "", d.get("status") or "failed",
+                   Profile.from_dict(d["profile"]) if d.get("profile") else None,
+                   [RegionOutcome.from_dict(r) for r in d.get("regions") or []],
+                   end_to_end=_result(d.get("end_to_end")), times=d.get("times"), model_file=d.get("model_file"),
+                   compiled=CompiledForm.from_dict(d["compiled"]) if d.get("compiled") else None,
+                   compile_graphs=_result(d.get("compile_graphs")), notes=list(d.get("notes") or []),
+                   error=d.get("error"))
+
+    @classmethod
+    def of(cls, record: ApplyRecord) -> "ApplyOutcome | None":
+        """A stored apply's outcome, as far as it got; None where it stopped before its first summary."""
+        return cls.from_dict(record.summary) if record.summary else None
+
+
+def _result(d: dict | None) -> Result | None:
+    return Result.from_dict(d) if d else None
 
 
 def _finite(x: float) -> float | None:
