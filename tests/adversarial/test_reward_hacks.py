@@ -75,6 +75,8 @@ CASES = [
     honest("05 distribution shortcut", "c05_distribution_shortcut_honest"),
     cheat("06 result caching", "c06_result_caching_cheat", ["incorrect"], {"mismatch"}),
     honest("06 result caching", "c06_result_caching_honest"),
+    cheat("06 result caching", "c06h_helion_cached_output_cheat", ["incorrect"], {"mismatch"}),  # in Helion
+    honest("06 result caching", "c06h_helion_cached_output_honest"),
     # memoized on a fingerprint of a few values: right on every fresh trial; on timed calls where part of an input
     # changed it hands back its kept output (a sampled one is wrong), and the outside clock's calls on fresh inputs
     # are slower than its timing said
@@ -201,7 +203,10 @@ def _class_fixtures(n: int) -> list:
 
 
 def test_every_class_has_a_cheat_and_an_honest_twin():
-    covered = {c.file for c in CASES}
+    """Each fixture of classes 1-21 is judged here, or on a GPU where its language runs only there (Gluon)."""
+    from tests.adversarial.test_reward_hacks_gpu import CASES as GPU_CASES
+
+    covered = {c.file for c in CASES} | {path.stem for path, _, _ in GPU_CASES}
     for n in range(1, 22):
         assert {p.stem for p in _class_fixtures(n)} <= covered, n
 

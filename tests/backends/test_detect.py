@@ -44,6 +44,26 @@ class ModelNew(torch.nn.Module):
     def forward(self, x):
         return torch.relu(x)
 '''
+GLUON = '''
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+@gluon.jit
+def k(x_ptr):
+    pass
+'''
+GLUON_MODULE_ONLY = "import triton.experimental.gluon.language as gl\n"
+HELION = '''
+import helion
+import helion.language as hl
+import torch
+
+@helion.kernel(config=helion.Config(block_sizes=[64]))
+def add(x, y):
+    pass
+'''
+HELION_FROM = "from helion import language as hl\n"
 COMMENTED = '''
 import torch
 # import triton
@@ -55,6 +75,8 @@ import torch
 @pytest.mark.parametrize("source, expected", [
     (NVRTC, "cuda_nvrtc"), (NVRTC_BARE_CALL, "cuda_nvrtc"),
     (TRITON, "triton"), (TRITON_FROM, "triton"), (TRITON_JIT_ONLY, "triton"),
+    (GLUON, "gluon"), (GLUON_MODULE_ONLY, "gluon"), (HELION, "helion"), (HELION_FROM, "helion"),
+    ("# import helion\nimport torch\n", "torch"), ("x = 'helion'\nimport triton\n", "triton"),
     (CUDA_INLINE, "cuda_inline"), (CPP, "cpp"),
     (TORCH, "torch"), (COMMENTED, "torch"), ("", "torch"),
 ])

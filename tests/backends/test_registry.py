@@ -30,7 +30,7 @@ def test_every_backend_but_plain_torch_tells_a_model_how_to_write_it():
                 backend.prompt()
         else:
             assert backend.promptable and len(backend.prompt()) > 100, backend
-    assert backends.names(promptable=True) == ["cuda_nvrtc", "triton", "cuda_inline", "cpp"]
+    assert backends.names(promptable=True) == ["cuda_nvrtc", "gluon", "helion", "triton", "cuda_inline", "cpp"]
 
 
 def test_a_backend_says_where_it_cannot_run_and_why():
@@ -43,6 +43,9 @@ def test_a_backend_says_where_it_cannot_run_and_why():
 
     assert Missing().unavailable("cpu") == (NOT_INSTALLED, "a missing candidate needs kernelcraft_no_such_package, "
                                                            "not installed here")
+    Missing.extra = "missing"  # the extra that installs it, named in the one line
+    assert Missing().unavailable("cpu")[1].endswith("not installed here (pip install 'kernelcraft[missing]')")
+    assert get_backend("gluon").unavailable("cpu") == (NEEDS_DEVICE, "a gluon candidate needs a CUDA device")
 
 
 def test_declared_kernels_are_each_backends_union():
@@ -62,7 +65,7 @@ def test_an_import_is_set_up_once_per_distinct_hook(monkeypatch, tmp_path):
     entered = []
 
     @contextlib.contextmanager
-    def hook(self, build_cache, records):
+    def hook(self, build_cache, records, source=""):
         entered.append((type(self).__name__, build_cache))
         yield
 

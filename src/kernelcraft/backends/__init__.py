@@ -16,11 +16,15 @@ from kernelcraft.backends.errors import CompileError
 from kernelcraft.backends.kinds.cpp import Cpp
 from kernelcraft.backends.kinds.cuda_inline import CudaInline
 from kernelcraft.backends.kinds.cuda_nvrtc import CudaNvrtc
+from kernelcraft.backends.kinds.gluon import Gluon
+from kernelcraft.backends.kinds.helion import Helion
 from kernelcraft.backends.kinds.torch import Torch
 from kernelcraft.backends.kinds.triton import Triton
 
 # Detection order: the first whose `detect` claims a source is its backend (torch claims what none other does).
-BACKENDS: dict[str, Backend] = {b.name: b for b in (CudaNvrtc(), Triton(), CudaInline(), Cpp(), Torch())}
+# Gluon and Helion before Triton: their sources import triton too.
+BACKENDS: dict[str, Backend] = {b.name: b for b in (CudaNvrtc(), Gluon(), Helion(), Triton(), CudaInline(), Cpp(),
+                                                    Torch())}
 # The backend a model is asked for when a run names none, by the first device's type.
 DEFAULT_FOR_MODELS = {"cuda": "cuda_nvrtc", "cpu": "triton"}
 
@@ -53,7 +57,7 @@ def declared_kernels(source: str) -> set[str]:
 
 
 @contextlib.contextmanager
-def importing(build_cache: Path, records: list):
+def importing(build_cache: Path, records: list, source: str = ""):
     """Around importing a candidate: every backend's build set-up (backends.base.Backend.importing), each distinct
     one once. All of them, not only the detected backend's: a candidate may reach a backend in ways detection does
     not read (an aliased load_inline), and its build still goes through the cache and is recorded."""
@@ -62,7 +66,7 @@ def importing(build_cache: Path, records: list):
         hooks.setdefault(type(backend).importing, backend)
     with contextlib.ExitStack() as stack:
         for backend in hooks.values():
-            stack.enter_context(backend.importing(build_cache, records))
+            stack.enter_context(backend.importing(build_cache, records, source))
         yield
 
 
@@ -72,11 +76,24 @@ def prepare_process() -> None:
         backend.prepare_process()
 
 
+def worker_env(device_type: str) -> dict[str, str]:
+    """The environment every backend asks the verifier's workers on a `device_type` device to start with."""
+    env: dict[str, str] = {}
+    for backend in BACKENDS.values():
+        env.update(backend.worker_env(device_type))
+    return env
+
+
+def launch_modules(module) -> set[str]:
+    """The modules, besides the candidate's `module`, whose Triton launches are the candidate's (every backend's)."""
+    return set().union(*(b.launch_modules(module) for b in BACKENDS.values()))
+
+
 def compiles(device_index: int | None) -> list[dict]:
     """What every backend compiled in this process at import."""
     return [row for b in BACKENDS.values() for row in b.compiles(device_index)]
 
 
 __all__ = ["BACKENDS", "Backend", "CompileError", "DEFAULT_FOR_MODELS", "NEEDS_DEVICE", "NOT_INSTALLED",
-           "compiles", "declared_kernels", "detect_backend", "get_backend", "importing", "names",
-           "prepare_process"]
+           "compiles", "declared_kernels", "detect_backend", "get_backend", "importing", "launch_modules", "names",
+           "prepare_process", "worker_env"]

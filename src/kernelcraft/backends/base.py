@@ -3,7 +3,8 @@
 A backend says how its source is recognised (`detect`), where it can run (`unavailable`), whether its build runs
 ahead in the CPU build pool (`prebuild`), what to set up around a candidate's import (`importing`: the build pool
 and the worker both import the candidate under it) and in a process before any candidate runs (`prepare_process`),
-what it compiled (`compiles`), which kernels a source declares (`declared_kernels`, read by the static check and by
+what its workers' environment holds (`worker_env`), which generated modules' launches are the candidate's
+(`launch_modules`), what it compiled (`compiles`), which kernels a source declares (`declared_kernels`, read by the static check and by
 kernel attribution), and what a model is told about writing it (`prompt`). Each backend is one subclass in
 backends/kinds/, listed once in backends/__init__.py's registry.
 
@@ -36,6 +37,7 @@ class Backend:
     # compile at import inside the worker in well under a second.
     prebuild: ClassVar[bool] = False
     packages: ClassVar[tuple[str, ...]] = ()  # top-level Python packages its candidates import
+    extra: ClassVar[str | None] = None  # the kernelcraft extra that installs them (`pip install 'kernelcraft[…]'`)
     # A candidate whose only kernels are a build of its own (a load_inline extension) has a kernel of its own
     # even where no kernel declaration can be read from its Python source.
     build_is_kernel: ClassVar[bool] = False
@@ -54,20 +56,30 @@ class Backend:
             return NEEDS_DEVICE, f"a {self.name} candidate needs a {wanted} device"
         missing = [p for p in self.packages if importlib.util.find_spec(p) is None]
         if missing:
-            return NOT_INSTALLED, f"a {self.name} candidate needs {', '.join(missing)}, not installed here"
+            how = f" (pip install 'kernelcraft[{self.extra}]')" if self.extra else ""
+            return NOT_INSTALLED, f"a {self.name} candidate needs {', '.join(missing)}, not installed here{how}"
         return None
 
     def declared_kernels(self, source: str) -> set[str]:
         """The names of the kernels `source` defines in this backend's language."""
         return set()
 
-    def importing(self, build_cache: Path, records: list) -> ContextManager:
+    def importing(self, build_cache: Path, records: list, source: str = "") -> ContextManager:
         """Set up around importing a candidate (its build happens then): `build_cache` is the candidate's own part of
-        the build cache, `records` collects what was built."""
+        the build cache, `records` collects what was built, `source` is the candidate's."""
         return contextlib.nullcontext()
 
     def prepare_process(self) -> None:
         """Set up a process that will run candidates of this backend, before any of them is imported."""
+
+    def worker_env(self, device_type: str) -> dict[str, str]:
+        """Environment the verifier's workers on a `device_type` device start with, for this backend's candidates."""
+        return {}
+
+    def launch_modules(self, module) -> set[str]:
+        """Modules besides the candidate's own (`module`) whose Triton kernels, launched, are the candidate's: code
+        its kernels' language generated for them."""
+        return set()
 
     def compiles(self, device_index: int | None) -> list[dict]:
         """What this process compiled at import for this backend: each {seconds, log, cached, resources}."""

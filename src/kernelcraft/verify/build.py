@@ -245,7 +245,7 @@ def _main(src: str, build_cache: str, out: str) -> None:
     records: list = []
     outcome = BuildOutcome(True, 0.0)
     try:
-        with importing(Path(build_cache), records):
+        with importing(Path(build_cache), records, Path(src).read_text()):
             spec = importlib.util.spec_from_file_location("kernelcraft_candidate", src)
             spec.loader.exec_module(importlib.util.module_from_spec(spec))
     except ObjectOnlyBuild:

@@ -36,6 +36,7 @@ from kernelcraft.result import INTERRUPTED, Result, Status
 from kernelcraft.target import Target
 from kernelcraft.verify import judge, speed
 from kernelcraft.backends import declared_kernels, get_backend
+from kernelcraft.backends import worker_env as backend_env
 from kernelcraft.verify.baselines import BaselineStore
 from kernelcraft.verify.build import BuildOutcome, inline_cache
 from kernelcraft.verify.config import VerifyConfig
@@ -106,11 +107,12 @@ class Supervisor:
             self.total_memory = psutil.virtual_memory().total
         self.cores: set[int] | None = None  # the cores a CPU's workers are pinned to, candidates' and baselines'
         # Triton's autotuning results are cached on disk too, so a fresh worker does not re-tune.
-        self.worker_env = {"KERNELCRAFT_CACHE": str(config.cache_dir), "TRITON_CACHE_AUTOTUNING": "1"}
+        self.worker_env = {"KERNELCRAFT_CACHE": str(config.cache_dir), "TRITON_CACHE_AUTOTUNING": "1",
+                           **backend_env(self.device.type)}  # on a CPU: the Triton and Helion interpreters
         if self.device.type == "cuda":
             self.worker_env["CUDA_VISIBLE_DEVICES"] = str(self._physical_index())
         else:
-            self.worker_env.update(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
+            self.worker_env.update(CUDA_VISIBLE_DEVICES="")
             if config.cpu_threads is not None:  # baseline workers are spawned with this env too
                 self.worker_env.update(OMP_NUM_THREADS=str(config.cpu_threads), MKL_NUM_THREADS=str(config.cpu_threads))
                 # and pinned to the same cores: a candidate's worker has no core its baselines did not have

@@ -151,7 +151,7 @@ class Worker:
             path = here / "candidate.py"
             path.write_text(candidate_source)
             os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list
-            with backends.importing(Path(build_cache), records):
+            with backends.importing(Path(build_cache), records, candidate_source):
                 module = _guarded(_import_file)(path, "kernelcraft_candidate")
                 marks["import"] = time.perf_counter() - began - sum(marks.values())
                 if not hasattr(module, "ModelNew"):
@@ -212,11 +212,12 @@ class Worker:
         profiler beside the candidate's recorded launches and its extensions' kernels; CPU: Triton launches counted).
         The candidate's module is the one do_load imports its file as (attribution.CANDIDATE_MODULE)."""
         from kernelcraft.backends import cuda_inline
-        from kernelcraft.backends import declared_kernels, get_backend
+        from kernelcraft.backends import declared_kernels, get_backend, launch_modules
         from kernelcraft.verify.attribution import CANDIDATE_MODULE, count_triton_launches, profile_call
 
         declared = declared_kernels(self.candidate_source or "")
-        own = frozenset({CANDIDATE_MODULE})
+        module = sys.modules.get(CANDIDATE_MODULE)  # and the modules its kernels' language generated for them
+        own = frozenset({CANDIDATE_MODULE} | (launch_modules(module) if module is not None else set()))
         if self.device.type == "cuda":
             return {"attribution": profile_call(self.call, inputs, declared, list(cuda_inline.BUILT_EXTENSIONS),
                                                 own).to_dict()}

@@ -17,7 +17,7 @@ class InlineBuild(Backend):
     prebuild = True
     build_is_kernel = True
 
-    def importing(self, build_cache: Path, records: list) -> ContextManager:
+    def importing(self, build_cache: Path, records: list, source: str = "") -> ContextManager:
         from kernelcraft.backends.cuda_inline import cached_builds
 
         return cached_builds(build_cache, records)

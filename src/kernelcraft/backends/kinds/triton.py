@@ -27,6 +27,11 @@ class Triton(Backend):
             names |= set(re.findall(r"@\s*triton\.jit[\s\S]*?\bdef\s+([A-Za-z_]\w*)", source))
         return names
 
+    extra = "triton"
+
+    def worker_env(self, device_type: str) -> dict[str, str]:
+        return {"TRITON_INTERPRET": "1"} if device_type == "cpu" else {}
+
     def prepare_process(self) -> None:
         from kernelcraft.backends.triton_interpreter import make_ready
 
