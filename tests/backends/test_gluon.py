@@ -25,7 +25,7 @@ SIGNATURES = {
                                          "WARPS": "constexpr"}, {"BLOCK": 2048, "WARPS": 8}, 8),
     "matmul_gluon": ("matmul_kernel", {"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32", "M": "i32", "N": "i32",
                                        "K": "i32", "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"},
-                     {"BM": 64, "BN": 64, "BK": 8}, 4),
+                     {"BM": 64, "BN": 64, "BK": 16}, 4),
 }
 COMPILE = '''
 import importlib.util, json, sys
