@@ -64,7 +64,7 @@ def main() -> None:
                      "runtime_ms": r.runtime_ms, "eager_ms": r.eager_ms, "compile_ms": r.compile_ms,
                      "speedup_eager": r.speedup_eager, "speedup_compile": r.speedup_compile,
                      "custom_kernel_fraction": r.custom_kernel_fraction, "timing_method": r.runtime.method
-                     if r.runtime else None, "message": r.message[:400]})
+                     if r.runtime else None, "message": r.message[-600:]})
         print(f"{path.stem:24} {r.backend:11} {str(r.status):10} "
               f"{'' if r.runtime_ms is None else f'{r.runtime_ms:.4g} ms':>12} "
               f"{'' if r.speedup_eager is None else f'{r.speedup_eager:.3g}x eager':>14} "
@@ -72,7 +72,7 @@ def main() -> None:
     record = {"what": "the bundled examples of every kernel language, judged at full size (benchmarks/languages.py)",
               "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "torch": torch.__version__, "triton": version("triton"), "helion": version("helion"),
-              "date": datetime.date.today().isoformat(), "code_commit": args.commit, "rows": rows,
+              "date": datetime.date.today().isoformat(), "code": args.commit, "rows": rows,
               "as_expected": all(r["status"] == r["expected"] for r in rows)}
     out.write_text(json.dumps(record, indent=1))
     print(f"wrote {out}; every verdict as expected: {record['as_expected']}")

@@ -79,3 +79,38 @@ def test_the_examples_are_judged_on_a_gpu(tmp_path):
             assert r.correct and r.speedup_eager and r.custom_kernel_fraction > 0.5, seen
         else:
             assert "mismatch" in r.reasons, seen
+
+
+BROKEN = '''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+
+@gluon.jit
+def broken(x_ptr, BLOCK: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    offs = gl.arange(0, BLOCK, layout=layout)
+    gl.store(x_ptr + offs, offs * scale)  # `scale` is defined nowhere
+'''
+
+
+@gluon_here
+def test_a_compile_error_reaches_the_model_as_its_cause_not_the_compilers_frames(tmp_path):
+    """The worker's message for a kernel the compiler refused: the candidate's line, the kernel's line and why."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import GluonASTSource
+    import triton
+
+    from kernelcraft.verify.worker import _trimmed_traceback
+
+    path = tmp_path / "candidate.py"
+    path.write_text(BROKEN)
+    namespace: dict = {}
+    exec(compile(BROKEN, str(path), "exec"), namespace)
+    with pytest.raises(Exception) as raised:
+        triton.compile(GluonASTSource(namespace["broken"], {"x_ptr": "*i32", "BLOCK": "constexpr"}, {"BLOCK": 128}),
+                       target=GPUTarget("cuda", 90, 32))
+    message = _trimmed_traceback(raised.value)
+    assert message.startswith("CompilationError: at ") and "offs * scale" in message and "scale" in \
+        message.splitlines()[-1], message
+    assert "compiler.py" not in message and "site-packages" not in message, message

@@ -44,7 +44,16 @@ def _import_problem(path: Path, source: str, sizes: dict):
     return module
 
 
+# Kernel compilers whose exceptions say the cause themselves (the kernel's line, a caret under it, and why): a
+# candidate's error from them is that message and the candidate's line that reached it, not the compiler's frames.
+COMPILER_ERRORS = ("triton.compiler.errors", "helion.exc")
+
+
 def _trimmed_traceback(exc: BaseException, limit: int = 25) -> str:
+    if type(exc).__module__ in COMPILER_ERRORS:
+        own = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).name == "candidate.py"]
+        where = f'File "candidate.py", line {own[-1].lineno}, in {own[-1].name}\n' if own else ""
+        return f"{where}{type(exc).__name__}: {exc}".rstrip()
     lines = "".join(traceback.format_exception(exc)).rstrip().splitlines()
     return "\n".join(lines[-limit:])
 
