@@ -127,7 +127,7 @@ def run_spec(s: SearchSettings, devices: list[str], sizes=None) -> RunSpec:
 
 def _run_config(s: SearchSettings, devices: list[str]) -> RunConfig:
     """The RunConfig of `s`: the strategy checked against the proposer, the backend defaulted, seeds read."""
-    from kernelcraft.backends import DEFAULT_FOR_MODELS, get_backend
+    from kernelcraft.backends import DEFAULT_FOR_MODELS, NEEDS_DEVICE, get_backend
     from kernelcraft.inputs import as_candidate
     from kernelcraft.propose.builtin.proposer import STRATEGIES, BuiltinProposer
     from kernelcraft.search import get_strategy
@@ -148,6 +148,9 @@ def _run_config(s: SearchSettings, devices: list[str]) -> RunConfig:
             get_backend(s.backend).prompt()
         except ValueError as exc:
             raise ConfigError(f"--backend {s.backend}: {exc}") from None
+        why = get_backend(s.backend).unavailable(devices[0].split(":")[0])
+        if why and why[0] == NEEDS_DEVICE:  # every kernel asked for would be rejected unrun
+            raise ConfigError(f"--backend {s.backend}: {why[1]}, and this run judges on {devices[0]}")
     if builtin and s.max_usd is not None:  # a budget that can never be reached is a mistake, not a limit
         raise ConfigError("--max-usd: the built-in engineer costs nothing; --max-usd applies to a model (--model)")
 

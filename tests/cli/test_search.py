@@ -91,6 +91,8 @@ def test_bench_reports_fast_p_over_a_directory(server, tmp_path, capsys):
      "the built-in engineer cannot cover spectrum: fft_rfft"),
     (["run", "level1/relu", "--device", "cpu", "--strategy", "sample"], "use tree or refine"),
     (["run", "level1/relu", "--device", "cpu", "--backend", "cpp"], "the built-in engineer writes"),
+    (["run", "level1/relu", "--device", "cpu", "--backend", "gluon", "--model", "vllm/m"],
+     "--backend gluon: a gluon candidate needs a CUDA device, and this run judges on cpu"),
     (["run", "--resume", "nope", "--model", "x/y", "--base-url", "http://127.0.0.1:9"], "no run 'nope'"),
     (["run", "level1/relu", "--resume", "abc"], "either PROBLEM or --resume"),
     (["run"], "PROBLEM"),
