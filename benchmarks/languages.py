@@ -1,7 +1,7 @@
 """Every kernel language's bundled examples (src/kernelcraft/examples), judged by the verifier on this machine at
-full size (small sizes on a CPU): each verdict, the time a call, the speedups over PyTorch eager and torch.compile, and the share of the
-device time in the example's own kernels. The wrong twins must come back `incorrect`. The device, the versions of
-torch, Triton and Helion, the date and the code commit are recorded with them.
+full size (small sizes on a CPU): each verdict, the time a call, the speedups over PyTorch eager and torch.compile,
+and the share of the device time in the example's own kernels. The wrong twins must come back `incorrect`. The
+device, the versions of torch, Triton and Helion, the date and the code commit are recorded with them.
 
     OUT=/tmp/out python benchmarks/languages.py --commit $(git rev-parse --short HEAD)
 """

@@ -47,3 +47,25 @@ def small_config(cache_dir: Path, **overrides) -> VerifyConfig:
 def fixture_candidate(name: str, backend: str = "") -> Candidate:
     """The candidate in tests/fixtures/<name>.py."""
     return Candidate.from_file(FIXTURES / f"{name}.py", backend)
+
+
+def assert_examples_judged(device: str, cases: list[tuple[str, str, str]], config: VerifyConfig) -> None:
+    """The bundled examples `cases` ((problem, example, expected status)) judged by one verifier on `device`: the
+    honest ones `ok` with a speedup, on a GPU mostly in their own kernels (attribution counted them); the wrong
+    twins `incorrect` by their outputs."""
+    from kernelcraft.candidate import EXAMPLES
+    from kernelcraft.problems import load_problem
+    from kernelcraft.verify import Job, Verifier
+
+    with Verifier(device, config) as verifier:
+        results = verifier.evaluate_many([Job(load_problem(p), Candidate.from_file(EXAMPLES / f"{c}.py"))
+                                          for p, c, _ in cases])
+    for (_, name, status), r in zip(cases, results):
+        seen = f"{name}: status={r.status} reasons={r.reasons} message={r.message[-600:]!r}"
+        assert r.status == status, seen
+        if status != "ok":
+            assert "mismatch" in r.reasons, seen
+        elif device == "cpu":
+            assert r.correct and r.speedup_eager is not None, seen
+        else:
+            assert r.correct and r.speedup_eager and r.custom_kernel_fraction > 0.5, seen

@@ -13,8 +13,8 @@ import pytest
 
 from kernelcraft.backends import detect_backend, get_backend
 from kernelcraft.candidate import EXAMPLES, Candidate
-from kernelcraft.problems import load_problem
-from kernelcraft.verify import Job, TimingConfig, Verifier, VerifyConfig
+from kernelcraft.verify import TimingConfig, VerifyConfig
+from tests.helpers import assert_examples_judged
 
 gluon_here = pytest.mark.skipif(get_backend("gluon").unavailable("cuda") is not None,
                                 reason="no Triton with Gluon here")
@@ -67,19 +67,10 @@ def test_the_examples_compile_for_hopper_without_a_gpu(stem):
 @pytest.mark.gpu
 def test_the_examples_are_judged_on_a_gpu(tmp_path):
     config = VerifyConfig(trials=3, compile_baseline=False, timing=TimingConfig(budget_s=0.5), cache_dir=tmp_path)
-    cases = [("level1/softmax", "softmax_gluon", "ok"), ("level1/softmax", "softmax_gluon_wrong", "incorrect"),
-             ("level1/matmul", "matmul_gluon", "ok"), ("level1/matmul", "matmul_gluon_wrong", "incorrect")]
-    with Verifier("cuda:0", config) as verifier:
-        results = verifier.evaluate_many([Job(load_problem(p), Candidate.from_file(EXAMPLES / f"{c}.py"))
-                                          for p, c, _ in cases])
-    for (_, name, status), r in zip(cases, results):
-        seen = f"{name}: status={r.status} reasons={r.reasons} message={r.message[:600]!r}"
-        assert r.status == status, seen
-        if status == "ok":
-            assert r.correct and r.speedup_eager and r.custom_kernel_fraction > 0.5, seen
-        else:
-            assert "mismatch" in r.reasons, seen
-
+    assert_examples_judged("cuda:0", [("level1/softmax", "softmax_gluon", "ok"),
+                                      ("level1/softmax", "softmax_gluon_wrong", "incorrect"),
+                                      ("level1/matmul", "matmul_gluon", "ok"),
+                                      ("level1/matmul", "matmul_gluon_wrong", "incorrect")], config)
 
 BROKEN = '''
 from triton.experimental import gluon

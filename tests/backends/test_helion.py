@@ -13,8 +13,8 @@ import pytest
 from kernelcraft import backends
 from kernelcraft.backends import detect_backend, get_backend
 from kernelcraft.candidate import EXAMPLES, Candidate
-from kernelcraft.problems import load_problem
-from kernelcraft.verify import Job, TimingConfig, Verifier, VerifyConfig
+from kernelcraft.verify import TimingConfig, VerifyConfig
+from tests.helpers import assert_examples_judged
 
 HELION = get_backend("helion")
 helion_here = pytest.mark.skipif(HELION.unavailable("cpu") is not None, reason="helion is not installed here")
@@ -57,29 +57,12 @@ def test_only_the_candidates_own_helion_kernels_name_modules_whose_launches_coun
 def test_the_examples_are_judged_on_the_cpu(tmp_path):
     config = VerifyConfig(small=True, trials=3, compile_baseline=False, timing=TimingConfig(budget_s=0.3),
                           cache_dir=tmp_path)
-    with Verifier("cpu", config) as verifier:
-        results = verifier.evaluate_many([Job(load_problem(p), Candidate.from_file(EXAMPLES / f"{c}.py"))
-                                          for p, c, _ in CASES])
-    for (_, name, status), r in zip(CASES, results):
-        seen = f"{name}: status={r.status} reasons={r.reasons} message={r.message[:600]!r}"
-        assert r.status == status, seen
-        if status == "ok":
-            assert r.correct and r.speedup_eager is not None, seen
-        else:
-            assert "mismatch" in r.reasons, seen
+    assert_examples_judged("cpu", CASES, config)
 
 
 @pytest.mark.gpu
 @helion_here
 def test_the_examples_are_judged_on_a_gpu(tmp_path):
+    """On a GPU its kernels are the Triton kernels Helion generated, counted as the candidate's."""
     config = VerifyConfig(trials=3, compile_baseline=False, timing=TimingConfig(budget_s=0.5), cache_dir=tmp_path)
-    with Verifier("cuda:0", config) as verifier:
-        results = verifier.evaluate_many([Job(load_problem(p), Candidate.from_file(EXAMPLES / f"{c}.py"))
-                                          for p, c, _ in CASES])
-    for (_, name, status), r in zip(CASES, results):
-        seen = f"{name}: status={r.status} reasons={r.reasons} message={r.message[:600]!r}"
-        assert r.status == status, seen
-        if status == "ok":  # its kernel is the one Helion generated, counted as the candidate's
-            assert r.correct and r.speedup_eager and r.custom_kernel_fraction > 0.5, seen
-        else:
-            assert "mismatch" in r.reasons, seen
+    assert_examples_judged("cuda:0", CASES, config)

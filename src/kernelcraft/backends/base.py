@@ -4,9 +4,9 @@ A backend says how its source is recognised (`detect`), where it can run (`unava
 ahead in the CPU build pool (`prebuild`), what to set up around a candidate's import (`importing`: the build pool
 and the worker both import the candidate under it) and in a process before any candidate runs (`prepare_process`),
 what its workers' environment holds (`worker_env`), which generated modules' launches are the candidate's
-(`launch_modules`), what it compiled (`compiles`), which kernels a source declares (`declared_kernels`, read by the static check and by
-kernel attribution), and what a model is told about writing it (`prompt`). Each backend is one subclass in
-backends/kinds/, listed once in backends/__init__.py's registry.
+(`launch_modules`), what it compiled (`compiles`), which kernels a source declares (`declared_kernels`, read by the
+static check and by kernel attribution), and what a model is told about writing it (`prompt`). Each backend is one
+subclass in backends/kinds/, listed once in backends/__init__.py's registry.
 
 Nothing here decides a verdict from inside the candidate's process: the worker that imports a candidate runs these
 hooks, and what they report (compile times, logs) is description, not evidence of correctness or speed.
