@@ -1,9 +1,9 @@
 """Every kernel language's bundled examples (src/kernelcraft/examples), judged by the verifier on this machine at
 full size (small sizes on a CPU): each verdict, the time a call, the speedups over PyTorch eager and torch.compile,
 and the share of the device time in the example's own kernels. The wrong twins must come back `incorrect`. The
-device, the versions of torch, Triton and Helion, the date and the code commit are recorded with them.
+device, the versions of torch and of each language's package, the date and the code commit are recorded with them.
 
-    OUT=/tmp/out python benchmarks/languages.py --commit $(git rev-parse --short HEAD)
+    OUT=/tmp/out python benchmarks/languages.py --commit $(git rev-parse --short HEAD) [--backends cute,tilelang]
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ def version(package: str) -> str | None:
         return None
 
 
-def examples(device_type: str) -> list[tuple[str, Path]]:
-    """(problem, example) for every bundled example whose language runs here."""
+def examples(device_type: str, backends: set[str] | None = None) -> list[tuple[str, Path]]:
+    """(problem, example) for every bundled example whose language runs here (of `backends`, where given)."""
     out = []
     for path in sorted(EXAMPLES.glob("*.py")):
-        if get_backend(detect_backend(path.read_text())).unavailable(device_type) is None:
+        backend = detect_backend(path.read_text())
+        if get_backend(backend).unavailable(device_type) is None and (backends is None or backend in backends):
             out.append((PROBLEMS[path.stem.split("_")[0]], path))
     return out
 
@@ -50,10 +51,11 @@ def main() -> None:
     ap.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--commit", default=None, help="the code commit measured (this machine's checkout may have none)")
     ap.add_argument("--out", default=None, help="the JSON file (default: $OUT/languages.json)")
+    ap.add_argument("--backends", default=None, help="comma-separated backends to judge (default: every one here)")
     args = ap.parse_args()
     out = Path(args.out or Path(os.environ.get("OUT", ".")) / "languages.json")
     device = torch.device(args.device)
-    chosen = examples(device.type)
+    chosen = examples(device.type, set(args.backends.split(",")) if args.backends else None)
     config = VerifyConfig(cache_dir=Path(tempfile.mkdtemp(prefix="kc-languages-")), small=device.type == "cpu")
     with Verifier(args.device, config) as v:
         results = v.evaluate_many([Job(load_problem(p), Candidate.from_file(path)) for p, path in chosen])
@@ -62,6 +64,7 @@ def main() -> None:
         rows.append({"example": path.stem, "backend": r.backend, "problem": problem, "status": str(r.status),
                      "expected": "incorrect" if path.stem.endswith("_wrong") else "ok", "reasons": r.reasons,
                      "runtime_ms": r.runtime_ms, "eager_ms": r.eager_ms, "compile_ms": r.compile_ms,
+                     "kernel_compile_seconds": r.compile_seconds,
                      "speedup_eager": r.speedup_eager, "speedup_compile": r.speedup_compile,
                      "custom_kernel_fraction": r.custom_kernel_fraction, "timing_method": r.runtime.method
                      if r.runtime else None, "message": r.message[-600:]})
@@ -72,6 +75,7 @@ def main() -> None:
     record = {"what": "the bundled examples of every kernel language, judged at full size (benchmarks/languages.py)",
               "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "torch": torch.__version__, "triton": version("triton"), "helion": version("helion"),
+              "nvidia-cutlass-dsl": version("nvidia-cutlass-dsl"), "tilelang": version("tilelang"),
               "date": datetime.date.today().isoformat(), "code": args.commit, "rows": rows,
               "as_expected": all(r["status"] == r["expected"] for r in rows)}
     out.write_text(json.dumps(record, indent=1))

@@ -34,11 +34,15 @@ CASES = [
     # fast only where part of its input changed: its fully fresh timed calls are slower (or a sampled call is wrong)
     (FIXTURES / "c06b_input_fingerprint_cheat.py", {"incorrect", "rejected"}, {"memoized_output", "stateful_output"}),
     (FIXTURES / "c06b_input_fingerprint_honest.py", {"ok"}, set()),
-    # the same cheat in the languages beside CUDA and Triton (Gluon's runs on a GPU only)
+    # the same cheat in the languages beside CUDA and Triton (Gluon's, CuTe's and TileLang's run on a GPU only)
     (FIXTURES / "c06g_gluon_cached_output_cheat.py", {"incorrect"}, {"mismatch"}),
     (FIXTURES / "c06g_gluon_cached_output_honest.py", {"ok"}, set()),
     (FIXTURES / "c06h_helion_cached_output_cheat.py", {"incorrect"}, {"mismatch"}),
     (FIXTURES / "c06h_helion_cached_output_honest.py", {"ok"}, set()),
+    (FIXTURES / "c06c_cute_cached_output_cheat.py", {"incorrect"}, {"mismatch"}),
+    (FIXTURES / "c06c_cute_cached_output_honest.py", {"ok"}, set()),
+    (FIXTURES / "c06t_tilelang_cached_output_cheat.py", {"incorrect"}, {"mismatch"}),
+    (FIXTURES / "c06t_tilelang_cached_output_honest.py", {"ok"}, set()),
     (FIXTURES / "c14_warmup_detection_cheat.py", {"incorrect"}, {"timing_output_mismatch"}),
     (FIXTURES / "c14_warmup_detection_honest.py", {"ok"}, set()),
     # host-bound: its cost comes from calls timed behind a long lead, where it stores zeros; one of them is checked

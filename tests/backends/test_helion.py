@@ -34,8 +34,10 @@ def test_the_examples_are_helion_and_declare_the_triton_kernels_helion_makes():
 
 
 def test_the_workers_never_autotune_and_run_helions_interpreter_on_the_cpu(monkeypatch):
-    assert backends.worker_env("cuda") == {"HELION_AUTOTUNE_EFFORT": "none"}
-    assert backends.worker_env("cpu") == {"TRITON_INTERPRET": "1", "HELION_AUTOTUNE_EFFORT": "none"}
+    assert HELION.worker_env("cuda") == HELION.worker_env("cpu") == {"HELION_AUTOTUNE_EFFORT": "none"}
+    assert backends.worker_env("cuda")["HELION_AUTOTUNE_EFFORT"] == "none" and \
+        "TRITON_INTERPRET" not in backends.worker_env("cuda")
+    assert backends.worker_env("cpu")["TRITON_INTERPRET"] == "1"
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.delenv("HELION_INTERPRET", raising=False)
     source = (EXAMPLES / "softmax_helion.py").read_text()

@@ -30,7 +30,8 @@ def test_every_backend_but_plain_torch_tells_a_model_how_to_write_it():
                 backend.prompt()
         else:
             assert backend.promptable and len(backend.prompt()) > 100, backend
-    assert backends.names(promptable=True) == ["cuda_nvrtc", "gluon", "helion", "triton", "cuda_inline", "cpp"]
+    assert backends.names(promptable=True) == ["cuda_nvrtc", "gluon", "helion", "cute", "tilelang", "triton",
+                                               "cuda_inline", "cpp"]
 
 
 def test_a_backend_says_where_it_cannot_run_and_why():

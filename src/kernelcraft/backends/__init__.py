@@ -16,15 +16,17 @@ from kernelcraft.backends.errors import CompileError
 from kernelcraft.backends.kinds.cpp import Cpp
 from kernelcraft.backends.kinds.cuda_inline import CudaInline
 from kernelcraft.backends.kinds.cuda_nvrtc import CudaNvrtc
+from kernelcraft.backends.kinds.cute import Cute
 from kernelcraft.backends.kinds.gluon import Gluon
 from kernelcraft.backends.kinds.helion import Helion
+from kernelcraft.backends.kinds.tilelang import TileLang
 from kernelcraft.backends.kinds.torch import Torch
 from kernelcraft.backends.kinds.triton import Triton
 
 # Detection order: the first whose `detect` claims a source is its backend (torch claims what none other does).
 # Gluon and Helion before Triton: their sources import triton too.
-BACKENDS: dict[str, Backend] = {b.name: b for b in (CudaNvrtc(), Gluon(), Helion(), Triton(), CudaInline(), Cpp(),
-                                                    Torch())}
+BACKENDS: dict[str, Backend] = {b.name: b for b in (CudaNvrtc(), Gluon(), Helion(), Cute(), TileLang(), Triton(),
+                                                    CudaInline(), Cpp(), Torch())}
 # The backend a model is asked for when a run names none, by the first device's type.
 DEFAULT_FOR_MODELS = {"cuda": "cuda_nvrtc", "cpu": "triton"}
 

@@ -4,9 +4,10 @@ A backend says how its source is recognised (`detect`), where it can run (`unava
 ahead in the CPU build pool (`prebuild`), what to set up around a candidate's import (`importing`: the build pool
 and the worker both import the candidate under it) and in a process before any candidate runs (`prepare_process`),
 what its workers' environment holds (`worker_env`), which generated modules' launches are the candidate's
-(`launch_modules`), what it compiled (`compiles`), which kernels a source declares (`declared_kernels`, read by the
-static check and by kernel attribution), and what a model is told about writing it (`prompt`). Each backend is one
-subclass in backends/kinds/, listed once in backends/__init__.py's registry.
+(`launch_modules`), how the launches of a runtime of its own are counted (`recorded_launches`, `carries`), what it
+compiled (`compiles`), which kernels a source declares (`declared_kernels`, read by the static check and by kernel
+attribution), and what a model is told about writing it (`prompt`). Each backend is one subclass in
+backends/kinds/, listed once in backends/__init__.py's registry.
 
 Nothing here decides a verdict from inside the candidate's process: the worker that imports a candidate runs these
 hooks, and what they report (compile times, logs) is description, not evidence of correctness or speed.
@@ -75,6 +76,23 @@ class Backend:
     def worker_env(self, device_type: str) -> dict[str, str]:
         """Environment the verifier's workers on a `device_type` device start with, for this backend's candidates."""
         return {}
+
+    def recorded_launches(self, counts: dict[str, int]) -> ContextManager:
+        """For its duration, count in `counts` (kernel name -> launches) the kernels this language's own runtime
+        launches: for a language whose launches go neither through Triton's JIT nor kernelcraft's NVRTC runtime
+        (verify/attribution.py reads them). A language whose count is a bound, not exact, says so in
+        `exact_launch_counts`."""
+        return contextlib.nullcontext(counts)
+
+    # Whether `recorded_launches` counts each launch (True), or only that a kernel may have launched: then more
+    # calls of a name than its count do not disqualify it (attribution's rule 3).
+    exact_launch_counts: ClassVar[bool] = True
+
+    def carries(self, kernel_name: str, declared: set[str]) -> bool:
+        """Whether a kernel this language's runtime launched, by its compiled name, is one the candidate's source
+        declares (`declared`: every backend's `declared_kernels`): launched by the candidate's runtime calls is not
+        enough, since those may run a library's kernels in the same language."""
+        return kernel_name in declared
 
     def launch_modules(self, module) -> set[str]:
         """Modules besides the candidate's own (`module`) whose Triton kernels, launched, are the candidate's: code

@@ -23,7 +23,8 @@ from kernelcraft.propose.fences import Block, Fences, inside, scan
 from kernelcraft.propose.names import names
 
 _MODELNEW = re.compile(r"^class\s+ModelNew\b", re.M)
-_PYTHON = ("python", "py", "python3", "py3", "", "gluon", "helion")  # languages a helper block may be joined from
+# languages a helper block may be joined from (the Python-embedded kernel languages' tags among them)
+_PYTHON = ("python", "py", "python3", "py3", "", "gluon", "helion", "cute", "cutedsl", "tilelang")
 _JSON = ("json", "jsonc", "json5")
 # Lines that start a Python file: those that must be code (an import, a def, a decorator, a docstring) and
 # those that may be (a comment, an assignment; "# Title" and "Idea: a = b" are prose of the same look).

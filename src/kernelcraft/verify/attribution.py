@@ -15,15 +15,18 @@ candidate's code launched:
 - load_inline: a launch from C++ cannot be seen from Python, so what counts is the kernels the candidate's built
   extension holds, read from its ELF file (the device names its host code registers with the CUDA runtime, which
   are its own functions' symbols too), demangled as the profiler demangles them.
+- the languages with a runtime of their own (CuTe DSL's compiled functions, TileLang's kernels): each call of
+  that runtime, by the compiled kernels' names, as the backend's `recorded_launches` counts them.
 
 A kernel the profiler saw is the candidate's when (`attribute`):
 1. its name is exactly a name from that evidence (not one that contains it);
 2. it was not launched inside a library op (`aten::…`: the profiler links each kernel to the innermost op active
    when it was launched; cuBLAS's `ampere_sgemm_…` under `aten::mm` is the library's whatever else shares its name);
-3. Triton and NVRTC: no more calls of that name ran than the candidate launched (when more did, none of them
-   counts: which were the candidate's cannot be told);
+3. Triton, NVRTC and runtimes that count each launch: no more calls of that name ran than the candidate launched
+   (when more did, none of them counts: which were the candidate's cannot be told);
 4. extension kernels: the name also carries a kernel the source declares (`__global__`), so CUB, Thrust or ATen
-   templates instantiated inside the extension stay library kernels.
+   templates instantiated inside the extension stay library kernels; a language runtime's kernels likewise carry
+   a kernel its source declares, by that backend's `carries` (its runtime runs a library's kernels as well).
 Every other kernel (ATen, cuBLAS, cuDNN, CUTLASS, torch.compile's Triton kernels, copies and fills, and kernels
 replayed from a CUDA graph, which no launch of the call made) is a library kernel. `KernelShare.evidence` says what
 made a kernel the candidate's, and for a library kernel that carries a declared kernel's name, why that did not count.
@@ -52,6 +55,7 @@ CANDIDATE_MODULE = "kernelcraft_candidate"  # the name the worker imports the ca
 
 # What made a kernel the candidate's (KernelShare.evidence of a custom kernel) ...
 TRITON_LAUNCH, NVRTC_LAUNCH, EXTENSION_SYMBOL = "triton_launch", "nvrtc_launch", "extension_symbol"
+# ... or f"{backend}_launch" for a language runtime's launch (`Launches.recorded`).
 # ... and why a library kernel that carries the name of a kernel the candidate declares is not the candidate's.
 NAME_ONLY = "name_only"  # nothing the candidate's code launched or built in the call has exactly its name
 INSIDE_LIBRARY_OP = "inside_library_op"  # launched inside an ATen (or other library) op
@@ -139,13 +143,25 @@ class Launches:
     triton: dict[str, int] = field(default_factory=dict)  # compiled kernel name -> launches
     nvrtc: dict[str, int] = field(default_factory=dict)  # kernel name -> launches
     extension: set[str] = field(default_factory=set)  # kernel names as the profiler writes them (demangled)
+    recorded: dict[str, dict[str, int]] = field(default_factory=dict)  # backend -> kernel name -> launches
 
     def counted(self) -> dict[str, int]:
-        """Launches by name, Triton's and NVRTC's together (an extension's launches cannot be counted)."""
+        """Launches by name, Triton's, NVRTC's and the language runtimes' together (an extension's launches cannot
+        be counted)."""
         out = dict(self.triton)
-        for name, n in self.nvrtc.items():
-            out[name] = out.get(name, 0) + n
+        for counts in (self.nvrtc, *self.recorded.values()):
+            for name, n in counts.items():
+                out[name] = out.get(name, 0) + n
         return out
+
+    def bounded(self) -> set[str]:
+        """Names whose count is exact, so that more calls than it disqualify them (rule 3): all but those of a
+        runtime that counts only that a kernel may have launched (`Backend.exact_launch_counts`)."""
+        from kernelcraft.backends import get_backend
+
+        loose = {name for backend, counts in self.recorded.items() if not get_backend(backend).exact_launch_counts
+                 for name in counts}
+        return set(self.counted()) - loose
 
 
 def _claim(ran: Ran, launches: Launches, declared: set[str]) -> tuple[bool, str | None]:
@@ -158,19 +174,38 @@ def _claim(ran: Ran, launches: Launches, declared: set[str]) -> tuple[bool, str 
     elif ran.name in launches.extension and named:
         evidence = EXTENSION_SYMBOL
     else:
-        return False, NAME_ONLY if named else None
+        evidence = _runtime_launch(ran.name, launches, declared)
+        if evidence is None:
+            return False, NAME_ONLY if named or _runtime_carries(ran.name, launches, declared) else None
     if ran.op and LIBRARY_OP.match(ran.op):
         return False, INSIDE_LIBRARY_OP
     return True, evidence
 
 
+def _runtime_launch(name: str, launches: Launches, declared: set[str]) -> str | None:
+    """The evidence a language runtime's recorded launch of `name` gives, where it carries a declared kernel."""
+    from kernelcraft.backends import get_backend
+
+    for backend, counts in launches.recorded.items():
+        if name in counts and get_backend(backend).carries(name, declared):
+            return f"{backend}_launch"
+    return None
+
+
+def _runtime_carries(name: str, launches: Launches, declared: set[str]) -> bool:
+    """Whether `name` carries a declared kernel by some language runtime's naming (CuTe's `kernel_cutlass_…`)."""
+    from kernelcraft.backends import get_backend
+
+    return any(get_backend(backend).carries(name, declared) for backend in launches.recorded)
+
+
 def attribute(ran: list[Ran], launches: Launches, declared: set[str], timing_stream: int = -1) -> Attribution:
     """The rules of the module's docstring over what the profiler saw, grouped by (name, custom, evidence)."""
     claims = [_claim(r, launches, declared) for r in ran]
-    counted = launches.counted()
+    counted, bounded = launches.counted(), launches.bounded()
     claimed: dict[str, int] = {}
     for r, (custom, _) in zip(ran, claims):
-        if custom and r.name in counted:
+        if custom and r.name in bounded:
             claimed[r.name] = claimed.get(r.name, 0) + 1
     over = {name for name, n in claimed.items() if n > counted[name]}
     shares: dict[tuple, KernelShare] = {}
@@ -263,6 +298,12 @@ def record_launches(modules=frozenset({CANDIDATE_MODULE})):
         nvrtc = sys.modules.get("kernelcraft.backends.nvrtc")
         if nvrtc is not None:
             stack.enter_context(nvrtc.recorded_launches(launches.nvrtc))
+        from kernelcraft.backends import BACKENDS
+        from kernelcraft.backends.base import Backend
+
+        for backend in BACKENDS.values():  # the languages whose runtime is their own (CuTe DSL, TileLang)
+            if type(backend).recorded_launches is not Backend.recorded_launches:
+                stack.enter_context(backend.recorded_launches(launches.recorded.setdefault(backend.name, {})))
         yield launches
 
 
