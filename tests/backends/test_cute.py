@@ -102,3 +102,54 @@ def test_the_examples_are_judged_on_a_gpu(tmp_path):
                                       ("level1/softmax", "softmax_cute_wrong", "incorrect"),
                                       ("level1/matmul", "matmul_cute", "ok"),
                                       ("level1/matmul", "matmul_cute_wrong", "incorrect")], config)
+
+
+BROKEN = '''
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.runtime import make_ptr
+
+
+@cute.kernel
+def broken_kernel(x: cute.Pointer, n: cutlass.Int32):
+    tid, _, _ = cute.arch.thread_idx()
+    gx = cute.make_tensor(x, cute.make_layout(n))
+    gx[tid] = gx[tid] * scale  # `scale` is defined nowhere
+
+
+@cute.jit
+def broken(x: cute.Pointer, n: cutlass.Int32):
+    broken_kernel(x, n).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+
+def build():
+    return cute.compile(broken, make_ptr(cutlass.Float32, 16, cute.AddressSpace.gmem, assumed_align=4),
+                        cutlass.Int32(1))
+'''
+BROKEN_COMPILE = '''
+import importlib.util, json, sys
+from kernelcraft.verify.worker import _trimmed_traceback
+spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+try:
+    module.build()
+except Exception as exc:
+    print(json.dumps(_trimmed_traceback(exc)))
+'''
+
+
+@cute_here
+def test_a_compile_error_reaches_the_model_as_the_dsls_own_account(tmp_path):
+    """The DSL's error names the kernel's line with a caret and says why: the model gets that, without its terminal
+    colours or the DSL's frames."""
+    path = tmp_path / "candidate.py"
+    path.write_text(BROKEN)
+    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_DISABLE_FILE_CACHING": "1"}
+    proc = subprocess.run([sys.executable, "-c", BROKEN_COMPILE, str(path)], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+    message = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert message.startswith('File "candidate.py", line ') and "DSLUserCodeError" in message, message
+    assert "name 'scale' is not defined" in message and "gx[tid] = gx[tid] * scale" in message, message
+    assert "\x1b[" not in message and "site-packages" not in message, message

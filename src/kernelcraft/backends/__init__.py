@@ -91,11 +91,21 @@ def launch_modules(module) -> set[str]:
     return set().union(*(b.launch_modules(module) for b in BACKENDS.values()))
 
 
+def compiler_errors() -> tuple[str, ...]:
+    """Every backend's exceptions that say their cause themselves ("module.Class" prefixes)."""
+    return tuple(dict.fromkeys(e for b in BACKENDS.values() for e in b.compiler_errors))
+
+
+def compiler_packages() -> tuple[str, ...]:
+    """Every backend's compiler packages, whose frames an error's message to a model leaves out."""
+    return tuple(dict.fromkeys(p for b in BACKENDS.values() for p in b.compiler_packages))
+
+
 def compiles(device_index: int | None) -> list[dict]:
     """What every backend compiled in this process at import."""
     return [row for b in BACKENDS.values() for row in b.compiles(device_index)]
 
 
 __all__ = ["BACKENDS", "Backend", "CompileError", "DEFAULT_FOR_MODELS", "NEEDS_DEVICE", "NOT_INSTALLED",
-           "compiles", "declared_kernels", "detect_backend", "get_backend", "importing", "launch_modules", "names",
+           "compiler_errors", "compiler_packages", "compiles", "declared_kernels", "detect_backend", "get_backend", "importing", "launch_modules", "names",
            "prepare_process", "worker_env"]

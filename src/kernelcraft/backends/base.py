@@ -4,8 +4,8 @@ A backend says how its source is recognised (`detect`), where it can run (`unava
 ahead in the CPU build pool (`prebuild`), what to set up around a candidate's import (`importing`: the build pool
 and the worker both import the candidate under it) and in a process before any candidate runs (`prepare_process`),
 what its workers' environment holds (`worker_env`), which generated modules' launches are the candidate's
-(`launch_modules`), how the launches of a runtime of its own are counted (`recorded_launches`, `carries`), what it
-compiled (`compiles`), which kernels a source declares (`declared_kernels`, read by the static check and by kernel
+(`launch_modules`), how the launches of a runtime of its own are counted (`recorded_launches`, `carries`), which of
+its compiler's errors say their cause (`compiler_errors`, `compiler_packages`), what it compiled (`compiles`), which kernels a source declares (`declared_kernels`, read by the static check and by kernel
 attribution), and what a model is told about writing it (`prompt`). Each backend is one subclass in
 backends/kinds/, listed once in backends/__init__.py's registry.
 
@@ -44,6 +44,11 @@ class Backend:
     build_is_kernel: ClassVar[bool] = False
     # Modules of this package a candidate of this backend may import (the static guards forbid the rest).
     runtime_modules: ClassVar[frozenset[str]] = frozenset()
+    # Exceptions (by "module.Class" prefix) its compiler raises that say the cause themselves, the kernel's line
+    # and why: a model is shown that message and the candidate's line that reached it, not the compiler's frames.
+    compiler_errors: ClassVar[tuple[str, ...]] = ()
+    # Packages whose frames, between the candidate's line and an error raised inside them, a model is spared.
+    compiler_packages: ClassVar[tuple[str, ...]] = ()
 
     def detect(self, code: str) -> bool:
         """Whether `code` (a candidate's source, comments removed) is written in this backend."""

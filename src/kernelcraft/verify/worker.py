@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import sys
 import threading
@@ -44,16 +45,55 @@ def _import_problem(path: Path, source: str, sizes: dict):
     return module
 
 
-# Kernel compilers whose exceptions say the cause themselves (the kernel's line, a caret under it, and why): a
-# candidate's error from them is that message and the candidate's line that reached it, not the compiler's frames.
-COMPILER_ERRORS = ("triton.compiler.errors", "helion.exc")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# A C++ frame a TVM-built compiler's message carries ('  File "/project/src/x.cc", line 9, in f'): not the model's
+_NATIVE_FRAME = re.compile(r'^\s*File "[^"]*\.(?:cc|cpp|h|pxi)", line \d+')
+MESSAGE_LINES = 40
+
+
+_ERROR_LINE = re.compile(r"\berror\b[^:]*:\s*\S", re.I)  # "…(22): error: identifier …", not "Compilation error:"
+
+
+def _said(exc: BaseException) -> str:
+    """An exception's message as a model reads it: no terminal colours, no C++ frames, at most MESSAGE_LINES lines.
+    A longer one (a compiler's output after the whole generated source, say) keeps its first line and its lines
+    that say `error`, each with the two after it (the code quoted and the caret)."""
+    lines = [ln for ln in _ANSI.sub("", str(exc)).strip("\n").splitlines() if not _NATIVE_FRAME.match(ln)]
+    if len(lines) <= MESSAGE_LINES:
+        return "\n".join(lines)
+    keep = sorted({j for i, ln in enumerate(lines[1:], 1) if _ERROR_LINE.search(ln) for j in range(i, i + 3)
+                   if j < len(lines)})
+    if keep:
+        shown = [lines[0], f"[{len(lines)} lines; those that say error:]"] + [lines[j] for j in keep]
+        return "\n".join(shown[:MESSAGE_LINES + 2])
+    return "\n".join(lines[:MESSAGE_LINES]) + f"\n[... {len(lines) - MESSAGE_LINES} more lines]"
 
 
 def _trimmed_traceback(exc: BaseException, limit: int = 25) -> str:
-    if type(exc).__module__ in COMPILER_ERRORS:
-        own = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).name == "candidate.py"]
+    """What a model is shown of an error in its code. A kernel compiler's error that says its cause (the kernel's
+    line, a caret, why: backends' `compiler_errors`) is that message after the candidate's line that reached it; an
+    error raised inside a kernel language's compiler package (`compiler_packages`) is the candidate's own frames,
+    a count of the compiler's, the frame that raised and the message; any other, the traceback's last lines."""
+    from kernelcraft import backends
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if Path(f.filename).name == "candidate.py"]
+    qualname = f"{type(exc).__module__}.{type(exc).__name__}"
+    if qualname.startswith(backends.compiler_errors()):
         where = f'File "candidate.py", line {own[-1].lineno}, in {own[-1].name}\n' if own else ""
-        return f"{where}{type(exc).__name__}: {exc}".rstrip()
+        return f"{where}{type(exc).__name__}: {_said(exc)}".rstrip()
+    packages = backends.compiler_packages()
+    inside = [f for f in frames if any(f"/{p}/" in f.filename or f.filename.startswith(f"python/{p}/")
+                                       for p in packages)]
+    if own and inside:
+        start = frames.index(own[0])
+        shown = [f'File "candidate.py", line {f.lineno}, in {f.name}\n    {(f.line or "").strip()}' for f in own]
+        if frames[-1] is not own[-1]:
+            after = frames[frames.index(own[-1]) + 1:]
+            python = [f for f in after if f.filename.endswith(".py")] or after
+            shown.append(f"[{len(frames) - start - len(own)} frames of the compiler, the last:]")
+            shown.append(f'File "{python[-1].filename}", line {python[-1].lineno}, in {python[-1].name}')
+        return "\n".join(shown) + f"\n{type(exc).__name__}: {_said(exc)}"
     lines = "".join(traceback.format_exception(exc)).rstrip().splitlines()
     return "\n".join(lines[-limit:])
 
@@ -111,7 +151,7 @@ class Worker:
         cause = exc.__cause__ if own and exc.__cause__ is not None else exc
         if own and cause.__traceback__ is not None and cause.__traceback__.tb_next is not None:
             cause = cause.with_traceback(cause.__traceback__.tb_next)  # from the candidate's call, not our wrapper
-        reply = {"error": f"{type(cause).__name__}: {cause}", "traceback": _trimmed_traceback(cause),
+        reply = {"error": f"{type(cause).__name__}: {_said(cause)}", "traceback": _trimmed_traceback(cause),
                  "compile_error": type(cause).__name__ in ("CompileError", "ObjectOnlyBuild"),
                  "exit": isinstance(cause, SystemExit)}
         if isinstance(cause, torch.OutOfMemoryError):

@@ -34,6 +34,8 @@ class Cute(Backend):
     devices = ("cuda",)
     packages = ("cutlass",)
     extra = "cute"
+    compiler_errors = ("cutlass.base_dsl.common.DSLUserCode",)
+    compiler_packages = ("cutlass",)
     exact_launch_counts = False
 
     def detect(self, code: str) -> bool:

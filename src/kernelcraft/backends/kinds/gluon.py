@@ -19,6 +19,7 @@ class Gluon(Backend):
     devices = ("cuda",)
     packages = ("triton",)
     extra = "triton"
+    compiler_errors = ("triton.compiler.errors.",)
 
     def detect(self, code: str) -> bool:
         return bool(re.search(r"\btriton\.experimental\.gluon\b|\bfrom\s+triton\.experimental\s+import\s+gluon\b|"

@@ -28,6 +28,7 @@ class Helion(Backend):
     devices = ("cuda", "cpu")
     packages = ("helion", "triton")
     extra = "helion"
+    compiler_errors = ("helion.exc.",)
 
     def detect(self, code: str) -> bool:
         return bool(re.search(r"^\s*(?:import\s+helion\b|from\s+helion\b)", code, re.M))

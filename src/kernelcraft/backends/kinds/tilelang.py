@@ -31,6 +31,7 @@ class TileLang(Backend):
     devices = ("cuda",)
     packages = ("tilelang",)
     extra = "tilelang"
+    compiler_packages = ("tilelang", "tvm_ffi")
 
     def detect(self, code: str) -> bool:
         return bool(re.search(r"^\s*(?:import\s+tilelang\b|from\s+tilelang\b)", code, re.M))

@@ -28,6 +28,7 @@ class Triton(Backend):
         return names
 
     extra = "triton"
+    compiler_errors = ("triton.compiler.errors.",)
 
     def worker_env(self, device_type: str) -> dict[str, str]:
         return {"TRITON_INTERPRET": "1"} if device_type == "cpu" else {}
