@@ -64,14 +64,17 @@ def main() -> None:
         rows.append({"example": path.stem, "backend": r.backend, "problem": problem, "status": str(r.status),
                      "expected": "incorrect" if path.stem.endswith("_wrong") else "ok", "reasons": r.reasons,
                      "runtime_ms": r.runtime_ms, "eager_ms": r.eager_ms, "compile_ms": r.compile_ms,
-                     "kernel_compile_seconds": r.compile_seconds,
+                     "kernel_compile_seconds": r.compile_seconds, "kernels_resources": r.kernels_resources,
                      "speedup_eager": r.speedup_eager, "speedup_compile": r.speedup_compile,
                      "custom_kernel_fraction": r.custom_kernel_fraction, "timing_method": r.runtime.method
                      if r.runtime else None, "message": r.message[-600:]})
+        figures = " ".join(f"{k.get('registers')} regs/{k.get('smem')} B smem" for k in r.kernels_resources)
         print(f"{path.stem:24} {r.backend:11} {str(r.status):10} "
               f"{'' if r.runtime_ms is None else f'{r.runtime_ms:.4g} ms':>12} "
               f"{'' if r.speedup_eager is None else f'{r.speedup_eager:.3g}x eager':>14} "
-              f"{'' if r.speedup_compile is None else f'{r.speedup_compile:.3g}x compile':>16}", flush=True)
+              f"{'' if r.speedup_compile is None else f'{r.speedup_compile:.3g}x compile':>16} "
+              f"{'' if r.compile_seconds is None else f'built in {r.compile_seconds:.3g} s':>16} {figures}",
+              flush=True)
     record = {"what": "the bundled examples of every kernel language, judged at full size (benchmarks/languages.py)",
               "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "torch": torch.__version__, "triton": version("triton"), "helion": version("helion"),

@@ -51,8 +51,8 @@ def fixture_candidate(name: str, backend: str = "") -> Candidate:
 
 def assert_examples_judged(device: str, cases: list[tuple[str, str, str]], config: VerifyConfig) -> None:
     """The bundled examples `cases` ((problem, example, expected status)) judged by one verifier on `device`: the
-    honest ones `ok` with a speedup, on a GPU mostly in their own kernels (attribution counted them); the wrong
-    twins `incorrect` by their outputs."""
+    honest ones `ok` with a speedup, on a GPU mostly in their own kernels (attribution counted them), with their
+    compile time and their kernels' registers recorded; the wrong twins `incorrect` by their outputs."""
     from kernelcraft.candidate import EXAMPLES
     from kernelcraft.problems import load_problem
     from kernelcraft.verify import Job, Verifier
@@ -69,3 +69,7 @@ def assert_examples_judged(device: str, cases: list[tuple[str, str, str]], confi
             assert r.correct and r.speedup_eager is not None, seen
         else:
             assert r.correct and r.speedup_eager and r.custom_kernel_fraction > 0.5, seen
+            # compiled at the first call, timed apart from it; its kernels' figures read from the profiler
+            assert r.compile_seconds is not None and r.compile_seconds > 0, f"{seen} compile_seconds={r.compile_seconds}"
+            assert r.kernels_resources and all(k.get("registers") for k in r.kernels_resources), \
+                f"{seen} kernels_resources={r.kernels_resources}"

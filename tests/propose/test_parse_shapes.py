@@ -290,3 +290,12 @@ def test_twin_an_empty_list_in_the_prose_after_the_ideas_is_not_exhaustion(moves
 def test_twin_a_json_list_wins_over_any_list_after_it(moves):
     after = "\nWhy these:\n1. The first one saves a pass.\n2. The second one widens the loads.\n"
     assert parse_ideas(REASONING + block(json_list(moves), "json") + after, 10) == (moves, None)
+
+
+@pytest.mark.parametrize("lang", ["gluon", "helion", "cute", "cutedsl", "tilelang"])
+def test_a_kernel_block_fenced_by_its_kernel_languages_name_is_joined_as_python(lang):
+    """A model asked for a Python-embedded kernel language may tag its fences with the language's name."""
+    src = (REPO / "src/kernelcraft/examples/softmax_tilelang.py").read_text()
+    kernel, model = split_at_class(src)
+    answer = parse_kernel("The kernel:\n\n" + block(kernel, lang=lang) + "\nThe module:\n\n" + block(model, lang=lang))
+    assert answer.error is None and "joined_code_blocks" in answer.notes and answer.source == src

@@ -120,3 +120,28 @@ def test_on_the_cpu_torch_work_around_a_launch_is_not_the_candidates(monkeypatch
     share = count_triton_launches(call, [torch.ones(1)], {"k"})
     assert [(k.name, k.calls) for k in share.kernels] == [("k", 1)]
     assert 0.1 < share.custom_fraction < 0.45
+
+
+def test_each_kernels_registers_and_shared_memory_are_read_from_the_profilers_trace():
+    """launch_resources: the CUDA activity's figures, one per kernel name; events of other kinds and kernels without
+    them are left out; a trace that cannot be written gives nothing."""
+    import json as _json
+
+    from kernelcraft.verify.attribution import launch_resources
+
+    class Profile:
+        def __init__(self, events):
+            self.events = events
+
+        def export_chrome_trace(self, path):
+            if self.events is None:
+                raise RuntimeError("no trace")
+            with open(path, "w") as f:
+                _json.dump({"traceEvents": self.events}, f)
+
+    events = [{"cat": "kernel", "name": "softmax_kernel", "args": {"registers per thread": 32, "shared memory": 128}},
+              {"cat": "kernel", "name": "softmax_kernel", "args": {"registers per thread": 99, "shared memory": 0}},
+              {"cat": "kernel", "name": "no_figures", "args": {"stream": 7}},
+              {"cat": "cpu_op", "name": "aten::mm", "args": {"registers per thread": 1}}]
+    assert launch_resources(Profile(events)) == {"softmax_kernel": (32, 128)}
+    assert launch_resources(Profile(None)) == {}

@@ -102,7 +102,7 @@ def compiler_packages() -> tuple[str, ...]:
 
 
 def compiles(device_index: int | None) -> list[dict]:
-    """What every backend compiled in this process at import."""
+    """What every backend compiled in this process since the last call (backends.base.Backend.compiles)."""
     return [row for b in BACKENDS.values() for row in b.compiles(device_index)]
 
 

@@ -105,7 +105,8 @@ class Backend:
         return set()
 
     def compiles(self, device_index: int | None) -> list[dict]:
-        """What this process compiled at import for this backend: each {seconds, log, cached, resources}."""
+        """What this process compiled for this backend since the last call (at import, or at a just-in-time
+        language's first call): each {seconds, log, cached, resources}, and `kernels` where the compiler names them."""
         return []
 
     def prompt(self) -> str:

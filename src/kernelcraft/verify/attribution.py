@@ -74,6 +74,9 @@ class KernelShare:
     # carries a declared kernel's name: why that did not count (NAME_ONLY, INSIDE_LIBRARY_OP, CALLS_EXCEED_LAUNCHES);
     # else None. Absent from records written before it existed: read it with .get("evidence").
     evidence: str | None = None
+    # What the profiler's activity record says of the kernel's launch (GPU only; absent from older records):
+    registers: int | None = None  # registers a thread
+    shared_bytes: int | None = None  # shared memory a block, static and dynamic
 
 
 @dataclass
@@ -281,10 +284,40 @@ def profile_call(fn, inputs: list, declared: set[str], extensions=(),
     launches.extension = built
     ran, timing_stream = profiled_kernels(prof.profiler.kineto_results.events())
     attribution = attribute(ran, launches, declared, timing_stream)
+    figures = launch_resources(prof)
+    for share in attribution.kernels:
+        share.registers, share.shared_bytes = figures.get(share.name, (None, None))
     if extensions and not built:
         attribution.notes.append("kernel attribution: no kernel was found in the candidate's built extension "
                                  f"({', '.join(Path(e).name for e in extensions)}), so none of its kernels counts")
     return attribution
+
+
+def launch_resources(prof) -> dict[str, tuple[int | None, int | None]]:
+    """Each kernel's registers a thread and shared memory a block, by name, as the profiler's CUDA activity records
+    them (its trace's kernel events; kineto writes them into the trace, not into the events torch hands back): one
+    figure for every language, whatever its compiler reports. Empty where the trace holds none."""
+    import json
+    import tempfile
+
+    figures: dict[str, tuple[int | None, int | None]] = {}
+    with tempfile.TemporaryDirectory() as where:
+        path = Path(where) / "trace.json"
+        try:
+            prof.export_chrome_trace(str(path))
+            events = json.loads(path.read_text()).get("traceEvents", [])
+        except (OSError, ValueError, RuntimeError):
+            return figures
+    for event in events:
+        args = event.get("args") or {} if isinstance(event, dict) else {}
+        if event.get("cat") != "kernel" or "registers per thread" not in args:
+            continue
+
+        def number(key):
+            value = args.get(key)
+            return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        figures.setdefault(str(event.get("name", ""))[:200], (number("registers per thread"), number("shared memory")))
+    return figures
 
 
 @contextlib.contextmanager

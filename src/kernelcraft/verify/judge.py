@@ -177,6 +177,7 @@ class Case:
             self.result.fail("rejected", "background_process",
                              "the candidate left processes running after its call returned")
             return None
+        record_compiles(self.result, reply.get("compiles") or [])
         return reply["outputs"]
 
     def judge(self, outputs: list, expected: list, label: str, inputs: list | None = None,
@@ -324,6 +325,24 @@ def determinism(case: Case, inputs: list, outputs: list) -> bool:
     return True
 
 
+def record_compiles(result: Result, rows: list[dict]) -> None:
+    """Add what the worker's backends compiled (at import, or inside a call: backends.base.Backend.compiles) to the
+    result: the compile time, the compilers' logs and the kernels' resources (ptxas's lines, else the rows' own).
+    A description from the candidate's process, kept apart from every timing; no verdict reads it."""
+    if not rows:
+        return
+    from kernelcraft.backends.cuda_inline import ptxas_summary
+
+    seconds = sum(float(r.get("seconds") or 0.0) for r in rows if isinstance(r, dict))
+    result.compile_seconds = round((result.compile_seconds or 0.0) + seconds, 4)
+    logs = [str(r["log"]) for r in rows if isinstance(r, dict) and r.get("log")]
+    if logs:
+        result.compile_log = "\n".join(([result.compile_log] if result.compile_log else []) + logs)
+    resources = ptxas_summary("\n".join(logs)) or [k for r in rows if isinstance(r, dict)
+                                                    for k in r.get("resources") or [] if isinstance(k, dict)]
+    result.kernels_resources = list(result.kernels_resources) + resources
+
+
 def attribution(case: Case, allow_library: bool) -> bool:
     """Which kernels ran: the candidate's own, library ones, and on which streams."""
     inputs = draw_inputs(case.ref.module, str(case.device), fresh_seed())
@@ -337,6 +356,10 @@ def attribution(case: Case, allow_library: bool) -> bool:
         return True
     case.result.kernels = info["kernels"]
     case.result.custom_kernel_fraction = info["custom_fraction"]
+    if not case.result.kernels_resources:  # no compiler said: what the profiler saw of the candidate's own kernels
+        case.result.kernels_resources = [
+            {"kernel": k["name"], "registers": k.get("registers"), "smem": k.get("shared_bytes")}
+            for k in info["kernels"] if k.get("custom") and k.get("registers") is not None]
     case.result.notes.extend(info.get("notes") or [])
     finding = attribution_finding(info, allow_library)
     if finding:

@@ -367,13 +367,7 @@ class Supervisor:
             seconds = marks.get(step) if isinstance(marks, dict) else None
             if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
                 result.phases[f"load.{step}"] = round(float(seconds), 4)
-        if reply["compiles"]:  # what the backends compiled at import (NVRTC's kernels)
-            from kernelcraft.backends.cuda_inline import ptxas_summary
-
-            result.compile_seconds = round(sum(r["seconds"] for r in reply["compiles"]), 4)
-            result.compile_log = "\n".join(r["log"] for r in reply["compiles"] if r["log"])
-            result.kernels_resources = (ptxas_summary(result.compile_log)
-                                        or [k for r in reply["compiles"] for k in r.get("resources", [])])
+        judge.record_compiles(result, reply["compiles"])  # what the backends compiled at import (NVRTC's kernels)
         return True
 
     def _load_request(self, problem: Problem, candidate_source: str | None) -> dict:

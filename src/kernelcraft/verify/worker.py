@@ -208,8 +208,7 @@ class Worker:
                 self.candidate = _guarded(self._build)(module.ModelNew, init_inputs, init_seed)
                 marks["build"] = time.perf_counter() - began - sum(marks.values())
             self.call = _guarded(self.candidate)
-        index = (self.device.index or 0) if self.device.type == "cuda" else None
-        return {"ok": True, "compiles": backends.compiles(index), "marks_s": marks,
+        return {"ok": True, "compiles": self._own_compiles(), "marks_s": marks,
                 "inline": [{"seconds": r.seconds, "log": r.log} for r in records]}
 
     def _build(self, cls, init_inputs, seed):
@@ -241,7 +240,24 @@ class Worker:
         if self.device.type == "cuda":
             _guarded(torch.cuda.synchronize)(self.device)
         self.held = outputs
-        return {"outputs": outputs}
+        reply = {"outputs": outputs}
+        compiled = self._own_compiles()
+        if compiled:  # a just-in-time language's kernels, compiled inside this call: their time apart from it
+            reply["compiles"] = compiled
+        return reply
+
+    def _own_compiles(self) -> list[dict]:
+        """What the backends compiled since last asked, of the candidate's own code: a compile that names the module
+        of its function (Triton's) counts where that is the candidate's or one its language generated for it."""
+        from kernelcraft import backends
+        from kernelcraft.verify.attribution import CANDIDATE_MODULE
+
+        rows = backends.compiles((self.device.index or 0) if self.device.type == "cuda" else None)
+        if not any(r.get("module") is not None for r in rows):
+            return rows
+        module = sys.modules.get(CANDIDATE_MODULE)
+        own = {CANDIDATE_MODULE} | (backends.launch_modules(module) if module is not None else set())
+        return [r for r in rows if r.get("module") is None or r["module"] in own]
 
     def _poison(self, specs) -> None:
         """Fill freed allocator blocks of the outputs' sizes with NaN, so unwritten output shows."""

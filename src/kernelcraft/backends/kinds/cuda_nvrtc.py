@@ -26,14 +26,18 @@ class CudaNvrtc(Backend):
     def declared_kernels(self, source: str) -> set[str]:
         return set(GLOBAL_KERNEL.findall(source))
 
+    def __init__(self) -> None:
+        self.reported = 0  # of the runtime's compile records, those already handed back
+
     def compiles(self, device_index: int | None) -> list[dict]:
-        """Each NVRTC compilation's time, log and cache hit; where the log has no ptxas resource lines (NVRTC may
-        leave them out on a machine with a GPU driver), the driver's account of the loaded kernels."""
+        """Each NVRTC compilation's time, log and cache hit since the last call; where the log has no ptxas resource
+        lines (NVRTC may leave them out on a machine with a GPU driver), the driver's account of the loaded kernels."""
         nvrtc = sys.modules.get(RUNTIME)  # never imported: nothing compiled
         if nvrtc is None:
             return []
         rows = []
-        for record in nvrtc.COMPILE_RECORDS:
+        new, self.reported = nvrtc.COMPILE_RECORDS[self.reported:], len(nvrtc.COMPILE_RECORDS)
+        for record in new:
             resources = []
             if record.module is not None and device_index is not None and "Compiling entry function" not in record.log:
                 resources = record.module.resources(device_index)

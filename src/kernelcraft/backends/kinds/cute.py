@@ -9,7 +9,9 @@ is a bound, not a count: a host function may launch one of its kernels twice or 
 candidate's where its name also carries a `@cute.kernel` function the source defines (`kernel_cutlass_<name>_…`,
 the DSL's default naming). An executor bound by hand (`compiled.to(device)`) and called is not recorded.
 
-The DSL's file cache is off in the workers (`CUTE_DSL_DISABLE_FILE_CACHING`): what a candidate's process compiled
+Its compiles are timed apart from the calls (backends/jit_compiles.py): the DSL's compile pipeline, from the traced
+MLIR to the loaded cubin (`CompilerBackend.compile`), the Python tracing before it not counted. The DSL's file cache
+is off in the workers (`CUTE_DSL_DISABLE_FILE_CACHING`): what a candidate's process compiled
 is never loaded by another's."""
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 import threading
 
 from kernelcraft.backends.base import NOT_INSTALLED, Backend
+from kernelcraft.backends.jit_compiles import CompileLog
 
 CUTE_KERNEL = re.compile(r"@\s*cute\.kernel\b[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+([A-Za-z_]\w*)")
 # The DSL's default kernel name: kernel_<mangling prefix>_<function>_<arguments>_<n>
@@ -48,8 +51,22 @@ class Cute(Backend):
                                    "(pip install 'kernelcraft[cute]')")
         return found
 
+    def __init__(self) -> None:
+        self.log = CompileLog()
+
     def declared_kernels(self, source: str) -> set[str]:
         return set(CUTE_KERNEL.findall(source))
+
+    @contextlib.contextmanager
+    def importing(self, build_cache, records, source: str = ""):
+        yield
+        backend = sys.modules.get("cutlass.base_dsl.compile_backend")
+        if backend is not None:  # a candidate that imported the DSL compiles at its first call or cute.compile
+            self.log.timed(backend.CompilerBackend, "compile",
+                           lambda _, compiled: list(getattr(compiled, "kernel_info", None) or {}))
+
+    def compiles(self, device_index: int | None) -> list[dict]:
+        return self.log.drain()
 
     def carries(self, kernel_name: str, declared: set[str]) -> bool:
         """`kernel_cutlass_softmax_kernel_tensorptrf32gmem…_0` carries `softmax_kernel`: the mangled part starts with

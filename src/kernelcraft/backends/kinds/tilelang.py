@@ -8,7 +8,8 @@ recorded once for each `__global__` function of its generated CUDA source (one l
 candidate's where the source defines that prim func (or `@tilelang.jit` function). A kernel's adapter called by hand
 (`kernel.torch_function`) is not recorded.
 
-TileLang's kernel cache on disk is off in the workers (`TILELANG_DISABLE_CACHE`): what one candidate's process
+Its compiles are timed apart from the calls (backends/jit_compiles.py): a kernel's lowering, NVCC build and
+adapter (`JITKernel._compile_and_create_adapter`). TileLang's kernel cache on disk is off in the workers (`TILELANG_DISABLE_CACHE`): what one candidate's process
 built is never loaded by another's."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import re
 import sys
 
 from kernelcraft.backends.base import Backend
+from kernelcraft.backends.jit_compiles import CompileLog
 from kernelcraft.backends.kinds.cuda_nvrtc import GLOBAL_KERNEL
 
 # A prim func, or an eager @tilelang.jit function: its kernel is NAME_kernel
@@ -36,8 +38,22 @@ class TileLang(Backend):
     def detect(self, code: str) -> bool:
         return bool(re.search(r"^\s*(?:import\s+tilelang\b|from\s+tilelang\b)", code, re.M))
 
+    def __init__(self) -> None:
+        self.log = CompileLog()
+
     def declared_kernels(self, source: str) -> set[str]:
         return {f"{name}_kernel" for name in PRIM_FUNC.findall(source)}
+
+    @contextlib.contextmanager
+    def importing(self, build_cache, records, source: str = ""):
+        yield
+        module = sys.modules.get(KERNEL)
+        if module is not None:  # a candidate that imported TileLang builds its kernels at their first call
+            self.log.timed(module.JITKernel, "_compile_and_create_adapter",
+                           lambda kernel, _: [f"{kernel.prim_func.attrs['global_symbol']}_kernel"])
+
+    def compiles(self, device_index: int | None) -> list[dict]:
+        return self.log.drain()
 
     def carries(self, kernel_name: str, declared: set[str]) -> bool:
         """`main_kernel`, or a later kernel of the same prim func (`main_kernel_1`)."""

@@ -4,15 +4,21 @@ builds for a Hopper GPU without one: backends/triton_static.py."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
 
 from kernelcraft.backends.base import Backend
+from kernelcraft.backends.jit_compiles import CompileLog, listen_to_triton
 
 JIT_KERNEL = re.compile(r"@\s*triton\.jit[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+([A-Za-z_]\w*)")
 _AUTOTUNE = re.compile(r"@\s*triton\.(?:autotune|heuristics)\b")
 
 
 class Triton(Backend):
+    """Its compile log holds every Triton compile of the process: Gluon's and Helion's kernels compile through
+    Triton too."""
+
     name = "triton"
     summary = "@triton.jit kernels (on the CPU through TRITON_INTERPRET=1)"
     devices = ("cuda", "cpu")
@@ -32,6 +38,18 @@ class Triton(Backend):
 
     def worker_env(self, device_type: str) -> dict[str, str]:
         return {"TRITON_INTERPRET": "1"} if device_type == "cpu" else {}
+
+    def __init__(self) -> None:
+        self.log = CompileLog()
+
+    @contextlib.contextmanager
+    def importing(self, build_cache, records, source: str = ""):
+        yield
+        if "triton" in sys.modules:  # its kernels compile at their first launch: listen from now on
+            listen_to_triton(self.log)
+
+    def compiles(self, device_index: int | None) -> list[dict]:
+        return self.log.drain()
 
     def prepare_process(self) -> None:
         from kernelcraft.backends.triton_interpreter import make_ready
