@@ -24,7 +24,7 @@ from kernelcraft.backends.kinds.torch import Torch
 from kernelcraft.backends.kinds.triton import Triton
 
 # Detection order: the first whose `detect` claims a source is its backend (torch claims what none other does).
-# Gluon and Helion before Triton: their sources import triton too.
+# Gluon and Helion before Triton: their sources import triton too. CuTe DSL and TileLang import neither.
 BACKENDS: dict[str, Backend] = {b.name: b for b in (CudaNvrtc(), Gluon(), Helion(), Cute(), TileLang(), Triton(),
                                                     CudaInline(), Cpp(), Torch())}
 # The backend a model is asked for when a run names none, by the first device's type.
@@ -107,5 +107,5 @@ def compiles(device_index: int | None) -> list[dict]:
 
 
 __all__ = ["BACKENDS", "Backend", "CompileError", "DEFAULT_FOR_MODELS", "NEEDS_DEVICE", "NOT_INSTALLED",
-           "compiler_errors", "compiler_packages", "compiles", "declared_kernels", "detect_backend", "get_backend", "importing", "launch_modules", "names",
-           "prepare_process", "worker_env"]
+           "compiler_errors", "compiler_packages", "compiles", "declared_kernels", "detect_backend", "get_backend",
+           "importing", "launch_modules", "names", "prepare_process", "worker_env"]

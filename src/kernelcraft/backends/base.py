@@ -5,9 +5,10 @@ ahead in the CPU build pool (`prebuild`), what to set up around a candidate's im
 and the worker both import the candidate under it) and in a process before any candidate runs (`prepare_process`),
 what its workers' environment holds (`worker_env`), which generated modules' launches are the candidate's
 (`launch_modules`), how the launches of a runtime of its own are counted (`recorded_launches`, `carries`), which of
-its compiler's errors say their cause (`compiler_errors`, `compiler_packages`), what it compiled (`compiles`), which kernels a source declares (`declared_kernels`, read by the static check and by kernel
-attribution), and what a model is told about writing it (`prompt`). Each backend is one subclass in
-backends/kinds/, listed once in backends/__init__.py's registry.
+its compiler's errors say their cause (`compiler_errors`, `compiler_packages`), what it compiled (`compiles`), which
+kernels a source declares (`declared_kernels`, read by the static check and by kernel attribution), and what a model
+is told about writing it (`prompt`). Each backend is one subclass in backends/kinds/, listed once in
+backends/__init__.py's registry.
 
 Nothing here decides a verdict from inside the candidate's process: the worker that imports a candidate runs these
 hooks, and what they report (compile times, logs) is description, not evidence of correctness or speed.
@@ -49,6 +50,9 @@ class Backend:
     compiler_errors: ClassVar[tuple[str, ...]] = ()
     # Packages whose frames, between the candidate's line and an error raised inside them, a model is spared.
     compiler_packages: ClassVar[tuple[str, ...]] = ()
+    # Whether `recorded_launches` counts each launch (True), or only that a kernel may have launched: then more
+    # calls of a name than its count do not disqualify it (attribution's rule 3).
+    exact_launch_counts: ClassVar[bool] = True
 
     def detect(self, code: str) -> bool:
         """Whether `code` (a candidate's source, comments removed) is written in this backend."""
@@ -88,10 +92,6 @@ class Backend:
         (verify/attribution.py reads them). A language whose count is a bound, not exact, says so in
         `exact_launch_counts`."""
         return contextlib.nullcontext(counts)
-
-    # Whether `recorded_launches` counts each launch (True), or only that a kernel may have launched: then more
-    # calls of a name than its count do not disqualify it (attribution's rule 3).
-    exact_launch_counts: ClassVar[bool] = True
 
     def carries(self, kernel_name: str, declared: set[str]) -> bool:
         """Whether a kernel this language's runtime launched, by its compiled name, is one the candidate's source

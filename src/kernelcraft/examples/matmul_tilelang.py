@@ -19,7 +19,8 @@ DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "b
 
 # No TMA (nor the warp-specialised pipeline built on it): a TMA descriptor needs 16-byte row strides, which a K or N
 # not a multiple of 4 floats lacks; cp.async copies with bounds checks run every shape.
-PASS_CONFIGS = {tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True, tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
+PASS_CONFIGS = {tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
+                tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
 
 
 @tilelang.jit(out_idx=[-1], pass_configs=PASS_CONFIGS)

@@ -48,10 +48,8 @@ def _import_problem(path: Path, source: str, sizes: dict):
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # A C++ frame a TVM-built compiler's message carries ('  File "/project/src/x.cc", line 9, in f'): not the model's
 _NATIVE_FRAME = re.compile(r'^\s*File "[^"]*\.(?:cc|cpp|h|pxi)", line \d+')
-MESSAGE_LINES = 40
-
-
 _ERROR_LINE = re.compile(r"\berror\b[^:]*:\s*\S", re.I)  # "…(22): error: identifier …", not "Compilation error:"
+MESSAGE_LINES = 40
 
 
 def _said(exc: BaseException) -> str:

@@ -11,8 +11,8 @@ the DSL's default naming). An executor bound by hand (`compiled.to(device)`) and
 
 Its compiles are timed apart from the calls (backends/jit_compiles.py): the DSL's compile pipeline, from the traced
 MLIR to the loaded cubin (`CompilerBackend.compile`), the Python tracing before it not counted. The DSL's file cache
-is off in the workers (`CUTE_DSL_DISABLE_FILE_CACHING`): what a candidate's process compiled
-is never loaded by another's."""
+is off in the workers (`CUTE_DSL_DISABLE_FILE_CACHING`): what a candidate's process compiled is never loaded by
+another's."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ class Cute(Backend):
     compiler_packages = ("cutlass",)
     exact_launch_counts = False
 
+    def __init__(self) -> None:
+        self.log = CompileLog()
+
     def detect(self, code: str) -> bool:
         return bool(re.search(r"^\s*(?:import\s+cutlass\b|from\s+cutlass\b)", code, re.M))
 
@@ -50,9 +53,6 @@ class Cute(Backend):
             return NOT_INSTALLED, ("a cute candidate needs the CuTe DSL (cutlass.cute), not installed here "
                                    "(pip install 'kernelcraft[cute]')")
         return found
-
-    def __init__(self) -> None:
-        self.log = CompileLog()
 
     def declared_kernels(self, source: str) -> set[str]:
         return set(CUTE_KERNEL.findall(source))

@@ -9,8 +9,9 @@ candidate's where the source defines that prim func (or `@tilelang.jit` function
 (`kernel.torch_function`) is not recorded.
 
 Its compiles are timed apart from the calls (backends/jit_compiles.py): a kernel's lowering, NVCC build and
-adapter (`JITKernel._compile_and_create_adapter`). TileLang's kernel cache on disk is off in the workers (`TILELANG_DISABLE_CACHE`): what one candidate's process
-built is never loaded by another's."""
+adapter (`JITKernel._compile_and_create_adapter`). TileLang's kernel cache on disk is off in the workers
+(`TILELANG_DISABLE_CACHE`, its directory inside the worker's own): what one candidate's process built is never
+loaded by another's."""
 
 from __future__ import annotations
 
@@ -35,11 +36,11 @@ class TileLang(Backend):
     extra = "tilelang"
     compiler_packages = ("tilelang", "tvm_ffi")
 
-    def detect(self, code: str) -> bool:
-        return bool(re.search(r"^\s*(?:import\s+tilelang\b|from\s+tilelang\b)", code, re.M))
-
     def __init__(self) -> None:
         self.log = CompileLog()
+
+    def detect(self, code: str) -> bool:
+        return bool(re.search(r"^\s*(?:import\s+tilelang\b|from\s+tilelang\b)", code, re.M))
 
     def declared_kernels(self, source: str) -> set[str]:
         return {f"{name}_kernel" for name in PRIM_FUNC.findall(source)}
