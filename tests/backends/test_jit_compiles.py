@@ -116,3 +116,23 @@ def test_the_supervisor_adds_each_compile_to_the_results_account():
     assert result.compile_seconds == 0.75
     assert result.kernels_resources == [{"kernel": "k2", "registers": 40, "smem": 0}]
     assert "Compiling entry function 'k2'" in result.compile_log
+
+
+def test_the_worker_reports_the_candidates_own_compiles_not_torch_compiles(monkeypatch):
+    """Triton compiles torch.compile's kernels in the same process: the worker keeps those of the candidate's module
+    (and of the modules its language generated), and every compile that names no module (the CuTe DSL's)."""
+    import types
+
+    import torch
+
+    from kernelcraft.verify.worker import Worker
+
+    worker = Worker.__new__(Worker)
+    worker.device = torch.device("cpu")
+    monkeypatch.setitem(sys.modules, "kernelcraft_candidate", types.ModuleType("kernelcraft_candidate"))
+    get_backend("triton").log.add(0.5, ["own_kernel"], module="kernelcraft_candidate")
+    get_backend("triton").log.add(2.0, ["triton_poi_fused_add_0"], module="torch._inductor.runtime.compile_tasks.ab")
+    get_backend("cute").log.add(0.25, ["kernel_cutlass_k_ptrf32gmem_0"])
+    kernels = {k for row in worker._own_compiles() for k in row["kernels"]}
+    assert {"own_kernel", "kernel_cutlass_k_ptrf32gmem_0"} <= kernels and "triton_poi_fused_add_0" not in kernels
+    assert worker._own_compiles() == []  # each compile reported once

@@ -8,10 +8,9 @@ cuda_inline.py (the load_inline build cache), triton_interpreter.py and triton_s
 from __future__ import annotations
 
 import contextlib
-import re
 from pathlib import Path
 
-from kernelcraft.backends.base import NEEDS_DEVICE, NOT_INSTALLED, Backend
+from kernelcraft.backends.base import NEEDS_DEVICE, NOT_INSTALLED, Backend, code_of
 from kernelcraft.backends.errors import CompileError
 from kernelcraft.backends.kinds.cpp import Cpp
 from kernelcraft.backends.kinds.cuda_inline import CudaInline
@@ -31,13 +30,9 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (CudaNvrtc(), Gluon(), Helion
 DEFAULT_FOR_MODELS = {"cuda": "cuda_nvrtc", "cpu": "triton"}
 
 
-def _code(source: str) -> str:
-    return re.sub(r"#[^\n]*", "", source)
-
-
 def detect_backend(source: str) -> str:
     """Name of the backend a candidate's source uses, from what it imports and calls."""
-    code = _code(source)
+    code = code_of(source)
     return next(b.name for b in BACKENDS.values() if b.detect(code))
 
 

@@ -18,10 +18,16 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import re
 from pathlib import Path
 from typing import ClassVar, ContextManager
 
 PROMPTS = Path(__file__).parent / "prompts"
+
+
+def code_of(source: str) -> str:
+    """A candidate's source with its comments removed: what `Backend.detect` reads."""
+    return re.sub(r"#[^\n]*", "", source)
 
 # The reason a verdict carries when a candidate's backend cannot run on the device it was given ...
 NEEDS_DEVICE = "backend_needs_cuda"

@@ -17,7 +17,7 @@ import os
 import re
 import sys
 
-from kernelcraft.backends.base import Backend
+from kernelcraft.backends.base import Backend, code_of
 
 HELION_KERNEL = re.compile(r"@\s*helion\.kernel\b[^\n]*\n(?:[^\n]*\n)*?\s*def\s+([A-Za-z_]\w*)")
 
@@ -43,7 +43,7 @@ class Helion(Backend):
     @contextlib.contextmanager
     def importing(self, build_cache, records, source: str = ""):
         # a GPU (Helion lowers its kernels to Triton's), or a candidate in another language
-        if os.environ.get("TRITON_INTERPRET") != "1" or not self.detect(re.sub(r"#[^\n]*", "", source)):
+        if os.environ.get("TRITON_INTERPRET") != "1" or not self.detect(code_of(source)):
             yield
             return
         os.environ.pop("TRITON_INTERPRET")
