@@ -153,3 +153,11 @@ def test_a_compile_error_reaches_the_model_as_the_dsls_own_account(tmp_path):
     assert message.startswith('File "candidate.py", line ') and "DSLUserCodeError" in message, message
     assert "name 'scale' is not defined" in message and "gx[tid] = gx[tid] * scale" in message, message
     assert "\x1b[" not in message and "site-packages" not in message, message
+
+
+def test_a_recorded_name_that_is_not_the_dsls_naming_is_never_the_candidates():
+    """A compiled function whose kernel_info a candidate filled with a cuBLAS kernel's name, beside a declared
+    `@cute.kernel` of that name: the DSL's runtime did not name it, so it does not count."""
+    launches = Launches(recorded={"cute": {"sm90_xmma_gemm_f32f32_tf32f32": 1}})
+    found = attribute([Ran("sm90_xmma_gemm_f32f32_tf32f32", 7, 9.0)], launches, {"sm90_xmma_gemm_f32f32_tf32f32"}, 7)
+    assert not found.custom_ran and found.custom_fraction == 0.0

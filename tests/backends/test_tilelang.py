@@ -66,3 +66,16 @@ def test_the_examples_are_judged_on_a_gpu(tmp_path):
                                       ("level1/softmax", "softmax_tilelang_wrong", "incorrect"),
                                       ("level1/matmul", "matmul_tilelang", "ok"),
                                       ("level1/matmul", "matmul_tilelang_wrong", "incorrect")], config)
+
+
+def test_a_library_kernel_named_like_a_recorded_tilelang_one_is_not_the_candidates():
+    """Name squatting through the runtime: a prim func named `vectorized_elementwise` compiles to the kernel
+    `vectorized_elementwise_kernel`, as ATen's is called; ATen's launched inside an aten op, or more often than the
+    candidate's runtime launched it, is the library's."""
+    declared = {"vectorized_elementwise_kernel"}
+    launches = Launches(recorded={"tilelang": {"vectorized_elementwise_kernel": 1}})
+    inside = attribute([Ran("vectorized_elementwise_kernel", 7, 5.0, "aten::relu")], launches, declared, 7)
+    assert not inside.custom_ran and inside.kernels[0].evidence == "inside_library_op"
+    templated = attribute([Ran("void at::native::vectorized_elementwise_kernel<4>(int)", 7, 5.0)], launches,
+                          declared, 7)
+    assert not templated.custom_ran  # not the exact name the runtime recorded

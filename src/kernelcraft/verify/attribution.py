@@ -39,6 +39,10 @@ happens, a fast path never taken). The verdicts it decides are `no_custom_kernel
 `library_kernels` (judge.attribution_finding), and the custom fraction each result reports.
 
 The ELF reader of built extensions is verify/elf_kernels.py.
+
+Over 400 lines on purpose: the rules, the evidence each language's launches give them and the recorders that
+gather it are read together when a rule changes; the ELF reader and the languages' own recorders
+(backends/kinds/*.recorded_launches) already live apart.
 """
 
 from __future__ import annotations
